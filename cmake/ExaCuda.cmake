@@ -1,0 +1,17 @@
+# EXASERVE_CUDA=AUTO builds kernels/ when nvcc is found; ON requires it; OFF skips it. CUDA is
+# optional at build time and at run time (DESIGN.md §3 rule 3).
+set(EXASERVE_CUDA_ENABLED OFF)
+if(NOT EXASERVE_CUDA STREQUAL "OFF")
+  if(NOT CMAKE_CUDA_COMPILER)
+    find_program(_exa_nvcc nvcc PATHS /usr/local/cuda/bin NO_CACHE)
+    if(_exa_nvcc)
+      set(CMAKE_CUDA_COMPILER ${_exa_nvcc})
+    endif()
+  endif()
+  if(CMAKE_CUDA_COMPILER)
+    set(EXASERVE_CUDA_ENABLED ON)
+  elseif(EXASERVE_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "EXASERVE_CUDA=ON but nvcc was not found (PATH or /usr/local/cuda/bin)")
+  endif()
+endif()
+message(STATUS "ExaServe CUDA backend: ${EXASERVE_CUDA_ENABLED} (EXASERVE_CUDA=${EXASERVE_CUDA})")

@@ -1,0 +1,27 @@
+# Every dependency comes from a Debian package that scripts/setup-deps.sh installs (DESIGN.md §5).
+find_package(Threads REQUIRED)
+find_package(absl CONFIG REQUIRED)
+find_package(Protobuf REQUIRED)
+find_package(gRPC CONFIG REQUIRED)
+find_package(Boost 1.74 REQUIRED)
+find_package(yaml-cpp CONFIG REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
+find_package(CLI11 CONFIG REQUIRED)
+find_package(fmt CONFIG REQUIRED)
+find_package(spdlog CONFIG REQUIRED)
+find_package(OpenSSL REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(SYSTEMD REQUIRED IMPORTED_TARGET libsystemd)
+
+find_program(EXA_PROTOC protoc REQUIRED)
+find_program(EXA_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
+
+# Boost.Asio + Beast are header-only; keep one flavour for the whole daemon.
+add_library(exa_boost_asio INTERFACE)
+target_link_libraries(exa_boost_asio INTERFACE Boost::headers Threads::Threads)
+target_compile_definitions(exa_boost_asio INTERFACE BOOST_ASIO_NO_DEPRECATED
+                                                    BOOST_BEAST_USE_STD_STRING_VIEW)
+
+if(EXASERVE_BUILD_TESTS)
+  find_package(Catch2 REQUIRED)
+endif()

@@ -1,0 +1,51 @@
+# exa_cc_library / exa_cc_binary / exa_cc_test: one target per module, dependencies declared.
+# The target graph is the architecture (DESIGN.md §3): a module may only use what it names in
+# DEPS, and CMake refuses cycles between static libraries we declare this way.
+
+set(EXA_WARNING_FLAGS -Wall -Wextra -Werror -Wno-unused-parameter -Wnon-virtual-dtor
+    -Wno-missing-field-initializers)
+
+# exa_cc_library(NAME router SRCS a.cc b.cc DEPS exa::cluster absl::status)
+function(exa_cc_library)
+  cmake_parse_arguments(ARG "" "NAME" "SRCS;HDRS;DEPS;PRIVATE_DEPS" ${ARGN})
+  set(target exa_${ARG_NAME})
+  if(ARG_SRCS)
+    add_library(${target} STATIC ${ARG_SRCS} ${ARG_HDRS})
+    target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+    target_link_libraries(${target} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${EXA_WARNING_FLAGS}>)
+  else()
+    add_library(${target} INTERFACE)
+    target_include_directories(${target} INTERFACE ${PROJECT_SOURCE_DIR}/src)
+    target_link_libraries(${target} INTERFACE ${ARG_DEPS})
+  endif()
+  add_library(exa::${ARG_NAME} ALIAS ${target})
+endfunction()
+
+# exa_cc_binary(NAME exaserved SRCS main.cc DEPS exa::daemon)
+function(exa_cc_binary)
+  cmake_parse_arguments(ARG "" "NAME" "SRCS;DEPS" ${ARGN})
+  add_executable(${ARG_NAME} ${ARG_SRCS})
+  target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS})
+  target_compile_options(${ARG_NAME} PRIVATE ${EXA_WARNING_FLAGS})
+endfunction()
+
+# exa_cc_test(NAME common_units SRCS units_test.cc DEPS exa::common [LABELS unit])
+# Each test binary is a Catch2 program registered as one ctest test; LABELS select subsets
+# (`ctest -L unit`, `-LE slow`).
+function(exa_cc_test)
+  cmake_parse_arguments(ARG "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS;ARGS" ${ARGN})
+  set(target test_${ARG_NAME})
+  add_executable(${target} ${ARG_SRCS})
+  target_link_libraries(${target} PRIVATE ${ARG_DEPS} exa_catch2_main)
+  target_compile_options(${target} PRIVATE ${EXA_WARNING_FLAGS})
+  set_target_properties(${target} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/test-bin)
+  add_test(NAME ${ARG_NAME} COMMAND ${target} ${ARG_ARGS})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 120)
+  endif()
+  if(NOT ARG_LABELS)
+    set(ARG_LABELS unit)
+  endif()
+  set_tests_properties(${ARG_NAME} PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}")
+endfunction()
