@@ -1,0 +1,151 @@
+// Config sources apply in precedence order and every error names the source, key and value.
+#include "config/schema.h"
+
+#include <fstream>
+
+#include <catch2/catch.hpp>
+
+#include "common/strings.h"
+
+namespace exa::config {
+namespace {
+
+struct TestOptions {
+  std::string rack = "default";
+  uint16_t http_port = 8080;
+  Bytes max_body{1 << 20};
+  absl::Duration drain_timeout = absl::Seconds(30);
+  std::vector<std::string> roles{"auto"};
+  bool tls = false;
+  std::string format = "json";
+};
+
+void Register(Schema& s, TestOptions* o) {
+  s.Add("node.rack", &o->rack, "rack name");
+  s.Add("network.http_port", &o->http_port, "HTTP port");
+  s.Add("http.max_body_bytes", &o->max_body, "largest request body");
+  s.Add("lifecycle.drain_timeout", &o->drain_timeout, "how long to drain");
+  s.Add<std::vector<std::string>>("node.roles", &o->roles, "roles",
+                                  [](const std::vector<std::string>& v) -> std::string {
+                                    for (const auto& r : v) {
+                                      if (r != "auto" && r != "gateway") {
+                                        return StrCat("\"", r, "\": expected auto or gateway");
+                                      }
+                                    }
+                                    return "";
+                                  });
+  s.Add("network.tls", &o->tls, "TLS on");
+  s.AddEnum("log.format", &o->format, {"json", "text"}, "log format");
+}
+
+std::string Message(const absl::Status& s) { return std::string(s.message()); }
+
+TEST_CASE("Defaults stand when no source sets a key", "[config]") {
+  TestOptions o;
+  Schema s;
+  Register(s, &o);
+  REQUIRE(s.LoadYamlString("", "empty.yaml").ok());
+  CHECK(o.http_port == 8080);
+  CHECK(o.roles == std::vector<std::string>{"auto"});
+}
+
+TEST_CASE("Flags beat environment beats file beats defaults", "[config]") {
+  TestOptions o;
+  Schema s;
+  Register(s, &o);
+  REQUIRE(s.LoadYamlString("node:\n  rack: r-file\n  roles: [gateway]\nnetwork:\n"
+                           "  http_port: 9000\nhttp:\n  max_body_bytes: 2Mi\n",
+                           "f.yaml")
+              .ok());
+  const char* env[] = {"EXASERVE_NETWORK_HTTP_PORT=9100", "EXASERVE_NODE_RACK=r-env",
+                       "PATH=/bin", nullptr};
+  REQUIRE(s.LoadEnvironment(env).ok());
+  REQUIRE(s.Set("node.rack", "r-flag", "flag --rack").ok());
+  CHECK(o.rack == "r-flag");              // flag
+  CHECK(o.http_port == 9100);             // env over file
+  CHECK(o.max_body.value == 2u << 20);    // file over default
+  CHECK(o.roles == std::vector<std::string>{"gateway"});
+  CHECK(o.drain_timeout == absl::Seconds(30));  // default
+}
+
+TEST_CASE("Unknown keys are refused with the nearest valid key", "[config]") {
+  TestOptions o;
+  Schema s;
+  Register(s, &o);
+  absl::Status st = s.LoadYamlString("http:\n  max_body_byte: 1Mi\n", "c.yaml");
+  CHECK(st.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(Message(st) ==
+        "c.yaml:2:3: unknown key \"http.max_body_byte\"; did you mean \"http.max_body_bytes\"?");
+  absl::Status far = s.LoadYamlString("zebra: 1\n", "c.yaml");
+  CHECK(Message(far).find("valid sections: node, network, http, lifecycle, log") !=
+        std::string::npos);
+  const char* env[] = {"EXASERVE_NETWORK_HTTP_PROT=1", nullptr};
+  absl::Status env_st = s.LoadEnvironment(env);
+  CHECK(Message(env_st) ==
+        "environment EXASERVE_NETWORK_HTTP_PROT: unknown key \"network.http_prot\"; did you "
+        "mean \"network.http_port\"?");
+}
+
+TEST_CASE("Bad values name the location, key, value and what is allowed", "[config]") {
+  TestOptions o;
+  Schema s;
+  Register(s, &o);
+  CHECK(Message(s.LoadYamlString("network:\n  http_port: 70000\n", "c.yaml")) ==
+        "c.yaml:2:14: network.http_port \"70000\": out of range [0, 65535]");
+  CHECK(Message(s.LoadYamlString("http:\n  max_body_bytes: 53Q\n", "c.yaml"))
+            .find("c.yaml:2:19: http.max_body_bytes \"53Q\": unknown suffix") == 0);
+  CHECK(Message(s.Set("log.format", "xml", "flag --log-format")) ==
+        "flag --log-format: log.format \"xml\": expected one of json, text");
+  CHECK(Message(s.Set("node.roles", "gateway,bogus", "flag --role")) ==
+        "flag --role: node.roles \"bogus\": expected auto or gateway");
+  CHECK(Message(s.Set("network.tls", "maybe", "flag --tls")) ==
+        "flag --tls: network.tls \"maybe\": expected true or false");
+  CHECK(Message(s.LoadYamlString("lifecycle:\n  drain_timeout: [1, 2]\n", "c.yaml"))
+            .find("expected a single value") != std::string::npos);
+  // A failed set leaves the previous value in place.
+  CHECK(o.http_port == 8080);
+  CHECK(o.format == "json");
+}
+
+TEST_CASE("Invalid YAML reports file:line:column", "[config]") {
+  TestOptions o;
+  Schema s;
+  Register(s, &o);
+  std::string path = "/tmp/exa_config_test_bad.yaml";
+  std::ofstream(path) << "node:\n  rack: [unclosed\n";
+  absl::Status st = s.LoadYamlFile(path);
+  CHECK(st.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(Message(st).rfind(path + ":", 0) == 0);
+  CHECK(Message(st).find("invalid YAML") != std::string::npos);
+  CHECK(s.LoadYamlFile("/nonexistent/exa.yaml").code() == absl::StatusCode::kNotFound);
+  CHECK(Message(s.LoadYamlString("- a\n- b\n", "list.yaml")) ==
+        "list.yaml:1:1: the document must be a mapping of keys to values");
+}
+
+TEST_CASE("ToYaml prints the effective config, which loads back to the same values",
+          "[config]") {
+  TestOptions o;
+  Schema s;
+  Register(s, &o);
+  REQUIRE(s.Set("node.roles", "gateway", "test").ok());
+  REQUIRE(s.Set("http.max_body_bytes", "3Mi", "test").ok());
+  std::string yaml = s.ToYaml();
+  CHECK(yaml.find("  # largest request body\n  max_body_bytes: 3Mi\n") != std::string::npos);
+  TestOptions fresh;
+  Schema s2;
+  Register(s2, &fresh);
+  REQUIRE(s2.LoadYamlString(yaml, "printed").ok());
+  CHECK(fresh.roles == o.roles);
+  CHECK(fresh.max_body == o.max_body);
+  CHECK(fresh.drain_timeout == o.drain_timeout);
+  CHECK(Schema::EnvName("http.max_body_bytes") == "EXASERVE_HTTP_MAX_BODY_BYTES");
+}
+
+TEST_CASE("EditDistance", "[config]") {
+  CHECK(EditDistance("kitten", "sitting") == 3);
+  CHECK(EditDistance("", "abc") == 3);
+  CHECK(EditDistance("same", "same") == 0);
+}
+
+}  // namespace
+}  // namespace exa::config
