@@ -1,0 +1,530 @@
+#include "net/http_server.h"
+
+#include <deque>
+#include <optional>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/status.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include "common/check.h"
+#include "common/logging.h"
+#include "common/strings.h"
+#include "nlohmann/json.hpp"
+
+namespace exa::net {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+std::chrono::nanoseconds ToChrono(absl::Duration d) { return absl::ToChronoNanoseconds(d); }
+
+// Header values come from handlers; CR or LF would let one split the response.
+std::string SafeHeaderValue(std::string_view v) {
+  std::string out;
+  for (char c : v) out.push_back(c == '\r' || c == '\n' ? ' ' : c);
+  return out;
+}
+
+std::string StatusLine(int status) {
+  auto reason = http::obsolete_reason(http::int_to_status(static_cast<unsigned>(status)));
+  return StrCat("HTTP/1.1 ", status, " ", std::string_view(reason.data(), reason.size()), "\r\n");
+}
+
+std::string SerializeHead(int status, std::string_view content_type, const Headers& headers,
+                          bool keep_alive, std::optional<size_t> content_length) {
+  std::string out = StatusLine(status);
+  StrAppend(&out, "Server: exaserved\r\nContent-Type: ", SafeHeaderValue(content_type), "\r\n");
+  for (const auto& [k, v] : headers) StrAppend(&out, SafeHeaderValue(k), ": ", SafeHeaderValue(v), "\r\n");
+  if (content_length) {
+    StrAppend(&out, "Content-Length: ", *content_length, "\r\n");
+  } else {
+    out.append("Transfer-Encoding: chunked\r\n");
+  }
+  StrAppend(&out, "Connection: ", keep_alive ? "keep-alive" : "close", "\r\n\r\n");
+  return out;
+}
+
+struct Route {
+  std::string method;
+  std::string path;
+  HttpHandler handler;
+};
+
+}  // namespace
+
+void RegisterConfig(config::Schema& schema, std::string_view section,
+                    HttpServerOptions* options) {
+  std::string s(section);
+  schema.Add(s + ".max_body_bytes", &options->max_body_bytes,
+             "largest request body accepted; larger gets 413");
+  schema.Add(s + ".max_header_bytes", &options->max_header_bytes,
+             "largest request head (request line + headers); larger gets 431");
+  schema.Add(s + ".read_timeout", &options->read_timeout,
+             "time allowed to receive a whole request; slower gets 408");
+  schema.Add(s + ".idle_timeout", &options->idle_timeout,
+             "keep-alive connections idle this long are closed");
+  schema.Add(s + ".write_timeout", &options->write_timeout,
+             "a client that does not take a write this long is disconnected");
+  schema.Add<int>(s + ".max_connections", &options->max_connections,
+                  "open connections beyond this get 503 and are closed",
+                  [](const int& v) { return v > 0 ? "" : StrCat(v, ": must be positive"); });
+  schema.Add(s + ".max_stream_buffer_bytes", &options->max_stream_buffer_bytes,
+             "unsent streaming data per response before the stream is treated as stalled");
+}
+
+std::string_view HttpRequest::Header(std::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (k == name) return v;
+  }
+  return {};
+}
+
+HttpResponse JsonError(int status, std::string_view message, std::string_view type) {
+  nlohmann::json body = {{"error", {{"message", message}, {"type", type}, {"code", status}}}};
+  return HttpResponse{status, "application/json", body.dump() + "\n", {}};
+}
+
+class Connection;
+
+struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
+  Impl(IoRunner& io_runner, HttpServerOptions opts)
+      : io(io_runner), options(std::move(opts)), acceptor(asio::make_strand(io_runner.context())) {}
+
+  void DoAccept();
+  const Route* FindRoute(const std::string& method, const std::string& path,
+                         bool* path_known) const;
+  void Track(const std::shared_ptr<Connection>& c);
+
+  IoRunner& io;
+  const HttpServerOptions options;
+  std::vector<Route> routes;
+  tcp::acceptor acceptor;
+  std::atomic<bool> accepting{false};
+  std::atomic<int> connections{0};
+  std::atomic<int> in_flight{0};
+  absl::Mutex mu;
+  std::vector<std::weak_ptr<Connection>> live ABSL_GUARDED_BY(mu);
+};
+
+// One client connection. Everything below runs on the connection's strand.
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(tcp::socket socket, std::shared_ptr<HttpServer::Impl> server)
+      : socket_(std::move(socket)),
+        read_timer_(socket_.get_executor()),
+        write_timer_(socket_.get_executor()),
+        server_(std::move(server)) {
+    server_->connections++;
+  }
+  ~Connection() { server_->connections--; }
+
+  void Start() { DoReadRequest(); }
+  void Reject(HttpResponse response) { SendAndClose(std::move(response)); }
+  void Close() {
+    asio::post(socket_.get_executor(), [self = shared_from_this()] { self->Shutdown(); });
+  }
+
+  // --- called by the responder, on the strand ---
+  void Respond(HttpResponse r);
+  void StartStream(int status, std::string content_type, Headers headers);
+  void WriteChunk(std::string data);
+  void FinishStream();
+  void AddGoneCallback(std::function<void()> cb) {
+    if (gone_) {
+      cb();
+    } else {
+      gone_callbacks_.push_back(std::move(cb));
+    }
+  }
+
+  asio::any_io_executor executor() { return socket_.get_executor(); }
+  std::atomic<size_t> queued_bytes{0};
+  std::atomic<bool> gone{false};
+  size_t max_stream_buffer() const { return server_->options.max_stream_buffer_bytes.value; }
+
+ private:
+  void DoReadRequest();
+  void OnRead(beast::error_code ec);
+  void Dispatch();
+  void SendAndClose(HttpResponse r);
+  void Enqueue(std::string bytes);
+  void DoWrite();
+  void OnWrite(beast::error_code ec, size_t bytes);
+  void EndRequest();
+  void Shutdown();
+
+  tcp::socket socket_;
+  asio::steady_timer read_timer_;
+  asio::steady_timer write_timer_;
+  std::shared_ptr<HttpServer::Impl> server_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  bool first_request_ = true;
+  bool read_timed_out_ = false;
+  bool keep_alive_ = false;
+  bool request_active_ = false;   // dispatched, response not complete
+  bool response_started_ = false;
+  bool response_complete_ = false;
+  bool close_after_write_ = false;
+  bool writing_ = false;
+  bool gone_ = false;
+  std::deque<std::string> pending_;
+  std::vector<std::function<void()>> gone_callbacks_;
+};
+
+class ResponderImpl final : public HttpResponder {
+ public:
+  explicit ResponderImpl(std::shared_ptr<Connection> c) : conn_(std::move(c)) {}
+  ~ResponderImpl() override {
+    // A handler that dropped its responder without answering still owes the client a reply.
+    if (!started_.exchange(true)) {
+      Post([c = conn_] { c->Respond(JsonError(500, "handler returned no response", "server_error")); });
+    } else if (streaming_ && !finished_.exchange(true)) {
+      Post([c = conn_] { c->FinishStream(); });
+    }
+  }
+  void Respond(HttpResponse response) override {
+    if (started_.exchange(true)) return;
+    finished_ = true;
+    Post([c = conn_, r = std::move(response)]() mutable { c->Respond(std::move(r)); });
+  }
+  void StartStream(int status, std::string content_type, Headers headers) override {
+    if (started_.exchange(true)) return;
+    streaming_ = true;
+    Post([c = conn_, status, ct = std::move(content_type), h = std::move(headers)]() mutable {
+      c->StartStream(status, std::move(ct), std::move(h));
+    });
+  }
+  bool Write(std::string data) override {
+    if (!streaming_ || finished_ || conn_->gone) return false;
+    if (conn_->queued_bytes + data.size() > conn_->max_stream_buffer()) return false;
+    conn_->queued_bytes += data.size();
+    Post([c = conn_, d = std::move(data)]() mutable { c->WriteChunk(std::move(d)); });
+    return true;
+  }
+  void Finish() override {
+    if (!streaming_ || finished_.exchange(true)) return;
+    Post([c = conn_] { c->FinishStream(); });
+  }
+  bool ClientGone() const override { return conn_->gone; }
+  void OnClientGone(std::function<void()> callback) override {
+    Post([c = conn_, cb = std::move(callback)]() mutable { c->AddGoneCallback(std::move(cb)); });
+  }
+
+ private:
+  template <typename F>
+  void Post(F&& f) {
+    asio::post(conn_->executor(), std::forward<F>(f));
+  }
+  std::shared_ptr<Connection> conn_;
+  std::atomic<bool> started_{false};
+  std::atomic<bool> streaming_{false};
+  std::atomic<bool> finished_{false};
+};
+
+void Connection::DoReadRequest() {
+  parser_.emplace();
+  parser_->body_limit(server_->options.max_body_bytes.value);
+  parser_->header_limit(static_cast<uint32_t>(server_->options.max_header_bytes.value));
+  read_timed_out_ = false;
+  // The first request gets read_timeout; later ones on a kept-alive connection idle_timeout.
+  read_timer_.expires_after(
+      ToChrono(first_request_ ? server_->options.read_timeout : server_->options.idle_timeout));
+  read_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    if (ec) return;  // cancelled: the read finished first
+    self->read_timed_out_ = true;
+    beast::error_code ignored;
+    self->socket_.cancel(ignored);
+  });
+  http::async_read(socket_, buffer_, *parser_,
+                   [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+}
+
+void Connection::OnRead(beast::error_code ec) {
+  read_timer_.cancel();
+  if (read_timed_out_) {
+    if (parser_->got_some() || buffer_.size() > 0) {
+      SendAndClose(JsonError(408, "request not received within http.read_timeout", "timeout"));
+    } else {
+      Shutdown();  // an idle keep-alive connection: close quietly
+    }
+    return;
+  }
+  if (ec == http::error::end_of_stream || ec == asio::error::eof ||
+      ec == asio::error::connection_reset || ec == asio::error::operation_aborted) {
+    Shutdown();
+    return;
+  }
+  if (ec == http::error::body_limit) {
+    SendAndClose(JsonError(413,
+                           StrCat("request body larger than http.max_body_bytes (",
+                                  server_->options.max_body_bytes.value, " bytes)"),
+                           "invalid_request_error"));
+    return;
+  }
+  if (ec == http::error::header_limit) {
+    SendAndClose(JsonError(431,
+                           StrCat("request head larger than http.max_header_bytes (",
+                                  server_->options.max_header_bytes.value, " bytes)"),
+                           "invalid_request_error"));
+    return;
+  }
+  if (ec) {
+    SendAndClose(JsonError(400, StrCat("malformed HTTP request: ", ec.message()),
+                           "invalid_request_error"));
+    return;
+  }
+  Dispatch();
+}
+
+void Connection::Dispatch() {
+  first_request_ = false;
+  http::request<http::string_body> msg = parser_->release();
+  keep_alive_ = msg.keep_alive() && server_->accepting;
+  HttpRequest req;
+  req.method = std::string(msg.method_string());
+  req.target = std::string(msg.target());
+  size_t q = req.target.find('?');
+  req.path = req.target.substr(0, q);
+  if (q != std::string::npos) req.query = req.target.substr(q + 1);
+  for (const auto& field : msg) {
+    std::string name(field.name_string());
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    req.headers.emplace_back(std::move(name), std::string(field.value()));
+  }
+  req.body = std::move(msg.body());
+  beast::error_code ignored;
+  auto remote = socket_.remote_endpoint(ignored);
+  if (!ignored) req.remote_address = remote.address().to_string();
+
+  request_active_ = true;
+  response_started_ = false;
+  response_complete_ = false;
+  server_->in_flight++;
+  bool path_known = false;
+  const Route* route = server_->FindRoute(req.method, req.path, &path_known);
+  auto responder = std::make_shared<ResponderImpl>(shared_from_this());
+  if (route == nullptr) {
+    responder->Respond(path_known ? JsonError(405, StrCat("method ", req.method, " not allowed on ",
+                                                          req.path), "invalid_request_error")
+                                  : JsonError(404, StrCat("no route for ", req.path),
+                                              "invalid_request_error"));
+    return;
+  }
+  route->handler(std::move(req), std::move(responder));
+}
+
+void Connection::Respond(HttpResponse r) {
+  if (!request_active_ || response_started_) return;
+  response_started_ = true;
+  response_complete_ = true;
+  Enqueue(SerializeHead(r.status, r.content_type, r.headers, keep_alive_, r.body.size()) + r.body);
+}
+
+void Connection::StartStream(int status, std::string content_type, Headers headers) {
+  if (!request_active_ || response_started_) return;
+  response_started_ = true;
+  headers.emplace_back("Cache-Control", "no-cache");
+  Enqueue(SerializeHead(status, content_type, headers, keep_alive_, std::nullopt));
+}
+
+void Connection::WriteChunk(std::string data) {
+  size_t size = data.size();
+  if (!response_started_ || response_complete_ || gone_ || size == 0) {
+    queued_bytes -= size;
+    return;
+  }
+  std::string chunk = fmt::format("{:x}\r\n", size);
+  chunk.append(data);
+  chunk.append("\r\n");
+  queued_bytes -= size;  // the byte budget counts payload; it is now in pending_
+  Enqueue(std::move(chunk));
+}
+
+void Connection::FinishStream() {
+  if (!response_started_ || response_complete_) return;
+  response_complete_ = true;
+  Enqueue("0\r\n\r\n");
+}
+
+void Connection::SendAndClose(HttpResponse r) {
+  keep_alive_ = false;
+  close_after_write_ = true;
+  Enqueue(SerializeHead(r.status, r.content_type, r.headers, false, r.body.size()) + r.body);
+}
+
+void Connection::Enqueue(std::string bytes) {
+  if (gone_) return;
+  pending_.push_back(std::move(bytes));
+  if (!writing_) DoWrite();
+}
+
+void Connection::DoWrite() {
+  writing_ = true;
+  write_timer_.expires_after(ToChrono(server_->options.write_timeout));
+  write_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    if (!ec) self->Shutdown();  // the client stopped reading
+  });
+  asio::async_write(socket_, asio::buffer(pending_.front()),
+                    [self = shared_from_this()](beast::error_code ec, size_t n) {
+                      self->OnWrite(ec, n);
+                    });
+}
+
+void Connection::OnWrite(beast::error_code ec, size_t) {
+  write_timer_.cancel();
+  writing_ = false;
+  if (ec) {
+    Shutdown();
+    return;
+  }
+  pending_.pop_front();
+  if (!pending_.empty()) {
+    DoWrite();
+    return;
+  }
+  if (close_after_write_) {
+    Shutdown();
+    return;
+  }
+  if (request_active_ && response_complete_) {
+    EndRequest();
+    if (keep_alive_ && server_->accepting) {
+      DoReadRequest();
+    } else {
+      Shutdown();
+    }
+  }
+}
+
+void Connection::EndRequest() {
+  if (!request_active_) return;
+  request_active_ = false;
+  server_->in_flight--;
+}
+
+void Connection::Shutdown() {
+  if (gone_) return;
+  gone_ = true;
+  gone = true;
+  EndRequest();
+  beast::error_code ignored;
+  read_timer_.cancel();
+  write_timer_.cancel();
+  socket_.shutdown(tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+  auto callbacks = std::move(gone_callbacks_);
+  for (auto& cb : callbacks) cb();
+}
+
+void HttpServer::Impl::DoAccept() {
+  acceptor.async_accept(
+      asio::make_strand(io.context()),
+      [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
+        if (ec == asio::error::operation_aborted || !self->accepting) return;
+        if (!ec) {
+          auto conn = std::make_shared<Connection>(std::move(socket), self);
+          if (self->connections > self->options.max_connections) {
+            conn->Reject(JsonError(503, "too many connections (http.max_connections)",
+                                   "overloaded"));
+          } else {
+            self->Track(conn);
+            conn->Start();
+          }
+        } else {
+          EXA_LOG_WARN("http", "accept failed", {{"error", ec.message()}});
+        }
+        self->DoAccept();
+      });
+}
+
+void HttpServer::Impl::Track(const std::shared_ptr<Connection>& c) {
+  absl::MutexLock lock(&mu);
+  // Prune dead entries now and then so the list stays the size of the live set.
+  if (live.size() > 64 && live.size() > 2 * static_cast<size_t>(connections.load())) {
+    std::erase_if(live, [](const auto& w) { return w.expired(); });
+  }
+  live.push_back(c);
+}
+
+const Route* HttpServer::Impl::FindRoute(const std::string& method, const std::string& path,
+                                         bool* path_known) const {
+  for (const Route& r : routes) {
+    if (r.path != path) continue;
+    *path_known = true;
+    if (r.method == method) return &r;
+  }
+  return nullptr;
+}
+
+HttpServer::HttpServer(IoRunner& io, HttpServerOptions options)
+    : impl_(std::make_shared<Impl>(io, std::move(options))), in_flight_(impl_->in_flight) {}
+
+HttpServer::~HttpServer() {
+  StopAccepting();
+  CloseAll();
+}
+
+void HttpServer::AddRoute(std::string method, std::string path, HttpHandler handler) {
+  EXA_CHECK(!impl_->accepting) << "routes are added before Start";
+  impl_->routes.push_back(Route{std::move(method), std::move(path), std::move(handler)});
+}
+
+void HttpServer::AddRoute(std::string method, std::string path,
+                          std::function<HttpResponse(const HttpRequest&)> handler) {
+  AddRoute(std::move(method), std::move(path),
+           HttpHandler([h = std::move(handler)](HttpRequest req,
+                                                std::shared_ptr<HttpResponder> responder) {
+             responder->Respond(h(req));
+           }));
+}
+
+absl::Status HttpServer::Start() {
+  beast::error_code ec;
+  auto address = asio::ip::make_address(impl_->options.bind_address, ec);
+  if (ec) {
+    return absl::InvalidArgumentError(
+        StrCat("bind address \"", impl_->options.bind_address, "\": ", ec.message()));
+  }
+  tcp::endpoint endpoint(address, impl_->options.port);
+  impl_->acceptor.open(endpoint.protocol(), ec);
+  if (!ec) impl_->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) impl_->acceptor.bind(endpoint, ec);
+  if (!ec) impl_->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return absl::UnavailableError(StrCat("cannot listen on ", impl_->options.bind_address, ":",
+                                         impl_->options.port, ": ", ec.message()));
+  }
+  bound_port_ = impl_->acceptor.local_endpoint().port();
+  impl_->accepting = true;
+  impl_->DoAccept();
+  return absl::OkStatus();
+}
+
+void HttpServer::StopAccepting() {
+  if (!impl_->accepting.exchange(false)) return;
+  asio::post(impl_->acceptor.get_executor(), [impl = impl_] {
+    beast::error_code ignored;
+    impl->acceptor.close(ignored);
+  });
+}
+
+void HttpServer::CloseAll() {
+  absl::MutexLock lock(&impl_->mu);
+  for (auto& weak : impl_->live) {
+    if (auto c = weak.lock()) c->Close();
+  }
+  impl_->live.clear();
+}
+
+}  // namespace exa::net
