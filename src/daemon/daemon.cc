@@ -1,0 +1,181 @@
+#include "daemon/daemon.h"
+
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "absl/time/clock.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "common/strings.h"
+#include "common/units.h"
+#include "daemon/admin_service.h"
+#include "daemon/node_identity.h"
+#include "nlohmann/json.hpp"
+
+namespace exa::daemon {
+
+namespace asio = boost::asio;
+
+const char* Version() { return EXASERVE_VERSION; }
+
+struct Daemon::Timers {
+  explicit Timers(asio::io_context& io) : signals(io, SIGTERM, SIGINT), watchdog(io) {}
+  asio::signal_set signals;
+  asio::steady_timer watchdog;
+  std::chrono::microseconds watchdog_interval{0};
+};
+
+Daemon::Daemon(DaemonOptions options)
+    : options_(std::move(options)),
+      roles_(ResolveRoles(options_)),
+      io_(options_.lifecycle.io_threads),
+      timers_(std::make_unique<Timers>(io_.context())) {}
+
+Daemon::~Daemon() {
+  if (http_) http_->CloseAll();
+  io_.Stop();
+}
+
+absl::Status Daemon::Start() {
+  start_time_ = absl::Now();
+  EXA_ASSIGN_OR_RETURN(node_id_, LoadOrCreateNodeId(options_.node.data_dir, options_.node.id));
+  metrics::RegisterProcessMetrics(registry_, Version());
+  registry_.AddGaugeCallback("exaserve_ready", "1 when this node accepts traffic, else 0.",
+                             [this] { return state_ == State::kReady ? 1.0 : 0.0; });
+  auto& roles_metric = registry_.AddGauge("exaserve_node_role",
+                                          "Roles this node runs; the value is always 1.", {"role"});
+  for (const std::string& r : roles_) roles_metric.WithLabels({r}).Set(1);
+
+  http_ = std::make_unique<net::HttpServer>(io_, options_.http);
+  AddHttpRoutes();
+  if (absl::Status s = http_->Start(); !s.ok()) {
+    return absl::UnavailableError(StrCat(ToStd(s.message()), " (HTTP; set another with --http-port)"));
+  }
+  admin_ = std::make_unique<AdminService>([this](exaserve::v1::StatusResponse* r) {
+    r->set_node_id(node_id_);
+    for (const auto& role : roles_) r->add_roles(role);
+    r->set_version(Version());
+    r->set_uptime_seconds(absl::ToDoubleSeconds(absl::Now() - start_time_));
+    r->set_rack(options_.node.rack);
+    State s = state_;
+    r->set_state(s == State::kReady ? "ready" : s == State::kDraining ? "draining" : "starting");
+    r->set_grpc_address(StrCat(options_.network.advertise, ":", grpc_ ? grpc_->port() : 0));
+    r->set_http_address(StrCat(options_.network.advertise, ":", http_->port()));
+    r->set_start_time_unix_seconds(absl::ToUnixSeconds(start_time_));
+  });
+  grpc_ = std::make_unique<net::GrpcServer>(options_.grpc);
+  grpc_->RegisterService(admin_.get());
+  if (absl::Status s = grpc_->Start(); !s.ok()) {
+    return absl::UnavailableError(StrCat(ToStd(s.message()), "; set another with --grpc-port"));
+  }
+  WatchSignals();
+  StartWatchdog();
+  io_.Start();
+  EXA_RETURN_IF_ERROR(WriteEndpointsFile());
+  state_ = State::kReady;
+  grpc_->SetServing(true);
+  sd_notify(0, "READY=1\nSTATUS=serving");
+  std::string roles;
+  for (const auto& r : roles_) StrAppend(&roles, roles.empty() ? "" : ",", r);
+  EXA_LOG_INFO("daemon", "ready",
+               {{"node_id", node_id_},
+                {"roles", roles},
+                {"version", Version()},
+                {"http", StrCat(options_.network.bind, ":", http_->port())},
+                {"grpc", StrCat(options_.network.bind, ":", grpc_->port())},
+                {"data_dir", options_.node.data_dir}});
+  return absl::OkStatus();
+}
+
+void Daemon::AddHttpRoutes() {
+  http_->AddRoute("GET", "/healthz", [](const net::HttpRequest&) {
+    return net::HttpResponse{200, "application/json", "{\"status\":\"ok\"}\n", {}};
+  });
+  http_->AddRoute("GET", "/readyz", [this](const net::HttpRequest&) {
+    State s = state_;
+    if (s == State::kReady) {
+      return net::HttpResponse{200, "application/json", "{\"status\":\"ready\"}\n", {}};
+    }
+    std::string why = s == State::kDraining ? "draining" : "starting";
+    return net::HttpResponse{503, "application/json", StrCat("{\"status\":\"", why, "\"}\n"), {}};
+  });
+  http_->AddRoute("GET", "/metrics", [this](const net::HttpRequest&) {
+    return net::HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", registry_.Expose(),
+                             {}};
+  });
+}
+
+void Daemon::WatchSignals() {
+  timers_->signals.async_wait([this](const boost::system::error_code& ec, int signal) {
+    if (ec) return;
+    EXA_LOG_INFO("daemon", "signal received", {{"signal", signal}});
+    RequestDrain();
+    WatchSignals();
+  });
+}
+
+void Daemon::StartWatchdog() {
+  uint64_t usec = 0;
+  if (sd_watchdog_enabled(0, &usec) <= 0 || usec == 0) return;
+  // systemd's advice: ping at half the WatchdogSec interval.
+  timers_->watchdog_interval = std::chrono::microseconds(usec / 2);
+  timers_->watchdog.expires_after(timers_->watchdog_interval);
+  timers_->watchdog.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    sd_notify(0, "WATCHDOG=1");
+    StartWatchdog();
+  });
+}
+
+absl::Status Daemon::WriteEndpointsFile() {
+  nlohmann::json j = {{"node_id", node_id_},
+                      {"pid", getpid()},
+                      {"http_port", http_->port()},
+                      {"grpc_port", grpc_->port()},
+                      {"advertise", options_.network.advertise}};
+  return WriteFileAtomically(options_.node.data_dir + "/endpoints.json", j.dump() + "\n");
+}
+
+void Daemon::RequestDrain() {
+  int n = ++drain_requests_;
+  if (n == 1) {
+    drain_requested_.Notify();
+  } else if (n == 2) {
+    EXA_LOG_WARN("daemon", "second signal: stopping without waiting for in-flight requests");
+    drain_forced_.Notify();
+  }
+}
+
+int Daemon::Run() {
+  drain_requested_.WaitForNotification();
+  Drain();
+  return 0;
+}
+
+void Daemon::Drain() {
+  state_ = State::kDraining;
+  sd_notify(0, "STOPPING=1\nSTATUS=draining");
+  absl::Time deadline = absl::Now() + options_.lifecycle.drain_timeout;
+  EXA_LOG_INFO("daemon", "draining", {{"in_flight", http_->in_flight()},
+                                       {"drain_timeout", DurationToString(options_.lifecycle.drain_timeout)}});
+  grpc_->SetServing(false);
+  http_->StopAccepting();
+  while (http_->in_flight() > 0 && absl::Now() < deadline &&
+         !drain_forced_.WaitForNotificationWithTimeout(absl::Milliseconds(20))) {
+  }
+  if (http_->in_flight() > 0) {
+    EXA_LOG_WARN("daemon", "drain timeout: cutting off requests", {{"in_flight", http_->in_flight()}});
+  }
+  grpc_->Shutdown(drain_forced_.HasBeenNotified() ? absl::Now() : deadline);
+  http_->CloseAll();
+  timers_->signals.cancel();
+  timers_->watchdog.cancel();
+  io_.Stop();
+  state_ = State::kStopped;
+  EXA_LOG_INFO("daemon", "stopped");
+}
+
+}  // namespace exa::daemon

@@ -1,0 +1,75 @@
+// The composition root (DESIGN.md §3): builds the services this node's roles need, starts them,
+// and runs the lifecycle — starting → ready → draining → stopped.
+//
+// Run() blocks until SIGTERM or SIGINT, then drains: /readyz and gRPC health turn 503 /
+// NOT_SERVING, listeners stop accepting, in-flight requests get lifecycle.drain_timeout to
+// finish, and Run() returns 0. A second signal cuts the drain short. Under systemd the daemon
+// reports READY=1, STOPPING=1 and, when WatchdogSec is set, keeps the watchdog fed.
+//
+// Thread safety: construct, Start and Run on the main thread; RequestDrain from any thread.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/notification.h"
+#include "daemon/options.h"
+#include "metrics/registry.h"
+#include "net/grpc_server.h"
+#include "net/http_server.h"
+#include "net/io_runner.h"
+
+namespace exa::daemon {
+
+class AdminService;
+
+// The build's version string, e.g. "0.1.0".
+const char* Version();
+
+class Daemon {
+ public:
+  explicit Daemon(DaemonOptions options);
+  ~Daemon();
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  // Prepares the data dir and node id and starts every listener. Errors name the path or port
+  // and the flag that sets it.
+  absl::Status Start();
+  // Blocks until a drain is requested, drains, and stops. Returns the process exit code.
+  int Run();
+  void RequestDrain();
+
+  enum class State { kStarting, kReady, kDraining, kStopped };
+  State state() const { return state_.load(); }
+  const std::string& node_id() const { return node_id_; }
+
+ private:
+  void AddHttpRoutes();
+  void WatchSignals();
+  void StartWatchdog();
+  absl::Status WriteEndpointsFile();
+  void Drain();
+
+  DaemonOptions options_;
+  std::vector<std::string> roles_;
+  std::string node_id_;
+  absl::Time start_time_;
+  std::atomic<State> state_{State::kStarting};
+  std::atomic<int> drain_requests_{0};
+  absl::Notification drain_requested_;
+  absl::Notification drain_forced_;
+
+  metrics::Registry registry_;
+  net::IoRunner io_;
+  std::unique_ptr<net::HttpServer> http_;
+  std::unique_ptr<net::GrpcServer> grpc_;
+  std::unique_ptr<AdminService> admin_;
+  struct Timers;
+  std::unique_ptr<Timers> timers_;
+};
+
+}  // namespace exa::daemon

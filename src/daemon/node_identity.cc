@@ -1,0 +1,96 @@
+#include "daemon/node_identity.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "common/status.h"
+#include "common/strings.h"
+
+namespace exa::daemon {
+namespace {
+
+absl::Status ErrnoError(std::string_view what, const std::string& path) {
+  return absl::PermissionDeniedError(StrCat(what, " ", path, ": ", std::strerror(errno)));
+}
+
+bool ValidId(const std::string& id) {
+  if (id.empty() || id.size() > 64) return false;
+  for (char c : id) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string NewUuid() {
+  std::random_device rd;
+  uint8_t b[16];
+  for (int i = 0; i < 16; i += 4) {
+    uint32_t r = rd();
+    std::memcpy(b + i, &r, 4);
+  }
+  b[6] = (b[6] & 0x0f) | 0x40;
+  b[8] = (b[8] & 0x3f) | 0x80;
+  return fmt::format("{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-"
+                     "{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
+                     b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
+                     b[12], b[13], b[14], b[15]);
+}
+
+absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) {
+  std::string tmp = StrCat(path, ".tmp.", getpid());
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError("cannot write", tmp);
+  bool ok = write(fd, contents.data(), contents.size()) == static_cast<ssize_t>(contents.size()) &&
+            fsync(fd) == 0;
+  close(fd);
+  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+    absl::Status s = ErrnoError("cannot write", path);
+    unlink(tmp.c_str());
+    return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> LoadOrCreateNodeId(const std::string& data_dir,
+                                               const std::string& configured_id) {
+  std::error_code ec;
+  std::filesystem::create_directories(data_dir, ec);
+  if (ec) {
+    return absl::PermissionDeniedError(
+        StrCat("data dir ", data_dir, " cannot be created: ", ec.message(),
+               " (set another with --data-dir)"));
+  }
+  if (access(data_dir.c_str(), W_OK) != 0) {
+    return absl::PermissionDeniedError(
+        StrCat("data dir ", data_dir, " is not writable: ", std::strerror(errno),
+               " (set another with --data-dir)"));
+  }
+  std::string path = data_dir + "/node_id";
+  if (!configured_id.empty()) {
+    if (!ValidId(configured_id)) {
+      return absl::InvalidArgumentError(
+          StrCat("node.id \"", configured_id, "\": expected 1-64 of [A-Za-z0-9._-]"));
+    }
+    EXA_RETURN_IF_ERROR(WriteFileAtomically(path, configured_id + "\n"));
+    return configured_id;
+  }
+  std::ifstream in(path);
+  std::string id;
+  if (in && std::getline(in, id) && ValidId(id)) return id;
+  id = NewUuid();
+  EXA_RETURN_IF_ERROR(WriteFileAtomically(path, id + "\n"));
+  return id;
+}
+
+}  // namespace exa::daemon

@@ -1,0 +1,24 @@
+// A node's stable identity: a UUID generated once and kept in the data dir, so a node that
+// restarts (even on a new address) is the same node with a new incarnation.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace exa::daemon {
+
+// Creates `data_dir` if needed and checks it is writable (a clear error names the path), then
+// returns the id in data_dir/node_id, creating it (atomically) on first start. A non-empty
+// `configured_id` wins and is stored.
+absl::StatusOr<std::string> LoadOrCreateNodeId(const std::string& data_dir,
+                                               const std::string& configured_id);
+
+// A random RFC 4122 version-4 UUID from the OS entropy source.
+std::string NewUuid();
+
+// Writes `contents` to `path` through a temporary file, fsync and rename, so a crash leaves the
+// old or the new file, never half of one.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& contents);
+
+}  // namespace exa::daemon

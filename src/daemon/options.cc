@@ -1,0 +1,122 @@
+#include "daemon/options.h"
+
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "common/strings.h"
+
+namespace exa::daemon {
+namespace {
+
+std::string ValidateRoles(const std::vector<std::string>& roles) {
+  if (roles.empty()) return "expected at least one role";
+  for (const std::string& r : roles) {
+    bool known = r == "auto" || std::find(kRoles.begin(), kRoles.end(), r) != kRoles.end();
+    if (!known) {
+      return StrCat("\"", r,
+                    "\": expected a comma list of inference, gateway, scheduler, storage, "
+                    "observer, or auto");
+    }
+  }
+  if (roles.size() > 1 && std::find(roles.begin(), roles.end(), "auto") != roles.end()) {
+    return "\"auto\" cannot be combined with pinned roles";
+  }
+  return "";
+}
+
+std::string ValidateJoin(const std::vector<std::string>& peers) {
+  for (const std::string& p : peers) {
+    size_t colon = p.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == p.size()) {
+      return StrCat("\"", p, "\": expected host:port");
+    }
+    std::string port = p.substr(colon + 1);
+    if (!std::all_of(port.begin(), port.end(), ::isdigit) || std::stoul(port) > 65535) {
+      return StrCat("\"", p, "\": port must be 1-65535");
+    }
+  }
+  return "";
+}
+
+// The first up, non-loopback IPv4 address: what peers on the LAN can reach when we bind to any.
+std::string FirstInterfaceAddress() {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return "127.0.0.1";
+  std::string found = "127.0.0.1";
+  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    auto* in = reinterpret_cast<sockaddr_in*>(a->ifa_addr);
+    if (ntohl(in->sin_addr.s_addr) >> 24 == 127) continue;
+    char buf[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &in->sin_addr, buf, sizeof(buf));
+    found = buf;
+    break;
+  }
+  freeifaddrs(list);
+  return found;
+}
+
+std::string NotEmpty(const std::string& v) { return v.empty() ? "must not be empty" : ""; }
+
+}  // namespace
+
+void RegisterConfig(config::Schema& s, DaemonOptions* o) {
+  s.Add("node.id", &o->node.id, "stable node id; empty: generated once, kept in data_dir/node_id");
+  s.Add<std::string>("node.rack", &o->node.rack, "rack this node is in (placement, storage peers)",
+                     NotEmpty);
+  s.Add<std::vector<std::string>>(
+      "node.roles", &o->node.roles,
+      "roles: inference, gateway, scheduler, storage, observer, or auto", ValidateRoles);
+  s.Add("node.data_dir", &o->node.data_dir,
+        "state directory; empty: /var/lib/exaserve as root, else ~/.local/state/exaserve");
+  s.Add("node.cache_dir", &o->node.cache_dir, "model weight cache; empty: <data_dir>/cache");
+  s.Add<std::string>("network.bind", &o->network.bind, "address every listener binds", NotEmpty);
+  s.Add("network.advertise", &o->network.advertise,
+        "address peers use to reach this node; empty: derived from bind");
+  s.Add("network.gossip_port", &o->network.gossip_port, "membership gossip port (UDP and TCP)");
+  s.Add("network.grpc_port", &o->network.grpc_port, "gRPC port (inference, admin, node APIs)");
+  s.Add("network.http_port", &o->network.http_port,
+        "HTTP port (OpenAI API, /metrics, /healthz, /readyz)");
+  s.Add<std::vector<std::string>>("network.join", &o->network.join,
+                                  "host:port of cluster members to join through", ValidateJoin);
+  s.AddEnum("log.format", &o->log.format, {"json", "text"}, "log line format");
+  s.AddEnum("log.level", &o->log.level, {"trace", "debug", "info", "warn", "error", "off"},
+            "lowest level logged");
+  s.Add("lifecycle.drain_timeout", &o->lifecycle.drain_timeout,
+        "time in-flight requests get to finish after SIGTERM");
+  s.Add<int>("lifecycle.io_threads", &o->lifecycle.io_threads, "threads for sockets and timers",
+             [](const int& v) { return v >= 1 && v <= 64 ? "" : StrCat(v, ": expected 1-64"); });
+  net::RegisterConfig(s, "http", &o->http);
+  net::RegisterConfig(s, "grpc", &o->grpc);
+}
+
+void ResolveDefaults(DaemonOptions* o) {
+  if (o->node.data_dir.empty()) {
+    const char* home = std::getenv("HOME");
+    o->node.data_dir = geteuid() == 0 || home == nullptr
+                           ? "/var/lib/exaserve"
+                           : StrCat(home, "/.local/state/exaserve");
+  }
+  if (o->node.cache_dir.empty()) o->node.cache_dir = o->node.data_dir + "/cache";
+  if (o->network.advertise.empty()) {
+    bool any = o->network.bind == "0.0.0.0" || o->network.bind == "::";
+    o->network.advertise = any ? FirstInterfaceAddress() : o->network.bind;
+  }
+  o->http.bind_address = o->network.bind;
+  o->http.port = o->network.http_port;
+  o->grpc.bind_address = o->network.bind;
+  o->grpc.port = o->network.grpc_port;
+}
+
+std::vector<std::string> ResolveRoles(const DaemonOptions& o) {
+  if (o.node.roles != std::vector<std::string>{"auto"}) return o.node.roles;
+  if (o.network.join.empty()) return kRoles;
+  return {"inference"};
+}
+
+}  // namespace exa::daemon

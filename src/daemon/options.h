@@ -1,0 +1,69 @@
+// The daemon's whole configuration: one options struct per module, registered in one schema so
+// `exaserved --print-config` shows everything that can be set (config/exaserved.yaml documents
+// it). Defaults here are the documented defaults.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "config/schema.h"
+#include "net/grpc_server.h"
+#include "net/http_server.h"
+
+namespace exa::daemon {
+
+// Every role a node can run (DESIGN.md §1), in the order they are shown.
+inline const std::vector<std::string> kRoles = {"scheduler", "gateway",  "storage",
+                                                "inference", "observer"};
+
+struct NodeOptions {
+  std::string id;                       // empty: generated once and kept in data_dir/node_id
+  std::string rack = "default";
+  std::vector<std::string> roles{"auto"};
+  std::string data_dir;                 // empty: /var/lib/exaserve as root, else ~/.local/state/exaserve
+  std::string cache_dir;                // empty: <data_dir>/cache
+};
+
+struct NetworkOptions {
+  std::string bind = "0.0.0.0";
+  std::string advertise;  // empty: the bind address, or the first non-loopback IPv4 address
+  uint16_t gossip_port = 7946;
+  uint16_t grpc_port = 7070;
+  uint16_t http_port = 8080;
+  std::vector<std::string> join;  // host:port of any members to join through
+};
+
+struct LogOptions {
+  std::string format = "json";
+  std::string level = "info";
+};
+
+struct LifecycleOptions {
+  // In-flight requests get this long to finish after SIGTERM before they are cut off.
+  absl::Duration drain_timeout = absl::Seconds(30);
+  int io_threads = 2;  // sockets and timers only; engines run on their own threads
+};
+
+struct DaemonOptions {
+  NodeOptions node;
+  NetworkOptions network;
+  LogOptions log;
+  LifecycleOptions lifecycle;
+  net::HttpServerOptions http;
+  net::GrpcServerOptions grpc;
+};
+
+void RegisterConfig(config::Schema& schema, DaemonOptions* options);
+
+// Fills derived defaults (data and cache dirs, advertise address) and copies the network
+// section into the servers' options.
+void ResolveDefaults(DaemonOptions* options);
+
+// The roles this node runs: pinned roles as given; `auto` alone with nothing to join takes every
+// role (the single-machine default). With peers, `auto` is decided by the cluster's role
+// election (membership issue); until it exists such a node serves as inference only.
+std::vector<std::string> ResolveRoles(const DaemonOptions& options);
+
+}  // namespace exa::daemon

@@ -1,0 +1,112 @@
+// exaserved: the one ExaServe binary that runs on every node (DESIGN.md §1).
+//
+// Exit codes: 0 after a clean drain, 1 when it cannot run (port in use, data dir not writable),
+// 2 for bad flags or configuration.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+
+#include "CLI/CLI.hpp"
+#include "common/logging.h"
+#include "common/strings.h"
+#include "config/schema.h"
+#include "daemon/daemon.h"
+#include "daemon/options.h"
+
+extern char** environ;
+
+namespace {
+
+// A flag and the config key it sets: flags are the last and strongest config source.
+struct FlagBinding {
+  const char* flag;
+  const char* key;
+  const char* help;
+};
+
+constexpr FlagBinding kFlags[] = {
+    {"--role", "node.roles",
+     "Comma list of roles: inference, gateway, scheduler, storage, observer; or auto (default: "
+     "elected; alone with no --join, every role)"},
+    {"--node-id", "node.id", "Stable node id (default: generated once, kept in the data dir)"},
+    {"--rack", "node.rack", "Rack this node is in"},
+    {"--data-dir", "node.data_dir", "State directory (node id, spec store)"},
+    {"--cache-dir", "node.cache_dir", "Model weight cache directory"},
+    {"--bind", "network.bind", "Address every listener binds (default 0.0.0.0)"},
+    {"--advertise", "network.advertise", "Address peers use to reach this node"},
+    {"--join", "network.join", "Comma list of host:port of members to join through"},
+    {"--gossip-port", "network.gossip_port", "Membership gossip port, UDP and TCP (default 7946)"},
+    {"--grpc-port", "network.grpc_port", "gRPC port (default 7070; 0 picks a free one)"},
+    {"--http-port", "network.http_port", "HTTP port (default 8080; 0 picks a free one)"},
+    {"--log-format", "log.format", "json or text"},
+    {"--log-level", "log.level", "trace, debug, info, warn, error or off"},
+};
+
+int Fail(int code, const std::string& message) {
+  std::fprintf(stderr, "exaserved: %s\n", message.c_str());
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "exaserved: the ExaServe node daemon. Serves LLM inference; every node runs it and takes "
+      "roles (inference, gateway, scheduler, storage, observer).\nAlone with no flags it runs "
+      "every role on this machine."};
+  app.set_version_flag("--version", std::string("exaserved ") + exa::daemon::Version());
+  std::string config_path;
+  bool print_config = false;
+  app.add_option("--config", config_path, "YAML config file (see config/exaserved.yaml)");
+  app.add_flag("--print-config", print_config, "Print the effective configuration as YAML and exit");
+  std::vector<std::string> flag_values(std::size(kFlags));
+  std::vector<CLI::Option*> flag_options;
+  for (size_t i = 0; i < std::size(kFlags); ++i) {
+    flag_options.push_back(app.add_option(kFlags[i].flag, flag_values[i], kFlags[i].help));
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return Fail(2, std::string(e.what()) + "\nRun with --help for the flags.");
+  }
+
+  exa::daemon::DaemonOptions options;
+  exa::config::Schema schema;
+  exa::daemon::RegisterConfig(schema, &options);
+  if (!config_path.empty()) {
+    if (absl::Status s = schema.LoadYamlFile(config_path); !s.ok()) {
+      return Fail(2, std::string(s.message()));
+    }
+  }
+  if (absl::Status s = schema.LoadEnvironment(environ); !s.ok()) {
+    return Fail(2, std::string(s.message()));
+  }
+  for (size_t i = 0; i < std::size(kFlags); ++i) {
+    if (flag_options[i]->count() == 0) continue;
+    absl::Status s =
+        schema.Set(kFlags[i].key, flag_values[i], exa::StrCat("flag ", kFlags[i].flag));
+    if (!s.ok()) return Fail(2, std::string(s.message()));
+  }
+  if (print_config) {
+    std::cout << schema.ToYaml();
+    return 0;
+  }
+  exa::LogFormat format;
+  exa::LogLevel level;
+  (void)exa::ParseLogFormat(options.log.format, &format);  // validated by the schema
+  (void)exa::ParseLogLevel(options.log.level, &level);
+  exa::InitLogging(format, level);
+  exa::daemon::ResolveDefaults(&options);
+
+  exa::daemon::Daemon daemon(options);
+  if (absl::Status s = daemon.Start(); !s.ok()) {
+    EXA_LOG_ERROR("daemon", "cannot start", {{"error", std::string(s.message())}});
+    return Fail(1, std::string(s.message()));
+  }
+  return daemon.Run();
+}
