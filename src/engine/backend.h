@@ -1,0 +1,105 @@
+// Backend: the compute operations of a LLaMA-family forward pass, so the model code (model.h)
+// runs unchanged on the CPU (cpu/cpu_backend.h) or a GPU (engine/cuda/, a later issue). This
+// follows ggml's split: the model says *what* to compute, a backend says *how* and *where*.
+//
+// Data: weights are Weight handles made by UploadWeight (the CPU backend returns a view of the
+// memory-mapped file, no copy); activations are fp32 row-major Buffers allocated by the backend
+// once, at their largest size, and used through row views; the paged KV cache lives in the
+// backend's memory, addressed by slot = block * block_size + offset.
+//
+// Threading: a backend is driven by one thread at a time (the replica's engine thread). Ops may
+// run asynchronously on the device; CopyToHost is the synchronisation point.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/dtype.h"
+#include "engine/safetensors.h"
+
+namespace exa::engine {
+
+// A weight matrix [rows, cols] (a vector has rows == 1), row-major, in its stored dtype.
+struct Weight {
+  const void* data = nullptr;
+  DType dtype = DType::kF32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  bool present() const { return data != nullptr; }
+};
+
+// fp32 activations [rows, cols], row-major with row stride `cols`.
+struct Buffer {
+  float* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  // The first `n` rows.
+  Buffer Rows(int64_t n) const { return Buffer{data, n, cols}; }
+};
+
+struct KvCacheShape {
+  int32_t num_layers = 0;
+  int32_t num_blocks = 0;
+  int32_t block_size = 0;
+  int32_t kv_dim = 0;  // num_kv_heads * head_dim
+  int64_t Bytes() const {
+    return int64_t{2} * num_layers * num_blocks * block_size * kv_dim * int64_t{sizeof(float)};
+  }
+};
+
+// Where each token of a step sits: host-side metadata for RoPE, KV writes and attention.
+// Tokens of one sequence are contiguous and in position order.
+struct BatchLayout {
+  std::vector<int32_t> positions;  // per token
+  std::vector<int32_t> slots;      // per token: KV cache slot its K and V are written to
+  std::vector<int32_t> token_seq;  // per token: index into block_tables
+  std::vector<std::vector<int32_t>> block_tables;  // per sequence: its cache blocks in order
+};
+
+struct AttentionParams {
+  int32_t num_heads = 0;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+  int32_t block_size = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+
+  virtual absl::StatusOr<Weight> UploadWeight(const TensorView& tensor) = 0;
+  virtual absl::StatusOr<Buffer> Allocate(int64_t rows, int64_t cols) = 0;
+  // Reserves the whole paged KV cache up front; no allocation happens in the step loop.
+  virtual absl::Status AllocateKvCache(const KvCacheShape& shape) = 0;
+
+  // out[i] = table[ids[i]] widened to fp32.
+  virtual void Embedding(const Weight& table, std::span<const int32_t> ids, Buffer out) = 0;
+  // out = x / rms(x) * weight, per row.
+  virtual void RmsNorm(Buffer x, const Weight& weight, float eps, Buffer out) = 0;
+  // out = x @ w^T (+ bias): x [T, K], w [N, K], out [T, N]. Each output element is computed
+  // the same way whatever T is, so a sequence's result does not depend on its batch.
+  virtual void MatMul(Buffer x, const Weight& w, const Weight* bias, Buffer out) = 0;
+  // Rotates q [T, heads*head_dim] and k [T, kv_heads*head_dim] in place (HF rotate_half
+  // convention) at each token's position; inv_freq has head_dim / 2 entries.
+  virtual void Rope(Buffer q, Buffer k, int32_t head_dim, std::span<const float> inv_freq,
+                    const BatchLayout& layout) = 0;
+  // Writes each token's k and v rows to its slot of `layer`.
+  virtual void StoreKv(int32_t layer, Buffer k, Buffer v, const BatchLayout& layout) = 0;
+  // Causal attention of each token's q over its sequence's cached positions [0, position].
+  virtual void Attention(int32_t layer, Buffer q, const AttentionParams& params,
+                         const BatchLayout& layout, Buffer out) = 0;
+  // out = silu(gate) * up.
+  virtual void SiluMul(Buffer gate, Buffer up, Buffer out) = 0;
+  // x += y.
+  virtual void Add(Buffer x, Buffer y) = 0;
+  // out[i] = x[rows[i]].
+  virtual void GatherRows(Buffer x, std::span<const int32_t> rows, Buffer out) = 0;
+  // Copies x to host memory (x.rows * x.cols floats); waits for preceding ops.
+  virtual void CopyToHost(Buffer x, float* host) = 0;
+};
+
+}  // namespace exa::engine

@@ -1,0 +1,211 @@
+#include "engine/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <thread>
+
+#include "common/check.h"
+#include "common/strings.h"
+#include "engine/cpu/kernels.h"
+
+namespace exa::engine::cpu {
+namespace {
+
+int DefaultThreads(int threads) {
+  if (threads > 0) return threads;
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+const float* F32(const Weight& w) { return static_cast<const float*>(w.data); }
+
+}  // namespace
+
+CpuBackend::CpuBackend(int threads) : pool_(DefaultThreads(threads)) {}
+
+absl::StatusOr<Weight> CpuBackend::UploadWeight(const TensorView& t) {
+  Weight w;
+  w.data = t.data;
+  w.dtype = t.dtype;
+  w.rows = t.shape.size() == 2 ? t.shape[0] : 1;
+  w.cols = t.shape.empty() ? 1 : t.shape.back();
+  if (t.shape.size() > 2) return absl::InvalidArgumentError("weights must be 1-D or 2-D");
+  // Norm weights and biases are read element by element; widen them once to fp32.
+  if (w.rows == 1 && t.dtype != DType::kF32) {
+    auto copy = std::make_unique<float[]>(w.cols);
+    ConvertRow(t.data, t.dtype, w.cols, copy.get());
+    w.data = copy.get();
+    w.dtype = DType::kF32;
+    buffers_.push_back(std::move(copy));
+  }
+  return w;
+}
+
+absl::StatusOr<Buffer> CpuBackend::Allocate(int64_t rows, int64_t cols) {
+  auto mem = std::make_unique<float[]>(static_cast<size_t>(rows * cols));
+  Buffer b{mem.get(), rows, cols};
+  buffers_.push_back(std::move(mem));
+  return b;
+}
+
+absl::Status CpuBackend::AllocateKvCache(const KvCacheShape& shape) {
+  kv_shape_ = shape;
+  const size_t floats = static_cast<size_t>(shape.Bytes() / sizeof(float));
+  kv_.reset(new (std::nothrow) float[floats]);
+  if (kv_ == nullptr) {
+    return absl::ResourceExhaustedError(StrCat("cannot allocate a KV cache of ", shape.Bytes(), " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+float* CpuBackend::KeyAt(int32_t layer, int32_t slot) const {
+  const int64_t per_half = int64_t{kv_shape_.num_blocks} * kv_shape_.block_size * kv_shape_.kv_dim;
+  return kv_.get() + (2 * layer) * per_half + int64_t{slot} * kv_shape_.kv_dim;
+}
+
+float* CpuBackend::ValueAt(int32_t layer, int32_t slot) const {
+  const int64_t per_half = int64_t{kv_shape_.num_blocks} * kv_shape_.block_size * kv_shape_.kv_dim;
+  return kv_.get() + (2 * layer + 1) * per_half + int64_t{slot} * kv_shape_.kv_dim;
+}
+
+void CpuBackend::Embedding(const Weight& table, std::span<const int32_t> ids, Buffer out) {
+  const size_t row_bytes = static_cast<size_t>(table.cols) * DTypeBytes(table.dtype);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const auto* row = static_cast<const uint8_t*>(table.data) + ids[i] * row_bytes;
+    ConvertRow(row, table.dtype, table.cols, out.data + i * out.cols);
+  }
+}
+
+void CpuBackend::RmsNorm(Buffer x, const Weight& weight, float eps, Buffer out) {
+  pool_.ParallelFor(x.rows, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* xr = x.data + r * x.cols;
+      float* o = out.data + r * out.cols;
+      // Sum of squares in double: the mean is then exact to fp32 rounding, like PyTorch's.
+      double ss = 0;
+      for (int64_t i = 0; i < x.cols; ++i) ss += double{xr[i]} * xr[i];
+      const float scale = 1.0f / std::sqrt(static_cast<float>(ss / x.cols) + eps);
+      for (int64_t i = 0; i < x.cols; ++i) o[i] = (xr[i] * scale) * F32(weight)[i];
+    }
+  });
+}
+
+void CpuBackend::MatMul(Buffer x, const Weight& w, const Weight* bias, Buffer out) {
+  EXA_CHECK(x.cols == w.cols && out.cols == w.rows && out.rows == x.rows)
+      << "matmul shapes x[" << x.rows << "," << x.cols << "] w[" << w.rows << "," << w.cols
+      << "] out[" << out.rows << "," << out.cols << "]";
+  // Chunks of 16 weight rows: enough chunks to balance threads, each a whole number of kernel
+  // blocks so the split never changes a result.
+  const int64_t groups = (w.rows + 15) / 16;
+  pool_.ParallelFor(groups, [&](int64_t begin, int64_t end) {
+    MatMulRange(x.data, x.cols, x.rows, w.data, w.dtype, w.cols, begin * 16,
+                std::min(w.rows, end * 16), out.data, out.cols);
+  }, std::min<int64_t>(groups, pool_.size() * 4));
+  if (bias != nullptr && bias->present()) {
+    for (int64_t r = 0; r < out.rows; ++r) {
+      for (int64_t i = 0; i < out.cols; ++i) out.data[r * out.cols + i] += F32(*bias)[i];
+    }
+  }
+}
+
+void CpuBackend::Rope(Buffer q, Buffer k, int32_t head_dim, std::span<const float> inv_freq,
+                      const BatchLayout& layout) {
+  const int32_t half = head_dim / 2;
+  pool_.ParallelFor(q.rows, [&](int64_t begin, int64_t end) {
+    std::vector<float> cos(half), sin(half);
+    for (int64_t t = begin; t < end; ++t) {
+      // fp32 angle as PyTorch computes it (outer product of fp32 positions and inv_freq).
+      const float pos = static_cast<float>(layout.positions[t]);
+      for (int32_t i = 0; i < half; ++i) {
+        const float angle = pos * inv_freq[i];
+        cos[i] = std::cos(angle);
+        sin[i] = std::sin(angle);
+      }
+      for (Buffer* b : {&q, &k}) {
+        float* row = b->data + t * b->cols;
+        for (int64_t h = 0; h < b->cols / head_dim; ++h) {
+          float* v = row + h * head_dim;
+          for (int32_t i = 0; i < half; ++i) {
+            const float x1 = v[i], x2 = v[i + half];
+            v[i] = x1 * cos[i] - x2 * sin[i];
+            v[i + half] = x2 * cos[i] + x1 * sin[i];
+          }
+        }
+      }
+    }
+  });
+}
+
+void CpuBackend::StoreKv(int32_t layer, Buffer k, Buffer v, const BatchLayout& layout) {
+  const size_t bytes = static_cast<size_t>(kv_shape_.kv_dim) * sizeof(float);
+  for (int64_t t = 0; t < k.rows; ++t) {
+    std::memcpy(KeyAt(layer, layout.slots[t]), k.data + t * k.cols, bytes);
+    std::memcpy(ValueAt(layer, layout.slots[t]), v.data + t * v.cols, bytes);
+  }
+}
+
+void CpuBackend::AttendOne(int32_t layer, const float* q, int32_t position,
+                           const std::vector<int32_t>& blocks, const AttentionParams& p,
+                           int32_t kv_head, float* scores, float* out) const {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(p.head_dim));
+  const int32_t len = position + 1;
+  float max_score = -std::numeric_limits<float>::infinity();
+  for (int32_t j = 0; j < len; ++j) {
+    const int32_t slot = blocks[j / p.block_size] * p.block_size + j % p.block_size;
+    scores[j] = DotF32(q, KeyAt(layer, slot) + kv_head * p.head_dim, p.head_dim) * scale;
+    max_score = std::max(max_score, scores[j]);
+  }
+  float sum = 0;
+  for (int32_t j = 0; j < len; ++j) {
+    scores[j] = std::exp(scores[j] - max_score);
+    sum += scores[j];
+  }
+  std::fill(out, out + p.head_dim, 0.0f);
+  for (int32_t j = 0; j < len; ++j) {
+    const int32_t slot = blocks[j / p.block_size] * p.block_size + j % p.block_size;
+    Axpy(scores[j] / sum, ValueAt(layer, slot) + kv_head * p.head_dim, p.head_dim, out);
+  }
+}
+
+void CpuBackend::Attention(int32_t layer, Buffer q, const AttentionParams& p,
+                           const BatchLayout& layout, Buffer out) {
+  const int32_t group = p.num_heads / p.num_kv_heads;
+  int32_t max_len = 0;
+  for (int32_t pos : layout.positions) max_len = std::max(max_len, pos + 1);
+  pool_.ParallelFor(q.rows * p.num_heads, [&](int64_t begin, int64_t end) {
+    std::vector<float> scores(max_len);
+    for (int64_t i = begin; i < end; ++i) {
+      const int64_t t = i / p.num_heads;
+      const int32_t h = static_cast<int32_t>(i % p.num_heads);
+      AttendOne(layer, q.data + t * q.cols + h * p.head_dim, layout.positions[t],
+                layout.block_tables[layout.token_seq[t]], p, h / group, scores.data(),
+                out.data + t * out.cols + h * p.head_dim);
+    }
+  });
+}
+
+void CpuBackend::SiluMul(Buffer gate, Buffer up, Buffer out) {
+  pool_.ParallelFor(gate.rows, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin * gate.cols; i < end * gate.cols; ++i) {
+      const float g = gate.data[i];
+      out.data[i] = g / (1.0f + std::exp(-g)) * up.data[i];
+    }
+  });
+}
+
+void CpuBackend::Add(Buffer x, Buffer y) {
+  for (int64_t i = 0; i < x.rows * x.cols; ++i) x.data[i] += y.data[i];
+}
+
+void CpuBackend::GatherRows(Buffer x, std::span<const int32_t> rows, Buffer out) {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::memcpy(out.data + i * out.cols, x.data + rows[i] * x.cols, x.cols * sizeof(float));
+  }
+}
+
+void CpuBackend::CopyToHost(Buffer x, float* host) {
+  std::memcpy(host, x.data, static_cast<size_t>(x.rows * x.cols) * sizeof(float));
+}
+
+}  // namespace exa::engine::cpu

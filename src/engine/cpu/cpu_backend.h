@@ -1,0 +1,58 @@
+// The CPU implementation of Backend: weights are used straight from the memory-mapped
+// checkpoint (widened to fp32 in registers), activations and the KV cache are fp32 host memory,
+// and every op is split across a thread pool sized at construction.
+//
+// Prefill is a GEMM (many rows of x against each weight row, x tiled to stay in cache); decode
+// is the same kernel with one row per running sequence, so each weight byte is read once per
+// step for the whole batch: the bandwidth-bound GEMV the hardware limit is measured against.
+//
+// Threading: as Backend (one driving thread); the pool's workers are internal.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/cpu/thread_pool.h"
+
+namespace exa::engine::cpu {
+
+class CpuBackend final : public Backend {
+ public:
+  // `threads` <= 0 means one per hardware thread.
+  explicit CpuBackend(int threads);
+
+  std::string_view name() const override { return "cpu"; }
+  int threads() const { return pool_.size(); }
+
+  absl::StatusOr<Weight> UploadWeight(const TensorView& tensor) override;
+  absl::StatusOr<Buffer> Allocate(int64_t rows, int64_t cols) override;
+  absl::Status AllocateKvCache(const KvCacheShape& shape) override;
+
+  void Embedding(const Weight& table, std::span<const int32_t> ids, Buffer out) override;
+  void RmsNorm(Buffer x, const Weight& weight, float eps, Buffer out) override;
+  void MatMul(Buffer x, const Weight& w, const Weight* bias, Buffer out) override;
+  void Rope(Buffer q, Buffer k, int32_t head_dim, std::span<const float> inv_freq,
+            const BatchLayout& layout) override;
+  void StoreKv(int32_t layer, Buffer k, Buffer v, const BatchLayout& layout) override;
+  void Attention(int32_t layer, Buffer q, const AttentionParams& params,
+                 const BatchLayout& layout, Buffer out) override;
+  void SiluMul(Buffer gate, Buffer up, Buffer out) override;
+  void Add(Buffer x, Buffer y) override;
+  void GatherRows(Buffer x, std::span<const int32_t> rows, Buffer out) override;
+  void CopyToHost(Buffer x, float* host) override;
+
+ private:
+  float* KeyAt(int32_t layer, int32_t slot) const;
+  float* ValueAt(int32_t layer, int32_t slot) const;
+  void AttendOne(int32_t layer, const float* q, int32_t position,
+                 const std::vector<int32_t>& blocks, const AttentionParams& p, int32_t kv_head,
+                 float* scores, float* out) const;
+
+  ThreadPool pool_;
+  std::vector<std::unique_ptr<float[]>> buffers_;
+  KvCacheShape kv_shape_;
+  std::unique_ptr<float[]> kv_;  // [layer][K|V][slot][kv_dim]
+};
+
+}  // namespace exa::engine::cpu

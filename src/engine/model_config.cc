@@ -1,0 +1,219 @@
+#include "engine/model_config.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "common/status.h"
+#include "common/strings.h"
+#include "nlohmann/json.hpp"
+
+namespace exa::engine {
+namespace {
+
+using nlohmann::json;
+
+// Upper bounds far above any real model; they keep a hostile config from asking for absurd
+// allocations (a 405B Llama has hidden 16384, 126 layers, vocab 128256).
+constexpr int64_t kMaxHidden = 1 << 17;
+constexpr int64_t kMaxLayers = 1024;
+constexpr int64_t kMaxVocab = 1 << 22;
+constexpr int64_t kMaxPositions = 1 << 24;
+
+absl::Status FieldError(std::string_view file, std::string_view field, std::string_view what) {
+  return absl::InvalidArgumentError(StrCat(file, ": ", field, " ", what));
+}
+
+absl::StatusOr<int64_t> GetInt(const json& j, std::string_view file, const char* field,
+                               int64_t lo, int64_t hi, std::optional<int64_t> fallback) {
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) {
+    if (fallback) return *fallback;
+    return FieldError(file, field, "is missing");
+  }
+  if (!it->is_number_integer()) return FieldError(file, field, StrCat("must be an integer, got ", it->dump()));
+  int64_t v = it->get<int64_t>();
+  if (v < lo || v > hi) {
+    return FieldError(file, field, StrCat(v, " is out of range [", lo, ", ", hi, "]"));
+  }
+  return v;
+}
+
+absl::StatusOr<double> GetFloat(const json& j, std::string_view file, const char* field,
+                                double lo, double hi, std::optional<double> fallback) {
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) {
+    if (fallback) return *fallback;
+    return FieldError(file, field, "is missing");
+  }
+  if (!it->is_number()) return FieldError(file, field, StrCat("must be a number, got ", it->dump()));
+  double v = it->get<double>();
+  if (!(v >= lo && v <= hi)) {
+    return FieldError(file, field, StrCat(v, " is out of range [", lo, ", ", hi, "]"));
+  }
+  return v;
+}
+
+absl::StatusOr<bool> GetBool(const json& j, std::string_view file, const char* field,
+                             bool fallback) {
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_boolean()) return FieldError(file, field, StrCat("must be a boolean, got ", it->dump()));
+  return it->get<bool>();
+}
+
+absl::Status ParseArchitecture(const json& j, std::string_view file, ModelConfig& c) {
+  auto it = j.find("architectures");
+  if (it == j.end() || !it->is_array() || it->empty() || !(*it)[0].is_string()) {
+    return FieldError(file, "architectures", "must be a non-empty list of names");
+  }
+  c.architecture = (*it)[0].get<std::string>();
+  if (c.architecture != "LlamaForCausalLM" && c.architecture != "MistralForCausalLM" &&
+      c.architecture != "Qwen2ForCausalLM") {
+    return FieldError(file, "architectures",
+                      StrCat("\"", c.architecture,
+                             "\" is not supported; expected LlamaForCausalLM, "
+                             "MistralForCausalLM or Qwen2ForCausalLM"));
+  }
+  auto act = j.find("hidden_act");
+  if (act != j.end() && !(act->is_string() && act->get<std::string>() == "silu")) {
+    return FieldError(file, "hidden_act", StrCat(act->dump(), " is not supported; expected \"silu\""));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseShape(const json& j, std::string_view file, ModelConfig& c) {
+  EXA_ASSIGN_OR_RETURN(c.vocab_size, GetInt(j, file, "vocab_size", 1, kMaxVocab, std::nullopt));
+  EXA_ASSIGN_OR_RETURN(c.hidden_size, GetInt(j, file, "hidden_size", 1, kMaxHidden, std::nullopt));
+  EXA_ASSIGN_OR_RETURN(c.intermediate_size,
+                       GetInt(j, file, "intermediate_size", 1, 8 * kMaxHidden, std::nullopt));
+  EXA_ASSIGN_OR_RETURN(c.num_layers, GetInt(j, file, "num_hidden_layers", 1, kMaxLayers, std::nullopt));
+  EXA_ASSIGN_OR_RETURN(c.num_heads, GetInt(j, file, "num_attention_heads", 1, 4096, std::nullopt));
+  EXA_ASSIGN_OR_RETURN(c.num_kv_heads,
+                       GetInt(j, file, "num_key_value_heads", 1, 4096, int64_t{c.num_heads}));
+  if (c.num_heads % c.num_kv_heads != 0) {
+    return FieldError(file, "num_key_value_heads",
+                      StrCat(c.num_kv_heads, " must divide num_attention_heads ", c.num_heads));
+  }
+  std::optional<int64_t> default_head_dim;
+  if (c.hidden_size % c.num_heads == 0) default_head_dim = c.hidden_size / c.num_heads;
+  EXA_ASSIGN_OR_RETURN(c.head_dim, GetInt(j, file, "head_dim", 2, 1024, default_head_dim));
+  if (c.head_dim % 2 != 0) {
+    return FieldError(file, "head_dim", StrCat(c.head_dim, " must be even for rotary embeddings"));
+  }
+  EXA_ASSIGN_OR_RETURN(c.max_position_embeddings,
+                       GetInt(j, file, "max_position_embeddings", 1, kMaxPositions, std::nullopt));
+  return absl::OkStatus();
+}
+
+absl::Status ParseRopeScaling(const json& j, std::string_view file, ModelConfig& c) {
+  auto it = j.find("rope_scaling");
+  if (it == j.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_object()) return FieldError(file, "rope_scaling", "must be null or an object");
+  std::string type;
+  for (const char* key : {"rope_type", "type"}) {
+    auto t = it->find(key);
+    if (t != it->end() && t->is_string()) type = t->get<std::string>();
+  }
+  if (type == "default") return absl::OkStatus();
+  if (type != "llama3") {
+    return FieldError(file, "rope_scaling.rope_type",
+                      StrCat("\"", type, "\" is not supported; expected \"llama3\" or null"));
+  }
+  c.rope_scaling = RopeScaling::kLlama3;
+  const std::string f = StrCat(file, ": rope_scaling");
+  EXA_ASSIGN_OR_RETURN(c.rope_factor, GetFloat(*it, f, "factor", 1.0, 1024.0, std::nullopt));
+  EXA_ASSIGN_OR_RETURN(c.rope_low_freq_factor, GetFloat(*it, f, "low_freq_factor", 0.0, 1024.0, 1.0));
+  EXA_ASSIGN_OR_RETURN(c.rope_high_freq_factor, GetFloat(*it, f, "high_freq_factor", 0.0, 1024.0, 4.0));
+  if (!(c.rope_high_freq_factor > c.rope_low_freq_factor)) {
+    return FieldError(f, "high_freq_factor", "must be greater than low_freq_factor");
+  }
+  EXA_ASSIGN_OR_RETURN(c.rope_original_max_positions,
+                       GetInt(*it, f, "original_max_position_embeddings", 1, kMaxPositions, 8192));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int32_t>> ParseTokenIds(const json& j, std::string_view file,
+                                                   const char* field, int32_t vocab) {
+  std::vector<int32_t> out;
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) return out;
+  json list = it->is_array() ? *it : json::array({*it});
+  for (const json& v : list) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= vocab) {
+      return FieldError(file, field, StrCat(v.dump(), " is not a token id below vocab_size ", vocab));
+    }
+    out.push_back(static_cast<int32_t>(v.get<int64_t>()));
+  }
+  return out;
+}
+
+absl::Status ParseRest(const json& j, std::string_view file, ModelConfig& c) {
+  EXA_ASSIGN_OR_RETURN(c.rms_norm_eps, GetFloat(j, file, "rms_norm_eps", 0.0, 1.0, 1e-6));
+  EXA_ASSIGN_OR_RETURN(c.rope_theta, GetFloat(j, file, "rope_theta", 1.0, 1e12, 10000.0));
+  EXA_RETURN_IF_ERROR(ParseRopeScaling(j, file, c));
+  EXA_ASSIGN_OR_RETURN(c.tie_word_embeddings, GetBool(j, file, "tie_word_embeddings", false));
+  EXA_ASSIGN_OR_RETURN(bool attention_bias, GetBool(j, file, "attention_bias", false));
+  c.qkv_bias = attention_bias || c.architecture == "Qwen2ForCausalLM";
+  EXA_ASSIGN_OR_RETURN(bool mlp_bias, GetBool(j, file, "mlp_bias", false));
+  if (mlp_bias) return FieldError(file, "mlp_bias", "true is not supported");
+  EXA_ASSIGN_OR_RETURN(auto bos, ParseTokenIds(j, file, "bos_token_id", c.vocab_size));
+  if (!bos.empty()) c.bos_token_id = bos[0];
+  EXA_ASSIGN_OR_RETURN(c.eos_token_ids, ParseTokenIds(j, file, "eos_token_id", c.vocab_size));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(StrCat(path, ": cannot open"));
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+int64_t ModelConfig::ParameterCount() const {
+  int64_t h = hidden_size;
+  int64_t per_layer = 2 * h + h * q_dim() + 2 * h * kv_dim() + q_dim() * h +
+                      3 * h * intermediate_size + (qkv_bias ? q_dim() + 2 * kv_dim() : 0);
+  int64_t embed = int64_t{vocab_size} * h;
+  return embed * (tie_word_embeddings ? 1 : 2) + h + num_layers * per_layer;
+}
+
+absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json_text, std::string_view file) {
+  json j = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return absl::InvalidArgumentError(StrCat(file, ": not a JSON object"));
+  }
+  ModelConfig c;
+  try {
+    EXA_RETURN_IF_ERROR(ParseArchitecture(j, file, c));
+    EXA_RETURN_IF_ERROR(ParseShape(j, file, c));
+    EXA_RETURN_IF_ERROR(ParseRest(j, file, c));
+  } catch (const json::exception& e) {  // defensive: typed getters are checked above
+    return absl::InvalidArgumentError(StrCat(file, ": ", e.what()));
+  }
+  return c;
+}
+
+absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& dir) {
+  const std::string path = dir + "/config.json";
+  EXA_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  EXA_ASSIGN_OR_RETURN(ModelConfig c, ParseModelConfig(text, path));
+  const std::string gen_path = dir + "/generation_config.json";
+  auto gen_text = ReadFile(gen_path);
+  if (!gen_text.ok()) return c;
+  json g = json::parse(*gen_text, nullptr, false);
+  if (g.is_discarded() || !g.is_object()) {
+    return absl::InvalidArgumentError(StrCat(gen_path, ": not a JSON object"));
+  }
+  EXA_ASSIGN_OR_RETURN(auto eos, ParseTokenIds(g, gen_path, "eos_token_id", c.vocab_size));
+  for (int32_t id : eos) {
+    if (std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end()) {
+      c.eos_token_ids.push_back(id);
+    }
+  }
+  return c;
+}
+
+}  // namespace exa::engine

@@ -1,0 +1,55 @@
+// The model's shape, parsed from a Hugging Face `config.json` (LlamaForCausalLM and relatives:
+// MistralForCausalLM, Qwen2ForCausalLM). Everything the forward pass and the loader need to know
+// about a checkpoint lives here, validated once so later code can trust it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace exa::engine {
+
+enum class RopeScaling { kNone, kLlama3 };
+
+struct ModelConfig {
+  std::string architecture;  // e.g. "LlamaForCausalLM"
+  int32_t vocab_size = 0;
+  int32_t hidden_size = 0;
+  int32_t intermediate_size = 0;
+  int32_t num_layers = 0;
+  int32_t num_heads = 0;
+  int32_t num_kv_heads = 0;  // < num_heads for grouped-query attention
+  int32_t head_dim = 0;
+  float rms_norm_eps = 1e-6f;
+  float rope_theta = 10000.0f;
+  RopeScaling rope_scaling = RopeScaling::kNone;
+  // llama3 rope scaling parameters (Llama 3.1 defaults when the type is llama3).
+  float rope_factor = 8.0f;
+  float rope_low_freq_factor = 1.0f;
+  float rope_high_freq_factor = 4.0f;
+  int32_t rope_original_max_positions = 8192;
+  int32_t max_position_embeddings = 0;
+  bool tie_word_embeddings = false;
+  bool qkv_bias = false;  // Qwen2 always; Llama with attention_bias: true
+  int32_t bos_token_id = -1;
+  std::vector<int32_t> eos_token_ids;
+
+  int32_t q_dim() const { return num_heads * head_dim; }
+  int32_t kv_dim() const { return num_kv_heads * head_dim; }
+  // Weight parameters, for memory planning and the bandwidth benchmark.
+  int64_t ParameterCount() const;
+  // fp32 K and V bytes one token occupies in the KV cache across all layers.
+  int64_t KvBytesPerToken() const { return int64_t{2} * num_layers * kv_dim() * 4; }
+};
+
+// Parses and validates `config.json` text; `file` names it in errors
+// ("/m/config.json: num_key_value_heads 3 must divide num_attention_heads 8").
+absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json_text, std::string_view file);
+
+// Reads `<dir>/config.json`, and `<dir>/generation_config.json` when present for eos ids.
+absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& dir);
+
+}  // namespace exa::engine

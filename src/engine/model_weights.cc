@@ -1,0 +1,122 @@
+#include "engine/model_weights.h"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "common/status.h"
+#include "common/strings.h"
+#include "nlohmann/json.hpp"
+
+namespace exa::engine {
+namespace {
+
+using nlohmann::json;
+
+// Reads the index's weight_map and returns the distinct shard file names it references.
+absl::StatusOr<std::vector<std::string>> ReadShardIndex(const std::string& index_path) {
+  std::ifstream in(index_path);
+  std::stringstream text;
+  text << in.rdbuf();
+  json j = json::parse(text.str(), nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") ||
+      !j["weight_map"].is_object()) {
+    return absl::InvalidArgumentError(StrCat(index_path, ": weight_map is missing or not an object"));
+  }
+  std::set<std::string> files;
+  for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+    if (!it.value().is_string()) {
+      return absl::InvalidArgumentError(
+          StrCat(index_path, ": weight_map[\"", it.key(), "\"] must be a file name"));
+    }
+    std::string f = it.value().get<std::string>();
+    // Shards live beside the index: refuse paths that could escape the model directory.
+    if (f.empty() || f.find('/') != std::string::npos || f.find("..") != std::string::npos) {
+      return absl::InvalidArgumentError(StrCat(index_path, ": weight_map[\"", it.key(),
+                                               "\"] = \"", f, "\" is not a plain file name"));
+    }
+    files.insert(f);
+  }
+  if (files.empty()) return absl::InvalidArgumentError(StrCat(index_path, ": weight_map is empty"));
+  return std::vector<std::string>(files.begin(), files.end());
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const std::string& dir,
+                                                                const ModelConfig& config) {
+  auto w = std::unique_ptr<ModelWeights>(new ModelWeights());
+  std::vector<std::string> names = {"model.safetensors"};
+  const std::string index = dir + "/model.safetensors.index.json";
+  if (std::filesystem::exists(index)) {
+    EXA_ASSIGN_OR_RETURN(names, ReadShardIndex(index));
+  }
+  for (const std::string& name : names) {
+    EXA_ASSIGN_OR_RETURN(auto file, SafetensorsFile::Open(dir + "/" + name));
+    for (const auto& [tensor, view] : file->tensors()) {
+      auto [it, inserted] = w->all_.emplace(tensor, std::make_pair(view, file->path()));
+      if (!inserted) {
+        return absl::InvalidArgumentError(StrCat(file->path(), ": tensor \"", tensor,
+                                                 "\" also appears in ", it->second.second));
+      }
+    }
+    w->files_.push_back(std::move(file));
+  }
+  EXA_RETURN_IF_ERROR(w->Bind(config));
+  return w;
+}
+
+absl::Status ModelWeights::Bind(const ModelConfig& c) {
+  auto get = [&](const std::string& name, std::vector<int64_t> shape,
+                 TensorView* out) -> absl::Status {
+    auto it = all_.find(name);
+    if (it == all_.end()) {
+      return absl::InvalidArgumentError(StrCat("checkpoint: tensor \"", name, "\" is missing"));
+    }
+    const auto& [view, file] = it->second;
+    if (view.shape != shape) {
+      auto dims = [](const std::vector<int64_t>& s) {
+        std::string out = "[";
+        for (size_t i = 0; i < s.size(); ++i) StrAppend(&out, i ? ", " : "", s[i]);
+        return out + "]";
+      };
+      return absl::InvalidArgumentError(StrCat(file, ": tensor \"", name, "\" field shape: ",
+                                               dims(view.shape), " does not match config.json (",
+                                               dims(shape), ")"));
+    }
+    *out = view;
+    bytes_ += view.bytes;
+    return absl::OkStatus();
+  };
+  const int64_t h = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), inter = c.intermediate_size;
+  EXA_RETURN_IF_ERROR(get("model.embed_tokens.weight", {c.vocab_size, h}, &embed_tokens_));
+  EXA_RETURN_IF_ERROR(get("model.norm.weight", {h}, &final_norm_));
+  if (c.tie_word_embeddings && !all_.contains("lm_head.weight")) {
+    lm_head_ = embed_tokens_;
+  } else {
+    EXA_RETURN_IF_ERROR(get("lm_head.weight", {c.vocab_size, h}, &lm_head_));
+  }
+  layers_.resize(c.num_layers);
+  for (int i = 0; i < c.num_layers; ++i) {
+    const std::string p = StrCat("model.layers.", i, ".");
+    LayerWeights& l = layers_[i];
+    EXA_RETURN_IF_ERROR(get(p + "input_layernorm.weight", {h}, &l.input_norm));
+    EXA_RETURN_IF_ERROR(get(p + "post_attention_layernorm.weight", {h}, &l.post_attention_norm));
+    EXA_RETURN_IF_ERROR(get(p + "self_attn.q_proj.weight", {q, h}, &l.q));
+    EXA_RETURN_IF_ERROR(get(p + "self_attn.k_proj.weight", {kv, h}, &l.k));
+    EXA_RETURN_IF_ERROR(get(p + "self_attn.v_proj.weight", {kv, h}, &l.v));
+    EXA_RETURN_IF_ERROR(get(p + "self_attn.o_proj.weight", {h, q}, &l.o));
+    if (c.qkv_bias) {
+      EXA_RETURN_IF_ERROR(get(p + "self_attn.q_proj.bias", {q}, &l.q_bias));
+      EXA_RETURN_IF_ERROR(get(p + "self_attn.k_proj.bias", {kv}, &l.k_bias));
+      EXA_RETURN_IF_ERROR(get(p + "self_attn.v_proj.bias", {kv}, &l.v_bias));
+    }
+    EXA_RETURN_IF_ERROR(get(p + "mlp.gate_proj.weight", {inter, h}, &l.gate));
+    EXA_RETURN_IF_ERROR(get(p + "mlp.up_proj.weight", {inter, h}, &l.up));
+    EXA_RETURN_IF_ERROR(get(p + "mlp.down_proj.weight", {h, inter}, &l.down));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace exa::engine
