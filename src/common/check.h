@@ -24,7 +24,7 @@ class CheckFailure {
 }  // namespace exa::internal
 
 // `while` rather than `if` so that `if (a) EXA_CHECK(b) << ...; else ...` binds as written.
-#define EXA_CHECK(cond)              \
+#define EXA_CHECK(cond)               \
   while (ABSL_PREDICT_FALSE(!(cond))) \
   ::exa::internal::CheckFailure(__FILE__, __LINE__, #cond).stream()
 

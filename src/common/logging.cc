@@ -4,9 +4,9 @@
 #include <cctype>
 #include <memory>
 
-#include "common/strings.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/strings.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -28,11 +28,21 @@ void AppendJsonString(std::string* out, std::string_view s) {
   out->push_back('"');
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out->append("\\\""); break;
-      case '\\': out->append("\\\\"); break;
-      case '\n': out->append("\\n"); break;
-      case '\r': out->append("\\r"); break;
-      case '\t': out->append("\\t"); break;
+      case '"':
+        out->append("\\\"");
+        break;
+      case '\\':
+        out->append("\\\\");
+        break;
+      case '\n':
+        out->append("\\n");
+        break;
+      case '\r':
+        out->append("\\r");
+        break;
+      case '\t':
+        out->append("\\t");
+        break;
       default:
         if (c < 0x20) {
           fmt::format_to(std::back_inserter(*out), "\\u{:04x}", c);
@@ -130,8 +140,8 @@ std::string FormatLogRecord(LogFormat format, LogLevel level, std::string_view m
 void Log(LogLevel level, std::string_view module, std::string_view msg,
          std::initializer_list<LogField> fields) {
   if (!LogEnabled(level)) return;
-  std::string line = FormatLogRecord(g_format.load(), level, module, msg, fields,
-                                     absl::ToUnixMicros(absl::Now()));
+  std::string line =
+      FormatLogRecord(g_format.load(), level, module, msg, fields, absl::ToUnixMicros(absl::Now()));
   Logger()->info(line);
 }
 

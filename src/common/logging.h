@@ -51,8 +51,8 @@ std::string FormatLogRecord(LogFormat format, LogLevel level, std::string_view m
 
 }  // namespace exa
 
-#define EXA_LOG_AT_(level, module, ...) \
-  do {                                  \
+#define EXA_LOG_AT_(level, module, ...)                                   \
+  do {                                                                    \
     if (::exa::LogEnabled(level)) ::exa::Log(level, module, __VA_ARGS__); \
   } while (false)
 #define EXA_LOG_DEBUG(module, ...) EXA_LOG_AT_(::exa::LogLevel::kDebug, module, __VA_ARGS__)

@@ -13,10 +13,10 @@
 #define EXA_STATUS_CONCAT_(a, b) EXA_STATUS_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function when `expr` (an absl::Status) is not OK.
-#define EXA_RETURN_IF_ERROR(expr)                  \
-  do {                                             \
-    ::absl::Status exa_status_ = (expr);           \
-    if (!exa_status_.ok()) return exa_status_;     \
+#define EXA_RETURN_IF_ERROR(expr)              \
+  do {                                         \
+    ::absl::Status exa_status_ = (expr);       \
+    if (!exa_status_.ok()) return exa_status_; \
   } while (false)
 
 // `EXA_ASSIGN_OR_RETURN(auto x, ParseThing(s));` declares or assigns `lhs` from a StatusOr,
@@ -24,8 +24,8 @@
 #define EXA_ASSIGN_OR_RETURN(lhs, rexpr) \
   EXA_ASSIGN_OR_RETURN_IMPL_(EXA_STATUS_CONCAT_(exa_statusor_, __LINE__), lhs, rexpr)
 
-#define EXA_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, rexpr) \
-  auto statusor = (rexpr);                               \
+#define EXA_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, rexpr)   \
+  auto statusor = (rexpr);                                 \
   if (!statusor.ok()) return std::move(statusor).status(); \
   lhs = std::move(statusor).value()
 

@@ -21,8 +21,8 @@ inline void Append(std::string& out, const char* s) { out.append(s); }
 inline void Append(std::string& out, char c) { out.push_back(c); }
 inline void Append(std::string& out, bool b) { out.append(b ? "true" : "false"); }
 template <std::integral Int>
-  requires(!std::same_as<Int, bool> && !std::same_as<Int, char>)
-void Append(std::string& out, Int v) {
+requires(!std::same_as<Int, bool> && !std::same_as<Int, char>) void Append(std::string& out,
+                                                                           Int v) {
   char buf[24];
   auto res = std::to_chars(buf, buf + sizeof(buf), v);
   out.append(buf, res.ptr);

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <limits>
 
-#include "absl/status/status.h"
 #include <cctype>
+#include "absl/status/status.h"
 #include "common/strings.h"
 
 namespace exa {
@@ -64,8 +64,8 @@ absl::Status BadBytes(std::string_view text, std::string_view why = "") {
 }
 
 absl::Status BadDuration(std::string_view text, std::string_view why = "") {
-  return absl::InvalidArgumentError(StrCat(
-      "\"", text, "\": ", why.empty() ? "" : StrCat(why, "; "), kDurationHelp));
+  return absl::InvalidArgumentError(
+      StrCat("\"", text, "\": ", why.empty() ? "" : StrCat(why, "; "), kDurationHelp));
 }
 
 }  // namespace
@@ -106,7 +106,8 @@ absl::StatusOr<absl::Duration> ParseDuration(std::string_view input) {
     std::string_view number, rest;
     if (!SplitNumber(text, &number, &rest)) return BadDuration(input);
     size_t unit_len = 0;
-    while (unit_len < rest.size() && std::isalpha(static_cast<unsigned char>(rest[unit_len]))) ++unit_len;
+    while (unit_len < rest.size() && std::isalpha(static_cast<unsigned char>(rest[unit_len])))
+      ++unit_len;
     std::string_view unit = rest.substr(0, unit_len);
     absl::Duration scale;
     if (unit == "ns") {

@@ -49,8 +49,8 @@ std::string ParseInt(std::string_view text, Int* out) {
   long long v = std::strtoll(s.c_str(), &end, 10);
   if (*end != '\0' || errno == ERANGE) return StrCat("\"", s, "\": expected an integer");
   if (v < static_cast<long long>(std::numeric_limits<Int>::min()) ||
-      static_cast<unsigned long long>(v) > static_cast<unsigned long long>(
-                                               std::numeric_limits<Int>::max()) ||
+      static_cast<unsigned long long>(v) >
+          static_cast<unsigned long long>(std::numeric_limits<Int>::max()) ||
       (v < 0 && !std::numeric_limits<Int>::is_signed)) {
     return StrCat("\"", s, "\": out of range [", +std::numeric_limits<Int>::min(), ", ",
                   +std::numeric_limits<Int>::max(), "]");
@@ -228,8 +228,7 @@ std::string Schema::Suggest(std::string_view path) const {
   return StrCat("did you mean \"", best->path, "\"?");
 }
 
-absl::Status Schema::Set(std::string_view path, std::string_view value,
-                         std::string_view source) {
+absl::Status Schema::Set(std::string_view path, std::string_view value, std::string_view source) {
   const Field* f = Find(path);
   if (f == nullptr) {
     return absl::InvalidArgumentError(
@@ -268,9 +267,9 @@ absl::Status Schema::WalkYaml(const YAML::Node& node, const std::string& prefix,
                               std::string_view source) {
   if (node.IsNull()) return absl::OkStatus();  // an empty file or section sets nothing
   if (!node.IsMap()) {
-    return absl::InvalidArgumentError(
-        StrCat(YamlLocation(source, node.Mark()), ": ", prefix.empty() ? "the document" : prefix,
-               " must be a mapping of keys to values"));
+    return absl::InvalidArgumentError(StrCat(YamlLocation(source, node.Mark()), ": ",
+                                             prefix.empty() ? "the document" : prefix,
+                                             " must be a mapping of keys to values"));
   }
   for (const auto& kv : node) {
     std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "?";

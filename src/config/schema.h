@@ -73,8 +73,7 @@ class Schema {
   void AddField(std::unique_ptr<Field> field);
   const Field* Find(std::string_view path) const;
   std::string Suggest(std::string_view path) const;
-  absl::Status WalkYaml(const YAML::Node& node, const std::string& prefix,
-                        std::string_view source);
+  absl::Status WalkYaml(const YAML::Node& node, const std::string& prefix, std::string_view source);
 
   std::vector<std::unique_ptr<Field>> fields_;
 };

@@ -52,7 +52,8 @@ absl::Status Daemon::Start() {
   http_ = std::make_unique<net::HttpServer>(io_, options_.http);
   AddHttpRoutes();
   if (absl::Status s = http_->Start(); !s.ok()) {
-    return absl::UnavailableError(StrCat(ToStd(s.message()), " (HTTP; set another with --http-port)"));
+    return absl::UnavailableError(
+        StrCat(ToStd(s.message()), " (HTTP; set another with --http-port)"));
   }
   admin_ = std::make_unique<AdminService>([this](exaserve::v1::StatusResponse* r) {
     r->set_node_id(node_id_);
@@ -103,8 +104,8 @@ void Daemon::AddHttpRoutes() {
     return net::HttpResponse{503, "application/json", StrCat("{\"status\":\"", why, "\"}\n"), {}};
   });
   http_->AddRoute("GET", "/metrics", [this](const net::HttpRequest&) {
-    return net::HttpResponse{200, "text/plain; version=0.0.4; charset=utf-8", registry_.Expose(),
-                             {}};
+    return net::HttpResponse{
+        200, "text/plain; version=0.0.4; charset=utf-8", registry_.Expose(), {}};
   });
 }
 
@@ -159,15 +160,17 @@ void Daemon::Drain() {
   state_ = State::kDraining;
   sd_notify(0, "STOPPING=1\nSTATUS=draining");
   absl::Time deadline = absl::Now() + options_.lifecycle.drain_timeout;
-  EXA_LOG_INFO("daemon", "draining", {{"in_flight", http_->in_flight()},
-                                       {"drain_timeout", DurationToString(options_.lifecycle.drain_timeout)}});
+  EXA_LOG_INFO("daemon", "draining",
+               {{"in_flight", http_->in_flight()},
+                {"drain_timeout", DurationToString(options_.lifecycle.drain_timeout)}});
   grpc_->SetServing(false);
   http_->StopAccepting();
   while (http_->in_flight() > 0 && absl::Now() < deadline &&
          !drain_forced_.WaitForNotificationWithTimeout(absl::Milliseconds(20))) {
   }
   if (http_->in_flight() > 0) {
-    EXA_LOG_WARN("daemon", "drain timeout: cutting off requests", {{"in_flight", http_->in_flight()}});
+    EXA_LOG_WARN("daemon", "drain timeout: cutting off requests",
+                 {{"in_flight", http_->in_flight()}});
   }
   grpc_->Shutdown(drain_forced_.HasBeenNotified() ? absl::Now() : deadline);
   http_->CloseAll();

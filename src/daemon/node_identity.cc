@@ -41,10 +41,11 @@ std::string NewUuid() {
   }
   b[6] = (b[6] & 0x0f) | 0x40;
   b[8] = (b[8] & 0x3f) | 0x80;
-  return fmt::format("{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-"
-                     "{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
-                     b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11],
-                     b[12], b[13], b[14], b[15]);
+  return fmt::format(
+      "{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-"
+      "{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
+      b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+      b[15]);
 }
 
 absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) {
@@ -67,14 +68,13 @@ absl::StatusOr<std::string> LoadOrCreateNodeId(const std::string& data_dir,
   std::error_code ec;
   std::filesystem::create_directories(data_dir, ec);
   if (ec) {
-    return absl::PermissionDeniedError(
-        StrCat("data dir ", data_dir, " cannot be created: ", ec.message(),
-               " (set another with --data-dir)"));
+    return absl::PermissionDeniedError(StrCat("data dir ", data_dir, " cannot be created: ",
+                                              ec.message(), " (set another with --data-dir)"));
   }
   if (access(data_dir.c_str(), W_OK) != 0) {
-    return absl::PermissionDeniedError(
-        StrCat("data dir ", data_dir, " is not writable: ", std::strerror(errno),
-               " (set another with --data-dir)"));
+    return absl::PermissionDeniedError(StrCat("data dir ", data_dir,
+                                              " is not writable: ", std::strerror(errno),
+                                              " (set another with --data-dir)"));
   }
   std::string path = data_dir + "/node_id";
   if (!configured_id.empty()) {

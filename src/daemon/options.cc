@@ -1,8 +1,8 @@
 #include "daemon/options.h"
 
+#include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
-#include <arpa/inet.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -98,9 +98,8 @@ void RegisterConfig(config::Schema& s, DaemonOptions* o) {
 void ResolveDefaults(DaemonOptions* o) {
   if (o->node.data_dir.empty()) {
     const char* home = std::getenv("HOME");
-    o->node.data_dir = geteuid() == 0 || home == nullptr
-                           ? "/var/lib/exaserve"
-                           : StrCat(home, "/.local/state/exaserve");
+    o->node.data_dir = geteuid() == 0 || home == nullptr ? "/var/lib/exaserve"
+                                                         : StrCat(home, "/.local/state/exaserve");
   }
   if (o->node.cache_dir.empty()) o->node.cache_dir = o->node.data_dir + "/cache";
   if (o->network.advertise.empty()) {

@@ -15,15 +15,15 @@
 namespace exa::daemon {
 
 // Every role a node can run (DESIGN.md §1), in the order they are shown.
-inline const std::vector<std::string> kRoles = {"scheduler", "gateway",  "storage",
-                                                "inference", "observer"};
+inline const std::vector<std::string> kRoles = {"scheduler", "gateway", "storage", "inference",
+                                                "observer"};
 
 struct NodeOptions {
-  std::string id;                       // empty: generated once and kept in data_dir/node_id
+  std::string id;  // empty: generated once and kept in data_dir/node_id
   std::string rack = "default";
   std::vector<std::string> roles{"auto"};
-  std::string data_dir;                 // empty: /var/lib/exaserve as root, else ~/.local/state/exaserve
-  std::string cache_dir;                // empty: <data_dir>/cache
+  std::string data_dir;   // empty: /var/lib/exaserve as root, else ~/.local/state/exaserve
+  std::string cache_dir;  // empty: <data_dir>/cache
 };
 
 struct NetworkOptions {

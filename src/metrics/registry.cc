@@ -297,13 +297,12 @@ void RegisterProcessMetrics(Registry& registry, std::string_view version) {
   registry.AddGaugeCallback("process_start_time_seconds",
                             "Start time of the process since unix epoch in seconds.",
                             [start] { return start; });
-  registry.AddGaugeCallback("exaserve_uptime_seconds", "Seconds since exaserved started.",
-                            [start] {
-                              return absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()) - start;
-                            });
+  registry.AddGaugeCallback("exaserve_uptime_seconds", "Seconds since exaserved started.", [start] {
+    return absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()) - start;
+  });
   registry.AddCounterCallback("process_cpu_seconds_total",
-                            "Total user and system CPU time spent in seconds.",
-                            [] { return ReadProcStat().cpu_seconds; });
+                              "Total user and system CPU time spent in seconds.",
+                              [] { return ReadProcStat().cpu_seconds; });
   registry.AddGaugeCallback("process_resident_memory_bytes", "Resident memory size in bytes.",
                             [] { return ReadProcStat().resident_bytes; });
   registry.AddGaugeCallback("process_virtual_memory_bytes", "Virtual memory size in bytes.",
@@ -315,8 +314,7 @@ void RegisterProcessMetrics(Registry& registry, std::string_view version) {
     getrlimit(RLIMIT_NOFILE, &limit);
     return static_cast<double>(limit.rlim_cur);
   });
-  registry.AddGauge("exaserve_build_info", "Build information; the value is always 1.",
-                    {"version"})
+  registry.AddGauge("exaserve_build_info", "Build information; the value is always 1.", {"version"})
       .WithLabels({std::string(version)})
       .Set(1);
 }

@@ -102,8 +102,7 @@ class Registry {
   Family<Gauge>& AddGauge(std::string name, std::string help,
                           std::vector<std::string> label_names = {});
   Family<Histogram>& AddHistogram(std::string name, std::string help,
-                                  std::vector<std::string> label_names,
-                                  std::vector<double> bounds);
+                                  std::vector<std::string> label_names, std::vector<double> bounds);
   // A gauge whose value is read when metrics are exposed.
   void AddGaugeCallback(std::string name, std::string help, std::function<double()> read);
   // A counter read from elsewhere (e.g. the kernel's CPU time) when metrics are exposed.

@@ -11,8 +11,7 @@
 
 namespace exa::net {
 
-void RegisterConfig(config::Schema& schema, std::string_view section,
-                    GrpcServerOptions* options) {
+void RegisterConfig(config::Schema& schema, std::string_view section, GrpcServerOptions* options) {
   std::string s(section);
   schema.Add(s + ".max_message_bytes", &options->max_message_bytes,
              "largest gRPC message received or sent");
@@ -43,7 +42,8 @@ absl::Status GrpcServer::Start() {
   std::string address = StrCat(host, ":", options_.port);
   int selected_port = 0;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &selected_port);
-  int max_message = static_cast<int>(std::min<uint64_t>(options_.max_message_bytes.value, INT32_MAX));
+  int max_message =
+      static_cast<int>(std::min<uint64_t>(options_.max_message_bytes.value, INT32_MAX));
   builder.SetMaxReceiveMessageSize(max_message);
   builder.SetMaxSendMessageSize(max_message);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, options_.max_concurrent_streams);

@@ -44,7 +44,8 @@ std::string SerializeHead(int status, std::string_view content_type, const Heade
                           bool keep_alive, std::optional<size_t> content_length) {
   std::string out = StatusLine(status);
   StrAppend(&out, "Server: exaserved\r\nContent-Type: ", SafeHeaderValue(content_type), "\r\n");
-  for (const auto& [k, v] : headers) StrAppend(&out, SafeHeaderValue(k), ": ", SafeHeaderValue(v), "\r\n");
+  for (const auto& [k, v] : headers)
+    StrAppend(&out, SafeHeaderValue(k), ": ", SafeHeaderValue(v), "\r\n");
   if (content_length) {
     StrAppend(&out, "Content-Length: ", *content_length, "\r\n");
   } else {
@@ -62,8 +63,7 @@ struct Route {
 
 }  // namespace
 
-void RegisterConfig(config::Schema& schema, std::string_view section,
-                    HttpServerOptions* options) {
+void RegisterConfig(config::Schema& schema, std::string_view section, HttpServerOptions* options) {
   std::string s(section);
   schema.Add(s + ".max_body_bytes", &options->max_body_bytes,
              "largest request body accepted; larger gets 413");
@@ -172,7 +172,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool first_request_ = true;
   bool read_timed_out_ = false;
   bool keep_alive_ = false;
-  bool request_active_ = false;   // dispatched, response not complete
+  bool request_active_ = false;  // dispatched, response not complete
   bool response_started_ = false;
   bool response_complete_ = false;
   bool close_after_write_ = false;
@@ -188,7 +188,9 @@ class ResponderImpl final : public HttpResponder {
   ~ResponderImpl() override {
     // A handler that dropped its responder without answering still owes the client a reply.
     if (!started_.exchange(true)) {
-      Post([c = conn_] { c->Respond(JsonError(500, "handler returned no response", "server_error")); });
+      Post([c = conn_] {
+        c->Respond(JsonError(500, "handler returned no response", "server_error"));
+      });
     } else if (streaming_ && !finished_.exchange(true)) {
       Post([c = conn_] { c->FinishStream(); });
     }
@@ -280,8 +282,8 @@ void Connection::OnRead(beast::error_code ec) {
     return;
   }
   if (ec) {
-    SendAndClose(JsonError(400, StrCat("malformed HTTP request: ", ec.message()),
-                           "invalid_request_error"));
+    SendAndClose(
+        JsonError(400, StrCat("malformed HTTP request: ", ec.message()), "invalid_request_error"));
     return;
   }
   Dispatch();
@@ -315,10 +317,10 @@ void Connection::Dispatch() {
   const Route* route = server_->FindRoute(req.method, req.path, &path_known);
   auto responder = std::make_shared<ResponderImpl>(shared_from_this());
   if (route == nullptr) {
-    responder->Respond(path_known ? JsonError(405, StrCat("method ", req.method, " not allowed on ",
-                                                          req.path), "invalid_request_error")
-                                  : JsonError(404, StrCat("no route for ", req.path),
-                                              "invalid_request_error"));
+    responder->Respond(
+        path_known ? JsonError(405, StrCat("method ", req.method, " not allowed on ", req.path),
+                               "invalid_request_error")
+                   : JsonError(404, StrCat("no route for ", req.path), "invalid_request_error"));
     return;
   }
   route->handler(std::move(req), std::move(responder));
@@ -375,10 +377,9 @@ void Connection::DoWrite() {
   write_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
     if (!ec) self->Shutdown();  // the client stopped reading
   });
-  asio::async_write(socket_, asio::buffer(pending_.front()),
-                    [self = shared_from_this()](beast::error_code ec, size_t n) {
-                      self->OnWrite(ec, n);
-                    });
+  asio::async_write(
+      socket_, asio::buffer(pending_.front()),
+      [self = shared_from_this()](beast::error_code ec, size_t n) { self->OnWrite(ec, n); });
 }
 
 void Connection::OnWrite(beast::error_code ec, size_t) {
@@ -428,24 +429,23 @@ void Connection::Shutdown() {
 }
 
 void HttpServer::Impl::DoAccept() {
-  acceptor.async_accept(
-      asio::make_strand(io.context()),
-      [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
-        if (ec == asio::error::operation_aborted || !self->accepting) return;
-        if (!ec) {
-          auto conn = std::make_shared<Connection>(std::move(socket), self);
-          if (self->connections > self->options.max_connections) {
-            conn->Reject(JsonError(503, "too many connections (http.max_connections)",
-                                   "overloaded"));
-          } else {
-            self->Track(conn);
-            conn->Start();
-          }
-        } else {
-          EXA_LOG_WARN("http", "accept failed", {{"error", ec.message()}});
-        }
-        self->DoAccept();
-      });
+  acceptor.async_accept(asio::make_strand(io.context()), [self = shared_from_this()](
+                                                             beast::error_code ec,
+                                                             tcp::socket socket) {
+    if (ec == asio::error::operation_aborted || !self->accepting) return;
+    if (!ec) {
+      auto conn = std::make_shared<Connection>(std::move(socket), self);
+      if (self->connections > self->options.max_connections) {
+        conn->Reject(JsonError(503, "too many connections (http.max_connections)", "overloaded"));
+      } else {
+        self->Track(conn);
+        conn->Start();
+      }
+    } else {
+      EXA_LOG_WARN("http", "accept failed", {{"error", ec.message()}});
+    }
+    self->DoAccept();
+  });
 }
 
 void HttpServer::Impl::Track(const std::shared_ptr<Connection>& c) {
@@ -483,10 +483,10 @@ void HttpServer::AddRoute(std::string method, std::string path, HttpHandler hand
 void HttpServer::AddRoute(std::string method, std::string path,
                           std::function<HttpResponse(const HttpRequest&)> handler) {
   AddRoute(std::move(method), std::move(path),
-           HttpHandler([h = std::move(handler)](HttpRequest req,
-                                                std::shared_ptr<HttpResponder> responder) {
-             responder->Respond(h(req));
-           }));
+           HttpHandler(
+               [h = std::move(handler)](HttpRequest req, std::shared_ptr<HttpResponder> responder) {
+                 responder->Respond(h(req));
+               }));
 }
 
 absl::Status HttpServer::Start() {

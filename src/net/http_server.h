@@ -31,8 +31,8 @@ namespace exa::net {
 struct HttpServerOptions {
   std::string bind_address = "0.0.0.0";
   uint16_t port = 8080;
-  config::Bytes max_body_bytes{1 << 20};     // prompts are text; 1 MiB is ~250k tokens
-  config::Bytes max_header_bytes{16 << 10};  // nginx's large_client_header_buffers ballpark
+  config::Bytes max_body_bytes{1 << 20};             // prompts are text; 1 MiB is ~250k tokens
+  config::Bytes max_header_bytes{16 << 10};          // nginx's large_client_header_buffers ballpark
   absl::Duration read_timeout = absl::Seconds(30);   // to receive one whole request
   absl::Duration idle_timeout = absl::Seconds(60);   // between keep-alive requests
   absl::Duration write_timeout = absl::Seconds(60);  // for one write to a slow client

@@ -93,7 +93,8 @@ int main(int argc, char** argv) {
     return Usage(std::string(e.what()) + "\nRun with --help for the commands.");
   }
   auto timeout = exa::ParseDuration(g.timeout);
-  if (!timeout.ok()) return Usage(std::string("--timeout ") + std::string(timeout.status().message()));
+  if (!timeout.ok())
+    return Usage(std::string("--timeout ") + std::string(timeout.status().message()));
   g.timeout_duration = *timeout;
   if (status->parsed()) return RunStatus(g);
   return Usage("no command given");

@@ -59,7 +59,8 @@ int main(int argc, char** argv) {
   std::string config_path;
   bool print_config = false;
   app.add_option("--config", config_path, "YAML config file (see config/exaserved.yaml)");
-  app.add_flag("--print-config", print_config, "Print the effective configuration as YAML and exit");
+  app.add_flag("--print-config", print_config,
+               "Print the effective configuration as YAML and exit");
   std::vector<std::string> flag_values(std::size(kFlags));
   std::vector<CLI::Option*> flag_options;
   for (size_t i = 0; i < std::size(kFlags); ++i) {

@@ -7,10 +7,9 @@ namespace exa {
 namespace {
 
 TEST_CASE("JSON records carry ts, level, module, msg and typed fields", "[logging]") {
-  std::string line = FormatLogRecord(LogFormat::kJson, LogLevel::kWarn, "membership",
-                                     "member \"x\" dead\n",
-                                     {{"node", "ab12"}, {"incarnation", 7}, {"lost", true}},
-                                     1'700'000'000'123'000);
+  std::string line = FormatLogRecord(
+      LogFormat::kJson, LogLevel::kWarn, "membership", "member \"x\" dead\n",
+      {{"node", "ab12"}, {"incarnation", 7}, {"lost", true}}, 1'700'000'000'123'000);
   CHECK(line ==
         "{\"ts\":\"2023-11-14T22:13:20.123Z\",\"level\":\"warn\",\"module\":\"membership\","
         "\"msg\":\"member \\\"x\\\" dead\\n\",\"node\":\"ab12\",\"incarnation\":7,\"lost\":true}");

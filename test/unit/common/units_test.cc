@@ -28,7 +28,7 @@ TEST_CASE("ParseBytes rejects bad quantities with the value and the allowed form
   CHECK_FALSE(ParseBytes("-1Gi").ok());
   CHECK_FALSE(ParseBytes("Gi").ok());
   CHECK_FALSE(ParseBytes("1.2.3G").ok());
-  CHECK_FALSE(ParseBytes("0.3").ok());  // not a whole number of bytes
+  CHECK_FALSE(ParseBytes("0.3").ok());   // not a whole number of bytes
   CHECK_FALSE(ParseBytes("17Ei").ok());  // overflows 64 bits
 }
 

@@ -57,13 +57,13 @@ TEST_CASE("Flags beat environment beats file beats defaults", "[config]") {
                            "  http_port: 9000\nhttp:\n  max_body_bytes: 2Mi\n",
                            "f.yaml")
               .ok());
-  const char* env[] = {"EXASERVE_NETWORK_HTTP_PORT=9100", "EXASERVE_NODE_RACK=r-env",
-                       "PATH=/bin", nullptr};
+  const char* env[] = {"EXASERVE_NETWORK_HTTP_PORT=9100", "EXASERVE_NODE_RACK=r-env", "PATH=/bin",
+                       nullptr};
   REQUIRE(s.LoadEnvironment(env).ok());
   REQUIRE(s.Set("node.rack", "r-flag", "flag --rack").ok());
-  CHECK(o.rack == "r-flag");              // flag
-  CHECK(o.http_port == 9100);             // env over file
-  CHECK(o.max_body.value == 2u << 20);    // file over default
+  CHECK(o.rack == "r-flag");            // flag
+  CHECK(o.http_port == 9100);           // env over file
+  CHECK(o.max_body.value == 2u << 20);  // file over default
   CHECK(o.roles == std::vector<std::string>{"gateway"});
   CHECK(o.drain_timeout == absl::Seconds(30));  // default
 }
@@ -122,8 +122,7 @@ TEST_CASE("Invalid YAML reports file:line:column", "[config]") {
         "list.yaml:1:1: the document must be a mapping of keys to values");
 }
 
-TEST_CASE("ToYaml prints the effective config, which loads back to the same values",
-          "[config]") {
+TEST_CASE("ToYaml prints the effective config, which loads back to the same values", "[config]") {
   TestOptions o;
   Schema s;
   Register(s, &o);

@@ -87,14 +87,17 @@ struct Fixture {
     server->AddRoute("POST", "/echo", [](const HttpRequest& req) {
       return HttpResponse{200, "application/octet-stream", req.body, {}};
     });
-    server->AddRoute("GET", "/stream", HttpHandler([](HttpRequest, std::shared_ptr<HttpResponder> r) {
-      std::thread([r] {
-        r->StartStream(200, "text/event-stream");
-        for (int i = 0; i < 3; ++i) r->Write("data: " + std::to_string(i) + "\n\n");
-        r->Finish();
-      }).detach();
-    }));
-    server->AddRoute("GET", "/forgetful", HttpHandler([](HttpRequest, std::shared_ptr<HttpResponder>) {}));
+    server->AddRoute("GET", "/stream",
+                     HttpHandler([](HttpRequest, std::shared_ptr<HttpResponder> r) {
+                       std::thread([r] {
+                         r->StartStream(200, "text/event-stream");
+                         for (int i = 0; i < 3; ++i)
+                           r->Write("data: " + std::to_string(i) + "\n\n");
+                         r->Finish();
+                       }).detach();
+                     }));
+    server->AddRoute("GET", "/forgetful",
+                     HttpHandler([](HttpRequest, std::shared_ptr<HttpResponder>) {}));
     REQUIRE(server->Start().ok());
     io.Start();
   }

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Configures and builds ExaServe into build/ (binaries in build/bin/). Extra arguments go to
+# CMake, e.g. scripts/build.sh -DEXASERVE_SANITIZE=address,undefined.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${BUILD_DIR:-build}
+JOBS=${JOBS:-$(nproc)}
+cmake -S . -B "$BUILD_DIR" -G Ninja "$@" >/dev/null
+ninja -C "$BUILD_DIR" -j "$JOBS"

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# A real exaserved on free ports is healthy, exposes metrics promtool accepts, answers
+# exaserve-cli status, refuses bad flags with exit 2, and drains on SIGTERM to exit 0 within 5 s.
+source "$(dirname "$0")/lib.sh"
+BIN=$1
+work=$(mktemp -d)
+trap 'kill -9 ${pid:-} 2>/dev/null || true; rm -rf "$work"' EXIT
+
+# Bad input: exit 2 with the valid values named.
+set +e
+out=$("$BIN/exaserved" --role bogus 2>&1); rc=$?
+set -e
+[ $rc -eq 2 ] || fail "--role bogus exited $rc, want 2"
+grep -q "inference, gateway, scheduler, storage, observer" <<<"$out" || fail "no role list: $out"
+"$BIN/exaserved" --help | grep -q "inference, gateway, scheduler, storage, observer" ||
+  fail "--help does not list the roles"
+set +e
+"$BIN/exaserved" --no-such-flag >/dev/null 2>&1; rc=$?
+printf 'node:\n  rack: [oops\n' > "$work/bad.yaml"
+out=$("$BIN/exaserved" --config "$work/bad.yaml" 2>&1); rc2=$?
+set -e
+[ $rc -eq 2 ] || fail "unknown flag exited $rc, want 2"
+[ $rc2 -eq 2 ] || fail "invalid YAML exited $rc2, want 2"
+grep -q "$work/bad.yaml:[0-9]*:[0-9]*: invalid YAML" <<<"$out" || fail "no file:line:col: $out"
+
+# Data dir not writable → exit 1 naming the path.
+if [ "$(id -u)" -ne 0 ]; then
+  mkdir -p "$work/ro" && chmod 0555 "$work/ro"
+  set +e; out=$("$BIN/exaserved" --data-dir "$work/ro/x" --http-port 0 --grpc-port 0 2>&1); rc=$?; set -e
+  [ $rc -eq 1 ] || fail "unwritable data dir exited $rc, want 1"
+fi
+set +e; out=$("$BIN/exaserved" --data-dir /proc/exaserve --http-port 0 --grpc-port 0 2>&1); rc=$?; set -e
+[ $rc -eq 1 ] || fail "data dir under /proc exited $rc, want 1"
+grep -q "/proc/exaserve" <<<"$out" || fail "data dir error does not name the path: $out"
+
+# Start on free ports.
+"$BIN/exaserved" --data-dir "$work/data" --http-port 0 --grpc-port 0 --log-format json \
+  >"$work/log" 2>&1 &
+pid=$!
+wait_for 10 test -s "$work/data/endpoints.json" || { cat "$work/log"; fail "no endpoints.json"; }
+http=$(json_field "$work/data/endpoints.json" http_port)
+grpc=$(json_field "$work/data/endpoints.json" grpc_port)
+
+[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$http/healthz")" = 200 ] || fail "healthz"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$http/readyz")" = 200 ] || fail "readyz"
+curl -sf "http://127.0.0.1:$http/metrics" > "$work/metrics"
+promtool check metrics < "$work/metrics" || fail "promtool check metrics"
+grep -q '^exaserve_build_info{version="' "$work/metrics" || fail "no build info metric"
+grep -q '^process_resident_memory_bytes [1-9]' "$work/metrics" || fail "no RSS metric"
+
+status=$("$BIN/exaserve-cli" --addr "127.0.0.1:$grpc" --json status)
+node_id=$(cat "$work/data/node_id")
+grep -q "\"node_id\": \"$node_id\"" <<<"$status" || fail "cli status: $status"
+grep -q '"state": "ready"' <<<"$status" || fail "cli state: $status"
+
+# A second daemon on the same ports fails with exit 1 naming the port and flag.
+set +e
+out=$("$BIN/exaserved" --data-dir "$work/data2" --http-port "$http" --grpc-port 0 2>&1); rc=$?
+set -e
+[ $rc -eq 1 ] || fail "port in use exited $rc, want 1"
+grep -q -- "--http-port" <<<"$out" || fail "port error does not name the flag: $out"
+grep -q ":$http" <<<"$out" || fail "port error does not name the port: $out"
+
+# The node id survives a restart: it is kept in the data dir.
+start=$(date +%s%N)
+kill -TERM $pid
+set +e; wait $pid; rc=$?; set -e
+elapsed_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+[ $rc -eq 0 ] || { cat "$work/log"; fail "exit code after SIGTERM: $rc"; }
+[ $elapsed_ms -lt 5000 ] || fail "SIGTERM took ${elapsed_ms} ms"
+grep -q '"msg":"draining"' "$work/log" || fail "no drain logged"
+"$BIN/exaserved" --data-dir "$work/data" --http-port 0 --grpc-port 0 >"$work/log2" 2>&1 &
+pid=$!
+wait_for 10 grep -q '"msg":"ready"' "$work/log2" || fail "restart not ready"
+grep -q "\"node_id\":\"$node_id\"" "$work/log2" || fail "node id changed across restart"
+kill -TERM $pid; wait $pid
+echo "daemon smoke: ok (SIGTERM → exit 0 in ${elapsed_ms} ms)"
