@@ -1,0 +1,107 @@
+// Conformance with Hugging Face tokenizers on real tokenizer.json files: for every line of the
+// committed corpus, our ids, ids without special tokens, decoded text (with and without special
+// tokens) and streamed text equal what the Rust library produced (test/tools/tokenizer/
+// gen_expected.js wrote the expectations).
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "engine/tokenizer/stream_decoder.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "nlohmann/json.hpp"
+
+namespace exa::engine {
+namespace {
+
+using Json = nlohmann::json;
+
+std::string DataPath(const std::string& name) {
+  return std::string(EXA_TOKENIZER_TEST_DATA_DIR) + "/" + name;
+}
+
+std::vector<Json> ReadJsonLines(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  std::vector<Json> lines;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty()) lines.push_back(Json::parse(line));
+  }
+  return lines;
+}
+
+const Tokenizer& LoadOnce(const std::string& name) {
+  static std::map<std::string, std::unique_ptr<Tokenizer>> loaded;
+  auto& slot = loaded[name];
+  if (slot == nullptr) {
+    auto tokenizer = Tokenizer::FromFile(DataPath(name + ".tokenizer.json"));
+    INFO(tokenizer.status().ToString());
+    REQUIRE(tokenizer.ok());
+    slot = std::move(*tokenizer);
+  }
+  return *slot;
+}
+
+std::string Streamed(const Tokenizer& tokenizer, const std::vector<int32_t>& ids, bool skip) {
+  StreamDecoder stream(tokenizer, skip);
+  std::string text;
+  for (int32_t id : ids) text += stream.Push(id);
+  return text + stream.Flush();
+}
+
+struct Tally {
+  int lines = 0;
+  int ids_exact = 0;
+  int failures = 0;
+};
+
+void CheckLine(const Tokenizer& tokenizer, const std::string& text, const Json& want,
+               Tally* tally) {
+  const auto ids = tokenizer.Encode(text, /*add_special_tokens=*/true);
+  const auto plain = tokenizer.Encode(text, /*add_special_tokens=*/false);
+  const auto want_ids = want["ids"].get<std::vector<int32_t>>();
+  const std::string decoded = tokenizer.Decode(want_ids, false);
+  const std::string decoded_skip = tokenizer.Decode(want_ids, true);
+  const bool ids_ok = ids == want_ids && plain == want["ids_no_special"].get<std::vector<int32_t>>();
+  const bool decode_ok = decoded == want["decoded"].get<std::string>() &&
+                         decoded_skip == want["decoded_skip_special"].get<std::string>();
+  const bool stream_ok = Streamed(tokenizer, want_ids, false) == decoded &&
+                         Streamed(tokenizer, want_ids, true) == decoded_skip;
+  ++tally->lines;
+  if (ids_ok) ++tally->ids_exact;
+  if (ids_ok && decode_ok && stream_ok) return;
+  if (++tally->failures <= 5) {
+    UNSCOPED_INFO("line " << tally->lines << " " << Json(text).dump() << "\n  ids " << Json(ids).dump()
+                  << "\n want " << want["ids"].dump() << "\n  decoded " << Json(decoded).dump()
+                  << "\n want " << want["decoded"].dump() << "\n stream_ok " << stream_ok);
+  }
+}
+
+void CheckModel(const std::string& name) {
+  const Tokenizer& tokenizer = LoadOnce(name);
+  const auto corpus = ReadJsonLines(DataPath("corpus.jsonl"));
+  const auto expected = ReadJsonLines(DataPath(name + ".expected.jsonl"));
+  REQUIRE(corpus.size() >= 200);
+  REQUIRE(corpus.size() == expected.size());
+  Tally tally;
+  for (size_t i = 0; i < corpus.size(); ++i) {
+    CheckLine(tokenizer, corpus[i].get<std::string>(), expected[i], &tally);
+  }
+  INFO(name << ": " << tally.ids_exact << "/" << tally.lines << " lines with exact ids, "
+            << tally.failures << " lines with any mismatch");
+  WARN(name << ": " << tally.ids_exact << "/" << tally.lines << " exact ids");
+  CHECK(tally.failures == 0);
+}
+
+TEST_CASE("byte-level BPE (Qwen3 tokenizer.json) matches Hugging Face on the corpus") {
+  CheckModel("qwen3");
+}
+
+TEST_CASE("SentencePiece-style BPE (Llama-2 family tokenizer.json) matches Hugging Face") {
+  CheckModel("llama2");
+}
+
+}  // namespace
+}  // namespace exa::engine
