@@ -1,0 +1,55 @@
+// Tunables of the SWIM + Lifeguard core. Defaults are HashiCorp memberlist's
+// DefaultLANConfig(); Wan() is its DefaultWANConfig(). Every bound the core keeps (payload, state
+// size, concurrent syncs, queued broadcasts) is here, so nothing grows without a limit
+// (DESIGN.md §3 rule 5).
+#pragma once
+
+#include <cstddef>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace exa::membership {
+
+struct Config {
+  // Failure detection.
+  absl::Duration probe_interval = absl::Seconds(1);        // memberlist LAN default
+  absl::Duration probe_timeout = absl::Milliseconds(500);  // memberlist LAN default
+  int indirect_checks = 3;                                 // memberlist LAN default
+  // A TCP ("reliable") ping alongside the indirect probes catches UDP-only faults.
+  bool tcp_fallback_ping = true;
+  int suspicion_mult = 4;                // memberlist LAN default
+  int suspicion_max_timeout_mult = 6;    // memberlist default (Lifeguard)
+  int awareness_max = 8;                 // Lifeguard: health score 0..8 scales by (score + 1)
+
+  // Dissemination.
+  int retransmit_mult = 4;                                  // memberlist LAN default
+  absl::Duration gossip_interval = absl::Milliseconds(200);  // memberlist LAN default
+  int gossip_nodes = 3;                                     // memberlist LAN default
+  // Dead nodes still receive gossip this long, so they can learn of their death and refute.
+  absl::Duration gossip_to_the_dead_time = absl::Seconds(30);  // memberlist LAN default
+  size_t udp_payload_bytes = 1400;  // memberlist UDPBufferSize: fits a 1500-byte MTU
+  size_t max_queued_broadcasts = 8192;
+
+  // Anti-entropy.
+  absl::Duration push_pull_interval = absl::Seconds(30);  // memberlist LAN default
+  absl::Duration push_pull_timeout = absl::Seconds(10);   // memberlist TCPTimeout (LAN)
+  int max_outbound_push_pulls = 4;
+  // memberlist maxPushPullRequests is 128 concurrent; we bound inbound syncs per second.
+  int max_inbound_push_pulls_per_second = 32;
+  size_t max_push_pull_bytes = size_t{8} << 20;
+  size_t max_members = 16384;
+
+  // Partition healing: retry recently dead members and seeds (memberlist never did; Serf's
+  // reconnect loop is the model: 30 s there, shorter here so halves merge within a minute).
+  absl::Duration reconnect_interval = absl::Seconds(10);
+  absl::Duration reconnect_timeout = absl::Hours(6);
+
+  static Config Lan() { return Config{}; }
+  // memberlist DefaultWANConfig.
+  static Config Wan();
+
+  absl::Status Validate() const;
+};
+
+}  // namespace exa::membership
