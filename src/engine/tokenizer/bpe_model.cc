@@ -13,8 +13,7 @@ namespace {
 namespace jf = json_fields;
 
 uint64_t PairKey(int32_t left, int32_t right) {
-  return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
-         static_cast<uint32_t>(right);
+  return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
 }
 
 // A queued merge; the queue pops the lowest rank first, then the leftmost position, like the
@@ -55,8 +54,7 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::Parse(const jf::Json& node,
   EXA_RETURN_IF_ERROR(model->ParseMerges(*merges, jf::Child(path, "merges")));
 
   if (model->unk_token_.has_value() && !model->vocab_.contains(*model->unk_token_)) {
-    return jf::Error(jf::Child(path, "unk_token"), *model->unk_token_,
-                     "is not in model.vocab");
+    return jf::Error(jf::Child(path, "unk_token"), *model->unk_token_, "is not in model.vocab");
   }
   for (int b = 0; b < 256; ++b) {
     model->byte_token_ids_[b] = model->TokenToId(fmt::format("<0x{:02X}>", b)).value_or(-1);
@@ -68,9 +66,10 @@ absl::Status BpeModel::ParseVocab(const jf::Json& vocab, const std::string& path
   EXA_RETURN_IF_ERROR(jf::ExpectObject(vocab, path));
   vocab_.reserve(vocab.size());
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    EXA_ASSIGN_OR_RETURN(const int64_t id,
-                         jf::IntValue(it.value(), jf::Child(path, jf::Show(std::string_view(it.key()))), 0,
-                                      kMaxTokenId));
+    EXA_ASSIGN_OR_RETURN(
+        const int64_t id,
+        jf::IntValue(it.value(), jf::Child(path, jf::Show(std::string_view(it.key()))), 0,
+                     kMaxTokenId));
     vocab_.emplace(it.key(), static_cast<int32_t>(id));
     if (static_cast<size_t>(id) >= tokens_.size()) {
       tokens_.resize(id + 1);
@@ -98,12 +97,11 @@ absl::Status BpeModel::ParseMerges(const jf::Json& merges, const std::string& pa
       if (space == std::string::npos || line.find(' ', space + 1) != std::string::npos) {
         return jf::Error(entry_path, entry, "expected \"left right\" with exactly one space");
       }
-      EXA_RETURN_IF_ERROR(
-          AddMerge(line.substr(0, space), line.substr(space + 1), i, entry_path));
+      EXA_RETURN_IF_ERROR(AddMerge(line.substr(0, space), line.substr(space + 1), i, entry_path));
     } else if (entry.is_array() && entry.size() == 2 && entry[0].is_string() &&
                entry[1].is_string()) {
-      EXA_RETURN_IF_ERROR(AddMerge(entry[0].get<std::string>(), entry[1].get<std::string>(), i,
-                                   entry_path));
+      EXA_RETURN_IF_ERROR(
+          AddMerge(entry[0].get<std::string>(), entry[1].get<std::string>(), i, entry_path));
     } else {
       return jf::Error(entry_path, entry, "expected \"left right\" or [\"left\", \"right\"]");
     }

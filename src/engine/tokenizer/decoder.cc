@@ -44,8 +44,8 @@ class ByteLevelDecoder final : public Decoder {
 
 class MetaspaceDecoder final : public Decoder {
  public:
-  MetaspaceDecoder(char32_t replacement, bool prepends) : replacement_(replacement),
-                                                          prepends_(prepends) {}
+  MetaspaceDecoder(char32_t replacement, bool prepends)
+      : replacement_(replacement), prepends_(prepends) {}
   void DecodeChain(std::vector<std::string>* tokens) const override {
     for (size_t i = 0; i < tokens->size(); ++i) {
       std::string out;
@@ -204,8 +204,7 @@ absl::StatusOr<std::unique_ptr<Decoder>> ParseMetaspace(const jf::Json& node,
   return std::make_unique<MetaspaceDecoder>(replacement, prepends);
 }
 
-absl::StatusOr<std::unique_ptr<Decoder>> ParseStrip(const jf::Json& node,
-                                                    const std::string& path) {
+absl::StatusOr<std::unique_ptr<Decoder>> ParseStrip(const jf::Json& node, const std::string& path) {
   EXA_ASSIGN_OR_RETURN(const char32_t content, jf::Char(node, "content", path));
   // Counts of characters; anything beyond a token's length behaves the same.
   EXA_ASSIGN_OR_RETURN(const int64_t start, jf::Int(node, "start", path, 0, 1 << 20));
@@ -215,8 +214,8 @@ absl::StatusOr<std::unique_ptr<Decoder>> ParseStrip(const jf::Json& node,
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Decoder>> ParseDecoder(const jf::Json& node,
-                                                      const std::string& path, int depth) {
+absl::StatusOr<std::unique_ptr<Decoder>> ParseDecoder(const jf::Json& node, const std::string& path,
+                                                      int depth) {
   EXA_RETURN_IF_ERROR(CheckDepth(depth, path));
   EXA_RETURN_IF_ERROR(jf::ExpectObject(node, path));
   EXA_ASSIGN_OR_RETURN(const std::string type, jf::String(node, "type", path));

@@ -63,8 +63,7 @@ absl::StatusOr<std::string> String(const Json& object, std::string_view key,
   return value->get<std::string>();
 }
 
-absl::StatusOr<std::optional<std::string>> OptionalString(const Json& object,
-                                                          std::string_view key,
+absl::StatusOr<std::optional<std::string>> OptionalString(const Json& object, std::string_view key,
                                                           std::string_view path) {
   const Json* value = Find(object, key);
   if (value == nullptr) return std::optional<std::string>();

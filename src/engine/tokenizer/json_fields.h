@@ -33,10 +33,8 @@ const Json* Find(const Json& object, std::string_view key);
 absl::Status ExpectObject(const Json& value, std::string_view path);
 absl::Status ExpectArray(const Json& value, std::string_view path);
 
-absl::StatusOr<std::string> String(const Json& object, std::string_view key,
-                                   std::string_view path);
-absl::StatusOr<std::optional<std::string>> OptionalString(const Json& object,
-                                                          std::string_view key,
+absl::StatusOr<std::string> String(const Json& object, std::string_view key, std::string_view path);
+absl::StatusOr<std::optional<std::string>> OptionalString(const Json& object, std::string_view key,
                                                           std::string_view path);
 absl::StatusOr<bool> Bool(const Json& object, std::string_view key, std::string_view path,
                           bool default_value);

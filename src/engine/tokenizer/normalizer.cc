@@ -156,7 +156,8 @@ absl::StatusOr<std::unique_ptr<Normalizer>> ParseSequence(const jf::Json& node,
   EXA_RETURN_IF_ERROR(jf::ExpectArray(*list, list_path));
   std::vector<std::unique_ptr<Normalizer>> steps;
   for (size_t i = 0; i < list->size(); ++i) {
-    EXA_ASSIGN_OR_RETURN(auto step, ParseNormalizer((*list)[i], jf::Child(list_path, i), depth + 1));
+    EXA_ASSIGN_OR_RETURN(auto step,
+                         ParseNormalizer((*list)[i], jf::Child(list_path, i), depth + 1));
     steps.push_back(std::move(step));
   }
   return std::make_unique<SequenceNormalizer>(std::move(steps));
@@ -177,14 +178,18 @@ absl::StatusOr<std::unique_ptr<Normalizer>> ParseNormalizer(const jf::Json& node
   EXA_RETURN_IF_ERROR(CheckDepth(depth, path));
   EXA_RETURN_IF_ERROR(jf::ExpectObject(node, path));
   EXA_ASSIGN_OR_RETURN(const std::string type, jf::String(node, "type", path));
-  if (type == "NFC") return std::make_unique<UnicodeNormalizer>(
-      static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
-  if (type == "NFD") return std::make_unique<UnicodeNormalizer>(
-      static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_DECOMPOSE));
-  if (type == "NFKC") return std::make_unique<UnicodeNormalizer>(
-      static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT));
-  if (type == "NFKD") return std::make_unique<UnicodeNormalizer>(
-      static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT));
+  if (type == "NFC")
+    return std::make_unique<UnicodeNormalizer>(
+        static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+  if (type == "NFD")
+    return std::make_unique<UnicodeNormalizer>(
+        static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_DECOMPOSE));
+  if (type == "NFKC")
+    return std::make_unique<UnicodeNormalizer>(
+        static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT));
+  if (type == "NFKD")
+    return std::make_unique<UnicodeNormalizer>(
+        static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT));
   if (type == "Lowercase") return std::make_unique<Lowercase>();
   if (type == "StripAccents") return std::make_unique<StripAccents>();
   if (type == "ByteLevel") return std::make_unique<ByteLevelNormalizer>();

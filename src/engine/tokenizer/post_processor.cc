@@ -91,7 +91,8 @@ absl::StatusOr<std::unique_ptr<PostProcessor>> ParseTemplate(const jf::Json& nod
       std::vector<int32_t>& side = seen_sequence ? after : before;
       side.insert(side.end(), ids.begin(), ids.end());
     } else {
-      return jf::Error(piece_path, piece, "expected {\"Sequence\": ...} or {\"SpecialToken\": ...}");
+      return jf::Error(piece_path, piece,
+                       "expected {\"Sequence\": ...} or {\"SpecialToken\": ...}");
     }
   }
   if (!seen_sequence) return jf::Error(single_path, *single, "template has no sequence A");
@@ -137,8 +138,8 @@ absl::StatusOr<std::unique_ptr<PostProcessor>> ParsePostProcessor(const jf::Json
   EXA_ASSIGN_OR_RETURN(const std::string type, jf::String(node, "type", path));
   if (type == "TemplateProcessing") return ParseTemplate(node, path);
   if (type == "Sequence") return ParseSequence(node, path, depth);
-  if (type == "ByteLevel") return std::make_unique<Surround>(std::vector<int32_t>{},
-                                                             std::vector<int32_t>{});
+  if (type == "ByteLevel")
+    return std::make_unique<Surround>(std::vector<int32_t>{}, std::vector<int32_t>{});
   if (type == "BertProcessing" || type == "RobertaProcessing") {
     EXA_ASSIGN_OR_RETURN(const int32_t cls, PairTokenId(node, "cls", path));
     EXA_ASSIGN_OR_RETURN(const int32_t sep, PairTokenId(node, "sep", path));

@@ -103,8 +103,8 @@ std::vector<Span> ApplyBehavior(const std::vector<Span>& spans, Behavior behavio
 void AppendParts(const Piece& piece, const std::vector<Span>& parts, std::vector<Piece>* out) {
   for (const Span& part : parts) {
     if (part.end <= part.begin) continue;
-    out->push_back({piece.text.substr(part.begin, part.end - part.begin),
-                    piece.at_start && part.begin == 0});
+    out->push_back(
+        {piece.text.substr(part.begin, part.end - part.begin), piece.at_start && part.begin == 0});
   }
 }
 
@@ -266,8 +266,7 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> ParseSplit(const jf::Json& node,
 
 absl::StatusOr<std::unique_ptr<PreTokenizer>> ParseByteLevel(const jf::Json& node,
                                                              const std::string& path) {
-  EXA_ASSIGN_OR_RETURN(const bool add_prefix_space,
-                       jf::Bool(node, "add_prefix_space", path, true));
+  EXA_ASSIGN_OR_RETURN(const bool add_prefix_space, jf::Bool(node, "add_prefix_space", path, true));
   EXA_ASSIGN_OR_RETURN(const bool use_regex, jf::Bool(node, "use_regex", path, true));
   std::unique_ptr<Regex> regex;
   if (use_regex) {
@@ -295,8 +294,7 @@ absl::StatusOr<PrependScheme> ParsePrependScheme(const jf::Json& node, const std
   const jf::Json* legacy = jf::Find(node, "add_prefix_space");
   if (legacy != nullptr && legacy->is_boolean() && !legacy->get<bool>()) {
     if (scheme != PrependScheme::kNever && scheme_name.has_value()) {
-      return jf::Error(jf::Child(path, "add_prefix_space"), *legacy,
-                       "contradicts prepend_scheme");
+      return jf::Error(jf::Child(path, "add_prefix_space"), *legacy, "contradicts prepend_scheme");
     }
     scheme = PrependScheme::kNever;
   }

@@ -26,7 +26,6 @@ class PreTokenizer {
 };
 
 absl::StatusOr<std::unique_ptr<PreTokenizer>> ParsePreTokenizer(const json_fields::Json& node,
-                                                                const std::string& path,
-                                                                int depth);
+                                                                const std::string& path, int depth);
 
 }  // namespace exa::engine

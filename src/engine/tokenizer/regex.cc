@@ -76,12 +76,12 @@ absl::StatusOr<std::unique_ptr<Regex>> Regex::Compile(std::string_view pattern) 
   const std::string translated = TranslateOnigurumaPattern(pattern);
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated.data()),
-                                   translated.size(), PCRE2_UTF | PCRE2_UCP, &error_code,
-                                   &error_offset, nullptr);
+  pcre2_code* code =
+      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated.data()), translated.size(),
+                    PCRE2_UTF | PCRE2_UCP, &error_code, &error_offset, nullptr);
   if (code == nullptr) {
-    return absl::InvalidArgumentError(StrCat("regex \"", pattern, "\": ",
-                                             PcreErrorMessage(error_code), " (at offset ",
+    return absl::InvalidArgumentError(StrCat("regex \"", pattern,
+                                             "\": ", PcreErrorMessage(error_code), " (at offset ",
                                              error_offset, " of the translated pattern)"));
   }
   // JIT is an optimisation only: where it is unavailable the interpreter runs the same pattern.
@@ -113,8 +113,8 @@ std::vector<Regex::Match> Regex::FindAll(std::string_view text) const {
   bool have_previous = false;
   size_t previous_end = 0;
   while (search_from <= text.size()) {
-    const int rc = pcre2_match(code, subject, text.size(), search_from, PCRE2_NO_UTF_CHECK, data,
-                               context);
+    const int rc =
+        pcre2_match(code, subject, text.size(), search_from, PCRE2_NO_UTF_CHECK, data, context);
     if (rc < 0) break;  // No match, or the engine gave up (match limit): keep what we have.
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(data);
     const size_t begin = ovector[0];

@@ -39,8 +39,8 @@ class StreamDecoder {
 
   const Tokenizer& tokenizer_;
   bool skip_special_tokens_;
-  std::vector<int32_t> ids_;   // The window: ids before prefix_index_ are context only.
-  std::string prefix_;         // Decode of ids_[0, prefix_index_) ... as last emitted.
+  std::vector<int32_t> ids_;  // The window: ids before prefix_index_ are context only.
+  std::string prefix_;        // Decode of ids_[0, prefix_index_) ... as last emitted.
   size_t prefix_index_ = 0;
 };
 

@@ -65,8 +65,7 @@ absl::StatusOr<std::unique_ptr<BpeModel>> ParseModel(const jf::Json& root) {
   // Files from before "type" was written are recognised by their fields, as Hugging Face does.
   const bool is_bpe = type.has_value() ? *type == "BPE" : model->contains("merges");
   if (!is_bpe) {
-    return jf::Error("model.type", type.value_or("(none)"),
-                     "unsupported model; supported: BPE");
+    return jf::Error("model.type", type.value_or("(none)"), "unsupported model; supported: BPE");
   }
   return BpeModel::Parse(*model, "model");
 }
@@ -202,8 +201,8 @@ void Tokenizer::EncodeSegment(std::string text, bool at_start, std::vector<int32
       continue;
     }
     pieces.clear();
-    pieces.push_back({text.substr(segment.begin, segment.end - segment.begin),
-                      at_start && segment.begin == 0});
+    pieces.push_back(
+        {text.substr(segment.begin, segment.end - segment.begin), at_start && segment.begin == 0});
     if (pre_tokenizer_ != nullptr) pre_tokenizer_->PreTokenize(&pieces);
     for (const Piece& piece : pieces) model_->Tokenize(piece.text, ids);
   }

@@ -11,11 +11,16 @@ bool IsContinuation(uint8_t b) { return (b & 0xC0) == 0x80; }
 // what rules out overlong forms, surrogates and code points past U+10FFFF.
 bool SecondByteOk(uint8_t lead, uint8_t second) {
   switch (lead) {
-    case 0xE0: return second >= 0xA0 && second <= 0xBF;
-    case 0xED: return second >= 0x80 && second <= 0x9F;
-    case 0xF0: return second >= 0x90 && second <= 0xBF;
-    case 0xF4: return second >= 0x80 && second <= 0x8F;
-    default: return IsContinuation(second);
+    case 0xE0:
+      return second >= 0xA0 && second <= 0xBF;
+    case 0xED:
+      return second >= 0x80 && second <= 0x9F;
+    case 0xF0:
+      return second >= 0x90 && second <= 0xBF;
+    case 0xF4:
+      return second >= 0x80 && second <= 0x8F;
+    default:
+      return IsContinuation(second);
   }
 }
 
@@ -122,8 +127,15 @@ bool EndsWithIncompleteSequence(std::string_view s) {
 bool IsWhitespace(char32_t c) {
   if (c >= 0x09 && c <= 0x0D) return true;
   switch (c) {
-    case 0x20: case 0x85: case 0xA0: case 0x1680: case 0x2028: case 0x2029: case 0x202F:
-    case 0x205F: case 0x3000:
+    case 0x20:
+    case 0x85:
+    case 0xA0:
+    case 0x1680:
+    case 0x2028:
+    case 0x2029:
+    case 0x202F:
+    case 0x205F:
+    case 0x3000:
       return true;
     default:
       return c >= 0x2000 && c <= 0x200A;

@@ -1,0 +1,28 @@
+// Streaming token -> text, for stop strings and the text of stream events. The engine depends
+// only on this interface; the daemon adapts the tokenizer's StreamDecoder to it
+// (engine/tokenizer/). A stream never returns a broken UTF-8 sequence: it holds bytes back until
+// the character is complete.
+//
+// Thread safety: a Detokenizer is shared and const; each TextStream belongs to one sequence.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace exa::engine {
+
+class TextStream {
+ public:
+  virtual ~TextStream() = default;
+  // The text `token` completes (possibly empty).
+  virtual std::string Push(int32_t token) = 0;
+};
+
+class Detokenizer {
+ public:
+  virtual ~Detokenizer() = default;
+  virtual std::unique_ptr<TextStream> NewStream() const = 0;
+};
+
+}  // namespace exa::engine

@@ -1,0 +1,90 @@
+// Engine: one model replica's inference loop, the thing a node agent hosts. Requests go in
+// through a bounded admission queue; a dedicated engine thread batches them continuously (chunked
+// prefill mixed with decode, paged KV cache, preemption by recompute) and streams tokens back
+// through each request's callback.
+//
+//   EngineOptions options;
+//   options.model_dir = "models/exa-tiny-arith";
+//   EXA_ASSIGN_OR_RETURN(auto engine, CreateEngine(options, detokenizer));
+//   GenerateRequest req{.prompt_tokens = ids, .max_tokens = 8, .callback = on_event};
+//   EXA_ASSIGN_OR_RETURN(RequestId id, engine->Submit(std::move(req)));
+//   engine->Cancel(id);            // client went away: frees its KV blocks
+//   EngineLoad load = engine->Load();  // for the router (pending tokens, KV use, latency)
+//
+// Threading: Submit, Cancel, Load and info may be called from any thread. Callbacks run on the
+// engine thread. Stop() (also run by the destructor) ends every request with CANCELLED and joins
+// the thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "engine/detokenizer.h"
+#include "engine/request.h"
+#include "engine/sim_cost_model.h"
+
+namespace exa::engine {
+
+struct EngineOptions {
+  std::string model_dir;        // HF layout; unused by the sim backend
+  std::string backend = "cpu";  // "cpu" or "sim"
+  int threads = 0;              // CPU backend threads; 0: one per hardware thread
+  int64_t kv_cache_bytes = int64_t{256} << 20;  // fixes the block count up front
+  int32_t kv_block_size = 16;                   // vLLM's default block size
+  int32_t max_batch_tokens = 512;  // per-step token budget (prefill chunks + decodes)
+  int32_t max_running = 64;        // sequences batched at once
+  int32_t max_queue = 1024;        // admission queue; full -> RESOURCE_EXHAUSTED
+  int32_t max_context = 0;         // 0: the model's max_position_embeddings
+  uint64_t seed = 0;               // for requests that bring no seed of their own
+  SimCostModel sim;                // backend "sim" only
+};
+
+struct EngineInfo {
+  std::string backend;
+  int32_t vocab_size = 0;
+  int32_t max_context = 0;
+  std::vector<int32_t> eos_token_ids;
+  int32_t bos_token_id = -1;
+  int64_t weight_bytes = 0;  // read once per decode step
+  int32_t kv_blocks_total = 0;
+  int32_t kv_block_size = 0;
+};
+
+// Load of one replica, as the router wants it (MISSION.md §6: route by pending tokens).
+struct EngineLoad {
+  // Prompt tokens not yet prefilled plus an estimate of decode tokens still to come (each
+  // sequence's remaining max_tokens, bounded by the context left), queued requests included.
+  int64_t pending_tokens = 0;
+  int32_t running = 0;
+  int32_t waiting = 0;  // admitted but not running (queued, or preempted)
+  int32_t kv_blocks_used = 0;
+  int32_t kv_blocks_total = 0;
+  double ttft_p50_ms = 0, ttft_p99_ms = 0;  // time to first token, recent requests
+  double itl_p50_ms = 0, itl_p99_ms = 0;    // inter-token latency, recent tokens
+  uint64_t preemptions = 0;                 // since start
+  uint64_t steps = 0;
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  // INVALID_ARGUMENT: empty prompt, bad sampling parameters, prompt + max_tokens beyond the
+  // context (the message has both numbers); RESOURCE_EXHAUSTED: queue full or the request could
+  // never fit the KV cache; UNAVAILABLE: the engine is stopped.
+  virtual absl::StatusOr<RequestId> Submit(GenerateRequest request) = 0;
+  // Idempotent; unknown or finished ids are ignored.
+  virtual void Cancel(RequestId id) = 0;
+  virtual EngineLoad Load() const = 0;
+  virtual const EngineInfo& info() const = 0;
+  virtual void Stop() = 0;
+};
+
+// Builds the engine for `options.backend`; `detokenizer` may be null (no stop strings, no text).
+absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(const EngineOptions& options,
+                                                     std::shared_ptr<const Detokenizer> detokenizer = nullptr);
+
+}  // namespace exa::engine

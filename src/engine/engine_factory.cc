@@ -1,0 +1,92 @@
+// CreateEngine: builds the executor for the configured backend and wraps it in an LlmEngine.
+#include <algorithm>
+
+#include "common/logging.h"
+#include "common/status.h"
+#include "common/strings.h"
+#include "engine/cpu/cpu_backend.h"
+#include "engine/engine.h"
+#include "engine/llm_engine.h"
+
+namespace exa::engine {
+namespace {
+
+absl::Status ValidateOptions(const EngineOptions& o) {
+  if (o.max_batch_tokens < 1 || o.max_running < 1 || o.max_queue < 1) {
+    return absl::InvalidArgumentError(StrCat("engine: max_batch_tokens ", o.max_batch_tokens,
+                                             ", max_running ", o.max_running, " and max_queue ",
+                                             o.max_queue, " must all be at least 1"));
+  }
+  if (o.kv_block_size < 1 || o.kv_block_size > 1024) {
+    return absl::InvalidArgumentError(StrCat("engine: kv_block_size ", o.kv_block_size,
+                                             " must be in [1, 1024]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> CreateCpuEngine(
+    const EngineOptions& o, std::shared_ptr<const Detokenizer> detokenizer) {
+  EXA_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(o.model_dir));
+  EXA_ASSIGN_OR_RETURN(auto weights, ModelWeights::Load(o.model_dir, config));
+  EngineInfo info;
+  info.backend = "cpu";
+  info.vocab_size = config.vocab_size;
+  info.max_context = o.max_context > 0 ? std::min(o.max_context, config.max_position_embeddings)
+                                       : config.max_position_embeddings;
+  info.eos_token_ids = config.eos_token_ids;
+  info.bos_token_id = config.bos_token_id;
+  info.weight_bytes = static_cast<int64_t>(weights->bytes());
+  info.kv_block_size = o.kv_block_size;
+  info.kv_blocks_total = KvCache::BlocksForBudget(o.kv_cache_bytes, config, o.kv_block_size);
+  if (info.kv_blocks_total < 1) {
+    return absl::InvalidArgumentError(StrCat("engine: kv_cache_bytes ", o.kv_cache_bytes,
+                                             " is less than one block of ", o.kv_block_size,
+                                             " tokens (", config.KvBytesPerToken() * o.kv_block_size,
+                                             " bytes)"));
+  }
+  auto backend = std::make_unique<cpu::CpuBackend>(o.threads);
+  EXA_RETURN_IF_ERROR(backend->AllocateKvCache(
+      {config.num_layers, info.kv_blocks_total, o.kv_block_size, config.kv_dim()}));
+  EXA_ASSIGN_OR_RETURN(auto model, Model::Create(config, *weights, backend.get(),
+                                                 {o.max_batch_tokens, o.max_running, o.kv_block_size}));
+  EXA_LOG_INFO("engine", "model loaded",
+               {{"dir", o.model_dir}, {"architecture", config.architecture},
+                {"parameters", config.ParameterCount()}, {"weight_bytes", info.weight_bytes},
+                {"kv_blocks", info.kv_blocks_total}, {"threads", backend->threads()}});
+  auto executor = std::make_unique<ModelExecutor>(std::move(backend), std::move(weights),
+                                                  std::move(model), o.kv_block_size);
+  return std::unique_ptr<Engine>(
+      new LlmEngine(o, std::move(info), std::move(executor), std::move(detokenizer)));
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> CreateSimEngine(
+    const EngineOptions& o, std::shared_ptr<const Detokenizer> detokenizer) {
+  EngineInfo info;
+  info.backend = "sim";
+  info.vocab_size = o.sim.vocab_size;
+  info.max_context = o.max_context > 0 ? o.max_context : o.sim.max_context;
+  info.weight_bytes = o.sim.weight_bytes;
+  info.kv_block_size = o.kv_block_size;
+  const int64_t block_bytes = int64_t{o.sim.kv_bytes_per_token} * o.kv_block_size;
+  info.kv_blocks_total = static_cast<int32_t>(std::min<int64_t>(o.kv_cache_bytes / std::max<int64_t>(1, block_bytes), 1 << 24));
+  if (info.kv_blocks_total < 1) {
+    return absl::InvalidArgumentError(StrCat("engine: kv_cache_bytes ", o.kv_cache_bytes,
+                                             " is less than one block (", block_bytes, " bytes)"));
+  }
+  return std::unique_ptr<Engine>(new LlmEngine(o, std::move(info),
+                                               std::make_unique<SimExecutor>(o.sim),
+                                               std::move(detokenizer)));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(
+    const EngineOptions& options, std::shared_ptr<const Detokenizer> detokenizer) {
+  EXA_RETURN_IF_ERROR(ValidateOptions(options));
+  if (options.backend == "cpu") return CreateCpuEngine(options, std::move(detokenizer));
+  if (options.backend == "sim") return CreateSimEngine(options, std::move(detokenizer));
+  return absl::InvalidArgumentError(
+      StrCat("engine: backend \"", options.backend, "\" is not supported; expected cpu or sim"));
+}
+
+}  // namespace exa::engine

@@ -1,0 +1,55 @@
+// What a caller asks an Engine for, and what it streams back. Plain structs: the gateway and node
+// agent translate their protos to and from these at the edge (DESIGN.md §3 rule 2).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/sampler.h"
+
+namespace exa::engine {
+
+using RequestId = uint64_t;
+
+enum class FinishReason {
+  kNone,       // still generating
+  kStop,       // an end-of-sequence token, a stop token or a stop string
+  kLength,     // max_tokens, or the model's context is full
+  kCancelled,  // Cancel(), or the engine stopped
+  kError,
+};
+const char* FinishReasonName(FinishReason r);
+
+struct StreamEvent {
+  RequestId id = 0;
+  int32_t token = -1;  // -1 on a final event that carries no new token
+  std::string text;    // decoded text of the tokens so far not yet sent (empty without a
+                       // detokenizer; held back while it could be the start of a stop string)
+  float logprob = 0.0f;
+  std::vector<std::pair<int32_t, float>> top_logprobs;
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::kNone;
+  absl::Status status;  // not OK when finished by cancellation or error
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+};
+
+// Called on the engine thread for every generated token and once more (finished == true) at the
+// end; it must not block (hand the event to another thread or queue).
+using StreamCallback = std::function<void(const StreamEvent&)>;
+
+struct GenerateRequest {
+  std::vector<int32_t> prompt_tokens;
+  int32_t max_tokens = 16;
+  SamplingParams sampling;
+  std::vector<int32_t> stop_token_ids;  // in addition to the model's end-of-sequence ids
+  bool ignore_eos = false;
+  std::vector<std::string> stop_strings;  // matched on decoded text; needs a detokenizer
+  StreamCallback callback;
+};
+
+}  // namespace exa::engine

@@ -1,0 +1,120 @@
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "common/strings.h"
+
+namespace exa::engine {
+namespace {
+
+void ApplyRepetitionPenalty(std::span<float> logits, std::span<const int32_t> history,
+                            float penalty) {
+  if (penalty == 1.0f) return;
+  std::vector<bool> seen(logits.size(), false);
+  for (int32_t id : history) {
+    if (id < 0 || static_cast<size_t>(id) >= logits.size() || seen[id]) continue;
+    seen[id] = true;
+    float& l = logits[id];
+    l = l > 0 ? l / penalty : l * penalty;  // transformers' RepetitionPenaltyLogitsProcessor
+  }
+}
+
+int32_t ArgMax(std::span<const float> logits) {
+  return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+// log-sum-exp of the logits, for log-probabilities.
+double LogNormaliser(std::span<const float> logits) {
+  const float m = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float l : logits) sum += std::exp(double{l} - m);
+  return m + std::log(sum);
+}
+
+}  // namespace
+
+absl::Status ValidateSamplingParams(const SamplingParams& p) {
+  if (!(p.temperature >= 0.0f && p.temperature <= 100.0f)) {
+    return absl::InvalidArgumentError(StrCat("temperature ", p.temperature, " must be in [0, 100]"));
+  }
+  if (p.top_k < 0) return absl::InvalidArgumentError(StrCat("top_k ", p.top_k, " must be >= 0"));
+  if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) {
+    return absl::InvalidArgumentError(StrCat("top_p ", p.top_p, " must be in (0, 1]"));
+  }
+  if (!(p.repetition_penalty > 0.0f && p.repetition_penalty <= 10.0f)) {
+    return absl::InvalidArgumentError(
+        StrCat("repetition_penalty ", p.repetition_penalty, " must be in (0, 10]"));
+  }
+  if (p.top_logprobs < 0 || p.top_logprobs > 20) {
+    return absl::InvalidArgumentError(StrCat("top_logprobs ", p.top_logprobs, " must be in [0, 20]"));
+  }
+  return absl::OkStatus();
+}
+
+int32_t Sampler::Draw(std::span<const float> logits) {
+  // Candidates sorted by logit (ties by id, so the order never depends on the sort's whims).
+  candidates_.clear();
+  for (size_t i = 0; i < logits.size(); ++i) {
+    candidates_.emplace_back(logits[i], static_cast<int32_t>(i));
+  }
+  auto better = [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
+  size_t keep = candidates_.size();
+  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < keep) {
+    keep = static_cast<size_t>(params_.top_k);
+    std::partial_sort(candidates_.begin(), candidates_.begin() + keep, candidates_.end(), better);
+  } else {
+    std::sort(candidates_.begin(), candidates_.end(), better);
+  }
+  const float top = candidates_[0].first;
+  std::vector<double> probs(keep);
+  double total = 0;
+  for (size_t i = 0; i < keep; ++i) total += probs[i] = std::exp(double{candidates_[i].first} - top);
+  if (params_.top_p < 1.0f) {  // smallest prefix whose mass reaches top_p
+    double mass = 0;
+    for (size_t i = 0; i < keep; ++i) {
+      mass += probs[i] / total;
+      if (mass >= params_.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+    total = 0;
+    for (size_t i = 0; i < keep; ++i) total += probs[i];
+  }
+  double r = random_.UniformDouble() * total;
+  for (size_t i = 0; i < keep; ++i) {
+    r -= probs[i];
+    if (r < 0) return candidates_[i].second;
+  }
+  return candidates_[keep - 1].second;
+}
+
+SampledToken Sampler::Sample(std::span<float> logits, std::span<const int32_t> history) {
+  ApplyRepetitionPenalty(logits, history, params_.repetition_penalty);
+  if (params_.temperature > 0.0f) {
+    for (float& l : logits) l /= params_.temperature;
+  }
+  SampledToken out;
+  out.token = params_.temperature > 0.0f ? Draw(logits) : ArgMax(logits);
+  if (!params_.logprobs && params_.top_logprobs == 0) return out;
+  const double norm = LogNormaliser(logits);
+  out.logprob = static_cast<float>(logits[out.token] - norm);
+  if (params_.top_logprobs > 0) {
+    std::vector<int32_t> ids(logits.size());
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+    const size_t n = std::min(ids.size(), static_cast<size_t>(params_.top_logprobs));
+    std::partial_sort(ids.begin(), ids.begin() + n, ids.end(), [&](int32_t a, int32_t b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    for (size_t i = 0; i < n; ++i) {
+      out.top.emplace_back(ids[i], static_cast<float>(logits[ids[i]] - norm));
+    }
+  }
+  return out;
+}
+
+}  // namespace exa::engine

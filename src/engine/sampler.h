@@ -1,0 +1,52 @@
+// Token selection from one position's logits: repetition penalty, temperature, top-k, top-p,
+// then a seeded draw (or argmax when temperature is 0). The same seed and the same logits give
+// the same token, so a request with a seed is reproducible whatever else shares its batch.
+//
+// Thread safety: a Sampler belongs to one sequence and is used by the engine thread only.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/random.h"
+
+namespace exa::engine {
+
+struct SamplingParams {
+  float temperature = 0.0f;         // 0: greedy
+  int32_t top_k = 0;                // 0: off
+  float top_p = 1.0f;               // 1: off
+  float repetition_penalty = 1.0f;  // 1: off; HF semantics over prompt and output tokens
+  std::optional<uint64_t> seed;     // unset: drawn from the engine's own stream
+  bool logprobs = false;            // report the chosen token's log-probability
+  int32_t top_logprobs = 0;         // and this many most likely alternatives (<= 20)
+};
+
+absl::Status ValidateSamplingParams(const SamplingParams& params);
+
+struct SampledToken {
+  int32_t token = 0;
+  float logprob = 0.0f;  // log-softmax after penalty and temperature (filled when requested)
+  std::vector<std::pair<int32_t, float>> top;  // (token, logprob), most likely first
+};
+
+class Sampler {
+ public:
+  Sampler(const SamplingParams& params, uint64_t seed) : params_(params), random_(seed) {}
+
+  // `logits` is scratch: it is modified in place. `history` holds prompt and generated tokens.
+  SampledToken Sample(std::span<float> logits, std::span<const int32_t> history);
+
+ private:
+  int32_t Draw(std::span<const float> logits);
+
+  SamplingParams params_;
+  Random random_;
+  std::vector<std::pair<float, int32_t>> candidates_;  // scratch, reused across calls
+};
+
+}  // namespace exa::engine

@@ -1,0 +1,52 @@
+#include "engine/step_executor.h"
+
+#include <algorithm>
+#include <thread>
+
+namespace exa::engine {
+
+absl::Status ModelExecutor::Execute(std::span<const ScheduledChunk> chunks, float* logits) {
+  layout_.positions.clear();
+  layout_.slots.clear();
+  layout_.token_seq.clear();
+  layout_.block_tables.resize(chunks.size());
+  tokens_.clear();
+  rows_.clear();
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const ScheduledChunk& c = chunks[i];
+    layout_.block_tables[i] = c.seq->blocks;
+    for (int32_t p = c.start; p < c.start + c.count; ++p) {
+      tokens_.push_back(c.seq->tokens[p]);
+      layout_.positions.push_back(p);
+      layout_.slots.push_back(c.seq->blocks[p / block_size_] * block_size_ + p % block_size_);
+      layout_.token_seq.push_back(static_cast<int32_t>(i));
+    }
+    if (c.sample) rows_.push_back(static_cast<int32_t>(tokens_.size()) - 1);
+  }
+  return model_->Forward(tokens_, layout_, rows_, logits);
+}
+
+int32_t SimExecutor::NextToken(int32_t last, int32_t position, int32_t vocab) {
+  // Small ids are usually special tokens (bos/eos/pad): stay clear of the first 16.
+  uint64_t h = static_cast<uint64_t>(last) * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(position);
+  h ^= h >> 29;
+  return 16 + static_cast<int32_t>(h % static_cast<uint64_t>(std::max(1, vocab - 16)));
+}
+
+absl::Status SimExecutor::Execute(std::span<const ScheduledChunk> chunks, float* logits) {
+  int64_t prefill = 0, decodes = 0, context = 0;
+  int32_t row = 0;
+  for (const ScheduledChunk& c : chunks) {
+    (c.seq->prefilling() ? prefill : decodes) += c.seq->prefilling() ? c.count : 1;
+    context += c.start + c.count;
+    if (!c.sample) continue;
+    float* out = logits + static_cast<int64_t>(row++) * cost_.vocab_size;
+    std::fill(out, out + cost_.vocab_size, 0.0f);
+    const int32_t end = c.start + c.count;
+    out[NextToken(c.seq->tokens[end - 1], end, cost_.vocab_size)] = 100.0f;
+  }
+  std::this_thread::sleep_for(absl::ToChronoMicroseconds(cost_.StepTime(prefill, decodes, context)));
+  return absl::OkStatus();
+}
+
+}  // namespace exa::engine

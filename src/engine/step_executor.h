@@ -1,0 +1,60 @@
+// Runs one scheduled step and produces logits for the chunks that sample: the model on a
+// Backend (ModelExecutor) or the cost-model simulator (SimExecutor). The engine loop and its
+// load reporting are the same for both.
+//
+// Thread safety: used by the engine thread only.
+#pragma once
+
+#include <memory>
+#include <span>
+
+#include "absl/status/statusor.h"
+#include "engine/backend.h"
+#include "engine/model.h"
+#include "engine/model_weights.h"
+#include "engine/scheduler.h"
+#include "engine/sim_cost_model.h"
+
+namespace exa::engine {
+
+class StepExecutor {
+ public:
+  virtual ~StepExecutor() = default;
+  virtual int32_t vocab_size() const = 0;
+  // Writes one row of vocab_size() logits per sampling chunk, in chunk order.
+  virtual absl::Status Execute(std::span<const ScheduledChunk> chunks, float* logits) = 0;
+};
+
+class ModelExecutor final : public StepExecutor {
+ public:
+  ModelExecutor(std::unique_ptr<Backend> backend, std::unique_ptr<ModelWeights> weights,
+                std::unique_ptr<Model> model, int32_t block_size)
+      : backend_(std::move(backend)), weights_(std::move(weights)), model_(std::move(model)),
+        block_size_(block_size) {}
+  int32_t vocab_size() const override { return model_->config().vocab_size; }
+  absl::Status Execute(std::span<const ScheduledChunk> chunks, float* logits) override;
+
+ private:
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<ModelWeights> weights_;  // the mapping the backend's weights point into
+  std::unique_ptr<Model> model_;
+  int32_t block_size_;
+  BatchLayout layout_;  // reused across steps
+  std::vector<int32_t> tokens_, rows_;
+};
+
+// Emits deterministic tokens (a function of the sequence's last token and position, never an
+// end-of-sequence id) and sleeps for the cost model's step time.
+class SimExecutor final : public StepExecutor {
+ public:
+  explicit SimExecutor(const SimCostModel& cost) : cost_(cost) {}
+  int32_t vocab_size() const override { return cost_.vocab_size; }
+  absl::Status Execute(std::span<const ScheduledChunk> chunks, float* logits) override;
+
+  static int32_t NextToken(int32_t last, int32_t position, int32_t vocab);
+
+ private:
+  SimCostModel cost_;
+};
+
+}  // namespace exa::engine
