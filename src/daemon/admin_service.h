@@ -1,4 +1,5 @@
-// exaserve.v1.Admin: what `exaserve-cli status` asks a node. A thin adapter: proto stays here.
+// exaserve.v1.Admin: what exaserve-cli asks a node. A thin adapter: proto stays here and the
+// daemon supplies the answers through callbacks, which must be cheap and thread-safe.
 #pragma once
 
 #include <functional>
@@ -7,23 +8,46 @@
 
 namespace exa::daemon {
 
+struct AdminCallbacks {
+  std::function<void(exaserve::v1::StatusResponse*)> status;
+  std::function<void(exaserve::v1::MembersResponse*)> members;
+  std::function<grpc::Status(const exaserve::v1::GossipKeyRequest&,
+                             exaserve::v1::GossipKeyResponse*)>
+      gossip_key;
+};
+
 class AdminService final : public exaserve::v1::Admin::CallbackService {
  public:
-  // `fill` writes the node's current status; it must be cheap and thread-safe.
-  explicit AdminService(std::function<void(exaserve::v1::StatusResponse*)> fill)
-      : fill_(std::move(fill)) {}
+  explicit AdminService(AdminCallbacks callbacks) : callbacks_(std::move(callbacks)) {}
 
   grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* context,
-                                   const exaserve::v1::StatusRequest* request,
+                                   const exaserve::v1::StatusRequest*,
                                    exaserve::v1::StatusResponse* response) override {
-    fill_(response);
-    auto* reactor = context->DefaultReactor();
-    reactor->Finish(grpc::Status::OK);
-    return reactor;
+    callbacks_.status(response);
+    return Done(context, grpc::Status::OK);
+  }
+
+  grpc::ServerUnaryReactor* Members(grpc::CallbackServerContext* context,
+                                    const exaserve::v1::MembersRequest*,
+                                    exaserve::v1::MembersResponse* response) override {
+    callbacks_.members(response);
+    return Done(context, grpc::Status::OK);
+  }
+
+  grpc::ServerUnaryReactor* GossipKey(grpc::CallbackServerContext* context,
+                                      const exaserve::v1::GossipKeyRequest* request,
+                                      exaserve::v1::GossipKeyResponse* response) override {
+    return Done(context, callbacks_.gossip_key(*request, response));
   }
 
  private:
-  std::function<void(exaserve::v1::StatusResponse*)> fill_;
+  static grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context, grpc::Status s) {
+    auto* reactor = context->DefaultReactor();
+    reactor->Finish(std::move(s));
+    return reactor;
+  }
+
+  AdminCallbacks callbacks_;
 };
 
 }  // namespace exa::daemon

@@ -55,18 +55,8 @@ absl::Status Daemon::Start() {
     return absl::UnavailableError(
         StrCat(ToStd(s.message()), " (HTTP; set another with --http-port)"));
   }
-  admin_ = std::make_unique<AdminService>([this](exaserve::v1::StatusResponse* r) {
-    r->set_node_id(node_id_);
-    for (const auto& role : roles_) r->add_roles(role);
-    r->set_version(Version());
-    r->set_uptime_seconds(absl::ToDoubleSeconds(absl::Now() - start_time_));
-    r->set_rack(options_.node.rack);
-    State s = state_;
-    r->set_state(s == State::kReady ? "ready" : s == State::kDraining ? "draining" : "starting");
-    r->set_grpc_address(StrCat(options_.network.advertise, ":", grpc_ ? grpc_->port() : 0));
-    r->set_http_address(StrCat(options_.network.advertise, ":", http_->port()));
-    r->set_start_time_unix_seconds(absl::ToUnixSeconds(start_time_));
-  });
+  EXA_RETURN_IF_ERROR(StartGossip());
+  admin_ = std::make_unique<AdminService>(MakeAdminCallbacks());
   grpc_ = std::make_unique<net::GrpcServer>(options_.grpc);
   grpc_->RegisterService(admin_.get());
   if (absl::Status s = grpc_->Start(); !s.ok()) {
@@ -89,6 +79,107 @@ absl::Status Daemon::Start() {
                 {"grpc", StrCat(options_.network.bind, ":", grpc_->port())},
                 {"data_dir", options_.node.data_dir}});
   return absl::OkStatus();
+}
+
+absl::Status Daemon::StartGossip() {
+  auto keyring = std::make_shared<membership::Keyring>(options_.gossip.cluster_name);
+  if (!options_.gossip.key_file.empty()) {
+    EXA_ASSIGN_OR_RETURN(std::vector<std::string> keys,
+                         membership::Keyring::ReadKeyFile(options_.gossip.key_file));
+    for (std::string& k : keys) EXA_RETURN_IF_ERROR(keyring->Install(std::move(k)));
+  }
+  membership::GossipAgentOptions gossip_options;
+  gossip_options.bind_address = options_.network.bind;
+  gossip_options.port = options_.network.gossip_port;
+  gossip_options.advertise_address = options_.network.advertise;
+  gossip_options.join = options_.network.join;
+  gossip_options.core = GossipCoreConfig(options_);
+  gossip_options.cluster_name = options_.gossip.cluster_name;
+  gossip_ =
+      std::make_unique<membership::GossipAgent>(io_, gossip_options, std::move(keyring), registry_);
+  membership::SwimCore::LocalNode self;
+  self.id = node_id_;
+  self.metadata.roles = options_.node.roles;
+  self.metadata.rack = options_.node.rack;
+  self.metadata.build_version = Version();
+  EXA_ASSIGN_OR_RETURN(self.incarnation, NextIncarnation(options_.node.data_dir));
+  if (absl::Status s = gossip_->Start(self); !s.ok()) {
+    return absl::Status(s.code(), StrCat(ToStd(s.message()), "; set another with --gossip-port"));
+  }
+  return absl::OkStatus();
+}
+
+AdminCallbacks Daemon::MakeAdminCallbacks() {
+  AdminCallbacks callbacks;
+  callbacks.status = [this](exaserve::v1::StatusResponse* r) {
+    r->set_node_id(node_id_);
+    for (const auto& role : roles_) r->add_roles(role);
+    r->set_version(Version());
+    r->set_uptime_seconds(absl::ToDoubleSeconds(absl::Now() - start_time_));
+    r->set_rack(options_.node.rack);
+    State s = state_;
+    r->set_state(s == State::kReady ? "ready" : s == State::kDraining ? "draining" : "starting");
+    r->set_grpc_address(StrCat(options_.network.advertise, ":", grpc_ ? grpc_->port() : 0));
+    r->set_http_address(StrCat(options_.network.advertise, ":", http_->port()));
+    r->set_gossip_address(StrCat(options_.network.advertise, ":", gossip_->port()));
+    r->set_start_time_unix_seconds(absl::ToUnixSeconds(start_time_));
+    for (const membership::Member& m : gossip_->Members()) {
+      if (m.state == membership::MemberState::kAlive) r->set_members_alive(r->members_alive() + 1);
+      if (m.state == membership::MemberState::kSuspect) {
+        r->set_members_suspect(r->members_suspect() + 1);
+      }
+      if (m.state == membership::MemberState::kDead) r->set_members_dead(r->members_dead() + 1);
+    }
+    r->set_gossip_health_score(gossip_->HealthScore());
+  };
+  callbacks.members = [this](exaserve::v1::MembersResponse* r) {
+    absl::Time now = absl::Now();
+    for (const membership::Member& m : gossip_->Members()) {
+      auto* info = r->add_members();
+      info->set_node_id(m.id);
+      info->set_address(m.address);
+      info->set_state(std::string(membership::MemberStateName(m.state)));
+      info->set_incarnation(m.incarnation);
+      for (const auto& role : m.metadata.roles) info->add_roles(role);
+      info->set_rack(m.metadata.rack);
+      info->set_build_version(m.metadata.build_version);
+      if (m.state_changed != absl::InfinitePast()) {
+        info->set_state_age_seconds(absl::ToDoubleSeconds(now - m.state_changed));
+      }
+    }
+  };
+  callbacks.gossip_key = [this](const exaserve::v1::GossipKeyRequest& req,
+                                exaserve::v1::GossipKeyResponse* resp) {
+    membership::Keyring& keyring = gossip_->keyring();
+    absl::Status s;
+    if (req.op() != exaserve::v1::GossipKeyRequest::OP_LIST) {
+      auto key = membership::Keyring::DecodeBase64Key(req.key());
+      if (!key.ok())
+        return grpc::Status(grpc::INVALID_ARGUMENT, std::string(key.status().message()));
+      switch (req.op()) {
+        case exaserve::v1::GossipKeyRequest::OP_INSTALL:
+          s = keyring.Install(*key);
+          break;
+        case exaserve::v1::GossipKeyRequest::OP_USE:
+          s = keyring.Use(*key);
+          break;
+        case exaserve::v1::GossipKeyRequest::OP_REMOVE:
+          s = keyring.Remove(*key);
+          break;
+        default:
+          return grpc::Status(grpc::INVALID_ARGUMENT, "op: expected list, install, use or remove");
+      }
+    }
+    if (!s.ok()) {
+      return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+    }
+    EXA_LOG_INFO("membership", "gossip keyring changed", {{"op", static_cast<int>(req.op())}});
+    for (const std::string& k : keyring.Keys()) {
+      resp->add_keys(membership::Keyring::EncodeBase64(k));
+    }
+    return grpc::Status::OK;
+  };
+  return callbacks;
 }
 
 void Daemon::AddHttpRoutes() {
@@ -136,6 +227,7 @@ absl::Status Daemon::WriteEndpointsFile() {
                       {"pid", getpid()},
                       {"http_port", http_->port()},
                       {"grpc_port", grpc_->port()},
+                      {"gossip_port", gossip_->port()},
                       {"advertise", options_.network.advertise}};
   return WriteFileAtomically(options_.node.data_dir + "/endpoints.json", j.dump() + "\n");
 }
@@ -173,6 +265,9 @@ void Daemon::Drain() {
                  {{"in_flight", http_->in_flight()}});
   }
   grpc_->Shutdown(drain_forced_.HasBeenNotified() ? absl::Now() : deadline);
+  // Tell the cluster we are leaving on purpose, so peers mark us left, not dead.
+  gossip_->Leave(std::min(deadline, absl::Now() + absl::Seconds(1)));
+  gossip_->Stop();
   http_->CloseAll();
   timers_->signals.cancel();
   timers_->watchdog.cancel();

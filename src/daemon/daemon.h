@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
 #include "daemon/options.h"
+#include "membership/agent/gossip_agent.h"
 #include "metrics/registry.h"
 #include "net/grpc_server.h"
 #include "net/http_server.h"
@@ -25,6 +26,7 @@
 namespace exa::daemon {
 
 class AdminService;
+struct AdminCallbacks;
 
 // The build's version string, e.g. "0.1.0".
 const char* Version();
@@ -52,6 +54,8 @@ class Daemon {
   void WatchSignals();
   void StartWatchdog();
   absl::Status WriteEndpointsFile();
+  absl::Status StartGossip();
+  AdminCallbacks MakeAdminCallbacks();
   void Drain();
 
   DaemonOptions options_;
@@ -67,6 +71,7 @@ class Daemon {
   net::IoRunner io_;
   std::unique_ptr<net::HttpServer> http_;
   std::unique_ptr<net::GrpcServer> grpc_;
+  std::unique_ptr<membership::GossipAgent> gossip_;
   std::unique_ptr<AdminService> admin_;
   struct Timers;
   std::unique_ptr<Timers> timers_;

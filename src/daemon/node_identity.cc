@@ -93,4 +93,20 @@ absl::StatusOr<std::string> LoadOrCreateNodeId(const std::string& data_dir,
   return id;
 }
 
+absl::StatusOr<uint32_t> NextIncarnation(const std::string& data_dir) {
+  std::string path = data_dir + "/incarnation";
+  uint64_t stored = 0;
+  std::ifstream in(path);
+  if (in) in >> stored;
+  // Seconds since 2024-01-01: grows faster than any run refutes, fits u32 until 2160.
+  constexpr int64_t kEpoch2024 = 1704067200;
+  int64_t clock = std::max<int64_t>(0, time(nullptr) - kEpoch2024);
+  uint64_t next = std::max<uint64_t>(stored + 1, static_cast<uint64_t>(clock));
+  if (next > UINT32_MAX - 1'000'000) {
+    return absl::OutOfRangeError(StrCat(path, ": incarnation ", next, " is exhausted"));
+  }
+  EXA_RETURN_IF_ERROR(WriteFileAtomically(path, StrCat(next, "\n")));
+  return static_cast<uint32_t>(next);
+}
+
 }  // namespace exa::daemon

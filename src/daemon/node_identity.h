@@ -14,6 +14,11 @@ namespace exa::daemon {
 absl::StatusOr<std::string> LoadOrCreateNodeId(const std::string& data_dir,
                                                const std::string& configured_id);
 
+// The gossip incarnation to start with: above every earlier run's, so peers see a restart and
+// not stale news. Kept in data_dir/incarnation; seeded from the clock so a lost file still
+// yields a higher number.
+absl::StatusOr<uint32_t> NextIncarnation(const std::string& data_dir);
+
 // A random RFC 4122 version-4 UUID from the OS entropy source.
 std::string NewUuid();
 

@@ -84,6 +84,12 @@ void RegisterConfig(config::Schema& s, DaemonOptions* o) {
         "HTTP port (OpenAI API, /metrics, /healthz, /readyz)");
   s.Add<std::vector<std::string>>("network.join", &o->network.join,
                                   "host:port of cluster members to join through", ValidateJoin);
+  s.AddEnum("gossip.profile", &o->gossip.profile, {"lan", "wan"},
+            "failure-detection timing: lan (memberlist LAN defaults) or wan");
+  s.Add("gossip.key_file", &o->gossip.key_file,
+        "file of base64 AES-256 keys, primary first; empty: gossip is not encrypted");
+  s.Add<std::string>("gossip.cluster_name", &o->gossip.cluster_name,
+                     "cluster name, authenticated with every gossip packet", NotEmpty);
   s.AddEnum("log.format", &o->log.format, {"json", "text"}, "log line format");
   s.AddEnum("log.level", &o->log.level, {"trace", "debug", "info", "warn", "error", "off"},
             "lowest level logged");
@@ -110,6 +116,10 @@ void ResolveDefaults(DaemonOptions* o) {
   o->http.port = o->network.http_port;
   o->grpc.bind_address = o->network.bind;
   o->grpc.port = o->network.grpc_port;
+}
+
+membership::Config GossipCoreConfig(const DaemonOptions& o) {
+  return o.gossip.profile == "wan" ? membership::Config::Wan() : membership::Config::Lan();
 }
 
 std::vector<std::string> ResolveRoles(const DaemonOptions& o) {

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "config/schema.h"
+#include "membership/config.h"
 #include "net/grpc_server.h"
 #include "net/http_server.h"
 
@@ -35,6 +36,12 @@ struct NetworkOptions {
   std::vector<std::string> join;  // host:port of any members to join through
 };
 
+struct GossipOptions {
+  std::string profile = "lan";  // lan: memberlist LAN defaults; wan: memberlist WAN defaults
+  std::string key_file;         // base64 keys, primary first; empty: plain text (warned)
+  std::string cluster_name = "exaserve";  // authenticated with every sealed packet
+};
+
 struct LogOptions {
   std::string format = "json";
   std::string level = "info";
@@ -49,6 +56,7 @@ struct LifecycleOptions {
 struct DaemonOptions {
   NodeOptions node;
   NetworkOptions network;
+  GossipOptions gossip;
   LogOptions log;
   LifecycleOptions lifecycle;
   net::HttpServerOptions http;
@@ -60,6 +68,9 @@ void RegisterConfig(config::Schema& schema, DaemonOptions* options);
 // Fills derived defaults (data and cache dirs, advertise address) and copies the network
 // section into the servers' options.
 void ResolveDefaults(DaemonOptions* options);
+
+// The SWIM core's tunables for the configured profile.
+membership::Config GossipCoreConfig(const DaemonOptions& options);
 
 // The roles this node runs: pinned roles as given; `auto` alone with nothing to join takes every
 // role (the single-machine default). With peers, `auto` is decided by the cluster's role

@@ -3,6 +3,7 @@
 // Exit codes: 0 success, 1 the node could not be reached or answered with an error, 2 usage.
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -11,6 +12,7 @@
 #include "common/strings.h"
 #include "common/units.h"
 #include "exaserve/v1/admin.grpc.pb.h"
+#include "membership/agent/keyring.h"
 #include "nlohmann/json.hpp"
 
 namespace {
@@ -75,6 +77,61 @@ int RunStatus(const GlobalOptions& g) {
   return 0;
 }
 
+int RunMembers(const GlobalOptions& g) {
+  auto stub =
+      exaserve::v1::Admin::NewStub(grpc::CreateChannel(g.addr, grpc::InsecureChannelCredentials()));
+  exaserve::v1::MembersResponse response;
+  auto ctx = MakeContext(g);
+  grpc::Status s = stub->Members(ctx.get(), exaserve::v1::MembersRequest(), &response);
+  if (!s.ok()) return RpcFailure(g, s);
+  auto members = response.members();
+  std::sort(members.begin(), members.end(),
+            [](const auto& a, const auto& b) { return a.node_id() < b.node_id(); });
+  if (g.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& m : members) {
+      out.push_back({{"node_id", m.node_id()},
+                     {"address", m.address()},
+                     {"state", m.state()},
+                     {"incarnation", m.incarnation()},
+                     {"roles", std::vector<std::string>(m.roles().begin(), m.roles().end())},
+                     {"rack", m.rack()},
+                     {"state_age_seconds", m.state_age_seconds()}});
+    }
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::printf("%-36s  %-21s  %-7s  %11s  %-24s  %-10s  %s\n", "ID", "ADDRESS", "STATE",
+              "INCARNATION", "ROLES", "RACK", "AGE");
+  for (const auto& m : members) {
+    std::string roles;
+    for (const auto& r : m.roles()) exa::StrAppend(&roles, roles.empty() ? "" : ",", r);
+    std::printf(
+        "%-36s  %-21s  %-7s  %11u  %-24s  %-10s  %s\n", m.node_id().c_str(), m.address().c_str(),
+        m.state().c_str(), m.incarnation(), roles.c_str(), m.rack().c_str(),
+        exa::DurationToString(absl::Seconds(static_cast<int64_t>(m.state_age_seconds()))).c_str());
+  }
+  return 0;
+}
+
+int RunGossipKey(const GlobalOptions& g, exaserve::v1::GossipKeyRequest::Op op,
+                 const std::string& key) {
+  auto stub =
+      exaserve::v1::Admin::NewStub(grpc::CreateChannel(g.addr, grpc::InsecureChannelCredentials()));
+  exaserve::v1::GossipKeyRequest request;
+  request.set_op(op);
+  request.set_key(key);
+  exaserve::v1::GossipKeyResponse response;
+  auto ctx = MakeContext(g);
+  grpc::Status s = stub->GossipKey(ctx.get(), request, &response);
+  if (s.error_code() == grpc::INVALID_ARGUMENT) return Usage(s.error_message());
+  if (!s.ok()) return RpcFailure(g, s);
+  for (int i = 0; i < response.keys_size(); ++i) {
+    std::cout << response.keys(i) << (i == 0 ? "  (primary)" : "") << "\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -85,6 +142,20 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", g.timeout, "deadline for each call, e.g. 5s (default 5s)");
   app.add_flag("--json", g.json, "print JSON instead of text");
   auto* status = app.add_subcommand("status", "this node's id, roles, version and uptime");
+  auto* members = app.add_subcommand("members", "the membership view of the node at --addr");
+  auto* gossip = app.add_subcommand("gossip", "gossip encryption keys");
+  gossip->require_subcommand(1);
+  auto* keygen = gossip->add_subcommand("keygen", "print a new random base64 AES-256 key");
+  auto* key_cmd = gossip->add_subcommand("key", "manage the keyring of the node at --addr");
+  key_cmd->require_subcommand(1);
+  std::string key;
+  auto* key_list = key_cmd->add_subcommand("list", "installed keys, primary first");
+  auto* key_install = key_cmd->add_subcommand("install", "add a key (decrypts, not yet used)");
+  auto* key_use = key_cmd->add_subcommand("use", "make an installed key the primary");
+  auto* key_remove = key_cmd->add_subcommand("remove", "remove a key that is not primary");
+  for (auto* sub : {key_install, key_use, key_remove}) {
+    sub->add_option("key", key, "base64 key")->required();
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -97,5 +168,15 @@ int main(int argc, char** argv) {
     return Usage(std::string("--timeout ") + std::string(timeout.status().message()));
   g.timeout_duration = *timeout;
   if (status->parsed()) return RunStatus(g);
+  if (members->parsed()) return RunMembers(g);
+  if (keygen->parsed()) {
+    std::cout << exa::membership::Keyring::GenerateBase64() << "\n";
+    return 0;
+  }
+  using Op = exaserve::v1::GossipKeyRequest;
+  if (key_list->parsed()) return RunGossipKey(g, Op::OP_LIST, "");
+  if (key_install->parsed()) return RunGossipKey(g, Op::OP_INSTALL, key);
+  if (key_use->parsed()) return RunGossipKey(g, Op::OP_USE, key);
+  if (key_remove->parsed()) return RunGossipKey(g, Op::OP_REMOVE, key);
   return Usage("no command given");
 }

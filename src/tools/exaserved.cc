@@ -39,6 +39,8 @@ constexpr FlagBinding kFlags[] = {
     {"--gossip-port", "network.gossip_port", "Membership gossip port, UDP and TCP (default 7946)"},
     {"--grpc-port", "network.grpc_port", "gRPC port (default 7070; 0 picks a free one)"},
     {"--http-port", "network.http_port", "HTTP port (default 8080; 0 picks a free one)"},
+    {"--gossip-key-file", "gossip.key_file",
+     "File of base64 gossip keys, primary first (exaserve-cli gossip keygen)"},
     {"--log-format", "log.format", "json or text"},
     {"--log-level", "log.level", "trace, debug, info, warn, error or off"},
 };

@@ -28,9 +28,9 @@ namespace exa::membership {
 
 struct GossipAgentOptions {
   std::string bind_address = "0.0.0.0";
-  uint16_t port = 7946;            // 0 picks a free port (tests)
-  std::string advertise_address;   // host part peers use; the port is the bound one
-  std::vector<std::string> join;   // host:port seeds
+  uint16_t port = 7946;           // 0 picks a free port (tests)
+  std::string advertise_address;  // host part peers use; the port is the bound one
+  std::vector<std::string> join;  // host:port seeds
   Config core;
   std::string cluster_name = "exaserve";  // additional authenticated data for sealed packets
 };

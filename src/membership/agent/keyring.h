@@ -29,7 +29,7 @@ class Keyring {
   bool enabled() const;
   // Adds a key (32 raw bytes). The first key installed becomes primary.
   absl::Status Install(std::string key);
-  absl::Status Use(std::string_view key);  // make an installed key primary
+  absl::Status Use(std::string_view key);     // make an installed key primary
   absl::Status Remove(std::string_view key);  // the primary cannot be removed
   std::vector<std::string> Keys() const;      // primary first
 
