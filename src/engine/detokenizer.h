@@ -17,6 +17,8 @@ class TextStream {
   virtual ~TextStream() = default;
   // The text `token` completes (possibly empty).
   virtual std::string Push(int32_t token) = 0;
+  // Whatever is still held back, at the end of the sequence.
+  virtual std::string Flush() { return {}; }
 };
 
 class Detokenizer {

@@ -160,7 +160,10 @@ void LlmEngine::Finish(RequestId id, FinishReason reason, absl::Status status) {
   event.finished = true;
   event.finish_reason = reason;
   event.status = std::move(status);
-  if (reason != FinishReason::kCancelled) event.text = seq->text.substr(seq->text_sent);
+  if (reason != FinishReason::kCancelled) {
+    if (seq->text_stream != nullptr) seq->text += seq->text_stream->Flush();
+    event.text = seq->text.substr(std::min(seq->text_sent, seq->text.size()));
+  }
   event.prompt_tokens = seq->prompt_len;
   event.completion_tokens = seq->generated();
   seq->request.callback(event);
@@ -205,6 +208,7 @@ FinishReason LlmEngine::Accept(Sequence& seq, const SampledToken& sampled, absl:
     }
     if (cut != std::string::npos) {
       seq.text.resize(std::max(cut, seq.text_sent));
+      seq.text_stream.reset();  // nothing after a stop string is sent, not even held bytes
       reason = FinishReason::kStop;
     }
     const size_t end = reason != FinishReason::kNone ? seq.text.size()

@@ -1,0 +1,80 @@
+#!/usr/bin/python3
+"""Writes a random LLaMA-architecture model in the Hugging Face layout, BF16, for bandwidth-bound
+engine benchmarks (`exaserve-bench engine --model DIR`). Not committed: ~1 GB.
+
+The default shape: hidden 1024, 24 layers, 16 heads over 4 KV heads, intermediate 5632, vocab
+32000, untied: ~0.54 B parameters, ~1.08 GB in BF16. Weights are small random values (std 0.02)
+so activations stay finite; the output is meaningless. No tokenizer.json is written: benchmarks
+feed token ids.
+
+Usage: /usr/bin/python3 scripts/make-synthetic-model.py OUT_DIR [--layers 24] [--hidden 1024]
+"""
+import argparse
+import json
+import os
+import struct
+
+import numpy as np
+
+
+def bf16_bytes(a):
+    bits = a.astype(np.float32).view(np.uint32)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype("<u2").tobytes()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--layers", type=int, default=24)
+    ap.add_argument("--hidden", type=int, default=1024)
+    ap.add_argument("--intermediate", type=int, default=5632)
+    ap.add_argument("--heads", type=int, default=16)
+    ap.add_argument("--kv-heads", type=int, default=4)
+    ap.add_argument("--vocab", type=int, default=32000)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    h, inter, v = args.hidden, args.intermediate, args.vocab
+    hd = h // args.heads
+    q, kv = args.heads * hd, args.kv_heads * hd
+    shapes = {"model.embed_tokens.weight": (v, h), "model.norm.weight": (h,),
+              "lm_head.weight": (v, h)}
+    for i in range(args.layers):
+        p = f"model.layers.{i}."
+        shapes.update({p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
+                       p + "self_attn.q_proj.weight": (q, h), p + "self_attn.k_proj.weight": (kv, h),
+                       p + "self_attn.v_proj.weight": (kv, h), p + "self_attn.o_proj.weight": (h, q),
+                       p + "mlp.gate_proj.weight": (inter, h), p + "mlp.up_proj.weight": (inter, h),
+                       p + "mlp.down_proj.weight": (h, inter)})
+    header, off = {"__metadata__": {"format": "pt"}}, 0
+    for name in sorted(shapes):
+        n = int(np.prod(shapes[name])) * 2
+        header[name] = {"dtype": "BF16", "shape": list(shapes[name]), "data_offsets": [off, off + n]}
+        off += n
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    os.makedirs(args.out, exist_ok=True)
+    rng = np.random.default_rng(args.seed)
+    params = 0
+    with open(os.path.join(args.out, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text)
+        for name in sorted(shapes):
+            shape = shapes[name]
+            params += int(np.prod(shape))
+            if name.endswith("norm.weight"):
+                f.write(bf16_bytes(np.ones(shape, np.float32)))
+                continue
+            for row in range(0, shape[0], 1024):  # in slices, to keep memory small
+                rows = min(1024, shape[0] - row)
+                f.write(bf16_bytes(rng.standard_normal((rows,) + shape[1:], np.float32) * 0.02))
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": v,
+              "hidden_size": h, "intermediate_size": inter, "num_hidden_layers": args.layers,
+              "num_attention_heads": args.heads, "num_key_value_heads": args.kv_heads,
+              "hidden_act": "silu", "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+              "max_position_embeddings": 2048, "tie_word_embeddings": False,
+              "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "bfloat16"}
+    json.dump(config, open(os.path.join(args.out, "config.json"), "w"), indent=2)
+    print(f"wrote {args.out}: {params / 1e9:.3f} B parameters, {off / 1e9:.2f} GB BF16")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,196 @@
+#!/usr/bin/python3
+"""Golden logits for the engine's reference test (test/unit/engine/reference_test.cc).
+
+An independent LLaMA-family forward pass in PyTorch (float64, written from the Hugging Face
+modeling code's definitions, not from ours) computes logits for:
+  1. the bundled model `models/exa-tiny-arith/` (Llama, untied, F32 weights);
+  2. a small random model it writes to `test/data/engine/random-qwen2/`: Qwen2 with q/k/v bias,
+     GQA (8 heads over 2 KV heads), rope_theta 500000 with llama3 rope scaling, tied embeddings,
+     BF16 weights.
+Goldens are safetensors files (so the C++ test reads them with the loader under test):
+`prompt_<i>` (token ids as F32) and `logits_<i>` ([tokens, vocab], F32) for every position.
+
+Usage: /usr/bin/python3 scripts/reference-logits.py [--tiny models/exa-tiny-arith]
+                                                    [--out test/data/engine]
+"""
+import argparse
+import json
+import math
+import os
+import struct
+
+import numpy as np
+import torch
+
+DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16}
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        blob = f.read()
+    (n,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8:8 + n])
+    data = blob[8 + n:]
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        b, end = e["data_offsets"]
+        arr = np.frombuffer(data[b:end], dtype=DTYPES[e["dtype"]])
+        if e["dtype"] == "BF16":
+            arr = (arr.astype(np.uint32) << 16).view(np.float32)
+        out[name] = torch.from_numpy(arr.astype(np.float64).reshape(e["shape"]))
+    return out
+
+
+def write_safetensors(path, tensors, dtype="F32"):
+    header, blobs, off = {}, [], 0
+    for name in sorted(tensors):
+        a = np.ascontiguousarray(tensors[name], dtype=np.float32)
+        if dtype == "BF16":
+            bits = a.view(np.uint32).astype(np.uint64)
+            bits = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16  # round to nearest even
+            raw = bits.astype("<u2").tobytes()
+        else:
+            raw = a.astype("<f4").tobytes()
+        header[name] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [off, off + len(raw)]}
+        blobs.append(raw)
+        off += len(raw)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def inv_freq(c):
+    """transformers' default and llama3 rope parameters, in fp32 as there."""
+    hd = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
+    base = c.get("rope_theta", 10000.0)
+    inv = 1.0 / (base ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
+    rs = c.get("rope_scaling")
+    if rs and rs.get("rope_type", rs.get("type")) == "llama3":
+        factor, lo, hi = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"]
+        old = rs["original_max_position_embeddings"]
+        lo_wl, hi_wl = old / lo, old / hi
+        wl = 2 * math.pi / inv
+        scaled = torch.where(wl > lo_wl, inv / factor, inv)
+        smooth = (old / wl - lo) / (hi - lo)
+        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = ~(wl < hi_wl) * ~(wl > lo_wl)
+        inv = torch.where(medium, smoothed, scaled)
+    return inv
+
+
+def forward(c, w, ids):
+    """Logits [T, vocab] in float64 for one sequence of token ids."""
+    h, nh = c["hidden_size"], c["num_attention_heads"]
+    nkv = c.get("num_key_value_heads", nh)
+    hd = c.get("head_dim") or h // nh
+    eps = c["rms_norm_eps"]
+    t = len(ids)
+    pos = torch.arange(t, dtype=torch.float32)
+    freqs = torch.outer(pos, inv_freq(c))
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos().double(), emb.sin().double()
+
+    def norm(x, weight):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+    def rot(x):
+        x1, x2 = x[..., :hd // 2], x[..., hd // 2:]
+        return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+    def lin(x, name, bias=False):
+        y = x @ w[name + ".weight"].T
+        return y + w[name + ".bias"] if bias else y
+
+    bias = c["architectures"][0] == "Qwen2ForCausalLM" or c.get("attention_bias", False)
+    x = w["model.embed_tokens.weight"][torch.tensor(ids)]
+    mask = torch.ones(t, t, dtype=torch.bool).tril()
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        y = norm(x, w[p + "input_layernorm.weight"])
+        q = lin(y, p + "self_attn.q_proj", bias).view(t, nh, hd).transpose(0, 1)
+        k = lin(y, p + "self_attn.k_proj", bias).view(t, nkv, hd).transpose(0, 1)
+        v = lin(y, p + "self_attn.v_proj", bias).view(t, nkv, hd).transpose(0, 1)
+        q, k = rot(q), rot(k)
+        k = k.repeat_interleave(nh // nkv, dim=0)
+        v = v.repeat_interleave(nh // nkv, dim=0)
+        s = (q @ k.transpose(-1, -2)) / math.sqrt(hd)
+        a = s.masked_fill(~mask, float("-inf")).softmax(-1) @ v
+        x = x + lin(a.transpose(0, 1).reshape(t, nh * hd), p + "self_attn.o_proj")
+        y = norm(x, w[p + "post_attention_layernorm.weight"])
+        g = lin(y, p + "mlp.gate_proj")
+        x = x + lin(torch.nn.functional.silu(g) * lin(y, p + "mlp.up_proj"), p + "mlp.down_proj")
+    head = w["model.embed_tokens.weight"] if c.get("tie_word_embeddings") else w["lm_head.weight"]
+    return norm(x, w["model.norm.weight"]) @ head.T
+
+
+def write_golden(path, c, w, prompts):
+    tensors = {}
+    for i, ids in enumerate(prompts):
+        tensors[f"prompt_{i}"] = np.array(ids, dtype=np.float32)
+        tensors[f"logits_{i}"] = forward(c, w, ids).numpy().astype(np.float32)
+    write_safetensors(path, tensors)
+    print(f"wrote {path}: {len(prompts)} prompts, {os.path.getsize(path)} bytes")
+
+
+def tiny_prompts(tiny_dir):
+    vocab = json.load(open(os.path.join(tiny_dir, "tokenizer.json")))["model"]["vocab"]
+    # Byte-level: printable ASCII maps to itself, space to "Ġ", newline to "Ċ".
+    enc = lambda s: [0] + [vocab[{" ": "Ġ", "\n": "Ċ"}.get(ch, ch)] for ch in s]
+    return [enc("1+1="), enc("12+34=46"),
+            enc("The gateway routes each request to the replica with the fewest tokens.")]
+
+
+def random_qwen2(out_dir):
+    c = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "vocab_size": 160,
+         "hidden_size": 64, "intermediate_size": 112, "num_hidden_layers": 2,
+         "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 8, "hidden_act": "silu",
+         "rms_norm_eps": 1e-6, "rope_theta": 500000.0, "max_position_embeddings": 512,
+         "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                          "high_freq_factor": 4.0, "original_max_position_embeddings": 256},
+         "tie_word_embeddings": True, "bos_token_id": 1, "eos_token_id": 2,
+         "torch_dtype": "bfloat16"}
+    g = torch.Generator().manual_seed(4321)
+    h, q, kv, inter, v = 64, 64, 16, 112, 160
+    shapes = {"model.embed_tokens.weight": (v, h), "model.norm.weight": (h,)}
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        shapes.update({p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
+                       p + "self_attn.q_proj.weight": (q, h), p + "self_attn.q_proj.bias": (q,),
+                       p + "self_attn.k_proj.weight": (kv, h), p + "self_attn.k_proj.bias": (kv,),
+                       p + "self_attn.v_proj.weight": (kv, h), p + "self_attn.v_proj.bias": (kv,),
+                       p + "self_attn.o_proj.weight": (h, q), p + "mlp.gate_proj.weight": (inter, h),
+                       p + "mlp.up_proj.weight": (inter, h), p + "mlp.down_proj.weight": (h, inter)})
+    tensors = {}
+    for name, shape in shapes.items():
+        t = torch.randn(shape, generator=g, dtype=torch.float32)
+        tensors[name] = (1.0 + 0.1 * t if name.endswith("norm.weight") else 0.3 * t).numpy()
+    os.makedirs(out_dir, exist_ok=True)
+    json.dump(c, open(os.path.join(out_dir, "config.json"), "w"), indent=2)
+    write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors, "BF16")
+    prompts = [torch.randint(0, v, (n,), generator=g).tolist() for n in (5, 41)]
+    return c, prompts
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tiny", default="models/exa-tiny-arith")
+    ap.add_argument("--out", default="test/data/engine")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+
+    c = json.load(open(os.path.join(args.tiny, "config.json")))
+    w = read_safetensors(os.path.join(args.tiny, "model.safetensors"))
+    write_golden(os.path.join(args.out, "tiny-arith-golden.safetensors"), c, w,
+                 tiny_prompts(args.tiny))
+
+    rdir = os.path.join(args.out, "random-qwen2")
+    c, prompts = random_qwen2(rdir)
+    w = read_safetensors(os.path.join(rdir, "model.safetensors"))  # the BF16-rounded weights
+    write_golden(os.path.join(args.out, "random-qwen2-golden.safetensors"), c, w, prompts)
+
+
+if __name__ == "__main__":
+    main()
