@@ -1,0 +1,222 @@
+#include "engine/bench/engine_bench.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <random>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "common/status.h"
+#include "common/strings.h"
+#include "engine/engine.h"
+#include "engine/model_config.h"
+#include "engine/model_weights.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace exa::engine {
+namespace {
+
+using nlohmann::json;
+
+// Timestamps of every streamed token, per request key.
+class Recorder {
+ public:
+  StreamCallback Callback(int key) {
+    return [this, key](const StreamEvent& e) {
+      absl::MutexLock lock(&mu_);
+      if (e.token >= 0) {
+        times_[key].push_back(absl::Now());
+        tokens_[key].push_back(e.token);
+      }
+      if (e.finished) ++finished_;
+    };
+  }
+  bool Wait(int count) {
+    absl::MutexLock lock(&mu_);
+    auto done = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return finished_ >= count; };
+    return mu_.AwaitWithTimeout(absl::Condition(&done), absl::Minutes(10));
+  }
+  std::map<int, std::vector<absl::Time>> times() {
+    absl::MutexLock lock(&mu_);
+    return times_;
+  }
+  std::vector<int32_t> tokens(int key) {
+    absl::MutexLock lock(&mu_);
+    return tokens_[key];
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::map<int, std::vector<absl::Time>> times_ ABSL_GUARDED_BY(mu_);
+  std::map<int, std::vector<int32_t>> tokens_ ABSL_GUARDED_BY(mu_);
+  int finished_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+std::vector<int32_t> RandomPrompt(int32_t n, int32_t vocab, std::mt19937& rng) {
+  std::vector<int32_t> p(n);
+  for (auto& id : p) id = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
+  return p;
+}
+
+GenerateRequest MakeRequest(std::vector<int32_t> prompt, int32_t max_tokens, StreamCallback cb) {
+  GenerateRequest r;
+  r.prompt_tokens = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.ignore_eos = true;
+  r.callback = std::move(cb);
+  return r;
+}
+
+absl::StatusOr<json> MeasurePrefill(Engine& engine, int32_t tokens, std::mt19937& rng) {
+  Recorder rec;
+  const absl::Time start = absl::Now();
+  EXA_RETURN_IF_ERROR(
+      engine.Submit(MakeRequest(RandomPrompt(tokens, engine.info().vocab_size, rng), 1, rec.Callback(0)))
+          .status());
+  if (!rec.Wait(1)) return absl::DeadlineExceededError("prefill did not finish");
+  const double seconds = absl::ToDoubleSeconds(rec.times()[0].front() - start);
+  return json{{"tokens", tokens}, {"seconds", seconds}, {"tokens_per_s", tokens / seconds}};
+}
+
+// Decode rate while all `batch` sequences are decoding: tokens streamed after the last sequence
+// got its first token, over the time until the first sequence finished.
+absl::StatusOr<json> MeasureDecode(Engine& engine, int32_t batch, int32_t decode_tokens,
+                                   std::mt19937& rng) {
+  Recorder rec;
+  for (int i = 0; i < batch; ++i) {
+    EXA_RETURN_IF_ERROR(engine.Submit(MakeRequest(RandomPrompt(8, engine.info().vocab_size, rng),
+                                                  decode_tokens, rec.Callback(i)))
+                            .status());
+  }
+  if (!rec.Wait(batch)) return absl::DeadlineExceededError("decode did not finish");
+  auto times = rec.times();
+  absl::Time begin = absl::InfinitePast(), end = absl::InfiniteFuture();
+  for (auto& [key, t] : times) {
+    begin = std::max(begin, t.front());
+    end = std::min(end, t.back());
+  }
+  int64_t tokens = 0;
+  for (auto& [key, t] : times) {
+    tokens += std::count_if(t.begin(), t.end(), [&](absl::Time x) { return x > begin && x <= end; });
+  }
+  const double seconds = absl::ToDoubleSeconds(end - begin);
+  if (seconds <= 0 || tokens == 0) return absl::InternalError("decode window is empty");
+  return json{{"batch", batch}, {"tokens", tokens}, {"seconds", seconds},
+              {"tokens_per_s", tokens / seconds}, {"step_ms", 1000.0 * seconds * batch / tokens}};
+}
+
+absl::StatusOr<json> MeasureAccuracy(Engine& engine, const std::string& model_dir) {
+  EXA_ASSIGN_OR_RETURN(auto tokenizer, Tokenizer::FromFile(model_dir + "/tokenizer.json"));
+  std::ifstream in(model_dir + "/heldout-2digit.txt");
+  if (!in) return absl::NotFoundError(StrCat(model_dir, "/heldout-2digit.txt: cannot open"));
+  std::vector<std::pair<std::string, std::string>> cases;  // prompt, expected answer
+  for (std::string line; std::getline(in, line);) {
+    const size_t eq = line.find('=');
+    if (eq != std::string::npos) cases.emplace_back(line.substr(0, eq + 1), line.substr(eq + 1));
+  }
+  Recorder rec;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    GenerateRequest r = MakeRequest(tokenizer->Encode(cases[i].first, true), 6, rec.Callback(static_cast<int>(i)));
+    r.ignore_eos = false;
+    EXA_RETURN_IF_ERROR(engine.Submit(std::move(r)).status());
+  }
+  if (!rec.Wait(static_cast<int>(cases.size()))) return absl::DeadlineExceededError("accuracy run did not finish");
+  int exact = 0;
+  json failures = json::array();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    std::string out = tokenizer->Decode(rec.tokens(static_cast<int>(i)), true);
+    if (out == cases[i].second) {
+      ++exact;
+    } else if (failures.size() < 5) {
+      failures.push_back(cases[i].first + out);
+    }
+  }
+  const double n = static_cast<double>(std::max<size_t>(1, cases.size()));
+  return json{{"cases", cases.size()}, {"exact", exact}, {"exact_match", exact / n},
+              {"sample_failures", failures}};
+}
+
+// Bytes one decode step reads: every weight, except that only one row of an untied embedding
+// table is touched.
+absl::StatusOr<int64_t> WeightBytesPerToken(const std::string& model_dir) {
+  EXA_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(model_dir));
+  EXA_ASSIGN_OR_RETURN(auto weights, ModelWeights::Load(model_dir, config));
+  int64_t bytes = static_cast<int64_t>(weights->bytes());
+  if (weights->lm_head().data != weights->embed_tokens().data) {
+    bytes -= static_cast<int64_t>(weights->embed_tokens().bytes) -
+             static_cast<int64_t>(weights->embed_tokens().bytes / config.vocab_size);
+  }
+  return bytes;
+}
+
+}  // namespace
+
+double MeasureMemcpyBandwidth(int64_t bytes, int threads) {
+  threads = std::max(1, threads);
+  std::vector<char> src(static_cast<size_t>(bytes), 1), dst(static_cast<size_t>(bytes), 0);
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const absl::Time start = absl::Now();
+    std::vector<std::thread> pool;
+    const int64_t part = bytes / threads;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        const int64_t n = t == threads - 1 ? bytes - t * part : part;
+        std::memcpy(dst.data() + t * part, src.data() + t * part, static_cast<size_t>(n));
+      });
+    }
+    for (auto& th : pool) th.join();
+    best = std::max(best, 2.0 * static_cast<double>(bytes) / absl::ToDoubleSeconds(absl::Now() - start));
+  }
+  return best;
+}
+
+absl::StatusOr<json> RunEngineBench(const EngineBenchOptions& o) {
+  EngineOptions eo;
+  eo.model_dir = o.model_dir;
+  eo.backend = o.backend;
+  eo.threads = o.threads;
+  eo.kv_cache_bytes = o.kv_cache_bytes;
+  eo.max_running = std::max(64, *std::max_element(o.batch_sizes.begin(), o.batch_sizes.end()));
+  eo.max_batch_tokens = std::max(o.prefill_tokens, 8 * eo.max_running);
+  eo.max_queue = 2048;
+  EXA_ASSIGN_OR_RETURN(auto engine, CreateEngine(eo));
+  const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::mt19937 rng(1);
+  json out = {{"model", o.model_dir}, {"backend", o.backend}, {"threads", threads},
+              {"weight_bytes", engine->info().weight_bytes}};
+  const int32_t prefill = std::min(o.prefill_tokens, engine->info().max_context - 2);
+  EXA_ASSIGN_OR_RETURN(out["prefill"], MeasurePrefill(*engine, prefill, rng));
+  out["decode"] = json::array();
+  for (int32_t batch : o.batch_sizes) {
+    EXA_ASSIGN_OR_RETURN(json d, MeasureDecode(*engine, batch, o.decode_tokens, rng));
+    out["decode"].push_back(d);
+  }
+  if (o.backend == "cpu") {
+    EXA_ASSIGN_OR_RETURN(int64_t per_token, WeightBytesPerToken(o.model_dir));
+    const double bw = MeasureMemcpyBandwidth(o.memcpy_bytes, threads);
+    out["weight_bytes_per_token"] = per_token;
+    out["memcpy_bandwidth_bytes_per_s"] = bw;
+    for (const json& d : out["decode"]) {
+      if (d["batch"] == 1) {
+        out["decode_bw_efficiency"] = per_token * d["tokens_per_s"].get<double>() / bw;
+      }
+    }
+    if (out["decode"].size() > 1) {
+      out["decode_speedup_largest_vs_first_batch"] =
+          out["decode"].back()["tokens_per_s"].get<double>() / out["decode"][0]["tokens_per_s"].get<double>();
+    }
+  }
+  if (o.accuracy) {
+    EXA_ASSIGN_OR_RETURN(out["accuracy"], MeasureAccuracy(*engine, o.model_dir));
+  }
+  out["kv_blocks_total"] = engine->info().kv_blocks_total;
+  out["preemptions"] = engine->Load().preemptions;
+  return out;
+}
+
+}  // namespace exa::engine

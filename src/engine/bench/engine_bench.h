@@ -1,0 +1,41 @@
+// The engine benchmark behind `exaserve-bench engine`: prefill and decode throughput of one
+// replica on this machine, compared with the memory bandwidth measured in the same run
+// (DESIGN.md §6: a benchmark prints JSON against a baseline from the same run), and optionally
+// the bundled model's exact-match rate on its held-out sums.
+//
+// Output fields: prefill.tokens_per_s; decode[] with tokens_per_s per batch size (1, 8, 32 by
+// default); memcpy_bandwidth_bytes_per_s (STREAM "Copy" convention: bytes read + written per
+// second, on as many threads as the backend); weight_bytes_per_token (every weight read by one
+// decode step, the embedding table counted as one row unless tied to the output head);
+// decode_bw_efficiency = weight_bytes_per_token x batch-1 tokens_per_s / memcpy bandwidth;
+// accuracy.exact_match over models/<dir>/heldout-2digit.txt with --accuracy.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
+namespace exa::engine {
+
+struct EngineBenchOptions {
+  std::string model_dir;
+  std::string backend = "cpu";
+  int threads = 0;  // 0: one per hardware thread
+  bool accuracy = false;
+  int32_t prefill_tokens = 256;
+  int32_t decode_tokens = 16;  // generated per sequence in each decode measurement
+  std::vector<int32_t> batch_sizes = {1, 8, 32};
+  int64_t kv_cache_bytes = int64_t{512} << 20;
+  int64_t memcpy_bytes = int64_t{256} << 20;
+};
+
+absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options);
+
+// Memory copy bandwidth over `bytes`-sized buffers on `threads` threads, best of a few runs, in
+// bytes read + written per second.
+double MeasureMemcpyBandwidth(int64_t bytes, int threads);
+
+}  // namespace exa::engine
