@@ -223,7 +223,7 @@ void SwimCore::OnPushPull(absl::Time now, const Address& from, const PushPull& p
 
 // ---- State transitions -----------------------------------------------------------------------
 
-void SwimCore::AliveNode(absl::Time now, const Alive& a) {
+void SwimCore::AliveNode(absl::Time now, const Alive& a, bool spread) {
   if (a.node == self_id_) {
     const Member& me = self();
     if (a.incarnation < me.incarnation) return;
@@ -249,7 +249,7 @@ void SwimCore::AliveNode(absl::Time now, const Alive& a) {
     fresh.state_changed = now;
     recently_dead_.erase(a.node);
     InsertAtRandom(fresh);
-    Broadcast(a.node, a, /*alive=*/true);
+    if (spread) Broadcast(a.node, a, /*alive=*/true);
     Emit(EventType::kJoin, fresh);
     return;
   }
@@ -262,7 +262,7 @@ void SwimCore::AliveNode(absl::Time now, const Alive& a) {
   m->address = a.address;
   m->metadata = a.metadata;
   if (old_state != MemberState::kAlive) SetState(*m, MemberState::kAlive, now);
-  Broadcast(a.node, a, /*alive=*/true);
+  if (spread) Broadcast(a.node, a, /*alive=*/true);
   if (old_state == MemberState::kDead || old_state == MemberState::kLeft) {
     Emit(EventType::kJoin, *m);
     return;
@@ -330,10 +330,13 @@ void SwimCore::Refute(absl::Time now, uint32_t accused_incarnation) {
 }
 
 void SwimCore::MergeRemoteState(absl::Time now, const PushPull& pp) {
+  // A newcomer learning the cluster from its seed need not tell the cluster about itself; in
+  // every other sync what we learn is news to our side too (a healed partition), so spread it.
+  bool spread = !(pp.join && pp.response);
   for (const PushPullEntry& e : pp.members) {
     switch (e.state) {
       case MemberState::kAlive:
-        AliveNode(now, Alive{e.incarnation, e.node, e.address, e.metadata});
+        AliveNode(now, Alive{e.incarnation, e.node, e.address, e.metadata}, spread);
         break;
       case MemberState::kLeft:
         DeadNode(now, Dead{e.incarnation, e.node, e.node});

@@ -146,7 +146,8 @@ class SwimCore {
   void OnPushPull(absl::Time now, const Address& from, const PushPull& pp);
 
   // State transitions (memberlist aliveNode / suspectNode / deadNode).
-  void AliveNode(absl::Time now, const Alive& a);
+  // `spread` false: do not gossip what we learn (a join response: the cluster already knows).
+  void AliveNode(absl::Time now, const Alive& a, bool spread = true);
   void SuspectNode(absl::Time now, const Suspect& s);
   void DeadNode(absl::Time now, const Dead& d);
   void Refute(absl::Time now, uint32_t accused_incarnation);

@@ -196,10 +196,8 @@ void Simulation::Start(absl::Time now, int i) {
                                       rng_.Next(), now);
   n.started = true;
   std::vector<Address> seeds;
-  if (i > 0) {
-    seeds.push_back(nodes_[0].address);
-    seeds.push_back(nodes_[rng_.Uniform(i)].address);
-  }
+  // Two random earlier nodes: spreads join syncs so no seed hits its inbound bound.
+  for (int k = 0; k < 2 && i > 0; ++k) seeds.push_back(nodes_[rng_.Uniform(i)].address);
   n.core->Join(now, seeds);
   AfterInteraction(now, i);
 }
@@ -331,8 +329,10 @@ void Simulation::Check(absl::Time now) {
       window_start_ = now + absl::Seconds(10);
       end_ = window_start_ + absl::Seconds(o_.duration_s);
       Push(window_start_, Kind::kFault, -1);
-      Push(window_start_ + absl::Seconds(o_.update_interval_s) * rng_.UniformDouble(),
-           Kind::kUpdate, -1);
+      if (o_.update_interval_s > 0) {
+        Push(window_start_ + absl::Seconds(o_.update_interval_s) * rng_.UniformDouble(),
+             Kind::kUpdate, -1);
+      }
     }
   } else {
     if (partition_happened_ && !partitioned_ && reconverge_s_ < 0 && AllSeeAllAlive()) {
@@ -357,6 +357,7 @@ void Simulation::Check(absl::Time now) {
 }
 
 void Simulation::IssueUpdate(absl::Time now) {
+  if (o_.update_interval_s <= 0) return;
   Push(now + absl::Seconds(o_.update_interval_s), Kind::kUpdate, -1);
   if (partitioned_ || active_pauses_ > 0 || now - last_fault_end_ < kQuietAfterFault) return;
   std::vector<int> healthy;

@@ -38,8 +38,8 @@ struct GossipSimOptions {
   double partition_s = 0;   // halves
   int racks = 1;
   std::string profile = "lan";   // lan | wan
-  double update_interval_s = 5;  // one metadata update somewhere in the cluster this often
-  double join_spacing_ms = 50;   // between node starts during warm-up
+  double update_interval_s = 5;  // one metadata update somewhere this often; 0: none
+  double join_spacing_ms = 20;   // between node starts during warm-up
   double max_warmup_s = 300;
 };
 

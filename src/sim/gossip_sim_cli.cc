@@ -114,7 +114,6 @@ absl::StatusOr<GossipSimOptions> ParseGossipSimArgs(const std::vector<std::strin
                                              o.nodes));
   }
   if (o.racks < 1) o.racks = 1;
-  if (o.update_interval_s <= 0) o.update_interval_s = 5;
   return o;
 }
 
