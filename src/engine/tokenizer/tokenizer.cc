@@ -140,11 +140,10 @@ absl::Status Tokenizer::Load(std::string_view json_text) {
   if (const jf::Json* node = jf::Find(root, "decoder")) {
     EXA_ASSIGN_OR_RETURN(decoder_, ParseDecoder(*node, "decoder", 0));
   }
-  return LoadAddedTokens(&root);
+  return LoadAddedTokens(root);
 }
 
-absl::Status Tokenizer::LoadAddedTokens(const void* json_root) {
-  const jf::Json& root = *static_cast<const jf::Json*>(json_root);
+absl::Status Tokenizer::LoadAddedTokens(const jf::Json& root) {
   std::vector<AddedToken> tokens;
   std::vector<std::string> normalized_forms;
   if (const jf::Json* list = jf::Find(root, "added_tokens")) {
@@ -160,6 +159,7 @@ absl::Status Tokenizer::LoadAddedTokens(const void* json_root) {
         normalized = normalizer_->Normalize(token.content);
       }
       added_ids_[token.content] = token.id;
+      added_contents_[token.id] = token.content;
       added_decode_strings_[token.id] = token.normalized ? normalized : token.content;
       if (token.special) {
         special_contents_.insert(token.content);
@@ -241,9 +241,8 @@ std::optional<int32_t> Tokenizer::TokenToId(std::string_view token) const {
 }
 
 std::optional<std::string> Tokenizer::IdToToken(int32_t id) const {
-  for (const AddedToken& token : added_->tokens()) {
-    if (token.id == id) return token.content;
-  }
+  auto it = added_contents_.find(id);
+  if (it != added_contents_.end()) return it->second;
   const std::string* token = model_->IdToToken(id);
   if (token == nullptr) return std::nullopt;
   return *token;

@@ -26,6 +26,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "nlohmann/json_fwd.hpp"
 
 namespace exa::engine {
 
@@ -72,7 +73,7 @@ class Tokenizer {
  private:
   Tokenizer();
   absl::Status Load(std::string_view json_text);
-  absl::Status LoadAddedTokens(const void* json_root);
+  absl::Status LoadAddedTokens(const nlohmann::json& root);
   void EncodeSegment(std::string text, bool at_start, std::vector<int32_t>* ids) const;
   // The string a token contributes to decoding, or null for an unknown id.
   const std::string* DecodeString(int32_t id) const;
@@ -85,6 +86,7 @@ class Tokenizer {
   std::unique_ptr<Decoder> decoder_;
   // Added token id -> the string decoding uses for it (its normalized form when it has one).
   absl::flat_hash_map<int32_t, std::string> added_decode_strings_;
+  absl::flat_hash_map<int32_t, std::string> added_contents_;
   absl::flat_hash_map<std::string, int32_t> added_ids_;
   // Hugging Face skips special tokens by content, so a model token spelled like one is skipped.
   absl::flat_hash_set<std::string> special_contents_;

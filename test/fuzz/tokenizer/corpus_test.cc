@@ -24,16 +24,25 @@ int Run(const std::string& input) {
 std::vector<std::string> Mutations(const std::string& seed, uint32_t rng_seed) {
   std::mt19937 rng(rng_seed);  // Seeded: the same mutations on every run.
   std::vector<std::string> out;
-  for (size_t cut = 0; cut < seed.size(); cut += 1 + seed.size() / 12) out.push_back(seed.substr(0, cut));
+  for (size_t cut = 0; cut < seed.size(); cut += 1 + seed.size() / 12)
+    out.push_back(seed.substr(0, cut));
   const std::string specials = "{}[]\":,0-9eE\\u \x80\xFF";
   for (int i = 0; i < 48 && !seed.empty(); ++i) {
     std::string m = seed;
     const size_t at = rng() % m.size();
     switch (rng() % 4) {
-      case 0: m[at] = specials[rng() % specials.size()]; break;
-      case 1: m.erase(at, 1 + rng() % 16); break;
-      case 2: m.insert(at, m.substr(rng() % m.size(), 1 + rng() % 32)); break;
-      default: m[at] = static_cast<char>(rng()); break;
+      case 0:
+        m[at] = specials[rng() % specials.size()];
+        break;
+      case 1:
+        m.erase(at, 1 + rng() % 16);
+        break;
+      case 2:
+        m.insert(at, m.substr(rng() % m.size(), 1 + rng() % 32));
+        break;
+      default:
+        m[at] = static_cast<char>(rng());
+        break;
     }
     out.push_back(std::move(m));
   }

@@ -19,8 +19,7 @@ void Exercise(const exa::engine::Tokenizer& tokenizer, std::string_view text) {
   for (int32_t id : ids) (void)stream.Push(id);
   (void)stream.Flush();
   // Ids the model never produced must be harmless too.
-  const int32_t strange[] = {-1, 0, tokenizer.vocab_size() - 1, tokenizer.vocab_size(),
-                             INT32_MAX};
+  const int32_t strange[] = {-1, 0, tokenizer.vocab_size() - 1, tokenizer.vocab_size(), INT32_MAX};
   (void)tokenizer.Decode(strange, false);
 }
 

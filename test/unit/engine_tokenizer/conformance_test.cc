@@ -64,7 +64,8 @@ void CheckLine(const Tokenizer& tokenizer, const std::string& text, const Json& 
   const auto want_ids = want["ids"].get<std::vector<int32_t>>();
   const std::string decoded = tokenizer.Decode(want_ids, false);
   const std::string decoded_skip = tokenizer.Decode(want_ids, true);
-  const bool ids_ok = ids == want_ids && plain == want["ids_no_special"].get<std::vector<int32_t>>();
+  const bool ids_ok =
+      ids == want_ids && plain == want["ids_no_special"].get<std::vector<int32_t>>();
   const bool decode_ok = decoded == want["decoded"].get<std::string>() &&
                          decoded_skip == want["decoded_skip_special"].get<std::string>();
   const bool stream_ok = Streamed(tokenizer, want_ids, false) == decoded &&
@@ -73,9 +74,10 @@ void CheckLine(const Tokenizer& tokenizer, const std::string& text, const Json& 
   if (ids_ok) ++tally->ids_exact;
   if (ids_ok && decode_ok && stream_ok) return;
   if (++tally->failures <= 5) {
-    UNSCOPED_INFO("line " << tally->lines << " " << Json(text).dump() << "\n  ids " << Json(ids).dump()
-                  << "\n want " << want["ids"].dump() << "\n  decoded " << Json(decoded).dump()
-                  << "\n want " << want["decoded"].dump() << "\n stream_ok " << stream_ok);
+    UNSCOPED_INFO("line " << tally->lines << " " << Json(text).dump() << "\n  ids "
+                          << Json(ids).dump() << "\n want " << want["ids"].dump() << "\n  decoded "
+                          << Json(decoded).dump() << "\n want " << want["decoded"].dump()
+                          << "\n stream_ok " << stream_ok);
   }
 }
 

@@ -13,8 +13,9 @@ namespace exa::engine::testing {
 
 // A GPT-2-style byte-level BPE: ids 0..255 are the byte-level characters of bytes 0..255, then
 // one id per merge in order. `merges` are pairs of byte-level strings ("Ġ" is a space).
-inline nlohmann::json ByteLevelTokenizer(const std::vector<std::pair<std::string, std::string>>& merges,
-                                         bool use_regex, bool pairs_format = true) {
+inline nlohmann::json ByteLevelTokenizer(
+    const std::vector<std::pair<std::string, std::string>>& merges, bool use_regex,
+    bool pairs_format = true) {
   nlohmann::json vocab = nlohmann::json::object();
   for (int b = 0; b < 256; ++b) {
     vocab[std::string(byte_level::CharForByte(static_cast<uint8_t>(b)))] = b;
@@ -40,13 +41,16 @@ inline nlohmann::json ByteLevelTokenizer(const std::vector<std::pair<std::string
           {"post_processor", byte_level},
           {"decoder", byte_level},
           {"model",
-           {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"vocab", vocab},
+           {{"type", "BPE"},
+            {"dropout", nullptr},
+            {"unk_token", nullptr},
+            {"vocab", vocab},
             {"merges", merge_list}}}};
 }
 
 inline nlohmann::json AddedTokenJson(const std::string& content, int id, bool special) {
-  return {{"id", id},           {"content", content}, {"single_word", false}, {"lstrip", false},
-          {"rstrip", false},    {"normalized", false}, {"special", special}};
+  return {{"id", id},        {"content", content},  {"single_word", false}, {"lstrip", false},
+          {"rstrip", false}, {"normalized", false}, {"special", special}};
 }
 
 }  // namespace exa::engine::testing

@@ -68,7 +68,8 @@ TEST_CASE("merges as \"a b\" strings and as [a, b] pairs give the same ids") {
 
 TEST_CASE("every byte string round-trips through a byte-level tokenizer") {
   auto tokenizer = Load(ByteLevelTokenizer(kHelloMerges, true));
-  for (const char* text : {"", " ", "\t\n", "日本語", "👨‍👩‍👧‍👦", "a  b   c", "x\r\n"}) {
+  for (const char* text :
+       {"", " ", "\t\n", "日本語", "👨‍👩‍👧‍👦", "a  b   c", "x\r\n"}) {
     CHECK(tokenizer->Decode(tokenizer->Encode(text, true), false) == text);
   }
 }
@@ -99,7 +100,8 @@ TEST_CASE("a single_word added token only matches as a whole word") {
   word["single_word"] = true;
   json["added_tokens"].push_back(word);
   auto tokenizer = Load(json);
-  CHECK(tokenizer->Encode("a cat", false) == std::vector<int32_t>{'a', *tokenizer->TokenToId("Ġ"), 300});
+  CHECK(tokenizer->Encode("a cat", false) ==
+        std::vector<int32_t>{'a', *tokenizer->TokenToId("Ġ"), 300});
   const auto inside = tokenizer->Encode("concatenate", false);
   CHECK(std::find(inside.begin(), inside.end(), 300) == inside.end());
 }
@@ -145,8 +147,9 @@ TEST_CASE("an unsupported model names the file, the field and the value") {
 
 TEST_CASE("an unsupported component inside a Sequence is reported with its index path") {
   Json json = ByteLevelTokenizer({}, true);
-  json["pre_tokenizer"] = {{"type", "Sequence"},
-                           {"pretokenizers", {json["pre_tokenizer"], {{"type", "BertPreTokenizer"}}}}};
+  json["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers", {json["pre_tokenizer"], {{"type", "BertPreTokenizer"}}}}};
   CHECK_THAT(LoadError(json.dump()),
              Catch::Contains("pre_tokenizer.pretokenizers[1].type \"BertPreTokenizer\""));
   json["pre_tokenizer"] = nullptr;
@@ -172,8 +175,10 @@ TEST_CASE("bad vocabularies, merges and regexes are errors that name the field")
   bad["model"]["vocab"]["h"] = 1e12;
   CHECK_THAT(LoadError(bad.dump()), Catch::Contains("model.vocab.\"h\""));
   bad = json;
-  bad["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}},
-                          {"behavior", "Isolated"}, {"invert", false}};
+  bad["pre_tokenizer"] = {{"type", "Split"},
+                          {"pattern", {{"Regex", "(unclosed"}}},
+                          {"behavior", "Isolated"},
+                          {"invert", false}};
   CHECK_THAT(LoadError(bad.dump()), Catch::Contains("pre_tokenizer.pattern.Regex: regex"));
   bad = json;
   bad["added_tokens"].push_back({{"content", "x"}});
@@ -189,7 +194,8 @@ TEST_CASE("malformed and hostile JSON is an error, never a crash") {
   CHECK_THAT(LoadError("[1, 2]"), Catch::Contains("expected an object"));
   CHECK_THAT(LoadError("{}"), Catch::Contains("model: required field is missing"));
   CHECK_THAT(LoadError(std::string(100000, '[')), Catch::Contains("nested more than"));
-  CHECK_THAT(LoadError("{\"version\": \"2.0\", \"model\": {}}"), Catch::Contains("version \"2.0\""));
+  CHECK_THAT(LoadError("{\"version\": \"2.0\", \"model\": {}}"),
+             Catch::Contains("version \"2.0\""));
   CHECK_THAT(LoadError("{\"model\": {\"type\": 7}}"), Catch::Contains("model.type 7"));
 }
 

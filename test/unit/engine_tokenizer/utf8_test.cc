@@ -12,11 +12,13 @@ const std::string kFffd = "\xEF\xBF\xBD";
 
 TEST_CASE("Lossy replaces each maximal invalid subpart with one U+FFFD") {
   CHECK(utf8::Lossy("abc") == "abc");
-  CHECK(utf8::Lossy("\xF0\x9F\x98") == kFffd);                // truncated 4-byte sequence
-  CHECK(utf8::Lossy("\xF0\x9F\x98" "a") == kFffd + "a");
-  CHECK(utf8::Lossy("\xC0\x80") == kFffd + kFffd);            // overlong lead is not a prefix
+  CHECK(utf8::Lossy("\xF0\x9F\x98") == kFffd);  // truncated 4-byte sequence
+  CHECK(utf8::Lossy("\xF0\x9F\x98"
+                    "a") == kFffd + "a");
+  CHECK(utf8::Lossy("\xC0\x80") == kFffd + kFffd);              // overlong lead is not a prefix
   CHECK(utf8::Lossy("\xED\xA0\x80") == kFffd + kFffd + kFffd);  // surrogate
-  CHECK(utf8::Lossy("a\xFF" "b") == "a" + kFffd + "b");
+  CHECK(utf8::Lossy("a\xFF"
+                    "b") == "a" + kFffd + "b");
   CHECK(utf8::Lossy("\xE2\x82") == kFffd);
   CHECK(utf8::Lossy("\xF4\x90\x80\x80") == kFffd + kFffd + kFffd + kFffd);  // > U+10FFFF
 }
