@@ -69,19 +69,27 @@ EXA_AVX2 inline float HorizontalSum(__m256 v) {
 template <int TR, int NR, DType D>
 EXA_AVX2 void Block(const float* x, int64_t ldx, const void* w, int64_t k, int64_t n, float* y,
                     int64_t ldy) {
+  // The pragmas make GCC unroll the tiny loops fully, so the accumulators live in registers.
   __m256 acc[TR][NR];
+#pragma GCC unroll 8
   for (int t = 0; t < TR; ++t)
+#pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) acc[t][j] = _mm256_setzero_ps();
   const int64_t k8 = k & ~int64_t{7};
   for (int64_t i = 0; i < k8; i += 8) {
     __m256 wv[NR];
+#pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) wv[j] = Load8(w, D, (n + j) * k + i);
+#pragma GCC unroll 8
     for (int t = 0; t < TR; ++t) {
       __m256 xv = _mm256_loadu_ps(x + t * ldx + i);
+#pragma GCC unroll 8
       for (int j = 0; j < NR; ++j) acc[t][j] = _mm256_fmadd_ps(xv, wv[j], acc[t][j]);
     }
   }
+#pragma GCC unroll 8
   for (int t = 0; t < TR; ++t) {
+#pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) {
       float s = HorizontalSum(acc[t][j]);
       for (int64_t i = k8; i < k; ++i) s += x[t * ldx + i] * LoadScalar(w, D, (n + j) * k + i);
