@@ -130,7 +130,7 @@ absl::Status BpeModel::AddMerge(const std::string& left, const std::string& righ
 }
 
 std::optional<int32_t> BpeModel::TokenToId(std::string_view token) const {
-  auto it = vocab_.find(token);
+  auto it = vocab_.find(absl::string_view(token.data(), token.size()));
   if (it == vocab_.end()) return std::nullopt;
   return it->second;
 }
@@ -158,11 +158,16 @@ std::vector<BpeModel::Symbol> BpeModel::InitialSymbols(std::string_view word) co
   };
   std::optional<std::pair<int32_t, uint32_t>> pending_unk;
   const int32_t unk_id = unk_token_ ? vocab_.find(*unk_token_)->second : -1;
-  std::string piece;
+  const bool plain = continuing_subword_prefix_.empty() && end_of_word_suffix_.empty();
+  std::string decorated;
   utf8::ForEachChar(word, [&](char32_t, size_t offset, size_t length) {
-    piece.assign(word.substr(offset, length));
-    if (offset != 0) piece.insert(0, continuing_subword_prefix_);
-    if (offset + length == word.size()) piece += end_of_word_suffix_;
+    std::string_view piece = word.substr(offset, length);
+    if (!plain) {
+      decorated.assign(piece);
+      if (offset != 0) decorated.insert(0, continuing_subword_prefix_);
+      if (offset + length == word.size()) decorated += end_of_word_suffix_;
+      piece = decorated;
+    }
     const auto byte_length = static_cast<uint32_t>(length);
     if (const auto id = TokenToId(piece)) {
       if (pending_unk) add(pending_unk->first, pending_unk->second);

@@ -12,7 +12,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -23,11 +22,8 @@
 
 namespace exa::engine {
 
-struct StringHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-using TokenIdMap = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
+// Swiss table with heterogeneous lookup (by absl::string_view, so no string copy per lookup).
+using TokenIdMap = absl::flat_hash_map<std::string, int32_t>;
 
 class BpeModel {
  public:
