@@ -18,6 +18,13 @@ struct Config {
   int indirect_checks = 3;                                 // memberlist LAN default
   // A TCP ("reliable") ping alongside the indirect probes catches UDP-only faults.
   bool tcp_fallback_ping = true;
+  // Coordinated probe order: every node orders the live members the same way (a hash of the id,
+  // reshuffled each pass) and at step floor(now / probe_interval) probes the member k places
+  // after itself, k = 1 + step mod (M - 1). With agreeing views and clocks (NTP) every member is
+  // probed exactly once per interval, so a failure is noticed within ~2 intervals instead of
+  // SWIM's exponential tail; with skew or differing views it degrades to random order. Off:
+  // memberlist's per-node shuffled round-robin.
+  bool coordinated_probing = true;
   int suspicion_mult = 4;                // memberlist LAN default
   int suspicion_max_timeout_mult = 6;    // memberlist default (Lifeguard)
   int awareness_max = 8;                 // Lifeguard: health score 0..8 scales by (score + 1)

@@ -11,6 +11,22 @@
 namespace exa::membership {
 namespace {
 
+// FNV-1a + splitmix64 finalizer: the same on every node and build (std::hash is not).
+uint64_t StableHash(std::string_view salt, std::string_view id) {
+  uint64_t h = 1469598103934665603ULL;
+  for (std::string_view s : {salt, id}) {
+    for (unsigned char c : s) {
+      h ^= c;
+      h *= 1099511628211ULL;
+    }
+  }
+  h ^= h >> 30;
+  h *= 0xBF58476D1CE4E5B9ULL;
+  h ^= h >> 27;
+  h *= 0x94D049BB133111EBULL;
+  return h ^ (h >> 31);
+}
+
 // memberlist pushPullScaleThreshold: above this many nodes the push-pull interval grows with
 // log2(N) so the total sync traffic stays flat.
 constexpr double kPushPullScaleThreshold = 32;
@@ -40,6 +56,9 @@ SwimCore::SwimCore(const Config& config, LocalNode self, uint64_t seed, absl::Ti
   next_gossip_at_ = now + config_.gossip_interval * rng_.UniformDouble();
   next_push_pull_at_ = now + config_.push_pull_interval * (0.5 + rng_.UniformDouble());
   next_reconnect_at_ = now + config_.reconnect_interval * (0.5 + rng_.UniformDouble());
+  // Spread over the first tenth of each step: probes stay inside their step, and nodes do not
+  // all send at the same instant.
+  probe_phase_ = config_.probe_interval * 0.1 * rng_.UniformDouble();
 }
 
 // ---- Driving ---------------------------------------------------------------------------------
@@ -95,7 +114,7 @@ void SwimCore::Tick(absl::Time now) {
   if (probe_.active && now >= probe_.deadline) FinishProbe(now);
   if (now >= next_probe_at_) {
     if (!leaving_) StartProbe(now);
-    next_probe_at_ = now + awareness_.Scale(config_.probe_interval);
+    next_probe_at_ = NextProbeTime(now);
   }
   if (now >= next_gossip_at_) {
     Gossip(now);
@@ -177,7 +196,10 @@ void SwimCore::OnPing(absl::Time now, const Address& from, const Ping& ping, Cha
 void SwimCore::OnIndirectPing(absl::Time now, const Address& from, const IndirectPing& req) {
   if (relays_.size() >= 1024) return;  // bounded: a flood of ping-reqs cannot grow state
   uint32_t seq = NextSeq();
-  relays_[seq] = Relay{from, req.seq, req.want_nack, now + config_.probe_timeout};
+  // Nack at 80 % of the probe timeout: the requester sent us this at its own probe timeout and
+  // decides at its probe interval (2x the timeout by default); a nack sent later than that is
+  // counted as missing and wrongly raises the requester's health score.
+  relays_[seq] = Relay{from, req.seq, req.want_nack, now + config_.probe_timeout * 0.8};
   SendDatagram(req.target_address,
                {EncodeMessage(Ping{seq, req.target, self_id_, self().address})});
 }
@@ -376,17 +398,60 @@ void SwimCore::ExpireTimers(absl::Time now) {
   absl::erase_if(push_pulls_in_flight_, [now](const auto& kv) { return now >= kv.second; });
 }
 
-void SwimCore::StartProbe(absl::Time now) {
-  const Member* target = nullptr;
-  for (size_t checked = 0; checked < nodes_.size() && target == nullptr; ++checked) {
+const Member* SwimCore::NextRoundRobinTarget(absl::Time now) {
+  for (size_t checked = 0; checked < nodes_.size(); ++checked) {
     if (probe_index_ >= nodes_.size()) ResetProbeOrder(now);
     const Member& m = nodes_[probe_index_++];
     if (m.id == self_id_ || m.state == MemberState::kDead || m.state == MemberState::kLeft) {
       continue;
     }
-    target = &m;
+    return &m;
   }
-  if (target == nullptr) return;
+  return nullptr;
+}
+
+const Member* SwimCore::NextCoordinatedTarget(absl::Time now) {
+  size_t live = LiveCount();
+  if (live < 2) return nullptr;
+  absl::Duration remainder;
+  int64_t step =
+      absl::IDivDuration(now - absl::UnixEpoch(), config_.probe_interval, &remainder);
+  int64_t pass = step / static_cast<int64_t>(live - 1);
+  // Reaping the long dead still happens once per N probes, as in round-robin mode.
+  if (++probe_index_ >= nodes_.size()) ResetProbeOrder(now);
+  if (ring_version_ != view_version_ || ring_pass_ != pass || ring_.size() != live) {
+    ring_.clear();
+    std::string salt = StrCat(pass, "/");
+    for (const Member& m : nodes_) {
+      if (m.state != MemberState::kAlive && m.state != MemberState::kSuspect) continue;
+      ring_.emplace_back(StableHash(salt, m.id), m.id);
+    }
+    std::sort(ring_.begin(), ring_.end());
+    for (size_t i = 0; i < ring_.size(); ++i) {
+      if (ring_[i].second == self_id_) ring_self_ = i;
+    }
+    ring_version_ = view_version_;
+    ring_pass_ = pass;
+  }
+  size_t m = ring_.size();
+  size_t offset = 1 + static_cast<size_t>(step % static_cast<int64_t>(m - 1));
+  return Find(ring_[(ring_self_ + offset) % m].second);
+}
+
+absl::Time SwimCore::NextProbeTime(absl::Time now) const {
+  absl::Time next = now + awareness_.Scale(config_.probe_interval);
+  if (!config_.coordinated_probing) return next;
+  // Snap to this node's phase in the step, so that after a failure the member's prober for the
+  // next step probes it within about one interval.
+  absl::Duration into_step;
+  absl::IDivDuration(next - absl::UnixEpoch(), config_.probe_interval, &into_step);
+  return next - into_step + probe_phase_;
+}
+
+void SwimCore::StartProbe(absl::Time now) {
+  const Member* target = config_.coordinated_probing && !leaving_ ? NextCoordinatedTarget(now)
+                                                                  : NextRoundRobinTarget(now);
+  if (target == nullptr || target->id == self_id_) return;
   probe_ = Probe{};
   probe_.active = true;
   probe_.target = target->id;
@@ -595,6 +660,7 @@ Member& SwimCore::Self() { return nodes_[index_.at(self_id_)]; }
 void SwimCore::InsertAtRandom(Member member) {
   // memberlist: a new node goes to a random slot so it is probed within about one pass.
   state_counts_[static_cast<size_t>(member.state)]++;
+  view_version_++;
   size_t n = nodes_.size();
   index_[member.id] = n;
   nodes_.push_back(std::move(member));
@@ -606,6 +672,7 @@ void SwimCore::InsertAtRandom(Member member) {
 }
 
 void SwimCore::SetState(Member& m, MemberState state, absl::Time now) {
+  view_version_++;
   state_counts_[static_cast<size_t>(m.state)]--;
   state_counts_[static_cast<size_t>(state)]++;
   m.state = state;

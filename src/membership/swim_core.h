@@ -155,6 +155,9 @@ class SwimCore {
 
   // Timers.
   void StartProbe(absl::Time now);
+  const Member* NextRoundRobinTarget(absl::Time now);
+  const Member* NextCoordinatedTarget(absl::Time now);
+  absl::Time NextProbeTime(absl::Time now) const;
   void StartIndirectProbe(absl::Time now);
   void FinishProbe(absl::Time now);
   void Gossip(absl::Time now);
@@ -199,6 +202,13 @@ class SwimCore {
 
   Probe probe_;
   size_t probe_index_ = 0;
+  // Coordinated probing: the shared ring for (view_version_, pass), rebuilt when either moves.
+  uint64_t view_version_ = 0;
+  uint64_t ring_version_ = ~uint64_t{0};
+  int64_t ring_pass_ = -1;
+  std::vector<std::pair<uint64_t, NodeId>> ring_;
+  size_t ring_self_ = 0;
+  absl::Duration probe_phase_;  // this node's fixed offset after each step boundary
   absl::flat_hash_map<uint32_t, Relay> relays_;
   absl::flat_hash_map<uint32_t, absl::Time> push_pulls_in_flight_;  // seq → deadline
   absl::Time inbound_window_start_ = absl::InfinitePast();
