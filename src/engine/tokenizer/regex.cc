@@ -3,6 +3,9 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <algorithm>
+#include <cstdint>
+
 #include "common/strings.h"
 
 namespace exa::engine {
@@ -16,8 +19,14 @@ constexpr std::string_view kWordClassBody = "\\p{L}\\p{M}\\p{Nd}\\p{Pc}";
 
 // Pattern text never needs more than this; it bounds the work of a hostile tokenizer.json.
 constexpr size_t kMaxPatternBytes = 64 * 1024;
-// PCRE2's default is 10 million; a tokenizer pattern needs a tiny fraction of that per match.
-constexpr uint32_t kMatchLimit = 1000 * 1000;
+// Backtracking budget of one match attempt. Real tokenizer patterns backtrack over at most one
+// whitespace run (`\s*[\r\n]+` on a million spaces), so the budget grows with the text: PCRE2's
+// default of 10 million plus 64 steps per byte. It still stops a catastrophic pattern from
+// running for hours.
+uint32_t MatchLimit(size_t text_bytes) {
+  const uint64_t limit = 10'000'000 + 64 * static_cast<uint64_t>(text_bytes);
+  return static_cast<uint32_t>(std::min<uint64_t>(limit, UINT32_MAX));
+}
 
 std::string PcreErrorMessage(int code) {
   PCRE2_UCHAR buffer[256];
@@ -107,7 +116,7 @@ std::vector<Regex::Match> Regex::FindAll(std::string_view text) const {
   std::vector<Match> matches;
   pcre2_match_data* data = pcre2_match_data_create_from_pattern(code, nullptr);
   pcre2_match_context* context = pcre2_match_context_create(nullptr);
-  pcre2_set_match_limit(context, kMatchLimit);
+  pcre2_set_match_limit(context, MatchLimit(text.size()));
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
   size_t search_from = 0;
   bool have_previous = false;

@@ -53,5 +53,19 @@ TEST_CASE("FindAll skips an empty match right after the previous match, like Oni
   CHECK((matches[2].begin == 4 && matches[2].end == 4));
 }
 
+TEST_CASE("a whitespace run of millions of bytes still splits as Hugging Face's regex does") {
+  // Qwen's pattern backtracks over the whole run in `\s*[\r\n]+` before `\s+(?!\S)` matches;
+  // a fixed backtracking budget would give up and leave the text unsplit.
+  auto regex = Regex::Compile(
+      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|)"
+      R"(\s*[\r\n]+|\s+(?!\S)|\s+)");
+  REQUIRE(regex.ok());
+  const size_t run = 3'000'000;
+  const auto matches = (*regex)->FindAll(std::string(run, ' ') + "a");
+  REQUIRE(matches.size() == 2);
+  CHECK((matches[0].begin == 0 && matches[0].end == run - 1));
+  CHECK((matches[1].begin == run - 1 && matches[1].end == run + 1));
+}
+
 }  // namespace
 }  // namespace exa::engine
