@@ -140,7 +140,8 @@ class FuseDecoder final : public Decoder {
   void DecodeChain(std::vector<std::string>* tokens) const override {
     std::string all;
     for (const std::string& token : *tokens) all += token;
-    tokens->assign(1, std::move(all));
+    tokens->clear();
+    tokens->push_back(std::move(all));
   }
 };
 

@@ -15,7 +15,7 @@ absl::Status CheckDepth(int depth, const std::string& path) {
 
 absl::StatusOr<std::unique_ptr<Regex>> ParsePattern(const jf::Json& node, const std::string& path) {
   const jf::Json* pattern = jf::Find(node, "pattern");
-  const std::string field = path;
+  const std::string& field = path;
   if (pattern == nullptr) return jf::Missing(field);
   EXA_RETURN_IF_ERROR(jf::ExpectObject(*pattern, field));
   if (const jf::Json* literal = jf::Find(*pattern, "String")) {

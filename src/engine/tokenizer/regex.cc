@@ -18,7 +18,7 @@ constexpr std::string_view kSpaceClassBody = "\\t-\\r\\x{85}\\p{Z}";
 constexpr std::string_view kWordClassBody = "\\p{L}\\p{M}\\p{Nd}\\p{Pc}";
 
 // Pattern text never needs more than this; it bounds the work of a hostile tokenizer.json.
-constexpr size_t kMaxPatternBytes = 64 * 1024;
+constexpr size_t kMaxPatternBytes = size_t{64} * 1024;
 // Backtracking budget of one match attempt. Real tokenizer patterns backtrack over at most one
 // whitespace run (`\s*[\r\n]+` on a million spaces), so the budget grows with the text: PCRE2's
 // default of 10 million plus 64 steps per byte. It still stops a catastrophic pattern from

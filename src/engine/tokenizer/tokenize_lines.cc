@@ -64,9 +64,8 @@ absl::Status TokenizeLines(const Tokenizer& tokenizer, std::istream& in, std::os
   std::string line;
   for (size_t line_number = 1; std::getline(in, line); ++line_number) {
     if (StripWhitespace(line).empty()) continue;
-    const absl::Status status = options.decode
-                                    ? DecodeLine(tokenizer, line, line_number, options, out)
-                                    : EncodeLine(tokenizer, line, line_number, options, out);
+    absl::Status status = options.decode ? DecodeLine(tokenizer, line, line_number, options, out)
+                                         : EncodeLine(tokenizer, line, line_number, options, out);
     if (!status.ok()) return status;
   }
   out.flush();
