@@ -12,7 +12,9 @@
 #include "common/strings.h"
 #include "common/units.h"
 #include "daemon/admin_service.h"
+#include "daemon/local_backend.h"
 #include "daemon/node_identity.h"
+#include "gateway/openai_api.h"
 #include "nlohmann/json.hpp"
 
 namespace exa::daemon {
@@ -22,9 +24,10 @@ namespace asio = boost::asio;
 const char* Version() { return EXASERVE_VERSION; }
 
 struct Daemon::Timers {
-  explicit Timers(asio::io_context& io) : signals(io, SIGTERM, SIGINT), watchdog(io) {}
+  explicit Timers(asio::io_context& io) : signals(io, SIGTERM, SIGINT), watchdog(io), load(io) {}
   asio::signal_set signals;
   asio::steady_timer watchdog;
+  asio::steady_timer load;
   std::chrono::microseconds watchdog_interval{0};
 };
 
@@ -49,8 +52,10 @@ absl::Status Daemon::Start() {
                                           "Roles this node runs; the value is always 1.", {"role"});
   for (const std::string& r : roles_) roles_metric.WithLabels({r}).Set(1);
 
+  EXA_RETURN_IF_ERROR(StartServing());
   http_ = std::make_unique<net::HttpServer>(io_, options_.http);
   AddHttpRoutes();
+  if (frontend_) gateway::AddOpenAiRoutes(*http_, *frontend_);
   if (absl::Status s = http_->Start(); !s.ok()) {
     return absl::UnavailableError(
         StrCat(ToStd(s.message()), " (HTTP; set another with --http-port)"));
@@ -59,6 +64,7 @@ absl::Status Daemon::Start() {
   admin_ = std::make_unique<AdminService>(MakeAdminCallbacks());
   grpc_ = std::make_unique<net::GrpcServer>(options_.grpc);
   grpc_->RegisterService(admin_.get());
+  if (inference_service_) grpc_->RegisterService(inference_service_.get());
   if (absl::Status s = grpc_->Start(); !s.ok()) {
     return absl::UnavailableError(StrCat(ToStd(s.message()), "; set another with --grpc-port"));
   }
@@ -67,6 +73,7 @@ absl::Status Daemon::Start() {
   io_.Start();
   EXA_RETURN_IF_ERROR(WriteEndpointsFile());
   state_ = State::kReady;
+  PumpLoad();
   grpc_->SetServing(true);
   sd_notify(0, "READY=1\nSTATUS=serving");
   std::string roles;
@@ -79,6 +86,36 @@ absl::Status Daemon::Start() {
                 {"grpc", StrCat(options_.network.bind, ":", grpc_->port())},
                 {"data_dir", options_.node.data_dir}});
   return absl::OkStatus();
+}
+
+absl::Status Daemon::StartServing() {
+  if (HasRole(roles_, "inference")) {
+    replicas_ = std::make_unique<node::ReplicaHost>(node_id_, options_.inference);
+    EXA_RETURN_IF_ERROR(replicas_->Start());
+  }
+  // Until the load stream (serving-path issue) carries other nodes' replicas, a gateway routes
+  // to the replicas in its own process.
+  if (HasRole(roles_, "gateway") && replicas_) {
+    EXA_ASSIGN_OR_RETURN(router::Policy policy,
+                         router::ParsePolicy(options_.gateway.routing_policy));
+    table_ = std::make_unique<router::ReplicaTable>(policy, absl::ToUnixNanos(absl::Now()));
+    local_backend_ = std::make_unique<LocalReplicaBackend>(*replicas_);
+    local_backend_->Register(*table_);
+    frontend_ =
+        std::make_unique<gateway::Frontend>(options_.gateway, *local_backend_, *table_, registry_);
+    inference_service_ = std::make_unique<gateway::InferenceService>(*frontend_);
+  }
+  return absl::OkStatus();
+}
+
+// Refreshes the router's view of local replica load at 10 Hz (DESIGN.md §2: load at <= 10 Hz).
+void Daemon::PumpLoad() {
+  if (!table_) return;
+  local_backend_->ReportLoad(*table_, state_ == State::kReady);
+  timers_->load.expires_after(std::chrono::milliseconds(100));
+  timers_->load.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) PumpLoad();
+  });
 }
 
 absl::Status Daemon::StartGossip() {
@@ -271,7 +308,9 @@ void Daemon::Drain() {
   http_->CloseAll();
   timers_->signals.cancel();
   timers_->watchdog.cancel();
+  timers_->load.cancel();
   io_.Stop();
+  if (replicas_) replicas_->Stop();
   state_ = State::kStopped;
   EXA_LOG_INFO("daemon", "stopped");
 }

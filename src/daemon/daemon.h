@@ -17,11 +17,15 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
 #include "daemon/options.h"
+#include "gateway/frontend.h"
+#include "gateway/inference_service.h"
 #include "membership/agent/gossip_agent.h"
 #include "metrics/registry.h"
 #include "net/grpc_server.h"
 #include "net/http_server.h"
 #include "net/io_runner.h"
+#include "node/replica_host.h"
+#include "router/replica_table.h"
 
 namespace exa::daemon {
 
@@ -55,6 +59,8 @@ class Daemon {
   void StartWatchdog();
   absl::Status WriteEndpointsFile();
   absl::Status StartGossip();
+  absl::Status StartServing();
+  void PumpLoad();
   AdminCallbacks MakeAdminCallbacks();
   void Drain();
 
@@ -72,6 +78,11 @@ class Daemon {
   std::unique_ptr<net::HttpServer> http_;
   std::unique_ptr<net::GrpcServer> grpc_;
   std::unique_ptr<membership::GossipAgent> gossip_;
+  std::unique_ptr<node::ReplicaHost> replicas_;
+  std::unique_ptr<class LocalReplicaBackend> local_backend_;
+  std::unique_ptr<router::ReplicaTable> table_;
+  std::unique_ptr<gateway::Frontend> frontend_;
+  std::unique_ptr<gateway::InferenceService> inference_service_;
   std::unique_ptr<AdminService> admin_;
   struct Timers;
   std::unique_ptr<Timers> timers_;

@@ -99,6 +99,8 @@ void RegisterConfig(config::Schema& s, DaemonOptions* o) {
              [](const int& v) { return v >= 1 && v <= 64 ? "" : StrCat(v, ": expected 1-64"); });
   net::RegisterConfig(s, "http", &o->http);
   net::RegisterConfig(s, "grpc", &o->grpc);
+  node::RegisterConfig(s, "inference", &o->inference);
+  gateway::RegisterConfig(s, "gateway", &o->gateway);
 }
 
 void ResolveDefaults(DaemonOptions* o) {

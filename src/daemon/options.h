@@ -3,15 +3,18 @@
 // it). Defaults here are the documented defaults.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "config/schema.h"
+#include "gateway/frontend.h"
 #include "membership/config.h"
 #include "net/grpc_server.h"
 #include "net/http_server.h"
+#include "node/replica_host.h"
 
 namespace exa::daemon {
 
@@ -61,7 +64,13 @@ struct DaemonOptions {
   LifecycleOptions lifecycle;
   net::HttpServerOptions http;
   net::GrpcServerOptions grpc;
+  node::InferenceOptions inference;
+  gateway::GatewayOptions gateway;
 };
+
+inline bool HasRole(const std::vector<std::string>& roles, std::string_view role) {
+  return std::find(roles.begin(), roles.end(), role) != roles.end();
+}
 
 void RegisterConfig(config::Schema& schema, DaemonOptions* options);
 

@@ -21,6 +21,11 @@
 namespace exa::net {
 namespace {
 
+// Invalid UTF-8 from a client must not turn a JSON error body into an exception.
+std::string SafeDump(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
@@ -91,7 +96,7 @@ std::string_view HttpRequest::Header(std::string_view name) const {
 
 HttpResponse JsonError(int status, std::string_view message, std::string_view type) {
   nlohmann::json body = {{"error", {{"message", message}, {"type", type}, {"code", status}}}};
-  return HttpResponse{status, "application/json", body.dump() + "\n", {}};
+  return HttpResponse{status, "application/json", SafeDump(body) + "\n", {}};
 }
 
 class Connection;
@@ -323,7 +328,14 @@ void Connection::Dispatch() {
                    : JsonError(404, StrCat("no route for ", req.path), "invalid_request_error"));
     return;
   }
-  route->handler(std::move(req), std::move(responder));
+  // Handlers report failures through the responder; an exception escaping one is a bug, but it
+  // must cost one request a 500, not the whole daemon.
+  try {
+    route->handler(std::move(req), responder);
+  } catch (const std::exception& e) {
+    EXA_LOG_ERROR("http", "handler threw", {{"path", route->path}, {"error", e.what()}});
+    responder->Respond(JsonError(500, "internal error", "server_error"));
+  }
 }
 
 void Connection::Respond(HttpResponse r) {

@@ -12,6 +12,7 @@
 #include "common/strings.h"
 #include "common/units.h"
 #include "exaserve/v1/admin.grpc.pb.h"
+#include "exaserve/v1/inference.grpc.pb.h"
 #include "membership/agent/keyring.h"
 #include "nlohmann/json.hpp"
 
@@ -59,7 +60,7 @@ int RunStatus(const GlobalOptions& g) {
                         {"state", response.state()},
                         {"grpc_address", response.grpc_address()},
                         {"http_address", response.http_address()}};
-    std::cout << j.dump(2) << "\n";
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return 0;
   }
   std::string role_list;
@@ -98,7 +99,7 @@ int RunMembers(const GlobalOptions& g) {
                      {"rack", m.rack()},
                      {"state_age_seconds", m.state_age_seconds()}});
     }
-    std::cout << out.dump(2) << "\n";
+    std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return 0;
   }
   std::printf("%-36s  %-21s  %-7s  %11s  %-24s  %-10s  %s\n", "ID", "ADDRESS", "STATE",
@@ -132,6 +133,60 @@ int RunGossipKey(const GlobalOptions& g, exaserve::v1::GossipKeyRequest::Op op,
   return 0;
 }
 
+struct GenerateOptions {
+  std::string prompt;
+  std::string model;
+  std::string version;
+  int max_tokens = 0;
+  float temperature = 0;
+  int64_t seed = -1;
+  std::vector<std::string> stop;
+};
+
+// Streams a generation to stdout as it arrives; --json prints one object per message.
+int RunGenerate(const GlobalOptions& g, const GenerateOptions& o) {
+  auto stub = exaserve::v1::Inference::NewStub(
+      grpc::CreateChannel(g.addr, grpc::InsecureChannelCredentials()));
+  exaserve::v1::GenerateRequest request;
+  request.set_model(o.model);
+  request.set_version(o.version);
+  request.set_prompt(o.prompt);
+  request.set_max_tokens(o.max_tokens);
+  request.mutable_sampling()->set_temperature(o.temperature);
+  if (o.seed >= 0) request.mutable_sampling()->set_seed(static_cast<uint64_t>(o.seed));
+  for (const auto& s : o.stop) request.add_stop(s);
+  auto ctx = MakeContext(g);
+  auto reader = stub->Generate(ctx.get(), request);
+  exaserve::v1::GenerateResponse message;
+  exaserve::v1::GenerateResponse last;
+  while (reader->Read(&message)) {
+    if (g.json) {
+      nlohmann::json j = {
+          {"text", message.text()},
+          {"token_ids", std::vector<int>(message.token_ids().begin(), message.token_ids().end())}};
+      if (message.finish_reason() != exaserve::v1::FINISH_REASON_UNSPECIFIED) {
+        j["finish_reason"] = exaserve::v1::FinishReason_Name(message.finish_reason());
+        j["prompt_tokens"] = message.usage().prompt_tokens();
+        j["completion_tokens"] = message.usage().completion_tokens();
+      }
+      std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    } else {
+      std::cout << message.text() << std::flush;
+    }
+    last = message;
+  }
+  grpc::Status s = reader->Finish();
+  if (!s.ok()) {
+    if (!g.json) std::cout << "\n";
+    if (s.error_code() == grpc::INVALID_ARGUMENT || s.error_code() == grpc::NOT_FOUND) {
+      return Usage(s.error_message());
+    }
+    return RpcFailure(g, s);
+  }
+  if (!g.json) std::cout << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -142,6 +197,15 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", g.timeout, "deadline for each call, e.g. 5s (default 5s)");
   app.add_flag("--json", g.json, "print JSON instead of text");
   auto* status = app.add_subcommand("status", "this node's id, roles, version and uptime");
+  GenerateOptions gen;
+  auto* generate = app.add_subcommand("generate", "generate text through a gateway (streams)");
+  generate->add_option("--prompt,prompt", gen.prompt, "prompt text")->required();
+  generate->add_option("--model", gen.model, "model name (default: the gateway's default)");
+  generate->add_option("--version", gen.version, "model version (default: any)");
+  generate->add_option("--max-tokens", gen.max_tokens, "tokens to generate (default: server's)");
+  generate->add_option("--temperature", gen.temperature, "0 for greedy (default 0)");
+  generate->add_option("--seed", gen.seed, "sampling seed");
+  generate->add_option("--stop", gen.stop, "stop string (repeatable)");
   auto* members = app.add_subcommand("members", "the membership view of the node at --addr");
   auto* gossip = app.add_subcommand("gossip", "gossip encryption keys");
   gossip->require_subcommand(1);
@@ -169,6 +233,7 @@ int main(int argc, char** argv) {
   g.timeout_duration = *timeout;
   if (status->parsed()) return RunStatus(g);
   if (members->parsed()) return RunMembers(g);
+  if (generate->parsed()) return RunGenerate(g, gen);
   if (keygen->parsed()) {
     std::cout << exa::membership::Keyring::GenerateBase64() << "\n";
     return 0;

@@ -1,0 +1,228 @@
+#include "gateway/frontend.h"
+
+#include <random>
+
+#include "absl/time/clock.h"
+#include "common/strings.h"
+
+namespace exa::gateway {
+namespace {
+
+std::string NewRequestId() {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  return fmt::format("{:016x}", rng());
+}
+
+std::string PositiveInt(const int& v) { return v > 0 ? "" : StrCat(v, ": must be positive"); }
+
+}  // namespace
+
+void RegisterConfig(config::Schema& s, std::string_view section, GatewayOptions* o) {
+  std::string p(section);
+  s.AddEnum(p + ".routing_policy", &o->routing_policy,
+            {"token-aware", "least-connections", "least-requests", "round-robin", "random"},
+            "how the gateway picks a replica");
+  s.Add<int>(p + ".max_in_flight", &o->max_in_flight,
+             "requests open at once; beyond this: 429 / RESOURCE_EXHAUSTED", PositiveInt);
+  s.Add<int>(p + ".default_max_tokens", &o->default_max_tokens,
+             "max_tokens when a request gives none", PositiveInt);
+  s.Add<int>(p + ".max_tokens_limit", &o->max_tokens_limit, "largest max_tokens accepted",
+             PositiveInt);
+  s.Add(p + ".max_prompt_bytes", &o->max_prompt_bytes, "largest prompt text accepted");
+}
+
+int HttpStatusFor(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kOk:
+      return 200;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kOutOfRange:
+      return 400;
+    case absl::StatusCode::kUnauthenticated:
+      return 401;
+    case absl::StatusCode::kPermissionDenied:
+      return 403;
+    case absl::StatusCode::kNotFound:
+      return 404;
+    case absl::StatusCode::kResourceExhausted:
+      return 429;
+    case absl::StatusCode::kCancelled:
+      return 499;
+    case absl::StatusCode::kUnavailable:
+      return 503;
+    case absl::StatusCode::kDeadlineExceeded:
+      return 504;
+    default:
+      return 500;
+  }
+}
+
+size_t FindInvalidUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return i;
+    for (size_t k = 1; k < n; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return i;
+    }
+    // Overlong forms and surrogates are invalid too.
+    uint32_t cp = n == 1 ? c : n == 2 ? c & 0x1f : n == 3 ? c & 0x0f : c & 0x07;
+    for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
+    if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff) {
+      return i;
+    }
+    i += n;
+  }
+  return std::string_view::npos;
+}
+
+void Call::Cancel() {
+  cancel_requested_ = true;
+  int64_t id = engine_id_.load();
+  if (id >= 0 && !finished_) backend_->Cancel(replica_id_, static_cast<engine::RequestId>(id));
+}
+
+Frontend::Frontend(GatewayOptions options, ReplicaBackend& backend, router::ReplicaTable& table,
+                   metrics::Registry& registry)
+    : options_(std::move(options)),
+      backend_(backend),
+      table_(table),
+      requests_(registry.AddCounter("exaserve_gateway_requests_total",
+                                    "Requests by outcome: ok, or the error code.", {"outcome"})),
+      ttft_seconds_(registry
+                        .AddHistogram("exaserve_gateway_ttft_seconds",
+                                      "Time from admission to the first token.", {},
+                                      metrics::LatencyBucketsSeconds())
+                        .WithLabels({})),
+      e2e_seconds_(registry
+                       .AddHistogram("exaserve_gateway_e2e_seconds",
+                                     "Time from admission to the last token.", {},
+                                     metrics::LatencyBucketsSeconds())
+                       .WithLabels({})),
+      prompt_tokens_total_(registry.SimpleCounter("exaserve_gateway_prompt_tokens_total",
+                                                  "Prompt tokens admitted.")),
+      completion_tokens_total_(registry.SimpleCounter("exaserve_gateway_completion_tokens_total",
+                                                      "Tokens generated.")) {}
+
+absl::StatusOr<ModelView> Frontend::ResolveModel(const TextRequest& r) const {
+  std::vector<ModelView> models = backend_.Models();
+  if (models.empty()) return absl::UnavailableError("no model is served by this gateway");
+  std::string available;
+  for (const ModelView& m : models) {
+    if ((r.model.empty() || m.name == r.model) && (r.version.empty() || m.version == r.version)) {
+      return m;
+    }
+    StrAppend(&available, available.empty() ? "" : ", ", m.name, "@", m.version);
+  }
+  if (!r.version.empty()) {
+    return absl::NotFoundError(StrCat("model \"", r.model, "\" version \"", r.version,
+                                      "\": not served; available: ", available));
+  }
+  return absl::NotFoundError(StrCat("model \"", r.model, "\": not served; available: ", available));
+}
+
+absl::Status Frontend::Validate(const TextRequest& r) const {
+  if (r.prompt_tokens.empty() && r.prompt.empty()) {
+    return absl::InvalidArgumentError("prompt: must not be empty");
+  }
+  if (r.prompt.size() > options_.max_prompt_bytes.value) {
+    return absl::InvalidArgumentError(StrCat("prompt: ", r.prompt.size(),
+                                             " bytes, larger than gateway.max_prompt_bytes (",
+                                             options_.max_prompt_bytes.value, ")"));
+  }
+  if (size_t bad = FindInvalidUtf8(r.prompt); bad != std::string_view::npos) {
+    return absl::InvalidArgumentError(StrCat("prompt: invalid UTF-8 at byte ", bad));
+  }
+  if (r.max_tokens && (*r.max_tokens < 1 || *r.max_tokens > options_.max_tokens_limit)) {
+    return absl::InvalidArgumentError(
+        StrCat("max_tokens: ", *r.max_tokens, " is outside [1, ", options_.max_tokens_limit, "]"));
+  }
+  const engine::SamplingParams& s = r.sampling;
+  if (!(s.temperature >= 0 && s.temperature <= 2)) {
+    return absl::InvalidArgumentError(StrCat("temperature: ", s.temperature, " is outside [0, 2]"));
+  }
+  if (!(s.top_p > 0 && s.top_p <= 1)) {
+    return absl::InvalidArgumentError(StrCat("top_p: ", s.top_p, " is outside (0, 1]"));
+  }
+  if (s.top_k < 0) return absl::InvalidArgumentError(StrCat("top_k: ", s.top_k, " is negative"));
+  if (r.stop.size() > 8) return absl::InvalidArgumentError("stop: at most 8 stop strings");
+  return engine::ValidateSamplingParams(s);
+}
+
+absl::StatusOr<std::shared_ptr<Call>> Frontend::Start(TextRequest r, EventSink sink) {
+  if (absl::Status s = Validate(r); !s.ok()) {
+    requests_.WithLabels({"invalid_argument"}).Increment();
+    return s;
+  }
+  auto model = ResolveModel(r);
+  if (!model.ok()) {
+    requests_.WithLabels({"not_found"}).Increment();
+    return model.status();
+  }
+  engine::GenerateRequest g;
+  g.prompt_tokens = r.prompt_tokens.empty() ? model->tokenizer->tokenizer().Encode(r.prompt, true)
+                                            : std::move(r.prompt_tokens);
+  if (g.prompt_tokens.empty()) return absl::InvalidArgumentError("prompt: encodes to no tokens");
+  // Without an explicit max_tokens, generate up to the default or to the end of the context,
+  // whichever comes first; an explicit one over the context is the caller's error (engine).
+  int32_t room = model->max_context - static_cast<int32_t>(g.prompt_tokens.size());
+  g.max_tokens = r.max_tokens.value_or(std::max(1, std::min(options_.default_max_tokens, room)));
+  g.sampling = r.sampling;
+  g.stop_strings = std::move(r.stop);
+
+  if (in_flight_.fetch_add(1) >= options_.max_in_flight) {
+    in_flight_--;
+    requests_.WithLabels({"resource_exhausted"}).Increment();
+    return absl::ResourceExhaustedError(
+        StrCat("gateway at gateway.max_in_flight (", options_.max_in_flight, "); retry later"));
+  }
+  auto replica =
+      table_.Choose({model->name, model->version, static_cast<int64_t>(g.prompt_tokens.size())});
+  if (!replica.ok()) {
+    in_flight_--;
+    requests_.WithLabels({"unavailable"}).Increment();
+    return replica.status();
+  }
+  auto call = std::make_shared<Call>();
+  call->request_id_ = r.request_id.empty() ? NewRequestId() : r.request_id;
+  call->replica_id_ = *replica;
+  call->model_ = model->name;
+  call->prompt_tokens_ = static_cast<int32_t>(g.prompt_tokens.size());
+  call->backend_ = &backend_;
+  absl::Time admitted = absl::Now();
+  auto first = std::make_shared<std::atomic<bool>>(true);
+  g.callback = [this, call, sink = std::move(sink), admitted, first](const engine::StreamEvent& e) {
+    if (e.token >= 0 && first->exchange(false)) {
+      ttft_seconds_.Observe(absl::ToDoubleSeconds(absl::Now() - admitted));
+    }
+    if (e.finished) {
+      call->finished_ = true;
+      e2e_seconds_.Observe(absl::ToDoubleSeconds(absl::Now() - admitted));
+      prompt_tokens_total_.Increment(e.prompt_tokens);
+      completion_tokens_total_.Increment(e.completion_tokens);
+      requests_.WithLabels({e.status.ok() ? "ok" : "engine_error"}).Increment();
+      table_.Complete(call->replica_id_);
+      in_flight_--;
+    }
+    sink(e);
+  };
+  auto id = backend_.Submit(*replica, std::move(g));
+  if (!id.ok()) {
+    table_.Complete(*replica);
+    in_flight_--;
+    requests_
+        .WithLabels({id.status().code() == absl::StatusCode::kResourceExhausted
+                         ? "resource_exhausted"
+                         : "invalid_argument"})
+        .Increment();
+    return id.status();
+  }
+  call->engine_id_ = static_cast<int64_t>(*id);
+  if (call->cancel_requested_) call->Cancel();
+  return call;
+}
+
+}  // namespace exa::gateway

@@ -1,0 +1,120 @@
+// The gateway's request path, independent of the wire (DESIGN.md §2 data plane): validate,
+// tokenize with the model's own tokenizer, pick a replica with the router, submit, and stream
+// the engine's events to the caller's sink. The OpenAI HTTP API and the gRPC Inference service
+// are thin adapters over it.
+//
+// Thread safety: Start may be called from any thread. Sinks run on engine threads and must not
+// block; Call::Cancel may be called from any thread, any number of times.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "config/schema.h"
+#include "engine/request.h"
+#include "engine/tokenizer_detokenizer.h"
+#include "metrics/registry.h"
+#include "router/replica_table.h"
+
+namespace exa::gateway {
+
+struct GatewayOptions {
+  std::string routing_policy = "token-aware";
+  int max_in_flight = 1024;      // requests this gateway holds open; beyond: 429
+  int default_max_tokens = 256;  // when the request names none
+  int max_tokens_limit = 4096;   // largest max_tokens accepted
+  config::Bytes max_prompt_bytes{256 << 10};
+};
+
+void RegisterConfig(config::Schema& schema, std::string_view section, GatewayOptions* options);
+
+// A model@version the gateway can route to, with what it needs to tokenize for it.
+struct ModelView {
+  std::string name;
+  std::string version;
+  std::shared_ptr<const engine::TokenizerDetokenizer> tokenizer;
+  int32_t max_context = 0;
+};
+
+// Where replicas live: in this process today (the node agent), over Node.Generate later.
+class ReplicaBackend {
+ public:
+  virtual ~ReplicaBackend() = default;
+  virtual std::vector<ModelView> Models() const = 0;
+  virtual absl::StatusOr<engine::RequestId> Submit(const std::string& replica_id,
+                                                   engine::GenerateRequest request) = 0;
+  virtual void Cancel(const std::string& replica_id, engine::RequestId id) = 0;
+};
+
+struct TextRequest {
+  std::string model;    // empty: the only (or first) model served
+  std::string version;  // empty: any version
+  std::string prompt;   // used when prompt_tokens is empty
+  std::vector<int32_t> prompt_tokens;
+  engine::SamplingParams sampling;
+  std::optional<int32_t> max_tokens;  // unset: default_max_tokens, capped by the context left
+  std::vector<std::string> stop;
+  std::string request_id;  // empty: assigned
+};
+
+using EventSink = std::function<void(const engine::StreamEvent&)>;
+
+// One admitted request. Its sink sees every token and exactly one final event.
+class Call {
+ public:
+  void Cancel();
+  const std::string& request_id() const { return request_id_; }
+  const std::string& replica_id() const { return replica_id_; }
+  const std::string& model() const { return model_; }
+  int32_t prompt_tokens() const { return prompt_tokens_; }
+
+ private:
+  friend class Frontend;
+  std::string request_id_, replica_id_, model_;
+  int32_t prompt_tokens_ = 0;
+  ReplicaBackend* backend_ = nullptr;
+  std::atomic<int64_t> engine_id_{-1};
+  std::atomic<bool> cancel_requested_{false};
+  std::atomic<bool> finished_{false};
+};
+
+class Frontend {
+ public:
+  Frontend(GatewayOptions options, ReplicaBackend& backend, router::ReplicaTable& table,
+           metrics::Registry& registry);
+
+  // INVALID_ARGUMENT names the field; NOT_FOUND the model or version (and what exists);
+  // RESOURCE_EXHAUSTED when over max_in_flight or the replica's queue is full; UNAVAILABLE when
+  // no replica is ready.
+  absl::StatusOr<std::shared_ptr<Call>> Start(TextRequest request, EventSink sink);
+
+  std::vector<ModelView> Models() const { return backend_.Models(); }
+  int in_flight() const { return in_flight_.load(); }
+  const GatewayOptions& options() const { return options_; }
+
+ private:
+  absl::StatusOr<ModelView> ResolveModel(const TextRequest& request) const;
+  absl::Status Validate(const TextRequest& request) const;
+
+  const GatewayOptions options_;
+  ReplicaBackend& backend_;
+  router::ReplicaTable& table_;
+  std::atomic<int> in_flight_{0};
+  metrics::Family<metrics::Counter>& requests_;
+  metrics::Histogram& ttft_seconds_;
+  metrics::Histogram& e2e_seconds_;
+  metrics::Counter& prompt_tokens_total_;
+  metrics::Counter& completion_tokens_total_;
+};
+
+// The HTTP status for a Status code, as the OpenAI API uses them.
+int HttpStatusFor(absl::StatusCode code);
+// Position of the first invalid UTF-8 byte, or npos.
+size_t FindInvalidUtf8(std::string_view text);
+
+}  // namespace exa::gateway

@@ -1,0 +1,30 @@
+// exaserve.v1.Inference over gRPC: Generate (server stream) and Complete (unary), adapters over
+// the Frontend. Errors map to gRPC codes: INVALID_ARGUMENT names the field, NOT_FOUND the model,
+// RESOURCE_EXHAUSTED on overload, UNAVAILABLE when no replica is ready. A client that cancels
+// frees the replica's KV blocks.
+#pragma once
+
+#include "exaserve/v1/inference.grpc.pb.h"
+#include "gateway/frontend.h"
+
+namespace exa::gateway {
+
+class InferenceService final : public exaserve::v1::Inference::CallbackService {
+ public:
+  explicit InferenceService(Frontend& frontend) : frontend_(frontend) {}
+
+  grpc::ServerWriteReactor<exaserve::v1::GenerateResponse>* Generate(
+      grpc::CallbackServerContext* context, const exaserve::v1::GenerateRequest* request) override;
+  grpc::ServerUnaryReactor* Complete(grpc::CallbackServerContext* context,
+                                     const exaserve::v1::GenerateRequest* request,
+                                     exaserve::v1::CompleteResponse* response) override;
+
+ private:
+  Frontend& frontend_;
+};
+
+// Converts the proto request; INVALID_ARGUMENT names a bad field.
+absl::StatusOr<TextRequest> FromProto(const exaserve::v1::GenerateRequest& request);
+grpc::Status ToGrpc(const absl::Status& status);
+
+}  // namespace exa::gateway

@@ -1,0 +1,101 @@
+#include "router/policy.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "common/strings.h"
+
+namespace exa::router {
+namespace {
+
+constexpr std::pair<Policy, std::string_view> kNames[] = {
+    {Policy::kTokenAware, "token-aware"},
+    {Policy::kLeastConnections, "least-connections"},
+    {Policy::kLeastRequests, "least-requests"},
+    {Policy::kRoundRobin, "round-robin"},
+    {Policy::kRandom, "random"},
+};
+
+// The cheapest index by `cost`, ties broken by a random draw among all the minima.
+template <typename Cost>
+size_t ArgMinRandomTie(const std::vector<Candidate>& c, Cost cost, Random& random) {
+  int64_t best = std::numeric_limits<int64_t>::max();
+  std::vector<size_t> ties;
+  for (size_t i = 0; i < c.size(); ++i) {
+    int64_t v = cost(c[i]);
+    if (v < best) {
+      best = v;
+      ties.assign(1, i);
+    } else if (v == best) {
+      ties.push_back(i);
+    }
+  }
+  return ties[random.Uniform(ties.size())];
+}
+
+size_t TokenAware(const std::vector<Candidate>& c, int64_t prompt_tokens,
+                  const PolicyOptions& options, Random& random) {
+  std::vector<int64_t> cost(c.size());
+  int64_t best = std::numeric_limits<int64_t>::max();
+  for (size_t i = 0; i < c.size(); ++i) {
+    cost[i] =
+        std::max<int64_t>(0, c[i].reported_pending_tokens) + c[i].dispatched_tokens + prompt_tokens;
+    best = std::min(best, cost[i]);
+  }
+  int64_t slack = std::max<int64_t>(options.near_equal_tokens,
+                                    static_cast<int64_t>(best * options.near_equal_fraction));
+  std::vector<size_t> near;
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (cost[i] <= best + slack) near.push_back(i);
+  }
+  if (near.size() == 1) return near[0];
+  // Power of two choices among the near-equal: two random draws, keep the cheaper.
+  size_t a = near[random.Uniform(near.size())];
+  size_t b = near[random.Uniform(near.size())];
+  return cost[b] < cost[a] ? b : a;
+}
+
+}  // namespace
+
+absl::StatusOr<Policy> ParsePolicy(std::string_view name) {
+  for (const auto& [policy, text] : kNames) {
+    if (text == name) return policy;
+  }
+  return absl::InvalidArgumentError(
+      StrCat("routing policy \"", name,
+             "\": expected token-aware, least-connections, least-requests, round-robin or random"));
+}
+
+std::string_view PolicyName(Policy policy) {
+  for (const auto& [p, text] : kNames) {
+    if (p == policy) return text;
+  }
+  return "unknown";
+}
+
+std::optional<size_t> Pick(Policy policy, const std::vector<Candidate>& candidates,
+                           int64_t prompt_tokens, const PolicyOptions& options, PolicyState& state,
+                           Random& random) {
+  if (candidates.empty()) return std::nullopt;
+  switch (policy) {
+    case Policy::kTokenAware:
+      return TokenAware(candidates, prompt_tokens, options, random);
+    case Policy::kLeastConnections:
+      return ArgMinRandomTie(
+          candidates, [](const Candidate& c) { return int64_t{c.open_requests}; }, random);
+    case Policy::kLeastRequests:
+      return ArgMinRandomTie(
+          candidates,
+          [](const Candidate& c) {
+            return int64_t{c.reported_sequences} + int64_t{c.dispatched_requests};
+          },
+          random);
+    case Policy::kRoundRobin:
+      return state.next++ % candidates.size();
+    case Policy::kRandom:
+      return random.Uniform(candidates.size());
+  }
+  return std::nullopt;
+}
+
+}  // namespace exa::router

@@ -1,0 +1,56 @@
+// Routing policies (MISSION.md §6): pure functions from a view of candidate replicas to a
+// choice. No clock, no I/O, no locks (TigerBeetle's pure leaves); randomness is passed in.
+//
+//   token-aware (default): cost = reported pending tokens + tokens this gateway dispatched since
+//     that report + this request's prompt tokens; the cheapest wins, with power-of-two choices
+//     among candidates within `near_equal_fraction` of the best, so many gateways acting on the
+//     same reports do not all herd onto one replica.
+//   least-connections: fewest requests this gateway has open to the replica.
+//   least-requests: fewest sequences the replica reports running + waiting, plus dispatched.
+//   round-robin, random: the baselines.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/random.h"
+
+namespace exa::router {
+
+enum class Policy { kTokenAware, kLeastConnections, kLeastRequests, kRoundRobin, kRandom };
+
+absl::StatusOr<Policy> ParsePolicy(std::string_view name);
+std::string_view PolicyName(Policy policy);
+
+// What the router knows of one eligible replica (filters — model, version, health, draining —
+// are applied before; see ReplicaTable).
+struct Candidate {
+  int64_t reported_pending_tokens = 0;  // from the replica's last load report
+  int64_t dispatched_tokens = 0;        // this gateway's dispatches since that report
+  int32_t reported_sequences = 0;       // running + waiting at the last report
+  int32_t dispatched_requests = 0;      // this gateway's dispatches since that report
+  int32_t open_requests = 0;            // this gateway's requests still streaming from it
+};
+
+struct PolicyOptions {
+  // Candidates whose cost is within this fraction of the cheapest count as equal.
+  double near_equal_fraction = 0.1;
+  // ...or within this many tokens, which matters when every replica is nearly idle.
+  int64_t near_equal_tokens = 64;
+};
+
+// Per-gateway state a policy may keep between picks (the round-robin cursor).
+struct PolicyState {
+  uint64_t next = 0;
+};
+
+// Index into `candidates` of the replica to use, or nullopt when there is none.
+std::optional<size_t> Pick(Policy policy, const std::vector<Candidate>& candidates,
+                           int64_t prompt_tokens, const PolicyOptions& options, PolicyState& state,
+                           Random& random);
+
+}  // namespace exa::router

@@ -1,0 +1,99 @@
+#include "router/replica_table.h"
+
+#include <set>
+
+#include "common/strings.h"
+
+namespace exa::router {
+
+void ReplicaTable::Upsert(const ReplicaInfo& info) {
+  absl::MutexLock lock(&mu_);
+  replicas_[info.id].snap.info = info;
+}
+
+void ReplicaTable::Remove(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  replicas_.erase(id);
+}
+
+void ReplicaTable::Report(const std::string& id, const LoadReport& report) {
+  absl::MutexLock lock(&mu_);
+  auto it = replicas_.find(id);
+  if (it == replicas_.end()) return;
+  it->second.snap.report = report;
+  it->second.snap.dispatched_tokens = 0;
+  it->second.dispatched_requests = 0;
+}
+
+void ReplicaTable::SetHealthy(const std::string& id, bool healthy) {
+  absl::MutexLock lock(&mu_);
+  auto it = replicas_.find(id);
+  if (it != replicas_.end()) it->second.snap.healthy = healthy;
+}
+
+absl::StatusOr<std::string> ReplicaTable::Choose(const RouteRequest& request) {
+  absl::MutexLock lock(&mu_);
+  std::vector<Entry*> eligible;
+  std::set<std::string> models, versions;
+  for (auto& [id, e] : replicas_) {
+    models.insert(e.snap.info.model);
+    if (e.snap.info.model != request.model) continue;
+    versions.insert(e.snap.info.version);
+    if (!request.version.empty() && e.snap.info.version != request.version) continue;
+    if (!e.snap.report.ready || !e.snap.healthy) continue;
+    eligible.push_back(&e);
+  }
+  auto join = [](const std::set<std::string>& s) {
+    std::string out;
+    for (const auto& v : s) StrAppend(&out, out.empty() ? "" : ", ", v);
+    return out.empty() ? std::string("none") : out;
+  };
+  if (eligible.empty()) {
+    if (models.count(request.model) == 0) {
+      return absl::NotFoundError(
+          StrCat("model \"", request.model, "\": not served here; available: ", join(models)));
+    }
+    if (!request.version.empty() && versions.count(request.version) == 0) {
+      return absl::NotFoundError(StrCat("version \"", request.version, "\" of model \"",
+                                        request.model,
+                                        "\": not served; available: ", join(versions)));
+    }
+    return absl::UnavailableError(
+        StrCat("model \"", request.model, "\": no ready and healthy replica"));
+  }
+  std::vector<Candidate> candidates;
+  candidates.reserve(eligible.size());
+  for (const Entry* e : eligible) {
+    candidates.push_back(Candidate{e->snap.report.pending_tokens, e->snap.dispatched_tokens,
+                                   e->snap.report.sequences, e->dispatched_requests,
+                                   e->snap.open_requests});
+  }
+  auto pick = Pick(policy_, candidates, request.prompt_tokens, options_, state_, random_);
+  Entry* chosen = eligible[*pick];
+  chosen->snap.dispatched_tokens += request.prompt_tokens;
+  chosen->dispatched_requests++;
+  chosen->snap.open_requests++;
+  return chosen->snap.info.id;
+}
+
+void ReplicaTable::Complete(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  auto it = replicas_.find(id);
+  if (it != replicas_.end() && it->second.snap.open_requests > 0) it->second.snap.open_requests--;
+}
+
+std::vector<ReplicaSnapshot> ReplicaTable::List() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<ReplicaSnapshot> out;
+  for (const auto& [id, e] : replicas_) out.push_back(e.snap);
+  return out;
+}
+
+std::vector<std::string> ReplicaTable::Models() const {
+  absl::MutexLock lock(&mu_);
+  std::set<std::string> models;
+  for (const auto& [id, e] : replicas_) models.insert(e.snap.info.model);
+  return {models.begin(), models.end()};
+}
+
+}  // namespace exa::router

@@ -1,0 +1,85 @@
+// The gateway's view of every replica it may route to: identity and labels, the last load
+// report, what this gateway has dispatched since, and health. Choose() filters by model,
+// version, readiness and health, then asks the policy (router/policy.h).
+//
+// Thread safety: every method may be called from any thread (one mutex; Choose is O(replicas
+// of the model), a few microseconds for hundreds).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/random.h"
+#include "router/policy.h"
+
+namespace exa::router {
+
+struct ReplicaInfo {
+  std::string id;       // unique, e.g. "node-3/exa-tiny-arith@v1#0"
+  std::string model;    // e.g. "exa-tiny-arith"
+  std::string version;  // e.g. "v1"
+  std::map<std::string, std::string> labels;
+};
+
+struct LoadReport {
+  int64_t pending_tokens = 0;
+  int32_t sequences = 0;  // running + waiting
+  bool ready = false;     // false while loading, warming or draining
+};
+
+struct RouteRequest {
+  std::string model;
+  std::string version;  // empty: any version
+  int64_t prompt_tokens = 0;
+};
+
+struct ReplicaSnapshot {
+  ReplicaInfo info;
+  LoadReport report;
+  bool healthy = true;
+  int32_t open_requests = 0;
+  int64_t dispatched_tokens = 0;
+};
+
+class ReplicaTable {
+ public:
+  ReplicaTable(Policy policy, uint64_t seed, PolicyOptions options = {})
+      : policy_(policy), options_(options), random_(seed) {}
+
+  void Upsert(const ReplicaInfo& info);
+  void Remove(const std::string& id);
+  // A new load report replaces the old one and clears what was dispatched before it.
+  void Report(const std::string& id, const LoadReport& report);
+  void SetHealthy(const std::string& id, bool healthy);
+
+  // The replica for `request`, its dispatch recorded (pair with Complete). NOT_FOUND names the
+  // model or version and lists what exists; UNAVAILABLE when none is ready and healthy.
+  absl::StatusOr<std::string> Choose(const RouteRequest& request);
+  // The request sent by Choose finished (any outcome).
+  void Complete(const std::string& id);
+
+  std::vector<ReplicaSnapshot> List() const;
+  // Models with at least one replica, sorted.
+  std::vector<std::string> Models() const;
+  Policy policy() const { return policy_; }
+
+ private:
+  struct Entry {
+    ReplicaSnapshot snap;
+    int32_t dispatched_requests = 0;
+  };
+
+  const Policy policy_;
+  const PolicyOptions options_;
+  mutable absl::Mutex mu_;
+  Random random_ ABSL_GUARDED_BY(mu_);
+  PolicyState state_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Entry> replicas_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace exa::router

@@ -1,0 +1,77 @@
+// Routing policies pick what their definition says: token-aware by pending tokens (with the
+// gateway's own dispatches counted), least-connections by open requests; the table filters by
+// model, version, readiness and health and names what is missing.
+#include <map>
+
+#include <catch2/catch.hpp>
+
+#include "router/policy.h"
+#include "router/replica_table.h"
+
+namespace exa::router {
+namespace {
+
+TEST_CASE("Token-aware picks the replica with the fewest pending tokens", "[router]") {
+  Random random(1);
+  PolicyState state;
+  std::vector<Candidate> c = {{5000, 0, 1, 0, 1}, {100, 0, 9, 0, 9}, {3000, 0, 1, 0, 1}};
+  for (int i = 0; i < 20; ++i) {
+    CHECK(*Pick(Policy::kTokenAware, c, 50, {}, state, random) == 1);
+  }
+  // Least-connections is fooled by the one long request: it picks a replica with 1 open.
+  CHECK(*Pick(Policy::kLeastConnections, c, 50, {}, state, random) != 1);
+}
+
+TEST_CASE("Tokens dispatched since the last report count against a replica", "[router]") {
+  Random random(2);
+  PolicyState state;
+  std::vector<Candidate> c = {{100, 4000, 0, 2, 2}, {1000, 0, 0, 0, 0}};
+  CHECK(*Pick(Policy::kTokenAware, c, 10, {}, state, random) == 1);
+}
+
+TEST_CASE("Near-equal replicas share the load instead of herding", "[router]") {
+  Random random(3);
+  PolicyState state;
+  std::vector<Candidate> c(4, Candidate{1000, 0, 0, 0, 0});
+  std::map<size_t, int> hits;
+  for (int i = 0; i < 400; ++i) hits[*Pick(Policy::kTokenAware, c, 10, {}, state, random)]++;
+  CHECK(hits.size() == 4);
+  for (auto& [i, n] : hits) CHECK(n > 50);
+}
+
+TEST_CASE("Round-robin cycles and an empty list has no pick", "[router]") {
+  Random random(4);
+  PolicyState state;
+  std::vector<Candidate> c(3);
+  CHECK(*Pick(Policy::kRoundRobin, c, 0, {}, state, random) == 0);
+  CHECK(*Pick(Policy::kRoundRobin, c, 0, {}, state, random) == 1);
+  CHECK(*Pick(Policy::kRoundRobin, c, 0, {}, state, random) == 2);
+  CHECK_FALSE(Pick(Policy::kTokenAware, {}, 0, {}, state, random).has_value());
+  CHECK(ParsePolicy("token-aware").value() == Policy::kTokenAware);
+  CHECK(std::string(ParsePolicy("fastest").status().message()).find("token-aware") !=
+        std::string::npos);
+}
+
+TEST_CASE("The table filters by model, version, readiness and health", "[router]") {
+  ReplicaTable table(Policy::kTokenAware, 5);
+  table.Upsert({"a", "m", "v1", {}});
+  table.Upsert({"b", "m", "v2", {}});
+  CHECK(table.Choose({"m", "", 10}).status().code() == absl::StatusCode::kUnavailable);
+  table.Report("a", {0, 0, true});
+  table.Report("b", {0, 0, true});
+  CHECK(*table.Choose({"m", "v2", 10}) == "b");
+  auto unknown = table.Choose({"other", "", 10});
+  CHECK(unknown.status().code() == absl::StatusCode::kNotFound);
+  CHECK(std::string(unknown.status().message()) ==
+        "model \"other\": not served here; available: m");
+  CHECK(table.Choose({"m", "v9", 10}).status().code() == absl::StatusCode::kNotFound);
+  table.SetHealthy("a", false);
+  for (int i = 0; i < 5; ++i) CHECK(*table.Choose({"m", "", 10}) == "b");
+  auto list = table.List();
+  CHECK(list[1].open_requests == 6);
+  table.Complete("b");
+  CHECK(table.List()[1].open_requests == 5);
+}
+
+}  // namespace
+}  // namespace exa::router
