@@ -66,6 +66,13 @@ struct AttentionParams {
   int32_t block_size = 0;
 };
 
+// One product of MatMulShared: out = x @ w^T (+ bias).
+struct MatMulTarget {
+  const Weight* w = nullptr;
+  const Weight* bias = nullptr;  // may be null or not present
+  Buffer out;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -83,6 +90,11 @@ class Backend {
   // out = x @ w^T (+ bias): x [T, K], w [N, K], out [T, N]. Each output element is computed
   // the same way whatever T is, so a sequence's result does not depend on its batch.
   virtual void MatMul(Buffer x, const Weight& w, const Weight* bias, Buffer out) = 0;
+  // Several products of the same x (q/k/v; gate/up) in one go, so a backend can run them as one
+  // parallel region or one grouped GEMM. Same per-element results as separate MatMul calls.
+  virtual void MatMulShared(Buffer x, std::span<const MatMulTarget> targets) {
+    for (const MatMulTarget& t : targets) MatMul(x, *t.w, t.bias, t.out);
+  }
   // Rotates q [T, heads*head_dim] and k [T, kv_heads*head_dim] in place (HF rotate_half
   // convention) at each token's position; inv_freq has head_dim / 2 entries.
   virtual void Rope(Buffer q, Buffer k, int32_t head_dim, std::span<const float> inv_freq,

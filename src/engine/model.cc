@@ -99,9 +99,8 @@ void Model::RunLayer(int32_t index, int64_t n, const BatchLayout& layout) {
   Buffer proj = act_.proj.Rows(n), gate = act_.gate.Rows(n), up = act_.up.Rows(n);
 
   b.RmsNorm(x, l.input_norm, c.rms_norm_eps, normed);
-  b.MatMul(normed, l.q, &l.q_bias, q);
-  b.MatMul(normed, l.k, &l.k_bias, k);
-  b.MatMul(normed, l.v, &l.v_bias, v);
+  const MatMulTarget qkv[] = {{&l.q, &l.q_bias, q}, {&l.k, &l.k_bias, k}, {&l.v, &l.v_bias, v}};
+  b.MatMulShared(normed, qkv);
   b.Rope(q, k, c.head_dim, inv_freq_, layout);
   b.StoreKv(index, k, v, layout);
   b.Attention(index, q, AttentionParams{c.num_heads, c.num_kv_heads, c.head_dim,
@@ -110,8 +109,8 @@ void Model::RunLayer(int32_t index, int64_t n, const BatchLayout& layout) {
   b.Add(x, proj);
 
   b.RmsNorm(x, l.post_norm, c.rms_norm_eps, normed);
-  b.MatMul(normed, l.gate, nullptr, gate);
-  b.MatMul(normed, l.up, nullptr, up);
+  const MatMulTarget gate_up[] = {{&l.gate, nullptr, gate}, {&l.up, nullptr, up}};
+  b.MatMulShared(normed, gate_up);
   b.SiluMul(gate, up, gate);
   b.MatMul(gate, l.down, nullptr, proj);
   b.Add(x, proj);

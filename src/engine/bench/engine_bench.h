@@ -3,7 +3,7 @@
 // (DESIGN.md §6: a benchmark prints JSON against a baseline from the same run), and optionally
 // the bundled model's exact-match rate on its held-out sums.
 //
-// Output fields: prefill.tokens_per_s; decode[] with tokens_per_s per batch size (1, 8, 32 by
+// Output fields (each throughput the best of `repeats` rounds): prefill.tokens_per_s; decode[] with tokens_per_s per batch size (1, 8, 32 by
 // default); memcpy_bandwidth_bytes_per_s (STREAM "Copy" convention: bytes read + written per
 // second, on as many threads as the backend); weight_bytes_per_token (every weight read by one
 // decode step, the embedding table counted as one row unless tied to the output head);
@@ -30,6 +30,7 @@ struct EngineBenchOptions {
   std::vector<int32_t> batch_sizes = {1, 8, 32};
   int64_t kv_cache_bytes = int64_t{512} << 20;
   int64_t memcpy_bytes = int64_t{256} << 20;
+  int32_t repeats = 3;  // each throughput figure is the best of this many rounds
 };
 
 absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options);

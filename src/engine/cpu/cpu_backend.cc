@@ -78,7 +78,7 @@ void CpuBackend::Embedding(const Weight& table, std::span<const int32_t> ids, Bu
 }
 
 void CpuBackend::RmsNorm(Buffer x, const Weight& weight, float eps, Buffer out) {
-  pool_.ParallelFor(x.rows, [&](int64_t begin, int64_t end) {
+  ParallelRows(x.rows, x.cols, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       const float* xr = x.data + r * x.cols;
       float* o = out.data + r * out.cols;
@@ -91,20 +91,46 @@ void CpuBackend::RmsNorm(Buffer x, const Weight& weight, float eps, Buffer out) 
   });
 }
 
+void CpuBackend::ParallelRows(int64_t rows, int64_t cost_per_row,
+                              const std::function<void(int64_t, int64_t)>& fn) {
+  constexpr int64_t kInlineCost = 1 << 15;  // elements; below this one thread is faster
+  if (rows * cost_per_row < kInlineCost) return fn(0, rows);
+  pool_.ParallelFor(rows, fn);
+}
+
 void CpuBackend::MatMul(Buffer x, const Weight& w, const Weight* bias, Buffer out) {
-  EXA_CHECK(x.cols == w.cols && out.cols == w.rows && out.rows == x.rows)
-      << "matmul shapes x[" << x.rows << "," << x.cols << "] w[" << w.rows << "," << w.cols
-      << "] out[" << out.rows << "," << out.cols << "]";
-  // Chunks of 16 weight rows: enough chunks to balance threads, each a whole number of kernel
-  // blocks so the split never changes a result.
-  const int64_t groups = (w.rows + 15) / 16;
-  pool_.ParallelFor(groups, [&](int64_t begin, int64_t end) {
-    MatMulRange(x.data, x.cols, x.rows, w.data, w.dtype, w.cols, begin * 16,
-                std::min(w.rows, end * 16), out.data, out.cols);
-  }, std::min<int64_t>(groups, pool_.size() * 4));
-  if (bias != nullptr && bias->present()) {
-    for (int64_t r = 0; r < out.rows; ++r) {
-      for (int64_t i = 0; i < out.cols; ++i) out.data[r * out.cols + i] += F32(*bias)[i];
+  const MatMulTarget target{&w, bias, out};
+  MatMulShared(x, std::span<const MatMulTarget>(&target, 1));
+}
+
+void CpuBackend::MatMulShared(Buffer x, std::span<const MatMulTarget> targets) {
+  // Work is split in groups of 16 weight rows across all targets: enough pieces to balance the
+  // threads, each a whole number of kernel blocks so the split never changes a result.
+  constexpr int64_t kGroup = 16;
+  std::vector<int64_t> first_group(targets.size() + 1, 0);
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const MatMulTarget& t = targets[i];
+    EXA_CHECK(x.cols == t.w->cols && t.out.cols == t.w->rows && t.out.rows == x.rows)
+        << "matmul shapes x[" << x.rows << "," << x.cols << "] w[" << t.w->rows << ","
+        << t.w->cols << "] out[" << t.out.rows << "," << t.out.cols << "]";
+    first_group[i + 1] = first_group[i] + (t.w->rows + kGroup - 1) / kGroup;
+  }
+  const int64_t groups = first_group.back();
+  auto run = [&](int64_t begin, int64_t end) {
+    for (size_t i = 0; i < targets.size(); ++i) {
+      const int64_t b = std::max(begin, first_group[i]), e = std::min(end, first_group[i + 1]);
+      if (b >= e) continue;
+      const MatMulTarget& t = targets[i];
+      MatMulRange(x.data, x.cols, x.rows, t.w->data, t.w->dtype, t.w->cols,
+                  (b - first_group[i]) * kGroup, std::min(t.w->rows, (e - first_group[i]) * kGroup),
+                  t.out.data, t.out.cols);
+    }
+  };
+  pool_.ParallelFor(groups, run, std::min<int64_t>(groups, pool_.size() * 4));
+  for (const MatMulTarget& t : targets) {
+    if (t.bias == nullptr || !t.bias->present()) continue;
+    for (int64_t r = 0; r < t.out.rows; ++r) {
+      for (int64_t i = 0; i < t.out.cols; ++i) t.out.data[r * t.out.cols + i] += F32(*t.bias)[i];
     }
   }
 }
@@ -112,7 +138,7 @@ void CpuBackend::MatMul(Buffer x, const Weight& w, const Weight* bias, Buffer ou
 void CpuBackend::Rope(Buffer q, Buffer k, int32_t head_dim, std::span<const float> inv_freq,
                       const BatchLayout& layout) {
   const int32_t half = head_dim / 2;
-  pool_.ParallelFor(q.rows, [&](int64_t begin, int64_t end) {
+  ParallelRows(q.rows, 4 * (q.cols + k.cols), [&](int64_t begin, int64_t end) {
     std::vector<float> cos(half), sin(half);
     for (int64_t t = begin; t < end; ++t) {
       // fp32 angle as PyTorch computes it (outer product of fp32 positions and inv_freq).
@@ -173,7 +199,7 @@ void CpuBackend::Attention(int32_t layer, Buffer q, const AttentionParams& p,
   const int32_t group = p.num_heads / p.num_kv_heads;
   int32_t max_len = 0;
   for (int32_t pos : layout.positions) max_len = std::max(max_len, pos + 1);
-  pool_.ParallelFor(q.rows * p.num_heads, [&](int64_t begin, int64_t end) {
+  ParallelRows(q.rows * p.num_heads, int64_t{max_len} * p.head_dim * 2, [&](int64_t begin, int64_t end) {
     std::vector<float> scores(max_len);
     for (int64_t i = begin; i < end; ++i) {
       const int64_t t = i / p.num_heads;
@@ -186,7 +212,7 @@ void CpuBackend::Attention(int32_t layer, Buffer q, const AttentionParams& p,
 }
 
 void CpuBackend::SiluMul(Buffer gate, Buffer up, Buffer out) {
-  pool_.ParallelFor(gate.rows, [&](int64_t begin, int64_t end) {
+  ParallelRows(gate.rows, 8 * gate.cols, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin * gate.cols; i < end * gate.cols; ++i) {
       const float g = gate.data[i];
       out.data[i] = g / (1.0f + std::exp(-g)) * up.data[i];

@@ -32,6 +32,7 @@ class CpuBackend final : public Backend {
   void Embedding(const Weight& table, std::span<const int32_t> ids, Buffer out) override;
   void RmsNorm(Buffer x, const Weight& weight, float eps, Buffer out) override;
   void MatMul(Buffer x, const Weight& w, const Weight* bias, Buffer out) override;
+  void MatMulShared(Buffer x, std::span<const MatMulTarget> targets) override;
   void Rope(Buffer q, Buffer k, int32_t head_dim, std::span<const float> inv_freq,
             const BatchLayout& layout) override;
   void StoreKv(int32_t layer, Buffer k, Buffer v, const BatchLayout& layout) override;
@@ -48,6 +49,10 @@ class CpuBackend final : public Backend {
   void AttendOne(int32_t layer, const float* q, int32_t position,
                  const std::vector<int32_t>& blocks, const AttentionParams& p, int32_t kv_head,
                  float* scores, float* out) const;
+
+  // ParallelFor for element-wise work: inline when too small to be worth waking the pool (each
+  // wake costs tens of microseconds, more on a busy machine; decode runs hundreds per token).
+  void ParallelRows(int64_t rows, int64_t cost_per_row, const std::function<void(int64_t, int64_t)>& fn);
 
   ThreadPool pool_;
   std::vector<std::unique_ptr<float[]>> buffers_;
