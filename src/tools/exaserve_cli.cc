@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 #include "common/strings.h"
 #include "common/units.h"
+#include "engine/tokenizer/tokenize_lines.h"
 #include "exaserve/v1/admin.grpc.pb.h"
 #include "exaserve/v1/inference.grpc.pb.h"
 #include "membership/agent/keyring.h"
@@ -187,6 +188,15 @@ int RunGenerate(const GlobalOptions& g, const GenerateOptions& o) {
   return 0;
 }
 
+// One JSON string per stdin line -> one JSON array of ids per line (or back with --decode).
+int RunTokenize(const std::string& tokenizer_path, bool decode) {
+  auto tokenizer = exa::engine::Tokenizer::FromFile(tokenizer_path);
+  if (!tokenizer.ok()) return Usage(std::string(tokenizer.status().message()));
+  absl::Status s = exa::engine::TokenizeLines(**tokenizer, std::cin, std::cout, {.decode = decode});
+  if (!s.ok()) return Usage(std::string(s.message()));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -206,6 +216,12 @@ int main(int argc, char** argv) {
   generate->add_option("--temperature", gen.temperature, "0 for greedy (default 0)");
   generate->add_option("--seed", gen.seed, "sampling seed");
   generate->add_option("--stop", gen.stop, "stop string (repeatable)");
+  std::string tokenizer_path;
+  bool decode = false;
+  auto* tokenize = app.add_subcommand(
+      "tokenize", "stdin lines of JSON strings -> JSON id arrays, with a model's tokenizer.json");
+  tokenize->add_option("--tokenizer", tokenizer_path, "tokenizer.json")->required();
+  tokenize->add_flag("--decode", decode, "id arrays in, strings out");
   auto* members = app.add_subcommand("members", "the membership view of the node at --addr");
   auto* gossip = app.add_subcommand("gossip", "gossip encryption keys");
   gossip->require_subcommand(1);
@@ -234,6 +250,7 @@ int main(int argc, char** argv) {
   if (status->parsed()) return RunStatus(g);
   if (members->parsed()) return RunMembers(g);
   if (generate->parsed()) return RunGenerate(g, gen);
+  if (tokenize->parsed()) return RunTokenize(tokenizer_path, decode);
   if (keygen->parsed()) {
     std::cout << exa::membership::Keyring::GenerateBase64() << "\n";
     return 0;

@@ -1,0 +1,50 @@
+// exaserve-bench: benchmarks that print JSON, each against a baseline measured in the same run
+// (DESIGN.md §6).
+//
+//   exaserve-bench engine --model DIR [--backend cpu] [--threads N] [--accuracy]
+//
+// Exit codes: 0 success, 1 the benchmark failed, 2 usage.
+#include <cstdio>
+#include <iostream>
+
+#include "CLI/CLI.hpp"
+#include "common/logging.h"
+#include "engine/bench/engine_bench.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"exaserve-bench: ExaServe benchmarks (JSON on stdout)"};
+  app.require_subcommand(1);
+  exa::engine::EngineBenchOptions engine;
+  auto* engine_cmd = app.add_subcommand(
+      "engine", "prefill and decode throughput vs memory bandwidth; --accuracy for held-out sums");
+  engine_cmd->add_option("--model", engine.model_dir, "model directory (HF layout)")->required();
+  engine_cmd->add_option("--backend", engine.backend, "cpu (default) or sim");
+  engine_cmd->add_option("--threads", engine.threads, "CPU threads; 0: one per hardware thread");
+  engine_cmd->add_flag("--accuracy", engine.accuracy,
+                       "exact-match rate on the model's heldout-2digit.txt");
+  engine_cmd->add_option("--prefill-tokens", engine.prefill_tokens, "prompt length for prefill");
+  engine_cmd->add_option("--decode-tokens", engine.decode_tokens, "tokens per decode round");
+  engine_cmd->add_option("--batch-sizes", engine.batch_sizes,
+                         "decode batch sizes (default 1 8 32)");
+  engine_cmd->add_option("--repeats", engine.repeats, "rounds per figure; the best is reported");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "exaserve-bench: %s\nRun with --help for the benchmarks.\n", e.what());
+    return 2;
+  }
+  exa::InitLogging(exa::LogFormat::kText, exa::LogLevel::kWarn);
+  if (engine_cmd->parsed()) {
+    auto result = exa::engine::RunEngineBench(engine);
+    if (!result.ok()) {
+      std::fprintf(stderr, "exaserve-bench engine: %s\n",
+                   std::string(result.status().message()).c_str());
+      return result.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    }
+    std::cout << result->dump(2) << "\n";
+    return 0;
+  }
+  return 2;
+}
