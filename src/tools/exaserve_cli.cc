@@ -159,7 +159,7 @@ int RunGenerate(const GlobalOptions& g, const GenerateOptions& o) {
   auto ctx = MakeContext(g);
   auto reader = stub->Generate(ctx.get(), request);
   exaserve::v1::GenerateResponse message;
-  exaserve::v1::GenerateResponse last;
+  bool printed = false;
   while (reader->Read(&message)) {
     if (g.json) {
       nlohmann::json j = {
@@ -173,12 +173,12 @@ int RunGenerate(const GlobalOptions& g, const GenerateOptions& o) {
       std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {
       std::cout << message.text() << std::flush;
+      printed = printed || !message.text().empty();
     }
-    last = message;
   }
   grpc::Status s = reader->Finish();
   if (!s.ok()) {
-    if (!g.json) std::cout << "\n";
+    if (printed) std::cout << "\n";
     if (s.error_code() == grpc::INVALID_ARGUMENT || s.error_code() == grpc::NOT_FOUND) {
       return Usage(s.error_message());
     }

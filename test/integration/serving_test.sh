@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The single-node default answers with the bundled model over the OpenAI HTTP API (completions,
+# chat, SSE streaming) and over gRPC (exaserve-cli generate); bad requests get 4xx JSON errors
+# naming the field; a streaming client that disconnects does not hurt the next request.
+source "$(dirname "$0")/lib.sh"
+BIN=$1
+work=$(mktemp -d)
+trap 'kill -9 ${pid:-} 2>/dev/null || true; rm -rf "$work"' EXIT
+
+"$BIN/exaserved" --data-dir "$work/data" --bind 127.0.0.1 --http-port 0 --grpc-port 0 \
+  --gossip-port 0 >"$work/log" 2>&1 &
+pid=$!
+wait_for 30 test -s "$work/data/endpoints.json" || { cat "$work/log"; fail "not ready"; }
+http="http://127.0.0.1:$(json_field "$work/data/endpoints.json" http_port)"
+grpc="127.0.0.1:$(json_field "$work/data/endpoints.json" grpc_port)"
+
+post() { curl -s -o "$work/body" -w '%{http_code}' "$http$1" -H 'Content-Type: application/json' -d "$2"; }
+field() { python3 -c "import json,sys; d=json.load(open('$work/body')); print(eval(sys.argv[1]))" "$1"; }
+
+[ "$(post /v1/completions '{"prompt":"1+1=","max_tokens":4}')" = 200 ] || fail "completions: $(cat "$work/body")"
+[ "$(field 'd["choices"][0]["text"]')" = 2 ] || fail "1+1= answered $(cat "$work/body")"
+[ "$(field 'd["choices"][0]["finish_reason"]')" = stop ] || fail "finish_reason"
+[ "$(field 'd["usage"]["prompt_tokens"] > 0')" = True ] || fail "usage"
+
+[ "$(post /v1/chat/completions '{"model":"exa-tiny-arith","messages":[{"role":"user","content":"123+456="}]}')" = 200 ] ||
+  fail "chat: $(cat "$work/body")"
+[ "$(field 'd["choices"][0]["message"]["content"]')" = 579 ] || fail "chat answered $(cat "$work/body")"
+
+stream=$(curl -sN "$http/v1/chat/completions" -d '{"messages":[{"role":"user","content":"40+2="}],"stream":true}')
+text=$(sed -n 's/^data: //p' <<<"$stream" | grep -v '^\[DONE\]' |
+  python3 -c "import json,sys; print(''.join(json.loads(l)['choices'][0]['delta'].get('content','') for l in sys.stdin if l.strip()))")
+[ "$text" = 42 ] || fail "stream text '$text' from: $stream"
+tail -n 2 <<<"$stream" | grep -q '^data: \[DONE\]' || fail "stream did not end with [DONE]"
+
+[ "$("$BIN/exaserve-cli" --addr "$grpc" generate "2+2=")" = 4 ] || fail "cli generate"
+
+[ "$(curl -s -o /dev/null -w '%{http_code}' "$http/v1/models")" = 200 ] || fail "models"
+
+# Bad input: each a 4xx naming the field or value.
+expect_error() {  # expect_error STATUS SUBSTRING PATH BODY
+  local code; code=$(post "$3" "$4")
+  [ "$code" = "$1" ] || fail "$4 -> $code, want $1: $(cat "$work/body")"
+  grep -q -- "$2" "$work/body" || fail "$4 -> error without '$2': $(cat "$work/body")"
+}
+expect_error 400 "prompt: must not be empty" /v1/completions '{"prompt":""}'
+expect_error 400 "max_tokens" /v1/completions '{"prompt":"1+1=","max_tokens":0}'
+expect_error 400 "exceeds the context length of 256" /v1/completions "{\"prompt\":\"$(printf '1+%.0s' $(seq 300))\",\"max_tokens\":5}"
+expect_error 404 "model \\\\\"nope\\\\\"" /v1/completions '{"prompt":"1+1=","model":"nope"}'
+expect_error 400 "invalid JSON" /v1/completions '{"prompt":'
+expect_error 400 "temperature" /v1/completions '{"prompt":"1+1=","temperature":-1}'
+expect_error 400 "top_p" /v1/completions '{"prompt":"1+1=","top_p":0}'
+expect_error 400 "n: 2" /v1/completions '{"prompt":"1+1=","n":2}'
+expect_error 400 "messages" /v1/chat/completions '{"messages":[]}'
+code=$(printf '{"prompt":"\xff\xfe"}' | curl -s -o "$work/body" -w '%{http_code}' "$http/v1/completions" --data-binary @-)
+[ "$code" = 400 ] && grep -q "UTF-8" "$work/body" || fail "invalid UTF-8 -> $code $(cat "$work/body")"
+set +e
+"$BIN/exaserve-cli" --addr "$grpc" generate "" 2>"$work/err"; rc=$?
+set -e
+[ $rc -eq 2 ] && grep -q "prompt: must not be empty" "$work/err" || fail "cli empty prompt rc=$rc"
+
+# A client that walks away mid-stream: the daemon keeps serving.
+timeout 0.2 curl -sN "$http/v1/completions" -d '{"prompt":"1+","max_tokens":200,"stream":true,"temperature":1,"seed":1}' >/dev/null || true
+[ "$(post /v1/completions '{"prompt":"5+5=","max_tokens":4}')" = 200 ] || fail "after disconnect"
+[ "$(field 'd["choices"][0]["text"]')" = 10 ] || fail "5+5= answered $(cat "$work/body")"
+kill -0 $pid || fail "daemon died"
+
+kill -TERM $pid
+wait $pid || fail "exit code $?"
+pid=
+echo "serving: ok"
