@@ -7,6 +7,7 @@
 #include "engine/cpu/cpu_backend.h"
 #include "engine/engine.h"
 #include "engine/llm_engine.h"
+#include "engine/sim_replica.h"
 
 namespace exa::engine {
 namespace {
@@ -61,18 +62,7 @@ absl::StatusOr<std::unique_ptr<Engine>> CreateCpuEngine(
 
 absl::StatusOr<std::unique_ptr<Engine>> CreateSimEngine(
     const EngineOptions& o, std::shared_ptr<const Detokenizer> detokenizer) {
-  EngineInfo info;
-  info.backend = "sim";
-  info.vocab_size = o.sim.vocab_size;
-  info.max_context = o.max_context > 0 ? o.max_context : o.sim.max_context;
-  info.weight_bytes = o.sim.weight_bytes;
-  info.kv_block_size = o.kv_block_size;
-  const int64_t block_bytes = int64_t{o.sim.kv_bytes_per_token} * o.kv_block_size;
-  info.kv_blocks_total = static_cast<int32_t>(std::min<int64_t>(o.kv_cache_bytes / std::max<int64_t>(1, block_bytes), 1 << 24));
-  if (info.kv_blocks_total < 1) {
-    return absl::InvalidArgumentError(StrCat("engine: kv_cache_bytes ", o.kv_cache_bytes,
-                                             " is less than one block (", block_bytes, " bytes)"));
-  }
+  EXA_ASSIGN_OR_RETURN(EngineInfo info, SimEngineInfo(o));
   return std::unique_ptr<Engine>(new LlmEngine(o, std::move(info),
                                                std::make_unique<SimExecutor>(o.sim),
                                                std::move(detokenizer)));

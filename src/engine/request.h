@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "engine/sampler.h"
 
 namespace exa::engine {
@@ -26,6 +27,7 @@ const char* FinishReasonName(FinishReason r);
 
 struct StreamEvent {
   RequestId id = 0;
+  absl::Time time;     // when the token was produced (the engine's clock; virtual in the sim)
   int32_t token = -1;  // -1 on a final event that carries no new token
   std::string text;    // decoded text of the tokens so far not yet sent (empty without a
                        // detokenizer; held back while it could be the start of a stop string)

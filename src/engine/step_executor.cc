@@ -1,11 +1,13 @@
 #include "engine/step_executor.h"
 
 #include <algorithm>
-#include <thread>
+
+#include "common/status.h"
 
 namespace exa::engine {
 
-absl::Status ModelExecutor::Execute(std::span<const ScheduledChunk> chunks, float* logits) {
+absl::StatusOr<absl::Duration> ModelExecutor::Execute(std::span<const ScheduledChunk> chunks,
+                                                      float* logits) {
   layout_.positions.clear();
   layout_.slots.clear();
   layout_.token_seq.clear();
@@ -23,7 +25,8 @@ absl::Status ModelExecutor::Execute(std::span<const ScheduledChunk> chunks, floa
     }
     if (c.sample) rows_.push_back(static_cast<int32_t>(tokens_.size()) - 1);
   }
-  return model_->Forward(tokens_, layout_, rows_, logits);
+  EXA_RETURN_IF_ERROR(model_->Forward(tokens_, layout_, rows_, logits));
+  return absl::ZeroDuration();
 }
 
 int32_t SimExecutor::NextToken(int32_t last, int32_t position, int32_t vocab) {
@@ -33,7 +36,8 @@ int32_t SimExecutor::NextToken(int32_t last, int32_t position, int32_t vocab) {
   return 16 + static_cast<int32_t>(h % static_cast<uint64_t>(std::max(1, vocab - 16)));
 }
 
-absl::Status SimExecutor::Execute(std::span<const ScheduledChunk> chunks, float* logits) {
+absl::StatusOr<absl::Duration> SimExecutor::Execute(std::span<const ScheduledChunk> chunks,
+                                                    float* logits) {
   int64_t prefill = 0, decodes = 0, context = 0;
   int32_t row = 0;
   for (const ScheduledChunk& c : chunks) {
@@ -45,8 +49,7 @@ absl::Status SimExecutor::Execute(std::span<const ScheduledChunk> chunks, float*
     const int32_t end = c.start + c.count;
     out[NextToken(c.seq->tokens[end - 1], end, cost_.vocab_size)] = 100.0f;
   }
-  std::this_thread::sleep_for(absl::ToChronoMicroseconds(cost_.StepTime(prefill, decodes, context)));
-  return absl::OkStatus();
+  return cost_.StepTime(prefill, decodes, context);
 }
 
 }  // namespace exa::engine

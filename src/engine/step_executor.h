@@ -21,8 +21,10 @@ class StepExecutor {
  public:
   virtual ~StepExecutor() = default;
   virtual int32_t vocab_size() const = 0;
-  // Writes one row of vocab_size() logits per sampling chunk, in chunk order.
-  virtual absl::Status Execute(std::span<const ScheduledChunk> chunks, float* logits) = 0;
+  // Writes one row of vocab_size() logits per sampling chunk, in chunk order. Returns the
+  // modeled duration of the step (sim), or zero when the work was really done.
+  virtual absl::StatusOr<absl::Duration> Execute(std::span<const ScheduledChunk> chunks,
+                                                 float* logits) = 0;
 };
 
 class ModelExecutor final : public StepExecutor {
@@ -32,7 +34,8 @@ class ModelExecutor final : public StepExecutor {
       : backend_(std::move(backend)), weights_(std::move(weights)), model_(std::move(model)),
         block_size_(block_size) {}
   int32_t vocab_size() const override { return model_->config().vocab_size; }
-  absl::Status Execute(std::span<const ScheduledChunk> chunks, float* logits) override;
+  absl::StatusOr<absl::Duration> Execute(std::span<const ScheduledChunk> chunks,
+                                         float* logits) override;
 
  private:
   std::unique_ptr<Backend> backend_;
@@ -44,12 +47,14 @@ class ModelExecutor final : public StepExecutor {
 };
 
 // Emits deterministic tokens (a function of the sequence's last token and position, never an
-// end-of-sequence id) and sleeps for the cost model's step time.
+// end-of-sequence id) and returns the cost model's step time (the driver waits it out: a sleep
+// in the threaded engine, a clock advance in SimReplica).
 class SimExecutor final : public StepExecutor {
  public:
   explicit SimExecutor(const SimCostModel& cost) : cost_(cost) {}
   int32_t vocab_size() const override { return cost_.vocab_size; }
-  absl::Status Execute(std::span<const ScheduledChunk> chunks, float* logits) override;
+  absl::StatusOr<absl::Duration> Execute(std::span<const ScheduledChunk> chunks,
+                                         float* logits) override;
 
   static int32_t NextToken(int32_t last, int32_t position, int32_t vocab);
 

@@ -1,0 +1,217 @@
+#include "engine/engine_core.h"
+
+#include <algorithm>
+
+#include "common/logging.h"
+#include "common/status.h"
+#include "common/strings.h"
+
+namespace exa::engine {
+
+int64_t EstimatedPendingTokens(const Sequence& seq, int32_t max_context) {
+  const int64_t decode_left = std::max(0, seq.request.max_tokens - seq.generated());
+  const int64_t context_left = std::max<int64_t>(0, max_context - static_cast<int64_t>(seq.tokens.size()));
+  return seq.uncomputed() + std::min(decode_left, context_left);
+}
+
+
+const char* FinishReasonName(FinishReason r) {
+  switch (r) {
+    case FinishReason::kNone:
+      return "none";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kError:
+      return "error";
+  }
+  return "?";
+}
+
+EngineCore::EngineCore(const EngineOptions& options, EngineInfo info,
+                       std::unique_ptr<StepExecutor> executor,
+                       std::shared_ptr<const Detokenizer> detokenizer, const Clock* clock)
+    : options_(options),
+      info_(std::move(info)),
+      executor_(std::move(executor)),
+      detokenizer_(std::move(detokenizer)),
+      clock_(clock),
+      cache_(info_.kv_blocks_total, info_.kv_block_size),
+      scheduler_({options.max_batch_tokens, options.max_running}, &cache_),
+      logits_(static_cast<size_t>(options.max_running) * executor_->vocab_size()) {}
+
+absl::Status EngineCore::Validate(const GenerateRequest& r) const {
+  if (r.prompt_tokens.empty()) return absl::InvalidArgumentError("prompt is empty");
+  if (r.max_tokens < 1) {
+    return absl::InvalidArgumentError(StrCat("max_tokens ", r.max_tokens, " must be at least 1"));
+  }
+  const int64_t prompt = static_cast<int64_t>(r.prompt_tokens.size());
+  if (prompt + r.max_tokens > info_.max_context) {
+    return absl::InvalidArgumentError(StrCat("prompt of ", prompt, " tokens plus max_tokens ",
+                                             r.max_tokens, " exceeds the context length of ",
+                                             info_.max_context, " tokens"));
+  }
+  const int64_t capacity = int64_t{info_.kv_blocks_total} * info_.kv_block_size;
+  if (prompt + r.max_tokens > capacity) {
+    return absl::ResourceExhaustedError(StrCat("prompt of ", prompt, " tokens plus max_tokens ",
+                                               r.max_tokens, " exceeds the KV cache of ", capacity,
+                                               " tokens"));
+  }
+  for (int32_t id : r.prompt_tokens) {
+    if (id < 0 || id >= info_.vocab_size) {
+      return absl::InvalidArgumentError(StrCat("prompt token ", id, " is outside the vocabulary of ",
+                                               info_.vocab_size));
+    }
+  }
+  if (!r.stop_strings.empty() && detokenizer_ == nullptr) {
+    return absl::InvalidArgumentError("stop strings need a tokenizer; this engine has none");
+  }
+  if (!r.callback) return absl::InvalidArgumentError("request has no callback");
+  return ValidateSamplingParams(r.sampling);
+}
+
+void EngineCore::Admit(std::unique_ptr<Sequence> seq) {
+  // Requests without a seed draw one from the engine's stream: reproducible per engine seed.
+  if (!seq->request.sampling.seed) {
+    seq->sampler = Sampler(seq->request.sampling, options_.seed + ++seed_counter_);
+  }
+  if (detokenizer_ != nullptr) seq->text_stream = detokenizer_->NewStream();
+  scheduler_.Enqueue(std::move(seq));
+}
+
+void EngineCore::Cancel(RequestId id) {
+  Finish(id, FinishReason::kCancelled, absl::CancelledError("cancelled"));
+}
+
+void EngineCore::CancelAll(const absl::Status& status) {
+  std::vector<RequestId> ids;
+  for (const auto* queue : {&scheduler_.running(), &scheduler_.waiting()}) {
+    for (const auto& seq : *queue) ids.push_back(seq->id);
+  }
+  for (RequestId id : ids) Finish(id, FinishReason::kCancelled, status);
+}
+
+void EngineCore::Finish(RequestId id, FinishReason reason, absl::Status status) {
+  std::unique_ptr<Sequence> seq = scheduler_.Remove(id);
+  if (seq == nullptr) return;
+  StreamEvent event;
+  event.id = id;
+  event.time = clock_->MonotonicNow();
+  event.finished = true;
+  event.finish_reason = reason;
+  event.status = std::move(status);
+  if (reason != FinishReason::kCancelled) {
+    if (seq->text_stream != nullptr) seq->text += seq->text_stream->Flush();
+    event.text = seq->text.substr(std::min(seq->text_sent, seq->text.size()));
+  }
+  event.prompt_tokens = seq->prompt_len;
+  event.completion_tokens = seq->generated();
+  seq->request.callback(event);
+}
+
+FinishReason EngineCore::Accept(Sequence& seq, const SampledToken& sampled, absl::Time now) {
+  seq.tokens.push_back(sampled.token);
+  if (seq.last_token_time) {
+    itl_ms_.Add(absl::ToDoubleMilliseconds(now - *seq.last_token_time));
+  } else {
+    ttft_ms_.Add(absl::ToDoubleMilliseconds(now - seq.arrival));
+  }
+  seq.last_token_time = now;
+  const GenerateRequest& r = seq.request;
+  FinishReason reason = FinishReason::kNone;
+  const bool eos = !r.ignore_eos && std::find(info_.eos_token_ids.begin(), info_.eos_token_ids.end(),
+                                              sampled.token) != info_.eos_token_ids.end();
+  if (eos || std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), sampled.token) !=
+                 r.stop_token_ids.end()) {
+    reason = FinishReason::kStop;
+  } else if (seq.generated() >= r.max_tokens ||
+             static_cast<int32_t>(seq.tokens.size()) >= info_.max_context) {
+    reason = FinishReason::kLength;
+  }
+  StreamEvent event;
+  event.id = seq.id;
+  event.time = now;
+  event.token = sampled.token;
+  event.logprob = sampled.logprob;
+  event.top_logprobs = sampled.top;
+  event.prompt_tokens = seq.prompt_len;
+  event.completion_tokens = seq.generated();
+  if (seq.text_stream != nullptr && reason != FinishReason::kStop) {
+    seq.text += seq.text_stream->Push(sampled.token);
+    // Stop strings: cut at the earliest match; otherwise hold back what could start one.
+    size_t hold = 0, cut = std::string::npos;
+    for (const std::string& stop : r.stop_strings) {
+      if (stop.empty()) continue;
+      const size_t from = seq.text_sent >= stop.size() ? seq.text_sent - stop.size() + 1 : 0;
+      const size_t at = seq.text.find(stop, from);
+      if (at != std::string::npos) cut = std::min(cut, at);
+      hold = std::max(hold, stop.size() - 1);
+    }
+    if (cut != std::string::npos) {
+      seq.text.resize(std::max(cut, seq.text_sent));
+      seq.text_stream.reset();  // nothing after a stop string is sent, not even held bytes
+      reason = FinishReason::kStop;
+    }
+    const size_t end = reason != FinishReason::kNone ? seq.text.size()
+                       : seq.text.size() > seq.text_sent + hold ? seq.text.size() - hold
+                                                                 : seq.text_sent;
+    event.text = seq.text.substr(seq.text_sent, end - seq.text_sent);
+    seq.text_sent = end;
+  }
+  seq.request.callback(event);
+  return reason;
+}
+
+absl::StatusOr<absl::Duration> EngineCore::Step(const std::function<void(absl::Duration)>& wait) {
+  std::vector<ScheduledChunk> chunks = scheduler_.Schedule();
+  if (chunks.empty()) return absl::ZeroDuration();
+  absl::StatusOr<absl::Duration> modeled = executor_->Execute(chunks, logits_.data());
+  ++steps_;
+  if (!modeled.ok()) {
+    EXA_LOG_ERROR("engine", "step failed", {{"error", std::string(ToStd(modeled.status().message()))}});
+    for (const ScheduledChunk& c : chunks) Finish(c.seq->id, FinishReason::kError, modeled.status());
+    return modeled.status();
+  }
+  if (*modeled > absl::ZeroDuration() && wait) wait(*modeled);
+  Complete(chunks);
+  return *modeled;
+}
+
+void EngineCore::Complete(const std::vector<ScheduledChunk>& chunks) {
+  scheduler_.MarkComputed(chunks);
+  const absl::Time now = clock_->MonotonicNow();
+  const int32_t vocab = executor_->vocab_size();
+  std::vector<std::pair<RequestId, FinishReason>> finished;
+  int64_t row = 0;
+  for (const ScheduledChunk& c : chunks) {
+    if (!c.sample) continue;
+    std::span<float> logits(logits_.data() + row++ * vocab, static_cast<size_t>(vocab));
+    SampledToken t = c.seq->sampler.Sample(logits, c.seq->tokens);
+    FinishReason reason = Accept(*c.seq, t, now);
+    if (reason != FinishReason::kNone) finished.emplace_back(c.seq->id, reason);
+  }
+  for (auto& [id, reason] : finished) Finish(id, reason, absl::OkStatus());
+}
+
+EngineLoad EngineCore::Load() const {
+  EngineLoad load;
+  for (const auto* queue : {&scheduler_.running(), &scheduler_.waiting()}) {
+    for (const auto& seq : *queue) load.pending_tokens += EstimatedPendingTokens(*seq, info_.max_context);
+  }
+  load.running = static_cast<int32_t>(scheduler_.running().size());
+  load.waiting = static_cast<int32_t>(scheduler_.waiting().size());
+  load.kv_blocks_used = cache_.used_blocks();
+  load.kv_blocks_total = cache_.total_blocks();
+  load.ttft_p50_ms = ttft_ms_.Quantile(0.5);
+  load.ttft_p99_ms = ttft_ms_.Quantile(0.99);
+  load.itl_p50_ms = itl_ms_.Quantile(0.5);
+  load.itl_p99_ms = itl_ms_.Quantile(0.99);
+  load.preemptions = scheduler_.preemptions();
+  load.steps = steps_;
+  return load;
+}
+
+}  // namespace exa::engine

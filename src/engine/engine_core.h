@@ -1,0 +1,70 @@
+// The replica's batching loop as a sans-IO core (DESIGN.md §3 rule 1): requests are admitted,
+// each Step() schedules, executes, samples and streams one batch, and time comes from an
+// injected Clock. LlmEngine runs it on a thread with real time; SimReplica runs it in virtual
+// time for exaserve-sim. Both report the same load.
+//
+// Thread safety: none; one owner drives it (the engine thread, or the simulator).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "engine/detokenizer.h"
+#include "engine/engine.h"
+#include "engine/kv_cache.h"
+#include "engine/latency_window.h"
+#include "engine/scheduler.h"
+#include "engine/step_executor.h"
+
+namespace exa::engine {
+
+// A sequence's prompt tokens not yet prefilled plus its remaining max_tokens (bounded by the
+// context left): the router's estimate of work still owed to it.
+int64_t EstimatedPendingTokens(const Sequence& seq, int32_t max_context);
+
+class EngineCore {
+ public:
+  EngineCore(const EngineOptions& options, EngineInfo info, std::unique_ptr<StepExecutor> executor,
+             std::shared_ptr<const Detokenizer> detokenizer, const Clock* clock);
+
+  const EngineInfo& info() const { return info_; }
+  // The admission checks of Engine::Submit (all but queue capacity).
+  absl::Status Validate(const GenerateRequest& request) const;
+  void Admit(std::unique_ptr<Sequence> seq);
+  // Ends the request with CANCELLED and frees its blocks; unknown ids are ignored.
+  void Cancel(RequestId id);
+  void CancelAll(const absl::Status& status);
+  bool HasWork() const { return !scheduler_.idle(); }
+  int32_t waiting() const { return static_cast<int32_t>(scheduler_.waiting().size()); }
+
+  // Runs one step (nothing when idle). A modeled step time (sim executor) is handed to `wait`
+  // before tokens are streamed: the thread engine sleeps, the simulator advances its clock.
+  // Returns the modeled time (zero for real backends).
+  absl::StatusOr<absl::Duration> Step(const std::function<void(absl::Duration)>& wait);
+
+  EngineLoad Load() const;
+
+ private:
+  void Complete(const std::vector<ScheduledChunk>& chunks);
+  // Appends a sampled token to `seq` and streams it; returns the finish reason, if any.
+  FinishReason Accept(Sequence& seq, const SampledToken& sampled, absl::Time now);
+  void Finish(RequestId id, FinishReason reason, absl::Status status);
+
+  const EngineOptions options_;
+  const EngineInfo info_;
+  std::unique_ptr<StepExecutor> executor_;
+  std::shared_ptr<const Detokenizer> detokenizer_;
+  const Clock* clock_;
+  KvCache cache_;
+  Scheduler scheduler_;
+  std::vector<float> logits_;
+  LatencyWindow ttft_ms_, itl_ms_;
+  uint64_t steps_ = 0;
+  uint64_t seed_counter_ = 0;
+};
+
+}  // namespace exa::engine
