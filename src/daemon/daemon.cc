@@ -24,10 +24,12 @@ namespace asio = boost::asio;
 const char* Version() { return EXASERVE_VERSION; }
 
 struct Daemon::Timers {
-  explicit Timers(asio::io_context& io) : signals(io, SIGTERM, SIGINT), watchdog(io), load(io) {}
+  explicit Timers(asio::io_context& io)
+      : signals(io, SIGTERM, SIGINT), watchdog(io), load(io), election(io) {}
   asio::signal_set signals;
   asio::steady_timer watchdog;
   asio::steady_timer load;
+  asio::steady_timer election;
   std::chrono::microseconds watchdog_interval{0};
 };
 
@@ -49,7 +51,7 @@ absl::Status Daemon::Start() {
   registry_.AddGaugeCallback("exaserve_ready", "1 when this node accepts traffic, else 0.",
                              [this] { return state_ == State::kReady ? 1.0 : 0.0; });
   auto& roles_metric = registry_.AddGauge("exaserve_node_role",
-                                          "Roles this node runs; the value is always 1.", {"role"});
+                                          "Roles whose services this node started; the value is always 1.", {"role"});
   for (const std::string& r : roles_) roles_metric.WithLabels({r}).Set(1);
 
   EXA_RETURN_IF_ERROR(StartServing());
@@ -74,6 +76,7 @@ absl::Status Daemon::Start() {
   EXA_RETURN_IF_ERROR(WriteEndpointsFile());
   state_ = State::kReady;
   PumpLoad();
+  RunElection();
   grpc_->SetServing(true);
   sd_notify(0, "READY=1\nSTATUS=serving");
   std::string roles;
@@ -106,6 +109,42 @@ absl::Status Daemon::StartServing() {
     inference_service_ = std::make_unique<gateway::InferenceService>(*frontend_);
   }
   return absl::OkStatus();
+}
+
+// Recomputes role election from the membership view once a second (cluster/election.h): every
+// node computes the same assignment from the same view; StableElection holds a change back
+// until the view has been stable, so roles do not flap.
+void Daemon::RunElection() {
+  std::vector<cluster::ElectionNode> view;
+  for (const membership::Member& m : gossip_->Members()) {
+    if (m.state != membership::MemberState::kAlive &&
+        m.state != membership::MemberState::kSuspect) {
+      continue;
+    }
+    view.push_back({m.id, m.metadata.rack, cluster::ParseRoleList(m.metadata.roles)});
+  }
+  if (!view.empty()) {
+    const cluster::Assignment& a = election_.Update(absl::Now(), view);
+    absl::MutexLock lock(&roles_mu_);
+    if (a != assignment_) {
+      auto mine = a.find(node_id_);
+      EXA_LOG_INFO("cluster", "roles elected",
+                   {{"members", static_cast<int64_t>(a.size())},
+                    {"mine", mine == a.end() ? std::string("none") : mine->second.ToString()}});
+      assignment_ = a;
+    }
+  }
+  timers_->election.expires_after(std::chrono::seconds(1));
+  timers_->election.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) RunElection();
+  });
+}
+
+std::vector<std::string> Daemon::CurrentRoles() const {
+  absl::MutexLock lock(&roles_mu_);
+  auto it = assignment_.find(node_id_);
+  if (it == assignment_.end()) return roles_;
+  return it->second.Names();
 }
 
 // Refreshes the router's view of local replica load at 10 Hz (DESIGN.md §2: load at <= 10 Hz).
@@ -150,7 +189,7 @@ AdminCallbacks Daemon::MakeAdminCallbacks() {
   AdminCallbacks callbacks;
   callbacks.status = [this](exaserve::v1::StatusResponse* r) {
     r->set_node_id(node_id_);
-    for (const auto& role : roles_) r->add_roles(role);
+    for (const auto& role : CurrentRoles()) r->add_roles(role);
     r->set_version(Version());
     r->set_uptime_seconds(absl::ToDoubleSeconds(absl::Now() - start_time_));
     r->set_rack(options_.node.rack);
@@ -177,7 +216,16 @@ AdminCallbacks Daemon::MakeAdminCallbacks() {
       info->set_address(m.address);
       info->set_state(std::string(membership::MemberStateName(m.state)));
       info->set_incarnation(m.incarnation);
-      for (const auto& role : m.metadata.roles) info->add_roles(role);
+      {
+        // Show what each member does now (the election), which is what an operator asks.
+        absl::MutexLock lock(&roles_mu_);
+        auto it = assignment_.find(m.id);
+        if (it != assignment_.end()) {
+          for (const auto& role : it->second.Names()) info->add_roles(role);
+        } else {
+          for (const auto& role : m.metadata.roles) info->add_roles(role);
+        }
+      }
       info->set_rack(m.metadata.rack);
       info->set_build_version(m.metadata.build_version);
       if (m.state_changed != absl::InfinitePast()) {
@@ -309,6 +357,7 @@ void Daemon::Drain() {
   timers_->signals.cancel();
   timers_->watchdog.cancel();
   timers_->load.cancel();
+  timers_->election.cancel();
   io_.Stop();
   if (replicas_) replicas_->Stop();
   state_ = State::kStopped;

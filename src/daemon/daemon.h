@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
+#include "cluster/stable_election.h"
 #include "daemon/options.h"
 #include "gateway/frontend.h"
 #include "gateway/inference_service.h"
@@ -61,6 +62,9 @@ class Daemon {
   absl::Status StartGossip();
   absl::Status StartServing();
   void PumpLoad();
+  void RunElection();
+  // This node's roles: elected from the membership view (pinned roles are kept as pinned).
+  std::vector<std::string> CurrentRoles() const;
   AdminCallbacks MakeAdminCallbacks();
   void Drain();
 
@@ -78,6 +82,9 @@ class Daemon {
   std::unique_ptr<net::HttpServer> http_;
   std::unique_ptr<net::GrpcServer> grpc_;
   std::unique_ptr<membership::GossipAgent> gossip_;
+  cluster::StableElection election_{cluster::ElectionConfig{}};  // owned by the io strand timer
+  mutable absl::Mutex roles_mu_;
+  cluster::Assignment assignment_ ABSL_GUARDED_BY(roles_mu_);
   std::unique_ptr<node::ReplicaHost> replicas_;
   std::unique_ptr<class LocalReplicaBackend> local_backend_;
   std::unique_ptr<router::ReplicaTable> table_;
