@@ -5,6 +5,7 @@
 
 #include "common/status.h"
 #include "common/strings.h"
+#include "exaserve/v1/membership.pb.h"
 
 namespace exa::membership {
 namespace {
@@ -25,29 +26,15 @@ enum class MessageType : uint8_t {
 // make us allocate.
 constexpr size_t kMaxListItems = 64;
 
+using pb = google::protobuf::MessageLite;
+
+// Big-endian framing helpers for the packet layer (version byte, compound counts/lengths).
 class Writer {
  public:
   void U8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
   void U16(uint16_t v) {
     U8(static_cast<uint8_t>(v >> 8));
     U8(static_cast<uint8_t>(v));
-  }
-  void U32(uint32_t v) {
-    U16(static_cast<uint16_t>(v >> 16));
-    U16(static_cast<uint16_t>(v));
-  }
-  void Bool(bool v) { U8(v ? 1 : 0); }
-  // Longer strings are a bug of the caller (ids and metadata are validated before they get
-  // here); truncate rather than emit a length that lies.
-  void Str(std::string_view s) {
-    size_t n = std::min<size_t>(s.size(), std::numeric_limits<uint16_t>::max());
-    U16(static_cast<uint16_t>(n));
-    out_.append(s.data(), n);
-  }
-  void StrList(const std::vector<std::string>& items) {
-    size_t n = std::min(items.size(), kMaxListItems);
-    U16(static_cast<uint16_t>(n));
-    for (size_t i = 0; i < n; ++i) Str(items[i]);
   }
   std::string Take() { return std::move(out_); }
 
@@ -69,48 +56,12 @@ class Reader {
     uint16_t hi = U8();
     return static_cast<uint16_t>((hi << 8) | U8());
   }
-  uint32_t U32() {
-    uint32_t hi = U16();
-    return (hi << 16) | U16();
-  }
-  bool Bool() {
-    uint8_t v = U8();
-    if (v > 1) Fail();
-    return v == 1;
-  }
-  std::string Str(size_t max_bytes) {
-    size_t n = U16();
-    if (n > max_bytes || !Need(n)) {
-      Fail();
-      return {};
-    }
-    std::string s(in_.substr(pos_, n));
-    pos_ += n;
-    return s;
-  }
   std::string_view Bytes(size_t n) {
     if (!Need(n)) return {};
     std::string_view s = in_.substr(pos_, n);
     pos_ += n;
     return s;
   }
-  // A node id or address: required, bounded.
-  std::string Id(size_t max_bytes) {
-    std::string s = Str(max_bytes);
-    if (s.empty()) Fail();
-    return s;
-  }
-  std::vector<std::string> StrList(size_t max_item_bytes) {
-    size_t n = U16();
-    if (n > kMaxListItems) {
-      Fail();
-      return {};
-    }
-    std::vector<std::string> items;
-    for (size_t i = 0; i < n && ok_; ++i) items.push_back(Str(max_item_bytes));
-    return items;
-  }
-  void Fail() { ok_ = false; }
 
  private:
   bool Need(size_t n) {
@@ -125,202 +76,229 @@ class Reader {
   bool ok_ = true;
 };
 
-void PutMetadata(Writer& w, const Metadata& m) {
-  w.StrList(m.roles);
-  w.Str(m.rack);
-  w.Str(m.nvlink_domain);
-  w.U16(m.gpus.count);
-  w.U32(m.gpus.memory_mib_each);
-  w.Str(m.gpus.model);
-  w.StrList(m.taints);
-  w.Str(m.build_version);
-  w.U16(m.replicas.hosted);
-  w.U16(m.replicas.ready);
-}
-
-Metadata GetMetadata(Reader& r) {
-  Metadata m;
-  m.roles = r.StrList(kMaxMetadataBytes);
-  m.rack = r.Str(kMaxMetadataBytes);
-  m.nvlink_domain = r.Str(kMaxMetadataBytes);
-  m.gpus.count = r.U16();
-  m.gpus.memory_mib_each = r.U32();
-  m.gpus.model = r.Str(kMaxMetadataBytes);
-  m.taints = r.StrList(kMaxMetadataBytes);
-  m.build_version = r.Str(kMaxMetadataBytes);
-  m.replicas.hosted = r.U16();
-  m.replicas.ready = r.U16();
-  return m;
-}
-
-// Metadata is length-prefixed so its bound is checked before it is parsed.
-void PutBoundedMetadata(Writer& w, const Metadata& m) {
-  Writer inner;
-  PutMetadata(inner, m);
-  w.Str(inner.Take());
-}
-
-Metadata GetBoundedMetadata(Reader& r) {
-  std::string bytes = r.Str(kMaxMetadataBytes);
-  if (!r.ok()) return {};
-  Reader inner(bytes);
-  Metadata m = GetMetadata(inner);
-  if (!inner.ok() || !inner.done()) r.Fail();
-  return m;
-}
-
-void Put(Writer& w, const Ping& m) {
-  w.U8(static_cast<uint8_t>(MessageType::kPing));
-  w.U32(m.seq);
-  w.Str(m.target);
-  w.Str(m.source);
-  w.Str(m.source_address);
-}
-void Put(Writer& w, const IndirectPing& m) {
-  w.U8(static_cast<uint8_t>(MessageType::kIndirectPing));
-  w.U32(m.seq);
-  w.Str(m.target);
-  w.Str(m.target_address);
-  w.Bool(m.want_nack);
-  w.Str(m.source);
-  w.Str(m.source_address);
-}
-void Put(Writer& w, const Ack& m) {
-  w.U8(static_cast<uint8_t>(MessageType::kAck));
-  w.U32(m.seq);
-}
-void Put(Writer& w, const Nack& m) {
-  w.U8(static_cast<uint8_t>(MessageType::kNack));
-  w.U32(m.seq);
-}
-void Put(Writer& w, const Suspect& m) {
-  w.U8(static_cast<uint8_t>(MessageType::kSuspect));
-  w.U32(m.incarnation);
-  w.Str(m.node);
-  w.Str(m.from);
-}
-void Put(Writer& w, const Alive& m) {
-  w.U8(static_cast<uint8_t>(MessageType::kAlive));
-  w.U32(m.incarnation);
-  w.Str(m.node);
-  w.Str(m.address);
-  PutBoundedMetadata(w, m.metadata);
-}
-void Put(Writer& w, const Dead& m) {
-  w.U8(static_cast<uint8_t>(MessageType::kDead));
-  w.U32(m.incarnation);
-  w.Str(m.node);
-  w.Str(m.from);
-}
-void Put(Writer& w, const PushPull& m) {
-  w.U8(static_cast<uint8_t>(MessageType::kPushPull));
-  w.U32(m.seq);
-  w.Bool(m.join);
-  w.Bool(m.response);
-  w.Str(m.source);
-  w.Str(m.source_address);
-  size_t n = std::min<size_t>(m.members.size(), std::numeric_limits<uint16_t>::max());
-  w.U16(static_cast<uint16_t>(n));
-  for (size_t i = 0; i < n; ++i) {
-    const PushPullEntry& e = m.members[i];
-    w.Str(e.node);
-    w.Str(e.address);
-    w.U32(e.incarnation);
-    w.U8(static_cast<uint8_t>(e.state));
-    PutBoundedMetadata(w, e.metadata);
+// Checks decoded fields against the core's bounds; the first violation is kept.
+class Bounds {
+ public:
+  // A required identifier (node id, address).
+  std::string Id(const std::string& s, size_t max_bytes, const char* field) {
+    if (s.empty() || s.size() > max_bytes) Fail(field);
+    return s;
   }
+  std::string Optional(const std::string& s, size_t max_bytes, const char* field) {
+    if (s.size() > max_bytes) Fail(field);
+    return s;
+  }
+  template <typename List>
+  std::vector<std::string> StrList(const List& items, const char* field) {
+    if (static_cast<size_t>(items.size()) > kMaxListItems) Fail(field);
+    return {items.begin(), items.end()};
+  }
+  uint16_t U16(uint32_t v, const char* field) {
+    if (v > 0xffff) Fail(field);
+    return static_cast<uint16_t>(v);
+  }
+  void Fail(const char* field) {
+    if (error_.empty()) error_ = field;
+  }
+  const std::string& error() const { return error_; }
+
+ private:
+  std::string error_;
+};
+
+void ToProto(const Metadata& m, exaserve::v1::GossipMetadata* p) {
+  for (const auto& r : m.roles) p->add_roles(r);
+  p->set_rack(m.rack);
+  p->set_nvlink_domain(m.nvlink_domain);
+  p->set_gpu_count(m.gpus.count);
+  p->set_gpu_memory_mib_each(m.gpus.memory_mib_each);
+  p->set_gpu_model(m.gpus.model);
+  for (const auto& t : m.taints) p->add_taints(t);
+  p->set_build_version(m.build_version);
+  p->set_replicas_hosted(m.replicas.hosted);
+  p->set_replicas_ready(m.replicas.ready);
+}
+
+Metadata FromProto(const exaserve::v1::GossipMetadata& p, Bounds& b) {
+  if (p.ByteSizeLong() > kMaxMetadataBytes) b.Fail("metadata size");
+  Metadata m;
+  m.roles = b.StrList(p.roles(), "metadata.roles");
+  m.rack = p.rack();
+  m.nvlink_domain = p.nvlink_domain();
+  m.gpus.count = b.U16(p.gpu_count(), "metadata.gpu_count");
+  m.gpus.memory_mib_each = p.gpu_memory_mib_each();
+  m.gpus.model = p.gpu_model();
+  m.taints = b.StrList(p.taints(), "metadata.taints");
+  m.build_version = p.build_version();
+  m.replicas.hosted = b.U16(p.replicas_hosted(), "metadata.replicas_hosted");
+  m.replicas.ready = b.U16(p.replicas_ready(), "metadata.replicas_ready");
+  return m;
+}
+
+std::string Frame(MessageType type, const pb& body) {
+  std::string out(1, static_cast<char>(type));
+  body.AppendToString(&out);
+  return out;
+}
+
+std::string Put(const Ping& m) {
+  exaserve::v1::GossipPing p;
+  p.set_seq(m.seq);
+  p.set_target(m.target);
+  p.set_source(m.source);
+  p.set_source_address(m.source_address);
+  return Frame(MessageType::kPing, p);
+}
+std::string Put(const IndirectPing& m) {
+  exaserve::v1::GossipIndirectPing p;
+  p.set_seq(m.seq);
+  p.set_target(m.target);
+  p.set_target_address(m.target_address);
+  p.set_want_nack(m.want_nack);
+  p.set_source(m.source);
+  p.set_source_address(m.source_address);
+  return Frame(MessageType::kIndirectPing, p);
+}
+std::string Put(const Ack& m) {
+  exaserve::v1::GossipAck p;
+  p.set_seq(m.seq);
+  return Frame(MessageType::kAck, p);
+}
+std::string Put(const Nack& m) {
+  exaserve::v1::GossipNack p;
+  p.set_seq(m.seq);
+  return Frame(MessageType::kNack, p);
+}
+std::string Put(const Suspect& m) {
+  exaserve::v1::GossipSuspect p;
+  p.set_incarnation(m.incarnation);
+  p.set_node(m.node);
+  p.set_from(m.from);
+  return Frame(MessageType::kSuspect, p);
+}
+std::string Put(const Alive& m) {
+  exaserve::v1::GossipAlive p;
+  p.set_incarnation(m.incarnation);
+  p.set_node(m.node);
+  p.set_address(m.address);
+  ToProto(m.metadata, p.mutable_metadata());
+  return Frame(MessageType::kAlive, p);
+}
+std::string Put(const Dead& m) {
+  exaserve::v1::GossipDead p;
+  p.set_incarnation(m.incarnation);
+  p.set_node(m.node);
+  p.set_from(m.from);
+  return Frame(MessageType::kDead, p);
+}
+std::string Put(const PushPull& m) {
+  exaserve::v1::GossipPushPull p;
+  p.set_seq(m.seq);
+  p.set_join(m.join);
+  p.set_response(m.response);
+  p.set_source(m.source);
+  p.set_source_address(m.source_address);
+  for (const PushPullEntry& e : m.members) {
+    auto* q = p.add_members();
+    q->set_node(e.node);
+    q->set_address(e.address);
+    q->set_incarnation(e.incarnation);
+    q->set_state(static_cast<uint32_t>(e.state));
+    ToProto(e.metadata, q->mutable_metadata());
+  }
+  return Frame(MessageType::kPushPull, p);
 }
 
 absl::Status Malformed(std::string_view what) {
   return absl::InvalidArgumentError(StrCat("gossip packet: malformed ", what));
 }
 
-absl::StatusOr<Message> GetBody(Reader& r, MessageType type) {
+template <typename Proto>
+bool Parse(std::string_view body, Proto* p) {
+  return body.size() <= static_cast<size_t>(INT32_MAX) &&
+         p->ParseFromArray(body.data(), static_cast<int>(body.size()));
+}
+
+absl::StatusOr<Message> Build(MessageType type, std::string_view body, Bounds& b) {
   switch (type) {
     case MessageType::kPing: {
-      Ping m;
-      m.seq = r.U32();
-      m.target = r.Str(kMaxNodeIdBytes);  // empty: probe whoever listens here
-      m.source = r.Id(kMaxNodeIdBytes);
-      m.source_address = r.Id(kMaxAddressBytes);
-      return Message(std::move(m));
+      exaserve::v1::GossipPing p;
+      if (!Parse(body, &p)) break;
+      return Message(Ping{p.seq(), b.Optional(p.target(), kMaxNodeIdBytes, "ping.target"),
+                          b.Id(p.source(), kMaxNodeIdBytes, "ping.source"),
+                          b.Id(p.source_address(), kMaxAddressBytes, "ping.source_address")});
     }
     case MessageType::kIndirectPing: {
-      IndirectPing m;
-      m.seq = r.U32();
-      m.target = r.Id(kMaxNodeIdBytes);
-      m.target_address = r.Id(kMaxAddressBytes);
-      m.want_nack = r.Bool();
-      m.source = r.Id(kMaxNodeIdBytes);
-      m.source_address = r.Id(kMaxAddressBytes);
-      return Message(std::move(m));
+      exaserve::v1::GossipIndirectPing p;
+      if (!Parse(body, &p)) break;
+      return Message(
+          IndirectPing{p.seq(), b.Id(p.target(), kMaxNodeIdBytes, "ping-req.target"),
+                       b.Id(p.target_address(), kMaxAddressBytes, "ping-req.target_address"),
+                       p.want_nack(), b.Id(p.source(), kMaxNodeIdBytes, "ping-req.source"),
+                       b.Id(p.source_address(), kMaxAddressBytes, "ping-req.source_address")});
     }
-    case MessageType::kAck:
-      return Message(Ack{r.U32()});
-    case MessageType::kNack:
-      return Message(Nack{r.U32()});
+    case MessageType::kAck: {
+      exaserve::v1::GossipAck p;
+      if (!Parse(body, &p)) break;
+      return Message(Ack{p.seq()});
+    }
+    case MessageType::kNack: {
+      exaserve::v1::GossipNack p;
+      if (!Parse(body, &p)) break;
+      return Message(Nack{p.seq()});
+    }
     case MessageType::kSuspect: {
-      Suspect m;
-      m.incarnation = r.U32();
-      m.node = r.Id(kMaxNodeIdBytes);
-      m.from = r.Id(kMaxNodeIdBytes);
-      return Message(std::move(m));
+      exaserve::v1::GossipSuspect p;
+      if (!Parse(body, &p)) break;
+      return Message(Suspect{p.incarnation(), b.Id(p.node(), kMaxNodeIdBytes, "suspect.node"),
+                             b.Id(p.from(), kMaxNodeIdBytes, "suspect.from")});
     }
     case MessageType::kAlive: {
-      Alive m;
-      m.incarnation = r.U32();
-      m.node = r.Id(kMaxNodeIdBytes);
-      m.address = r.Id(kMaxAddressBytes);
-      m.metadata = GetBoundedMetadata(r);
-      return Message(std::move(m));
+      exaserve::v1::GossipAlive p;
+      if (!Parse(body, &p)) break;
+      return Message(Alive{p.incarnation(), b.Id(p.node(), kMaxNodeIdBytes, "alive.node"),
+                           b.Id(p.address(), kMaxAddressBytes, "alive.address"),
+                           FromProto(p.metadata(), b)});
     }
     case MessageType::kDead: {
-      Dead m;
-      m.incarnation = r.U32();
-      m.node = r.Id(kMaxNodeIdBytes);
-      m.from = r.Id(kMaxNodeIdBytes);
-      return Message(std::move(m));
+      exaserve::v1::GossipDead p;
+      if (!Parse(body, &p)) break;
+      return Message(Dead{p.incarnation(), b.Id(p.node(), kMaxNodeIdBytes, "dead.node"),
+                          b.Id(p.from(), kMaxNodeIdBytes, "dead.from")});
     }
     case MessageType::kPushPull: {
-      PushPull m;
-      m.seq = r.U32();
-      m.join = r.Bool();
-      m.response = r.Bool();
-      m.source = r.Id(kMaxNodeIdBytes);
-      m.source_address = r.Id(kMaxAddressBytes);
-      size_t n = r.U16();
-      // Each entry takes at least 13 bytes; a count the input cannot hold is a lie.
-      if (n * 13 > r.remaining()) return Malformed("push-pull count");
-      m.members.reserve(n);
-      for (size_t i = 0; i < n && r.ok(); ++i) {
-        PushPullEntry e;
-        e.node = r.Id(kMaxNodeIdBytes);
-        e.address = r.Id(kMaxAddressBytes);
-        e.incarnation = r.U32();
-        uint8_t state = r.U8();
-        if (state >= kNumMemberStates) return Malformed("member state");
-        e.state = static_cast<MemberState>(state);
-        e.metadata = GetBoundedMetadata(r);
-        m.members.push_back(std::move(e));
+      exaserve::v1::GossipPushPull p;
+      if (!Parse(body, &p)) break;
+      PushPull m{p.seq(),
+                 p.join(),
+                 p.response(),
+                 b.Id(p.source(), kMaxNodeIdBytes, "push-pull.source"),
+                 b.Id(p.source_address(), kMaxAddressBytes, "push-pull.source_address"),
+                 {}};
+      m.members.reserve(static_cast<size_t>(p.members_size()));
+      for (const auto& q : p.members()) {
+        if (q.state() >= static_cast<uint32_t>(kNumMemberStates)) b.Fail("member state");
+        m.members.push_back({b.Id(q.node(), kMaxNodeIdBytes, "member.node"),
+                             b.Id(q.address(), kMaxAddressBytes, "member.address"), q.incarnation(),
+                             static_cast<MemberState>(q.state() & 3), FromProto(q.metadata(), b)});
       }
       return Message(std::move(m));
     }
     case MessageType::kCompound:
-      break;
+      return Malformed("nested compound");
   }
-  return Malformed(StrCat("message type ", static_cast<int>(type)));
+  return Malformed(StrCat("message of type ", static_cast<int>(type)));
 }
 
 }  // namespace
 
 std::string EncodeMessage(const Message& message) {
-  Writer w;
-  std::visit([&w](const auto& m) { Put(w, m); }, message);
-  return w.Take();
+  return std::visit([](const auto& m) { return Put(m); }, message);
 }
 
+// Every packet is framed as a compound, even with one message: protobuf cannot tell a message
+// cut short at a field boundary from a whole one, and the length prefix can.
 size_t PacketSize(const std::vector<std::string>& encoded_messages) {
-  if (encoded_messages.size() == 1) return kPacketHeaderBytes + encoded_messages[0].size();
   size_t n = kPacketHeaderBytes + kCompoundHeaderBytes;
   for (const std::string& m : encoded_messages) n += kCompoundPerMessageBytes + m.size();
   return n;
@@ -330,10 +308,6 @@ std::string EncodePacket(const std::vector<std::string>& encoded_messages) {
   std::string out;
   out.reserve(PacketSize(encoded_messages));
   out.push_back(static_cast<char>(kWireVersion));
-  if (encoded_messages.size() == 1) {
-    out += encoded_messages[0];
-    return out;
-  }
   Writer w;
   w.U8(static_cast<uint8_t>(MessageType::kCompound));
   w.U16(static_cast<uint16_t>(encoded_messages.size()));
@@ -347,26 +321,23 @@ std::string EncodePacket(const std::vector<std::string>& encoded_messages) {
   return out;
 }
 
-std::string EncodeSingle(const Message& message) {
-  return EncodePacket({EncodeMessage(message)});
-}
+std::string EncodeSingle(const Message& message) { return EncodePacket({EncodeMessage(message)}); }
 
 size_t EncodedMetadataSize(const Metadata& metadata) {
-  Writer w;
-  PutMetadata(w, metadata);
-  return w.Take().size();
+  exaserve::v1::GossipMetadata p;
+  ToProto(metadata, &p);
+  return p.ByteSizeLong();
 }
 
 namespace {
 
 absl::StatusOr<Message> DecodeOne(std::string_view bytes) {
-  Reader r(bytes);
-  auto type = static_cast<MessageType>(r.U8());
-  if (!r.ok()) return Malformed("empty message");
-  absl::StatusOr<Message> m = GetBody(r, type);
+  if (bytes.empty()) return Malformed("empty message");
+  auto type = static_cast<MessageType>(static_cast<uint8_t>(bytes[0]));
+  Bounds bounds;
+  absl::StatusOr<Message> m = Build(type, bytes.substr(1), bounds);
   if (!m.ok()) return m.status();
-  if (!r.ok()) return Malformed(StrCat("message of type ", static_cast<int>(type)));
-  if (!r.done()) return Malformed(StrCat("trailing bytes after type ", static_cast<int>(type)));
+  if (!bounds.error().empty()) return Malformed(bounds.error());
   return m;
 }
 
@@ -379,16 +350,14 @@ absl::StatusOr<std::vector<Message>> DecodePacket(std::string_view packet, size_
   }
   if (packet.size() < 2) return Malformed("packet (too short)");
   if (static_cast<uint8_t>(packet[0]) != kWireVersion) {
-    return absl::InvalidArgumentError(
-        StrCat("gossip packet: version ", static_cast<int>(static_cast<uint8_t>(packet[0])),
-               ", expected ", static_cast<int>(kWireVersion)));
+    return absl::InvalidArgumentError(StrCat("gossip packet: version ",
+                                             static_cast<int>(static_cast<uint8_t>(packet[0])),
+                                             ", expected ", static_cast<int>(kWireVersion)));
   }
   std::string_view body = packet.substr(1);
   std::vector<Message> out;
   if (static_cast<MessageType>(static_cast<uint8_t>(body[0])) != MessageType::kCompound) {
-    EXA_ASSIGN_OR_RETURN(Message m, DecodeOne(body));
-    out.push_back(std::move(m));
-    return out;
+    return Malformed("packet (expected a compound frame)");
   }
   Reader r(body.substr(1));
   size_t count = r.U16();
@@ -399,8 +368,8 @@ absl::StatusOr<std::vector<Message>> DecodePacket(std::string_view packet, size_
     size_t len = r.U16();
     std::string_view one = r.Bytes(len);
     if (!r.ok()) return Malformed("compound length");
-    if (!one.empty() && static_cast<MessageType>(static_cast<uint8_t>(one[0])) ==
-                            MessageType::kCompound) {
+    if (!one.empty() &&
+        static_cast<MessageType>(static_cast<uint8_t>(one[0])) == MessageType::kCompound) {
       return Malformed("nested compound");
     }
     EXA_ASSIGN_OR_RETURN(Message m, DecodeOne(one));

@@ -1,11 +1,12 @@
 // The gossip wire format. Contract:
-//   packet   := version:u8 message
-//   message  := type:u8 body          (one of messages.h, or a compound)
+//   packet   := version:u8 compound   (always compound, even for one message: the lengths are
+//                                      what catches a message cut short)
 //   compound := type=kCompound count:u16 { length:u16 message }*count   (no nesting)
-// Integers are big-endian; strings and lists carry u16 lengths/counts. Decoding is all or
-// nothing: malformed, truncated, oversized or trailing input is an error and yields no message,
-// so a bad packet can never change membership state. Only this file pair knows the layout, so
-// switching to a protobuf encoding is a local change.
+//   message  := type:u8 body          (body: the protobuf of proto/exaserve/v1/membership.proto)
+// Framing integers are big-endian. Decoding is all or nothing: malformed, truncated, oversized
+// input, or fields beyond the core's bounds (ids, addresses, metadata size and list lengths)
+// are an error and yield no message, so a bad packet can never change membership state. Only
+// this file pair knows the layout.
 //
 // Thread safety: pure functions.
 #pragma once
@@ -20,15 +21,15 @@
 namespace exa::membership {
 
 inline constexpr uint8_t kWireVersion = 1;
-// Bytes a packet adds around its messages: the version byte; and, when there is more than one
-// message, the compound type and count plus a length per message.
+// Bytes a packet adds around its messages: the version byte, the compound type and count, and a
+// length per message.
 inline constexpr size_t kPacketHeaderBytes = 1;
 inline constexpr size_t kCompoundHeaderBytes = 3;
 inline constexpr size_t kCompoundPerMessageBytes = 2;
 
 // One message as type + body, without the version byte (what the broadcast queue stores).
 std::string EncodeMessage(const Message& message);
-// A packet from already-encoded messages; compound when there is more than one.
+// A packet from already-encoded messages.
 std::string EncodePacket(const std::vector<std::string>& encoded_messages);
 // Size EncodePacket would produce.
 size_t PacketSize(const std::vector<std::string>& encoded_messages);
