@@ -50,8 +50,9 @@ absl::Status Daemon::Start() {
   metrics::RegisterProcessMetrics(registry_, Version());
   registry_.AddGaugeCallback("exaserve_ready", "1 when this node accepts traffic, else 0.",
                              [this] { return state_ == State::kReady ? 1.0 : 0.0; });
-  auto& roles_metric = registry_.AddGauge("exaserve_node_role",
-                                          "Roles whose services this node started; the value is always 1.", {"role"});
+  auto& roles_metric = registry_.AddGauge(
+      "exaserve_node_role", "Roles whose services this node started; the value is always 1.",
+      {"role"});
   for (const std::string& r : roles_) roles_metric.WithLabels({r}).Set(1);
 
   EXA_RETURN_IF_ERROR(StartServing());
@@ -178,6 +179,11 @@ absl::Status Daemon::StartGossip() {
   self.metadata.roles = options_.node.roles;
   self.metadata.rack = options_.node.rack;
   self.metadata.build_version = Version();
+  if (replicas_) {
+    // Replicas load before gossip starts, so the first alive message already carries them.
+    auto count = static_cast<uint16_t>(std::min<size_t>(replicas_->replicas().size(), 0xffff));
+    self.metadata.replicas = {count, count};
+  }
   EXA_ASSIGN_OR_RETURN(self.incarnation, NextIncarnation(options_.node.data_dir));
   if (absl::Status s = gossip_->Start(self); !s.ok()) {
     return absl::Status(s.code(), StrCat(ToStd(s.message()), "; set another with --gossip-port"));

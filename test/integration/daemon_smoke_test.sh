@@ -3,6 +3,7 @@
 # exaserve-cli status, refuses bad flags with exit 2, and drains on SIGTERM to exit 0 within 5 s.
 source "$(dirname "$0")/lib.sh"
 BIN=$1
+EXAMPLE_CONFIG=$2
 work=$(mktemp -d)
 trap 'kill -9 ${pid:-} 2>/dev/null || true; rm -rf "$work"' EXIT
 
@@ -22,6 +23,13 @@ set -e
 [ $rc -eq 2 ] || fail "unknown flag exited $rc, want 2"
 [ $rc2 -eq 2 ] || fail "invalid YAML exited $rc2, want 2"
 grep -q "$work/bad.yaml:[0-9]*:[0-9]*: invalid YAML" <<<"$out" || fail "no file:line:col: $out"
+
+# The example config is complete (every key the daemon knows) and loads.
+"$BIN/exaserved" --config "$EXAMPLE_CONFIG" --print-config > "$work/printed.yaml" ||
+  fail "config/exaserved.yaml does not load"
+keys() { awk '/^[a-z_]+:$/ {s=$1; sub(":","",s)} /^  [a-z_]+:/ {k=$1; sub(":","",k); print s"."k}' "$1" | sort; }
+missing=$(comm -23 <(keys "$work/printed.yaml") <(keys "$EXAMPLE_CONFIG"))
+[ -z "$missing" ] || fail "config/exaserved.yaml lacks: $missing"
 
 # Data dir not writable → exit 1 naming the path.
 if [ "$(id -u)" -ne 0 ]; then

@@ -399,6 +399,15 @@ void GossipAgent::Leave(absl::Time deadline) {
     impl->core->Leave(absl::Now());
     impl->Flush();
   });
+  // Alone, there is nobody to tell; otherwise wait for the leave to go out.
+  {
+    absl::MutexLock lock(&impl_->mu);
+    size_t others =
+        std::count_if(impl_->snapshot.begin(), impl_->snapshot.end(), [](const Member& m) {
+          return m.state == MemberState::kAlive || m.state == MemberState::kSuspect;
+        });
+    if (others <= 1) return;
+  }
   while (absl::Now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     absl::MutexLock lock(&impl_->mu);
