@@ -25,11 +25,21 @@ const char* Version() { return EXASERVE_VERSION; }
 
 struct Daemon::Timers {
   explicit Timers(asio::io_context& io)
-      : signals(io, SIGTERM, SIGINT), watchdog(io), load(io), election(io) {}
+      : signals(io, SIGTERM, SIGINT),
+        watchdog(io),
+        load(io),
+        election(io),
+        process_check(io),
+        model_probe(io),
+        probe_collect(io) {}
   asio::signal_set signals;
   asio::steady_timer watchdog;
   asio::steady_timer load;
   asio::steady_timer election;
+  // Health checks run on one strand-free chain each; they never overlap with themselves.
+  asio::steady_timer process_check;
+  asio::steady_timer model_probe;
+  asio::steady_timer probe_collect;
   std::chrono::microseconds watchdog_interval{0};
 };
 
@@ -78,6 +88,7 @@ absl::Status Daemon::Start() {
   state_ = State::kReady;
   PumpLoad();
   RunElection();
+  StartHealthChecks();
   grpc_->SetServing(true);
   sd_notify(0, "READY=1\nSTATUS=serving");
   std::string roles;
@@ -110,6 +121,43 @@ absl::Status Daemon::StartServing() {
     inference_service_ = std::make_unique<gateway::InferenceService>(*frontend_);
   }
   return absl::OkStatus();
+}
+
+// Process and model levels of health for local replicas (MISSION.md §4). An unhealthy replica
+// leaves routing at once and returns when it passes again.
+void Daemon::StartHealthChecks() {
+  if (!replicas_ || replicas_->replicas().empty()) return;
+  prober_ = std::make_unique<node::ReplicaProber>(
+      *replicas_, options_.health, registry_,
+      [this](const std::string& id, bool healthy, const std::string&) {
+        if (table_) table_->SetHealthy(id, healthy);
+      });
+  ScheduleProcessCheck();
+  // The first probe right away: it records the golden answer and proves the path end to end.
+  ScheduleProbe(absl::ZeroDuration());
+}
+
+void Daemon::ScheduleProcessCheck() {
+  timers_->process_check.expires_after(absl::ToChronoNanoseconds(options_.health.process_interval));
+  timers_->process_check.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    prober_->CheckProcesses();
+    ScheduleProcessCheck();
+  });
+}
+
+void Daemon::ScheduleProbe(absl::Duration delay) {
+  timers_->model_probe.expires_after(absl::ToChronoNanoseconds(delay));
+  timers_->model_probe.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    prober_->SendProbes();
+    timers_->probe_collect.expires_after(absl::ToChronoNanoseconds(options_.health.probe_timeout));
+    timers_->probe_collect.async_wait([this](const boost::system::error_code& ec) {
+      if (ec) return;
+      prober_->CollectProbes();
+      ScheduleProbe(options_.health.model_interval);
+    });
+  });
 }
 
 // Recomputes role election from the membership view once a second (cluster/election.h): every
@@ -364,6 +412,9 @@ void Daemon::Drain() {
   timers_->watchdog.cancel();
   timers_->load.cancel();
   timers_->election.cancel();
+  timers_->process_check.cancel();
+  timers_->model_probe.cancel();
+  timers_->probe_collect.cancel();
   io_.Stop();
   if (replicas_) replicas_->Stop();
   state_ = State::kStopped;

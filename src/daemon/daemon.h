@@ -26,6 +26,7 @@
 #include "net/http_server.h"
 #include "net/io_runner.h"
 #include "node/replica_host.h"
+#include "node/replica_prober.h"
 #include "router/replica_table.h"
 
 namespace exa::daemon {
@@ -63,6 +64,9 @@ class Daemon {
   absl::Status StartServing();
   void PumpLoad();
   void RunElection();
+  void StartHealthChecks();
+  void ScheduleProcessCheck();
+  void ScheduleProbe(absl::Duration delay);
   // This node's roles: elected from the membership view (pinned roles are kept as pinned).
   std::vector<std::string> CurrentRoles() const;
   AdminCallbacks MakeAdminCallbacks();
@@ -86,6 +90,7 @@ class Daemon {
   mutable absl::Mutex roles_mu_;
   cluster::Assignment assignment_ ABSL_GUARDED_BY(roles_mu_);
   std::unique_ptr<node::ReplicaHost> replicas_;
+  std::unique_ptr<node::ReplicaProber> prober_;
   std::unique_ptr<class LocalReplicaBackend> local_backend_;
   std::unique_ptr<router::ReplicaTable> table_;
   std::unique_ptr<gateway::Frontend> frontend_;

@@ -100,6 +100,7 @@ void RegisterConfig(config::Schema& s, DaemonOptions* o) {
   net::RegisterConfig(s, "http", &o->http);
   net::RegisterConfig(s, "grpc", &o->grpc);
   node::RegisterConfig(s, "inference", &o->inference);
+  node::RegisterConfig(s, "health", &o->health);
   gateway::RegisterConfig(s, "gateway", &o->gateway);
 }
 

@@ -14,6 +14,7 @@
 #include "membership/config.h"
 #include "net/grpc_server.h"
 #include "net/http_server.h"
+#include "node/replica_health.h"
 #include "node/replica_host.h"
 
 namespace exa::daemon {
@@ -65,6 +66,7 @@ struct DaemonOptions {
   net::HttpServerOptions http;
   net::GrpcServerOptions grpc;
   node::InferenceOptions inference;
+  node::HealthOptions health;
   gateway::GatewayOptions gateway;
 };
 

@@ -1,0 +1,96 @@
+#include "node/replica_prober.h"
+
+#include "common/logging.h"
+
+namespace exa::node {
+
+ReplicaProber::ReplicaProber(const ReplicaHost& host, HealthOptions options,
+                             metrics::Registry& registry, OnChange on_change)
+    : host_(host),
+      options_(std::move(options)),
+      on_change_(std::move(on_change)),
+      healthy_gauge_(registry.AddGauge("exaserve_replica_healthy",
+                                       "1 while the replica passes its process and model checks.",
+                                       {"replica"})),
+      probes_(registry.AddCounter("exaserve_replica_probes_total", "Model-level probes by result.",
+                                  {"replica", "result"})) {
+  for (const auto& r : host_.replicas()) {
+    states_.emplace(r->id, State(options_));
+    healthy_gauge_.WithLabels({r->id}).Set(1);
+  }
+}
+
+void ReplicaProber::Report(const Replica& replica, State& state) {
+  bool healthy = state.health.healthy();
+  healthy_gauge_.WithLabels({replica.id}).Set(healthy ? 1 : 0);
+  if (healthy == state.reported_healthy) return;
+  state.reported_healthy = healthy;
+  if (healthy) {
+    EXA_LOG_INFO("health", "replica healthy again", {{"replica", replica.id}});
+  } else {
+    EXA_LOG_WARN("health", "replica unhealthy",
+                 {{"replica", replica.id}, {"reason", state.health.reason()}});
+  }
+  on_change_(replica.id, healthy, state.health.reason());
+}
+
+void ReplicaProber::CheckProcesses() {
+  for (const auto& r : host_.replicas()) {
+    engine::EngineLoad load = r->engine->Load();
+    State& state = states_.at(r->id);
+    state.health.OnProcessCheck(load.steps, load.running + load.waiting > 0);
+    Report(*r, state);
+  }
+}
+
+void ReplicaProber::SendProbes() {
+  for (const auto& r : host_.replicas()) {
+    State& state = states_.at(r->id);
+    auto probe = std::make_shared<Probe>();
+    engine::GenerateRequest request;
+    request.prompt_tokens = r->model->tokenizer->tokenizer().Encode(options_.probe_prompt, true);
+    request.max_tokens = options_.probe_max_tokens;
+    request.callback = [this, probe](const engine::StreamEvent& e) {
+      absl::MutexLock lock(&mu_);
+      probe->text += e.text;
+      if (e.finished) {
+        probe->finished = true;
+        probe->ok = e.status.ok();
+      }
+    };
+    auto id = r->engine->Submit(std::move(request));
+    absl::MutexLock lock(&mu_);
+    if (id.ok()) {
+      probe->id = *id;
+      probe->submitted = true;
+    }
+    state.probe = probe;
+  }
+}
+
+void ReplicaProber::CollectProbes() {
+  for (const auto& r : host_.replicas()) {
+    State& state = states_.at(r->id);
+    if (!state.probe) continue;
+    std::optional<std::string> answer;
+    bool cancel = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (state.probe->finished && state.probe->ok) answer = state.probe->text;
+      cancel = state.probe->submitted && !state.probe->finished;
+    }
+    if (cancel) r->engine->Cancel(state.probe->id);
+    state.probe.reset();
+    uint64_t ok_before = state.health.probes_ok();
+    state.health.OnProbeResult(answer);
+    probes_.WithLabels({r->id, state.health.probes_ok() > ok_before ? "ok" : "failed"}).Increment();
+    Report(*r, state);
+  }
+}
+
+bool ReplicaProber::Healthy(const std::string& replica_id) const {
+  auto it = states_.find(replica_id);
+  return it == states_.end() || it->second.health.healthy();
+}
+
+}  // namespace exa::node

@@ -1,0 +1,64 @@
+// Drives ReplicaHealth for every local replica: process checks from the engines' step counters,
+// model probes submitted to each engine, results collected after the probe timeout. Reports
+// each change of health so the gateway can take a replica out of routing (and put it back).
+//
+// Thread safety: CheckProcesses, SendProbes and CollectProbes from one thread (the daemon's
+// timers, one at a time); probe callbacks run on engine threads and only touch `mu_`.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "metrics/registry.h"
+#include "node/replica_health.h"
+#include "node/replica_host.h"
+
+namespace exa::node {
+
+class ReplicaProber {
+ public:
+  using OnChange =
+      std::function<void(const std::string& replica_id, bool healthy, const std::string& reason)>;
+
+  ReplicaProber(const ReplicaHost& host, HealthOptions options, metrics::Registry& registry,
+                OnChange on_change);
+
+  void CheckProcesses();
+  // Submits one probe per replica; CollectProbes after probe_timeout reads the answers.
+  void SendProbes();
+  void CollectProbes();
+
+  bool Healthy(const std::string& replica_id) const;
+  const HealthOptions& options() const { return options_; }
+
+ private:
+  struct Probe {
+    std::string text;
+    bool finished = false;
+    bool ok = false;
+    engine::RequestId id = 0;
+    bool submitted = false;
+  };
+  struct State {
+    explicit State(const HealthOptions& o) : health(o) {}
+    ReplicaHealth health;
+    bool reported_healthy = true;
+    std::shared_ptr<Probe> probe;
+  };
+  void Report(const Replica& replica, State& state);
+
+  const ReplicaHost& host_;
+  const HealthOptions options_;
+  OnChange on_change_;
+  std::map<std::string, State> states_;
+  mutable absl::Mutex mu_;  // guards every Probe's fields (written on engine threads)
+  metrics::Family<metrics::Gauge>& healthy_gauge_;
+  metrics::Family<metrics::Counter>& probes_;
+};
+
+}  // namespace exa::node
