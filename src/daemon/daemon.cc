@@ -395,6 +395,7 @@ void Daemon::Drain() {
                {{"in_flight", http_->in_flight()},
                 {"drain_timeout", DurationToString(options_.lifecycle.drain_timeout)}});
   grpc_->SetServing(false);
+  if (frontend_) frontend_->StartDraining();
   http_->StopAccepting();
   while (http_->in_flight() > 0 && absl::Now() < deadline &&
          !drain_forced_.WaitForNotificationWithTimeout(absl::Milliseconds(20))) {

@@ -153,6 +153,10 @@ absl::Status Frontend::Validate(const TextRequest& r) const {
 }
 
 absl::StatusOr<std::shared_ptr<Call>> Frontend::Start(TextRequest r, EventSink sink) {
+  if (draining_) {
+    requests_.WithLabels({"draining"}).Increment();
+    return absl::UnavailableError("gateway is draining (shutting down); retry on another node");
+  }
   if (absl::Status s = Validate(r); !s.ok()) {
     requests_.WithLabels({"invalid_argument"}).Increment();
     return s;

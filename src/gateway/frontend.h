@@ -94,6 +94,8 @@ class Frontend {
   absl::StatusOr<std::shared_ptr<Call>> Start(TextRequest request, EventSink sink);
 
   std::vector<ModelView> Models() const { return backend_.Models(); }
+  // From now on new requests get UNAVAILABLE; admitted ones run to completion.
+  void StartDraining() { draining_ = true; }
   int in_flight() const { return in_flight_.load(); }
   const GatewayOptions& options() const { return options_; }
 
@@ -105,6 +107,7 @@ class Frontend {
   ReplicaBackend& backend_;
   router::ReplicaTable& table_;
   std::atomic<int> in_flight_{0};
+  std::atomic<bool> draining_{false};
   metrics::Family<metrics::Counter>& requests_;
   metrics::Histogram& ttft_seconds_;
   metrics::Histogram& e2e_seconds_;
