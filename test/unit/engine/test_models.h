@@ -116,7 +116,20 @@ inline void WriteFile(const std::filesystem::path& path, const std::string& byte
   std::fclose(f);
 }
 
-// A fresh directory under the system temp dir, unique per call.
+// Removes the test's temporary directories when the test binary exits.
+struct TempDirRegistry {
+  std::vector<std::filesystem::path> dirs;
+  ~TempDirRegistry() {
+    std::error_code ignored;
+    for (const auto& d : dirs) std::filesystem::remove_all(d, ignored);
+  }
+};
+inline TempDirRegistry& TempDirs() {
+  static TempDirRegistry registry;
+  return registry;
+}
+
+// A fresh directory under the system temp dir, unique per call, removed at exit.
 inline std::filesystem::path TempDir(const std::string& tag) {
   static int counter = 0;
   auto dir = std::filesystem::temp_directory_path() /
@@ -124,6 +137,7 @@ inline std::filesystem::path TempDir(const std::string& tag) {
               std::to_string(counter++));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  TempDirs().dirs.push_back(dir);
   return dir;
 }
 
