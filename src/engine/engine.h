@@ -30,17 +30,17 @@
 namespace exa::engine {
 
 struct EngineOptions {
-  std::string model_dir;        // HF layout; unused by the sim backend
-  std::string backend = "cpu";  // "cpu" or "sim"
-  int threads = 0;              // CPU backend threads; 0: one per hardware thread
+  std::string model_dir;                        // HF layout; unused by the sim backend
+  std::string backend = "cpu";                  // "cpu" or "sim"
+  int threads = 0;                              // CPU backend threads; 0: one per hardware thread
   int64_t kv_cache_bytes = int64_t{256} << 20;  // fixes the block count up front
   int32_t kv_block_size = 16;                   // vLLM's default block size
-  int32_t max_batch_tokens = 512;  // per-step token budget (prefill chunks + decodes)
-  int32_t max_running = 64;        // sequences batched at once
-  int32_t max_queue = 1024;        // admission queue; full -> RESOURCE_EXHAUSTED
-  int32_t max_context = 0;         // 0: the model's max_position_embeddings
-  uint64_t seed = 0;               // for requests that bring no seed of their own
-  SimCostModel sim;                // backend "sim" only
+  int32_t max_batch_tokens = 512;               // per-step token budget (prefill chunks + decodes)
+  int32_t max_running = 64;                     // sequences batched at once
+  int32_t max_queue = 1024;                     // admission queue; full -> RESOURCE_EXHAUSTED
+  int32_t max_context = 0;                      // 0: the model's max_position_embeddings
+  uint64_t seed = 0;                            // for requests that bring no seed of their own
+  SimCostModel sim;                             // backend "sim" only
 };
 
 struct EngineInfo {
@@ -84,7 +84,7 @@ class Engine {
 };
 
 // Builds the engine for `options.backend`; `detokenizer` may be null (no stop strings, no text).
-absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(const EngineOptions& options,
-                                                     std::shared_ptr<const Detokenizer> detokenizer = nullptr);
+absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(
+    const EngineOptions& options, std::shared_ptr<const Detokenizer> detokenizer = nullptr);
 
 }  // namespace exa::engine

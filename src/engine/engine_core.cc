@@ -10,10 +10,10 @@ namespace exa::engine {
 
 int64_t EstimatedPendingTokens(const Sequence& seq, int32_t max_context) {
   const int64_t decode_left = std::max(0, seq.request.max_tokens - seq.generated());
-  const int64_t context_left = std::max<int64_t>(0, max_context - static_cast<int64_t>(seq.tokens.size()));
+  const int64_t context_left =
+      std::max<int64_t>(0, max_context - static_cast<int64_t>(seq.tokens.size()));
   return seq.uncomputed() + std::min(decode_left, context_left);
 }
-
 
 const char* FinishReasonName(FinishReason r) {
   switch (r) {
@@ -62,8 +62,8 @@ absl::Status EngineCore::Validate(const GenerateRequest& r) const {
   }
   for (int32_t id : r.prompt_tokens) {
     if (id < 0 || id >= info_.vocab_size) {
-      return absl::InvalidArgumentError(StrCat("prompt token ", id, " is outside the vocabulary of ",
-                                               info_.vocab_size));
+      return absl::InvalidArgumentError(
+          StrCat("prompt token ", id, " is outside the vocabulary of ", info_.vocab_size));
     }
   }
   if (!r.stop_strings.empty() && detokenizer_ == nullptr) {
@@ -122,8 +122,9 @@ FinishReason EngineCore::Accept(Sequence& seq, const SampledToken& sampled, absl
   seq.last_token_time = now;
   const GenerateRequest& r = seq.request;
   FinishReason reason = FinishReason::kNone;
-  const bool eos = !r.ignore_eos && std::find(info_.eos_token_ids.begin(), info_.eos_token_ids.end(),
-                                              sampled.token) != info_.eos_token_ids.end();
+  const bool eos =
+      !r.ignore_eos && std::find(info_.eos_token_ids.begin(), info_.eos_token_ids.end(),
+                                 sampled.token) != info_.eos_token_ids.end();
   if (eos || std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), sampled.token) !=
                  r.stop_token_ids.end()) {
     reason = FinishReason::kStop;
@@ -155,9 +156,9 @@ FinishReason EngineCore::Accept(Sequence& seq, const SampledToken& sampled, absl
       seq.text_stream.reset();  // nothing after a stop string is sent, not even held bytes
       reason = FinishReason::kStop;
     }
-    const size_t end = reason != FinishReason::kNone ? seq.text.size()
+    const size_t end = reason != FinishReason::kNone            ? seq.text.size()
                        : seq.text.size() > seq.text_sent + hold ? seq.text.size() - hold
-                                                                 : seq.text_sent;
+                                                                : seq.text_sent;
     event.text = seq.text.substr(seq.text_sent, end - seq.text_sent);
     seq.text_sent = end;
   }
@@ -171,8 +172,10 @@ absl::StatusOr<absl::Duration> EngineCore::Step(const std::function<void(absl::D
   absl::StatusOr<absl::Duration> modeled = executor_->Execute(chunks, logits_.data());
   ++steps_;
   if (!modeled.ok()) {
-    EXA_LOG_ERROR("engine", "step failed", {{"error", std::string(ToStd(modeled.status().message()))}});
-    for (const ScheduledChunk& c : chunks) Finish(c.seq->id, FinishReason::kError, modeled.status());
+    EXA_LOG_ERROR("engine", "step failed",
+                  {{"error", std::string(ToStd(modeled.status().message()))}});
+    for (const ScheduledChunk& c : chunks)
+      Finish(c.seq->id, FinishReason::kError, modeled.status());
     return modeled.status();
   }
   if (*modeled > absl::ZeroDuration() && wait) wait(*modeled);
@@ -199,7 +202,8 @@ void EngineCore::Complete(const std::vector<ScheduledChunk>& chunks) {
 EngineLoad EngineCore::Load() const {
   EngineLoad load;
   for (const auto* queue : {&scheduler_.running(), &scheduler_.waiting()}) {
-    for (const auto& seq : *queue) load.pending_tokens += EstimatedPendingTokens(*seq, info_.max_context);
+    for (const auto& seq : *queue)
+      load.pending_tokens += EstimatedPendingTokens(*seq, info_.max_context);
   }
   load.running = static_cast<int32_t>(scheduler_.running().size());
   load.waiting = static_cast<int32_t>(scheduler_.waiting().size());

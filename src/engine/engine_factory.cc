@@ -19,8 +19,8 @@ absl::Status ValidateOptions(const EngineOptions& o) {
                                              o.max_queue, " must all be at least 1"));
   }
   if (o.kv_block_size < 1 || o.kv_block_size > 1024) {
-    return absl::InvalidArgumentError(StrCat("engine: kv_block_size ", o.kv_block_size,
-                                             " must be in [1, 1024]"));
+    return absl::InvalidArgumentError(
+        StrCat("engine: kv_block_size ", o.kv_block_size, " must be in [1, 1024]"));
   }
   return absl::OkStatus();
 }
@@ -40,20 +40,23 @@ absl::StatusOr<std::unique_ptr<Engine>> CreateCpuEngine(
   info.kv_block_size = o.kv_block_size;
   info.kv_blocks_total = KvCache::BlocksForBudget(o.kv_cache_bytes, config, o.kv_block_size);
   if (info.kv_blocks_total < 1) {
-    return absl::InvalidArgumentError(StrCat("engine: kv_cache_bytes ", o.kv_cache_bytes,
-                                             " is less than one block of ", o.kv_block_size,
-                                             " tokens (", config.KvBytesPerToken() * o.kv_block_size,
-                                             " bytes)"));
+    return absl::InvalidArgumentError(StrCat(
+        "engine: kv_cache_bytes ", o.kv_cache_bytes, " is less than one block of ", o.kv_block_size,
+        " tokens (", config.KvBytesPerToken() * o.kv_block_size, " bytes)"));
   }
   auto backend = std::make_unique<cpu::CpuBackend>(o.threads);
   EXA_RETURN_IF_ERROR(backend->AllocateKvCache(
       {config.num_layers, info.kv_blocks_total, o.kv_block_size, config.kv_dim()}));
-  EXA_ASSIGN_OR_RETURN(auto model, Model::Create(config, *weights, backend.get(),
-                                                 {o.max_batch_tokens, o.max_running, o.kv_block_size}));
+  EXA_ASSIGN_OR_RETURN(auto model,
+                       Model::Create(config, *weights, backend.get(),
+                                     {o.max_batch_tokens, o.max_running, o.kv_block_size}));
   EXA_LOG_INFO("engine", "model loaded",
-               {{"dir", o.model_dir}, {"architecture", config.architecture},
-                {"parameters", config.ParameterCount()}, {"weight_bytes", info.weight_bytes},
-                {"kv_blocks", info.kv_blocks_total}, {"threads", backend->threads()}});
+               {{"dir", o.model_dir},
+                {"architecture", config.architecture},
+                {"parameters", config.ParameterCount()},
+                {"weight_bytes", info.weight_bytes},
+                {"kv_blocks", info.kv_blocks_total},
+                {"threads", backend->threads()}});
   auto executor = std::make_unique<ModelExecutor>(std::move(backend), std::move(weights),
                                                   std::move(model), o.kv_block_size);
   return std::unique_ptr<Engine>(
@@ -63,9 +66,8 @@ absl::StatusOr<std::unique_ptr<Engine>> CreateCpuEngine(
 absl::StatusOr<std::unique_ptr<Engine>> CreateSimEngine(
     const EngineOptions& o, std::shared_ptr<const Detokenizer> detokenizer) {
   EXA_ASSIGN_OR_RETURN(EngineInfo info, SimEngineInfo(o));
-  return std::unique_ptr<Engine>(new LlmEngine(o, std::move(info),
-                                               std::make_unique<SimExecutor>(o.sim),
-                                               std::move(detokenizer)));
+  return std::unique_ptr<Engine>(new LlmEngine(
+      o, std::move(info), std::make_unique<SimExecutor>(o.sim), std::move(detokenizer)));
 }
 
 }  // namespace

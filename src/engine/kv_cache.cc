@@ -18,8 +18,8 @@ int32_t KvCache::BlocksForBudget(int64_t budget_bytes, const ModelConfig& config
                                  int32_t block_size) {
   const int64_t block_bytes = config.KvBytesPerToken() * block_size;
   if (block_bytes <= 0 || budget_bytes <= 0) return 0;
-  return static_cast<int32_t>(
-      std::min<int64_t>(budget_bytes / block_bytes, std::numeric_limits<int32_t>::max() / block_size));
+  return static_cast<int32_t>(std::min<int64_t>(budget_bytes / block_bytes,
+                                                std::numeric_limits<int32_t>::max() / block_size));
 }
 
 int32_t KvCache::Shortfall(const std::vector<int32_t>& table, int32_t tokens) const {

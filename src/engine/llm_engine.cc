@@ -31,8 +31,8 @@ absl::StatusOr<RequestId> LlmEngine::Submit(GenerateRequest request) {
   absl::Status valid = core_.Validate(request);  // reads only immutable info
   if (!valid.ok()) return valid;
   const RequestId id = next_id_.fetch_add(1);
-  auto seq = std::make_unique<Sequence>(id, std::move(request), 0,
-                                        SystemClock::Get().MonotonicNow());
+  auto seq =
+      std::make_unique<Sequence>(id, std::move(request), 0, SystemClock::Get().MonotonicNow());
   const int64_t estimate = EstimatedPendingTokens(*seq, core_.info().max_context);
   queued_tokens_.fetch_add(estimate);
   const PushResult pushed = queue_.TryPush(std::move(seq));
@@ -88,7 +88,9 @@ void LlmEngine::PublishLoad() {
 }
 
 void LlmEngine::Loop() {
-  const auto sleep = [](absl::Duration d) { std::this_thread::sleep_for(absl::ToChronoMicroseconds(d)); };
+  const auto sleep = [](absl::Duration d) {
+    std::this_thread::sleep_for(absl::ToChronoMicroseconds(d));
+  };
   while (true) {
     DrainAdmissions();
     ApplyCancels();

@@ -35,8 +35,8 @@ std::vector<float> RopeInverseFrequencies(const ModelConfig& c) {
 }
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Create(const ModelConfig& config,
-                                                     const ModelWeights& weights,
-                                                     Backend* backend, ModelLimits limits) {
+                                                     const ModelWeights& weights, Backend* backend,
+                                                     ModelLimits limits) {
   if (limits.max_step_tokens <= 0 || limits.max_logit_rows <= 0) {
     return absl::InvalidArgumentError("model limits must be positive");
   }
@@ -103,8 +103,9 @@ void Model::RunLayer(int32_t index, int64_t n, const BatchLayout& layout) {
   b.MatMulShared(normed, qkv);
   b.Rope(q, k, c.head_dim, inv_freq_, layout);
   b.StoreKv(index, k, v, layout);
-  b.Attention(index, q, AttentionParams{c.num_heads, c.num_kv_heads, c.head_dim,
-                                                limits_.kv_block_size}, layout, attn);
+  b.Attention(index, q,
+              AttentionParams{c.num_heads, c.num_kv_heads, c.head_dim, limits_.kv_block_size},
+              layout, attn);
   b.MatMul(attn, l.o, nullptr, proj);
   b.Add(x, proj);
 
@@ -126,8 +127,8 @@ absl::Status Model::Forward(std::span<const int32_t> tokens, const BatchLayout& 
   }
   for (int32_t id : tokens) {
     if (id < 0 || id >= config_.vocab_size) {
-      return absl::InvalidArgumentError(StrCat("token id ", id, " is outside the vocabulary of ",
-                                               config_.vocab_size));
+      return absl::InvalidArgumentError(
+          StrCat("token id ", id, " is outside the vocabulary of ", config_.vocab_size));
     }
   }
   backend_->Embedding(embed_, tokens, act_.x.Rows(n));

@@ -23,14 +23,15 @@ absl::Status FieldError(std::string_view file, std::string_view field, std::stri
   return absl::InvalidArgumentError(StrCat(file, ": ", field, " ", what));
 }
 
-absl::StatusOr<int64_t> GetInt(const json& j, std::string_view file, const char* field,
-                               int64_t lo, int64_t hi, std::optional<int64_t> fallback) {
+absl::StatusOr<int64_t> GetInt(const json& j, std::string_view file, const char* field, int64_t lo,
+                               int64_t hi, std::optional<int64_t> fallback) {
   auto it = j.find(field);
   if (it == j.end() || it->is_null()) {
     if (fallback) return *fallback;
     return FieldError(file, field, "is missing");
   }
-  if (!it->is_number_integer()) return FieldError(file, field, StrCat("must be an integer, got ", it->dump()));
+  if (!it->is_number_integer())
+    return FieldError(file, field, StrCat("must be an integer, got ", it->dump()));
   int64_t v = it->get<int64_t>();
   if (v < lo || v > hi) {
     return FieldError(file, field, StrCat(v, " is out of range [", lo, ", ", hi, "]"));
@@ -38,14 +39,15 @@ absl::StatusOr<int64_t> GetInt(const json& j, std::string_view file, const char*
   return v;
 }
 
-absl::StatusOr<double> GetFloat(const json& j, std::string_view file, const char* field,
-                                double lo, double hi, std::optional<double> fallback) {
+absl::StatusOr<double> GetFloat(const json& j, std::string_view file, const char* field, double lo,
+                                double hi, std::optional<double> fallback) {
   auto it = j.find(field);
   if (it == j.end() || it->is_null()) {
     if (fallback) return *fallback;
     return FieldError(file, field, "is missing");
   }
-  if (!it->is_number()) return FieldError(file, field, StrCat("must be a number, got ", it->dump()));
+  if (!it->is_number())
+    return FieldError(file, field, StrCat("must be a number, got ", it->dump()));
   double v = it->get<double>();
   if (!(v >= lo && v <= hi)) {
     return FieldError(file, field, StrCat(v, " is out of range [", lo, ", ", hi, "]"));
@@ -57,7 +59,8 @@ absl::StatusOr<bool> GetBool(const json& j, std::string_view file, const char* f
                              bool fallback) {
   auto it = j.find(field);
   if (it == j.end() || it->is_null()) return fallback;
-  if (!it->is_boolean()) return FieldError(file, field, StrCat("must be a boolean, got ", it->dump()));
+  if (!it->is_boolean())
+    return FieldError(file, field, StrCat("must be a boolean, got ", it->dump()));
   return it->get<bool>();
 }
 
@@ -76,7 +79,8 @@ absl::Status ParseArchitecture(const json& j, std::string_view file, ModelConfig
   }
   auto act = j.find("hidden_act");
   if (act != j.end() && !(act->is_string() && act->get<std::string>() == "silu")) {
-    return FieldError(file, "hidden_act", StrCat(act->dump(), " is not supported; expected \"silu\""));
+    return FieldError(file, "hidden_act",
+                      StrCat(act->dump(), " is not supported; expected \"silu\""));
   }
   return absl::OkStatus();
 }
@@ -86,7 +90,8 @@ absl::Status ParseShape(const json& j, std::string_view file, ModelConfig& c) {
   EXA_ASSIGN_OR_RETURN(c.hidden_size, GetInt(j, file, "hidden_size", 1, kMaxHidden, std::nullopt));
   EXA_ASSIGN_OR_RETURN(c.intermediate_size,
                        GetInt(j, file, "intermediate_size", 1, 8 * kMaxHidden, std::nullopt));
-  EXA_ASSIGN_OR_RETURN(c.num_layers, GetInt(j, file, "num_hidden_layers", 1, kMaxLayers, std::nullopt));
+  EXA_ASSIGN_OR_RETURN(c.num_layers,
+                       GetInt(j, file, "num_hidden_layers", 1, kMaxLayers, std::nullopt));
   EXA_ASSIGN_OR_RETURN(c.num_heads, GetInt(j, file, "num_attention_heads", 1, 4096, std::nullopt));
   EXA_ASSIGN_OR_RETURN(c.num_kv_heads,
                        GetInt(j, file, "num_key_value_heads", 1, 4096, int64_t{c.num_heads}));
@@ -122,8 +127,10 @@ absl::Status ParseRopeScaling(const json& j, std::string_view file, ModelConfig&
   c.rope_scaling = RopeScaling::kLlama3;
   const std::string f = StrCat(file, ": rope_scaling");
   EXA_ASSIGN_OR_RETURN(c.rope_factor, GetFloat(*it, f, "factor", 1.0, 1024.0, std::nullopt));
-  EXA_ASSIGN_OR_RETURN(c.rope_low_freq_factor, GetFloat(*it, f, "low_freq_factor", 0.0, 1024.0, 1.0));
-  EXA_ASSIGN_OR_RETURN(c.rope_high_freq_factor, GetFloat(*it, f, "high_freq_factor", 0.0, 1024.0, 4.0));
+  EXA_ASSIGN_OR_RETURN(c.rope_low_freq_factor,
+                       GetFloat(*it, f, "low_freq_factor", 0.0, 1024.0, 1.0));
+  EXA_ASSIGN_OR_RETURN(c.rope_high_freq_factor,
+                       GetFloat(*it, f, "high_freq_factor", 0.0, 1024.0, 4.0));
   if (!(c.rope_high_freq_factor > c.rope_low_freq_factor)) {
     return FieldError(f, "high_freq_factor", "must be greater than low_freq_factor");
   }
@@ -140,7 +147,8 @@ absl::StatusOr<std::vector<int32_t>> ParseTokenIds(const json& j, std::string_vi
   json list = it->is_array() ? *it : json::array({*it});
   for (const json& v : list) {
     if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= vocab) {
-      return FieldError(file, field, StrCat(v.dump(), " is not a token id below vocab_size ", vocab));
+      return FieldError(file, field,
+                        StrCat(v.dump(), " is not a token id below vocab_size ", vocab));
     }
     out.push_back(static_cast<int32_t>(v.get<int64_t>()));
   }

@@ -22,7 +22,8 @@ absl::StatusOr<std::vector<std::string>> ReadShardIndex(const std::string& index
   json j = json::parse(text.str(), nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") ||
       !j["weight_map"].is_object()) {
-    return absl::InvalidArgumentError(StrCat(index_path, ": weight_map is missing or not an object"));
+    return absl::InvalidArgumentError(
+        StrCat(index_path, ": weight_map is missing or not an object"));
   }
   std::set<std::string> files;
   for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
@@ -33,8 +34,8 @@ absl::StatusOr<std::vector<std::string>> ReadShardIndex(const std::string& index
     std::string f = it.value().get<std::string>();
     // Shards live beside the index: refuse paths that could escape the model directory.
     if (f.empty() || f.find('/') != std::string::npos || f.find("..") != std::string::npos) {
-      return absl::InvalidArgumentError(StrCat(index_path, ": weight_map[\"", it.key(),
-                                               "\"] = \"", f, "\" is not a plain file name"));
+      return absl::InvalidArgumentError(StrCat(index_path, ": weight_map[\"", it.key(), "\"] = \"",
+                                               f, "\" is not a plain file name"));
     }
     files.insert(f);
   }
@@ -45,7 +46,7 @@ absl::StatusOr<std::vector<std::string>> ReadShardIndex(const std::string& index
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const std::string& dir,
-                                                                const ModelConfig& config) {
+                                                                 const ModelConfig& config) {
   auto w = std::unique_ptr<ModelWeights>(new ModelWeights());
   std::vector<std::string> names = {"model.safetensors"};
   const std::string index = dir + "/model.safetensors.index.json";
@@ -57,8 +58,8 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const std::stri
     for (const auto& [tensor, view] : file->tensors()) {
       auto [it, inserted] = w->all_.emplace(tensor, std::make_pair(view, file->path()));
       if (!inserted) {
-        return absl::InvalidArgumentError(StrCat(file->path(), ": tensor \"", tensor,
-                                                 "\" also appears in ", it->second.second));
+        return absl::InvalidArgumentError(
+            StrCat(file->path(), ": tensor \"", tensor, "\" also appears in ", it->second.second));
       }
     }
     w->files_.push_back(std::move(file));
@@ -81,9 +82,9 @@ absl::Status ModelWeights::Bind(const ModelConfig& c) {
         for (size_t i = 0; i < s.size(); ++i) StrAppend(&out, i ? ", " : "", s[i]);
         return out + "]";
       };
-      return absl::InvalidArgumentError(StrCat(file, ": tensor \"", name, "\" field shape: ",
-                                               dims(view.shape), " does not match config.json (",
-                                               dims(shape), ")"));
+      return absl::InvalidArgumentError(StrCat(file, ": tensor \"", name,
+                                               "\" field shape: ", dims(view.shape),
+                                               " does not match config.json (", dims(shape), ")"));
     }
     *out = view;
     bytes_ += view.bytes;

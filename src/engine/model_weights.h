@@ -16,11 +16,11 @@
 namespace exa::engine {
 
 struct LayerWeights {
-  TensorView input_norm;      // [hidden]
-  TensorView q, k, v, o;      // [q_dim, hidden], [kv_dim, hidden] x2, [hidden, q_dim]
+  TensorView input_norm;              // [hidden]
+  TensorView q, k, v, o;              // [q_dim, hidden], [kv_dim, hidden] x2, [hidden, q_dim]
   TensorView q_bias, k_bias, v_bias;  // present when config.qkv_bias
   TensorView post_attention_norm;     // [hidden]
-  TensorView gate, up, down;  // [inter, hidden] x2, [hidden, inter]
+  TensorView gate, up, down;          // [inter, hidden] x2, [hidden, inter]
 };
 
 class ModelWeights {
@@ -28,7 +28,7 @@ class ModelWeights {
   // Opens `<dir>/model.safetensors.index.json` and its shards if the index exists, else
   // `<dir>/model.safetensors`.
   static absl::StatusOr<std::unique_ptr<ModelWeights>> Load(const std::string& dir,
-                                                           const ModelConfig& config);
+                                                            const ModelConfig& config);
 
   const TensorView& embed_tokens() const { return embed_tokens_; }
   const TensorView& final_norm() const { return final_norm_; }

@@ -37,13 +37,15 @@ struct Entry {
 absl::StatusOr<std::vector<int64_t>> ParseShape(const json& v, std::string_view file,
                                                 std::string_view name, int64_t* elements) {
   if (!v.is_array() || v.size() > kMaxRank) {
-    return TensorError(file, name, "shape", StrCat("must be a list of at most ", kMaxRank, " dimensions"));
+    return TensorError(file, name, "shape",
+                       StrCat("must be a list of at most ", kMaxRank, " dimensions"));
   }
   std::vector<int64_t> shape;
   int64_t n = 1;
   for (const json& d : v) {
     if (!d.is_number_unsigned() || d.get<uint64_t>() > static_cast<uint64_t>(kMaxElements)) {
-      return TensorError(file, name, "shape", StrCat(v.dump(), " has a dimension that is not a size"));
+      return TensorError(file, name, "shape",
+                         StrCat(v.dump(), " has a dimension that is not a size"));
     }
     int64_t dim = d.get<int64_t>();
     if (dim != 0 && n > kMaxElements / dim) {
@@ -62,7 +64,8 @@ absl::StatusOr<Entry> ParseEntry(const std::string& name, const json& v, std::st
   Entry e;
   e.name = name;
   auto dtype = v.find("dtype");
-  if (dtype == v.end() || !dtype->is_string()) return TensorError(file, name, "dtype", "is missing");
+  if (dtype == v.end() || !dtype->is_string())
+    return TensorError(file, name, "dtype", "is missing");
   auto parsed = ParseDType(dtype->get<std::string>());
   if (!parsed) {
     return TensorError(file, name, "dtype",
@@ -76,7 +79,8 @@ absl::StatusOr<Entry> ParseEntry(const std::string& name, const json& v, std::st
   auto offsets = v.find("data_offsets");
   if (offsets == v.end() || !offsets->is_array() || offsets->size() != 2 ||
       !(*offsets)[0].is_number_unsigned() || !(*offsets)[1].is_number_unsigned()) {
-    return TensorError(file, name, "data_offsets", "must be [begin, end] with non-negative integers");
+    return TensorError(file, name, "data_offsets",
+                       "must be [begin, end] with non-negative integers");
   }
   e.begin = (*offsets)[0].get<uint64_t>();
   e.end = (*offsets)[1].get<uint64_t>();
@@ -87,9 +91,10 @@ absl::StatusOr<Entry> ParseEntry(const std::string& name, const json& v, std::st
   }
   const uint64_t want = static_cast<uint64_t>(elements) * DTypeBytes(e.view.dtype);
   if (e.end - e.begin != want) {
-    return TensorError(file, name, "data_offsets",
-                       StrCat("span of ", e.end - e.begin, " bytes does not match shape ",
-                              shape->dump(), " x ", DTypeName(e.view.dtype), " = ", want, " bytes"));
+    return TensorError(
+        file, name, "data_offsets",
+        StrCat("span of ", e.end - e.begin, " bytes does not match shape ", shape->dump(), " x ",
+               DTypeName(e.view.dtype), " = ", want, " bytes"));
   }
   e.view.bytes = static_cast<size_t>(want);
   return e;
@@ -145,14 +150,15 @@ absl::StatusOr<std::map<std::string, TensorView>> ParseSafetensors(const uint8_t
                                                                    size_t size,
                                                                    std::string_view file) {
   if (size < 8) {
-    return absl::InvalidArgumentError(StrCat(file, ": ", size, " bytes is too short for a safetensors header"));
+    return absl::InvalidArgumentError(
+        StrCat(file, ": ", size, " bytes is too short for a safetensors header"));
   }
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | image[i];
   if (header_len > kMaxSafetensorsHeaderBytes || header_len > size - 8) {
-    return absl::InvalidArgumentError(StrCat(file, ": header length ", header_len,
-                                             " exceeds the file (", size, " bytes) or the limit of ",
-                                             kMaxSafetensorsHeaderBytes, " bytes"));
+    return absl::InvalidArgumentError(
+        StrCat(file, ": header length ", header_len, " exceeds the file (", size,
+               " bytes) or the limit of ", kMaxSafetensorsHeaderBytes, " bytes"));
   }
   const char* text = reinterpret_cast<const char*>(image + 8);
   json header = json::parse(text, text + header_len, nullptr, /*allow_exceptions=*/false);

@@ -37,7 +37,8 @@ double LogNormaliser(std::span<const float> logits) {
 
 absl::Status ValidateSamplingParams(const SamplingParams& p) {
   if (!(p.temperature >= 0.0f && p.temperature <= 100.0f)) {
-    return absl::InvalidArgumentError(StrCat("temperature ", p.temperature, " must be in [0, 100]"));
+    return absl::InvalidArgumentError(
+        StrCat("temperature ", p.temperature, " must be in [0, 100]"));
   }
   if (p.top_k < 0) return absl::InvalidArgumentError(StrCat("top_k ", p.top_k, " must be >= 0"));
   if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) {
@@ -48,7 +49,8 @@ absl::Status ValidateSamplingParams(const SamplingParams& p) {
         StrCat("repetition_penalty ", p.repetition_penalty, " must be in (0, 10]"));
   }
   if (p.top_logprobs < 0 || p.top_logprobs > 20) {
-    return absl::InvalidArgumentError(StrCat("top_logprobs ", p.top_logprobs, " must be in [0, 20]"));
+    return absl::InvalidArgumentError(
+        StrCat("top_logprobs ", p.top_logprobs, " must be in [0, 20]"));
   }
   return absl::OkStatus();
 }
@@ -72,7 +74,8 @@ int32_t Sampler::Draw(std::span<const float> logits) {
   const float top = candidates_[0].first;
   std::vector<double> probs(keep);
   double total = 0;
-  for (size_t i = 0; i < keep; ++i) total += probs[i] = std::exp(double{candidates_[i].first} - top);
+  for (size_t i = 0; i < keep; ++i)
+    total += probs[i] = std::exp(double{candidates_[i].first} - top);
   if (params_.top_p < 1.0f) {  // smallest prefix whose mass reaches top_p
     double mass = 0;
     for (size_t i = 0; i < keep; ++i) {

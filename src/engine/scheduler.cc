@@ -29,7 +29,8 @@ void Scheduler::ScheduleRunning(std::vector<ScheduledChunk>& out, int32_t& budge
         PreemptNewest();
         if (self) return;
       }
-      out.push_back({seq, seq->computed, count, seq->computed + count == static_cast<int32_t>(seq->tokens.size())});
+      out.push_back({seq, seq->computed, count,
+                     seq->computed + count == static_cast<int32_t>(seq->tokens.size())});
       budget -= count;
     }
   }
@@ -41,7 +42,8 @@ void Scheduler::AdmitWaiting(std::vector<ScheduledChunk>& out, int32_t& budget) 
     Sequence* seq = waiting_.front().get();
     const int32_t count = std::min(seq->uncomputed(), budget);
     if (!cache_->Grow(&seq->blocks, seq->computed + count)) return;  // wait for free blocks
-    out.push_back({seq, seq->computed, count, seq->computed + count == static_cast<int32_t>(seq->tokens.size())});
+    out.push_back({seq, seq->computed, count,
+                   seq->computed + count == static_cast<int32_t>(seq->tokens.size())});
     budget -= count;
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();

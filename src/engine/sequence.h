@@ -37,8 +37,8 @@ struct Sequence {
   std::vector<int32_t> blocks;  // block table
   Sampler sampler;
   std::unique_ptr<TextStream> text_stream;
-  std::string text;          // all generated text so far
-  size_t text_sent = 0;      // bytes of `text` already streamed
+  std::string text;      // all generated text so far
+  size_t text_sent = 0;  // bytes of `text` already streamed
   absl::Time arrival;
   std::optional<absl::Time> last_token_time;
   int32_t preemptions = 0;

@@ -30,8 +30,8 @@ absl::StatusOr<std::unique_ptr<SimReplica>> SimReplica::Create(const EngineOptio
   auto replica = std::unique_ptr<SimReplica>(new SimReplica(start));
   replica->max_queue_ = options.max_queue;
   replica->core_ = std::make_unique<EngineCore>(options, std::move(info),
-                                                std::make_unique<SimExecutor>(options.sim),
-                                                nullptr, &replica->clock_);
+                                                std::make_unique<SimExecutor>(options.sim), nullptr,
+                                                &replica->clock_);
   return replica;
 }
 
@@ -45,7 +45,8 @@ absl::StatusOr<RequestId> SimReplica::Submit(GenerateRequest request, absl::Time
   CatchUp(now);
   EXA_RETURN_IF_ERROR(core_->Validate(request));
   if (core_->waiting() >= max_queue_) {
-    return absl::ResourceExhaustedError(StrCat("admission queue is full (", max_queue_, " requests)"));
+    return absl::ResourceExhaustedError(
+        StrCat("admission queue is full (", max_queue_, " requests)"));
   }
   const RequestId id = next_id_++;
   core_->Admit(std::make_unique<Sequence>(id, std::move(request), 0, now));

@@ -31,7 +31,8 @@ absl::StatusOr<absl::Duration> ModelExecutor::Execute(std::span<const ScheduledC
 
 int32_t SimExecutor::NextToken(int32_t last, int32_t position, int32_t vocab) {
   // Small ids are usually special tokens (bos/eos/pad): stay clear of the first 16.
-  uint64_t h = static_cast<uint64_t>(last) * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(position);
+  uint64_t h =
+      static_cast<uint64_t>(last) * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(position);
   h ^= h >> 29;
   return 16 + static_cast<int32_t>(h % static_cast<uint64_t>(std::max(1, vocab - 16)));
 }

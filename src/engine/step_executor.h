@@ -31,7 +31,9 @@ class ModelExecutor final : public StepExecutor {
  public:
   ModelExecutor(std::unique_ptr<Backend> backend, std::unique_ptr<ModelWeights> weights,
                 std::unique_ptr<Model> model, int32_t block_size)
-      : backend_(std::move(backend)), weights_(std::move(weights)), model_(std::move(model)),
+      : backend_(std::move(backend)),
+        weights_(std::move(weights)),
+        model_(std::move(model)),
         block_size_(block_size) {}
   int32_t vocab_size() const override { return model_->config().vocab_size; }
   absl::StatusOr<absl::Duration> Execute(std::span<const ScheduledChunk> chunks,

@@ -74,9 +74,10 @@ GenerateRequest MakeRequest(std::vector<int32_t> prompt, int32_t max_tokens, Str
 absl::StatusOr<json> MeasurePrefill(Engine& engine, int32_t tokens, std::mt19937& rng) {
   Recorder rec;
   const absl::Time start = absl::Now();
-  EXA_RETURN_IF_ERROR(
-      engine.Submit(MakeRequest(RandomPrompt(tokens, engine.info().vocab_size, rng), 1, rec.Callback(0)))
-          .status());
+  EXA_RETURN_IF_ERROR(engine
+                          .Submit(MakeRequest(RandomPrompt(tokens, engine.info().vocab_size, rng),
+                                              1, rec.Callback(0)))
+                          .status());
   if (!rec.Wait(1)) return absl::DeadlineExceededError("prefill did not finish");
   const double seconds = absl::ToDoubleSeconds(rec.times()[0].front() - start);
   return json{{"tokens", tokens}, {"seconds", seconds}, {"tokens_per_s", tokens / seconds}};
@@ -88,8 +89,9 @@ absl::StatusOr<json> MeasureDecode(Engine& engine, int32_t batch, int32_t decode
                                    std::mt19937& rng) {
   Recorder rec;
   for (int i = 0; i < batch; ++i) {
-    EXA_RETURN_IF_ERROR(engine.Submit(MakeRequest(RandomPrompt(8, engine.info().vocab_size, rng),
-                                                  decode_tokens, rec.Callback(i)))
+    EXA_RETURN_IF_ERROR(engine
+                            .Submit(MakeRequest(RandomPrompt(8, engine.info().vocab_size, rng),
+                                                decode_tokens, rec.Callback(i)))
                             .status());
   }
   if (!rec.Wait(batch)) return absl::DeadlineExceededError("decode did not finish");
@@ -101,12 +103,16 @@ absl::StatusOr<json> MeasureDecode(Engine& engine, int32_t batch, int32_t decode
   }
   int64_t tokens = 0;
   for (auto& [key, t] : times) {
-    tokens += std::count_if(t.begin(), t.end(), [&](absl::Time x) { return x > begin && x <= end; });
+    tokens +=
+        std::count_if(t.begin(), t.end(), [&](absl::Time x) { return x > begin && x <= end; });
   }
   const double seconds = absl::ToDoubleSeconds(end - begin);
   if (seconds <= 0 || tokens == 0) return absl::InternalError("decode window is empty");
-  return json{{"batch", batch}, {"tokens", tokens}, {"seconds", seconds},
-              {"tokens_per_s", tokens / seconds}, {"step_ms", 1000.0 * seconds * batch / tokens}};
+  return json{{"batch", batch},
+              {"tokens", tokens},
+              {"seconds", seconds},
+              {"tokens_per_s", tokens / seconds},
+              {"step_ms", 1000.0 * seconds * batch / tokens}};
 }
 
 absl::StatusOr<json> MeasureAccuracy(Engine& engine, const std::string& model_dir) {
@@ -120,11 +126,13 @@ absl::StatusOr<json> MeasureAccuracy(Engine& engine, const std::string& model_di
   }
   Recorder rec;
   for (size_t i = 0; i < cases.size(); ++i) {
-    GenerateRequest r = MakeRequest(tokenizer->Encode(cases[i].first, true), 6, rec.Callback(static_cast<int>(i)));
+    GenerateRequest r =
+        MakeRequest(tokenizer->Encode(cases[i].first, true), 6, rec.Callback(static_cast<int>(i)));
     r.ignore_eos = false;
     EXA_RETURN_IF_ERROR(engine.Submit(std::move(r)).status());
   }
-  if (!rec.Wait(static_cast<int>(cases.size()))) return absl::DeadlineExceededError("accuracy run did not finish");
+  if (!rec.Wait(static_cast<int>(cases.size())))
+    return absl::DeadlineExceededError("accuracy run did not finish");
   int exact = 0;
   json failures = json::array();
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -136,7 +144,9 @@ absl::StatusOr<json> MeasureAccuracy(Engine& engine, const std::string& model_di
     }
   }
   const double n = static_cast<double>(std::max<size_t>(1, cases.size()));
-  return json{{"cases", cases.size()}, {"exact", exact}, {"exact_match", exact / n},
+  return json{{"cases", cases.size()},
+              {"exact", exact},
+              {"exact_match", exact / n},
               {"sample_failures", failures}};
 }
 
@@ -170,7 +180,8 @@ double MeasureMemcpyBandwidth(int64_t bytes, int threads) {
       });
     }
     for (auto& th : pool) th.join();
-    best = std::max(best, 2.0 * static_cast<double>(bytes) / absl::ToDoubleSeconds(absl::Now() - start));
+    best = std::max(best,
+                    2.0 * static_cast<double>(bytes) / absl::ToDoubleSeconds(absl::Now() - start));
   }
   return best;
 }
@@ -185,9 +196,13 @@ absl::StatusOr<json> RunEngineBench(const EngineBenchOptions& o) {
   eo.max_batch_tokens = std::max(o.prefill_tokens, 8 * eo.max_running);
   eo.max_queue = 2048;
   EXA_ASSIGN_OR_RETURN(auto engine, CreateEngine(eo));
-  const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = o.threads > 0
+                          ? o.threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::mt19937 rng(1);
-  json out = {{"model", o.model_dir}, {"backend", o.backend}, {"threads", threads},
+  json out = {{"model", o.model_dir},
+              {"backend", o.backend},
+              {"threads", threads},
               {"weight_bytes", engine->info().weight_bytes}};
   const int32_t prefill = std::min(o.prefill_tokens, engine->info().max_context - 2);
   // Best of `repeats` rounds, like the memcpy baseline: on a shared machine the best round is
@@ -223,7 +238,8 @@ absl::StatusOr<json> RunEngineBench(const EngineBenchOptions& o) {
     }
     if (out["decode"].size() > 1) {
       out["decode_speedup_largest_vs_first_batch"] =
-          out["decode"].back()["tokens_per_s"].get<double>() / out["decode"][0]["tokens_per_s"].get<double>();
+          out["decode"].back()["tokens_per_s"].get<double>() /
+          out["decode"][0]["tokens_per_s"].get<double>();
     }
   }
   if (o.accuracy) {

@@ -3,12 +3,13 @@
 // (DESIGN.md §6: a benchmark prints JSON against a baseline from the same run), and optionally
 // the bundled model's exact-match rate on its held-out sums.
 //
-// Output fields (each throughput the best of `repeats` rounds): prefill.tokens_per_s; decode[] with tokens_per_s per batch size (1, 8, 32 by
-// default); memcpy_bandwidth_bytes_per_s (STREAM "Copy" convention: bytes read + written per
-// second, on as many threads as the backend); weight_bytes_per_token (every weight read by one
-// decode step, the embedding table counted as one row unless tied to the output head);
-// decode_bw_efficiency = weight_bytes_per_token x batch-1 tokens_per_s / memcpy bandwidth;
-// accuracy.exact_match over models/<dir>/heldout-2digit.txt with --accuracy.
+// Output fields (each throughput the best of `repeats` rounds): prefill.tokens_per_s; decode[] with
+// tokens_per_s per batch size (1, 8, 32 by default); memcpy_bandwidth_bytes_per_s (STREAM "Copy"
+// convention: bytes read + written per second, on as many threads as the backend);
+// weight_bytes_per_token (every weight read by one decode step, the embedding table counted as one
+// row unless tied to the output head); decode_bw_efficiency = weight_bytes_per_token x batch-1
+// tokens_per_s / memcpy bandwidth; accuracy.exact_match over models/<dir>/heldout-2digit.txt with
+// --accuracy.
 #pragma once
 
 #include <cstdint>

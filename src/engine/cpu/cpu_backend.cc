@@ -54,7 +54,8 @@ absl::Status CpuBackend::AllocateKvCache(const KvCacheShape& shape) {
   const size_t floats = static_cast<size_t>(shape.Bytes() / sizeof(float));
   kv_.reset(new (std::nothrow) float[floats]);
   if (kv_ == nullptr) {
-    return absl::ResourceExhaustedError(StrCat("cannot allocate a KV cache of ", shape.Bytes(), " bytes"));
+    return absl::ResourceExhaustedError(
+        StrCat("cannot allocate a KV cache of ", shape.Bytes(), " bytes"));
   }
   return absl::OkStatus();
 }
@@ -111,8 +112,8 @@ void CpuBackend::MatMulShared(Buffer x, std::span<const MatMulTarget> targets) {
   for (size_t i = 0; i < targets.size(); ++i) {
     const MatMulTarget& t = targets[i];
     EXA_CHECK(x.cols == t.w->cols && t.out.cols == t.w->rows && t.out.rows == x.rows)
-        << "matmul shapes x[" << x.rows << "," << x.cols << "] w[" << t.w->rows << ","
-        << t.w->cols << "] out[" << t.out.rows << "," << t.out.cols << "]";
+        << "matmul shapes x[" << x.rows << "," << x.cols << "] w[" << t.w->rows << "," << t.w->cols
+        << "] out[" << t.out.rows << "," << t.out.cols << "]";
     first_group[i + 1] = first_group[i] + (t.w->rows + kGroup - 1) / kGroup;
   }
   const int64_t groups = first_group.back();
@@ -199,16 +200,17 @@ void CpuBackend::Attention(int32_t layer, Buffer q, const AttentionParams& p,
   const int32_t group = p.num_heads / p.num_kv_heads;
   int32_t max_len = 0;
   for (int32_t pos : layout.positions) max_len = std::max(max_len, pos + 1);
-  ParallelRows(q.rows * p.num_heads, int64_t{max_len} * p.head_dim * 2, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores(max_len);
-    for (int64_t i = begin; i < end; ++i) {
-      const int64_t t = i / p.num_heads;
-      const int32_t h = static_cast<int32_t>(i % p.num_heads);
-      AttendOne(layer, q.data + t * q.cols + h * p.head_dim, layout.positions[t],
-                layout.block_tables[layout.token_seq[t]], p, h / group, scores.data(),
-                out.data + t * out.cols + h * p.head_dim);
-    }
-  });
+  ParallelRows(q.rows * p.num_heads, int64_t{max_len} * p.head_dim * 2,
+               [&](int64_t begin, int64_t end) {
+                 std::vector<float> scores(max_len);
+                 for (int64_t i = begin; i < end; ++i) {
+                   const int64_t t = i / p.num_heads;
+                   const int32_t h = static_cast<int32_t>(i % p.num_heads);
+                   AttendOne(layer, q.data + t * q.cols + h * p.head_dim, layout.positions[t],
+                             layout.block_tables[layout.token_seq[t]], p, h / group, scores.data(),
+                             out.data + t * out.cols + h * p.head_dim);
+                 }
+               });
 }
 
 void CpuBackend::SiluMul(Buffer gate, Buffer up, Buffer out) {

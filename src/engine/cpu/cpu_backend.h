@@ -36,8 +36,8 @@ class CpuBackend final : public Backend {
   void Rope(Buffer q, Buffer k, int32_t head_dim, std::span<const float> inv_freq,
             const BatchLayout& layout) override;
   void StoreKv(int32_t layer, Buffer k, Buffer v, const BatchLayout& layout) override;
-  void Attention(int32_t layer, Buffer q, const AttentionParams& params,
-                 const BatchLayout& layout, Buffer out) override;
+  void Attention(int32_t layer, Buffer q, const AttentionParams& params, const BatchLayout& layout,
+                 Buffer out) override;
   void SiluMul(Buffer gate, Buffer up, Buffer out) override;
   void Add(Buffer x, Buffer y) override;
   void GatherRows(Buffer x, std::span<const int32_t> rows, Buffer out) override;
@@ -52,7 +52,8 @@ class CpuBackend final : public Backend {
 
   // ParallelFor for element-wise work: inline when too small to be worth waking the pool (each
   // wake costs tens of microseconds, more on a busy machine; decode runs hundreds per token).
-  void ParallelRows(int64_t rows, int64_t cost_per_row, const std::function<void(int64_t, int64_t)>& fn);
+  void ParallelRows(int64_t rows, int64_t cost_per_row,
+                    const std::function<void(int64_t, int64_t)>& fn);
 
   ThreadPool pool_;
   std::vector<std::unique_ptr<float[]>> buffers_;

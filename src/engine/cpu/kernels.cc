@@ -30,8 +30,8 @@ float LoadScalar(const void* w, DType dtype, int64_t i) {
 
 // ---------------------------------------------------------------- scalar
 
-void MatMulScalar(const float* x, int64_t ldx, int64_t rows, const void* w, DType dtype,
-                  int64_t k, int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
+void MatMulScalar(const float* x, int64_t ldx, int64_t rows, const void* w, DType dtype, int64_t k,
+                  int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
   for (int64_t n = n_begin; n < n_end; ++n) {
     const size_t row = static_cast<size_t>(n * k);
     for (int64_t t = 0; t < rows; ++t) {
@@ -49,7 +49,8 @@ void MatMulScalar(const float* x, int64_t ldx, int64_t rows, const void* w, DTyp
 
 EXA_AVX2 inline __m256 Load8(const void* w, DType dtype, int64_t i) {
   if (dtype == DType::kF32) return _mm256_loadu_ps(static_cast<const float*>(w) + i);
-  __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w) + i));
+  __m128i h =
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w) + i));
   if (dtype == DType::kF16) return _mm256_cvtph_ps(h);
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
@@ -118,8 +119,10 @@ EXA_AVX2 void MatMulAvx2(const float* x, int64_t ldx, int64_t rows, const void* 
     for (int64_t c0 = n_begin; c0 < n_end; c0 += kColTile) {
       const int64_t c1 = std::min(n_end, c0 + kColTile);
       int64_t t = r0;
-      for (; t + 4 <= r1; t += 4) RowTile<4, 2, D>(x + t * ldx, ldx, w, k, c0, c1, y + t * ldy, ldy);
-      for (; t + 2 <= r1; t += 2) RowTile<2, 4, D>(x + t * ldx, ldx, w, k, c0, c1, y + t * ldy, ldy);
+      for (; t + 4 <= r1; t += 4)
+        RowTile<4, 2, D>(x + t * ldx, ldx, w, k, c0, c1, y + t * ldy, ldy);
+      for (; t + 2 <= r1; t += 2)
+        RowTile<2, 4, D>(x + t * ldx, ldx, w, k, c0, c1, y + t * ldy, ldy);
       for (; t < r1; ++t) RowTile<1, 8, D>(x + t * ldx, ldx, w, k, c0, c1, y + t * ldy, ldy);
     }
   }
@@ -165,8 +168,8 @@ bool Avx2() {
 bool UsingAvx2() { return Avx2(); }
 void ForceScalarKernels(bool force) { force_scalar.store(force); }
 
-void MatMulRange(const float* x, int64_t ldx, int64_t rows, const void* w, DType dtype,
-                 int64_t k, int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
+void MatMulRange(const float* x, int64_t ldx, int64_t rows, const void* w, DType dtype, int64_t k,
+                 int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
   if (!Avx2()) return MatMulScalar(x, ldx, rows, w, dtype, k, n_begin, n_end, y, ldy);
   switch (dtype) {
     case DType::kF32:

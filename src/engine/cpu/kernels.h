@@ -19,8 +19,8 @@ void ForceScalarKernels(bool force);
 // y[t, n] = dot(x[t, :], w[n, :]) for t in [0, rows), n in [n_begin, n_end). x has row stride
 // ldx, y row stride ldy, w is [*, k] in `dtype`. The result for one (t, n) does not depend on
 // rows or on the n range.
-void MatMulRange(const float* x, int64_t ldx, int64_t rows, const void* w, DType dtype,
-                 int64_t k, int64_t n_begin, int64_t n_end, float* y, int64_t ldy);
+void MatMulRange(const float* x, int64_t ldx, int64_t rows, const void* w, DType dtype, int64_t k,
+                 int64_t n_begin, int64_t n_end, float* y, int64_t ldy);
 
 // dst[i] = (float) src[i] for i in [0, n), src in `dtype`.
 void ConvertRow(const void* src, DType dtype, int64_t n, float* dst);

@@ -16,7 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (begin < data || begin + view.bytes > data + size) std::abort();
     volatile uint8_t sink = 0;
     for (size_t i = 0; i < view.bytes; ++i) sink = sink ^ begin[i];
-    if (static_cast<size_t>(view.NumElements()) * exa::engine::DTypeBytes(view.dtype) != view.bytes) {
+    if (static_cast<size_t>(view.NumElements()) * exa::engine::DTypeBytes(view.dtype) !=
+        view.bytes) {
       std::abort();
     }
   }

@@ -9,7 +9,10 @@
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s MODEL_DIR [--accuracy] [--threads N] [--batches 1,8,32] [--decode N] [--prefill N]\n", argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s MODEL_DIR [--accuracy] [--threads N] [--batches 1,8,32] [--decode N] "
+                 "[--prefill N]\n",
+                 argv[0]);
     return 2;
   }
   exa::engine::EngineBenchOptions o;
@@ -22,7 +25,8 @@ int main(int argc, char** argv) {
     if (a == "--prefill" && i + 1 < argc) o.prefill_tokens = std::atoi(argv[++i]);
     if (a == "--batches" && i + 1 < argc) {
       o.batch_sizes.clear();
-      for (char* t = std::strtok(argv[++i], ","); t; t = std::strtok(nullptr, ",")) o.batch_sizes.push_back(std::atoi(t));
+      for (char* t = std::strtok(argv[++i], ","); t; t = std::strtok(nullptr, ","))
+        o.batch_sizes.push_back(std::atoi(t));
     }
   }
   auto r = exa::engine::RunEngineBench(o);

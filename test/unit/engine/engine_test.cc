@@ -152,13 +152,16 @@ TEST_CASE("admission rejects what cannot be served, with both numbers", "[engine
   REQUIRE(too_long.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(Message(too_long.status()).find("250") != std::string::npos);
   CHECK(Message(too_long.status()).find("256") != std::string::npos);
-  CHECK((*engine)->Submit(Greedy({}, 10, c, 1)).status().code() == absl::StatusCode::kInvalidArgument);
-  CHECK((*engine)->Submit(Greedy({500}, 10, c, 2)).status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK((*engine)->Submit(Greedy({}, 10, c, 1)).status().code() ==
+        absl::StatusCode::kInvalidArgument);
+  CHECK((*engine)->Submit(Greedy({500}, 10, c, 2)).status().code() ==
+        absl::StatusCode::kInvalidArgument);
   GenerateRequest bad = Greedy({5, 6}, 4, c, 3);
   bad.sampling.top_p = 0.0f;
   CHECK((*engine)->Submit(bad).status().code() == absl::StatusCode::kInvalidArgument);
   (*engine)->Stop();
-  CHECK((*engine)->Submit(Greedy({5, 6}, 4, c, 4)).status().code() == absl::StatusCode::kUnavailable);
+  CHECK((*engine)->Submit(Greedy({5, 6}, 4, c, 4)).status().code() ==
+        absl::StatusCode::kUnavailable);
 }
 
 TEST_CASE("the same seed gives the same sampled output, batched or not", "[engine][sampler]") {
@@ -177,7 +180,8 @@ TEST_CASE("the same seed gives the same sampled output, batched or not", "[engin
   };
   REQUIRE((*engine)->Submit(sampled(42, 0)).ok());
   REQUIRE(c.WaitFinished(1));
-  for (int key = 1; key <= 3; ++key) REQUIRE((*engine)->Submit(sampled(key == 3 ? 43 : 42, key)).ok());
+  for (int key = 1; key <= 3; ++key)
+    REQUIRE((*engine)->Submit(sampled(key == 3 ? 43 : 42, key)).ok());
   REQUIRE(c.WaitFinished(4));
   CHECK(c.Get(1).tokens == c.Get(0).tokens);
   CHECK(c.Get(2).tokens == c.Get(0).tokens);

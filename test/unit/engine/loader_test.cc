@@ -48,7 +48,8 @@ TEST_CASE("a random model loads with every tensor bound and shaped", "[engine][l
 TEST_CASE("hostile safetensors headers are rejected precisely", "[engine][loader]") {
   const std::string four_floats(16, '\0');
   auto entry = [](const std::string& dtype, const std::string& shape, const std::string& offs) {
-    return "{\"t\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape + ",\"data_offsets\":" + offs + "}}";
+    return "{\"t\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape + ",\"data_offsets\":" + offs +
+           "}}";
   };
   struct Case {
     std::string image;
@@ -124,8 +125,11 @@ TEST_CASE("config.json errors name the field and the allowed values", "[engine][
     CHECK(Message(r.status()).find(k.expect) != std::string::npos);
   }
   auto llama3 = c;
-  llama3["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0},
-                            {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+  llama3["rope_scaling"] = {{"rope_type", "llama3"},
+                            {"factor", 8.0},
+                            {"low_freq_factor", 1.0},
+                            {"high_freq_factor", 4.0},
+                            {"original_max_position_embeddings", 8192}};
   auto r = parse(llama3);
   REQUIRE(r.ok());
   CHECK(r->rope_scaling == RopeScaling::kLlama3);
@@ -170,7 +174,8 @@ TEST_CASE("checkpoints inconsistent with config.json are rejected", "[engine][lo
     }
     testing::WriteFile(dir / names[0], EncodeSafetensors(shards[0]));
     testing::WriteFile(dir / names[1], EncodeSafetensors(shards[1]));
-    testing::WriteFile(dir / "model.safetensors.index.json", nlohmann::json{{"weight_map", map}}.dump());
+    testing::WriteFile(dir / "model.safetensors.index.json",
+                       nlohmann::json{{"weight_map", map}}.dump());
     auto w = ModelWeights::Load(dir.string(), *config);
     INFO(Message(w.status()));
     CHECK(w.ok());

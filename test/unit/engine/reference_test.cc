@@ -81,11 +81,13 @@ double MaxErrorOverGoldens(const std::string& model_dir, const std::string& gold
     const float* ids = static_cast<const float*>(p->second.data);
     std::vector<int32_t> prompt(ids, ids + p->second.NumElements());
     const TensorView& ref = (*golden)->tensors().at(StrCat("logits_", i));
-    REQUIRE(ref.shape == std::vector<int64_t>{static_cast<int64_t>(prompt.size()), config->vocab_size});
+    REQUIRE(ref.shape ==
+            std::vector<int64_t>{static_cast<int64_t>(prompt.size()), config->vocab_size});
     std::vector<float> ours = RunPrefill(**model, cache, prompt, chunk);
     for (size_t t = 0; t < prompt.size(); ++t) {
       const float* r = static_cast<const float*>(ref.data) + t * config->vocab_size;
-      worst = std::max(worst, RelativeError(ours.data() + t * config->vocab_size, r, config->vocab_size));
+      worst = std::max(worst,
+                       RelativeError(ours.data() + t * config->vocab_size, r, config->vocab_size));
     }
     CHECK(cache.used_blocks() == 0);
   }

@@ -27,7 +27,8 @@ inline std::string EncodeSafetensors(const std::map<std::string, RawTensor>& ten
   nlohmann::json header = nlohmann::json::object();
   std::string data;
   for (const auto& [name, t] : tensors) {
-    header[name] = {{"dtype", t.dtype}, {"shape", t.shape},
+    header[name] = {{"dtype", t.dtype},
+                    {"shape", t.shape},
                     {"data_offsets", {data.size(), data.size() + t.bytes.size()}}};
     data += t.bytes;
   }
@@ -132,9 +133,9 @@ inline TempDirRegistry& TempDirs() {
 // A fresh directory under the system temp dir, unique per call, removed at exit.
 inline std::filesystem::path TempDir(const std::string& tag) {
   static int counter = 0;
-  auto dir = std::filesystem::temp_directory_path() /
-             ("exa-engine-" + tag + "-" + std::to_string(::getpid()) + "-" +
-              std::to_string(counter++));
+  auto dir =
+      std::filesystem::temp_directory_path() /
+      ("exa-engine-" + tag + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   TempDirs().dirs.push_back(dir);
