@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <string_view>
 
 #include "exaserve/v1/admin.grpc.pb.h"
 
@@ -14,6 +15,8 @@ struct AdminCallbacks {
   std::function<grpc::Status(const exaserve::v1::GossipKeyRequest&,
                              exaserve::v1::GossipKeyResponse*)>
       gossip_key;
+  // Checks the caller's `authorization` metadata for operations that change the node.
+  std::function<grpc::Status(std::string_view authorization)> authorize_admin;
 };
 
 class AdminService final : public exaserve::v1::Admin::CallbackService {
@@ -37,6 +40,13 @@ class AdminService final : public exaserve::v1::Admin::CallbackService {
   grpc::ServerUnaryReactor* GossipKey(grpc::CallbackServerContext* context,
                                       const exaserve::v1::GossipKeyRequest* request,
                                       exaserve::v1::GossipKeyResponse* response) override {
+    if (request->op() != exaserve::v1::GossipKeyRequest::OP_LIST) {
+      const auto& metadata = context->client_metadata();
+      auto it = metadata.find("authorization");
+      std::string_view value;
+      if (it != metadata.end()) value = std::string_view(it->second.data(), it->second.size());
+      if (grpc::Status s = callbacks_.authorize_admin(value); !s.ok()) return Done(context, s);
+    }
     return Done(context, callbacks_.gossip_key(*request, response));
   }
 

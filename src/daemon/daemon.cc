@@ -74,6 +74,9 @@ absl::Status Daemon::Start() {
         StrCat(ToStd(s.message()), " (HTTP; set another with --http-port)"));
   }
   EXA_RETURN_IF_ERROR(StartGossip());
+  if (!options_.admin.token_file.empty()) {
+    EXA_ASSIGN_OR_RETURN(admin_tokens_, gateway::ApiKeys::Load(options_.admin.token_file));
+  }
   admin_ = std::make_unique<AdminService>(MakeAdminCallbacks());
   grpc_ = std::make_unique<net::GrpcServer>(options_.grpc);
   grpc_->RegisterService(admin_.get());
@@ -118,6 +121,7 @@ absl::Status Daemon::StartServing() {
     local_backend_->Register(*table_);
     frontend_ =
         std::make_unique<gateway::Frontend>(options_.gateway, *local_backend_, *table_, registry_);
+    EXA_RETURN_IF_ERROR(frontend_->LoadApiKeys());
     inference_service_ = std::make_unique<gateway::InferenceService>(*frontend_);
   }
   return absl::OkStatus();
@@ -286,6 +290,16 @@ AdminCallbacks Daemon::MakeAdminCallbacks() {
         info->set_state_age_seconds(absl::ToDoubleSeconds(now - m.state_changed));
       }
     }
+  };
+  callbacks.authorize_admin = [this](std::string_view authorization) {
+    if (!admin_tokens_) return grpc::Status::OK;
+    auto who = admin_tokens_->Check(authorization);
+    if (!who.ok()) {
+      return grpc::Status(grpc::UNAUTHENTICATED,
+                          "admin token: " + std::string(who.status().message()));
+    }
+    EXA_LOG_INFO("admin", "authorized", {{"token", *who}});
+    return grpc::Status::OK;
   };
   callbacks.gossip_key = [this](const exaserve::v1::GossipKeyRequest& req,
                                 exaserve::v1::GossipKeyResponse* resp) {

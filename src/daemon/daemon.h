@@ -96,6 +96,7 @@ class Daemon {
   std::unique_ptr<gateway::Frontend> frontend_;
   std::unique_ptr<gateway::InferenceService> inference_service_;
   std::unique_ptr<AdminService> admin_;
+  std::unique_ptr<gateway::ApiKeys> admin_tokens_;
   struct Timers;
   std::unique_ptr<Timers> timers_;
 };

@@ -97,6 +97,8 @@ void RegisterConfig(config::Schema& s, DaemonOptions* o) {
         "time in-flight requests get to finish after SIGTERM");
   s.Add<int>("lifecycle.io_threads", &o->lifecycle.io_threads, "threads for sockets and timers",
              [](const int& v) { return v >= 1 && v <= 64 ? "" : StrCat(v, ": expected 1-64"); });
+  s.Add("admin.token_file", &o->admin.token_file,
+        "SHA-256 hashes of admin tokens for RPCs that change a node; empty: open");
   net::RegisterConfig(s, "http", &o->http);
   net::RegisterConfig(s, "grpc", &o->grpc);
   node::RegisterConfig(s, "inference", &o->inference);

@@ -51,6 +51,11 @@ struct LogOptions {
   std::string level = "info";
 };
 
+struct AdminOptions {
+  // SHA-256 hashes of admin tokens (the API key file format); empty: admin RPCs are open.
+  std::string token_file;
+};
+
 struct LifecycleOptions {
   // In-flight requests get this long to finish after SIGTERM before they are cut off.
   absl::Duration drain_timeout = absl::Seconds(30);
@@ -63,6 +68,7 @@ struct DaemonOptions {
   GossipOptions gossip;
   LogOptions log;
   LifecycleOptions lifecycle;
+  AdminOptions admin;
   net::HttpServerOptions http;
   net::GrpcServerOptions grpc;
   node::InferenceOptions inference;

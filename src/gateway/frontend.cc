@@ -3,6 +3,7 @@
 #include <random>
 
 #include "absl/time/clock.h"
+#include "common/status.h"
 #include "common/strings.h"
 
 namespace exa::gateway {
@@ -29,6 +30,8 @@ void RegisterConfig(config::Schema& s, std::string_view section, GatewayOptions*
   s.Add<int>(p + ".max_tokens_limit", &o->max_tokens_limit, "largest max_tokens accepted",
              PositiveInt);
   s.Add(p + ".max_prompt_bytes", &o->max_prompt_bytes, "largest prompt text accepted");
+  s.Add(p + ".api_keys_file", &o->api_keys_file,
+        "file of SHA-256 hashes of API keys (exaserve-cli apikey new); empty: no auth");
 }
 
 int HttpStatusFor(absl::StatusCode code) {
@@ -104,8 +107,27 @@ Frontend::Frontend(GatewayOptions options, ReplicaBackend& backend, router::Repl
                        .WithLabels({})),
       prompt_tokens_total_(registry.SimpleCounter("exaserve_gateway_prompt_tokens_total",
                                                   "Prompt tokens admitted.")),
-      completion_tokens_total_(registry.SimpleCounter("exaserve_gateway_completion_tokens_total",
-                                                      "Tokens generated.")) {}
+      completion_tokens_total_(
+          registry.SimpleCounter("exaserve_gateway_completion_tokens_total", "Tokens generated.")),
+      auth_failures_(registry.SimpleCounter("exaserve_gateway_auth_failures_total",
+                                            "Requests refused for a missing or unknown API key.")) {
+}
+
+absl::Status Frontend::LoadApiKeys() {
+  if (options_.api_keys_file.empty()) return absl::OkStatus();
+  EXA_ASSIGN_OR_RETURN(api_keys_, ApiKeys::Load(options_.api_keys_file));
+  return absl::OkStatus();
+}
+
+absl::Status Frontend::Authorize(std::string_view authorization) const {
+  if (!api_keys_) return absl::OkStatus();
+  absl::StatusOr<std::string> who = api_keys_->Check(authorization);
+  if (!who.ok()) {
+    auth_failures_.Increment();
+    return who.status();
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<ModelView> Frontend::ResolveModel(const TextRequest& r) const {
   std::vector<ModelView> models = backend_.Models();

@@ -18,6 +18,7 @@
 #include "config/schema.h"
 #include "engine/request.h"
 #include "engine/tokenizer_detokenizer.h"
+#include "gateway/api_keys.h"
 #include "metrics/registry.h"
 #include "router/replica_table.h"
 
@@ -29,6 +30,7 @@ struct GatewayOptions {
   int default_max_tokens = 256;  // when the request names none
   int max_tokens_limit = 4096;   // largest max_tokens accepted
   config::Bytes max_prompt_bytes{256 << 10};
+  std::string api_keys_file;  // empty: the public API is open
 };
 
 void RegisterConfig(config::Schema& schema, std::string_view section, GatewayOptions* options);
@@ -94,6 +96,11 @@ class Frontend {
   absl::StatusOr<std::shared_ptr<Call>> Start(TextRequest request, EventSink sink);
 
   std::vector<ModelView> Models() const { return backend_.Models(); }
+  // Loads gateway.api_keys_file when set. Call before serving.
+  absl::Status LoadApiKeys();
+  // OK when no keys are configured or `authorization` carries a known key; else UNAUTHENTICATED.
+  absl::Status Authorize(std::string_view authorization) const;
+
   // From now on new requests get UNAVAILABLE; admitted ones run to completion.
   void StartDraining() { draining_ = true; }
   int in_flight() const { return in_flight_.load(); }
@@ -108,11 +115,13 @@ class Frontend {
   router::ReplicaTable& table_;
   std::atomic<int> in_flight_{0};
   std::atomic<bool> draining_{false};
+  std::unique_ptr<ApiKeys> api_keys_;
   metrics::Family<metrics::Counter>& requests_;
   metrics::Histogram& ttft_seconds_;
   metrics::Histogram& e2e_seconds_;
   metrics::Counter& prompt_tokens_total_;
   metrics::Counter& completion_tokens_total_;
+  metrics::Counter& auth_failures_;
 };
 
 // The HTTP status for a Status code, as the OpenAI API uses them.

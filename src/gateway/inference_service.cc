@@ -163,9 +163,25 @@ absl::StatusOr<TextRequest> FromProto(const exaserve::v1::GenerateRequest& p) {
   return r;
 }
 
+namespace {
+
+absl::Status Authorize(const Frontend& frontend, grpc::CallbackServerContext* context) {
+  const auto& metadata = context->client_metadata();
+  auto it = metadata.find("authorization");
+  std::string_view value;
+  if (it != metadata.end()) value = std::string_view(it->second.data(), it->second.size());
+  return frontend.Authorize(value);
+}
+
+}  // namespace
+
 grpc::ServerWriteReactor<exaserve::v1::GenerateResponse>* InferenceService::Generate(
-    grpc::CallbackServerContext*, const exaserve::v1::GenerateRequest* request) {
+    grpc::CallbackServerContext* context, const exaserve::v1::GenerateRequest* request) {
   auto* reactor = new GenerateReactor();
+  if (absl::Status auth = Authorize(frontend_, context); !auth.ok()) {
+    reactor->Finish(ToGrpc(auth));
+    return reactor;
+  }
   auto text = FromProto(*request);
   if (!text.ok()) {
     reactor->Finish(ToGrpc(text.status()));
@@ -179,6 +195,10 @@ grpc::ServerUnaryReactor* InferenceService::Complete(grpc::CallbackServerContext
                                                      const exaserve::v1::GenerateRequest* request,
                                                      exaserve::v1::CompleteResponse* response) {
   auto* reactor = context->DefaultReactor();
+  if (absl::Status auth = Authorize(frontend_, context); !auth.ok()) {
+    reactor->Finish(ToGrpc(auth));
+    return reactor;
+  }
   auto text = FromProto(*request);
   if (!text.ok()) {
     reactor->Finish(ToGrpc(text.status()));

@@ -23,7 +23,8 @@ struct ApiError {
 };
 
 net::HttpResponse ErrorResponse(int status, std::string_view message, std::string_view param = "") {
-  std::string type = status == 429   ? "rate_limit_error"
+  std::string type = status == 401   ? "authentication_error"
+                     : status == 429 ? "rate_limit_error"
                      : status == 404 ? "not_found_error"
                      : status >= 500 ? "server_error"
                                      : "invalid_request_error";
@@ -297,6 +298,10 @@ struct Exchange {
 
 void HandleGenerate(Frontend& frontend, bool chat, net::HttpRequest req,
                     std::shared_ptr<net::HttpResponder> responder) {
+  if (absl::Status auth = frontend.Authorize(req.Header("authorization")); !auth.ok()) {
+    responder->Respond(StatusResponse(auth));
+    return;
+  }
   json body;
   try {
     body = json::parse(req.body);
@@ -358,7 +363,10 @@ void AddOpenAiRoutes(net::HttpServer& server, Frontend& frontend) {
       net::HttpHandler([&frontend](net::HttpRequest req, std::shared_ptr<net::HttpResponder> r) {
         HandleGenerate(frontend, /*chat=*/true, std::move(req), std::move(r));
       }));
-  server.AddRoute("GET", "/v1/models", [&frontend](const net::HttpRequest&) {
+  server.AddRoute("GET", "/v1/models", [&frontend](const net::HttpRequest& req) {
+    if (absl::Status auth = frontend.Authorize(req.Header("authorization")); !auth.ok()) {
+      return StatusResponse(auth);
+    }
     json data = json::array();
     for (const ModelView& m : frontend.Models()) {
       data.push_back({{"id", m.name},

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "CLI/CLI.hpp"
@@ -14,6 +15,7 @@
 #include "engine/tokenizer/tokenize_lines.h"
 #include "exaserve/v1/admin.grpc.pb.h"
 #include "exaserve/v1/inference.grpc.pb.h"
+#include "gateway/api_keys.h"
 #include "membership/agent/keyring.h"
 #include "nlohmann/json.hpp"
 
@@ -24,6 +26,7 @@ struct GlobalOptions {
   std::string timeout = "5s";
   bool json = false;
   absl::Duration timeout_duration = absl::Seconds(5);
+  std::string token;  // API key or admin token, sent as "authorization: Bearer ..."
 };
 
 int Usage(const std::string& message) {
@@ -41,6 +44,7 @@ std::unique_ptr<grpc::ClientContext> MakeContext(const GlobalOptions& g) {
   auto ctx = std::make_unique<grpc::ClientContext>();
   ctx->set_deadline(std::chrono::system_clock::now() +
                     absl::ToChronoNanoseconds(g.timeout_duration));
+  if (!g.token.empty()) ctx->AddMetadata("authorization", "Bearer " + g.token);
   return ctx;
 }
 
@@ -206,6 +210,13 @@ int main(int argc, char** argv) {
   app.add_option("--addr", g.addr, "gRPC address of any node (default 127.0.0.1:7070)");
   app.add_option("--timeout", g.timeout, "deadline for each call, e.g. 5s (default 5s)");
   app.add_flag("--json", g.json, "print JSON instead of text");
+  app.add_option("--token", g.token,
+                 "API key or admin token (default: $EXASERVE_TOKEN), sent as a Bearer token");
+  if (const char* env = std::getenv("EXASERVE_TOKEN")) g.token = env;
+  auto* apikey = app.add_subcommand("apikey", "API keys and admin tokens");
+  apikey->require_subcommand(1);
+  auto* apikey_new = apikey->add_subcommand(
+      "new", "print a new key (give it to the client) and its hash line (for the key file)");
   auto* status = app.add_subcommand("status", "this node's id, roles, version and uptime");
   GenerateOptions gen;
   auto* generate = app.add_subcommand("generate", "generate text through a gateway (streams)");
@@ -251,6 +262,11 @@ int main(int argc, char** argv) {
   if (members->parsed()) return RunMembers(g);
   if (generate->parsed()) return RunGenerate(g, gen);
   if (tokenize->parsed()) return RunTokenize(tokenizer_path, decode);
+  if (apikey_new->parsed()) {
+    std::string key = exa::gateway::ApiKeys::NewKey();
+    std::cout << "key:  " << key << "\nhash: " << exa::gateway::ApiKeys::Sha256Hex(key) << "\n";
+    return 0;
+  }
   if (keygen->parsed()) {
     std::cout << exa::membership::Keyring::GenerateBase64() << "\n";
     return 0;
