@@ -12,7 +12,7 @@ seed and written to `heldout-2digit.txt`; neither (a, b) nor (b, a) is ever trai
 
 Training stops at --steps (2500) or as soon as held-out exact match reaches --target (0.995),
 checked every 250 steps; the committed model stopped at step 1750 with 1000/1000. Each step is
-~0.42 s on 2 idle cores (torch.set_num_threads(2); install libopenblas0-pthread: Debian's
+about 0.4-0.5 s on 2 cores (torch.set_num_threads(2); install libopenblas0-pthread: Debian's
 reference BLAS is 10x slower), so ~13 minutes; on a busy shared machine it took 16.
 
 Usage: /usr/bin/python3 scripts/train-tiny-model.py [--out models/exa-tiny-arith] [--steps 2500]
