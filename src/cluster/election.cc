@@ -162,8 +162,8 @@ int CeilDiv(size_t n, int d) { return static_cast<int>((n + d - 1) / std::max(1,
 }  // namespace
 
 int SchedulerTarget(size_t n, const ElectionConfig& config) {
-  int target = Clamp(CeilDiv(n, config.nodes_per_scheduler), config.scheduler_min,
-                     config.scheduler_max);
+  int target =
+      Clamp(CeilDiv(n, config.nodes_per_scheduler), config.scheduler_min, config.scheduler_max);
   // An odd count gives a majority with the same fault tolerance as the next even one.
   if (target % 2 == 0) target += target + 1 <= config.scheduler_max ? 1 : -1;
   return std::max(target, 0);
@@ -183,11 +183,10 @@ Assignment ElectRoles(const std::vector<ElectionNode>& nodes, const ElectionConf
   std::vector<ElectionNode> sorted = nodes;
   std::sort(sorted.begin(), sorted.end(),
             [](const ElectionNode& a, const ElectionNode& b) { return a.id < b.id; });
-  sorted.erase(std::unique(sorted.begin(), sorted.end(),
-                           [](const ElectionNode& a, const ElectionNode& b) {
-                             return a.id == b.id;
-                           }),
-               sorted.end());
+  sorted.erase(
+      std::unique(sorted.begin(), sorted.end(),
+                  [](const ElectionNode& a, const ElectionNode& b) { return a.id == b.id; }),
+      sorted.end());
   if (sorted.empty()) return {};
   return Election(sorted, config).Run();
 }

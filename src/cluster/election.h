@@ -28,10 +28,10 @@ struct ElectionConfig {
   int nodes_per_scheduler = 24;  // 256 nodes → 11 (MISSION.md §1: 8–12 schedulers)
   int gateway_min = 1;
   int gateway_max = 16;
-  int nodes_per_gateway = 16;    // 256 nodes → 16 (MISSION.md §1: 12–16 gateways)
-  int storage_per_rack = 1;      // MISSION.md §7: one rack cache tier
+  int nodes_per_gateway = 16;  // 256 nodes → 16 (MISSION.md §1: 12–16 gateways)
+  int storage_per_rack = 1;    // MISSION.md §7: one rack cache tier
   int observer_max = 2;
-  int nodes_per_observer = 64;   // 64 nodes → 1, 128+ → 2
+  int nodes_per_observer = 64;  // 64 nodes → 1, 128+ → 2
 };
 
 // One live member as election sees it.

@@ -12,10 +12,15 @@
 
 namespace exa::cluster {
 
-enum class Role : uint8_t { kInference = 0, kGateway = 1, kScheduler = 2, kStorage = 3, kObserver = 4 };
-inline constexpr std::array<Role, 5> kAllRoles = {Role::kInference, Role::kGateway,
-                                                  Role::kScheduler, Role::kStorage,
-                                                  Role::kObserver};
+enum class Role : uint8_t {
+  kInference = 0,
+  kGateway = 1,
+  kScheduler = 2,
+  kStorage = 3,
+  kObserver = 4
+};
+inline constexpr std::array<Role, 5> kAllRoles = {
+    Role::kInference, Role::kGateway, Role::kScheduler, Role::kStorage, Role::kObserver};
 
 std::string_view RoleName(Role role);
 // "inference", "gateway", ...; nullopt for anything else (including "auto").

@@ -7,10 +7,10 @@
 #pragma once
 
 #include <cstdint>
-#include <unordered_map>
 #include <set>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 namespace exa::membership {

@@ -25,14 +25,14 @@ struct Config {
   // SWIM's exponential tail; with skew or differing views it degrades to random order. Off:
   // memberlist's per-node shuffled round-robin.
   bool coordinated_probing = true;
-  int suspicion_mult = 4;                // memberlist LAN default
-  int suspicion_max_timeout_mult = 6;    // memberlist default (Lifeguard)
-  int awareness_max = 8;                 // Lifeguard: health score 0..8 scales by (score + 1)
+  int suspicion_mult = 4;              // memberlist LAN default
+  int suspicion_max_timeout_mult = 6;  // memberlist default (Lifeguard)
+  int awareness_max = 8;               // Lifeguard: health score 0..8 scales by (score + 1)
 
   // Dissemination.
-  int retransmit_mult = 4;                                  // memberlist LAN default
+  int retransmit_mult = 4;                                   // memberlist LAN default
   absl::Duration gossip_interval = absl::Milliseconds(200);  // memberlist LAN default
-  int gossip_nodes = 3;                                     // memberlist LAN default
+  int gossip_nodes = 3;                                      // memberlist LAN default
   // Dead nodes still receive gossip this long, so they can learn of their death and refute.
   absl::Duration gossip_to_the_dead_time = absl::Seconds(30);  // memberlist LAN default
   size_t udp_payload_bytes = 1400;  // memberlist UDPBufferSize: fits a 1500-byte MTU

@@ -131,11 +131,11 @@ void SwimCore::Tick(absl::Time now) {
 }
 
 absl::Time SwimCore::NextTick() const {
-  absl::Time t = std::min({next_probe_at_, next_gossip_at_, next_push_pull_at_,
-                           next_reconnect_at_});
+  absl::Time t =
+      std::min({next_probe_at_, next_gossip_at_, next_push_pull_at_, next_reconnect_at_});
   if (probe_.active) {
-    t = std::min(t, probe_.indirect_sent ? probe_.deadline
-                                         : std::min(probe_.indirect_at, probe_.deadline));
+    t = std::min(
+        t, probe_.indirect_sent ? probe_.deadline : std::min(probe_.indirect_at, probe_.deadline));
   }
   for (const auto& [id, s] : suspicions_) t = std::min(t, s.deadline());
   for (const auto& [seq, r] : relays_) t = std::min(t, r.deadline);
@@ -146,8 +146,8 @@ absl::Time SwimCore::NextTick() const {
 absl::Status SwimCore::UpdateMetadata(absl::Time now, Metadata metadata) {
   size_t size = EncodedMetadataSize(metadata);
   if (size > kMaxMetadataBytes) {
-    return absl::InvalidArgumentError(StrCat("node metadata is ", size,
-                                             " bytes encoded; the limit is ", kMaxMetadataBytes));
+    return absl::InvalidArgumentError(
+        StrCat("node metadata is ", size, " bytes encoded; the limit is ", kMaxMetadataBytes));
   }
   Member& me = Self();
   me.metadata = std::move(metadata);
@@ -414,8 +414,7 @@ const Member* SwimCore::NextCoordinatedTarget(absl::Time now) {
   size_t live = LiveCount();
   if (live < 2) return nullptr;
   absl::Duration remainder;
-  int64_t step =
-      absl::IDivDuration(now - absl::UnixEpoch(), config_.probe_interval, &remainder);
+  int64_t step = absl::IDivDuration(now - absl::UnixEpoch(), config_.probe_interval, &remainder);
   int64_t pass = step / static_cast<int64_t>(live - 1);
   // Reaping the long dead still happens once per N probes, as in round-robin mode.
   if (++probe_index_ >= nodes_.size()) ResetProbeOrder(now);
@@ -478,9 +477,9 @@ void SwimCore::StartIndirectProbe(absl::Time now) {
     if (relay->state != MemberState::kAlive) continue;
     probe_.expected_nacks++;
     stats_.indirect_probes_sent++;
-    SendDatagram(relay->address, {EncodeMessage(IndirectPing{probe_.seq, probe_.target,
-                                                             target_address, true, self_id_,
-                                                             self().address})});
+    SendDatagram(relay->address,
+                 {EncodeMessage(IndirectPing{probe_.seq, probe_.target, target_address, true,
+                                             self_id_, self().address})});
   }
   if (config_.tcp_fallback_ping) {
     stats_.tcp_fallback_pings++;
@@ -530,8 +529,8 @@ void SwimCore::PeriodicPushPull(absl::Time now) {
 void SwimCore::Reconnect(absl::Time now) {
   for (auto it = recently_dead_.begin(); it != recently_dead_.end();) {
     const Member* m = Find(it->first);
-    bool back = m != nullptr && (m->state == MemberState::kAlive ||
-                                 m->state == MemberState::kSuspect);
+    bool back =
+        m != nullptr && (m->state == MemberState::kAlive || m->state == MemberState::kSuspect);
     if (back || now - it->second.since > config_.reconnect_timeout) {
       it = recently_dead_.erase(it);
     } else {
@@ -598,8 +597,8 @@ void SwimCore::SendDatagram(const Address& to, std::vector<std::string> messages
   for (const std::string& m : messages) used += kCompoundPerMessageBytes + m.size();
   if (used < config_.udp_payload_bytes) {
     int limit = RetransmitLimit(config_.retransmit_mult, nodes_.size());
-    for (std::string& extra : broadcasts_.Take(kCompoundPerMessageBytes,
-                                               config_.udp_payload_bytes - used, limit)) {
+    for (std::string& extra :
+         broadcasts_.Take(kCompoundPerMessageBytes, config_.udp_payload_bytes - used, limit)) {
       messages.push_back(std::move(extra));
     }
   }

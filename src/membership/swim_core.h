@@ -59,8 +59,8 @@ struct Stats {
   uint64_t packets_out = 0;
   uint64_t bytes_in = 0;
   uint64_t bytes_out = 0;
-  uint64_t bad_packets = 0;      // malformed, truncated or oversized: dropped
-  uint64_t wrong_target = 0;     // pings meant for another node id
+  uint64_t bad_packets = 0;   // malformed, truncated or oversized: dropped
+  uint64_t wrong_target = 0;  // pings meant for another node id
   uint64_t probes_sent = 0;
   uint64_t probes_failed = 0;
   uint64_t probes_abandoned = 0;  // this node stalled past a probe deadline: nobody blamed
@@ -90,8 +90,7 @@ class SwimCore {
   // Push-pull with each seed; retried while this node knows no other live member.
   void Join(absl::Time now, const std::vector<Address>& seeds);
   // A packet from `from`. Bad input is counted in stats().bad_packets and changes nothing.
-  void HandlePacket(absl::Time now, const Address& from, std::string_view bytes,
-                    Channel channel);
+  void HandlePacket(absl::Time now, const Address& from, std::string_view bytes, Channel channel);
   // Runs every timer due at `now`.
   void Tick(absl::Time now);
   // When Tick next has work. Always finite.
@@ -108,9 +107,7 @@ class SwimCore {
   const std::vector<Member>& members() const { return nodes_; }
   const Member* Find(const NodeId& id) const;
   const Member& self() const;
-  size_t CountInState(MemberState state) const {
-    return state_counts_[static_cast<size_t>(state)];
-  }
+  size_t CountInState(MemberState state) const { return state_counts_[static_cast<size_t>(state)]; }
   int health_score() const { return awareness_.score(); }
   size_t PendingBroadcasts() const { return broadcasts_.size(); }
   const Stats& stats() const { return stats_; }

@@ -87,8 +87,8 @@ TEST_CASE("The same seed replays the same run", "[sim][gossip]") {
 }
 
 TEST_CASE("Command-line flags parse with clear errors", "[sim][gossip]") {
-  auto o = ParseGossipSimArgs({"--nodes", "256", "--seed", "3", "--loss", "10%", "--pause",
-                               "2:20", "--partition=halves:60", "--racks", "16"});
+  auto o = ParseGossipSimArgs({"--nodes", "256", "--seed", "3", "--loss", "10%", "--pause", "2:20",
+                               "--partition=halves:60", "--racks", "16"});
   REQUIRE(o.ok());
   CHECK(o->nodes == 256);
   CHECK(o->loss == Approx(0.10));

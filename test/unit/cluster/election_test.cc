@@ -20,19 +20,18 @@ namespace {
 std::vector<ElectionNode> Cluster(int n, int racks) {
   std::vector<ElectionNode> out;
   for (int i = 0; i < n; ++i) {
-    out.push_back(ElectionNode{"node-" + std::to_string(1000 + i * 7919 % 997),
-                               "rack-" + std::to_string(i % racks), {}});
+    out.push_back(ElectionNode{
+        "node-" + std::to_string(1000 + i * 7919 % 997), "rack-" + std::to_string(i % racks), {}});
   }
   return out;
 }
 
 int Count(const Assignment& a, Role r) {
-  return static_cast<int>(std::count_if(a.begin(), a.end(),
-                                        [r](const auto& kv) { return kv.second.Has(r); }));
+  return static_cast<int>(
+      std::count_if(a.begin(), a.end(), [r](const auto& kv) { return kv.second.Has(r); }));
 }
 
-std::set<std::string> RacksOf(const Assignment& a, const std::vector<ElectionNode>& nodes,
-                              Role r) {
+std::set<std::string> RacksOf(const Assignment& a, const std::vector<ElectionNode>& nodes, Role r) {
   std::set<std::string> racks;
   for (const ElectionNode& n : nodes) {
     if (a.at(n.id).Has(r)) racks.insert(n.rack);

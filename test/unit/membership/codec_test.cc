@@ -34,10 +34,13 @@ std::vector<Message> AllMessages() {
       Suspect{4, "node-c", "node-a"},
       Alive{5, "node-c", "10.0.0.3:7946", SampleMetadata()},
       Dead{6, "node-c", "node-c"},
-      PushPull{10, true, false, "node-a", "10.0.0.1:7946",
+      PushPull{10,
+               true,
+               false,
+               "node-a",
+               "10.0.0.1:7946",
                {PushPullEntry{"node-a", "10.0.0.1:7946", 1, MemberState::kAlive, {}},
-                PushPullEntry{"node-b", "10.0.0.2:7946", 9, MemberState::kDead,
-                              SampleMetadata()}}},
+                PushPullEntry{"node-b", "10.0.0.2:7946", 9, MemberState::kDead, SampleMetadata()}}},
   };
 }
 

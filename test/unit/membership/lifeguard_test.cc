@@ -16,7 +16,8 @@ TEST_CASE("Suspicion min follows the Lifeguard formula", "[membership][lifeguard
   CHECK(absl::ToDoubleSeconds(at_256) == Approx(4 * std::log10(256.0)).epsilon(1e-6));
 }
 
-TEST_CASE("Suspicion timeout shrinks from max to min with confirmations", "[membership][lifeguard]") {
+TEST_CASE("Suspicion timeout shrinks from max to min with confirmations",
+          "[membership][lifeguard]") {
   absl::Time t0 = absl::UnixEpoch();
   Suspicion s("origin", 3, absl::Seconds(10), absl::Seconds(60), t0);
   CHECK(s.deadline() == t0 + absl::Seconds(60));

@@ -225,8 +225,7 @@ TEST_CASE("Metadata updates spread with a new incarnation", "[membership][swim]"
   }
   Metadata huge;
   huge.build_version = std::string(kMaxMetadataBytes + 1, 'v');
-  CHECK(net.core(5).UpdateMetadata(net.now(), huge).code() ==
-        absl::StatusCode::kInvalidArgument);
+  CHECK(net.core(5).UpdateMetadata(net.now(), huge).code() == absl::StatusCode::kInvalidArgument);
 }
 
 TEST_CASE("Garbage packets are counted and change no state", "[membership][swim]") {
