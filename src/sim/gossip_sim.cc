@@ -56,8 +56,8 @@ json Quantiles(std::vector<double> xs) {
 
 std::string FakeUuid(Random& rng) {
   uint64_t a = rng.Next(), b = rng.Next();
-  return fmt::format("{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}", a >> 32, (a >> 16) & 0xffff,
-                     a & 0xfff, 0x8000 | ((b >> 48) & 0x3fff), b & 0xffffffffffffULL);
+  return fmt::format("{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}", a >> 32, (a >> 16) & 0xffff, a & 0xfff,
+                     0x8000 | ((b >> 48) & 0x3fff), b & 0xffffffffffffULL);
 }
 
 class Simulation {
@@ -124,9 +124,7 @@ class Simulation {
             Channel channel = Channel::kDatagram, std::string bytes = {}) {
     queue_.push(new QEvent{at, seq_++, kind, node, gen, from, channel, std::move(bytes)});
   }
-  bool Reachable(int a, int b) const {
-    return !partitioned_ || nodes_[a].half == nodes_[b].half;
-  }
+  bool Reachable(int a, int b) const { return !partitioned_ || nodes_[a].half == nodes_[b].half; }
   bool Live(int i) const { return nodes_[i].started && !nodes_[i].killed; }
   bool InWindow(absl::Time now) const { return now >= window_start_; }
   // Live, running nodes other than `subject`: who must hear about it.
@@ -319,8 +317,8 @@ bool Simulation::AllSeeAllAlive() const {
 
 void Simulation::Check(absl::Time now) {
   if (!warmed_up_) {
-    bool all_started = std::all_of(nodes_.begin(), nodes_.end(),
-                                   [](const Node& n) { return n.started; });
+    bool all_started =
+        std::all_of(nodes_.begin(), nodes_.end(), [](const Node& n) { return n.started; });
     absl::Duration elapsed = now - start_;
     if ((all_started && AllSeeAllAlive()) || elapsed > absl::Seconds(o_.max_warmup_s)) {
       warmed_up_ = true;
@@ -421,12 +419,18 @@ json Simulation::Election() const {
 
 json Simulation::Result(double wall_s) {
   json r;
-  r["scenario"] = {{"nodes", o_.nodes},       {"seed", o_.seed},
-                   {"duration_s", o_.duration_s}, {"loss", o_.loss},
-                   {"latency_ms", o_.latency_ms}, {"jitter_ms", o_.jitter_ms},
-                   {"kill", o_.kill},         {"pause_nodes", o_.pause_nodes},
-                   {"pause_s", o_.pause_s},   {"partition_s", o_.partition_s},
-                   {"racks", o_.racks},       {"profile", o_.profile}};
+  r["scenario"] = {{"nodes", o_.nodes},
+                   {"seed", o_.seed},
+                   {"duration_s", o_.duration_s},
+                   {"loss", o_.loss},
+                   {"latency_ms", o_.latency_ms},
+                   {"jitter_ms", o_.jitter_ms},
+                   {"kill", o_.kill},
+                   {"pause_nodes", o_.pause_nodes},
+                   {"pause_s", o_.pause_s},
+                   {"partition_s", o_.partition_s},
+                   {"racks", o_.racks},
+                   {"profile", o_.profile}};
   r["warmup_s"] = warmup_s_;
   r["converged_before_window"] = warmup_s_ < o_.max_warmup_s;
   r["suspect_first_s"] = Quantiles(suspect_first_);
@@ -558,8 +562,6 @@ json Simulation::Run() {
 
 }  // namespace
 
-nlohmann::json RunGossipSim(const GossipSimOptions& options) {
-  return Simulation(options).Run();
-}
+nlohmann::json RunGossipSim(const GossipSimOptions& options) { return Simulation(options).Run(); }
 
 }  // namespace exa::sim

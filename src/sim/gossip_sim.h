@@ -35,7 +35,7 @@ struct GossipSimOptions {
   int kill = 0;
   int pause_nodes = 0;
   double pause_s = 0;
-  double partition_s = 0;   // halves
+  double partition_s = 0;  // halves
   int racks = 1;
   std::string profile = "lan";   // lan | wan
   double update_interval_s = 5;  // one metadata update somewhere this often; 0: none
