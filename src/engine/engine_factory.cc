@@ -32,8 +32,8 @@ absl::StatusOr<std::unique_ptr<Engine>> CreateCpuEngine(
   EngineInfo info;
   info.backend = "cpu";
   info.vocab_size = config.vocab_size;
-  info.max_context = o.max_context > 0 ? std::min(o.max_context, config.max_position_embeddings)
-                                       : config.max_position_embeddings;
+  info.max_context =
+      o.max_context > 0 ? std::min(o.max_context, config.MaxContext()) : config.MaxContext();
   info.eos_token_ids = config.eos_token_ids;
   info.bos_token_id = config.bos_token_id;
   info.weight_bytes = static_cast<int64_t>(weights->bytes());

@@ -1,5 +1,6 @@
 #include "engine/model_config.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -167,6 +168,13 @@ absl::Status ParseRest(const json& j, std::string_view file, ModelConfig& c) {
   EXA_ASSIGN_OR_RETURN(auto bos, ParseTokenIds(j, file, "bos_token_id", c.vocab_size));
   if (!bos.empty()) c.bos_token_id = bos[0];
   EXA_ASSIGN_OR_RETURN(c.eos_token_ids, ParseTokenIds(j, file, "eos_token_id", c.vocab_size));
+  // Qwen2 configs carry a sliding_window that only applies with use_sliding_window: true.
+  EXA_ASSIGN_OR_RETURN(bool use_window, GetBool(j, file, "use_sliding_window",
+                                                c.architecture != "Qwen2ForCausalLM"));
+  if (use_window) {
+    EXA_ASSIGN_OR_RETURN(c.sliding_window,
+                         GetInt(j, file, "sliding_window", 1, kMaxPositions, int64_t{0}));
+  }
   return absl::OkStatus();
 }
 
@@ -179,6 +187,11 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
 }
 
 }  // namespace
+
+int32_t ModelConfig::MaxContext() const {
+  return sliding_window > 0 ? std::min(sliding_window, max_position_embeddings)
+                            : max_position_embeddings;
+}
 
 int64_t ModelConfig::ParameterCount() const {
   int64_t h = hidden_size;

@@ -32,6 +32,12 @@ struct ModelConfig {
   float rope_high_freq_factor = 4.0f;
   int32_t rope_original_max_positions = 8192;
   int32_t max_position_embeddings = 0;
+  // Mistral-style sliding-window attention span, 0 when attention is global. Within the window
+  // sliding and full attention agree, so the engine caps the context here instead.
+  int32_t sliding_window = 0;
+  // The longest sequence this engine serves exactly: max_position_embeddings, capped by the
+  // sliding window.
+  int32_t MaxContext() const;
   bool tie_word_embeddings = false;
   bool qkv_bias = false;  // Qwen2 always; Llama with attention_bias: true
   int32_t bos_token_id = -1;

@@ -50,9 +50,9 @@ GenerateRequest Greedy(const std::vector<int32_t>& prompt, int32_t max_tokens, C
 std::vector<std::vector<int32_t>> RunAlone(const EngineOptions& o,
                                            const std::vector<std::vector<int32_t>>& prompts,
                                            int32_t max_tokens) {
+  Collector c;
   auto engine = CreateEngine(o);
   REQUIRE(engine.ok());
-  Collector c;
   std::vector<std::vector<int32_t>> out;
   for (size_t i = 0; i < prompts.size(); ++i) {
     REQUIRE((*engine)->Submit(Greedy(prompts[i], max_tokens, c, static_cast<int>(i))).ok());
@@ -122,9 +122,9 @@ TEST_CASE("KV cache exhaustion preempts, recomputes and still completes", "[engi
 
 TEST_CASE("cancelling requests returns every KV block", "[engine]") {
   auto dir = testing::WriteRandomModel("cancel");
+  Collector c;
   auto engine = CreateEngine(CpuOptions(dir.string()));
   REQUIRE(engine.ok());
-  Collector c;
   std::vector<RequestId> ids;
   for (int i = 0; i < 4; ++i) {
     auto id = (*engine)->Submit(Greedy(RandomPrompts(1, i)[0], 200, c, i));
@@ -145,9 +145,9 @@ TEST_CASE("cancelling requests returns every KV block", "[engine]") {
 
 TEST_CASE("admission rejects what cannot be served, with both numbers", "[engine]") {
   auto dir = testing::WriteRandomModel("admit");
+  Collector c;
   auto engine = CreateEngine(CpuOptions(dir.string()));
   REQUIRE(engine.ok());
-  Collector c;
   auto too_long = (*engine)->Submit(Greedy(std::vector<int32_t>(250, 5), 10, c, 0));
   REQUIRE(too_long.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(Message(too_long.status()).find("250") != std::string::npos);
@@ -166,9 +166,9 @@ TEST_CASE("admission rejects what cannot be served, with both numbers", "[engine
 
 TEST_CASE("the same seed gives the same sampled output, batched or not", "[engine][sampler]") {
   auto dir = testing::WriteRandomModel("seed");
+  Collector c;
   auto engine = CreateEngine(CpuOptions(dir.string()));
   REQUIRE(engine.ok());
-  Collector c;
   auto sampled = [&](uint64_t seed, int key) {
     GenerateRequest r = Greedy({7, 8, 9, 10}, 24, c, key);
     r.sampling.temperature = 1.5f;
@@ -211,9 +211,9 @@ EngineOptions SimOptions() {
 }
 
 TEST_CASE("sim engine: deterministic tokens, stop tokens and stop strings", "[engine][sim]") {
+  Collector c;
   auto engine = CreateEngine(SimOptions(), std::make_shared<AngleDetokenizer>());
   REQUIRE(engine.ok());
-  Collector c;
   const std::vector<int32_t> prompt = {20, 21, 22};
   REQUIRE((*engine)->Submit(Greedy(prompt, 6, c, 0)).ok());
   REQUIRE(c.WaitFinished(1));
@@ -241,9 +241,9 @@ TEST_CASE("sim engine reports load and rejects when its queue is full", "[engine
   o.sim.decode_base_ms = 200;  // slow steps keep requests queued while we look
   o.max_queue = 2;
   o.max_running = 1;
+  Collector c;
   auto engine = CreateEngine(o);
   REQUIRE(engine.ok());
-  Collector c;
   REQUIRE((*engine)->Submit(Greedy({20, 21}, 50, c, 0)).ok());
   REQUIRE(testing::Eventually([&] { return (*engine)->Load().running == 1; }));
   REQUIRE((*engine)->Submit(Greedy({20, 21}, 50, c, 1)).ok());

@@ -124,6 +124,18 @@ TEST_CASE("config.json errors name the field and the allowed values", "[engine][
     CHECK(Message(r.status()).find("m/config.json") != std::string::npos);
     CHECK(Message(r.status()).find(k.expect) != std::string::npos);
   }
+  auto mistral = c;
+  mistral["architectures"] = {"MistralForCausalLM"};
+  mistral["sliding_window"] = 128;
+  auto m = parse(mistral);
+  REQUIRE(m.ok());
+  CHECK(m->MaxContext() == 128);  // capped: beyond the window full attention would differ
+  auto qwen = c;
+  qwen["architectures"] = {"Qwen2ForCausalLM"};
+  qwen["sliding_window"] = 128;
+  qwen["use_sliding_window"] = false;
+  CHECK(parse(qwen)->MaxContext() == 256);
+
   auto llama3 = c;
   llama3["rope_scaling"] = {{"rope_type", "llama3"},
                             {"factor", 8.0},

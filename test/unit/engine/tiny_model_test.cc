@@ -18,6 +18,7 @@ TEST_CASE("the bundled model answers 1+1= with 2", "[engine][tiny]") {
   o.model_dir = kModel;
   o.threads = 2;
   o.kv_cache_bytes = 8 << 20;
+  testing::Collector c;  // outlives the engine, whose thread calls it
   auto engine = CreateEngine(o, *detok);
   REQUIRE(engine.ok());
   const Tokenizer& tok = (*detok)->tokenizer();
@@ -25,7 +26,6 @@ TEST_CASE("the bundled model answers 1+1= with 2", "[engine][tiny]") {
   REQUIRE(prompt.size() == 5);  // <s> 1 + 1 =: digits are one token each
   CHECK(prompt[0] == (*engine)->info().bos_token_id);
 
-  testing::Collector c;
   const char* prompts[] = {"1+1=", "12+34=", "50+50="};
   const char* answers[] = {"2", "46", "100"};
   for (int i = 0; i < 3; ++i) {
