@@ -113,14 +113,14 @@ EXA_AVX2 void MatMulAvx2(const float* x, int64_t ldx, int64_t rows, const void* 
                          int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
   // Tiles of 32 rows keep the x tile in L2 while a strip of weights streams past it.
   constexpr int64_t kRowTile = 32;
-  constexpr int64_t kColTile = 64;
+  constexpr int64_t kColTile = 48;  // a multiple of the 3-row weight block
   for (int64_t r0 = 0; r0 < rows; r0 += kRowTile) {
     const int64_t r1 = std::min(rows, r0 + kRowTile);
     for (int64_t c0 = n_begin; c0 < n_end; c0 += kColTile) {
       const int64_t c1 = std::min(n_end, c0 + kColTile);
       int64_t t = r0;
       for (; t + 4 <= r1; t += 4)
-        RowTile<4, 2, D>(x + t * ldx, ldx, w, k, c0, c1, y + t * ldy, ldy);
+        RowTile<4, 3, D>(x + t * ldx, ldx, w, k, c0, c1, y + t * ldy, ldy);
       for (; t + 2 <= r1; t += 2)
         RowTile<2, 4, D>(x + t * ldx, ldx, w, k, c0, c1, y + t * ldy, ldy);
       for (; t < r1; ++t) RowTile<1, 8, D>(x + t * ldx, ldx, w, k, c0, c1, y + t * ldy, ldy);
