@@ -200,10 +200,14 @@ std::vector<std::string> Daemon::CurrentRoles() const {
   return it->second.Names();
 }
 
-// Refreshes the router's view of local replica load at 10 Hz (DESIGN.md §2: load at <= 10 Hz).
+// Refreshes local replica load at 10 Hz (DESIGN.md §2: load at <= 10 Hz): the per-replica
+// gauges, and the router's view when this node is also a gateway.
 void Daemon::PumpLoad() {
-  if (!table_) return;
-  local_backend_->ReportLoad(*table_, state_ == State::kReady);
+  if (!replicas_) return;
+  if (!replica_metrics_)
+    replica_metrics_ = std::make_unique<node::ReplicaMetrics>(*replicas_, registry_);
+  replica_metrics_->Update();
+  if (table_) local_backend_->ReportLoad(*table_, state_ == State::kReady);
   timers_->load.expires_after(std::chrono::milliseconds(100));
   timers_->load.async_wait([this](const boost::system::error_code& ec) {
     if (!ec) PumpLoad();

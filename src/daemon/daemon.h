@@ -26,6 +26,7 @@
 #include "net/http_server.h"
 #include "net/io_runner.h"
 #include "node/replica_host.h"
+#include "node/replica_metrics.h"
 #include "node/replica_prober.h"
 #include "router/replica_table.h"
 
@@ -91,6 +92,7 @@ class Daemon {
   cluster::Assignment assignment_ ABSL_GUARDED_BY(roles_mu_);
   std::unique_ptr<node::ReplicaHost> replicas_;
   std::unique_ptr<node::ReplicaProber> prober_;
+  std::unique_ptr<node::ReplicaMetrics> replica_metrics_;
   std::unique_ptr<class LocalReplicaBackend> local_backend_;
   std::unique_ptr<router::ReplicaTable> table_;
   std::unique_ptr<gateway::Frontend> frontend_;
