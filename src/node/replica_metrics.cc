@@ -13,7 +13,7 @@ ReplicaMetrics::ReplicaMetrics(const ReplicaHost& host, metrics::Registry& r) : 
                              "Sequences admitted but not running (queued or preempted).", labels);
   auto& kv_used = r.AddGauge("exaserve_replica_kv_blocks_used", "KV cache blocks in use.", labels);
   auto& kv_total =
-      r.AddGauge("exaserve_replica_kv_blocks_total", "KV cache blocks reserved.", labels);
+      r.AddGauge("exaserve_replica_kv_blocks_capacity", "KV cache blocks reserved.", labels);
   auto& ttft = r.AddGauge("exaserve_replica_ttft_p99_seconds",
                           "Recent time to first token, 99th percentile.", labels);
   auto& itl = r.AddGauge("exaserve_replica_inter_token_p99_seconds",

@@ -55,6 +55,7 @@ curl -sf "http://127.0.0.1:$http/metrics" > "$work/metrics"
 promtool check metrics < "$work/metrics" || fail "promtool check metrics"
 grep -q '^exaserve_build_info{version="' "$work/metrics" || fail "no build info metric"
 grep -q '^process_resident_memory_bytes [1-9]' "$work/metrics" || fail "no RSS metric"
+grep -q "^exaserve_replica_kv_blocks_capacity{" "$work/metrics" || fail "no replica KV metric"
 
 status=$("$BIN/exaserve-cli" --addr "127.0.0.1:$grpc" --json status)
 node_id=$(cat "$work/data/node_id")
