@@ -110,6 +110,7 @@ absl::Status Daemon::StartServing() {
   if (HasRole(roles_, "inference")) {
     replicas_ = std::make_unique<node::ReplicaHost>(node_id_, options_.inference);
     EXA_RETURN_IF_ERROR(replicas_->Start());
+    replica_metrics_ = std::make_unique<node::ReplicaMetrics>(*replicas_, registry_);
   }
   // Until the load stream (serving-path issue) carries other nodes' replicas, a gateway routes
   // to the replicas in its own process.
