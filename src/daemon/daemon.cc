@@ -205,8 +205,6 @@ std::vector<std::string> Daemon::CurrentRoles() const {
 // gauges, and the router's view when this node is also a gateway.
 void Daemon::PumpLoad() {
   if (!replicas_) return;
-  if (!replica_metrics_)
-    replica_metrics_ = std::make_unique<node::ReplicaMetrics>(*replicas_, registry_);
   replica_metrics_->Update();
   if (table_) local_backend_->ReportLoad(*table_, state_ == State::kReady);
   timers_->load.expires_after(std::chrono::milliseconds(100));
