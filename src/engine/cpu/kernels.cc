@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <vector>
 
 namespace exa::engine::cpu {
 namespace {
@@ -108,22 +109,48 @@ EXA_AVX2 void RowTile(const float* x, int64_t ldx, const void* w, int64_t k, int
   for (; n < n_end; ++n) Block<TR, 1, D>(x, ldx, w, k, n, y, ldy);
 }
 
+// Rows [0, rows) of x (x and y already offset to the first row, y by `y_row_offset`) against
+// weight rows [n_begin, n_end).
+template <DType D>
+EXA_AVX2 void RowTiles(const float* x, int64_t ldx, int64_t rows, const void* w, int64_t k,
+                       int64_t n_begin, int64_t n_end, float* y, int64_t ldy,
+                       int64_t y_row_offset) {
+  float* yr = y + y_row_offset;
+  int64_t t = 0;
+  for (; t + 4 <= rows; t += 4)
+    RowTile<4, 3, D>(x + t * ldx, ldx, w, k, n_begin, n_end, yr + t * ldy, ldy);
+  for (; t + 2 <= rows; t += 2)
+    RowTile<2, 4, D>(x + t * ldx, ldx, w, k, n_begin, n_end, yr + t * ldy, ldy);
+  for (; t < rows; ++t) RowTile<1, 8, D>(x + t * ldx, ldx, w, k, n_begin, n_end, yr + t * ldy, ldy);
+}
+
+EXA_AVX2 void ConvertAvx2(const void* src, DType dtype, int64_t n, float* dst);
+
 template <DType D>
 EXA_AVX2 void MatMulAvx2(const float* x, int64_t ldx, int64_t rows, const void* w, int64_t k,
                          int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
   // Tiles of 32 rows keep the x tile in L2 while a strip of weights streams past it.
   constexpr int64_t kRowTile = 32;
   constexpr int64_t kColTile = 48;  // a multiple of the 3-row weight block
+  // With many rows, a half-precision weight strip would be widened once per 4-row group; widen
+  // it once into a float scratch strip instead (it stays in L2) and run the f32 kernel on it.
+  // The sums are the same: widening is exact and the reduction order does not change.
+  constexpr int64_t kWidenRows = 8;
+  thread_local std::vector<float> strip;
   for (int64_t r0 = 0; r0 < rows; r0 += kRowTile) {
     const int64_t r1 = std::min(rows, r0 + kRowTile);
     for (int64_t c0 = n_begin; c0 < n_end; c0 += kColTile) {
       const int64_t c1 = std::min(n_end, c0 + kColTile);
-      int64_t t = r0;
-      for (; t + 4 <= r1; t += 4)
-        RowTile<4, 3, D>(x + t * ldx, ldx, w, k, c0, c1, y + t * ldy, ldy);
-      for (; t + 2 <= r1; t += 2)
-        RowTile<2, 4, D>(x + t * ldx, ldx, w, k, c0, c1, y + t * ldy, ldy);
-      for (; t < r1; ++t) RowTile<1, 8, D>(x + t * ldx, ldx, w, k, c0, c1, y + t * ldy, ldy);
+      if (D != DType::kF32 && r1 - r0 >= kWidenRows) {
+        strip.resize(static_cast<size_t>((c1 - c0) * k));
+        for (int64_t c = c0; c < c1; ++c) {
+          ConvertAvx2(static_cast<const uint16_t*>(w) + c * k, D, k, strip.data() + (c - c0) * k);
+        }
+        RowTiles<DType::kF32>(x + r0 * ldx, ldx, r1 - r0, strip.data(), k, 0, c1 - c0, y + c0, ldy,
+                              r0 * ldy);
+        continue;
+      }
+      RowTiles<D>(x + r0 * ldx, ldx, r1 - r0, w, k, c0, c1, y, ldy, r0 * ldy);
     }
   }
 }
