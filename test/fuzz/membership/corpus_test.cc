@@ -4,21 +4,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <random>
-#include <sstream>
 
 #include <catch2/catch.hpp>
 
 #include "membership/codec.h"
-
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
+#include "support/fuzz_corpus.h"
 
 namespace exa::membership {
 namespace {
-
-int Run(const std::string& input) {
-  return LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(input.data()), input.size());
-}
 
 std::vector<std::pair<std::string, std::string>> Seeds() {
   Metadata md;
@@ -55,32 +48,6 @@ std::vector<std::pair<std::string, std::string>> Seeds() {
   return out;
 }
 
-std::vector<std::string> Mutations(const std::string& seed, uint32_t rng_seed) {
-  std::mt19937 rng(rng_seed);  // seeded: the same mutations on every run
-  std::vector<std::string> out;
-  for (size_t cut = 0; cut < seed.size(); ++cut) out.push_back(seed.substr(0, cut));
-  for (int i = 0; i < 200 && !seed.empty(); ++i) {
-    std::string m = seed;
-    size_t at = rng() % m.size();
-    switch (rng() % 4) {
-      case 0:
-        m[at] = static_cast<char>(rng());
-        break;
-      case 1:
-        m.erase(at, 1 + rng() % 8);
-        break;
-      case 2:
-        m.insert(at, m.substr(rng() % m.size(), 1 + rng() % 16));
-        break;
-      default:
-        m[at] = static_cast<char>(m[at] ^ (1 << (rng() % 8)));
-        break;
-    }
-    out.push_back(std::move(m));
-  }
-  return out;
-}
-
 TEST_CASE("Gossip fuzz corpus and its mutations decode or fail cleanly", "[fuzz]") {
   namespace fs = std::filesystem;
   if (const char* dir = std::getenv("EXA_WRITE_GOSSIP_CORPUS")) {
@@ -89,15 +56,13 @@ TEST_CASE("Gossip fuzz corpus and its mutations decode or fail cleanly", "[fuzz]
     }
   }
   int files = 0, decoded = 0;
-  for (const auto& entry : fs::directory_iterator(EXA_GOSSIP_FUZZ_CORPUS_DIR)) {
-    std::ifstream in(entry.path(), std::ios::binary);
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    std::string seed = buffer.str();
+  for (const auto& [name, seed] : testing::ReadCorpus(EXA_GOSSIP_FUZZ_CORPUS_DIR)) {
     ++files;
     if (DecodePacket(seed, 1 << 20).ok()) ++decoded;
-    Run(seed);
-    for (const std::string& m : Mutations(seed, static_cast<uint32_t>(files))) Run(m);
+    testing::RunFuzzInput(seed);
+    for (const std::string& m : testing::Mutations(seed, static_cast<uint32_t>(files))) {
+      testing::RunFuzzInput(m);
+    }
   }
   CHECK(files >= 10);
   CHECK(decoded == files);  // the seeds themselves are valid packets
