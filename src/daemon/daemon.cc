@@ -36,7 +36,8 @@ struct Daemon::Timers {
   asio::steady_timer watchdog;
   asio::steady_timer load;
   asio::steady_timer election;
-  // Health checks run on one strand-free chain each; they never overlap with themselves.
+  // Each health check chain re-arms itself after it ran, so a chain never overlaps itself; the
+  // prober serializes the two chains.
   asio::steady_timer process_check;
   asio::steady_timer model_probe;
   asio::steady_timer probe_collect;

@@ -14,6 +14,7 @@ ReplicaProber::ReplicaProber(const ReplicaHost& host, HealthOptions options,
                                        {"replica"})),
       probes_(registry.AddCounter("exaserve_replica_probes_total", "Model-level probes by result.",
                                   {"replica", "result"})) {
+  absl::MutexLock states_lock(&states_mu_);
   for (const auto& r : host_.replicas()) {
     states_.emplace(r->id, State(options_));
     healthy_gauge_.WithLabels({r->id}).Set(1);
@@ -35,6 +36,7 @@ void ReplicaProber::Report(const Replica& replica, State& state) {
 }
 
 void ReplicaProber::CheckProcesses() {
+  absl::MutexLock states_lock(&states_mu_);
   for (const auto& r : host_.replicas()) {
     engine::EngineLoad load = r->engine->Load();
     State& state = states_.at(r->id);
@@ -44,6 +46,7 @@ void ReplicaProber::CheckProcesses() {
 }
 
 void ReplicaProber::SendProbes() {
+  absl::MutexLock states_lock(&states_mu_);
   for (const auto& r : host_.replicas()) {
     State& state = states_.at(r->id);
     auto probe = std::make_shared<Probe>();
@@ -69,6 +72,7 @@ void ReplicaProber::SendProbes() {
 }
 
 void ReplicaProber::CollectProbes() {
+  absl::MutexLock states_lock(&states_mu_);
   for (const auto& r : host_.replicas()) {
     State& state = states_.at(r->id);
     if (!state.probe) continue;
@@ -89,6 +93,7 @@ void ReplicaProber::CollectProbes() {
 }
 
 bool ReplicaProber::Healthy(const std::string& replica_id) const {
+  absl::MutexLock states_lock(&states_mu_);
   auto it = states_.find(replica_id);
   return it == states_.end() || it->second.health.healthy();
 }

@@ -2,8 +2,9 @@
 // model probes submitted to each engine, results collected after the probe timeout. Reports
 // each change of health so the gateway can take a replica out of routing (and put it back).
 //
-// Thread safety: CheckProcesses, SendProbes and CollectProbes from one thread (the daemon's
-// timers, one at a time); probe callbacks run on engine threads and only touch `mu_`.
+// Thread safety: every public method may be called from any thread (the daemon's process and
+// model timers fire on different I/O threads); `states_mu_` serializes them. Probe callbacks run
+// on engine threads and only touch `mu_`.
 #pragma once
 
 #include <functional>
@@ -50,12 +51,13 @@ class ReplicaProber {
     bool reported_healthy = true;
     std::shared_ptr<Probe> probe;
   };
-  void Report(const Replica& replica, State& state);
+  void Report(const Replica& replica, State& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(states_mu_);
 
   const ReplicaHost& host_;
   const HealthOptions options_;
   OnChange on_change_;
-  std::map<std::string, State> states_;
+  mutable absl::Mutex states_mu_;
+  std::map<std::string, State> states_ ABSL_GUARDED_BY(states_mu_);
   mutable absl::Mutex mu_;  // guards every Probe's fields (written on engine threads)
   metrics::Family<metrics::Gauge>& healthy_gauge_;
   metrics::Family<metrics::Counter>& probes_;
