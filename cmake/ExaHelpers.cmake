@@ -3,7 +3,7 @@
 # DEPS, and CMake refuses cycles between static libraries we declare this way.
 
 set(EXA_WARNING_FLAGS -Wall -Wextra -Werror -Wno-unused-parameter -Wnon-virtual-dtor
-    -Wno-missing-field-initializers)
+    -Wno-missing-field-initializers ${EXA_SANITIZER_WARNING_FLAGS})
 
 # exa_cc_library(NAME router SRCS a.cc b.cc DEPS exa::cluster absl::status)
 function(exa_cc_library)
