@@ -18,7 +18,10 @@ for i in 1 2 3 4; do
   curl -s -o "$work/r$i" -w '%{http_code}' "$http/v1/completions" \
     -d '{"prompt":"1+1=","max_tokens":100}' >"$work/code$i" &
 done
-sleep 0.5
+admitted() {  # all four are running or queued on the replica
+  curl -s "$http/metrics" | awk '/^exaserve_replica_(running|waiting)_sequences\{/ {s += $2} END {exit !(s == 4)}'
+}
+wait_for 10 admitted || fail "the four requests were not admitted"
 kill -TERM $pid
 sleep 0.2
 new=$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$http/v1/completions" -d '{"prompt":"1+1="}' || true)
