@@ -162,7 +162,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void OnRead(beast::error_code ec);
   void Dispatch();
   void SendAndClose(HttpResponse r);
-  void Enqueue(std::string bytes);
+  void Enqueue(std::string bytes, size_t payload = 0);
   void DoWrite();
   void OnWrite(beast::error_code ec, size_t bytes);
   void EndRequest();
@@ -183,7 +183,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool close_after_write_ = false;
   bool writing_ = false;
   bool gone_ = false;
-  std::deque<std::string> pending_;
+  // Bytes waiting for the socket; `payload` is the part counted in queued_bytes (stream data),
+  // released only once the socket took it, so a client that stops reading stalls the producer.
+  struct Pending {
+    std::string bytes;
+    size_t payload = 0;
+  };
+  std::deque<Pending> pending_;
   std::vector<std::function<void()>> gone_callbacks_;
 };
 
@@ -361,8 +367,7 @@ void Connection::WriteChunk(std::string data) {
   std::string chunk = fmt::format("{:x}\r\n", size);
   chunk.append(data);
   chunk.append("\r\n");
-  queued_bytes -= size;  // the byte budget counts payload; it is now in pending_
-  Enqueue(std::move(chunk));
+  Enqueue(std::move(chunk), size);
 }
 
 void Connection::FinishStream() {
@@ -377,9 +382,12 @@ void Connection::SendAndClose(HttpResponse r) {
   Enqueue(SerializeHead(r.status, r.content_type, r.headers, false, r.body.size()) + r.body);
 }
 
-void Connection::Enqueue(std::string bytes) {
-  if (gone_) return;
-  pending_.push_back(std::move(bytes));
+void Connection::Enqueue(std::string bytes, size_t payload) {
+  if (gone_) {
+    queued_bytes -= payload;
+    return;
+  }
+  pending_.push_back({std::move(bytes), payload});
   if (!writing_) DoWrite();
 }
 
@@ -390,7 +398,7 @@ void Connection::DoWrite() {
     if (!ec) self->Shutdown();  // the client stopped reading
   });
   asio::async_write(
-      socket_, asio::buffer(pending_.front()),
+      socket_, asio::buffer(pending_.front().bytes),
       [self = shared_from_this()](beast::error_code ec, size_t n) { self->OnWrite(ec, n); });
 }
 
@@ -401,6 +409,7 @@ void Connection::OnWrite(beast::error_code ec, size_t) {
     Shutdown();
     return;
   }
+  queued_bytes -= pending_.front().payload;
   pending_.pop_front();
   if (!pending_.empty()) {
     DoWrite();

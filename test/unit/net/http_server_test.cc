@@ -96,6 +96,22 @@ struct Fixture {
                          r->Finish();
                        }).detach();
                      }));
+    server->AddRoute("GET", "/firehose",
+                     HttpHandler([this](HttpRequest, std::shared_ptr<HttpResponder> r) {
+                       std::thread([this, r] {
+                         r->StartStream(200, "text/event-stream");
+                         // A producer slower than the connection's strand, so only the
+                         // socket can hold it back. Stops at the first refused write, or
+                         // after 64 MiB.
+                         std::string chunk(16 << 10, 'x');
+                         for (int i = 0; i < 4096 && r->Write(chunk); ++i) {
+                           accepted += 16 << 10;
+                           std::this_thread::sleep_for(std::chrono::microseconds(100));
+                         }
+                         firehose_done = true;
+                         r->Finish();
+                       }).detach();
+                     }));
     server->AddRoute("GET", "/forgetful",
                      HttpHandler([](HttpRequest, std::shared_ptr<HttpResponder>) {}));
     REQUIRE(server->Start().ok());
@@ -107,6 +123,8 @@ struct Fixture {
   }
   IoRunner io;
   std::unique_ptr<HttpServer> server;
+  std::atomic<int64_t> accepted{0};
+  std::atomic<bool> firehose_done{false};
 };
 
 TEST_CASE("Requests are answered and keep-alive serves several on one connection", "[http]") {
@@ -193,6 +211,21 @@ TEST_CASE("Streaming responses are chunked and end cleanly", "[http]") {
   CHECK(r.find("Content-Type: text/event-stream") != std::string::npos);
   CHECK(r.find("9\r\ndata: 0\n\n\r\n9\r\ndata: 1\n\n\r\n9\r\ndata: 2\n\n\r\n0\r\n\r\n") !=
         std::string::npos);
+}
+
+TEST_CASE("A client that stops reading stalls the stream instead of growing memory", "[http]") {
+  HttpServerOptions o;
+  o.max_stream_buffer_bytes.value = 64 << 10;
+  Fixture f(o);
+  Client c(f.server->port());
+  c.Send("GET /firehose HTTP/1.1\r\nHost: x\r\n\r\n");  // and never read
+  for (int i = 0; i < 500 && !f.firehose_done; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE(f.firehose_done);
+  // What was accepted is bounded by the kernel's socket buffers plus the 64 KiB budget, far
+  // below the 64 MiB the handler wanted to send.
+  CHECK(f.accepted < (32 << 20));
 }
 
 TEST_CASE("A handler that never answers still produces a 500", "[http]") {
