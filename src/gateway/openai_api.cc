@@ -238,8 +238,11 @@ struct Exchange {
     absl::MutexLock lock(&mu);
     text += e.text;
     if (!e.finished) return;
-    if (!e.status.ok() && e.finish_reason != engine::FinishReason::kCancelled) {
-      responder->Respond(ErrorResponse(500, ToStd(e.status.message())));
+    if (!e.status.ok()) {
+      // Cancelled by the server (drain deadline, engine stop) or failed: an error, not a
+      // truncated 200. (When the client itself went away nobody reads this.)
+      int status = e.finish_reason == engine::FinishReason::kCancelled ? 503 : 500;
+      responder->Respond(ErrorResponse(status, ToStd(e.status.message())));
       return;
     }
     json out = Envelope();
