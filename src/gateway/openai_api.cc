@@ -274,7 +274,7 @@ struct Exchange {
       Send(chunk);
     }
     if (!e.finished) return;
-    if (!e.status.ok() && e.finish_reason != engine::FinishReason::kCancelled) {
+    if (!e.status.ok()) {
       // After streaming began, the client gets an explicit error, never a silent truncation.
       Send({{"error", {{"message", ToStd(e.status.message())}, {"type", "server_error"}}}});
     } else {
