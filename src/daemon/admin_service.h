@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "exaserve/v1/admin.grpc.pb.h"
+#include "gateway/inference_service.h"
 
 namespace exa::daemon {
 
@@ -41,11 +42,8 @@ class AdminService final : public exaserve::v1::Admin::CallbackService {
                                       const exaserve::v1::GossipKeyRequest* request,
                                       exaserve::v1::GossipKeyResponse* response) override {
     if (request->op() != exaserve::v1::GossipKeyRequest::OP_LIST) {
-      const auto& metadata = context->client_metadata();
-      auto it = metadata.find("authorization");
-      std::string_view value;
-      if (it != metadata.end()) value = std::string_view(it->second.data(), it->second.size());
-      if (grpc::Status s = callbacks_.authorize_admin(value); !s.ok()) return Done(context, s);
+      grpc::Status s = callbacks_.authorize_admin(gateway::AuthorizationMetadata(context));
+      if (!s.ok()) return Done(context, s);
     }
     return Done(context, callbacks_.gossip_key(*request, response));
   }

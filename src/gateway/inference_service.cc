@@ -3,6 +3,7 @@
 #include <deque>
 
 #include "absl/synchronization/mutex.h"
+#include "common/status.h"
 
 namespace exa::gateway {
 namespace {
@@ -163,26 +164,23 @@ absl::StatusOr<TextRequest> FromProto(const exaserve::v1::GenerateRequest& p) {
   return r;
 }
 
-namespace {
-
-absl::Status Authorize(const Frontend& frontend, grpc::CallbackServerContext* context) {
+std::string_view AuthorizationMetadata(const grpc::CallbackServerContext* context) {
   const auto& metadata = context->client_metadata();
   auto it = metadata.find("authorization");
-  std::string_view value;
-  if (it != metadata.end()) value = std::string_view(it->second.data(), it->second.size());
-  return frontend.Authorize(value);
+  if (it == metadata.end()) return {};
+  return std::string_view(it->second.data(), it->second.size());
 }
 
-}  // namespace
+absl::StatusOr<TextRequest> InferenceService::Admit(
+    grpc::CallbackServerContext* context, const exaserve::v1::GenerateRequest& request) const {
+  EXA_RETURN_IF_ERROR(frontend_.Authorize(AuthorizationMetadata(context)));
+  return FromProto(request);
+}
 
 grpc::ServerWriteReactor<exaserve::v1::GenerateResponse>* InferenceService::Generate(
     grpc::CallbackServerContext* context, const exaserve::v1::GenerateRequest* request) {
   auto* reactor = new GenerateReactor();
-  if (absl::Status auth = Authorize(frontend_, context); !auth.ok()) {
-    reactor->Finish(ToGrpc(auth));
-    return reactor;
-  }
-  auto text = FromProto(*request);
+  auto text = Admit(context, *request);
   if (!text.ok()) {
     reactor->Finish(ToGrpc(text.status()));
     return reactor;
@@ -195,11 +193,7 @@ grpc::ServerUnaryReactor* InferenceService::Complete(grpc::CallbackServerContext
                                                      const exaserve::v1::GenerateRequest* request,
                                                      exaserve::v1::CompleteResponse* response) {
   auto* reactor = context->DefaultReactor();
-  if (absl::Status auth = Authorize(frontend_, context); !auth.ok()) {
-    reactor->Finish(ToGrpc(auth));
-    return reactor;
-  }
-  auto text = FromProto(*request);
+  auto text = Admit(context, *request);
   if (!text.ok()) {
     reactor->Finish(ToGrpc(text.status()));
     return reactor;

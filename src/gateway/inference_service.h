@@ -4,6 +4,8 @@
 // frees the replica's KV blocks.
 #pragma once
 
+#include <string_view>
+
 #include "exaserve/v1/inference.grpc.pb.h"
 #include "gateway/frontend.h"
 
@@ -20,8 +22,15 @@ class InferenceService final : public exaserve::v1::Inference::CallbackService {
                                      exaserve::v1::CompleteResponse* response) override;
 
  private:
+  // Authorizes the caller and converts the request: what both RPCs do first.
+  absl::StatusOr<TextRequest> Admit(grpc::CallbackServerContext* context,
+                                    const exaserve::v1::GenerateRequest& request) const;
+
   Frontend& frontend_;
 };
+
+// The caller's `authorization` metadata ("Bearer <key>"), or "" when absent.
+std::string_view AuthorizationMetadata(const grpc::CallbackServerContext* context);
 
 // Converts the proto request; INVALID_ARGUMENT names a bad field.
 absl::StatusOr<TextRequest> FromProto(const exaserve::v1::GenerateRequest& request);
