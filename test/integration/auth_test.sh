@@ -15,13 +15,7 @@ admin=$(awk '/^key:/ {print $2}' "$work/admin")
 { echo "# test keys"; echo "alice: $(awk '/^hash:/ {print $2}' "$work/k1")"; } > "$work/keys"
 awk '/^hash:/ {print "ops: " $2}' "$work/admin" > "$work/admins"
 
-EXASERVE_GATEWAY_API_KEYS_FILE="$work/keys" EXASERVE_ADMIN_TOKEN_FILE="$work/admins" \
-  "$BIN/exaserved" --data-dir "$work/data" --bind 127.0.0.1 --http-port 0 --grpc-port 0 \
-  --gossip-port 0 >"$work/log" 2>&1 &
-pid=$!
-wait_for 30 test -s "$work/data/endpoints.json" || { cat "$work/log"; fail "not ready"; }
-http="http://127.0.0.1:$(json_field "$work/data/endpoints.json" http_port)"
-grpc="127.0.0.1:$(json_field "$work/data/endpoints.json" grpc_port)"
+EXASERVE_GATEWAY_API_KEYS_FILE="$work/keys" EXASERVE_ADMIN_TOKEN_FILE="$work/admins" start_daemon
 
 code=$(curl -s -o "$work/body" -w '%{http_code}' "$http/v1/completions" -d '{"prompt":"1+1="}')
 [ "$code" = 401 ] && grep -q "missing Authorization header" "$work/body" || fail "no key: $code $(cat "$work/body")"

@@ -7,12 +7,7 @@ BIN=$1
 work=$(mktemp -d)
 trap 'kill -9 ${pid:-} 2>/dev/null || true; rm -rf "$work"' EXIT
 
-EXASERVE_INFERENCE_BACKEND=sim EXASERVE_INFERENCE_KV_CACHE_BYTES=8Gi \
-  "$BIN/exaserved" --data-dir "$work/data" --bind 127.0.0.1 --http-port 0 --grpc-port 0 \
-  --gossip-port 0 >"$work/log" 2>&1 &
-pid=$!
-wait_for 30 test -s "$work/data/endpoints.json" || { cat "$work/log"; fail "not ready"; }
-http="http://127.0.0.1:$(json_field "$work/data/endpoints.json" http_port)"
+EXASERVE_INFERENCE_BACKEND=sim EXASERVE_INFERENCE_KV_CACHE_BYTES=8Gi start_daemon
 
 for i in 1 2 3 4; do
   curl -s -o "$work/r$i" -w '%{http_code}' "$http/v1/completions" \

@@ -10,11 +10,7 @@ trap 'kill -9 ${pid:-} 2>/dev/null || true; rm -rf "$work"' EXIT
 run_node() {  # run_node EXPECT
   rm -rf "$work/data"
   EXASERVE_HEALTH_MODEL_INTERVAL=1s EXASERVE_HEALTH_PROBE_TIMEOUT=500ms \
-  EXASERVE_HEALTH_PROBE_EXPECT="$1" "$BIN/exaserved" --data-dir "$work/data" --bind 127.0.0.1 \
-    --http-port 0 --grpc-port 0 --gossip-port 0 >"$work/log" 2>&1 &
-  pid=$!
-  wait_for 30 test -s "$work/data/endpoints.json" || { cat "$work/log"; fail "not ready"; }
-  http="http://127.0.0.1:$(json_field "$work/data/endpoints.json" http_port)"
+    EXASERVE_HEALTH_PROBE_EXPECT="$1" start_daemon
 }
 at_least() { [ "$(probes "$1")" -ge "$2" ]; }  # at_least RESULT N
 probes() { curl -s "$http/metrics" | awk -v r="result=\"$1\"" 'index($0, "exaserve_replica_probes_total") == 1 && index($0, r) {s += $2} END {print s + 0}'; }

@@ -14,3 +14,14 @@ wait_for() {
 }
 
 json_field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
+
+# start_daemon: one exaserved on loopback with free ports, data in $work/data, log in $work/log
+# (environment variables set on the call apply). Sets pid, http (base URL) and grpc (host:port).
+start_daemon() {
+  "$BIN/exaserved" --data-dir "$work/data" --bind 127.0.0.1 --http-port 0 --grpc-port 0 \
+    --gossip-port 0 "$@" >"$work/log" 2>&1 &
+  pid=$!
+  wait_for 30 test -s "$work/data/endpoints.json" || { cat "$work/log"; fail "not ready"; }
+  http="http://127.0.0.1:$(json_field "$work/data/endpoints.json" http_port)"
+  grpc="127.0.0.1:$(json_field "$work/data/endpoints.json" grpc_port)"
+}

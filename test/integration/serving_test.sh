@@ -7,12 +7,7 @@ BIN=$1
 work=$(mktemp -d)
 trap 'kill -9 ${pid:-} 2>/dev/null || true; rm -rf "$work"' EXIT
 
-"$BIN/exaserved" --data-dir "$work/data" --bind 127.0.0.1 --http-port 0 --grpc-port 0 \
-  --gossip-port 0 >"$work/log" 2>&1 &
-pid=$!
-wait_for 30 test -s "$work/data/endpoints.json" || { cat "$work/log"; fail "not ready"; }
-http="http://127.0.0.1:$(json_field "$work/data/endpoints.json" http_port)"
-grpc="127.0.0.1:$(json_field "$work/data/endpoints.json" grpc_port)"
+start_daemon
 
 post() { curl -s -o "$work/body" -w '%{http_code}' "$http$1" -H 'Content-Type: application/json' -d "$2"; }
 field() { python3 -c "import json,sys; d=json.load(open('$work/body')); print(eval(sys.argv[1]))" "$1"; }
