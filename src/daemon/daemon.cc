@@ -74,7 +74,6 @@ absl::Status Daemon::Start() {
     return absl::UnavailableError(
         StrCat(ToStd(s.message()), " (HTTP; set another with --http-port)"));
   }
-  EXA_RETURN_IF_ERROR(StartGossip());
   if (!options_.admin.token_file.empty()) {
     EXA_ASSIGN_OR_RETURN(admin_tokens_, gateway::ApiKeys::Load(options_.admin.token_file));
   }
@@ -85,6 +84,8 @@ absl::Status Daemon::Start() {
   if (absl::Status s = grpc_->Start(); !s.ok()) {
     return absl::UnavailableError(StrCat(ToStd(s.message()), "; set another with --grpc-port"));
   }
+  // Gossip starts last: the first alive message carries the bound service ports.
+  EXA_RETURN_IF_ERROR(StartGossip());
   WatchSignals();
   StartWatchdog();
   io_.Start();
@@ -235,6 +236,8 @@ absl::Status Daemon::StartGossip() {
   self.metadata.roles = options_.node.roles;
   self.metadata.rack = options_.node.rack;
   self.metadata.build_version = Version();
+  self.metadata.grpc_port = static_cast<uint16_t>(grpc_->port());
+  self.metadata.http_port = static_cast<uint16_t>(http_->port());
   if (replicas_) {
     // Replicas load before gossip starts, so the first alive message already carries them.
     auto count = static_cast<uint16_t>(std::min<size_t>(replicas_->replicas().size(), 0xffff));
@@ -259,6 +262,7 @@ AdminCallbacks Daemon::MakeAdminCallbacks() {
     r->set_state(s == State::kReady ? "ready" : s == State::kDraining ? "draining" : "starting");
     r->set_grpc_address(StrCat(options_.network.advertise, ":", grpc_ ? grpc_->port() : 0));
     r->set_http_address(StrCat(options_.network.advertise, ":", http_->port()));
+    if (!gossip_) return;  // still starting: gossip comes up after the gRPC server
     r->set_gossip_address(StrCat(options_.network.advertise, ":", gossip_->port()));
     r->set_start_time_unix_seconds(absl::ToUnixSeconds(start_time_));
     for (const membership::Member& m : gossip_->Members()) {
@@ -272,6 +276,7 @@ AdminCallbacks Daemon::MakeAdminCallbacks() {
   };
   callbacks.members = [this](exaserve::v1::MembersResponse* r) {
     absl::Time now = absl::Now();
+    if (!gossip_) return;
     for (const membership::Member& m : gossip_->Members()) {
       auto* info = r->add_members();
       info->set_node_id(m.id);
@@ -307,6 +312,7 @@ AdminCallbacks Daemon::MakeAdminCallbacks() {
   };
   callbacks.gossip_key = [this](const exaserve::v1::GossipKeyRequest& req,
                                 exaserve::v1::GossipKeyResponse* resp) {
+    if (!gossip_) return grpc::Status(grpc::UNAVAILABLE, "the node is still starting");
     membership::Keyring& keyring = gossip_->keyring();
     absl::Status s;
     if (req.op() != exaserve::v1::GossipKeyRequest::OP_LIST) {

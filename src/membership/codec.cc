@@ -117,6 +117,8 @@ void ToProto(const Metadata& m, exaserve::v1::GossipMetadata* p) {
   p->set_build_version(m.build_version);
   p->set_replicas_hosted(m.replicas.hosted);
   p->set_replicas_ready(m.replicas.ready);
+  p->set_grpc_port(m.grpc_port);
+  p->set_http_port(m.http_port);
 }
 
 Metadata FromProto(const exaserve::v1::GossipMetadata& p, Bounds& b) {
@@ -132,6 +134,8 @@ Metadata FromProto(const exaserve::v1::GossipMetadata& p, Bounds& b) {
   m.build_version = p.build_version();
   m.replicas.hosted = b.U16(p.replicas_hosted(), "metadata.replicas_hosted");
   m.replicas.ready = b.U16(p.replicas_ready(), "metadata.replicas_ready");
+  m.grpc_port = b.U16(p.grpc_port(), "metadata.grpc_port");
+  m.http_port = b.U16(p.http_port(), "metadata.http_port");
   return m;
 }
 

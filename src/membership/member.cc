@@ -34,4 +34,13 @@ std::string_view EventTypeName(EventType type) {
   return "unknown";
 }
 
+std::string_view AddressHost(std::string_view address) {
+  size_t colon = address.rfind(':');
+  if (colon == std::string_view::npos) return address;
+  // "[::1]:7946" keeps its brackets; a bare IPv6 literal without a port has no ']' before it.
+  size_t bracket = address.rfind(']');
+  if (bracket == std::string_view::npos && address.find(':') != colon) return address;
+  return address.substr(0, colon);
+}
+
 }  // namespace exa::membership

@@ -48,6 +48,10 @@ struct Metadata {
   std::vector<std::string> taints;
   std::string build_version;
   ReplicaSummary replicas;
+  // Service ports on the host of the member's gossip address (0: not serving). Gateways find
+  // node agents and fetchers find storage peers through these.
+  uint16_t grpc_port = 0;
+  uint16_t http_port = 0;
   bool operator==(const Metadata&) const = default;
 };
 
@@ -56,6 +60,9 @@ inline constexpr size_t kMaxMetadataBytes = 512;
 // Upper bounds the decoder enforces on identifiers (bad input must not allocate without bound).
 inline constexpr size_t kMaxNodeIdBytes = 128;
 inline constexpr size_t kMaxAddressBytes = 256;
+
+// The host part of "host:port" (brackets kept for IPv6 literals).
+std::string_view AddressHost(std::string_view address);
 
 struct Member {
   NodeId id;

@@ -21,6 +21,8 @@ Metadata SampleMetadata() {
   m.taints = {"burn-in-failed"};
   m.build_version = "0.1.0+abc";
   m.replicas = ReplicaSummary{12, 11};
+  m.grpc_port = 7070;
+  m.http_port = 8080;
   return m;
 }
 
@@ -133,3 +135,10 @@ TEST_CASE("Random bytes and random corruptions never crash the decoder", "[membe
 
 }  // namespace
 }  // namespace exa::membership
+
+TEST_CASE("AddressHost strips the port and keeps IPv6 brackets") {
+  CHECK(exa::membership::AddressHost("10.0.0.7:7946") == "10.0.0.7");
+  CHECK(exa::membership::AddressHost("[::1]:7946") == "[::1]");
+  CHECK(exa::membership::AddressHost("node-3.rack2") == "node-3.rack2");
+  CHECK(exa::membership::AddressHost("::1") == "::1");
+}
