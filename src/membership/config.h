@@ -25,6 +25,11 @@ struct Config {
   // SWIM's exponential tail; with skew or differing views it degrades to random order. Off:
   // memberlist's per-node shuffled round-robin.
   bool coordinated_probing = true;
+  // With coordinated probing, how many distinct members probe each member per interval (at
+  // ring offsets k and k + (M - 1) / r). With 1, a member whose scheduled prober failed at the
+  // same time (a rack, a power domain, a batch of kills) waits one more interval to be
+  // suspected; with 2 that needs both probers down. Costs one more ping/ack pair per interval.
+  int probe_redundancy = 2;
   int suspicion_mult = 4;              // memberlist LAN default
   int suspicion_max_timeout_mult = 6;  // memberlist default (Lifeguard)
   int awareness_max = 8;               // Lifeguard: health score 0..8 scales by (score + 1)

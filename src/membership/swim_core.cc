@@ -40,6 +40,7 @@ SwimCore::SwimCore(const Config& config, LocalNode self, uint64_t seed, absl::Ti
       awareness_(config.awareness_max),
       broadcasts_(config.max_queued_broadcasts) {
   EXA_CHECK(config_.Validate().ok()) << config_.Validate();
+  probes_.resize(config_.coordinated_probing ? config_.probe_redundancy : 1);
   EXA_CHECK(!self.id.empty() && !self.address.empty()) << "node id and address are required";
   Member me;
   me.id = self.id;
@@ -108,10 +109,11 @@ void SwimCore::HandlePacket(absl::Time now, const Address& from, std::string_vie
 
 void SwimCore::Tick(absl::Time now) {
   ExpireTimers(now);
-  if (probe_.active && !probe_.indirect_sent && now >= probe_.indirect_at) {
-    StartIndirectProbe(now);
+  for (Probe& probe : probes_) {
+    if (probe.active && !probe.indirect_sent && now >= probe.indirect_at)
+      StartIndirectProbe(now, probe);
+    if (probe.active && now >= probe.deadline) FinishProbe(now, probe);
   }
-  if (probe_.active && now >= probe_.deadline) FinishProbe(now);
   if (now >= next_probe_at_) {
     if (!leaving_) StartProbe(now);
     next_probe_at_ = NextProbeTime(now);
@@ -133,9 +135,10 @@ void SwimCore::Tick(absl::Time now) {
 absl::Time SwimCore::NextTick() const {
   absl::Time t =
       std::min({next_probe_at_, next_gossip_at_, next_push_pull_at_, next_reconnect_at_});
-  if (probe_.active) {
+  for (const Probe& probe : probes_) {
+    if (!probe.active) continue;
     t = std::min(
-        t, probe_.indirect_sent ? probe_.deadline : std::min(probe_.indirect_at, probe_.deadline));
+        t, probe.indirect_sent ? probe.deadline : std::min(probe.indirect_at, probe.deadline));
   }
   for (const auto& [id, s] : suspicions_) t = std::min(t, s.deadline());
   for (const auto& [seq, r] : relays_) t = std::min(t, r.deadline);
@@ -210,14 +213,18 @@ void SwimCore::OnAck(absl::Time now, const Ack& ack) {
     relays_.erase(it);
     return;
   }
-  if (!probe_.active || ack.seq != probe_.seq) return;
-  // A direct answer means we are healthy (Lifeguard -1); an indirect one is neutral.
-  if (!probe_.indirect_sent) awareness_.ApplyDelta(-1);
-  probe_.active = false;
+  for (Probe& probe : probes_) {
+    if (!probe.active || ack.seq != probe.seq) continue;
+    // A direct answer means we are healthy (Lifeguard -1); an indirect one is neutral.
+    if (!probe.indirect_sent) awareness_.ApplyDelta(-1);
+    probe.active = false;
+  }
 }
 
 void SwimCore::OnNack(const Nack& nack) {
-  if (probe_.active && nack.seq == probe_.seq) probe_.nacks++;
+  for (Probe& probe : probes_) {
+    if (probe.active && nack.seq == probe.seq) probe.nacks++;
+  }
 }
 
 void SwimCore::OnPushPull(absl::Time now, const Address& from, const PushPull& pp) {
@@ -410,14 +417,14 @@ const Member* SwimCore::NextRoundRobinTarget(absl::Time now) {
   return nullptr;
 }
 
-const Member* SwimCore::NextCoordinatedTarget(absl::Time now) {
+const Member* SwimCore::NextCoordinatedTarget(absl::Time now, size_t slot) {
   size_t live = LiveCount();
   if (live < 2) return nullptr;
   absl::Duration remainder;
   int64_t step = absl::IDivDuration(now - absl::UnixEpoch(), config_.probe_interval, &remainder);
   int64_t pass = step / static_cast<int64_t>(live - 1);
   // Reaping the long dead still happens once per N probes, as in round-robin mode.
-  if (++probe_index_ >= nodes_.size()) ResetProbeOrder(now);
+  if (slot == 0 && ++probe_index_ >= nodes_.size()) ResetProbeOrder(now);
   if (ring_version_ != view_version_ || ring_pass_ != pass || ring_.size() != live) {
     ring_.clear();
     std::string salt = StrCat(pass, "/");
@@ -433,7 +440,10 @@ const Member* SwimCore::NextCoordinatedTarget(absl::Time now) {
     ring_pass_ = pass;
   }
   size_t m = ring_.size();
-  size_t offset = 1 + static_cast<size_t>(step % static_cast<int64_t>(m - 1));
+  // Slot r probes at offset k + r (M - 1) / R: the R probers of a member sit far apart on the
+  // ring, so a contiguous failure (one rack) rarely takes all of them.
+  int64_t spread = static_cast<int64_t>(slot * (m - 1) / probes_.size());
+  size_t offset = 1 + static_cast<size_t>((step + spread) % static_cast<int64_t>(m - 1));
   return Find(ring_[(ring_self_ + offset) % m].second);
 }
 
@@ -448,48 +458,57 @@ absl::Time SwimCore::NextProbeTime(absl::Time now) const {
 }
 
 void SwimCore::StartProbe(absl::Time now) {
-  const Member* target = config_.coordinated_probing && !leaving_ ? NextCoordinatedTarget(now)
-                                                                  : NextRoundRobinTarget(now);
-  if (target == nullptr || target->id == self_id_) return;
-  probe_ = Probe{};
-  probe_.active = true;
-  probe_.target = target->id;
-  probe_.seq = NextSeq();
-  probe_.indirect_at = now + awareness_.Scale(config_.probe_timeout);
-  probe_.deadline = now + awareness_.Scale(config_.probe_interval);
-  std::vector<std::string> messages;
-  if (target->state == MemberState::kSuspect) {
-    // Lifeguard buddy system: the suspect hears of its suspicion directly and can refute now.
-    messages.push_back(EncodeMessage(Suspect{target->incarnation, target->id, self_id_}));
+  bool coordinated = config_.coordinated_probing && !leaving_;
+  for (size_t slot = 0; slot < (coordinated ? probes_.size() : 1); ++slot) {
+    const Member* target =
+        coordinated ? NextCoordinatedTarget(now, slot) : NextRoundRobinTarget(now);
+    if (target == nullptr || target->id == self_id_) continue;
+    bool duplicate = false;  // a small ring maps several slots to one member
+    for (size_t other = 0; other < slot; ++other) {
+      duplicate |= probes_[other].active && probes_[other].target == target->id;
+    }
+    if (duplicate) continue;
+    Probe& probe = probes_[slot];
+    probe = Probe{};
+    probe.active = true;
+    probe.target = target->id;
+    probe.seq = NextSeq();
+    probe.indirect_at = now + awareness_.Scale(config_.probe_timeout);
+    probe.deadline = now + awareness_.Scale(config_.probe_interval);
+    std::vector<std::string> messages;
+    if (target->state == MemberState::kSuspect) {
+      // Lifeguard buddy system: the suspect hears of its suspicion directly and can refute now.
+      messages.push_back(EncodeMessage(Suspect{target->incarnation, target->id, self_id_}));
+    }
+    messages.push_back(EncodeMessage(Ping{probe.seq, target->id, self_id_, self().address}));
+    stats_.probes_sent++;
+    SendDatagram(target->address, std::move(messages));
   }
-  messages.push_back(EncodeMessage(Ping{probe_.seq, target->id, self_id_, self().address}));
-  stats_.probes_sent++;
-  SendDatagram(target->address, std::move(messages));
 }
 
-void SwimCore::StartIndirectProbe(absl::Time now) {
-  probe_.indirect_sent = true;
-  const Member* target = Find(probe_.target);
+void SwimCore::StartIndirectProbe(absl::Time now, Probe& probe) {
+  probe.indirect_sent = true;
+  const Member* target = Find(probe.target);
   if (target == nullptr) return;
   Address target_address = target->address;
   for (const Member* relay :
-       RandomMembers(config_.indirect_checks, probe_.target, /*include_dead=*/false, now)) {
+       RandomMembers(config_.indirect_checks, probe.target, /*include_dead=*/false, now)) {
     if (relay->state != MemberState::kAlive) continue;
-    probe_.expected_nacks++;
+    probe.expected_nacks++;
     stats_.indirect_probes_sent++;
     SendDatagram(relay->address,
-                 {EncodeMessage(IndirectPing{probe_.seq, probe_.target, target_address, true,
+                 {EncodeMessage(IndirectPing{probe.seq, probe.target, target_address, true,
                                              self_id_, self().address})});
   }
   if (config_.tcp_fallback_ping) {
     stats_.tcp_fallback_pings++;
-    SendReliable(target_address, Ping{probe_.seq, probe_.target, self_id_, self().address});
+    SendReliable(target_address, Ping{probe.seq, probe.target, self_id_, self().address});
   }
 }
 
-void SwimCore::FinishProbe(absl::Time now) {
-  probe_.active = false;
-  if (now - probe_.deadline > config_.probe_interval) {
+void SwimCore::FinishProbe(absl::Time now, Probe& probe) {
+  probe.active = false;
+  if (now - probe.deadline > config_.probe_interval) {
     // We did not run for a whole interval (paused, starved): the silence is ours, not theirs.
     stats_.probes_abandoned++;
     awareness_.ApplyDelta(1);
@@ -498,9 +517,9 @@ void SwimCore::FinishProbe(absl::Time now) {
   stats_.probes_failed++;
   // Lifeguard: missing nacks mean our own network or CPU is the problem; without relays to
   // tell us, every failure counts against us.
-  int delta = probe_.expected_nacks > 0 ? std::max(0, probe_.expected_nacks - probe_.nacks) : 1;
+  int delta = probe.expected_nacks > 0 ? std::max(0, probe.expected_nacks - probe.nacks) : 1;
   awareness_.ApplyDelta(delta);
-  const Member* m = Find(probe_.target);
+  const Member* m = Find(probe.target);
   if (m == nullptr || m->state == MemberState::kDead || m->state == MemberState::kLeft) return;
   SuspectNode(now, Suspect{m->incarnation, m->id, self_id_});
 }

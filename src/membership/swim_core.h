@@ -153,10 +153,10 @@ class SwimCore {
   // Timers.
   void StartProbe(absl::Time now);
   const Member* NextRoundRobinTarget(absl::Time now);
-  const Member* NextCoordinatedTarget(absl::Time now);
+  const Member* NextCoordinatedTarget(absl::Time now, size_t slot);
   absl::Time NextProbeTime(absl::Time now) const;
-  void StartIndirectProbe(absl::Time now);
-  void FinishProbe(absl::Time now);
+  void StartIndirectProbe(absl::Time now, Probe& probe);
+  void FinishProbe(absl::Time now, Probe& probe);
   void Gossip(absl::Time now);
   void PeriodicPushPull(absl::Time now);
   void Reconnect(absl::Time now);
@@ -197,7 +197,8 @@ class SwimCore {
   std::vector<Address> seeds_;
   bool leaving_ = false;
 
-  Probe probe_;
+  // One slot per concurrent probe (Config::probe_redundancy with coordinated probing, else 1).
+  std::vector<Probe> probes_;
   size_t probe_index_ = 0;
   // Coordinated probing: the shared ring for (view_version_, pass), rebuilt when either moves.
   uint64_t view_version_ = 0;
