@@ -3,6 +3,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
@@ -81,6 +82,7 @@ absl::Status Daemon::Start() {
   grpc_ = std::make_unique<net::GrpcServer>(options_.grpc);
   grpc_->RegisterService(admin_.get());
   if (inference_service_) grpc_->RegisterService(inference_service_.get());
+  if (node_service_) grpc_->RegisterService(node_service_.get());
   if (absl::Status s = grpc_->Start(); !s.ok()) {
     return absl::UnavailableError(StrCat(ToStd(s.message()), "; set another with --grpc-port"));
   }
@@ -113,21 +115,38 @@ absl::Status Daemon::StartServing() {
     replicas_ = std::make_unique<node::ReplicaHost>(node_id_, options_.inference);
     EXA_RETURN_IF_ERROR(replicas_->Start());
     replica_metrics_ = std::make_unique<node::ReplicaMetrics>(*replicas_, registry_);
+    node_service_ = std::make_unique<node::NodeService>(
+        node_id_, *replicas_, [this](const std::string& id) { return Routable(id); }, registry_);
   }
-  // Until the load stream (serving-path issue) carries other nodes' replicas, a gateway routes
-  // to the replicas in its own process.
-  if (HasRole(roles_, "gateway") && replicas_) {
+  // A gateway routes to replicas in its own process directly and to every other node's replicas
+  // through their Node service, fed by their load streams (gateway/remote_backend.h).
+  if (HasRole(roles_, "gateway")) {
     EXA_ASSIGN_OR_RETURN(router::Policy policy,
                          router::ParsePolicy(options_.gateway.routing_policy));
     table_ = std::make_unique<router::ReplicaTable>(policy, absl::ToUnixNanos(absl::Now()));
-    local_backend_ = std::make_unique<LocalReplicaBackend>(*replicas_);
-    local_backend_->Register(*table_);
-    frontend_ =
-        std::make_unique<gateway::Frontend>(options_.gateway, *local_backend_, *table_, registry_);
+    if (replicas_) {
+      local_backend_ = std::make_unique<LocalReplicaBackend>(*replicas_);
+      local_backend_->Register(*table_);
+    }
+    remote_ = std::make_unique<gateway::RemoteBackend>(node_id_, local_backend_.get(), *table_,
+                                                       registry_);
+    frontend_ = std::make_unique<gateway::Frontend>(options_.gateway, *remote_, *table_, registry_);
     EXA_RETURN_IF_ERROR(frontend_->LoadApiKeys());
     inference_service_ = std::make_unique<gateway::InferenceService>(*frontend_);
   }
   return absl::OkStatus();
+}
+
+bool Daemon::Routable(const std::string& replica_id) const {
+  if (state_ != State::kReady) return false;
+  absl::MutexLock lock(&health_mu_);
+  auto it = replica_healthy_.find(replica_id);
+  return it == replica_healthy_.end() || it->second;
+}
+
+void Daemon::FeedMembership() {
+  if (!remote_ || !gossip_) return;
+  remote_->UpdateMembers(gossip_->Members(), absl::Now());
 }
 
 // Process and model levels of health for local replicas (MISSION.md §4). An unhealthy replica
@@ -137,6 +156,10 @@ void Daemon::StartHealthChecks() {
   prober_ = std::make_unique<node::ReplicaProber>(
       *replicas_, options_.health, registry_,
       [this](const std::string& id, bool healthy, const std::string&) {
+        {
+          absl::MutexLock lock(&health_mu_);
+          replica_healthy_[id] = healthy;
+        }
         if (table_) table_->SetHealthy(id, healthy);
       });
   ScheduleProcessCheck();
@@ -190,6 +213,7 @@ void Daemon::RunElection() {
       assignment_ = a;
     }
   }
+  FeedMembership();  // also retries broken load streams
   timers_->election.expires_after(std::chrono::seconds(1));
   timers_->election.async_wait([this](const boost::system::error_code& ec) {
     if (!ec) RunElection();
@@ -208,7 +232,8 @@ std::vector<std::string> Daemon::CurrentRoles() const {
 void Daemon::PumpLoad() {
   if (!replicas_) return;
   replica_metrics_->Update();
-  if (table_) local_backend_->ReportLoad(*table_, state_ == State::kReady);
+  if (local_backend_) local_backend_->ReportLoad(*table_, state_ == State::kReady);
+  if (node_service_) node_service_->Publish();
   timers_->load.expires_after(std::chrono::milliseconds(100));
   timers_->load.async_wait([this](const boost::system::error_code& ec) {
     if (!ec) PumpLoad();
@@ -244,6 +269,13 @@ absl::Status Daemon::StartGossip() {
     self.metadata.replicas = {count, count};
   }
   EXA_ASSIGN_OR_RETURN(self.incarnation, NextIncarnation(options_.node.data_dir));
+  if (remote_) {
+    // Membership changes reach the router at once (a suspected node leaves routing now); the
+    // work runs on the io threads, off the gossip strand.
+    gossip_->Subscribe([this](const membership::Event&) {
+      asio::post(io_.context(), [this] { FeedMembership(); });
+    });
+  }
   if (absl::Status s = gossip_->Start(self); !s.ok()) {
     return absl::Status(s.code(), StrCat(ToStd(s.message()), "; set another with --gossip-port"));
   }
@@ -420,6 +452,9 @@ void Daemon::Drain() {
                 {"drain_timeout", DurationToString(options_.lifecycle.drain_timeout)}});
   grpc_->SetServing(false);
   if (frontend_) frontend_->StartDraining();
+  // Load streams end now: gateways take this node's replicas out of routing at once, while the
+  // Generate calls already running finish below.
+  if (node_service_) node_service_->Stop();
   http_->StopAccepting();
   while (http_->in_flight() > 0 && absl::Now() < deadline &&
          !drain_forced_.WaitForNotificationWithTimeout(absl::Milliseconds(20))) {
@@ -429,6 +464,7 @@ void Daemon::Drain() {
                  {{"in_flight", http_->in_flight()}});
   }
   grpc_->Shutdown(drain_forced_.HasBeenNotified() ? absl::Now() : deadline);
+  if (remote_) remote_->Stop();
   // Tell the cluster we are leaving on purpose, so peers mark us left, not dead.
   gossip_->Leave(std::min(deadline, absl::Now() + absl::Seconds(1)));
   gossip_->Stop();

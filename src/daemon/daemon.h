@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,11 +21,13 @@
 #include "daemon/options.h"
 #include "gateway/frontend.h"
 #include "gateway/inference_service.h"
+#include "gateway/remote_backend.h"
 #include "membership/agent/gossip_agent.h"
 #include "metrics/registry.h"
 #include "net/grpc_server.h"
 #include "net/http_server.h"
 #include "net/io_runner.h"
+#include "node/node_service.h"
 #include "node/replica_host.h"
 #include "node/replica_metrics.h"
 #include "node/replica_prober.h"
@@ -64,6 +67,10 @@ class Daemon {
   absl::Status StartGossip();
   absl::Status StartServing();
   void PumpLoad();
+  // A local replica may take traffic: the node is ready and the replica passes its checks.
+  bool Routable(const std::string& replica_id) const;
+  // Hands the membership view to the gateway's remote backend (on the io threads).
+  void FeedMembership();
   void RunElection();
   void StartHealthChecks();
   void ScheduleProcessCheck();
@@ -94,7 +101,12 @@ class Daemon {
   std::unique_ptr<node::ReplicaProber> prober_;
   std::unique_ptr<node::ReplicaMetrics> replica_metrics_;
   std::unique_ptr<class LocalReplicaBackend> local_backend_;
+  std::unique_ptr<node::NodeService> node_service_;
+  // Local replicas' health as the prober last saw it (absent: not probed yet, routable).
+  mutable absl::Mutex health_mu_;
+  std::map<std::string, bool> replica_healthy_ ABSL_GUARDED_BY(health_mu_);
   std::unique_ptr<router::ReplicaTable> table_;
+  std::unique_ptr<gateway::RemoteBackend> remote_;
   std::unique_ptr<gateway::Frontend> frontend_;
   std::unique_ptr<gateway::InferenceService> inference_service_;
   std::unique_ptr<AdminService> admin_;

@@ -85,7 +85,13 @@ size_t FindInvalidUtf8(std::string_view s) {
 void Call::Cancel() {
   cancel_requested_ = true;
   int64_t id = engine_id_.load();
-  if (id >= 0 && !finished_) backend_->Cancel(replica_id_, static_cast<engine::RequestId>(id));
+  if (id >= 0 && !finished_) backend_->Cancel(replica_id(), static_cast<engine::RequestId>(id));
+}
+
+bool IsRetryable(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kUnavailable ||
+         status.code() == absl::StatusCode::kResourceExhausted ||
+         status.code() == absl::StatusCode::kNotFound;
 }
 
 Frontend::Frontend(GatewayOptions options, ReplicaBackend& backend, router::ReplicaTable& table,
@@ -110,8 +116,12 @@ Frontend::Frontend(GatewayOptions options, ReplicaBackend& backend, router::Repl
       completion_tokens_total_(
           registry.SimpleCounter("exaserve_gateway_completion_tokens_total", "Tokens generated.")),
       auth_failures_(registry.SimpleCounter("exaserve_gateway_auth_failures_total",
-                                            "Requests refused for a missing or unknown API key.")) {
-}
+                                            "Requests refused for a missing or unknown API key.")),
+      retries_(registry.AddCounter(
+          "exaserve_gateway_retries_total",
+          "Requests resubmitted after their replica failed before the first token, by outcome: "
+          "sent, or refused (attempts, budget, no_replica).",
+          {"outcome"})) {}
 
 absl::Status Frontend::LoadApiKeys() {
   if (options_.api_keys_file.empty()) return absl::OkStatus();
@@ -196,6 +206,14 @@ absl::StatusOr<std::shared_ptr<Call>> Frontend::Start(TextRequest r, EventSink s
   // whichever comes first; an explicit one over the context is the caller's error (engine).
   int32_t room = model->max_context - static_cast<int32_t>(g.prompt_tokens.size());
   g.max_tokens = r.max_tokens.value_or(std::max(1, std::min(options_.default_max_tokens, room)));
+  if (static_cast<int64_t>(g.prompt_tokens.size()) + g.max_tokens > model->max_context) {
+    // Checked here too, not only by the engine: a remote replica would only fail the stream.
+    requests_.WithLabels({"invalid_argument"}).Increment();
+    return absl::InvalidArgumentError(StrCat("prompt of ", g.prompt_tokens.size(),
+                                             " tokens plus max_tokens ", g.max_tokens,
+                                             " exceeds the context length of ",
+                                             model->max_context, " tokens"));
+  }
   g.sampling = r.sampling;
   g.stop_strings = std::move(r.stop);
 
@@ -216,25 +234,12 @@ absl::StatusOr<std::shared_ptr<Call>> Frontend::Start(TextRequest r, EventSink s
   call->request_id_ = r.request_id.empty() ? NewRequestId() : r.request_id;
   call->replica_id_ = *replica;
   call->model_ = model->name;
+  call->version_ = model->version;
   call->prompt_tokens_ = static_cast<int32_t>(g.prompt_tokens.size());
   call->backend_ = &backend_;
-  absl::Time admitted = absl::Now();
-  auto first = std::make_shared<std::atomic<bool>>(true);
-  g.callback = [this, call, sink = std::move(sink), admitted, first](const engine::StreamEvent& e) {
-    if (e.token >= 0 && first->exchange(false)) {
-      ttft_seconds_.Observe(absl::ToDoubleSeconds(absl::Now() - admitted));
-    }
-    if (e.finished) {
-      call->finished_ = true;
-      e2e_seconds_.Observe(absl::ToDoubleSeconds(absl::Now() - admitted));
-      prompt_tokens_total_.Increment(e.prompt_tokens);
-      completion_tokens_total_.Increment(e.completion_tokens);
-      requests_.WithLabels({e.status.ok() ? "ok" : "engine_error"}).Increment();
-      table_.Complete(call->replica_id_);
-      in_flight_--;
-    }
-    sink(e);
-  };
+  call->tried_.push_back(*replica);
+  call->request_ = g;  // kept for a retry (no callback yet)
+  g.callback = MakeCallback(call, std::move(sink), absl::Now());
   auto id = backend_.Submit(*replica, std::move(g));
   if (!id.ok()) {
     table_.Complete(*replica);
@@ -249,6 +254,81 @@ absl::StatusOr<std::shared_ptr<Call>> Frontend::Start(TextRequest r, EventSink s
   call->engine_id_ = static_cast<int64_t>(*id);
   if (call->cancel_requested_) call->Cancel();
   return call;
+}
+
+engine::StreamCallback Frontend::MakeCallback(std::shared_ptr<Call> call, EventSink sink,
+                                              absl::Time admitted) {
+  return [this, call = std::move(call), sink = std::move(sink),
+          admitted](const engine::StreamEvent& e) {
+    if (e.token >= 0 && !call->any_token_) {
+      call->any_token_ = true;
+      ttft_seconds_.Observe(absl::ToDoubleSeconds(absl::Now() - admitted));
+    }
+    if (e.finished && !e.status.ok() && !call->any_token_ && !call->cancel_requested_ &&
+        IsRetryable(e.status)) {
+      std::string failed = call->replica_id();
+      // The retry gets a fresh callback bound to the same call and sink.
+      if (Retry(call, MakeCallback(call, sink, admitted))) {
+        table_.Complete(failed);
+        return;
+      }
+    }
+    if (e.finished) {
+      call->finished_ = true;
+      e2e_seconds_.Observe(absl::ToDoubleSeconds(absl::Now() - admitted));
+      prompt_tokens_total_.Increment(e.prompt_tokens);
+      completion_tokens_total_.Increment(e.completion_tokens);
+      requests_.WithLabels({e.status.ok() ? "ok" : "engine_error"}).Increment();
+      table_.Complete(call->replica_id());
+      in_flight_--;
+    }
+    sink(e);
+  };
+}
+
+bool Frontend::Retry(const std::shared_ptr<Call>& call, const engine::StreamCallback& callback) {
+  constexpr size_t kMaxAttempts = 2;
+  if (call->tried_.size() >= kMaxAttempts) {
+    retries_.WithLabels({"refused_attempts"}).Increment();
+    return false;
+  }
+  // Retries stay under 20 % of what is in flight, so a failing cluster is not hit twice as hard.
+  int budget = std::max(1, in_flight_.load() / 5);
+  if (retries_in_flight_.fetch_add(1) >= budget) {
+    retries_in_flight_--;
+    retries_.WithLabels({"refused_budget"}).Increment();
+    return false;
+  }
+  struct Release {
+    std::atomic<int>& n;
+    ~Release() { n--; }
+  } release{retries_in_flight_};
+  auto replica =
+      table_.Choose({call->model_, call->version_, call->prompt_tokens_, call->tried_});
+  if (!replica.ok()) {
+    retries_.WithLabels({"refused_no_replica"}).Increment();
+    return false;
+  }
+  std::string failed;
+  {
+    absl::MutexLock lock(&call->mu_);
+    failed = std::exchange(call->replica_id_, *replica);
+  }
+  call->tried_.push_back(*replica);
+  engine::GenerateRequest g = call->request_;
+  g.callback = callback;
+  auto id = backend_.Submit(*replica, std::move(g));
+  if (!id.ok()) {
+    table_.Complete(*replica);
+    absl::MutexLock lock(&call->mu_);
+    call->replica_id_ = failed;
+    retries_.WithLabels({"refused_submit"}).Increment();
+    return false;
+  }
+  retries_.WithLabels({"sent"}).Increment();
+  call->engine_id_ = static_cast<int64_t>(*id);
+  if (call->cancel_requested_) call->Cancel();
+  return true;
 }
 
 }  // namespace exa::gateway

@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "config/schema.h"
 #include "engine/request.h"
 #include "engine/tokenizer_detokenizer.h"
@@ -71,18 +73,28 @@ class Call {
  public:
   void Cancel();
   const std::string& request_id() const { return request_id_; }
-  const std::string& replica_id() const { return replica_id_; }
+  // The replica serving the request now (a retry before the first token moves it).
+  std::string replica_id() const {
+    absl::MutexLock lock(&mu_);
+    return replica_id_;
+  }
   const std::string& model() const { return model_; }
   int32_t prompt_tokens() const { return prompt_tokens_; }
 
  private:
   friend class Frontend;
-  std::string request_id_, replica_id_, model_;
+  mutable absl::Mutex mu_;
+  std::string replica_id_ ABSL_GUARDED_BY(mu_);
+  std::string request_id_, model_, version_;
   int32_t prompt_tokens_ = 0;
   ReplicaBackend* backend_ = nullptr;
   std::atomic<int64_t> engine_id_{-1};
   std::atomic<bool> cancel_requested_{false};
   std::atomic<bool> finished_{false};
+  // Retry state; touched only by the backend's callbacks for this call, which never overlap.
+  engine::GenerateRequest request_;  // without its callback: what a retry resubmits
+  std::vector<std::string> tried_;
+  bool any_token_ = false;
 };
 
 class Frontend {
@@ -108,12 +120,18 @@ class Frontend {
 
  private:
   absl::StatusOr<ModelView> ResolveModel(const TextRequest& request) const;
+  engine::StreamCallback MakeCallback(std::shared_ptr<Call> call, EventSink sink,
+                                      absl::Time admitted);
+  // After `call`'s replica failed before its first token: resubmits it to another replica.
+  // False when the attempt or retry budget is spent or no other replica is ready.
+  bool Retry(const std::shared_ptr<Call>& call, const engine::StreamCallback& callback);
   absl::Status Validate(const TextRequest& request) const;
 
   const GatewayOptions options_;
   ReplicaBackend& backend_;
   router::ReplicaTable& table_;
   std::atomic<int> in_flight_{0};
+  std::atomic<int> retries_in_flight_{0};
   std::atomic<bool> draining_{false};
   std::unique_ptr<ApiKeys> api_keys_;
   metrics::Family<metrics::Counter>& requests_;
@@ -122,7 +140,12 @@ class Frontend {
   metrics::Counter& prompt_tokens_total_;
   metrics::Counter& completion_tokens_total_;
   metrics::Counter& auth_failures_;
+  metrics::Family<metrics::Counter>& retries_;
 };
+
+// A failure worth retrying on another replica when no token reached the client yet: the replica
+// or its node went away, or its queue was full.
+bool IsRetryable(const absl::Status& status);
 
 // The HTTP status for a Status code, as the OpenAI API uses them.
 int HttpStatusFor(absl::StatusCode code);

@@ -1,5 +1,7 @@
 #include "router/replica_table.h"
 
+#include <algorithm>
+
 #include <set>
 
 #include "common/strings.h"
@@ -41,6 +43,9 @@ absl::StatusOr<std::string> ReplicaTable::Choose(const RouteRequest& request) {
     versions.insert(e.snap.info.version);
     if (!request.version.empty() && e.snap.info.version != request.version) continue;
     if (!e.snap.report.ready || !e.snap.healthy) continue;
+    if (std::find(request.exclude.begin(), request.exclude.end(), id) != request.exclude.end()) {
+      continue;
+    }
     eligible.push_back(&e);
   }
   auto join = [](const std::set<std::string>& s) {

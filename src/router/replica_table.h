@@ -36,6 +36,8 @@ struct RouteRequest {
   std::string model;
   std::string version;  // empty: any version
   int64_t prompt_tokens = 0;
+  // Replicas already tried for this request (a retry after a failure before the first token).
+  std::vector<std::string> exclude;
 };
 
 struct ReplicaSnapshot {

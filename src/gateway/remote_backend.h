@@ -1,0 +1,87 @@
+// Routes a gateway's requests to replicas on other nodes (DESIGN.md §2 data plane): it follows
+// the membership view, opens one Node.WatchLoad stream per node that hosts replicas, keeps the
+// router's ReplicaTable fed from those reports, learns each model's tokenizer through
+// Node.DescribeModels, and streams Generate calls to the chosen replica's node. Replicas in this
+// process go to the local backend without a network hop.
+//
+// Failure handling: a node membership suspects leaves routing at once; a load stream that breaks
+// takes the node's replicas out of routing until it is back (retried every second); a node that
+// is dead or gone is forgotten. A Generate stream that breaks ends with UNAVAILABLE, which the
+// Frontend retries on another replica when no token was sent yet.
+//
+// Thread safety: every method may be called from any thread. Submit never calls the request's
+// callback synchronously.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "exaserve/v1/node.grpc.pb.h"
+#include "gateway/frontend.h"
+#include "membership/member.h"
+#include "metrics/registry.h"
+#include "router/replica_table.h"
+
+namespace exa::gateway {
+
+class RemoteBackend final : public ReplicaBackend {
+ public:
+  // `local` serves the replicas of this process (any id no load stream reported); may be null.
+  RemoteBackend(std::string self_node_id, ReplicaBackend* local, router::ReplicaTable& table,
+                metrics::Registry& registry);
+  ~RemoteBackend() override;
+
+  // The current membership view (call on every change and about once a second: it also retries
+  // broken load streams).
+  void UpdateMembers(const std::vector<membership::Member>& members, absl::Time now);
+  // Ends every load stream and waits for them (shutdown).
+  void Stop();
+
+  std::vector<ModelView> Models() const override;
+  absl::StatusOr<engine::RequestId> Submit(const std::string& replica_id,
+                                           engine::GenerateRequest request) override;
+  void Cancel(const std::string& replica_id, engine::RequestId id) override;
+
+  // Nodes with an open load stream (for tests and /status).
+  int watched_nodes() const;
+
+  class Peer;
+  class RemoteCall;
+
+ private:
+  friend class Peer;
+  friend class RemoteCall;
+  void OnModels(const std::string& node_id, const exaserve::v1::DescribeModelsResponse& r);
+  void ForgetCall(engine::RequestId id);
+  // The node hosting a remote replica, or "" when it is local or unknown.
+  std::string NodeOf(const std::string& replica_id) const;
+  void SetRoute(const std::string& replica_id, const std::string& node_id);
+  void ClearRoute(const std::string& replica_id);
+
+  const std::string self_node_id_;
+  ReplicaBackend* const local_;
+  router::ReplicaTable& table_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<Peer>> peers_ ABSL_GUARDED_BY(mu_);  // by node id
+  std::map<std::string, ModelView> models_ ABSL_GUARDED_BY(mu_);  // by "name@version"
+  std::map<engine::RequestId, std::shared_ptr<RemoteCall>> calls_ ABSL_GUARDED_BY(mu_);
+  // Which node hosts each remote replica (from the load reports). A leaf lock: taken with or
+  // without the others, never held while taking one.
+  mutable absl::Mutex routes_mu_;
+  std::map<std::string, std::string> replica_node_ ABSL_GUARDED_BY(routes_mu_);
+  std::atomic<engine::RequestId> next_id_{1};
+  std::atomic<int> reactors_open_{0};  // load watches and DescribeModels calls in flight
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  metrics::Counter& stream_breaks_;
+  metrics::Counter& remote_calls_;
+  metrics::Counter& remote_failures_;
+};
+
+}  // namespace exa::gateway

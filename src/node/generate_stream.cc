@@ -1,0 +1,146 @@
+#include "node/generate_stream.h"
+
+namespace exa::node {
+
+using exaserve::v1::FinishReason;
+
+FinishReason FinishReasonToProto(engine::FinishReason r) {
+  switch (r) {
+    case engine::FinishReason::kStop:
+      return exaserve::v1::FINISH_REASON_STOP;
+    case engine::FinishReason::kLength:
+      return exaserve::v1::FINISH_REASON_LENGTH;
+    case engine::FinishReason::kCancelled:
+      return exaserve::v1::FINISH_REASON_CANCELLED;
+    case engine::FinishReason::kError:
+      return exaserve::v1::FINISH_REASON_ERROR;
+    default:
+      return exaserve::v1::FINISH_REASON_UNSPECIFIED;
+  }
+}
+
+engine::FinishReason FinishReasonFromProto(FinishReason r) {
+  switch (r) {
+    case exaserve::v1::FINISH_REASON_STOP:
+      return engine::FinishReason::kStop;
+    case exaserve::v1::FINISH_REASON_LENGTH:
+      return engine::FinishReason::kLength;
+    case exaserve::v1::FINISH_REASON_CANCELLED:
+      return engine::FinishReason::kCancelled;
+    case exaserve::v1::FINISH_REASON_ERROR:
+      return engine::FinishReason::kError;
+    default:
+      return engine::FinishReason::kNone;
+  }
+}
+
+grpc::Status StatusToGrpc(const absl::Status& s) {
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+absl::Status StatusFromGrpc(const grpc::Status& s) {
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+void GenerateStreamReactor::Begin(const Starter& start) {
+  absl::MutexLock lock(&mu_);
+  auto handle = start([this](const engine::StreamEvent& e) { OnEvent(e); });
+  if (!handle.ok()) {
+    done_ = true;
+    producer_done_ = true;
+    Finish(StatusToGrpc(handle.status()));
+    return;
+  }
+  handle_ = *std::move(handle);
+  started_ = true;
+}
+
+void GenerateStreamReactor::OnWriteDone(bool ok) {
+  absl::MutexLock lock(&mu_);
+  writing_ = false;
+  if (!ok) {
+    CancelLocked();
+    return;
+  }
+  WriteNextLocked();
+}
+
+void GenerateStreamReactor::OnCancel() {
+  absl::MutexLock lock(&mu_);
+  CancelLocked();
+}
+
+void GenerateStreamReactor::CancelLocked() {
+  if (started_ && handle_.cancel) handle_.cancel();
+}
+
+void GenerateStreamReactor::OnDone() {
+  // gRPC is done with the reactor, but the producer may still hold the sink: its final event
+  // frees the reactor (released_ tells it so).
+  bool free_now;
+  {
+    absl::MutexLock lock(&mu_);
+    released_ = true;
+    free_now = producer_done_ || !started_;
+  }
+  if (free_now) delete this;
+}
+
+void GenerateStreamReactor::OnEvent(const engine::StreamEvent& e) {
+  bool free_now = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!done_) {
+      if (queue_.size() >= kMaxQueuedMessages) {
+        CancelLocked();
+      } else if (e.token >= 0 || !e.text.empty() || e.finished) {
+        exaserve::v1::GenerateResponse r;
+        if (e.token >= 0) r.add_token_ids(e.token);
+        r.set_text(e.text);
+        if (e.token >= 0 && started_ && first_) {
+          if (handle_.request_id) r.set_request_id(handle_.request_id());
+          if (handle_.replica_id) r.set_replica_id(handle_.replica_id());
+          first_ = false;
+        }
+        if (e.finished) {
+          r.set_finish_reason(FinishReasonToProto(e.finish_reason));
+          r.mutable_usage()->set_prompt_tokens(e.prompt_tokens);
+          r.mutable_usage()->set_completion_tokens(e.completion_tokens);
+          if (e.status.ok()) {
+            final_status_ = grpc::Status::OK;
+          } else if (e.finish_reason == engine::FinishReason::kCancelled &&
+                     e.status.code() == absl::StatusCode::kCancelled) {
+            final_status_ = grpc::Status(grpc::CANCELLED, "request cancelled");
+          } else {
+            final_status_ = StatusToGrpc(e.status);
+          }
+          finishing_ = true;
+        }
+        queue_.push_back(std::move(r));
+        WriteNextLocked();
+      }
+    }
+    if (e.finished) {
+      producer_done_ = true;
+      free_now = released_;
+    }
+  }
+  if (free_now) delete this;
+}
+
+void GenerateStreamReactor::WriteNextLocked() {
+  if (writing_ || done_) return;
+  if (queue_.empty()) {
+    if (finishing_) {
+      done_ = true;
+      Finish(final_status_);
+    }
+    return;
+  }
+  current_ = std::move(queue_.front());
+  queue_.pop_front();
+  writing_ = true;
+  StartWrite(&current_);
+}
+
+}  // namespace exa::node

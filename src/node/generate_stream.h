@@ -1,0 +1,67 @@
+// A gRPC server stream of GenerateResponse fed by engine StreamEvents: the shape shared by the
+// gateway's public Inference.Generate and the node agent's Node.Generate (the gateway → replica
+// hop). Writes go out one at a time; events that arrive meanwhile queue, up to a bound past
+// which the client counts as stalled and the work is cancelled (no unbounded buffering).
+//
+// Lifetime: the reactor deletes itself once gRPC is done with it (OnDone) AND the producer has
+// delivered its final event, whichever comes last, so a late engine callback never touches freed
+// memory.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "engine/request.h"
+#include "exaserve/v1/inference.pb.h"
+
+namespace exa::node {
+
+exaserve::v1::FinishReason FinishReasonToProto(engine::FinishReason reason);
+engine::FinishReason FinishReasonFromProto(exaserve::v1::FinishReason reason);
+grpc::Status StatusToGrpc(const absl::Status& status);
+absl::Status StatusFromGrpc(const grpc::Status& status);
+
+// What the producer hands back once started: how to cancel it and, for the first message, which
+// request and replica serve it (the replica can change on a retry before the first token).
+struct StreamHandle {
+  std::function<void()> cancel;
+  std::function<std::string()> request_id;
+  std::function<std::string()> replica_id;
+};
+
+class GenerateStreamReactor final
+    : public grpc::ServerWriteReactor<exaserve::v1::GenerateResponse> {
+ public:
+  // Unsent messages before the client counts as stalled and the request is cancelled.
+  static constexpr size_t kMaxQueuedMessages = 4096;
+
+  using Starter = std::function<absl::StatusOr<StreamHandle>(engine::StreamCallback sink)>;
+
+  // Runs `start` with this stream's sink; an error finishes the RPC with its status.
+  void Begin(const Starter& start);
+
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  void OnEvent(const engine::StreamEvent& e);
+  void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CancelLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  absl::Mutex mu_;
+  StreamHandle handle_ ABSL_GUARDED_BY(mu_);
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<exaserve::v1::GenerateResponse> queue_ ABSL_GUARDED_BY(mu_);
+  exaserve::v1::GenerateResponse current_;
+  grpc::Status final_status_;
+  bool writing_ = false, finishing_ = false, done_ = false, first_ = true;
+  bool producer_done_ = false, released_ = false;
+};
+
+}  // namespace exa::node

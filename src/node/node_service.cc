@@ -1,0 +1,242 @@
+#include "node/node_service.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "common/status.h"
+#include "common/strings.h"
+#include "node/generate_stream.h"
+
+namespace exa::node {
+
+using exaserve::v1::LoadReport;
+
+// One WatchLoad stream. Publish hands it the newest report; only one write is in flight and a
+// report that arrives meanwhile replaces the pending one.
+class NodeService::Watcher final : public grpc::ServerWriteReactor<LoadReport> {
+ public:
+  // `registered`: the service owns it and deletes it after OnDone; else it deletes itself.
+  explicit Watcher(bool registered) : registered_(registered) {}
+  bool done() const { return done_.load(); }
+
+  void Offer(const LoadReport& report) {
+    absl::MutexLock lock(&mu_);
+    if (finished_) return;
+    if (writing_) {
+      pending_ = report;
+      has_pending_ = true;
+      return;
+    }
+    current_ = report;
+    writing_ = true;
+    StartWrite(&current_);
+  }
+  void End(grpc::Status status) {
+    absl::MutexLock lock(&mu_);
+    if (finished_) return;
+    finished_ = true;
+    Finish(std::move(status));
+  }
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok || finished_) return;
+    if (has_pending_) {
+      current_ = std::move(pending_);
+      has_pending_ = false;
+      writing_ = true;
+      StartWrite(&current_);
+    }
+  }
+  void OnCancel() override { End(grpc::Status::CANCELLED); }
+  void OnDone() override {
+    // The service may be offering a report right now; it deletes us on its next pass.
+    if (registered_) {
+      done_ = true;
+    } else {
+      delete this;
+    }
+  }
+
+ private:
+  const bool registered_;
+  std::atomic<bool> done_{false};
+  absl::Mutex mu_;
+  LoadReport current_, pending_;
+  bool writing_ = false, has_pending_ = false, finished_ = false;
+};
+
+NodeService::NodeService(std::string node_id, const ReplicaHost& host,
+                         std::function<bool(const std::string&)> routable,
+                         metrics::Registry& registry)
+    : node_id_(std::move(node_id)),
+      host_(host),
+      routable_(std::move(routable)),
+      generate_requests_(registry.SimpleCounter("exaserve_node_generate_requests_total",
+                                                "Node.Generate calls (the gateway → replica hop).")),
+      watch_refused_(registry.SimpleCounter(
+          "exaserve_node_load_watchers_refused_total",
+          "WatchLoad streams refused because the node already serves the maximum.")) {
+  registry.AddGaugeCallback("exaserve_node_load_watchers", "Open WatchLoad streams.",
+                            [this] { return static_cast<double>(watchers()); });
+}
+
+// The gRPC server is shut down first (every stream done), so no watcher is still in use.
+NodeService::~NodeService() {
+  absl::MutexLock lock(&mu_);
+  for (Watcher* w : watchers_) delete w;
+  watchers_.clear();
+}
+
+grpc::ServerWriteReactor<exaserve::v1::GenerateResponse>* NodeService::Generate(
+    grpc::CallbackServerContext* context, const exaserve::v1::NodeGenerateRequest* request) {
+  generate_requests_.Increment();
+  auto* reactor = new GenerateStreamReactor();
+  reactor->Begin([&](engine::StreamCallback sink) -> absl::StatusOr<StreamHandle> {
+    const std::string& replica_id = request->replica_id();
+    engine::Engine* engine = host_.FindEngine(replica_id);
+    if (engine == nullptr) {
+      return absl::NotFoundError(StrCat("replica_id: \"", replica_id, "\" is not on node ",
+                                        node_id_));
+    }
+    if (!routable_(replica_id)) {
+      return absl::UnavailableError(StrCat("replica ", replica_id, " is not ready"));
+    }
+    const exaserve::v1::GenerateRequest& p = request->request();
+    if (!p.has_prompt_tokens() || p.prompt_tokens().ids().empty()) {
+      return absl::InvalidArgumentError("request.prompt_tokens: the gateway must send token ids");
+    }
+    engine::GenerateRequest g;
+    g.prompt_tokens.assign(p.prompt_tokens().ids().begin(), p.prompt_tokens().ids().end());
+    g.max_tokens = p.max_tokens();
+    const auto& s = p.sampling();
+    g.sampling.temperature = s.temperature();
+    g.sampling.top_p = s.top_p() == 0 ? 1.0f : s.top_p();
+    g.sampling.top_k = s.top_k();
+    g.sampling.repetition_penalty = s.repetition_penalty() == 0 ? 1.0f : s.repetition_penalty();
+    if (s.has_seed()) g.sampling.seed = s.seed();
+    g.sampling.logprobs = s.logprobs();
+    g.stop_strings.assign(p.stop().begin(), p.stop().end());
+    g.callback = std::move(sink);
+    EXA_ASSIGN_OR_RETURN(engine::RequestId id, engine->Submit(std::move(g)));
+    StreamHandle handle;
+    handle.cancel = [engine, id] { engine->Cancel(id); };
+    handle.request_id = [rid = p.request_id()] { return rid; };
+    handle.replica_id = [replica_id] { return replica_id; };
+    return handle;
+  });
+  return reactor;
+}
+
+grpc::ServerWriteReactor<LoadReport>* NodeService::WatchLoad(
+    grpc::CallbackServerContext* context, const exaserve::v1::WatchLoadRequest* request) {
+  absl::MutexLock lock(&mu_);
+  ReapLocked();
+  if (stopped_ || watchers_.size() >= kMaxWatchers) {
+    auto* refused = new Watcher(/*registered=*/false);
+    if (stopped_) {
+      refused->End(grpc::Status(grpc::UNAVAILABLE, "node is shutting down"));
+    } else {
+      watch_refused_.Increment();
+      refused->End(grpc::Status(grpc::RESOURCE_EXHAUSTED,
+                                StrCat("node serves at most ", kMaxWatchers, " load watchers")));
+    }
+    return refused;
+  }
+  auto* watcher = new Watcher(/*registered=*/true);
+  watchers_.push_back(watcher);
+  watcher->Offer(SnapshotLocked());  // a new gateway learns the replicas at once
+  return watcher;
+}
+
+grpc::ServerUnaryReactor* NodeService::DescribeModels(
+    grpc::CallbackServerContext* context, const exaserve::v1::DescribeModelsRequest*,
+    exaserve::v1::DescribeModelsResponse* response) {
+  auto* reactor = context->DefaultReactor();
+  auto described = node::DescribeModels(node_id_, host_);
+  if (!described.ok()) {
+    reactor->Finish(StatusToGrpc(described.status()));
+    return reactor;
+  }
+  *response = *std::move(described);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+LoadReport NodeService::Snapshot() {
+  absl::MutexLock lock(&mu_);
+  return SnapshotLocked();
+}
+
+LoadReport NodeService::SnapshotLocked() {
+  LoadReport report;
+  report.set_node_id(node_id_);
+  report.set_sequence(++sequence_);
+  for (const auto& r : host_.replicas()) {
+    engine::EngineLoad load = r->engine->Load();
+    auto* p = report.add_replicas();
+    p->set_replica_id(r->id);
+    p->set_pending_tokens(load.pending_tokens);
+    p->set_running_sequences(load.running);
+    p->set_waiting_sequences(load.waiting);
+    p->set_kv_blocks_used(load.kv_blocks_used);
+    p->set_kv_blocks_total(load.kv_blocks_total);
+    p->set_ttft_p50_ms(load.ttft_p50_ms);
+    p->set_ttft_p99_ms(load.ttft_p99_ms);
+    p->set_inter_token_p50_ms(load.itl_p50_ms);
+    p->set_inter_token_p99_ms(load.itl_p99_ms);
+    p->set_model(r->model->name);
+    p->set_version(r->model->version);
+    p->set_ready(routable_(r->id));
+  }
+  return report;
+}
+
+void NodeService::Publish() {
+  absl::MutexLock lock(&mu_);
+  ReapLocked();
+  if (watchers_.empty()) return;
+  LoadReport report = SnapshotLocked();
+  for (Watcher* w : watchers_) w->Offer(report);
+}
+
+void NodeService::Stop() {
+  absl::MutexLock lock(&mu_);
+  stopped_ = true;
+  for (Watcher* w : watchers_) w->End(grpc::Status(grpc::UNAVAILABLE, "node is shutting down"));
+}
+
+size_t NodeService::watchers() {
+  absl::MutexLock lock(&mu_);
+  ReapLocked();
+  return watchers_.size();
+}
+
+void NodeService::ReapLocked() {
+  std::erase_if(watchers_, [](Watcher* w) {
+    if (!w->done()) return false;
+    delete w;
+    return true;
+  });
+}
+
+absl::StatusOr<exaserve::v1::DescribeModelsResponse> DescribeModels(const std::string& node_id,
+                                                                    const ReplicaHost& host) {
+  exaserve::v1::DescribeModelsResponse response;
+  response.set_node_id(node_id);
+  for (const ServedModel* m : host.models()) {
+    std::string path = m->dir + "/tokenizer.json";
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return absl::InternalError(StrCat("cannot read ", path));
+    std::ostringstream text;
+    text << in.rdbuf();
+    auto* d = response.add_models();
+    d->set_name(m->name);
+    d->set_version(m->version);
+    d->set_max_context(m->info.max_context);
+    d->set_tokenizer_json(text.str());
+  }
+  return response;
+}
+
+}  // namespace exa::node

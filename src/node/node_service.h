@@ -1,0 +1,78 @@
+// exaserve.v1.Node: the node agent's API on inference-role nodes (DESIGN.md §2). Gateways call
+// Generate (the hop to a replica), watch WatchLoad (per-replica load, at most 10 Hz) and read
+// DescribeModels (what to tokenize with).
+//
+// Load fan-out is bounded: at most kMaxWatchers streams; a watcher that has not taken the last
+// report when the next is due skips it (reports are snapshots, the newest one wins), so a slow
+// gateway never grows a queue here.
+//
+// Thread safety: RPC handlers run on gRPC threads; Publish runs on the caller's thread (the
+// daemon's 10 Hz load timer). Stop() ends every watch stream; call it before destruction.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/synchronization/mutex.h"
+#include "exaserve/v1/node.grpc.pb.h"
+#include "metrics/registry.h"
+#include "node/replica_host.h"
+
+namespace exa::node {
+
+class NodeService final : public exaserve::v1::Node::CallbackService {
+ public:
+  static constexpr size_t kMaxWatchers = 64;
+
+  // `routable(replica_id)`: the replica passes its health checks and the node is not draining.
+  NodeService(std::string node_id, const ReplicaHost& host,
+              std::function<bool(const std::string&)> routable, metrics::Registry& registry);
+  ~NodeService() override;
+
+  grpc::ServerWriteReactor<exaserve::v1::GenerateResponse>* Generate(
+      grpc::CallbackServerContext* context,
+      const exaserve::v1::NodeGenerateRequest* request) override;
+  grpc::ServerWriteReactor<exaserve::v1::LoadReport>* WatchLoad(
+      grpc::CallbackServerContext* context,
+      const exaserve::v1::WatchLoadRequest* request) override;
+  grpc::ServerUnaryReactor* DescribeModels(grpc::CallbackServerContext* context,
+                                           const exaserve::v1::DescribeModelsRequest* request,
+                                           exaserve::v1::DescribeModelsResponse* response) override;
+
+  // Sends a fresh load snapshot to every watcher that is ready for one.
+  void Publish();
+  // Ends every watch stream (drain, shutdown); new watches are refused afterwards.
+  void Stop();
+
+  // The load of every local replica, as one report (also what the local gateway routes on).
+  exaserve::v1::LoadReport Snapshot();
+
+  size_t watchers();
+
+  class Watcher;
+
+ private:
+  exaserve::v1::LoadReport SnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Deletes the watchers gRPC is done with.
+  void ReapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const std::string node_id_;
+  const ReplicaHost& host_;
+  std::function<bool(const std::string&)> routable_;
+  absl::Mutex mu_;
+  std::vector<Watcher*> watchers_ ABSL_GUARDED_BY(mu_);
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t sequence_ ABSL_GUARDED_BY(mu_) = 0;
+  metrics::Counter& generate_requests_;
+  metrics::Counter& watch_refused_;
+};
+
+// The model descriptions a gateway needs (tokenizer.json read from each model's directory).
+absl::StatusOr<exaserve::v1::DescribeModelsResponse> DescribeModels(const std::string& node_id,
+                                                                    const ReplicaHost& host);
+
+}  // namespace exa::node
