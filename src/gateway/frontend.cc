@@ -209,10 +209,9 @@ absl::StatusOr<std::shared_ptr<Call>> Frontend::Start(TextRequest r, EventSink s
   if (static_cast<int64_t>(g.prompt_tokens.size()) + g.max_tokens > model->max_context) {
     // Checked here too, not only by the engine: a remote replica would only fail the stream.
     requests_.WithLabels({"invalid_argument"}).Increment();
-    return absl::InvalidArgumentError(StrCat("prompt of ", g.prompt_tokens.size(),
-                                             " tokens plus max_tokens ", g.max_tokens,
-                                             " exceeds the context length of ",
-                                             model->max_context, " tokens"));
+    return absl::InvalidArgumentError(
+        StrCat("prompt of ", g.prompt_tokens.size(), " tokens plus max_tokens ", g.max_tokens,
+               " exceeds the context length of ", model->max_context, " tokens"));
   }
   g.sampling = r.sampling;
   g.stop_strings = std::move(r.stop);
@@ -303,8 +302,7 @@ bool Frontend::Retry(const std::shared_ptr<Call>& call, const engine::StreamCall
     std::atomic<int>& n;
     ~Release() { n--; }
   } release{retries_in_flight_};
-  auto replica =
-      table_.Choose({call->model_, call->version_, call->prompt_tokens_, call->tried_});
+  auto replica = table_.Choose({call->model_, call->version_, call->prompt_tokens_, call->tried_});
   if (!replica.ok()) {
     retries_.WithLabels({"refused_no_replica"}).Increment();
     return false;

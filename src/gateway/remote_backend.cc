@@ -258,22 +258,20 @@ class RemoteBackend::RemoteCall final : public grpc::ClientReadReactor<GenerateR
     e.completion_tokens = completion_tokens_ > 0 ? completion_tokens_ : tokens_;
     if (status.ok()) {
       e.finish_reason = final_reason_ == engine::FinishReason::kNone ? engine::FinishReason::kStop
-                                                                      : final_reason_;
+                                                                     : final_reason_;
     } else if (cancelled_) {
       e.finish_reason = engine::FinishReason::kCancelled;
       e.status = absl::CancelledError("request cancelled");
     } else {
-      bool node_failed = status.error_code() == grpc::UNAVAILABLE ||
-                         status.error_code() == grpc::CANCELLED ||
-                         status.error_code() == grpc::UNKNOWN ||
-                         status.error_code() == grpc::INTERNAL;
+      bool node_failed =
+          status.error_code() == grpc::UNAVAILABLE || status.error_code() == grpc::CANCELLED ||
+          status.error_code() == grpc::UNKNOWN || status.error_code() == grpc::INTERNAL;
       e.finish_reason = final_reason_ == engine::FinishReason::kNone ? engine::FinishReason::kError
-                                                                      : final_reason_;
-      e.status =
-          node_failed
-              ? absl::UnavailableError(StrCat("replica ", replica_id_, " on node ", node_id_,
-                                              " failed: ", status.error_message()))
-              : node::StatusFromGrpc(status);
+                                                                     : final_reason_;
+      e.status = node_failed
+                     ? absl::UnavailableError(StrCat("replica ", replica_id_, " on node ", node_id_,
+                                                     " failed: ", status.error_message()))
+                     : node::StatusFromGrpc(status);
       owner_->remote_failures_.Increment();
     }
     callback_(e);
@@ -315,8 +313,7 @@ RemoteBackend::RemoteBackend(std::string self_node_id, ReplicaBackend* local,
 
 RemoteBackend::~RemoteBackend() { Stop(); }
 
-void RemoteBackend::UpdateMembers(const std::vector<membership::Member>& members,
-                                  absl::Time now) {
+void RemoteBackend::UpdateMembers(const std::vector<membership::Member>& members, absl::Time now) {
   std::vector<std::shared_ptr<Peer>> connect, gone;
   {
     absl::MutexLock lock(&mu_);

@@ -70,7 +70,7 @@ class RemoteBackend final : public ReplicaBackend {
   router::ReplicaTable& table_;
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Peer>> peers_ ABSL_GUARDED_BY(mu_);  // by node id
-  std::map<std::string, ModelView> models_ ABSL_GUARDED_BY(mu_);  // by "name@version"
+  std::map<std::string, ModelView> models_ ABSL_GUARDED_BY(mu_);             // by "name@version"
   std::map<engine::RequestId, std::shared_ptr<RemoteCall>> calls_ ABSL_GUARDED_BY(mu_);
   // Which node hosts each remote replica (from the load reports). A leaf lock: taken with or
   // without the others, never held while taking one.

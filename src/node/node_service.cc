@@ -72,8 +72,9 @@ NodeService::NodeService(std::string node_id, const ReplicaHost& host,
     : node_id_(std::move(node_id)),
       host_(host),
       routable_(std::move(routable)),
-      generate_requests_(registry.SimpleCounter("exaserve_node_generate_requests_total",
-                                                "Node.Generate calls (the gateway → replica hop).")),
+      generate_requests_(
+          registry.SimpleCounter("exaserve_node_generate_requests_total",
+                                 "Node.Generate calls (the gateway → replica hop).")),
       watch_refused_(registry.SimpleCounter(
           "exaserve_node_load_watchers_refused_total",
           "WatchLoad streams refused because the node already serves the maximum.")) {
@@ -96,8 +97,8 @@ grpc::ServerWriteReactor<exaserve::v1::GenerateResponse>* NodeService::Generate(
     const std::string& replica_id = request->replica_id();
     engine::Engine* engine = host_.FindEngine(replica_id);
     if (engine == nullptr) {
-      return absl::NotFoundError(StrCat("replica_id: \"", replica_id, "\" is not on node ",
-                                        node_id_));
+      return absl::NotFoundError(
+          StrCat("replica_id: \"", replica_id, "\" is not on node ", node_id_));
     }
     if (!routable_(replica_id)) {
       return absl::UnavailableError(StrCat("replica ", replica_id, " is not ready"));

@@ -37,8 +37,7 @@ class NodeService final : public exaserve::v1::Node::CallbackService {
       grpc::CallbackServerContext* context,
       const exaserve::v1::NodeGenerateRequest* request) override;
   grpc::ServerWriteReactor<exaserve::v1::LoadReport>* WatchLoad(
-      grpc::CallbackServerContext* context,
-      const exaserve::v1::WatchLoadRequest* request) override;
+      grpc::CallbackServerContext* context, const exaserve::v1::WatchLoadRequest* request) override;
   grpc::ServerUnaryReactor* DescribeModels(grpc::CallbackServerContext* context,
                                            const exaserve::v1::DescribeModelsRequest* request,
                                            exaserve::v1::DescribeModelsResponse* response) override;

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# A gateway-only node routes to replicas on two inference nodes it learned through membership
+# and their load streams: requests are answered (HTTP and gRPC) and spread over both nodes.
+# kill -9 one inference node under load: no request hangs, every failure is explicit (an HTTP
+# error with a JSON body, or an SSE error event — never a silently truncated answer), requests
+# not yet streaming are retried on the other node, and new requests keep succeeding.
+source "$(dirname "$0")/lib.sh"
+BIN=$1
+CLI="$BIN/exaserve-cli"
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
+trap cleanup EXIT
+
+start_node() {  # start_node N ARGS... (env applies)
+  local n=$1; shift
+  "$BIN/exaserved" --data-dir "$work/n$n" --bind 127.0.0.1 --http-port 0 --grpc-port 0 \
+    --gossip-port 0 "$@" >>"$work/n$n.log" 2>&1 &
+  pids[$n]=$!
+  wait_for 30 test -s "$work/n$n/endpoints.json" || { cat "$work/n$n.log"; fail "node $n did not start"; }
+}
+port_of() { json_field "$work/n$1/endpoints.json" "$2"; }
+
+start_node 1 --role gateway
+seed="127.0.0.1:$(port_of 1 gossip_port)"
+gw="http://127.0.0.1:$(port_of 1 http_port)"
+# The sim backend (~20 ms a token) keeps requests in flight long enough for the kill to hit them.
+for n in 2 3; do
+  EXASERVE_INFERENCE_BACKEND=sim EXASERVE_INFERENCE_KV_CACHE_BYTES=8Gi \
+    start_node $n --role inference --join "$seed"
+done
+
+answers() {  # the gateway answers through a remote replica
+  [ "$(curl -s "$gw/v1/completions" -d '{"prompt":"1+1=","max_tokens":2}' -o /dev/null -w '%{http_code}')" = 200 ]
+}
+wait_for 15 answers || { tail -5 "$work/n1.log"; fail "the gateway never answered through the inference nodes"; }
+curl -s "$gw/v1/models" | grep -q exa-tiny-arith || fail "/v1/models does not list the remote model"
+"$CLI" --addr "127.0.0.1:$(port_of 1 grpc_port)" generate --max-tokens 3 "1+1=" >/dev/null ||
+  fail "gRPC generate through the gateway"
+
+served() {  # Node.Generate calls node N took
+  curl -s "http://127.0.0.1:$(port_of "$1" http_port)/metrics" |
+    awk '/^exaserve_node_generate_requests_total / {print $2}'
+}
+clients=()
+for i in $(seq 1 12); do
+  curl -s -o /dev/null "$gw/v1/completions" -d '{"prompt":"2+2=","max_tokens":20}' & clients+=($!)
+done
+wait "${clients[@]}"
+echo "spread: node2 served $(served 2), node3 served $(served 3)"
+[ "$(served 2)" -gt 0 ] && [ "$(served 3)" -gt 0 ] || fail "requests did not spread over both nodes"
+
+# Load, then kill -9 node 3 two seconds in.
+python3 - "$gw" "$work/result.json" <<'PY' &
+import json, sys, threading, time, urllib.request, urllib.error, random
+gw, out = sys.argv[1], sys.argv[2]
+stats = {"ok": 0, "http_error": 0, "stream_ok": 0, "stream_error_event": 0, "truncated": 0,
+         "hung": 0, "late_failures": 0, "bad_error_body": 0}
+lock = threading.Lock()
+start = time.time()
+def bump(k):
+    with lock: stats[k] += 1
+def worker(seed):
+    rng = random.Random(seed)
+    while time.time() - start < 6:
+        stream = rng.random() < 0.5
+        t0 = time.time()
+        body = json.dumps({"prompt": "1+1=", "max_tokens": rng.randint(5, 40), "stream": stream}).encode()
+        req = urllib.request.Request(gw + "/v1/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=15) as r:
+                text = r.read().decode()
+            if not stream:
+                json.loads(text)["choices"][0]["text"]
+                bump("ok")
+            elif '"error"' in text:
+                bump("stream_error_event")
+            elif text.rstrip().endswith("data: [DONE]"):
+                bump("stream_ok")
+            else:
+                bump("truncated")
+        except urllib.error.HTTPError as e:
+            try:
+                json.loads(e.read().decode())["error"]["message"]
+            except Exception:
+                bump("bad_error_body")
+            bump("http_error")
+            if t0 - start > 3.5: bump("late_failures")  # well after the kill
+        except Exception:
+            bump("hung")
+threads = [threading.Thread(target=worker, args=(i,)) for i in range(12)]
+for t in threads: t.start()
+for t in threads: t.join()
+json.dump(stats, open(out, "w"))
+PY
+load=$!
+sleep 2
+kill -9 "${pids[3]}"
+wait $load
+cat "$work/result.json"; echo
+r() { json_field "$work/result.json" "$1"; }
+[ "$(r hung)" = 0 ] || fail "requests hung (client timeout) after the kill"
+[ "$(r truncated)" = 0 ] || fail "streams ended without [DONE] or an error event"
+[ "$(r bad_error_body)" = 0 ] || fail "an HTTP error came without an OpenAI error body"
+[ "$(r late_failures)" = 0 ] || fail "requests sent 1.5 s after the kill still failed"
+[ $(( $(r ok) + $(r stream_ok) )) -gt 20 ] || fail "too few requests succeeded"
+retried=$(curl -s "$gw/metrics" | awk '/^exaserve_gateway_retries_total\{outcome="sent"\}/ {print $2}')
+echo "cluster serving: ok (retries sent: ${retried:-0})"

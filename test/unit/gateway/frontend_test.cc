@@ -1,0 +1,146 @@
+// The Frontend's failover: a replica that fails before the first token is retried once on another
+// replica, invisibly to the client; after a token, or after the second attempt, the client gets
+// the error; a cancelled request is never retried.
+#include "gateway/frontend.h"
+
+#include <catch2/catch.hpp>
+
+#include "engine/tokenizer_detokenizer.h"
+
+namespace exa::gateway {
+namespace {
+
+// Holds each submitted request until the test delivers its events (never synchronously).
+class FakeBackend final : public ReplicaBackend {
+ public:
+  FakeBackend() {
+    auto tokenizer = engine::LoadDetokenizer(EXA_SOURCE_DIR "/models/exa-tiny-arith");
+    REQUIRE(tokenizer.ok());
+    model_ = {"m", "v1", *tokenizer, 512};
+  }
+  std::vector<ModelView> Models() const override { return {model_}; }
+  absl::StatusOr<engine::RequestId> Submit(const std::string& replica_id,
+                                           engine::GenerateRequest request) override {
+    submitted.push_back({replica_id, std::move(request)});
+    return submitted.size();
+  }
+  void Cancel(const std::string& replica_id, engine::RequestId id) override {
+    cancelled.push_back(id);
+  }
+
+  void Token(size_t i, int32_t token) {
+    engine::StreamEvent e;
+    e.token = token;
+    e.text = "x";
+    submitted.at(i).second.callback(e);
+  }
+  void Finish(size_t i, absl::Status status) {
+    engine::StreamEvent e;
+    e.finished = true;
+    e.finish_reason = status.ok() ? engine::FinishReason::kStop : engine::FinishReason::kError;
+    e.status = std::move(status);
+    submitted.at(i).second.callback(e);
+  }
+
+  std::vector<std::pair<std::string, engine::GenerateRequest>> submitted;
+  std::vector<engine::RequestId> cancelled;
+
+ private:
+  ModelView model_;
+};
+
+struct Fixture {
+  Fixture() : table(router::Policy::kRoundRobin, 1), frontend({}, backend, table, registry) {
+    for (const char* id : {"n1/m@v1#0", "n2/m@v1#0", "n3/m@v1#0"}) {
+      table.Upsert({id, "m", "v1", {}});
+      table.Report(id, {0, 0, true});
+    }
+  }
+  std::shared_ptr<Call> Start() {
+    TextRequest r;
+    r.prompt = "1+1=";
+    r.max_tokens = 4;
+    auto call = frontend.Start(r, [this](const engine::StreamEvent& e) { events.push_back(e); });
+    REQUIRE(call.ok());
+    return *call;
+  }
+  metrics::Registry registry;
+  FakeBackend backend;
+  router::ReplicaTable table;
+  Frontend frontend;
+  std::vector<engine::StreamEvent> events;
+};
+
+TEST_CASE("A replica failing before the first token is retried on another replica") {
+  Fixture f;
+  auto call = f.Start();
+  REQUIRE(f.backend.submitted.size() == 1);
+  std::string first = f.backend.submitted[0].first;
+  f.backend.Finish(0, absl::UnavailableError("node went away"));
+  REQUIRE(f.backend.submitted.size() == 2);
+  CHECK(f.backend.submitted[1].first != first);
+  CHECK(f.backend.submitted[1].second.prompt_tokens == f.backend.submitted[0].second.prompt_tokens);
+  CHECK(call->replica_id() == f.backend.submitted[1].first);
+  CHECK(f.events.empty());  // the client saw nothing of the failed attempt
+  f.backend.Token(1, 17);
+  f.backend.Finish(1, absl::OkStatus());
+  REQUIRE(f.events.size() == 2);
+  CHECK(f.events.back().finished);
+  CHECK(f.events.back().status.ok());
+  CHECK(f.frontend.in_flight() == 0);
+  for (const auto& r : f.table.List()) CHECK(r.open_requests == 0);
+}
+
+TEST_CASE("A failure after the first token reaches the client as an error") {
+  Fixture f;
+  f.Start();
+  f.backend.Token(0, 17);
+  f.backend.Finish(0, absl::UnavailableError("node went away"));
+  CHECK(f.backend.submitted.size() == 1);
+  REQUIRE(f.events.size() == 2);
+  CHECK(f.events.back().status.code() == absl::StatusCode::kUnavailable);
+  CHECK(f.frontend.in_flight() == 0);
+}
+
+TEST_CASE("At most two attempts, and no retry for errors that would fail again") {
+  Fixture f;
+  f.Start();
+  f.backend.Finish(0, absl::UnavailableError("first"));
+  REQUIRE(f.backend.submitted.size() == 2);
+  f.backend.Finish(1, absl::UnavailableError("second"));
+  CHECK(f.backend.submitted.size() == 2);
+  REQUIRE(f.events.size() == 1);
+  CHECK(f.events[0].status.message() == "second");
+
+  f.events.clear();
+  f.Start();
+  f.backend.Finish(2, absl::InvalidArgumentError("prompt too long"));
+  CHECK(f.backend.submitted.size() == 3);
+  REQUIRE(f.events.size() == 1);
+  CHECK(f.events[0].status.code() == absl::StatusCode::kInvalidArgument);
+  for (const auto& r : f.table.List()) CHECK(r.open_requests == 0);
+}
+
+TEST_CASE("A cancelled request is not retried") {
+  Fixture f;
+  auto call = f.Start();
+  call->Cancel();
+  CHECK(f.backend.cancelled.size() == 1);
+  f.backend.Finish(0, absl::UnavailableError("cancelled under us"));
+  CHECK(f.backend.submitted.size() == 1);
+  CHECK(f.frontend.in_flight() == 0);
+}
+
+TEST_CASE("A prompt that does not fit the context is refused with both numbers") {
+  Fixture f;
+  TextRequest r;
+  r.prompt = "1+1=";
+  r.max_tokens = 600;
+  auto call = f.frontend.Start(r, [](const engine::StreamEvent&) {});
+  REQUIRE_FALSE(call.ok());
+  CHECK(call.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(call.status().message()).find("context length of 512") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace exa::gateway
