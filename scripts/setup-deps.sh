@@ -14,6 +14,19 @@ packages=(
   # tests and checks
   catch2 curl prometheus clang-format systemd
 )
+# The official openai npm client runs against the OpenAI-compatible API in an integration test.
+# A node/npm from elsewhere (e.g. NodeSource, which bundles npm) counts as present.
+command -v node >/dev/null 2>&1 || packages+=(nodejs)
+command -v npm >/dev/null 2>&1 || packages+=(npm)
+
+# The openai npm client, pinned by test/tools/openai/package-lock.json (npm registry).
+install_npm_tools() {
+  local dir
+  dir="$(cd "$(dirname "$0")/.." && pwd)/test/tools/openai"
+  if [ -f "$dir/node_modules/openai/package.json" ]; then return; fi
+  echo "setup-deps: npm ci in test/tools/openai"
+  npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error >/dev/null
+}
 
 missing=()
 for p in "${packages[@]}"; do
@@ -24,6 +37,7 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup-deps: all ${#packages[@]} packages present"
+  install_npm_tools
   exit 0
 fi
 
@@ -34,4 +48,5 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 # prometheus would start a server on install: keep package scripts from starting services.
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+install_npm_tools
 echo "setup-deps: done"
