@@ -320,6 +320,8 @@ absl::Status Schema::LoadEnvironment(const char* const* envp) {
     if (eq == std::string_view::npos) continue;
     std::string_view name = entry.substr(0, eq);
     std::string_view value = entry.substr(eq + 1);
+    // Variables of the tools, not configuration (exaserve-cli's token), share the prefix.
+    if (name == "EXASERVE_TOKEN") continue;
     // Sections have no underscore, so the first one after the prefix ends the section.
     std::string rest(name.substr(kPrefix.size()));
     for (char& c : rest) c = static_cast<char>(std::tolower(c));

@@ -16,6 +16,11 @@ struct AdminCallbacks {
   std::function<grpc::Status(const exaserve::v1::GossipKeyRequest&,
                              exaserve::v1::GossipKeyResponse*)>
       gossip_key;
+  std::function<grpc::Status(const exaserve::v1::LabelReplicasRequest&,
+                             exaserve::v1::LabelReplicasResponse*)>
+      label_replicas;
+  std::function<grpc::Status(const exaserve::v1::RoutesRequest&, exaserve::v1::RoutesResponse*)>
+      routes;
   // Checks the caller's `authorization` metadata for operations that change the node.
   std::function<grpc::Status(std::string_view authorization)> authorize_admin;
 };
@@ -46,6 +51,24 @@ class AdminService final : public exaserve::v1::Admin::CallbackService {
       if (!s.ok()) return Done(context, s);
     }
     return Done(context, callbacks_.gossip_key(*request, response));
+  }
+
+  grpc::ServerUnaryReactor* LabelReplicas(grpc::CallbackServerContext* context,
+                                          const exaserve::v1::LabelReplicasRequest* request,
+                                          exaserve::v1::LabelReplicasResponse* response) override {
+    grpc::Status s = callbacks_.authorize_admin(gateway::AuthorizationMetadata(context));
+    if (!s.ok()) return Done(context, s);
+    return Done(context, callbacks_.label_replicas(*request, response));
+  }
+
+  grpc::ServerUnaryReactor* Routes(grpc::CallbackServerContext* context,
+                                   const exaserve::v1::RoutesRequest* request,
+                                   exaserve::v1::RoutesResponse* response) override {
+    if (request->op() != exaserve::v1::RoutesRequest::OP_LIST) {
+      grpc::Status s = callbacks_.authorize_admin(gateway::AuthorizationMetadata(context));
+      if (!s.ok()) return Done(context, s);
+    }
+    return Done(context, callbacks_.routes(*request, response));
   }
 
  private:

@@ -17,6 +17,7 @@
 #include "daemon/node_identity.h"
 #include "gateway/openai_api.h"
 #include "nlohmann/json.hpp"
+#include "node/generate_stream.h"
 
 namespace exa::daemon {
 
@@ -113,6 +114,7 @@ absl::Status Daemon::Start() {
 absl::Status Daemon::StartServing() {
   if (HasRole(roles_, "inference")) {
     replicas_ = std::make_unique<node::ReplicaHost>(node_id_, options_.inference);
+    EXA_RETURN_IF_ERROR(replicas_->UseLabelsFile(options_.node.data_dir + "/replica-labels.json"));
     EXA_RETURN_IF_ERROR(replicas_->Start());
     replica_metrics_ = std::make_unique<node::ReplicaMetrics>(*replicas_, registry_);
     node_service_ = std::make_unique<node::NodeService>(
@@ -131,6 +133,10 @@ absl::Status Daemon::StartServing() {
     remote_ = std::make_unique<gateway::RemoteBackend>(node_id_, local_backend_.get(), *table_,
                                                        registry_);
     frontend_ = std::make_unique<gateway::Frontend>(options_.gateway, *remote_, *table_, registry_);
+    routes_ =
+        std::make_unique<gateway::VersionRoutes>(options_.node.data_dir + "/gateway-routes.json");
+    EXA_RETURN_IF_ERROR(routes_->Load());
+    frontend_->SetRoutes(routes_.get());
     EXA_RETURN_IF_ERROR(frontend_->LoadApiKeys());
     inference_service_ = std::make_unique<gateway::InferenceService>(*frontend_);
   }
@@ -327,10 +333,52 @@ AdminCallbacks Daemon::MakeAdminCallbacks() {
       }
       info->set_rack(m.metadata.rack);
       info->set_build_version(m.metadata.build_version);
+      if (m.metadata.grpc_port != 0) {
+        info->set_grpc_address(
+            StrCat(membership::AddressHost(m.address), ":", m.metadata.grpc_port));
+      }
       if (m.state_changed != absl::InfinitePast()) {
         info->set_state_age_seconds(absl::ToDoubleSeconds(now - m.state_changed));
       }
     }
+  };
+  callbacks.label_replicas = [this](const exaserve::v1::LabelReplicasRequest& req,
+                                    exaserve::v1::LabelReplicasResponse* resp) {
+    if (!replicas_) {
+      return grpc::Status(grpc::FAILED_PRECONDITION, "this node hosts no replicas");
+    }
+    node::ReplicaHost::Labels selector(req.selector().begin(), req.selector().end());
+    node::ReplicaHost::Labels set(req.labels().begin(), req.labels().end());
+    std::vector<std::string> remove(req.remove().begin(), req.remove().end());
+    auto matched = replicas_->Relabel(selector, set, remove);
+    if (!matched.ok()) return node::StatusToGrpc(matched.status());
+    for (const auto& [id, labels] : *matched) {
+      auto* r = resp->add_replicas();
+      r->set_replica_id(id);
+      r->mutable_labels()->insert(labels.begin(), labels.end());
+    }
+    EXA_LOG_INFO("admin", "replicas relabelled",
+                 {{"matched", static_cast<int64_t>(matched->size())}});
+    return grpc::Status::OK;
+  };
+  callbacks.routes = [this](const exaserve::v1::RoutesRequest& req,
+                            exaserve::v1::RoutesResponse* resp) {
+    if (!routes_) return grpc::Status(grpc::FAILED_PRECONDITION, "this node is not a gateway");
+    absl::Status s;
+    const auto& r = req.route();
+    if (req.op() == exaserve::v1::RoutesRequest::OP_SET) {
+      s = routes_->Set({r.header(), r.label(), r.default_value()});
+    } else if (req.op() == exaserve::v1::RoutesRequest::OP_REMOVE) {
+      s = routes_->Remove(r.header());
+    }
+    if (!s.ok()) return node::StatusToGrpc(s);
+    for (const gateway::VersionRoute& route : routes_->List()) {
+      auto* out = resp->add_routes();
+      out->set_header(route.header);
+      out->set_label(route.label);
+      out->set_default_value(route.default_value);
+    }
+    return grpc::Status::OK;
   };
   callbacks.authorize_admin = [this](std::string_view authorization) {
     if (!admin_tokens_) return grpc::Status::OK;

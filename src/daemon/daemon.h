@@ -107,6 +107,7 @@ class Daemon {
   std::map<std::string, bool> replica_healthy_ ABSL_GUARDED_BY(health_mu_);
   std::unique_ptr<router::ReplicaTable> table_;
   std::unique_ptr<gateway::RemoteBackend> remote_;
+  std::unique_ptr<gateway::VersionRoutes> routes_;
   std::unique_ptr<gateway::Frontend> frontend_;
   std::unique_ptr<gateway::InferenceService> inference_service_;
   std::unique_ptr<AdminService> admin_;

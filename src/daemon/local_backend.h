@@ -34,11 +34,12 @@ class LocalReplicaBackend final : public gateway::ReplicaBackend {
   // Registers every local replica in the table.
   void Register(router::ReplicaTable& table) const {
     for (const auto& r : host_.replicas()) {
-      table.Upsert({r->id, r->model->name, r->model->version, {}});
+      table.Upsert({r->id, r->model->name, r->model->version, host_.LabelsOf(r->id)});
     }
   }
   // Copies each replica's load into the table: what the load stream does across nodes.
   void ReportLoad(router::ReplicaTable& table, bool ready) const {
+    Register(table);  // labels may have changed (exaserve-cli replica label)
     for (const auto& r : host_.replicas()) {
       engine::EngineLoad load = r->engine->Load();
       table.Report(r->id, {load.pending_tokens, load.running + load.waiting, ready});

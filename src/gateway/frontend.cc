@@ -222,21 +222,29 @@ absl::StatusOr<std::shared_ptr<Call>> Frontend::Start(TextRequest r, EventSink s
     return absl::ResourceExhaustedError(
         StrCat("gateway at gateway.max_in_flight (", options_.max_in_flight, "); retry later"));
   }
-  auto replica =
-      table_.Choose({model->name, model->version, static_cast<int64_t>(g.prompt_tokens.size())});
+  std::map<std::string, std::string> labels;
+  if (routes_ != nullptr) labels = routes_->Labels(r.headers);
+  // Without an explicit version any version may serve, subject to the version routes' labels.
+  std::string version = r.version;
+  auto replica = table_.Choose(
+      {model->name, version, static_cast<int64_t>(g.prompt_tokens.size()), {}, labels});
   if (!replica.ok()) {
     in_flight_--;
-    requests_.WithLabels({"unavailable"}).Increment();
+    requests_
+        .WithLabels(
+            {replica.status().code() == absl::StatusCode::kNotFound ? "not_found" : "unavailable"})
+        .Increment();
     return replica.status();
   }
   auto call = std::make_shared<Call>();
   call->request_id_ = r.request_id.empty() ? NewRequestId() : r.request_id;
   call->replica_id_ = *replica;
   call->model_ = model->name;
-  call->version_ = model->version;
+  call->version_ = version;
   call->prompt_tokens_ = static_cast<int32_t>(g.prompt_tokens.size());
   call->backend_ = &backend_;
   call->tried_.push_back(*replica);
+  call->labels_ = std::move(labels);
   call->request_ = g;  // kept for a retry (no callback yet)
   g.callback = MakeCallback(call, std::move(sink), absl::Now());
   auto id = backend_.Submit(*replica, std::move(g));

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,6 +22,7 @@
 #include "engine/request.h"
 #include "engine/tokenizer_detokenizer.h"
 #include "gateway/api_keys.h"
+#include "gateway/version_routes.h"
 #include "metrics/registry.h"
 #include "router/replica_table.h"
 
@@ -64,6 +66,8 @@ struct TextRequest {
   std::optional<int32_t> max_tokens;  // unset: default_max_tokens, capped by the context left
   std::vector<std::string> stop;
   std::string request_id;  // empty: assigned
+  // Values of the version-route headers the request carried (lower-case names).
+  std::map<std::string, std::string> headers;
 };
 
 using EventSink = std::function<void(const engine::StreamEvent&)>;
@@ -94,6 +98,7 @@ class Call {
   // Retry state; touched only by the backend's callbacks for this call, which never overlap.
   engine::GenerateRequest request_;  // without its callback: what a retry resubmits
   std::vector<std::string> tried_;
+  std::map<std::string, std::string> labels_;  // version-route filter, kept for a retry
   bool any_token_ = false;
 };
 
@@ -108,6 +113,11 @@ class Frontend {
   absl::StatusOr<std::shared_ptr<Call>> Start(TextRequest request, EventSink sink);
 
   std::vector<ModelView> Models() const { return backend_.Models(); }
+  // Version routes (may be set once, before serving); without them no label filter applies.
+  void SetRoutes(VersionRoutes* routes) { routes_ = routes; }
+  std::vector<std::string> RouteHeaders() const {
+    return routes_ ? routes_->Headers() : std::vector<std::string>{};
+  }
   // Loads gateway.api_keys_file when set. Call before serving.
   absl::Status LoadApiKeys();
   // OK when no keys are configured or `authorization` carries a known key; else UNAUTHENTICATED.
@@ -134,6 +144,7 @@ class Frontend {
   std::atomic<int> retries_in_flight_{0};
   std::atomic<bool> draining_{false};
   std::unique_ptr<ApiKeys> api_keys_;
+  VersionRoutes* routes_ = nullptr;
   metrics::Family<metrics::Counter>& requests_;
   metrics::Histogram& ttft_seconds_;
   metrics::Histogram& e2e_seconds_;

@@ -60,7 +60,14 @@ std::string_view AuthorizationMetadata(const grpc::CallbackServerContext* contex
 absl::StatusOr<TextRequest> InferenceService::Admit(
     grpc::CallbackServerContext* context, const exaserve::v1::GenerateRequest& request) const {
   EXA_RETURN_IF_ERROR(frontend_.Authorize(AuthorizationMetadata(context)));
-  return FromProto(request);
+  EXA_ASSIGN_OR_RETURN(TextRequest text, FromProto(request));
+  const auto& metadata = context->client_metadata();
+  for (const std::string& name : frontend_.RouteHeaders()) {
+    auto it = metadata.find(name);
+    if (it != metadata.end())
+      text.headers[name] = std::string(it->second.data(), it->second.size());
+  }
+  return text;
 }
 
 grpc::ServerWriteReactor<exaserve::v1::GenerateResponse>* InferenceService::Generate(

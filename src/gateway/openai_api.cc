@@ -328,8 +328,8 @@ void HandleGenerate(Frontend& frontend, bool chat, net::HttpRequest req,
     responder->Respond(ErrorResponse(error->status, error->message, error->param));
     return;
   }
-  if (auto header = req.Header("x-model-version"); !header.empty()) {
-    request.version = std::string(header);
+  for (const std::string& name : frontend.RouteHeaders()) {
+    if (auto value = req.Header(name); !value.empty()) request.headers[name] = std::string(value);
   }
   exchange->created = UnixNow();
   // Events can arrive on the engine thread as soon as Start submits; holding the exchange's

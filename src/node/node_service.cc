@@ -189,6 +189,7 @@ LoadReport NodeService::SnapshotLocked() {
     p->set_model(r->model->name);
     p->set_version(r->model->version);
     p->set_ready(routable_(r->id));
+    for (const auto& [k, v] : host_.LabelsOf(r->id)) (*p->mutable_labels())[k] = v;
   }
   return report;
 }

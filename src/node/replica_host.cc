@@ -3,10 +3,12 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "nlohmann/json.hpp"
 
 namespace exa::node {
 namespace {
@@ -118,6 +120,91 @@ const ServedModel* ReplicaHost::FindModel(const std::string& name,
     if (m->name == name && (version.empty() || m->version == version)) return m.get();
   }
   return nullptr;
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, ReplicaHost::Labels>>> ReplicaHost::Relabel(
+    const Labels& selector, const Labels& set, const std::vector<std::string>& remove) {
+  constexpr size_t kMaxLabels = 32, kMaxValue = 128;
+  for (const auto& [k, v] : set) {
+    if (k.empty() || k.size() > 64 || v.size() > kMaxValue) {
+      return absl::InvalidArgumentError(
+          StrCat("labels: \"", k, "\": keys are 1 to 64 characters, values at most ", kMaxValue));
+    }
+  }
+  absl::MutexLock lock(&labels_mu_);
+  std::vector<std::pair<std::string, Labels>> matched;
+  for (const auto& r : replicas_) {
+    Labels& labels = labels_[r->id];
+    bool match = true;
+    for (const auto& [k, v] : selector) {
+      if (k == "model") {
+        match &= r->model->name == v;
+      } else if (k == "replica") {
+        match &= r->id == v;
+      } else if (k == "version" && labels.count("version") == 0) {
+        match &= r->model->version == v;
+      } else {
+        auto it = labels.find(k);
+        match &= it != labels.end() && it->second == v;
+      }
+    }
+    if (!match) continue;
+    Labels updated = labels;
+    for (const auto& [k, v] : set) updated[k] = v;
+    for (const std::string& k : remove) updated.erase(k);
+    if (updated.size() > kMaxLabels) {
+      return absl::InvalidArgumentError(StrCat("labels: at most ", kMaxLabels, " per replica"));
+    }
+    matched.emplace_back(r->id, updated);
+  }
+  for (const auto& [id, labels] : matched) labels_[id] = labels;
+  if (!matched.empty()) EXA_RETURN_IF_ERROR(SaveLabelsLocked());
+  return matched;
+}
+
+ReplicaHost::Labels ReplicaHost::LabelsOf(const std::string& replica_id) const {
+  absl::MutexLock lock(&labels_mu_);
+  auto it = labels_.find(replica_id);
+  return it == labels_.end() ? Labels{} : it->second;
+}
+
+absl::Status ReplicaHost::UseLabelsFile(std::string path) {
+  absl::MutexLock lock(&labels_mu_);
+  labels_path_ = std::move(path);
+  if (!std::filesystem::exists(labels_path_)) return absl::OkStatus();
+  std::ifstream in(labels_path_);
+  nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    return absl::InvalidArgumentError(
+        StrCat(labels_path_, ": expected a JSON object of replica id → labels"));
+  }
+  for (const auto& [id, labels] : doc.items()) {
+    if (!labels.is_object()) continue;
+    Labels& out = labels_[id];
+    for (const auto& [k, v] : labels.items()) {
+      if (v.is_string()) out[k] = v.get<std::string>();
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReplicaHost::SaveLabelsLocked() const {
+  if (labels_path_.empty()) return absl::OkStatus();
+  nlohmann::json doc = nlohmann::json::object();
+  for (const auto& [id, labels] : labels_) {
+    if (!labels.empty()) doc[id] = labels;
+  }
+  std::string tmp = labels_path_ + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << doc.dump(2) << "\n";
+    out.flush();
+    if (!out) return absl::InternalError(StrCat("cannot write ", tmp));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, labels_path_, ec);
+  if (ec) return absl::InternalError(StrCat("cannot rename ", tmp, ": ", ec.message()));
+  return absl::OkStatus();
 }
 
 std::vector<const ServedModel*> ReplicaHost::models() const {

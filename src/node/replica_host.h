@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "config/schema.h"
 #include "engine/engine.h"
 #include "engine/tokenizer_detokenizer.h"
@@ -63,12 +64,27 @@ class ReplicaHost {
   const ServedModel* FindModel(const std::string& name, const std::string& version) const;
   std::vector<const ServedModel*> models() const;
 
+  // Replica labels (version routing). The selector's "model" and "version" keys match the
+  // served model, other keys the replica's labels; every key must match (empty: all). Returns
+  // the matched replicas with their labels after the change, and saves them to the labels file.
+  using Labels = std::map<std::string, std::string>;
+  absl::StatusOr<std::vector<std::pair<std::string, Labels>>> Relabel(
+      const Labels& selector, const Labels& set, const std::vector<std::string>& remove);
+  Labels LabelsOf(const std::string& replica_id) const;
+  // Where labels persist (call before Start's replicas serve); loads what the file holds.
+  absl::Status UseLabelsFile(std::string path);
+
  private:
+  absl::Status SaveLabelsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(labels_mu_);
+
   const std::string node_id_;
   const InferenceOptions options_;
   std::vector<std::unique_ptr<ServedModel>> models_;
   std::vector<std::unique_ptr<Replica>> replicas_;
   std::map<std::string, Replica*> by_id_;
+  mutable absl::Mutex labels_mu_;
+  std::map<std::string, Labels> labels_ ABSL_GUARDED_BY(labels_mu_);  // by replica id
+  std::string labels_path_ ABSL_GUARDED_BY(labels_mu_);
 };
 
 // Where the bundled model is: next to the binary (build tree or install prefix) or under the

@@ -8,6 +8,12 @@
 
 namespace exa::router {
 
+std::string LabelValue(const ReplicaInfo& info, const std::string& key) {
+  auto it = info.labels.find(key);
+  if (it != info.labels.end()) return it->second;
+  return key == "version" ? info.version : std::string();
+}
+
 void ReplicaTable::Upsert(const ReplicaInfo& info) {
   absl::MutexLock lock(&mu_);
   replicas_[info.id].snap.info = info;
@@ -46,6 +52,11 @@ absl::StatusOr<std::string> ReplicaTable::Choose(const RouteRequest& request) {
     if (std::find(request.exclude.begin(), request.exclude.end(), id) != request.exclude.end()) {
       continue;
     }
+    bool labels_match = true;
+    for (const auto& [key, value] : request.labels) {
+      labels_match &= LabelValue(e.snap.info, key) == value;
+    }
+    if (!labels_match) continue;
     eligible.push_back(&e);
   }
   auto join = [](const std::set<std::string>& s) {
@@ -62,6 +73,22 @@ absl::StatusOr<std::string> ReplicaTable::Choose(const RouteRequest& request) {
       return absl::NotFoundError(StrCat("version \"", request.version, "\" of model \"",
                                         request.model,
                                         "\": not served; available: ", join(versions)));
+    }
+    if (!request.labels.empty()) {
+      std::string want;
+      for (const auto& [k, v] : request.labels)
+        StrAppend(&want, want.empty() ? "" : ",", k, "=", v);
+      bool any_labelled = false;
+      for (const auto& [id, e] : replicas_) {
+        if (e.snap.info.model != request.model) continue;
+        bool match = true;
+        for (const auto& [k, v] : request.labels) match &= LabelValue(e.snap.info, k) == v;
+        any_labelled |= match;
+      }
+      if (!any_labelled) {
+        return absl::NotFoundError(
+            StrCat("model \"", request.model, "\": no replica labelled ", want));
+      }
     }
     return absl::UnavailableError(
         StrCat("model \"", request.model, "\": no ready and healthy replica"));

@@ -38,7 +38,13 @@ struct RouteRequest {
   int64_t prompt_tokens = 0;
   // Replicas already tried for this request (a retry after a failure before the first token).
   std::vector<std::string> exclude;
+  // Only replicas carrying every one of these labels (version routing). The key "version"
+  // falls back to the replica's model version when it has no such label.
+  std::map<std::string, std::string> labels;
 };
+
+// The replica's value for label `key` ("version" defaults to info.version); "" when absent.
+std::string LabelValue(const ReplicaInfo& info, const std::string& key);
 
 struct ReplicaSnapshot {
   ReplicaInfo info;

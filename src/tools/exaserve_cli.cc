@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 
 #include "CLI/CLI.hpp"
 #include "absl/time/time.h"
@@ -138,6 +139,172 @@ int RunGossipKey(const GlobalOptions& g, exaserve::v1::GossipKeyRequest::Op op,
   return 0;
 }
 
+// ---- Fan-out: admin calls to every live member (version labels and routes) --------------------
+
+// The gRPC addresses of the live members the node at --addr knows (itself included).
+absl::StatusOr<std::vector<std::string>> LiveNodeAddresses(const GlobalOptions& g) {
+  auto stub =
+      exaserve::v1::Admin::NewStub(grpc::CreateChannel(g.addr, grpc::InsecureChannelCredentials()));
+  exaserve::v1::MembersResponse members;
+  auto ctx = MakeContext(g);
+  grpc::Status s = stub->Members(ctx.get(), {}, &members);
+  if (!s.ok()) return absl::UnavailableError(s.error_message());
+  std::vector<std::string> out;
+  for (const auto& m : members.members()) {
+    if ((m.state() == "alive" || m.state() == "suspect") && !m.grpc_address().empty()) {
+      out.push_back(m.grpc_address());
+    }
+  }
+  if (out.empty()) out.push_back(g.addr);  // a node without gossip peers: just it
+  return out;
+}
+
+// Parses "k=v" pairs into `out`; false (with a usage message printed) on a malformed one.
+bool ParsePairs(const std::string& flag, const std::vector<std::string>& pairs,
+                std::map<std::string, std::string>* out) {
+  for (const std::string& p : pairs) {
+    size_t eq = p.find('=');
+    if (eq == 0 || eq == std::string::npos) {
+      Usage(flag + " \"" + p + "\": expected KEY=VALUE");
+      return false;
+    }
+    (*out)[p.substr(0, eq)] = p.substr(eq + 1);
+  }
+  return true;
+}
+
+struct LabelOptions {
+  std::vector<std::string> selector, labels, remove;
+  std::string version;
+};
+
+// Sets labels on the matching replicas of every live node; prints each matched replica.
+int RunReplicaLabel(const GlobalOptions& g, const LabelOptions& o) {
+  exaserve::v1::LabelReplicasRequest request;
+  std::map<std::string, std::string> selector, labels;
+  if (!ParsePairs("--selector", o.selector, &selector)) return 2;
+  if (!ParsePairs("--label", o.labels, &labels)) return 2;
+  if (!o.version.empty()) labels["version"] = o.version;
+  if (labels.empty() && o.remove.empty()) {
+    return Usage("replica label: give --version, --label KEY=VALUE or --remove KEY");
+  }
+  request.mutable_selector()->insert(selector.begin(), selector.end());
+  request.mutable_labels()->insert(labels.begin(), labels.end());
+  for (const auto& k : o.remove) request.add_remove(k);
+  auto nodes = LiveNodeAddresses(g);
+  if (!nodes.ok())
+    return RpcFailure(
+        g, grpc::Status(grpc::UNAVAILABLE, "members: " + std::string(nodes.status().message())));
+  int failures = 0, matched = 0;
+  nlohmann::json out = nlohmann::json::array();
+  for (const std::string& addr : *nodes) {
+    GlobalOptions node = g;
+    node.addr = addr;
+    auto stub =
+        exaserve::v1::Admin::NewStub(grpc::CreateChannel(addr, grpc::InsecureChannelCredentials()));
+    exaserve::v1::LabelReplicasResponse response;
+    auto ctx = MakeContext(node);
+    grpc::Status s = stub->LabelReplicas(ctx.get(), request, &response);
+    if (s.error_code() == grpc::FAILED_PRECONDITION) continue;  // hosts no replicas
+    if (s.error_code() == grpc::INVALID_ARGUMENT) return Usage(s.error_message());
+    if (!s.ok()) {
+      RpcFailure(node, s);
+      failures++;
+      continue;
+    }
+    for (const auto& r : response.replicas()) {
+      matched++;
+      std::map<std::string, std::string> sorted(r.labels().begin(), r.labels().end());
+      if (g.json) {
+        out.push_back({{"replica_id", r.replica_id()}, {"labels", sorted}});
+        continue;
+      }
+      std::string text;
+      for (const auto& [k, v] : sorted) text += (text.empty() ? "" : ",") + k + "=" + v;
+      std::cout << r.replica_id() << "  " << (text.empty() ? "-" : text) << "\n";
+    }
+  }
+  if (g.json) std::cout << out.dump() << "\n";
+  if (!g.json) std::cerr << matched << " replicas matched on " << nodes->size() << " nodes\n";
+  return failures > 0 ? 1 : 0;
+}
+
+struct RouteOptions {
+  std::string header, target = "replica-version", default_value, remove;
+};
+
+// Sets or removes a version route on every gateway; lists the routes of the node at --addr.
+int RunGatewayRoute(const GlobalOptions& g, const RouteOptions& o, bool list) {
+  exaserve::v1::RoutesRequest request;
+  if (!list) {
+    if (o.header.empty() == o.remove.empty()) {
+      return Usage("gateway route: give --header H (with --target) or --remove H");
+    }
+    if (!o.remove.empty()) {
+      request.set_op(exaserve::v1::RoutesRequest::OP_REMOVE);
+      request.mutable_route()->set_header(o.remove);
+    } else {
+      std::string label;
+      if (o.target == "replica-version") {
+        label = "version";
+      } else if (o.target.rfind("label:", 0) == 0 && o.target.size() > 6) {
+        label = o.target.substr(6);
+      } else {
+        return Usage("--target \"" + o.target + "\": expected replica-version or label:KEY");
+      }
+      request.set_op(exaserve::v1::RoutesRequest::OP_SET);
+      request.mutable_route()->set_header(o.header);
+      request.mutable_route()->set_label(label);
+      request.mutable_route()->set_default_value(o.default_value);
+    }
+  }
+  std::vector<std::string> nodes{g.addr};
+  if (!list) {
+    auto live = LiveNodeAddresses(g);
+    if (!live.ok())
+      return RpcFailure(
+          g, grpc::Status(grpc::UNAVAILABLE, "members: " + std::string(live.status().message())));
+    nodes = *live;
+  }
+  int failures = 0, gateways = 0;
+  exaserve::v1::RoutesResponse last;
+  for (const std::string& addr : nodes) {
+    GlobalOptions node = g;
+    node.addr = addr;
+    auto stub =
+        exaserve::v1::Admin::NewStub(grpc::CreateChannel(addr, grpc::InsecureChannelCredentials()));
+    exaserve::v1::RoutesResponse response;
+    auto ctx = MakeContext(node);
+    grpc::Status s = stub->Routes(ctx.get(), request, &response);
+    if (s.error_code() == grpc::FAILED_PRECONDITION && !list) continue;  // not a gateway
+    if (s.error_code() == grpc::INVALID_ARGUMENT) return Usage(s.error_message());
+    if (!s.ok()) {
+      RpcFailure(node, s);
+      failures++;
+      continue;
+    }
+    gateways++;
+    last = response;
+  }
+  if (gateways == 0 && failures == 0) {
+    std::fprintf(stderr, "exaserve-cli: no gateway answered\n");
+    return 1;
+  }
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : last.routes()) {
+    if (g.json) {
+      out.push_back({{"header", r.header()}, {"label", r.label()}, {"default", r.default_value()}});
+    } else {
+      std::cout << r.header() << " -> label " << r.label()
+                << (r.default_value().empty() ? "" : " (default " + r.default_value() + ")")
+                << "\n";
+    }
+  }
+  if (g.json) std::cout << out.dump() << "\n";
+  if (!list && !g.json) std::cerr << "applied on " << gateways << " gateways\n";
+  return failures > 0 ? 1 : 0;
+}
+
 struct GenerateOptions {
   std::string prompt;
   std::string model;
@@ -146,6 +313,7 @@ struct GenerateOptions {
   float temperature = 0;
   int64_t seed = -1;
   std::vector<std::string> stop;
+  std::vector<std::string> headers;  // KEY=VALUE sent as gRPC metadata (version routes)
 };
 
 // Streams a generation to stdout as it arrives; --json prints one object per message.
@@ -160,7 +328,14 @@ int RunGenerate(const GlobalOptions& g, const GenerateOptions& o) {
   request.mutable_sampling()->set_temperature(o.temperature);
   if (o.seed >= 0) request.mutable_sampling()->set_seed(static_cast<uint64_t>(o.seed));
   for (const auto& s : o.stop) request.add_stop(s);
+  std::map<std::string, std::string> headers;
+  if (!ParsePairs("--header", o.headers, &headers)) return 2;
   auto ctx = MakeContext(g);
+  for (const auto& [k, v] : headers) {
+    std::string key = k;
+    std::transform(key.begin(), key.end(), key.begin(), ::tolower);
+    ctx->AddMetadata(key, v);
+  }
   auto reader = stub->Generate(ctx.get(), request);
   exaserve::v1::GenerateResponse message;
   bool printed = false;
@@ -174,6 +349,7 @@ int RunGenerate(const GlobalOptions& g, const GenerateOptions& o) {
         j["prompt_tokens"] = message.usage().prompt_tokens();
         j["completion_tokens"] = message.usage().completion_tokens();
       }
+      if (!message.replica_id().empty()) j["replica_id"] = message.replica_id();
       std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {
       std::cout << message.text() << std::flush;
@@ -227,6 +403,8 @@ int main(int argc, char** argv) {
   generate->add_option("--temperature", gen.temperature, "0 for greedy (default 0)");
   generate->add_option("--seed", gen.seed, "sampling seed");
   generate->add_option("--stop", gen.stop, "stop string (repeatable)");
+  generate->add_option("--header", gen.headers,
+                       "KEY=VALUE request metadata, e.g. x-model-version=v2 (repeatable)");
   std::string tokenizer_path;
   bool decode = false;
   auto* tokenize = app.add_subcommand(
@@ -247,6 +425,29 @@ int main(int argc, char** argv) {
   for (auto* sub : {key_install, key_use, key_remove}) {
     sub->add_option("key", key, "base64 key")->required();
   }
+  LabelOptions label_options;
+  auto* replica = app.add_subcommand("replica", "replicas across the cluster");
+  replica->require_subcommand(1);
+  auto* replica_label = replica->add_subcommand(
+      "label", "set labels (e.g. the version gateways route by) on matching replicas, every node");
+  replica_label->add_option(
+      "--selector", label_options.selector,
+      "KEY=VALUE the replicas must match (repeatable; model=NAME, version=V)");
+  replica_label->add_option("--version", label_options.version, "set the version label");
+  replica_label->add_option("--label", label_options.labels, "KEY=VALUE to set (repeatable)");
+  replica_label->add_option("--remove", label_options.remove, "label KEY to remove (repeatable)");
+  RouteOptions route_options;
+  auto* gateway = app.add_subcommand("gateway", "gateway settings across the cluster");
+  gateway->require_subcommand(1);
+  auto* gateway_route = gateway->add_subcommand(
+      "route", "route requests carrying a header to replicas whose label matches its value");
+  gateway_route->add_option("--header", route_options.header, "e.g. x-model-version");
+  gateway_route->add_option("--target", route_options.target,
+                            "replica-version (the version label) or label:KEY");
+  gateway_route->add_option("--default", route_options.default_value,
+                            "label value for requests without the header (default: any)");
+  gateway_route->add_option("--remove", route_options.remove, "remove the route for a header");
+  auto* gateway_routes = gateway->add_subcommand("routes", "the routes of the gateway at --addr");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -259,6 +460,9 @@ int main(int argc, char** argv) {
     return Usage(std::string("--timeout ") + std::string(timeout.status().message()));
   g.timeout_duration = *timeout;
   if (status->parsed()) return RunStatus(g);
+  if (replica_label->parsed()) return RunReplicaLabel(g, label_options);
+  if (gateway_route->parsed()) return RunGatewayRoute(g, route_options, false);
+  if (gateway_routes->parsed()) return RunGatewayRoute(g, route_options, true);
   if (members->parsed()) return RunMembers(g);
   if (generate->parsed()) return RunGenerate(g, gen);
   if (tokenize->parsed()) return RunTokenize(tokenizer_path, decode);

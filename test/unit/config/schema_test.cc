@@ -57,8 +57,9 @@ TEST_CASE("Flags beat environment beats file beats defaults", "[config]") {
                            "  http_port: 9000\nhttp:\n  max_body_bytes: 2Mi\n",
                            "f.yaml")
               .ok());
+  // EXASERVE_TOKEN belongs to exaserve-cli: a daemon started from the same shell ignores it.
   const char* env[] = {"EXASERVE_NETWORK_HTTP_PORT=9100", "EXASERVE_NODE_RACK=r-env", "PATH=/bin",
-                       nullptr};
+                       "EXASERVE_TOKEN=secret", nullptr};
   REQUIRE(s.LoadEnvironment(env).ok());
   REQUIRE(s.Set("node.rack", "r-flag", "flag --rack").ok());
   CHECK(o.rack == "r-flag");            // flag
