@@ -18,6 +18,7 @@
 #include "gateway/openai_api.h"
 #include "nlohmann/json.hpp"
 #include "node/generate_stream.h"
+#include "router/outliers.h"
 
 namespace exa::daemon {
 
@@ -33,7 +34,8 @@ struct Daemon::Timers {
         election(io),
         process_check(io),
         model_probe(io),
-        probe_collect(io) {}
+        probe_collect(io),
+        performance(io) {}
   asio::signal_set signals;
   asio::steady_timer watchdog;
   asio::steady_timer load;
@@ -43,6 +45,7 @@ struct Daemon::Timers {
   asio::steady_timer process_check;
   asio::steady_timer model_probe;
   asio::steady_timer probe_collect;
+  asio::steady_timer performance;
   std::chrono::microseconds watchdog_interval{0};
 };
 
@@ -97,6 +100,7 @@ absl::Status Daemon::Start() {
   PumpLoad();
   RunElection();
   StartHealthChecks();
+  if (table_) SchedulePerformanceCheck();
   grpc_->SetServing(true);
   sd_notify(0, "READY=1\nSTATUS=serving");
   std::string roles;
@@ -137,6 +141,16 @@ absl::Status Daemon::StartServing() {
         std::make_unique<gateway::VersionRoutes>(options_.node.data_dir + "/gateway-routes.json");
     EXA_RETURN_IF_ERROR(routes_->Load());
     frontend_->SetRoutes(routes_.get());
+    ejections_ = &registry_.SimpleCounter(
+        "exaserve_gateway_ejections_total",
+        "Replicas taken out of routing by the performance level (slow versus their peers).");
+    registry_.AddGaugeCallback("exaserve_gateway_replicas_ejected",
+                               "Replicas out of routing for being slow versus their peers.",
+                               [this] {
+                                 double n = 0;
+                                 for (const auto& r : table_->List()) n += r.ejected ? 1 : 0;
+                                 return n;
+                               });
     EXA_RETURN_IF_ERROR(frontend_->LoadApiKeys());
     inference_service_ = std::make_unique<gateway::InferenceService>(*frontend_);
   }
@@ -171,6 +185,38 @@ void Daemon::StartHealthChecks() {
   ScheduleProcessCheck();
   // The first probe right away: it records the golden answer and proves the path end to end.
   ScheduleProbe(absl::ZeroDuration());
+}
+
+// Performance level (MISSION.md §4), on gateways: replicas far slower than their model's median
+// leave routing (they are reported, not killed) and return once they are back within the factor.
+void Daemon::SchedulePerformanceCheck() {
+  timers_->performance.expires_after(
+      absl::ToChronoNanoseconds(options_.health.performance_interval));
+  timers_->performance.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;
+    router::OutlierOptions o{options_.health.performance_factor,
+                             options_.health.performance_min_peers};
+    std::vector<router::ReplicaSnapshot> snapshot = table_->List();
+    std::map<std::string, router::Outlier> outliers;
+    for (router::Outlier& x : router::SlowOutliers(snapshot, o)) outliers[x.id] = x;
+    for (const router::ReplicaSnapshot& r : snapshot) {
+      auto it = outliers.find(r.info.id);
+      bool eject = it != outliers.end();
+      if (eject == r.ejected) continue;
+      table_->SetEjected(r.info.id, eject);
+      if (eject) {
+        ejections_->Increment();
+        EXA_LOG_WARN("gateway", "replica ejected: slow",
+                     {{"replica", r.info.id},
+                      {"itl_p99_ms", it->second.itl_p99_ms},
+                      {"model_median_ms", it->second.model_median_ms},
+                      {"factor", options_.health.performance_factor}});
+      } else {
+        EXA_LOG_INFO("gateway", "replica readmitted", {{"replica", r.info.id}});
+      }
+    }
+    SchedulePerformanceCheck();
+  });
 }
 
 void Daemon::ScheduleProcessCheck() {
@@ -524,6 +570,7 @@ void Daemon::Drain() {
   timers_->process_check.cancel();
   timers_->model_probe.cancel();
   timers_->probe_collect.cancel();
+  timers_->performance.cancel();
   io_.Stop();
   if (replicas_) replicas_->Stop();
   state_ = State::kStopped;

@@ -74,6 +74,7 @@ class Daemon {
   void RunElection();
   void StartHealthChecks();
   void ScheduleProcessCheck();
+  void SchedulePerformanceCheck();
   void ScheduleProbe(absl::Duration delay);
   // This node's roles: elected from the membership view (pinned roles are kept as pinned).
   std::vector<std::string> CurrentRoles() const;
@@ -108,6 +109,7 @@ class Daemon {
   std::unique_ptr<router::ReplicaTable> table_;
   std::unique_ptr<gateway::RemoteBackend> remote_;
   std::unique_ptr<gateway::VersionRoutes> routes_;
+  metrics::Counter* ejections_ = nullptr;
   std::unique_ptr<gateway::Frontend> frontend_;
   std::unique_ptr<gateway::InferenceService> inference_service_;
   std::unique_ptr<AdminService> admin_;

@@ -17,6 +17,15 @@ void RegisterConfig(config::Schema& s, std::string_view section, HealthOptions* 
   s.Add<absl::Duration>(p + ".probe_timeout", &o->probe_timeout,
                         "a probe not answered within this is a failure", positive);
   s.Add(p + ".probe_prompt", &o->probe_prompt, "the model-level probe's prompt");
+  s.Add<absl::Duration>(p + ".performance_interval", &o->performance_interval,
+                        "performance level: how often gateways compare replicas' P99", positive);
+  s.Add<double>(p + ".performance_factor", &o->performance_factor,
+                "eject a replica whose inter-token P99 exceeds this × its model's median",
+                [](const double& v) { return v > 1 ? std::string() : StrCat(v, ": must be > 1"); });
+  s.Add<int>(p + ".performance_min_peers", &o->performance_min_peers,
+             "replicas of a model needed before any is judged an outlier", [](const int& v) {
+               return v >= 2 ? std::string() : StrCat(v, ": must be at least 2");
+             });
   s.Add(p + ".probe_expect", &o->probe_expect,
         "text the answer must contain; empty: the first answer is the golden one");
 }

@@ -27,6 +27,12 @@ struct HealthOptions {
   std::string probe_prompt = "1+1=";  // the source document's probe
   std::string probe_expect = "2";     // empty: the first answer becomes the golden one
   int probe_max_tokens = 8;
+  // Performance level (gateways): a replica whose inter-token P99 exceeds `performance_factor`
+  // × the median of its model's replicas is ejected from routing (not killed) until the next
+  // evaluation finds it back within the factor. Needs performance_min_peers replicas reporting.
+  absl::Duration performance_interval = absl::Minutes(5);  // MISSION.md §4
+  double performance_factor = 1.5;
+  int performance_min_peers = 3;
 };
 
 void RegisterConfig(config::Schema& schema, std::string_view section, HealthOptions* options);

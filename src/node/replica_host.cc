@@ -26,6 +26,11 @@ void RegisterConfig(config::Schema& s, std::string_view section, InferenceOption
   s.Add<int>(p + ".replicas_per_model", &o->replicas_per_model, "replicas of each model",
              [](const int& v) { return v >= 1 && v <= 64 ? "" : StrCat(v, ": expected 1-64"); });
   s.AddEnum(p + ".backend", &o->backend, {"cpu", "sim"}, "engine backend");
+  s.Add<double>(p + ".sim_slowdown", &o->sim_slowdown,
+                "sim backend: factor on every modeled step time (a slow-replica drill)",
+                [](const double& v) {
+                  return v >= 1 && v <= 100 ? std::string() : StrCat(v, ": must be in [1, 100]");
+                });
   s.Add<int>(p + ".threads", &o->threads, "CPU threads per replica; 0: one per hardware thread",
              [](const int& v) { return v >= 0 ? "" : StrCat(v, ": must be >= 0"); });
   s.Add(p + ".kv_cache_bytes", &o->kv_cache_bytes, "KV cache per replica, reserved at start");
@@ -88,6 +93,10 @@ absl::Status ReplicaHost::Start() {
     eo.max_batch_tokens = options_.max_batch_tokens;
     eo.max_running = options_.max_running;
     eo.max_queue = options_.max_queue;
+    eo.sim.decode_base_ms *= options_.sim_slowdown;
+    eo.sim.decode_per_sequence_ms *= options_.sim_slowdown;
+    eo.sim.decode_per_context_token_us *= options_.sim_slowdown;
+    eo.sim.prefill_per_token_us *= options_.sim_slowdown;
     for (int i = 0; i < options_.replicas_per_model; ++i) {
       auto engine = engine::CreateEngine(eo, model->tokenizer);
       if (!engine.ok()) return Annotate(engine.status(), StrCat("model ", model->dir));

@@ -29,6 +29,8 @@ struct InferenceOptions {
   int max_batch_tokens = 512;
   int max_running = 64;
   int max_queue = 256;
+  // sim backend only: every modeled step takes this many times longer (a slow-replica drill).
+  double sim_slowdown = 1.0;
 };
 
 void RegisterConfig(config::Schema& schema, std::string_view section, InferenceOptions* options);

@@ -33,6 +33,12 @@ void ReplicaTable::Report(const std::string& id, const LoadReport& report) {
   it->second.dispatched_requests = 0;
 }
 
+void ReplicaTable::SetEjected(const std::string& id, bool ejected) {
+  absl::MutexLock lock(&mu_);
+  auto it = replicas_.find(id);
+  if (it != replicas_.end()) it->second.snap.ejected = ejected;
+}
+
 void ReplicaTable::SetHealthy(const std::string& id, bool healthy) {
   absl::MutexLock lock(&mu_);
   auto it = replicas_.find(id);
@@ -48,7 +54,7 @@ absl::StatusOr<std::string> ReplicaTable::Choose(const RouteRequest& request) {
     if (e.snap.info.model != request.model) continue;
     versions.insert(e.snap.info.version);
     if (!request.version.empty() && e.snap.info.version != request.version) continue;
-    if (!e.snap.report.ready || !e.snap.healthy) continue;
+    if (!e.snap.report.ready || !e.snap.healthy || e.snap.ejected) continue;
     if (std::find(request.exclude.begin(), request.exclude.end(), id) != request.exclude.end()) {
       continue;
     }

@@ -28,8 +28,10 @@ struct ReplicaInfo {
 
 struct LoadReport {
   int64_t pending_tokens = 0;
-  int32_t sequences = 0;  // running + waiting
-  bool ready = false;     // false while loading, warming or draining
+  int32_t sequences = 0;   // running + waiting
+  bool ready = false;      // false while loading, warming or draining
+  double ttft_p99_ms = 0;  // recent latency; 0: not measured yet
+  double itl_p99_ms = 0;
 };
 
 struct RouteRequest {
@@ -50,6 +52,7 @@ struct ReplicaSnapshot {
   ReplicaInfo info;
   LoadReport report;
   bool healthy = true;
+  bool ejected = false;  // performance level: an outlier among its model's replicas
   int32_t open_requests = 0;
   int64_t dispatched_tokens = 0;
 };
@@ -64,6 +67,7 @@ class ReplicaTable {
   // A new load report replaces the old one and clears what was dispatched before it.
   void Report(const std::string& id, const LoadReport& report);
   void SetHealthy(const std::string& id, bool healthy);
+  void SetEjected(const std::string& id, bool ejected);
 
   // The replica for `request`, its dispatch recorded (pair with Complete). NOT_FOUND names the
   // model or version and lists what exists; UNAVAILABLE when none is ready and healthy.
