@@ -31,7 +31,9 @@ absl::StatusOr<std::unique_ptr<CublasHandle>> CublasHandle::Create(cudaStream_t 
   EXA_CUBLAS_CHECK(cublasCreate(&h));
   auto handle = std::unique_ptr<CublasHandle>(new CublasHandle(h));
   EXA_CUBLAS_CHECK(cublasSetStream(h, stream));
-  EXA_CUBLAS_CHECK(cublasSetWorkspace(h, workspace, static_cast<size_t>(workspace_bytes)));
+  if (workspace != nullptr) {
+    EXA_CUBLAS_CHECK(cublasSetWorkspace(h, workspace, static_cast<size_t>(workspace_bytes)));
+  }
   // Results must not depend on which stream ran first; atomics would make them vary run to run.
   EXA_CUBLAS_CHECK(cublasSetAtomicsMode(h, CUBLAS_ATOMICS_NOT_ALLOWED));
   EXA_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));

@@ -25,8 +25,8 @@ namespace exa::kernels {
 
 class CublasHandle {
  public:
-  // `workspace` (may be null when bytes is 0) stays owned by the caller and must outlive the
-  // handle.
+  // `workspace` stays owned by the caller and must outlive the handle; null leaves cuBLAS its
+  // own (warm-up only: it allocates on first use).
   static absl::StatusOr<std::unique_ptr<CublasHandle>> Create(cudaStream_t stream, void* workspace,
                                                               int64_t workspace_bytes);
   ~CublasHandle();

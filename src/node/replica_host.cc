@@ -23,7 +23,9 @@ void RegisterConfig(config::Schema& s, std::string_view section, InferenceOption
         "model directories (HF layout), each DIR or DIR@VERSION; empty: the bundled model");
   s.Add<int>(p + ".replicas_per_model", &o->replicas_per_model, "replicas of each model",
              [](const int& v) { return v >= 1 && v <= 64 ? "" : StrCat(v, ": expected 1-64"); });
-  s.AddEnum(p + ".backend", &o->backend, {"cpu", "sim"}, "engine backend");
+  s.AddEnum(
+      p + ".backend", &o->backend, {"cpu", "cuda", "sim"},
+      "engine backend (cuda: GPU 0; without a GPU a replica fails to start, with the reason)");
   s.Add<int>(p + ".threads", &o->threads, "CPU threads per replica; 0: one per hardware thread",
              [](const int& v) { return v >= 0 ? "" : StrCat(v, ": must be >= 0"); });
   s.Add(p + ".kv_cache_bytes", &o->kv_cache_bytes, "KV cache per replica, reserved at start");
