@@ -13,6 +13,10 @@
 //   kept (status()) and later ops are skipped; Model::Forward returns it after the step, and the
 //   replica's requests fail with the CUDA error text.
 //
+// One replica runs on one GPU: tensor parallelism across an NVLink domain is not implemented
+// (doing it well needs NCCL all-reduces fused into the layer; until then a model must fit one
+// GPU's memory).
+//
 // Threading: as Backend (one driving thread).
 #pragma once
 

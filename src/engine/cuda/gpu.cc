@@ -267,11 +267,12 @@ absl::StatusOr<std::vector<WarmUpTiming>> WarmUpGpus() {
         launched.ok() ? kernels::CublasHandle::Create(stream, nullptr, 0)
                       : absl::StatusOr<std::unique_ptr<kernels::CublasHandle>>(launched);
     t.cublas_ms = MillisSince(at);
-    handle = nullptr;
+    const absl::Status created = handle.status();
+    handle = absl::StatusOr<std::unique_ptr<kernels::CublasHandle>>();  // destroys the handle
     cudaStreamDestroy(stream);
     EXA_RETURN_IF_ERROR(launched);
     EXA_CUDA_CHECK(synced);
-    EXA_RETURN_IF_ERROR(handle.status());
+    EXA_RETURN_IF_ERROR(created);
     t.total_ms = MillisSince(start);
     out.push_back(t);
   }
