@@ -45,7 +45,8 @@ kernels::Dtype ToKernel(DType t) {
 }
 
 int64_t MaxBlocksPerSequence(const CudaBackendOptions& o) {
-  return (o.max_context + o.kv_block_size - 1) / o.kv_block_size;
+  // +1: a sequence at the context limit may already hold the block of its next position.
+  return (o.max_context + o.kv_block_size - 1) / o.kv_block_size + 1;
 }
 
 int64_t LayoutInts(const CudaBackendOptions& o) {
