@@ -135,6 +135,8 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(PagedAttentionParams
     }
     // Accumulate: thread owns dims tid, tid + kThreads; keys in order.
     const int32_t n = min(kThreads, end - chunk);
+    // Unrolled so eight keys' V loads are in flight at once (the loop is latency-bound otherwise).
+#pragma unroll 8
     for (int32_t jj = 0; jj < n; ++jj) {
       const T* vrow = v_cache + SlotOf(table, chunk + jj, p.block_size) * kv_dim;
 #pragma unroll

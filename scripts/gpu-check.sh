@@ -44,7 +44,7 @@ step() {
   return $rc
 }
 
-log "host $(hostname), $(nproc) cores"
+log "host $(hostname), $(nproc) cores, commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 if command -v nvidia-smi >/dev/null; then
   nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv >>"$LOG" 2>&1
 else
