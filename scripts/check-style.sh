@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mapfile -t files < <(git ls-files 'src/*.h' 'src/*.cc' 'test/*.h' 'test/*.cc' 'kernels/*.h' \
-  'kernels/*.cu' 'kernels/*.cc' | while read -r f; do [ -f "$f" ] && echo "$f"; done)
+  'kernels/*.cu' 'kernels/*.cuh' 'kernels/*.cc' | while read -r f; do [ -f "$f" ] && echo "$f"; done)
 if [ ${#files[@]} -eq 0 ]; then
   echo "check-style: no files"
   exit 0

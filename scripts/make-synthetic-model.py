@@ -8,6 +8,7 @@ so activations stay finite; the output is meaningless. No tokenizer.json is writ
 feed token ids.
 
 Usage: /usr/bin/python3 scripts/make-synthetic-model.py OUT_DIR [--layers 24] [--hidden 1024]
+       [--intermediate 5632] [--heads 16] [--kv-heads 4] [--vocab 32000] [--fast]
 """
 import argparse
 import json
@@ -32,6 +33,11 @@ def main():
     ap.add_argument("--kv-heads", type=int, default=4)
     ap.add_argument("--vocab", type=int, default=32000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-positions", type=int, default=2048)
+    ap.add_argument("--fast", action="store_true",
+                    help="draw one 1024-row random slab per tensor width and repeat it: the same "
+                         "bytes on disk and the same bandwidth cost, written several times faster "
+                         "(scripts/gpu-check.sh, which has minutes)")
     args = ap.parse_args()
     h, inter, v = args.hidden, args.intermediate, args.vocab
     hd = h // args.heads
@@ -63,14 +69,21 @@ def main():
             if name.endswith("norm.weight"):
                 f.write(bf16_bytes(np.ones(shape, np.float32)))
                 continue
+            slab = None
             for row in range(0, shape[0], 1024):  # in slices, to keep memory small
                 rows = min(1024, shape[0] - row)
+                if args.fast:
+                    if slab is None or slab[1] != shape[1:]:
+                        full = rng.standard_normal((1024,) + shape[1:], np.float32) * 0.02
+                        slab = (bf16_bytes(full), shape[1:], int(np.prod(shape[1:])) * 2)
+                    f.write(slab[0][:rows * slab[2]])
+                    continue
                 f.write(bf16_bytes(rng.standard_normal((rows,) + shape[1:], np.float32) * 0.02))
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": v,
               "hidden_size": h, "intermediate_size": inter, "num_hidden_layers": args.layers,
               "num_attention_heads": args.heads, "num_key_value_heads": args.kv_heads,
               "hidden_act": "silu", "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
-              "max_position_embeddings": 2048, "tie_word_embeddings": False,
+              "max_position_embeddings": args.max_positions, "tie_word_embeddings": False,
               "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "bfloat16"}
     json.dump(config, open(os.path.join(args.out, "config.json"), "w"), indent=2)
     print(f"wrote {args.out}: {params / 1e9:.3f} B parameters, {off / 1e9:.2f} GB BF16")

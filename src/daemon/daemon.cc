@@ -64,6 +64,7 @@ absl::Status Daemon::Start() {
   start_time_ = absl::Now();
   EXA_ASSIGN_OR_RETURN(node_id_, LoadOrCreateNodeId(options_.node.data_dir, options_.node.id));
   metrics::RegisterProcessMetrics(registry_, Version());
+  gpus_ = PrepareGpus(registry_);  // GPU hook (issue #5): before replicas load onto the GPUs
   registry_.AddGaugeCallback("exaserve_ready", "1 when this node accepts traffic, else 0.",
                              [this] { return state_ == State::kReady ? 1.0 : 0.0; });
   auto& roles_metric = registry_.AddGauge(
@@ -313,6 +314,7 @@ absl::Status Daemon::StartGossip() {
   self.metadata.roles = options_.node.roles;
   self.metadata.rack = options_.node.rack;
   self.metadata.build_version = Version();
+  PublishGpus(gpus_.inventory, &self.metadata);  // GPU hook (issue #5)
   self.metadata.grpc_port = static_cast<uint16_t>(grpc_->port());
   self.metadata.http_port = static_cast<uint16_t>(http_->port());
   if (replicas_) {

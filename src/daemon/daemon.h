@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
 #include "cluster/stable_election.h"
+#include "daemon/gpu_node.h"
 #include "daemon/options.h"
 #include "gateway/frontend.h"
 #include "gateway/inference_service.h"
@@ -99,6 +100,7 @@ class Daemon {
   mutable absl::Mutex roles_mu_;
   cluster::Assignment assignment_ ABSL_GUARDED_BY(roles_mu_);
   std::unique_ptr<node::ReplicaHost> replicas_;
+  GpuNode gpus_;  // issue #5: inventory for the gossip metadata, warm-up timings
   std::unique_ptr<node::ReplicaProber> prober_;
   std::unique_ptr<node::ReplicaMetrics> replica_metrics_;
   std::unique_ptr<class LocalReplicaBackend> local_backend_;

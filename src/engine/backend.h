@@ -1,5 +1,5 @@
 // Backend: the compute operations of a LLaMA-family forward pass, so the model code (model.h)
-// runs unchanged on the CPU (cpu/cpu_backend.h) or a GPU (engine/cuda/, a later issue). This
+// runs unchanged on the CPU (cpu/cpu_backend.h) or a GPU (cuda/cuda_backend.h). This
 // follows ggml's split: the model says *what* to compute, a backend says *how* and *where*.
 //
 // Data: weights are Weight handles made by UploadWeight (the CPU backend returns a view of the
@@ -77,6 +77,10 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
+  // The first error of an op since creation. Ops return nothing (a device backend runs them
+  // asynchronously), so a backend that can fail (CUDA: a faulting kernel, a lost device) keeps its
+  // first error here and skips later ops; Model::Forward returns it after each step.
+  virtual absl::Status status() const { return absl::OkStatus(); }
 
   virtual absl::StatusOr<Weight> UploadWeight(const TensorView& tensor) = 0;
   virtual absl::StatusOr<Buffer> Allocate(int64_t rows, int64_t cols) = 0;

@@ -31,8 +31,9 @@ namespace exa::engine {
 
 struct EngineOptions {
   std::string model_dir;                        // HF layout; unused by the sim backend
-  std::string backend = "cpu";                  // "cpu" or "sim"
+  std::string backend = "cpu";                  // "cpu", "cuda" or "sim"
   int threads = 0;                              // CPU backend threads; 0: one per hardware thread
+  int device = 0;                               // backend "cuda": the GPU's CUDA index
   int64_t kv_cache_bytes = int64_t{256} << 20;  // fixes the block count up front
   int32_t kv_block_size = 16;                   // vLLM's default block size
   int32_t max_batch_tokens = 512;               // per-step token budget (prefill chunks + decodes)
@@ -49,7 +50,8 @@ struct EngineInfo {
   int32_t max_context = 0;
   std::vector<int32_t> eos_token_ids;
   int32_t bos_token_id = -1;
-  int64_t weight_bytes = 0;  // read once per decode step
+  int64_t weight_bytes = 0;        // read once per decode step
+  double weight_load_seconds = 0;  // cuda: the weights' copy to the GPU (shared: the first load)
   int32_t kv_blocks_total = 0;
   int32_t kv_block_size = 0;
 };

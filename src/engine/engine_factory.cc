@@ -5,6 +5,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "engine/cpu/cpu_backend.h"
+#include "engine/cuda/cuda_engine.h"
 #include "engine/engine.h"
 #include "engine/llm_engine.h"
 #include "engine/sim_replica.h"
@@ -77,8 +78,9 @@ absl::StatusOr<std::unique_ptr<Engine>> CreateEngine(
   EXA_RETURN_IF_ERROR(ValidateOptions(options));
   if (options.backend == "cpu") return CreateCpuEngine(options, std::move(detokenizer));
   if (options.backend == "sim") return CreateSimEngine(options, std::move(detokenizer));
-  return absl::InvalidArgumentError(
-      StrCat("engine: backend \"", options.backend, "\" is not supported; expected cpu or sim"));
+  if (options.backend == "cuda") return cuda::CreateCudaEngine(options, std::move(detokenizer));
+  return absl::InvalidArgumentError(StrCat("engine: backend \"", options.backend,
+                                           "\" is not supported; expected cpu, cuda or sim"));
 }
 
 }  // namespace exa::engine

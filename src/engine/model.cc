@@ -134,13 +134,13 @@ absl::Status Model::Forward(std::span<const int32_t> tokens, const BatchLayout& 
   backend_->Embedding(embed_, tokens, act_.x.Rows(n));
   for (int32_t i = 0; i < config_.num_layers; ++i) RunLayer(i, n, layout);
   const int64_t s = static_cast<int64_t>(logit_rows.size());
-  if (s == 0) return absl::OkStatus();
+  if (s == 0) return backend_->status();
   backend_->GatherRows(act_.x.Rows(n), logit_rows, act_.selected.Rows(s));
   backend_->RmsNorm(act_.selected.Rows(s), final_norm_, config_.rms_norm_eps,
                     act_.selected_normed.Rows(s));
   backend_->MatMul(act_.selected_normed.Rows(s), lm_head_, nullptr, act_.logits.Rows(s));
   backend_->CopyToHost(act_.logits.Rows(s), logits);
-  return absl::OkStatus();
+  return backend_->status();
 }
 
 }  // namespace exa::engine

@@ -25,7 +25,9 @@ void RegisterConfig(config::Schema& s, std::string_view section, InferenceOption
         "model directories (HF layout), each DIR or DIR@VERSION; empty: the bundled model");
   s.Add<int>(p + ".replicas_per_model", &o->replicas_per_model, "replicas of each model",
              [](const int& v) { return v >= 1 && v <= 64 ? "" : StrCat(v, ": expected 1-64"); });
-  s.AddEnum(p + ".backend", &o->backend, {"cpu", "sim"}, "engine backend");
+  s.AddEnum(
+      p + ".backend", &o->backend, {"cpu", "cuda", "sim"},
+      "engine backend (cuda: GPU 0; without a GPU a replica fails to start, with the reason)");
   s.Add<double>(p + ".sim_slowdown", &o->sim_slowdown,
                 "sim backend: factor on every modeled step time (a slow-replica drill)",
                 [](const double& v) {

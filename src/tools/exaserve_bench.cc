@@ -1,7 +1,7 @@
 // exaserve-bench: benchmarks that print JSON, each against a baseline measured in the same run
 // (DESIGN.md §6).
 //
-//   exaserve-bench engine --model DIR [--backend cpu] [--threads N] [--accuracy]
+//   exaserve-bench engine --model DIR [--backend cpu|cuda] [--device N] [--threads N] [--accuracy]
 //
 // Exit codes: 0 success, 1 the benchmark failed, 2 usage.
 #include <cstdio>
@@ -18,7 +18,11 @@ int main(int argc, char** argv) {
   auto* engine_cmd = app.add_subcommand(
       "engine", "prefill and decode throughput vs memory bandwidth; --accuracy for held-out sums");
   engine_cmd->add_option("--model", engine.model_dir, "model directory (HF layout)")->required();
-  engine_cmd->add_option("--backend", engine.backend, "cpu (default) or sim");
+  engine_cmd->add_option("--backend", engine.backend, "cpu (default), cuda or sim")
+      ->check(CLI::IsMember({"cpu", "cuda", "sim"}));
+  engine_cmd->add_option("--device", engine.device, "backend cuda: the GPU index (default 0)");
+  engine_cmd->add_option("--kv-cache-bytes", engine.kv_cache_bytes,
+                         "the replica's KV cache budget (default 512 MiB)");
   engine_cmd->add_option("--threads", engine.threads, "CPU threads; 0: one per hardware thread");
   engine_cmd->add_flag("--accuracy", engine.accuracy,
                        "exact-match rate on the model's heldout-2digit.txt");

@@ -13,6 +13,7 @@
 #include "config/schema.h"
 #include "daemon/daemon.h"
 #include "daemon/options.h"
+#include "engine/cuda/gpu.h"
 
 extern char** environ;
 
@@ -50,6 +51,23 @@ int Fail(int code, const std::string& message) {
   return code;
 }
 
+// --burn-in: the GEMM and copy tests on every GPU against its class (issue #5). Prints JSON;
+// exit 0 when every device passed, 1 when one failed or there is no GPU to test.
+int BurnIn() {
+  std::cout << "{\"inventory\": " << exa::engine::cuda::ToJson(exa::engine::cuda::DiscoverGpus())
+            << ",\n";
+  auto results = exa::engine::cuda::RunBurnIn({});
+  if (!results.ok()) {
+    std::cout << "\"error\": " << nlohmann::json(std::string(results.status().message())) << "}\n";
+    return Fail(1, "burn-in: " + std::string(results.status().message()));
+  }
+  bool passed = true;
+  for (const auto& r : *results) passed = passed && r.passed;
+  std::cout << "\"burn_in\": " << exa::engine::cuda::ToJson(*results).dump(2)
+            << ",\n\"passed\": " << (passed ? "true" : "false") << "}\n";
+  return passed ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -63,6 +81,12 @@ int main(int argc, char** argv) {
   app.add_option("--config", config_path, "YAML config file (see config/exaserved.yaml)");
   app.add_flag("--print-config", print_config,
                "Print the effective configuration as YAML and exit");
+  bool burn_in = false, gpu_inventory = false;
+  app.add_flag("--burn-in", burn_in,
+               "Run the GPU burn-in (cuBLAS GEMM TFLOP/s, copy bandwidth vs the device class), "
+               "print JSON and exit: 0 passed, 1 failed or no GPU");
+  app.add_flag("--gpu-inventory", gpu_inventory,
+               "Print this node's GPU inventory as JSON (empty without a driver) and exit");
   std::vector<std::string> flag_values(std::size(kFlags));
   std::vector<CLI::Option*> flag_options;
   for (size_t i = 0; i < std::size(kFlags); ++i) {
@@ -77,6 +101,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return Fail(2, std::string(e.what()) + "\nRun with --help for the flags.");
   }
+
+  if (gpu_inventory) {
+    std::cout << exa::engine::cuda::ToJson(exa::engine::cuda::DiscoverGpus()).dump(2) << "\n";
+    return 0;
+  }
+  if (burn_in) return BurnIn();
 
   exa::daemon::DaemonOptions options;
   exa::config::Schema schema;

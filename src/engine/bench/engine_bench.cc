@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "engine/cuda/gpu.h"
 #include "engine/engine.h"
 #include "engine/model_config.h"
 #include "engine/model_weights.h"
@@ -186,10 +187,57 @@ double MeasureMemcpyBandwidth(int64_t bytes, int threads) {
   return best;
 }
 
+namespace {
+
+// Decode bandwidth efficiency and the batch speedup, against `bandwidth` (bytes read + written
+// per second) measured in the same run.
+absl::Status AddEfficiency(const std::string& model_dir, double bandwidth, json& out) {
+  EXA_ASSIGN_OR_RETURN(int64_t per_token, WeightBytesPerToken(model_dir));
+  out["weight_bytes_per_token"] = per_token;
+  for (const json& d : out["decode"]) {
+    if (d["batch"] == 1) {
+      out["decode_bw_efficiency"] = per_token * d["tokens_per_s"].get<double>() / bandwidth;
+    }
+  }
+  if (out["decode"].size() > 1) {
+    out["decode_speedup_largest_vs_first_batch"] =
+        out["decode"].back()["tokens_per_s"].get<double>() /
+        out["decode"][0]["tokens_per_s"].get<double>();
+  }
+  return absl::OkStatus();
+}
+
+// The GPU figures around the engine run: copy bandwidth baseline and the attention kernel alone
+// at 2k and 8k context, with the model's head shape (Llama-3-8B's when the kernel cannot take it).
+absl::Status AddGpuFigures(const EngineBenchOptions& o, json& out) {
+  EXA_ASSIGN_OR_RETURN(double bw, cuda::MeasureDeviceCopyBandwidth(o.device, int64_t{1} << 30));
+  out["device_copy_bandwidth_bytes_per_s"] = bw;
+  EXA_RETURN_IF_ERROR(AddEfficiency(o.model_dir, bw, out));
+  EXA_ASSIGN_OR_RETURN(ModelConfig c, LoadModelConfig(o.model_dir));
+  int32_t heads = c.num_heads, kv_heads = c.num_kv_heads, dim = c.head_dim;
+  if (dim % 8 != 0 || dim > 256 || heads / kv_heads > 16) heads = 32, kv_heads = 8, dim = 128;
+  out["paged_attention"] = json::array();
+  for (int32_t context : {2048, 8192}) {
+    EXA_ASSIGN_OR_RETURN(
+        json a, cuda::MeasurePagedAttentionDecode(o.device, context, 16, heads, kv_heads, dim));
+    out["paged_attention"].push_back(a);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<json> RunEngineBench(const EngineBenchOptions& o) {
+  json warm_up;
+  if (o.backend == "cuda") {
+    // Before the engine: the first CUDA call of the process pays the context creation.
+    EXA_ASSIGN_OR_RETURN(auto timings, cuda::WarmUpGpus());
+    warm_up = cuda::ToJson(timings);
+  }
   EngineOptions eo;
   eo.model_dir = o.model_dir;
   eo.backend = o.backend;
+  eo.device = o.device;
   eo.threads = o.threads;
   eo.kv_cache_bytes = o.kv_cache_bytes;
   eo.max_running = std::max(64, *std::max_element(o.batch_sizes.begin(), o.batch_sizes.end()));
@@ -227,23 +275,18 @@ absl::StatusOr<json> RunEngineBench(const EngineBenchOptions& o) {
   }
   out["repeats"] = o.repeats;
   if (o.backend == "cpu") {
-    EXA_ASSIGN_OR_RETURN(int64_t per_token, WeightBytesPerToken(o.model_dir));
     const double bw = MeasureMemcpyBandwidth(o.memcpy_bytes, threads);
-    out["weight_bytes_per_token"] = per_token;
     out["memcpy_bandwidth_bytes_per_s"] = bw;
     // The same run as bytes copied per second (what `mbw`-style tools print), for readers
     // used to that convention; decode_bw_efficiency stays against the read + write traffic.
     out["memcpy_copy_rate_bytes_per_s"] = bw / 2;
-    for (const json& d : out["decode"]) {
-      if (d["batch"] == 1) {
-        out["decode_bw_efficiency"] = per_token * d["tokens_per_s"].get<double>() / bw;
-      }
-    }
-    if (out["decode"].size() > 1) {
-      out["decode_speedup_largest_vs_first_batch"] =
-          out["decode"].back()["tokens_per_s"].get<double>() /
-          out["decode"][0]["tokens_per_s"].get<double>();
-    }
+    EXA_RETURN_IF_ERROR(AddEfficiency(o.model_dir, bw, out));
+  }
+  if (o.backend == "cuda") {
+    out["warm_up"] = warm_up;
+    out["device"] = o.device;
+    out["weight_load_seconds"] = engine->info().weight_load_seconds;
+    EXA_RETURN_IF_ERROR(AddGpuFigures(o, out));
   }
   if (o.accuracy) {
     EXA_ASSIGN_OR_RETURN(out["accuracy"], MeasureAccuracy(*engine, o.model_dir));

@@ -10,6 +10,11 @@
 // row unless tied to the output head); decode_bw_efficiency = weight_bytes_per_token x batch-1
 // tokens_per_s / memcpy bandwidth; accuracy.exact_match over models/<dir>/heldout-2digit.txt with
 // --accuracy.
+//
+// Backend cuda: the bandwidth baseline is the GPU's device-to-device copy in the same run
+// (device_copy_bandwidth_bytes_per_s, reads + writes), and the output adds warm_up (context,
+// no-op kernel, cuBLAS handle timings before the engine starts), weight_load_seconds and
+// paged_attention[] (the decode kernel alone at 2k and 8k context, KV bytes read per second).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +29,7 @@ namespace exa::engine {
 struct EngineBenchOptions {
   std::string model_dir;
   std::string backend = "cpu";
+  int device = 0;   // backend cuda: the GPU
   int threads = 0;  // 0: one per hardware thread
   bool accuracy = false;
   int32_t prefill_tokens = 256;
