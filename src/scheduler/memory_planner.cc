@@ -198,8 +198,8 @@ absl::StatusOr<MemoryPlan> PlanMemory(const PlanInput& in) {
 
 std::string FormatPlan(const PlanInput& in, const MemoryPlan& p) {
   auto row = [](std::string_view what, uint64_t bytes, std::string_view how) {
-    return fmt::format("{:<22} {:>10.2f} GB {:>10}  {}\n", what, Gb(bytes), BytesToString(bytes),
-                       how);
+    return fmt::format("{:<22} {:>10.2f} GB {:>9.2f}Gi  {}\n", what, Gb(bytes),
+                       static_cast<double>(bytes) / (uint64_t{1} << 30), how);
   };
   std::string out = fmt::format(
       "model {} ({:.2f} B parameters), weights {}, KV cache {}, context {} × "
@@ -220,8 +220,8 @@ std::string FormatPlan(const PlanInput& in, const MemoryPlan& p) {
   out += row("KV cache", p.kv_bytes,
              fmt::format("KV per token × {} context × {} concurrency", in.context, in.concurrency));
   out += row("runtime overhead", p.runtime_bytes,
-             fmt::format("{} CUDA context + cuBLAS + pools, {} activations",
-                         BytesToString(in.runtime_fixed_bytes), BytesToString(p.activation_bytes)));
+             fmt::format("{} CUDA context + cuBLAS + pools, {:.2f} GB activations",
+                         BytesToString(in.runtime_fixed_bytes), Gb(p.activation_bytes)));
   out += row("fragmentation reserve", p.fragmentation_bytes,
              fmt::format("{:.0f} % of the reservation", in.fragmentation * 100));
   out += row("headroom", p.headroom_bytes,

@@ -18,6 +18,7 @@
 #include "gateway/api_keys.h"
 #include "membership/agent/keyring.h"
 #include "nlohmann/json.hpp"
+#include "tools/cli_plan.h"
 
 namespace {
 
@@ -247,6 +248,8 @@ int main(int argc, char** argv) {
   for (auto* sub : {key_install, key_use, key_remove}) {
     sub->add_option("key", key, "base64 key")->required();
   }
+  exa::tools::PlanOptions plan_options;
+  auto* plan = exa::tools::AddPlanCommand(app, plan_options);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -258,6 +261,7 @@ int main(int argc, char** argv) {
   if (!timeout.ok())
     return Usage(std::string("--timeout ") + std::string(timeout.status().message()));
   g.timeout_duration = *timeout;
+  if (plan->parsed()) return exa::tools::RunPlan(plan_options, g.json);
   if (status->parsed()) return RunStatus(g);
   if (members->parsed()) return RunMembers(g);
   if (generate->parsed()) return RunGenerate(g, gen);
