@@ -213,10 +213,11 @@ std::string FormatPlan(const PlanInput& in, const MemoryPlan& p) {
                  : fmt::format("{} parameters × {} bytes", in.model.parameters,
                                PrecisionBytes(in.weight_dtype)));
   out += fmt::format(
-      "{:<22} {:>10.3f} MB {:>10}  2 × {} layers × {} KV heads × {} head dim × {} "
+      "{:<22} {:>10.3f} MB {:>9.3f}Mi  2 × {} layers × {} KV heads × {} head dim × {} "
       "bytes\n",
-      "KV per token", p.kv_bytes_per_token / 1e6, BytesToString(p.kv_bytes_per_token),
-      in.model.num_layers, in.model.num_kv_heads, in.model.head_dim, PrecisionBytes(in.kv_dtype));
+      "KV per token", p.kv_bytes_per_token / 1e6,
+      static_cast<double>(p.kv_bytes_per_token) / (uint64_t{1} << 20), in.model.num_layers,
+      in.model.num_kv_heads, in.model.head_dim, PrecisionBytes(in.kv_dtype));
   out += row("KV cache", p.kv_bytes,
              fmt::format("KV per token × {} context × {} concurrency", in.context, in.concurrency));
   out += row("runtime overhead", p.runtime_bytes,

@@ -21,7 +21,7 @@ namespace {
 // Where a YAML node sits, for error messages ("spec.yaml:7:13").
 class Reader {
  public:
-  explicit Reader(std::string_view source) : source_(source) {}
+  Reader(std::string_view source, int first_line) : source_(source), first_line_(first_line) {}
 
   absl::Status Error(const YAML::Node& at, std::string_view path, std::string_view what) const {
     return absl::InvalidArgumentError(StrCat(Where(at), ": ", path, " ", what));
@@ -30,7 +30,7 @@ class Reader {
   std::string Where(const YAML::Node& at) const {
     YAML::Mark mark = at.Mark();
     if (mark.is_null()) return std::string(source_);
-    return StrCat(source_, ":", mark.line + 1, ":", mark.column + 1);
+    return StrCat(source_, ":", first_line_ + mark.line + 1, ":", mark.column + 1);
   }
 
   // A mapping whose keys must all be in `allowed`; an unknown key gets the nearest allowed one.
@@ -111,7 +111,31 @@ class Reader {
 
  private:
   std::string_view source_;
+  int first_line_;  // of the document within the file, 0-based
 };
+
+// Documents of a multi-document file, each with its first line. yaml-cpp 0.7's LoadAll loops
+// allocating without end on a stray top-level ',' after a document (found by the fuzz corpus),
+// so the file is split on `---` lines here and each document is loaded alone.
+std::vector<std::pair<int, std::string>> SplitDocuments(std::string_view text) {
+  std::vector<std::pair<int, std::string>> docs(1, {0, ""});
+  int line = 0;
+  while (!text.empty()) {
+    size_t end = text.find('\n');
+    std::string_view l = text.substr(0, end == std::string_view::npos ? text.size() : end + 1);
+    text.remove_prefix(l.size());
+    bool separator = l.substr(0, 3) == "---" &&
+                     (l.size() == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '\n' || l[3] == '\r');
+    if (separator) {
+      // The rest of a separator line ("--- {a: b}") belongs to the new document.
+      docs.emplace_back(line, std::string(l.substr(3)));
+    } else {
+      docs.back().second.append(l);
+    }
+    ++line;
+  }
+  return docs;
+}
 
 bool ValidName(std::string_view name) {
   if (name.empty() || name.size() > kMaxNameBytes) return false;
@@ -127,6 +151,44 @@ bool ValidLabelPart(std::string_view s) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ||
            c == '/';
   });
+}
+
+bool ValidModelName(std::string_view s) {
+  if (s.empty() || s.size() > 128) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ||
+           c == '/' || c == '@' || c == ':' || c == '+';
+  });
+}
+
+// Well-formed UTF-8 without control characters other than tab and newline: probe text is sent
+// to the model as a prompt and printed by the CLI.
+bool ValidText(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      if ((c < 0x20 && c != '\t' && c != '\n') || c == 0x7f) return false;
+      ++i;
+      continue;
+    }
+    size_t extra = c >= 0xc2 && c <= 0xdf   ? 1
+                   : c >= 0xe0 && c <= 0xef ? 2
+                   : c >= 0xf0 && c <= 0xf4 ? 3
+                                            : 0;
+    if (extra == 0 || s.size() - i <= extra) return false;
+    unsigned char c1 = static_cast<unsigned char>(s[i + 1]);
+    // Overlong forms, UTF-16 surrogates and code points above U+10FFFF.
+    if ((c == 0xe0 && c1 < 0xa0) || (c == 0xed && c1 >= 0xa0) || (c == 0xf0 && c1 < 0x90) ||
+        (c == 0xf4 && c1 >= 0x90)) {
+      return false;
+    }
+    for (size_t k = 1; k <= extra; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return false;
+    }
+    i += extra + 1;
+  }
+  return true;
 }
 
 constexpr std::string_view kNameRule =
@@ -226,14 +288,16 @@ absl::Status ParseProbe(const Reader& r, const YAML::Node& n, ProbeSpec& out) {
   EXA_RETURN_IF_ERROR(r.CheckMap(n, "spec.probe", {"prompt", "expect"}));
   if (n["prompt"]) {
     EXA_ASSIGN_OR_RETURN(out.prompt, r.String(n["prompt"], "spec.probe.prompt"));
-    if (out.prompt.empty() || out.prompt.size() > 4096) {
-      return r.Error(n["prompt"], "spec.probe.prompt", "must be 1-4096 bytes");
+    if (out.prompt.empty() || out.prompt.size() > 4096 || !ValidText(out.prompt)) {
+      return r.Error(n["prompt"], "spec.probe.prompt",
+                     "must be 1-4096 bytes of UTF-8 text without control characters");
     }
   }
   if (n["expect"]) {
     EXA_ASSIGN_OR_RETURN(out.expect, r.String(n["expect"], "spec.probe.expect"));
-    if (out.expect.size() > 4096) {
-      return r.Error(n["expect"], "spec.probe.expect", "must be at most 4096 bytes");
+    if (out.expect.size() > 4096 || !ValidText(out.expect)) {
+      return r.Error(n["expect"], "spec.probe.expect",
+                     "must be at most 4096 bytes of UTF-8 text without control characters");
     }
   }
   return absl::OkStatus();
@@ -246,8 +310,10 @@ absl::Status ParseSpecBody(const Reader& r, const YAML::Node& n, InferenceReplic
        "scheduling", "labels", "probe", "deadGrace", "maxLifetime", "context", "concurrency"}));
   if (!n["model"]) return r.Error(n, "spec.model", "is required");
   EXA_ASSIGN_OR_RETURN(s.model, r.String(n["model"], "spec.model"));
-  if (s.model.empty() || s.model.size() > 128) {
-    return r.Error(n["model"], "spec.model", "must be 1-128 characters");
+  if (!ValidModelName(s.model)) {
+    return r.Error(n["model"], "spec.model",
+                   StrCat("\"", s.model,
+                          "\": expected 1-128 characters of letters, digits and - _ . / @ : +"));
   }
   if (n["version"]) {
     EXA_ASSIGN_OR_RETURN(s.version, r.String(n["version"], "spec.version"));
@@ -363,30 +429,38 @@ absl::Status ValidateSpec(const InferenceReplicaSpec& s) {
 
 absl::StatusOr<std::vector<InferenceReplicaSpec>> ParseSpecs(std::string_view yaml_text,
                                                              std::string_view source) {
-  Reader r(source);
-  std::vector<YAML::Node> docs;
-  try {
-    docs = YAML::LoadAll(std::string(yaml_text));
-  } catch (const YAML::ParserException& e) {
-    std::string where = e.mark.is_null()
-                            ? std::string(source)
-                            : StrCat(source, ":", e.mark.line + 1, ":", e.mark.column + 1);
-    return absl::InvalidArgumentError(StrCat(where, ": invalid YAML: ", e.msg));
+  constexpr size_t kMaxDocuments = 1000;
+  std::vector<std::pair<int, std::string>> pieces = SplitDocuments(yaml_text);
+  if (pieces.size() > kMaxDocuments) {
+    return absl::InvalidArgumentError(
+        StrCat(source, ": ", pieces.size(), " documents; at most ", kMaxDocuments));
   }
   std::vector<InferenceReplicaSpec> specs;
   std::set<std::string> names;
-  try {
-    for (const YAML::Node& doc : docs) {
-      if (doc.IsNull()) continue;
+  for (const auto& [first_line, text] : pieces) {
+    Reader r(source, first_line);
+    YAML::Node doc;
+    try {
+      doc = YAML::Load(text);
+    } catch (const YAML::ParserException& e) {
+      std::string where = e.mark.is_null() ? std::string(source)
+                                           : StrCat(source, ":", first_line + e.mark.line + 1, ":",
+                                                    e.mark.column + 1);
+      return absl::InvalidArgumentError(StrCat(where, ": invalid YAML: ", e.msg));
+    } catch (const YAML::Exception& e) {
+      return absl::InvalidArgumentError(StrCat(source, ": invalid YAML: ", e.what()));
+    }
+    if (doc.IsNull()) continue;
+    try {
       EXA_ASSIGN_OR_RETURN(InferenceReplicaSpec s, ParseDocument(r, doc));
       if (!names.insert(s.name).second) {
         return absl::InvalidArgumentError(
             StrCat(r.Where(doc), ": metadata.name \"", s.name, "\" appears in two documents"));
       }
       specs.push_back(std::move(s));
+    } catch (const YAML::Exception& e) {  // defensive: every access above is type-checked
+      return absl::InvalidArgumentError(StrCat(source, ": ", e.what()));
     }
-  } catch (const YAML::Exception& e) {  // defensive: every access above is type-checked
-    return absl::InvalidArgumentError(StrCat(source, ": ", e.what()));
   }
   if (specs.empty()) {
     return absl::InvalidArgumentError(StrCat(source, ": no InferenceReplica document"));

@@ -20,6 +20,7 @@
 #include "membership/swim_core.h"
 #include "scheduler/device_fit.h"
 #include "scheduler/memory_planner.h"
+#include "scheduler/node_view.h"
 #include "scheduler/reconciler.h"
 
 namespace exa::sim {
@@ -169,6 +170,7 @@ class ClusterSim {
   std::string new_reconciler_;
   std::string pending_reason_;
   double all_ready_again_s_ = -1;
+  double first_prestage_s_ = -1;  // after the fault: a rebuild target lacked the weights
   absl::Time healed_at_ = absl::InfiniteFuture();
 };
 
@@ -284,6 +286,9 @@ void ClusterSim::Apply(absl::Time now, int s, const Action& a) {
   if (!Connected(s, target)) return;  // the RPC fails; the next step retries
   SimNode& n = nodes_[target];
   if (a.kind == ActionKind::kPrestage) {
+    if (phase_ == Phase::kFault && first_prestage_s_ < 0) {
+      first_prestage_s_ = Round3(Since(now, fault_at_));
+    }
     if (!n.staged.count(a.weights) && !n.staging.count(a.weights)) {
       double s_needed = weight_bytes_ / (o_.stage_gbps * 1e9) * (0.9 + 0.3 * rng_.UniformDouble());
       n.staging[a.weights] = now + absl::Seconds(s_needed);
@@ -344,18 +349,7 @@ void ClusterSim::SchedulerStep(absl::Time now, int s) {
   for (const membership::Member& m : me.core->members()) {
     if (m.metadata.gpus.count == 0) continue;
     NodeStatus& st = me.reports[m.id];
-    st.inventory.id = m.id;
-    st.inventory.rack = m.metadata.rack;
-    st.inventory.roles = cluster::ParseRoleList(m.metadata.roles);
-    st.inventory.taints = m.metadata.taints;
-    st.inventory.gpus.assign(m.metadata.gpus.count,
-                             scheduler::GpuDevice{uint64_t{m.metadata.gpus.memory_mib_each} << 20,
-                                                  m.metadata.nvlink_domain});
-    st.liveness = m.state == MemberState::kAlive     ? scheduler::NodeLiveness::kAlive
-                  : m.state == MemberState::kSuspect ? scheduler::NodeLiveness::kSuspect
-                  : m.state == MemberState::kDead    ? scheduler::NodeLiveness::kDead
-                                                     : scheduler::NodeLiveness::kLeft;
-    st.liveness_since = m.state_changed;
+    scheduler::UpdateFromMember(m, st);
     int i = by_id_.at(m.id);
     if (Connected(s, i)) {
       const SimNode& n = nodes_[i];
@@ -640,6 +634,7 @@ absl::StatusOr<json> ClusterSim::Run() {
         {"before_grace", before},
         {"first_s", rebuild_s_.empty() ? json(nullptr) : json(Round3(rebuild_s_.front()))},
         {"last_s", rebuild_s_.empty() ? json(nullptr) : json(Round3(rebuild_s_.back()))}};
+    f["first_prestage_s"] = first_prestage_s_ >= 0 ? json(first_prestage_s_) : json(nullptr);
     f["all_ready_again_s"] = all_ready_again_s_ >= 0 ? json(all_ready_again_s_) : json(nullptr);
     f["ready_at_end"] = ReadyReplicas();
     if (ReadyReplicas() < d.spec.replicas) f["pending_reason"] = pending_reason_;

@@ -147,6 +147,23 @@ TEST_CASE("Header fields are checked") {
   CHECK(Error("").find("no InferenceReplica document") != std::string::npos);
 }
 
+TEST_CASE("Inputs that tripped yaml-cpp or the round trip are refused, quickly") {
+  // yaml-cpp 0.7's LoadAll allocates without end on a stray ',' after a document.
+  CHECK_FALSE(ParseSpecs(",1, 2, {a: *x}]", "spec.yaml").ok());
+  CHECK_FALSE(ParseSpecs(std::string(kMissionSpec) + "---\n{a: b},\n", "spec.yaml").ok());
+  std::string yaml = kMissionSpec;
+  yaml.replace(yaml.find("model: llama-13b"), 16, "model: \"m\\xe9x\"");
+  CHECK(Error(yaml).find("spec.model") != std::string::npos);
+  CHECK(Error(WithSpecLine("probe: {prompt: \"a\\u0001\"}")).find("spec.probe.prompt") !=
+        std::string::npos);
+}
+
+TEST_CASE("Errors in a later document name its line in the file") {
+  std::string yaml = std::string(kMissionSpec) + "---\n" + kMissionSpec;
+  yaml.replace(yaml.rfind("53Gi"), 4, "53Q");
+  CHECK(Error(yaml).find("spec.yaml:18:") == 0);
+}
+
 TEST_CASE("Several documents parse; a bad one refuses the whole file") {
   std::string two = std::string(kMissionSpec) + "---\n" + kMissionSpec;
   CHECK(Error(two).find("appears in two documents") != std::string::npos);
