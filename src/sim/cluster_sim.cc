@@ -22,6 +22,7 @@
 #include "scheduler/memory_planner.h"
 #include "scheduler/node_view.h"
 #include "scheduler/reconciler.h"
+#include "scheduler/replicated_store.h"
 
 namespace exa::sim {
 namespace {
@@ -71,8 +72,11 @@ struct SimNode {
   std::vector<AgentReplica> replicas;
   std::map<std::string, absl::Time> staging;
   std::set<std::string> staged;
-  // Scheduler: the last report of each node, by id.
+  // Scheduler: the last report of each node, by id; its replica of the spec store, and the
+  // specs parsed from it (by key, with the version they were parsed at).
   std::map<std::string, NodeStatus> reports;
+  std::unique_ptr<scheduler::ReplicatedStore> store;
+  std::map<std::string, std::pair<scheduler::Version, scheduler::DesiredDeployment>> specs;
 };
 
 struct Wave {
@@ -90,7 +94,7 @@ class ClusterSim {
   absl::StatusOr<json> Run();
 
  private:
-  enum class Kind : uint8_t { kTick, kDeliver, kStart, kCheck, kFault, kHeal };
+  enum class Kind : uint8_t { kTick, kDeliver, kStart, kCheck, kFault, kHeal, kStore };
   struct QEvent {
     absl::Time at;
     uint64_t seq;
@@ -100,6 +104,7 @@ class ClusterSim {
     int from;
     Channel channel;
     std::string bytes;
+    std::shared_ptr<const scheduler::StoreMessage> store;
   };
   struct Later {
     bool operator()(const QEvent* a, const QEvent* b) const {
@@ -126,6 +131,9 @@ class ClusterSim {
   void Apply(absl::Time now, int s, const Action& a);
   void StartFault(absl::Time now);
   void Heal(absl::Time now);
+  void FlushStore(absl::Time now, int i);
+  void WriteSpecs(absl::Time now);
+  std::vector<scheduler::DesiredDeployment> DesiredFromStore(SimNode& n);
   bool AllSeeAllAlive() const;
   int ReadyReplicas() const;
   void RecordBringup(absl::Time now);
@@ -169,6 +177,10 @@ class ClusterSim {
   double takeover_s_ = -1;
   std::string new_reconciler_;
   std::string pending_reason_;
+  std::string spec_writer_;
+  std::set<uint64_t> spec_writes_;  // not yet acknowledged
+  double spec_acknowledged_s_ = -1;
+  int spec_parse_errors_ = 0;
   double all_ready_again_s_ = -1;
   double first_prestage_s_ = -1;  // after the fault: a rebuild target lacked the weights
   absl::Time healed_at_ = absl::InfiniteFuture();
@@ -223,6 +235,7 @@ void ClusterSim::StartNode(absl::Time now, int i) {
   n.core = std::make_unique<SwimCore>(config_, SwimCore::LocalNode{n.id, n.address, md, 0},
                                       rng_.Next(), now);
   n.started = true;
+  if (n.scheduler) n.store = std::make_unique<scheduler::ReplicatedStore>(n.id);
   std::vector<Address> seeds;
   for (int k = 0; k < 2 && i > 0; ++k) seeds.push_back(nodes_[rng_.Uniform(i)].address);
   n.core->Join(now, seeds);
@@ -341,9 +354,14 @@ void ClusterSim::SchedulerStep(absl::Time now, int s) {
         cluster::ElectionNode{m.id, m.metadata.rack, cluster::ParseRoleList(m.metadata.roles)});
   }
   std::vector<scheduler::SchedulerCandidate> candidates;
+  std::vector<std::string> store_members;
   for (const auto& [id, roles] : cluster::ElectRoles(view, cluster::ElectionConfig{})) {
-    if (roles.Has(cluster::Role::kScheduler)) candidates.push_back({id, true});
+    if (!roles.Has(cluster::Role::kScheduler)) continue;
+    candidates.push_back({id, true});
+    store_members.push_back(id);
   }
+  me.store->SetMembers(now, store_members);
+  FlushStore(now, s);
   // Every scheduler polls the node agents it can reach, so whichever takes over has reports.
   std::vector<NodeStatus> statuses;
   for (const membership::Member& m : me.core->members()) {
@@ -362,9 +380,10 @@ void ClusterSim::SchedulerStep(absl::Time now, int s) {
     statuses.push_back(st);
   }
   if (scheduler::ChooseReconciler(candidates) != me.id) return;
-  if (desired_.empty() || phase_ == Phase::kWarmup) return;
+  std::vector<scheduler::DesiredDeployment> desired = DesiredFromStore(me);
+  if (desired.empty() || phase_ == Phase::kWarmup) return;
   double cpu0 = CpuSeconds();
-  scheduler::ReconcileResult r = scheduler::Reconcile(now, desired_, statuses, {});
+  scheduler::ReconcileResult r = scheduler::Reconcile(now, desired, statuses, {});
   reconcile_cpu_s_ += CpuSeconds() - cpu0;
   if (!r.actions.empty()) {
     if (!killed_leader_.empty() && me.id != killed_leader_ && takeover_s_ < 0) {
@@ -375,6 +394,83 @@ void ClusterSim::SchedulerStep(absl::Time now, int s) {
   }
   for (const Action& a : r.actions) Apply(now, s, a);
   if (!r.deployments.empty()) pending_reason_ = r.deployments.front().pending_reason;
+}
+
+void ClusterSim::FlushStore(absl::Time now, int i) {
+  SimNode& n = nodes_[i];
+  n.store->TakePersist();  // persistence (RocksDB, sync) is not simulated
+  for (uint64_t id : n.store->TakeAcknowledged()) {
+    if (n.id == spec_writer_ && spec_writes_.erase(id) && spec_writes_.empty()) {
+      spec_acknowledged_s_ = Round3(Since(now, applied_at_));
+    }
+  }
+  n.store->TakeFailed();
+  for (scheduler::OutStoreMessage& m : n.store->TakeMessages()) {
+    int to = by_id_.at(m.to);
+    if (!Connected(i, to)) continue;
+    QEvent* ev = new QEvent{now + absl::Microseconds(500 + 500 * rng_.UniformDouble()),
+                            seq_++,
+                            Kind::kStore,
+                            to,
+                            0,
+                            i,
+                            Channel::kReliable,
+                            {},
+                            nullptr};
+    ev->store = std::make_shared<const scheduler::StoreMessage>(std::move(m.message));
+    queue_.push(ev);
+  }
+}
+
+// `exaserve-cli apply` against one scheduler: the highest-id one, so the write must reach the
+// reconciler (the lowest id) through replication.
+void ClusterSim::WriteSpecs(absl::Time now) {
+  int writer = -1;
+  for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
+    if (nodes_[i].scheduler) writer = i;
+  }
+  spec_writer_ = nodes_[writer].id;
+  // Every scheduler knows the scheduler set from its view before the first write.
+  for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
+    if (nodes_[i].scheduler && !nodes_[i].killed) SchedulerStep(now, i);
+  }
+  for (const scheduler::DesiredDeployment& d : desired_) {
+    auto id =
+        nodes_[writer].store->Put(now, StrCat("spec/", d.spec.name), scheduler::SpecToYaml(d.spec));
+    if (id) spec_writes_.insert(*id);
+  }
+  FlushStore(now, writer);
+}
+
+std::vector<scheduler::DesiredDeployment> ClusterSim::DesiredFromStore(SimNode& n) {
+  static const scheduler::ModelCatalog catalog = scheduler::ModelCatalog::WithPresets();
+  std::vector<scheduler::DesiredDeployment> out;
+  std::set<std::string> live;
+  for (const scheduler::StoreRecord& r : n.store->Live()) {
+    if (r.key.rfind("spec/", 0) != 0) continue;
+    live.insert(r.key);
+    auto it = n.specs.find(r.key);
+    if (it == n.specs.end() || it->second.first != r.version) {
+      auto specs = scheduler::ParseSpecs(r.value, r.key);
+      if (!specs.ok() || specs->size() != 1) {
+        spec_parse_errors_++;
+        continue;
+      }
+      auto bytes = scheduler::ReplicaBytesForSpec(specs->front(), catalog);
+      if (!bytes.ok()) {
+        spec_parse_errors_++;
+        continue;
+      }
+      it = n.specs
+               .insert_or_assign(
+                   r.key,
+                   std::make_pair(r.version, scheduler::DesiredDeployment{specs->front(), *bytes}))
+               .first;
+    }
+    out.push_back(it->second.second);
+  }
+  std::erase_if(n.specs, [&live](const auto& kv) { return !live.count(kv.first); });
+  return out;
 }
 
 json ClusterSim::PlacementFigures() {
@@ -506,6 +602,11 @@ void ClusterSim::Heal(absl::Time now) {
 void ClusterSim::Check(absl::Time now) {
   checks_++;
   AdvanceAgents(now);
+  for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
+    if (!nodes_[i].scheduler || nodes_[i].killed || !nodes_[i].started) continue;
+    nodes_[i].store->Tick(now);
+    FlushStore(now, i);
+  }
   if (phase_ == Phase::kWarmup) {
     bool all_started =
         std::all_of(nodes_.begin(), nodes_.end(), [](const SimNode& n) { return n.started; });
@@ -514,6 +615,7 @@ void ClusterSim::Check(absl::Time now) {
       phase_ = Phase::kBringup;
       applied_at_ = now;
       placement_ = PlacementFigures();
+      WriteSpecs(now);
     }
   }
   if (checks_ % kStepEveryChecks == 0 && phase_ != Phase::kWarmup) {
@@ -591,6 +693,13 @@ absl::StatusOr<json> ClusterSim::Run() {
       case Kind::kHeal:
         Heal(now);
         break;
+      case Kind::kStore: {
+        SimNode& n = nodes_[ev->node];
+        if (!Connected(ev->from, ev->node)) break;
+        n.store->Handle(now, nodes_[ev->from].id, *ev->store);
+        FlushStore(now, ev->node);
+        break;
+      }
     }
   }
   while (!queue_.empty()) {
@@ -606,7 +715,9 @@ absl::StatusOr<json> ClusterSim::Run() {
                      {"schedulers", o_.schedulers},
                      {"name", o_.scenario.empty() ? "none" : o_.scenario},
                      {"seed", o_.seed},
-                     {"spec_store", "in-memory map shared by the schedulers (not replicated)"}};
+                     {"spec_store",
+                      "scheduler/replicated_store.h on every scheduler over the simulated network "
+                      "(persistence not simulated)"}};
   out["spec"] = {{"name", d.spec.name},
                  {"model", d.spec.model},
                  {"replicas", d.spec.replicas},
@@ -615,6 +726,18 @@ absl::StatusOr<json> ClusterSim::Run() {
                  {"batch_size", d.spec.scheduling.batch_size},
                  {"dead_grace_s", absl::ToDoubleSeconds(d.spec.dead_grace)}};
   out["warmup_s"] = warmup_s_;
+  int holding = 0;
+  for (const SimNode& n : nodes_) {
+    if (!n.scheduler || n.killed) continue;
+    bool all = true;
+    for (const auto& d : desired_) all = all && n.store->Get(StrCat("spec/", d.spec.name));
+    holding += all;
+  }
+  out["spec_store"] = {{"writer", spec_writer_},
+                       {"write_acknowledged_s",
+                        spec_acknowledged_s_ >= 0 ? json(spec_acknowledged_s_) : json(nullptr)},
+                       {"live_schedulers_holding_specs", holding},
+                       {"parse_errors", spec_parse_errors_}};
   if (bringup_.is_null()) RecordBringup(end_ == absl::InfiniteFuture() ? start_ : end_);
   for (auto& [k, v] : bringup_.items()) out[k] = v;
   out["reconcile_cpu_s"] = Round3(reconcile_cpu_s_);

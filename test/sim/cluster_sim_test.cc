@@ -48,6 +48,9 @@ TEST_CASE("Bring-up: every replica placed and ready, in waves of 24 then 48") {
     CHECK(r["replicas_per_node"]["max"].get<int>() <= 12);
     CHECK(r["topology_satisfied"] == 1.0);
     CHECK(r["duplicate_starts"] == 0);
+    // The spec, written to one scheduler, reached every scheduler through the replicated store.
+    CHECK(r["spec_store"]["write_acknowledged_s"].is_number());
+    CHECK(r["spec_store"]["live_schedulers_holding_specs"] == 3);
   }
 }
 
@@ -87,6 +90,8 @@ TEST_CASE("Killing the reconciling scheduler: another takes over within 15 s, no
     REQUIRE(f["takeover_s"].is_number());
     CHECK(f["takeover_s"].get<double>() < 15.0);
     CHECK(f["new_reconciler"] != f["killed_leader"]);
+    CHECK(f["new_reconciler"] != r["spec_store"]["writer"]);  // it read a replicated spec
+    CHECK(r["spec_store"]["live_schedulers_holding_specs"] == 2);
     CHECK(r["duplicate_starts"] == 0);
     CHECK(f["ready_at_end"] == 120);
   }
