@@ -201,11 +201,13 @@ std::string FormatPlan(const PlanInput& in, const MemoryPlan& p) {
     return fmt::format("{:<22} {:>10.2f} GB {:>9.2f}Gi  {}\n", what, Gb(bytes),
                        static_cast<double>(bytes) / (uint64_t{1} << 30), how);
   };
+  std::string params = in.model.parameters >= 1'000'000'000
+                           ? fmt::format("{:.2f} B", in.model.parameters / 1e9)
+                           : fmt::format("{:.2f} M", in.model.parameters / 1e6);
   std::string out = fmt::format(
-      "model {} ({:.2f} B parameters), weights {}, KV cache {}, context {} × "
-      "concurrency {}\n\n",
-      in.model.name, in.model.parameters / 1e9, PrecisionName(in.weight_dtype),
-      PrecisionName(in.kv_dtype), in.context, in.concurrency);
+      "model {} ({} parameters), weights {}, KV cache {}, context {} × concurrency {}\n\n",
+      in.model.name, params, PrecisionName(in.weight_dtype), PrecisionName(in.kv_dtype), in.context,
+      in.concurrency);
   out += fmt::format("{:<22} {:>13} {:>10}  {}\n", "term", "GB (10^9)", "binary", "how");
   out += row("weights", p.weight_bytes,
              in.model.checkpoint_bytes > 0 && in.weight_dtype == in.model.dtype
