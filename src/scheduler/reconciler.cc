@@ -4,6 +4,7 @@
 #include <map>
 
 #include "common/strings.h"
+#include "common/units.h"
 
 namespace exa::scheduler {
 namespace {
@@ -118,8 +119,16 @@ void Step::Deployment(const DesiredDeployment& d) {
       continue;
     }
     if (l.record->phase == ReplicaPhase::kFailed) {
-      if (Reachable(*l.node)) result_.actions.push_back(Stop(l, "failed"));
-      continue;
+      absl::Duration backoff = CrashBackoff(l.record->generation);
+      if (now_ - l.record->phase_since < backoff) {
+        status.failed++;  // holds its ordinal and memory until the backoff has passed
+      } else {
+        if (Reachable(*l.node)) {
+          result_.actions.push_back(
+              Stop(l, StrCat("failed; recreated after ", DurationToString(backoff))));
+        }
+        continue;
+      }
     }
     auto [it, inserted] = keepers.emplace(l.record->ordinal, l);
     if (inserted) continue;
@@ -249,6 +258,11 @@ std::string ReplicaId(std::string_view deployment, int ordinal) {
 
 std::string WeightsKey(const InferenceReplicaSpec& spec) {
   return StrCat(spec.model, "@", spec.version);
+}
+
+absl::Duration CrashBackoff(uint64_t generation) {
+  uint64_t doublings = std::min<uint64_t>(generation > 0 ? generation - 1 : 0, 5);
+  return std::min(absl::Seconds(10) * (uint64_t{1} << doublings), absl::Minutes(5));
 }
 
 int WaveTarget(const InferenceReplicaSpec& spec, int ready) {

@@ -47,6 +47,7 @@ struct ReplicaRecord {
   uint64_t generation = 0;
   Allocation allocation;
   ReplicaPhase phase = ReplicaPhase::kStarting;
+  absl::Time phase_since = absl::InfinitePast();  // when it entered `phase`, as the node saw it
 };
 
 enum class NodeLiveness : uint8_t { kAlive, kSuspect, kDead, kLeft };
@@ -92,8 +93,9 @@ struct DeploymentStatus {
   int desired = 0;
   int present = 0;  // replicas that count (ready, starting, or on a node within its grace)
   int ready = 0;
-  int lost = 0;  // counted, but on a suspected or recently dead node
-  int wave = 0;  // 1-based bring-up wave the deployment is in
+  int lost = 0;    // counted, but on a suspected or recently dead node
+  int failed = 0;  // failed and held in place until their crash backoff has passed
+  int wave = 0;    // 1-based bring-up wave the deployment is in
   int wave_target = 0;
   int starting_now = 0;
   int waiting_for_weights = 0;  // placed this step, held until weights are pre-staged
@@ -108,6 +110,11 @@ struct ReconcileResult {
 
 ReconcileResult Reconcile(absl::Time now, const std::vector<DesiredDeployment>& desired,
                           const std::vector<NodeStatus>& nodes, const PlacementOptions& options);
+
+// How long a failed replica of `generation` stays failed before it is stopped and recreated
+// (MISSION.md §11: a crash loop must neither hammer its node nor hide its cause): 10 s, doubling
+// with each generation, at most 5 min.
+absl::Duration CrashBackoff(uint64_t generation);
 
 // How many replicas may exist once `ready` of them are ready: the end of the current wave.
 int WaveTarget(const InferenceReplicaSpec& spec, int ready);

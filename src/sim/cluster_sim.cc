@@ -289,6 +289,7 @@ void ClusterSim::AdvanceAgents(absl::Time now) {
     for (AgentReplica& r : n.replicas) {
       if (r.record.phase == ReplicaPhase::kStarting && now >= r.ready_at) {
         r.record.phase = ReplicaPhase::kReady;
+        r.record.phase_since = now;
       }
     }
   }
@@ -331,9 +332,9 @@ void ClusterSim::Apply(absl::Time now, int s, const Action& a) {
   }
   double load_s = weight_bytes_ / (o_.load_gbps * 1e9) * (0.9 + 0.4 * rng_.UniformDouble());
   if (!n.staged.count(a.weights)) load_s += weight_bytes_ / (o_.stage_gbps * 1e9);
-  n.replicas.push_back(AgentReplica{
-      ReplicaRecord{a.deployment, a.ordinal, a.generation, a.allocation, ReplicaPhase::kStarting},
-      now + absl::Seconds(load_s) + kProbeDelay});
+  n.replicas.push_back(AgentReplica{ReplicaRecord{a.deployment, a.ordinal, a.generation,
+                                                  a.allocation, ReplicaPhase::kStarting, now},
+                                    now + absl::Seconds(load_s) + kProbeDelay});
   if (a.reason == "rebuild" && fault_at_ != absl::InfiniteFuture()) {
     rebuild_s_.push_back(Since(now, fault_at_));
   }

@@ -97,6 +97,23 @@ TEST_CASE("Killing the reconciling scheduler: another takes over within 15 s, no
   }
 }
 
+TEST_CASE("A rack cut off past the grace: rebuilt where there is room, stale copies stopped") {
+  for (uint64_t seed : {1, 2}) {
+    INFO("seed " << seed);
+    ClusterSimOptions o = Small(seed, "rack-partition");
+    o.duration_s = 120;
+    nlohmann::json r = RunClusterSim(o);
+    REQUIRE_FALSE(r.contains("error"));
+    const nlohmann::json& f = r["fault"];
+    CHECK(f["rebuilds"]["before_grace"] == 0);
+    CHECK(f["rebuilds"]["count"].get<int>() <= f["replicas_on_nodes"].get<int>());
+    // Once the rack is back, every id runs once and all replicas are ready.
+    CHECK(f["stale_replicas_stopped_after_heal"] == f["rebuilds"]["count"]);
+    CHECK(r["duplicates_at_end"] == 0);
+    CHECK(f["ready_at_end"] == 120);
+  }
+}
+
 TEST_CASE("Bad simulator input is refused") {
   CHECK_FALSE(ParseClusterSimArgs({"--nodes", "0", "-f", "x"}).ok());
   CHECK_FALSE(ParseClusterSimArgs({"--scenario", "meteor", "-f", "x"}).ok());

@@ -218,6 +218,30 @@ TEST_CASE("Duplicates converge: the higher generation wins, then the ready one")
   CHECK(r.actions[0].node == "node-00");
 }
 
+TEST_CASE("A failed replica is recreated only after its crash backoff, which grows") {
+  World w(2, 1, 1, 1);
+  w.Apply(w.Step(kT0), true);
+  ReplicaRecord* r = nullptr;
+  for (NodeStatus& n : w.nodes) {
+    if (!n.replicas.empty()) r = &n.replicas.front();
+  }
+  REQUIRE(r != nullptr);
+  r->phase = ReplicaPhase::kFailed;
+  r->phase_since = kT0 + absl::Seconds(100);
+  auto step = w.Step(kT0 + absl::Seconds(105));
+  CHECK(step.actions.empty());
+  CHECK(step.deployments[0].failed == 1);
+  step = w.Step(kT0 + absl::Seconds(110));
+  REQUIRE(w.Count(ActionKind::kStop, step) == 1);
+  REQUIRE(w.Count(ActionKind::kStart, step) == 1);
+  for (const Action& a : step.actions) {
+    if (a.kind == ActionKind::kStart) CHECK(a.generation == 2);
+  }
+  CHECK(CrashBackoff(1) == absl::Seconds(10));
+  CHECK(CrashBackoff(2) == absl::Seconds(20));
+  CHECK(CrashBackoff(40) == absl::Minutes(5));
+}
+
 TEST_CASE("A deleted deployment's replicas are stopped") {
   World w(2, 2, 2, 2);
   w.Apply(w.Step(kT0), true);
