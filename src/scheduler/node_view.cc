@@ -1,5 +1,7 @@
 #include "scheduler/node_view.h"
 
+#include <set>
+
 #include "cluster/role.h"
 
 namespace exa::scheduler {
@@ -39,6 +41,31 @@ void UpdateFromMember(const membership::Member& member, NodeStatus& status) {
   status.inventory = InventoryFromMember(member);
   status.liveness = LivenessFromState(member.state);
   status.liveness_since = member.state_changed;
+}
+
+void MergeView(absl::Time now, const std::vector<membership::Member>& members,
+               std::map<std::string, NodeStatus>& nodes) {
+  std::set<std::string> seen;
+  for (const membership::Member& m : members) {
+    UpdateFromMember(m, nodes[m.id]);
+    seen.insert(m.id);
+  }
+  for (auto it = nodes.begin(); it != nodes.end();) {
+    NodeStatus& st = it->second;
+    if (!seen.count(it->first) &&
+        (st.liveness == NodeLiveness::kAlive || st.liveness == NodeLiveness::kSuspect)) {
+      // Gone from the view without a death seen here (a view rebuilt after a restart of this
+      // scheduler, say): dead from now, so the grace still runs in full.
+      st.liveness = NodeLiveness::kDead;
+      st.liveness_since = now;
+    }
+    bool gone = st.liveness == NodeLiveness::kDead || st.liveness == NodeLiveness::kLeft;
+    if (!seen.count(it->first) && gone && now - st.liveness_since > kForgetDeadAfter) {
+      it = nodes.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 }  // namespace exa::scheduler

@@ -123,7 +123,11 @@ struct SchedulerCandidate {
   std::string id;
   bool live = false;  // alive or suspected in this node's view: not yet confirmed dead
 };
-// The lowest-id live scheduler: the one that reconciles (DESIGN.md §2). nullopt when none.
+// The lowest-id live scheduler: the one that reconciles (DESIGN.md §2). `schedulers` lists every
+// scheduler this node knows, the dead it still remembers included (those that left gracefully
+// excluded). nullopt unless the live ones are a majority: a scheduler cut off with a minority
+// (a rack partition) must not rebuild the majority's replicas on its side. With an even count,
+// losing half stops reconciliation, which is why the election picks an odd number.
 std::optional<std::string> ChooseReconciler(const std::vector<SchedulerCandidate>& schedulers);
 
 }  // namespace exa::scheduler

@@ -181,6 +181,7 @@ class ClusterSim {
   std::set<uint64_t> spec_writes_;  // not yet acknowledged
   double spec_acknowledged_s_ = -1;
   int spec_parse_errors_ = 0;
+  std::map<std::string, int> starts_by_reason_;
   double all_ready_again_s_ = -1;
   double first_prestage_s_ = -1;  // after the fault: a rebuild target lacked the weights
   absl::Time healed_at_ = absl::InfiniteFuture();
@@ -335,6 +336,7 @@ void ClusterSim::Apply(absl::Time now, int s, const Action& a) {
   n.replicas.push_back(AgentReplica{ReplicaRecord{a.deployment, a.ordinal, a.generation,
                                                   a.allocation, ReplicaPhase::kStarting, now},
                                     now + absl::Seconds(load_s) + kProbeDelay});
+  starts_by_reason_[a.reason.rfind("wave ", 0) == 0 ? "wave" : a.reason]++;
   if (a.reason == "rebuild" && fault_at_ != absl::InfiniteFuture()) {
     rebuild_s_.push_back(Since(now, fault_at_));
   }
@@ -364,12 +366,11 @@ void ClusterSim::SchedulerStep(absl::Time now, int s) {
   me.store->SetMembers(now, store_members);
   FlushStore(now, s);
   // Every scheduler polls the node agents it can reach, so whichever takes over has reports.
+  scheduler::MergeView(now, me.core->members(), me.reports);
   std::vector<NodeStatus> statuses;
-  for (const membership::Member& m : me.core->members()) {
-    if (m.metadata.gpus.count == 0) continue;
-    NodeStatus& st = me.reports[m.id];
-    scheduler::UpdateFromMember(m, st);
-    int i = by_id_.at(m.id);
+  for (auto& [id, st] : me.reports) {
+    if (st.inventory.gpus.empty()) continue;
+    int i = by_id_.at(id);
     if (Connected(s, i)) {
       const SimNode& n = nodes_[i];
       st.boot_id = n.boot_id;
@@ -379,6 +380,13 @@ void ClusterSim::SchedulerStep(absl::Time now, int s) {
       st.staged_models = n.staged;
     }
     statuses.push_back(st);
+  }
+  // Schedulers this node remembers dead count against the majority (MergeView keeps them).
+  for (const auto& [id, st] : me.reports) {
+    if (st.liveness == scheduler::NodeLiveness::kDead &&
+        st.inventory.roles.Has(cluster::Role::kScheduler)) {
+      candidates.push_back({id, false});
+    }
   }
   if (scheduler::ChooseReconciler(candidates) != me.id) return;
   std::vector<scheduler::DesiredDeployment> desired = DesiredFromStore(me);
@@ -743,6 +751,7 @@ absl::StatusOr<json> ClusterSim::Run() {
   for (auto& [k, v] : bringup_.items()) out[k] = v;
   out["reconcile_cpu_s"] = Round3(reconcile_cpu_s_);
   out["duplicate_starts"] = duplicate_starts_;
+  out["starts_by_reason"] = starts_by_reason_;
   if (!o_.scenario.empty()) {
     json f;
     f["at_s"] = fault_at_ == absl::InfiniteFuture() ? json(nullptr)

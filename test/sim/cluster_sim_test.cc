@@ -54,17 +54,21 @@ TEST_CASE("Bring-up: every replica placed and ready, in waves of 24 then 48") {
   }
 }
 
-TEST_CASE("Killed nodes: nothing rebuilt within the 30 s grace, everything after") {
-  for (uint64_t seed : {1, 2, 3}) {
-    INFO("seed " << seed);
-    nlohmann::json r = RunClusterSim(Small(seed, "kill-8-nodes"));
+TEST_CASE("Killed nodes: nothing rebuilt within the grace, everything after") {
+  // 45 s outlasts SWIM's 30 s gossip_to_the_dead_time: the scheduler must remember the dead.
+  for (auto [seed, grace] : {std::pair{1, "30s"}, std::pair{2, "30s"}, std::pair{3, "45s"}}) {
+    INFO("seed " << seed << " deadGrace " << grace);
+    ClusterSimOptions o = Small(seed, "kill-8-nodes");
+    o.spec_yaml += std::string("  deadGrace: ") + grace + "\n";
+    nlohmann::json r = RunClusterSim(o);
     REQUIRE_FALSE(r.contains("error"));
     const nlohmann::json& f = r["fault"];
     int lost = f["replicas_on_nodes"];
     CHECK(lost > 0);
     CHECK(f["rebuilds"]["count"] == lost);
     CHECK(f["rebuilds"]["before_grace"] == 0);
-    CHECK(f["rebuilds"]["first_s"].get<double>() >= 30.0);
+    CHECK(f["rebuilds"]["first_s"].get<double>() >= r["spec"]["dead_grace_s"].get<double>());
+    CHECK(r["starts_by_reason"]["rebuild"] == lost);
     CHECK(f["ready_at_end"] == 120);
     CHECK(r["duplicates_at_end"] == 0);
   }
@@ -112,6 +116,22 @@ TEST_CASE("A rack cut off past the grace: rebuilt where there is room, stale cop
     CHECK(r["duplicates_at_end"] == 0);
     CHECK(f["ready_at_end"] == 120);
   }
+}
+
+TEST_CASE("A scheduler cut off with a minority does not reconcile") {
+  // Two racks: scheduler sched-01 sits in the rack that is cut off, with half the GPU nodes.
+  ClusterSimOptions o = Small(1, "rack-partition");
+  o.racks = 2;
+  o.duration_s = 120;
+  nlohmann::json r = RunClusterSim(o);
+  REQUIRE_FALSE(r.contains("error"));
+  const nlohmann::json& f = r["fault"];
+  int rebuilt = f["rebuilds"]["count"];
+  CHECK(rebuilt == f["replicas_on_nodes"].get<int>());  // the majority side rebuilt the cut rack's
+  // Only those rebuilds ran beside a live copy: the minority side started nothing.
+  CHECK(r["duplicate_starts"] == rebuilt);
+  CHECK(r["duplicates_at_end"] == 0);
+  CHECK(f["ready_at_end"] == 120);
 }
 
 TEST_CASE("Bad simulator input is refused") {

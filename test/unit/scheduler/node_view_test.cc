@@ -44,5 +44,33 @@ TEST_CASE("A GPU summary without memory is an inconsistent inventory") {
   CHECK(s.message().find("gpu-1 GPU 0 reports 0") != absl::string_view::npos);
 }
 
+TEST_CASE("A dead node reaped from the SWIM view is remembered, dead since it died") {
+  std::map<std::string, NodeStatus> nodes;
+  membership::Member m = GpuMember();
+  m.state = membership::MemberState::kDead;
+  m.state_changed = absl::FromUnixSeconds(100);
+  MergeView(absl::FromUnixSeconds(101), {m}, nodes);
+  nodes["gpu-1"].reported = true;
+  nodes["gpu-1"].replicas.push_back(ReplicaRecord{"llama", 3, 7});
+  // 30 s later SWIM has reaped it: the view no longer lists it.
+  MergeView(absl::FromUnixSeconds(135), {}, nodes);
+  REQUIRE(nodes.count("gpu-1"));
+  CHECK(nodes["gpu-1"].liveness == NodeLiveness::kDead);
+  CHECK(nodes["gpu-1"].liveness_since == absl::FromUnixSeconds(100));
+  CHECK(nodes["gpu-1"].replicas.front().generation == 7);
+  MergeView(absl::FromUnixSeconds(100) + kForgetDeadAfter + absl::Seconds(1), {}, nodes);
+  CHECK_FALSE(nodes.count("gpu-1"));
+}
+
+TEST_CASE("A live node missing from the view counts as dead from then") {
+  std::map<std::string, NodeStatus> nodes;
+  membership::Member m = GpuMember();
+  m.state = membership::MemberState::kAlive;
+  MergeView(absl::FromUnixSeconds(100), {m}, nodes);
+  MergeView(absl::FromUnixSeconds(200), {}, nodes);
+  CHECK(nodes["gpu-1"].liveness == NodeLiveness::kDead);
+  CHECK(nodes["gpu-1"].liveness_since == absl::FromUnixSeconds(200));
+}
+
 }  // namespace
 }  // namespace exa::scheduler
