@@ -19,6 +19,7 @@
 #include "gateway/api_keys.h"
 #include "membership/agent/keyring.h"
 #include "nlohmann/json.hpp"
+#include "tools/cli_plan.h"
 
 namespace {
 
@@ -448,6 +449,8 @@ int main(int argc, char** argv) {
                             "label value for requests without the header (default: any)");
   gateway_route->add_option("--remove", route_options.remove, "remove the route for a header");
   auto* gateway_routes = gateway->add_subcommand("routes", "the routes of the gateway at --addr");
+  exa::tools::PlanOptions plan_options;
+  auto* plan = exa::tools::AddPlanCommand(app, plan_options);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -459,6 +462,7 @@ int main(int argc, char** argv) {
   if (!timeout.ok())
     return Usage(std::string("--timeout ") + std::string(timeout.status().message()));
   g.timeout_duration = *timeout;
+  if (plan->parsed()) return exa::tools::RunPlan(plan_options, g.json);
   if (status->parsed()) return RunStatus(g);
   if (replica_label->parsed()) return RunReplicaLabel(g, label_options);
   if (gateway_route->parsed()) return RunGatewayRoute(g, route_options, false);

@@ -1,0 +1,295 @@
+#include "scheduler/reconciler.h"
+
+#include <algorithm>
+#include <map>
+
+#include "common/strings.h"
+#include "common/units.h"
+
+namespace exa::scheduler {
+namespace {
+
+struct Located {
+  const ReplicaRecord* record;
+  const NodeStatus* node;
+};
+
+// Whether a replica on `node` still counts for a deployment with `grace` (lost vs dead).
+bool Counts(const NodeStatus& node, absl::Time now, absl::Duration grace) {
+  if (!node.reported) return false;
+  switch (node.liveness) {
+    case NodeLiveness::kAlive:
+    case NodeLiveness::kSuspect:
+      return true;
+    case NodeLiveness::kDead:
+      return now - node.liveness_since < grace;
+    case NodeLiveness::kLeft:
+      return false;
+  }
+  return false;
+}
+
+bool Reachable(const NodeStatus& node) { return node.liveness == NodeLiveness::kAlive; }
+
+// Of two replicas with one id: higher generation, then ready, then the lower node id.
+bool Better(const Located& a, const Located& b) {
+  if (a.record->generation != b.record->generation) {
+    return a.record->generation > b.record->generation;
+  }
+  bool ra = a.record->phase == ReplicaPhase::kReady, rb = b.record->phase == ReplicaPhase::kReady;
+  if (ra != rb) return ra;
+  return a.node->inventory.id < b.node->inventory.id;
+}
+
+Action Stop(const Located& r, std::string reason) {
+  Action a;
+  a.kind = ActionKind::kStop;
+  a.node = r.node->inventory.id;
+  a.deployment = r.record->deployment;
+  a.ordinal = r.record->ordinal;
+  a.generation = r.record->generation;
+  a.allocation = r.record->allocation;
+  a.reason = std::move(reason);
+  return a;
+}
+
+class Step {
+ public:
+  Step(absl::Time now, const std::vector<DesiredDeployment>& desired,
+       const std::vector<NodeStatus>& nodes, const PlacementOptions& options)
+      : now_(now), desired_(desired), nodes_(nodes), options_(options) {}
+
+  ReconcileResult Run();
+
+ private:
+  void Collect();
+  void Deployment(const DesiredDeployment& d);
+  void PlaceMissing(const DesiredDeployment& d, const std::vector<int>& ordinals,
+                    const std::map<int, Located>& keepers, const std::map<int, uint64_t>& gens,
+                    DeploymentStatus& status);
+
+  absl::Time now_;
+  const std::vector<DesiredDeployment>& desired_;
+  const std::vector<NodeStatus>& nodes_;
+  const PlacementOptions& options_;
+  std::vector<NodeInventory> usable_;  // alive nodes with a report: where new replicas may go
+  MemoryLedger ledger_;
+  std::map<std::string, std::vector<Located>> by_deployment_;
+  std::set<std::string> prestaged_;  // (node, weights) already asked this step
+  ReconcileResult result_;
+};
+
+void Step::Collect() {
+  std::set<std::string> known;
+  for (const DesiredDeployment& d : desired_) known.insert(d.spec.name);
+  for (const NodeStatus& n : nodes_) {
+    if (n.liveness == NodeLiveness::kAlive && n.reported) usable_.push_back(n.inventory);
+    if (!n.reported) continue;
+    for (const ReplicaRecord& r : n.replicas) {
+      Located l{&r, &n};
+      if (!known.count(r.deployment)) {
+        if (Reachable(n)) result_.actions.push_back(Stop(l, "deployment deleted"));
+        if (n.liveness != NodeLiveness::kLeft) ledger_.Reserve(r.allocation);
+        continue;
+      }
+      by_deployment_[r.deployment].push_back(l);
+    }
+  }
+  // Memory held by every replica that still counts, before any deployment places new ones.
+  for (const DesiredDeployment& d : desired_) {
+    for (const Located& l : by_deployment_[d.spec.name]) {
+      if (Counts(*l.node, now_, d.spec.dead_grace)) ledger_.Reserve(l.record->allocation);
+    }
+  }
+}
+
+void Step::Deployment(const DesiredDeployment& d) {
+  const InferenceReplicaSpec& spec = d.spec;
+  DeploymentStatus status;
+  status.name = spec.name;
+  status.desired = spec.replicas;
+  std::map<int, Located> keepers;
+  std::map<int, uint64_t> generations;  // highest generation ever seen per ordinal
+  for (const Located& l : by_deployment_[spec.name]) {
+    uint64_t& g = generations[l.record->ordinal];
+    g = std::max(g, l.record->generation);
+    if (!Counts(*l.node, now_, spec.dead_grace)) continue;  // dead past its grace: rebuild
+    if (l.record->ordinal < 0 || l.record->ordinal >= spec.replicas) {
+      if (Reachable(*l.node)) result_.actions.push_back(Stop(l, "scale down"));
+      continue;
+    }
+    if (l.record->phase == ReplicaPhase::kFailed) {
+      absl::Duration backoff = CrashBackoff(l.record->generation);
+      if (now_ - l.record->phase_since < backoff) {
+        status.failed++;  // holds its ordinal and memory until the backoff has passed
+      } else {
+        if (Reachable(*l.node)) {
+          result_.actions.push_back(
+              Stop(l, StrCat("failed; recreated after ", DurationToString(backoff))));
+        }
+        continue;
+      }
+    }
+    auto [it, inserted] = keepers.emplace(l.record->ordinal, l);
+    if (inserted) continue;
+    Located loser = l;
+    if (Better(l, it->second)) std::swap(loser, it->second);
+    if (Reachable(*loser.node)) {
+      result_.actions.push_back(
+          Stop(loser, StrCat("duplicate: generation ", it->second.record->generation, " on ",
+                             it->second.node->inventory.id, " wins")));
+    }
+  }
+  std::vector<int> missing;
+  for (int o = 0; o < spec.replicas; ++o) {
+    auto it = keepers.find(o);
+    if (it == keepers.end()) {
+      missing.push_back(o);
+      continue;
+    }
+    status.present++;
+    if (it->second.record->phase == ReplicaPhase::kReady) status.ready++;
+    if (!Reachable(*it->second.node)) status.lost++;
+  }
+  status.wave_target = WaveTarget(spec, status.ready);
+  int first = std::max(1, std::min(spec.replicas, spec.scheduling.warmup_replicas > 0
+                                                      ? spec.scheduling.warmup_replicas
+                                                      : spec.scheduling.batch_size));
+  status.wave = status.wave_target <= first
+                    ? 1
+                    : 2 + (status.wave_target - first - 1) / spec.scheduling.batch_size;
+  int room = std::max(0, status.wave_target - status.present);
+  if (static_cast<int>(missing.size()) > room) missing.resize(room);
+  if (!missing.empty()) PlaceMissing(d, missing, keepers, generations, status);
+  result_.deployments.push_back(std::move(status));
+}
+
+void Step::PlaceMissing(const DesiredDeployment& d, const std::vector<int>& ordinals,
+                        const std::map<int, Located>& keepers,
+                        const std::map<int, uint64_t>& generations, DeploymentStatus& status) {
+  const InferenceReplicaSpec& spec = d.spec;
+  PlacementRequest request;
+  request.deployment = spec.name;
+  request.count = static_cast<int>(ordinals.size());
+  request.replica_bytes = d.replica_bytes;
+  request.min_gpus = spec.resources.gpu;
+  request.topology = spec.topology;
+  for (const auto& [o, l] : keepers) request.existing_per_node[l.node->inventory.id]++;
+  PlacementResult placed = Place(usable_, ledger_, request, options_);
+  status.pending = placed.unplaced;
+  status.pending_reason = placed.reason;
+  const std::string weights = WeightsKey(spec);
+  std::map<std::string, const NodeStatus*> by_id;
+  for (const NodeStatus& n : nodes_) by_id[n.inventory.id] = &n;
+  bool all_staged = true;
+  for (const Allocation& a : placed.placed) {
+    const NodeStatus* n = by_id.at(a.node);
+    if (n->staged_models.count(weights)) continue;
+    all_staged = false;
+    if (prestaged_.insert(StrCat(a.node, "\n", weights)).second) {
+      Action p;
+      p.kind = ActionKind::kPrestage;
+      p.node = a.node;
+      p.weights = weights;
+      p.reason = StrCat("wave ", status.wave, " of ", spec.name);
+      result_.actions.push_back(std::move(p));
+    }
+  }
+  if (!all_staged) {
+    status.waiting_for_weights = static_cast<int>(placed.placed.size());
+    return;
+  }
+  for (size_t i = 0; i < placed.placed.size(); ++i) {
+    Action s;
+    s.kind = ActionKind::kStart;
+    s.node = placed.placed[i].node;
+    s.deployment = spec.name;
+    s.ordinal = ordinals[i];
+    auto g = generations.find(s.ordinal);
+    s.generation = (g == generations.end() ? 0 : g->second) + 1;
+    s.allocation = placed.placed[i];
+    s.weights = weights;
+    s.reason = g == generations.end() ? StrCat("wave ", status.wave) : "rebuild";
+    result_.actions.push_back(std::move(s));
+  }
+  status.starting_now = static_cast<int>(placed.placed.size());
+}
+
+ReconcileResult Step::Run() {
+  Collect();
+  std::vector<const DesiredDeployment*> order;
+  for (const DesiredDeployment& d : desired_) order.push_back(&d);
+  std::sort(order.begin(), order.end(), [](const DesiredDeployment* a, const DesiredDeployment* b) {
+    return a->spec.name < b->spec.name;
+  });
+  for (const DesiredDeployment* d : order) Deployment(*d);
+  return std::move(result_);
+}
+
+}  // namespace
+
+std::string_view ReplicaPhaseName(ReplicaPhase phase) {
+  switch (phase) {
+    case ReplicaPhase::kStarting:
+      return "starting";
+    case ReplicaPhase::kReady:
+      return "ready";
+    case ReplicaPhase::kFailed:
+      return "failed";
+  }
+  return "?";
+}
+
+std::string_view ActionKindName(ActionKind kind) {
+  switch (kind) {
+    case ActionKind::kStart:
+      return "start";
+    case ActionKind::kStop:
+      return "stop";
+    case ActionKind::kPrestage:
+      return "prestage";
+  }
+  return "?";
+}
+
+std::string ReplicaId(std::string_view deployment, int ordinal) {
+  return StrCat(deployment, "-", ordinal);
+}
+
+std::string WeightsKey(const InferenceReplicaSpec& spec) {
+  return StrCat(spec.model, "@", spec.version);
+}
+
+absl::Duration CrashBackoff(uint64_t generation) {
+  uint64_t doublings = std::min<uint64_t>(generation > 0 ? generation - 1 : 0, 5);
+  return std::min(absl::Seconds(10) * (uint64_t{1} << doublings), absl::Minutes(5));
+}
+
+int WaveTarget(const InferenceReplicaSpec& spec, int ready) {
+  const int n = spec.replicas;
+  if (n <= 0) return 0;
+  const int batch = std::max(1, spec.scheduling.batch_size);
+  int target =
+      std::min(n, spec.scheduling.warmup_replicas > 0 ? spec.scheduling.warmup_replicas : batch);
+  while (target < n && ready >= target) target = std::min(n, target + batch);
+  return target;
+}
+
+ReconcileResult Reconcile(absl::Time now, const std::vector<DesiredDeployment>& desired,
+                          const std::vector<NodeStatus>& nodes, const PlacementOptions& options) {
+  return Step(now, desired, nodes, options).Run();
+}
+
+std::optional<std::string> ChooseReconciler(const std::vector<SchedulerCandidate>& schedulers) {
+  std::optional<std::string> best;
+  size_t live = 0;
+  for (const SchedulerCandidate& s : schedulers) {
+    if (!s.live) continue;
+    live++;
+    if (!best || s.id < *best) best = s.id;
+  }
+  if (live < schedulers.size() / 2 + 1) return std::nullopt;
+  return best;
+}
+
+}  // namespace exa::scheduler

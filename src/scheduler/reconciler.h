@@ -1,0 +1,133 @@
+// The reconciler's logic (issue 8 part 5), as a pure step: desired specs + what nodes report +
+// the membership view + now → actions for the node agents. The scheduler service runs it on
+// the lowest-id live scheduler (ChooseReconciler) every second or so and carries out the
+// actions through exaserve.v1.Node/StartReplica|StopReplica; exaserve-sim runs the same code.
+//
+// Idempotent by construction (DESIGN.md §2, §4): a replica's id is `<deployment>-<ordinal>`
+// and each (re)creation of an ordinal carries the next generation, so two reconcilers acting on
+// the same inputs issue the same actions, and when their inputs differ the next step converges:
+// of two replicas with one id the higher generation wins (then a ready one, then the lower node
+// id) and the other is stopped.
+//
+// Lost vs dead (MISSION.md §4): replicas on a suspected node are left alone; on a dead node they
+// still count until the spec's deadGrace (30 s) has passed since the death, and only then are
+// rebuilt elsewhere; a node back with the same boot keeps its replicas (a stale generation is
+// stopped); a node back with a new boot id is a restart: only what it reports now counts.
+//
+// Bring-up in waves (MISSION.md §2): warmupReplicas first, then batchSize per wave; a wave starts
+// only when every replica of the earlier waves is ready, and only once the deployment's weights
+// are pre-staged on every target node of the wave (Prestage actions first).
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "scheduler/placement.h"
+#include "scheduler/spec.h"
+
+namespace exa::scheduler {
+
+enum class ReplicaPhase : uint8_t { kStarting, kReady, kFailed };
+std::string_view ReplicaPhaseName(ReplicaPhase phase);
+
+// "llama-13b-replica-17".
+std::string ReplicaId(std::string_view deployment, int ordinal);
+
+// One replica as a node agent reports it.
+struct ReplicaRecord {
+  std::string deployment;
+  int ordinal = 0;
+  uint64_t generation = 0;
+  Allocation allocation;
+  ReplicaPhase phase = ReplicaPhase::kStarting;
+  absl::Time phase_since = absl::InfinitePast();  // when it entered `phase`, as the node saw it
+};
+
+enum class NodeLiveness : uint8_t { kAlive, kSuspect, kDead, kLeft };
+
+// The scheduler's view of one node: membership state and the node agent's latest report.
+struct NodeStatus {
+  NodeInventory inventory;
+  NodeLiveness liveness = NodeLiveness::kAlive;
+  absl::Time liveness_since = absl::InfinitePast();  // when it entered `liveness`
+  // The node agent's process incarnation (the daemon's starting incarnation). SWIM refutations
+  // do not change it; a restart does. `replicas` and `staged_models` belong to this boot.
+  uint64_t boot_id = 0;
+  bool reported = false;  // false until a report from this boot arrived: holds nothing yet
+  std::vector<ReplicaRecord> replicas;
+  std::set<std::string> staged_models;  // WeightsKey()s whose weights are on local disk
+};
+
+struct DesiredDeployment {
+  InferenceReplicaSpec spec;
+  uint64_t replica_bytes = 0;  // ReplicaBytesForSpec
+};
+
+// "llama-13b@v1": what a node pre-stages.
+std::string WeightsKey(const InferenceReplicaSpec& spec);
+
+enum class ActionKind : uint8_t { kStart, kStop, kPrestage };
+std::string_view ActionKindName(ActionKind kind);
+
+struct Action {
+  ActionKind kind = ActionKind::kStart;
+  std::string node;
+  std::string deployment;  // empty for kPrestage
+  int ordinal = 0;
+  uint64_t generation = 0;
+  Allocation allocation;  // kStart
+  std::string weights;    // kStart, kPrestage: WeightsKey
+  std::string reason;
+  std::string replica_id() const { return ReplicaId(deployment, ordinal); }
+};
+
+struct DeploymentStatus {
+  std::string name;
+  int desired = 0;
+  int present = 0;  // replicas that count (ready, starting, or on a node within its grace)
+  int ready = 0;
+  int lost = 0;    // counted, but on a suspected or recently dead node
+  int failed = 0;  // failed and held in place until their crash backoff has passed
+  int wave = 0;    // 1-based bring-up wave the deployment is in
+  int wave_target = 0;
+  int starting_now = 0;
+  int waiting_for_weights = 0;  // placed this step, held until weights are pre-staged
+  int pending = 0;              // could not be placed this step
+  std::string pending_reason;
+};
+
+struct ReconcileResult {
+  std::vector<Action> actions;
+  std::vector<DeploymentStatus> deployments;
+};
+
+ReconcileResult Reconcile(absl::Time now, const std::vector<DesiredDeployment>& desired,
+                          const std::vector<NodeStatus>& nodes, const PlacementOptions& options);
+
+// How long a failed replica of `generation` stays failed before it is stopped and recreated
+// (MISSION.md §11: a crash loop must neither hammer its node nor hide its cause): 10 s, doubling
+// with each generation, at most 5 min.
+absl::Duration CrashBackoff(uint64_t generation);
+
+// How many replicas may exist once `ready` of them are ready: the end of the current wave.
+int WaveTarget(const InferenceReplicaSpec& spec, int ready);
+
+struct SchedulerCandidate {
+  std::string id;
+  bool live = false;  // alive or suspected in this node's view: not yet confirmed dead
+};
+// The lowest-id live scheduler: the one that reconciles (DESIGN.md §2). `schedulers` lists every
+// scheduler this node knows, the dead it still remembers included (those that left gracefully
+// excluded). nullopt unless the live ones are a majority: a scheduler cut off with a minority
+// (a rack partition) must not rebuild the majority's replicas on its side. With an even count,
+// losing half stops reconciliation, which is why the election picks an odd number.
+std::optional<std::string> ChooseReconciler(const std::vector<SchedulerCandidate>& schedulers);
+
+}  // namespace exa::scheduler

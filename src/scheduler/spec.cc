@@ -1,0 +1,513 @@
+#include "scheduler/spec.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "common/status.h"
+#include "common/strings.h"
+#include "common/units.h"
+#include "config/schema.h"
+#include "yaml-cpp/yaml.h"
+
+namespace exa::scheduler {
+namespace {
+
+// Where a YAML node sits, for error messages ("spec.yaml:7:13").
+class Reader {
+ public:
+  Reader(std::string_view source, int first_line) : source_(source), first_line_(first_line) {}
+
+  absl::Status Error(const YAML::Node& at, std::string_view path, std::string_view what) const {
+    return absl::InvalidArgumentError(StrCat(Where(at), ": ", path, " ", what));
+  }
+
+  std::string Where(const YAML::Node& at) const {
+    YAML::Mark mark = at.Mark();
+    if (mark.is_null()) return std::string(source_);
+    return StrCat(source_, ":", first_line_ + mark.line + 1, ":", mark.column + 1);
+  }
+
+  // A mapping whose keys must all be in `allowed`; an unknown key gets the nearest allowed one.
+  absl::Status CheckMap(const YAML::Node& node, std::string_view path,
+                        std::initializer_list<std::string_view> allowed) const {
+    if (!node.IsMap()) return Error(node, path, "must be a mapping");
+    std::set<std::string> seen;
+    for (const auto& kv : node) {
+      std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "?";
+      std::string field = path.empty() ? key : StrCat(path, ".", key);
+      if (!seen.insert(key).second) return Error(kv.first, field, "appears twice");
+      if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
+      std::string_view best;
+      size_t best_distance = std::numeric_limits<size_t>::max();
+      std::string list;
+      for (std::string_view a : allowed) {
+        StrAppend(&list, list.empty() ? "" : ", ", a);
+        size_t d = config::EditDistance(key, a);
+        if (d < best_distance) {
+          best_distance = d;
+          best = a;
+        }
+      }
+      std::string hint = best_distance <= std::max<size_t>(2, key.size() / 3)
+                             ? StrCat("did you mean \"", best, "\"? ")
+                             : "";
+      return absl::InvalidArgumentError(
+          StrCat(Where(kv.first), ": unknown field \"", field, "\"; ", hint, "allowed: ", list));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::string> String(const YAML::Node& node, std::string_view path) const {
+    if (!node.IsScalar()) return Error(node, path, "must be a string");
+    return node.Scalar();
+  }
+
+  absl::StatusOr<int> Int(const YAML::Node& node, std::string_view path, int64_t lo,
+                          int64_t hi) const {
+    if (!node.IsScalar()) return Error(node, path, "must be an integer");
+    const std::string& s = node.Scalar();
+    char* end = nullptr;
+    errno = 0;
+    long long v = std::strtoll(s.c_str(), &end, 10);
+    if (s.empty() || *end != '\0' || errno == ERANGE) {
+      return Error(node, path, StrCat("\"", s, "\": expected an integer in [", lo, ", ", hi, "]"));
+    }
+    if (v < lo || v > hi) {
+      return Error(node, path, StrCat(v, ": must be in [", lo, ", ", hi, "]"));
+    }
+    return static_cast<int>(v);
+  }
+
+  absl::StatusOr<bool> Bool(const YAML::Node& node, std::string_view path) const {
+    if (node.IsScalar()) {
+      const std::string& s = node.Scalar();
+      if (s == "true") return true;
+      if (s == "false") return false;
+      return Error(node, path, StrCat("\"", s, "\": expected true or false"));
+    }
+    return Error(node, path, "must be true or false");
+  }
+
+  absl::StatusOr<uint64_t> Bytes(const YAML::Node& node, std::string_view path) const {
+    if (!node.IsScalar()) return Error(node, path, "must be a quantity like 53Gi");
+    absl::StatusOr<uint64_t> v = ParseBytes(node.Scalar());
+    if (!v.ok()) return Error(node, path, ToStd(v.status().message()));
+    return *v;
+  }
+
+  absl::StatusOr<absl::Duration> Duration(const YAML::Node& node, std::string_view path) const {
+    if (!node.IsScalar()) return Error(node, path, "must be a duration like 30s");
+    absl::StatusOr<absl::Duration> v = ParseDuration(node.Scalar());
+    if (!v.ok()) return Error(node, path, ToStd(v.status().message()));
+    if (*v < absl::ZeroDuration()) return Error(node, path, "must not be negative");
+    return *v;
+  }
+
+ private:
+  std::string_view source_;
+  int first_line_;  // of the document within the file, 0-based
+};
+
+// Documents of a multi-document file, each with its first line. yaml-cpp 0.7's LoadAll loops
+// allocating without end on a stray top-level ',' after a document (found by the fuzz corpus),
+// so the file is split on `---` lines here and each document is loaded alone.
+std::vector<std::pair<int, std::string>> SplitDocuments(std::string_view text) {
+  std::vector<std::pair<int, std::string>> docs(1, {0, ""});
+  int line = 0;
+  while (!text.empty()) {
+    size_t end = text.find('\n');
+    std::string_view l = text.substr(0, end == std::string_view::npos ? text.size() : end + 1);
+    text.remove_prefix(l.size());
+    bool separator = l.substr(0, 3) == "---" &&
+                     (l.size() == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '\n' || l[3] == '\r');
+    if (separator) {
+      // The rest of a separator line ("--- {a: b}") belongs to the new document.
+      docs.emplace_back(line, std::string(l.substr(3)));
+    } else {
+      docs.back().second.append(l);
+    }
+    ++line;
+  }
+  return docs;
+}
+
+bool ValidName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxNameBytes) return false;
+  if (name.front() == '-' || name.back() == '-') return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+  });
+}
+
+bool ValidLabelPart(std::string_view s) {
+  if (s.empty() || s.size() > 63) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ||
+           c == '/';
+  });
+}
+
+bool ValidModelName(std::string_view s) {
+  if (s.empty() || s.size() > 128) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ||
+           c == '/' || c == '@' || c == ':' || c == '+';
+  });
+}
+
+// Well-formed UTF-8 without control characters other than tab and newline: probe text is sent
+// to the model as a prompt and printed by the CLI.
+bool ValidText(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      if ((c < 0x20 && c != '\t' && c != '\n') || c == 0x7f) return false;
+      ++i;
+      continue;
+    }
+    size_t extra = c >= 0xc2 && c <= 0xdf   ? 1
+                   : c >= 0xe0 && c <= 0xef ? 2
+                   : c >= 0xf0 && c <= 0xf4 ? 3
+                                            : 0;
+    if (extra == 0 || s.size() - i <= extra) return false;
+    unsigned char c1 = static_cast<unsigned char>(s[i + 1]);
+    // Overlong forms, UTF-16 surrogates and code points above U+10FFFF.
+    if ((c == 0xe0 && c1 < 0xa0) || (c == 0xed && c1 >= 0xa0) || (c == 0xf0 && c1 < 0x90) ||
+        (c == 0xf4 && c1 >= 0x90)) {
+      return false;
+    }
+    for (size_t k = 1; k <= extra; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return false;
+    }
+    i += extra + 1;
+  }
+  return true;
+}
+
+constexpr std::string_view kNameRule =
+    "expected 1-63 characters of a-z, 0-9 and '-', not starting or ending with '-'";
+
+absl::Status ParseResources(const Reader& r, const YAML::Node& n, ResourcesSpec& out) {
+  EXA_RETURN_IF_ERROR(r.CheckMap(n, "spec.resources", {"gpu", "memory"}));
+  if (n["gpu"]) {
+    EXA_ASSIGN_OR_RETURN(out.gpu, r.Int(n["gpu"], "spec.resources.gpu", 1, kMaxGpusPerReplica));
+  }
+  if (n["memory"]) {
+    EXA_ASSIGN_OR_RETURN(out.memory_bytes, r.Bytes(n["memory"], "spec.resources.memory"));
+    if (out.memory_bytes == 0) {
+      return r.Error(n["memory"], "spec.resources.memory",
+                     "\"0\": must be positive (omit it to let the memory planner decide)");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseTopology(const Reader& r, const YAML::Node& n, TopologySpec& out) {
+  EXA_RETURN_IF_ERROR(r.CheckMap(n, "spec.topology", {"preferSameRack", "preferSameNVLinkDomain"}));
+  if (n["preferSameRack"]) {
+    EXA_ASSIGN_OR_RETURN(out.prefer_same_rack,
+                         r.Bool(n["preferSameRack"], "spec.topology.preferSameRack"));
+  }
+  if (n["preferSameNVLinkDomain"]) {
+    EXA_ASSIGN_OR_RETURN(
+        out.prefer_same_nvlink_domain,
+        r.Bool(n["preferSameNVLinkDomain"], "spec.topology.preferSameNVLinkDomain"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseHealthCheck(const Reader& r, const YAML::Node& n, HealthCheckSpec& out) {
+  EXA_RETURN_IF_ERROR(r.CheckMap(n, "spec.healthCheck",
+                                 {"processInterval", "modelInterval", "performanceInterval"}));
+  struct Field {
+    const char* key;
+    absl::Duration* out;
+  };
+  for (Field f : {Field{"processInterval", &out.process_interval},
+                  Field{"modelInterval", &out.model_interval},
+                  Field{"performanceInterval", &out.performance_interval}}) {
+    if (!n[f.key]) continue;
+    std::string path = StrCat("spec.healthCheck.", f.key);
+    EXA_ASSIGN_OR_RETURN(*f.out, r.Duration(n[f.key], path));
+    if (*f.out < absl::Seconds(1)) {
+      return r.Error(n[f.key], path,
+                     StrCat("\"", n[f.key].Scalar(),
+                            "\": must be at least 1s (probes too often "
+                            "disturb serving, MISSION.md §4)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseScheduling(const Reader& r, const YAML::Node& n, SchedulingSpec& out) {
+  EXA_RETURN_IF_ERROR(r.CheckMap(n, "spec.scheduling", {"batchSize", "warmupReplicas"}));
+  if (n["batchSize"]) {
+    EXA_ASSIGN_OR_RETURN(out.batch_size,
+                         r.Int(n["batchSize"], "spec.scheduling.batchSize", 1, kMaxReplicas));
+  }
+  if (n["warmupReplicas"]) {
+    EXA_ASSIGN_OR_RETURN(
+        out.warmup_replicas,
+        r.Int(n["warmupReplicas"], "spec.scheduling.warmupReplicas", 0, kMaxReplicas));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseLabels(const Reader& r, const YAML::Node& n,
+                         std::map<std::string, std::string>& out) {
+  if (!n.IsMap()) return r.Error(n, "spec.labels", "must be a mapping of names to values");
+  for (const auto& kv : n) {
+    std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "?";
+    std::string path = StrCat("spec.labels.", key);
+    if (!ValidLabelPart(key)) {
+      return r.Error(kv.first, path,
+                     "name must be 1-63 characters of letters, digits, '-', '_', '.', '/'");
+    }
+    EXA_ASSIGN_OR_RETURN(std::string value, r.String(kv.second, path));
+    if (!ValidLabelPart(value)) {
+      return r.Error(kv.second, path,
+                     StrCat("\"", value,
+                            "\": expected 1-63 characters of letters, digits, '-', '_', '.', '/'"));
+    }
+    if (!out.emplace(key, value).second) return r.Error(kv.first, path, "appears twice");
+    if (out.size() > kMaxLabels) {
+      return r.Error(n, "spec.labels", StrCat("has more than ", kMaxLabels, " entries"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseProbe(const Reader& r, const YAML::Node& n, ProbeSpec& out) {
+  EXA_RETURN_IF_ERROR(r.CheckMap(n, "spec.probe", {"prompt", "expect"}));
+  if (n["prompt"]) {
+    EXA_ASSIGN_OR_RETURN(out.prompt, r.String(n["prompt"], "spec.probe.prompt"));
+    if (out.prompt.empty() || out.prompt.size() > 4096 || !ValidText(out.prompt)) {
+      return r.Error(n["prompt"], "spec.probe.prompt",
+                     "must be 1-4096 bytes of UTF-8 text without control characters");
+    }
+  }
+  if (n["expect"]) {
+    EXA_ASSIGN_OR_RETURN(out.expect, r.String(n["expect"], "spec.probe.expect"));
+    if (out.expect.size() > 4096 || !ValidText(out.expect)) {
+      return r.Error(n["expect"], "spec.probe.expect",
+                     "must be at most 4096 bytes of UTF-8 text without control characters");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseSpecBody(const Reader& r, const YAML::Node& n, InferenceReplicaSpec& s) {
+  EXA_RETURN_IF_ERROR(r.CheckMap(
+      n, "spec",
+      {"model", "version", "backend", "replicas", "resources", "topology", "healthCheck",
+       "scheduling", "labels", "probe", "deadGrace", "maxLifetime", "context", "concurrency"}));
+  if (!n["model"]) return r.Error(n, "spec.model", "is required");
+  EXA_ASSIGN_OR_RETURN(s.model, r.String(n["model"], "spec.model"));
+  if (!ValidModelName(s.model)) {
+    return r.Error(n["model"], "spec.model",
+                   StrCat("\"", s.model,
+                          "\": expected 1-128 characters of letters, digits and - _ . / @ : +"));
+  }
+  if (n["version"]) {
+    EXA_ASSIGN_OR_RETURN(s.version, r.String(n["version"], "spec.version"));
+    if (!ValidLabelPart(s.version)) {
+      return r.Error(n["version"], "spec.version",
+                     StrCat("\"", s.version,
+                            "\": expected 1-63 characters of letters, digits, '-', '_', '.'"));
+    }
+  }
+  if (n["backend"]) {
+    EXA_ASSIGN_OR_RETURN(s.backend, r.String(n["backend"], "spec.backend"));
+    if (s.backend != "cuda" && s.backend != "cpu" && s.backend != "sim") {
+      return r.Error(n["backend"], "spec.backend",
+                     StrCat("\"", s.backend, "\": expected one of cuda, cpu, sim"));
+    }
+  }
+  if (!n["replicas"]) return r.Error(n, "spec.replicas", "is required");
+  EXA_ASSIGN_OR_RETURN(s.replicas, r.Int(n["replicas"], "spec.replicas", 0, kMaxReplicas));
+  if (n["resources"]) EXA_RETURN_IF_ERROR(ParseResources(r, n["resources"], s.resources));
+  if (n["topology"]) EXA_RETURN_IF_ERROR(ParseTopology(r, n["topology"], s.topology));
+  if (n["healthCheck"]) EXA_RETURN_IF_ERROR(ParseHealthCheck(r, n["healthCheck"], s.health_check));
+  if (n["scheduling"]) EXA_RETURN_IF_ERROR(ParseScheduling(r, n["scheduling"], s.scheduling));
+  if (n["labels"]) EXA_RETURN_IF_ERROR(ParseLabels(r, n["labels"], s.labels));
+  if (n["probe"]) EXA_RETURN_IF_ERROR(ParseProbe(r, n["probe"], s.probe));
+  if (n["deadGrace"]) {
+    EXA_ASSIGN_OR_RETURN(s.dead_grace, r.Duration(n["deadGrace"], "spec.deadGrace"));
+  }
+  if (n["maxLifetime"]) {
+    EXA_ASSIGN_OR_RETURN(s.max_lifetime, r.Duration(n["maxLifetime"], "spec.maxLifetime"));
+  }
+  if (n["context"]) {
+    EXA_ASSIGN_OR_RETURN(s.context, r.Int(n["context"], "spec.context", 1, kMaxContextTokens));
+  }
+  if (n["concurrency"]) {
+    EXA_ASSIGN_OR_RETURN(s.concurrency,
+                         r.Int(n["concurrency"], "spec.concurrency", 1, kMaxConcurrency));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<InferenceReplicaSpec> ParseDocument(const Reader& r, const YAML::Node& doc) {
+  if (!doc.IsMap()) return r.Error(doc, "the document", "must be a mapping");
+  EXA_RETURN_IF_ERROR(r.CheckMap(doc, "", {"apiVersion", "kind", "metadata", "spec"}));
+  InferenceReplicaSpec s;
+  for (const char* key : {"apiVersion", "kind", "metadata", "spec"}) {
+    if (!doc[key]) return r.Error(doc, key, "is required");
+  }
+  EXA_ASSIGN_OR_RETURN(std::string api, r.String(doc["apiVersion"], "apiVersion"));
+  if (api != kApiVersion) {
+    return r.Error(doc["apiVersion"], "apiVersion",
+                   StrCat("\"", api, "\": expected \"", kApiVersion, "\""));
+  }
+  EXA_ASSIGN_OR_RETURN(std::string kind, r.String(doc["kind"], "kind"));
+  if (kind != kKindInferenceReplica) {
+    return r.Error(doc["kind"], "kind",
+                   StrCat("\"", kind, "\": expected \"", kKindInferenceReplica, "\""));
+  }
+  const YAML::Node& md = doc["metadata"];
+  EXA_RETURN_IF_ERROR(r.CheckMap(md, "metadata", {"name"}));
+  if (!md["name"]) return r.Error(md, "metadata.name", "is required");
+  EXA_ASSIGN_OR_RETURN(s.name, r.String(md["name"], "metadata.name"));
+  if (!ValidName(s.name)) {
+    return r.Error(md["name"], "metadata.name", StrCat("\"", s.name, "\": ", kNameRule));
+  }
+  EXA_RETURN_IF_ERROR(ParseSpecBody(r, doc["spec"], s));
+  if (absl::Status v = ValidateSpec(s); !v.ok()) {
+    return absl::InvalidArgumentError(StrCat(r.Where(doc["spec"]), ": ", ToStd(v.message())));
+  }
+  return s;
+}
+
+std::string Quote(std::string_view s) {
+  YAML::Emitter e;
+  e << YAML::DoubleQuoted << std::string(s);
+  return e.c_str();
+}
+
+}  // namespace
+
+absl::Status ValidateSpec(const InferenceReplicaSpec& s) {
+  if (!ValidName(s.name)) {
+    return absl::InvalidArgumentError(StrCat("metadata.name \"", s.name, "\": ", kNameRule));
+  }
+  if (s.replicas < 0 || s.replicas > kMaxReplicas) {
+    return absl::InvalidArgumentError(
+        StrCat("spec.replicas ", s.replicas, ": must be in [0, ", kMaxReplicas, "]"));
+  }
+  if (s.resources.gpu < 1 || s.resources.gpu > kMaxGpusPerReplica) {
+    return absl::InvalidArgumentError(StrCat("spec.resources.gpu ", s.resources.gpu,
+                                             ": must be in [1, ", kMaxGpusPerReplica, "]"));
+  }
+  if (s.dead_grace < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("spec.deadGrace: must not be negative");
+  }
+  if (s.max_lifetime != absl::ZeroDuration() && s.max_lifetime < absl::Minutes(1)) {
+    return absl::InvalidArgumentError(
+        StrCat("spec.maxLifetime \"", DurationToString(s.max_lifetime),
+               "\": must be 0 (unlimited) or at least 1m, or replicas restart in a loop"));
+  }
+  if (s.scheduling.batch_size < 1) {
+    return absl::InvalidArgumentError(
+        StrCat("spec.scheduling.batchSize ", s.scheduling.batch_size, ": must be at least 1"));
+  }
+  if (s.scheduling.warmup_replicas < 0) {
+    return absl::InvalidArgumentError(
+        StrCat("spec.scheduling.warmupReplicas ", s.scheduling.warmup_replicas, ": must be >= 0"));
+  }
+  if (s.context < 1 || s.concurrency < 1) {
+    return absl::InvalidArgumentError("spec.context and spec.concurrency: must be at least 1");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<InferenceReplicaSpec>> ParseSpecs(std::string_view yaml_text,
+                                                             std::string_view source) {
+  constexpr size_t kMaxDocuments = 1000;
+  std::vector<std::pair<int, std::string>> pieces = SplitDocuments(yaml_text);
+  if (pieces.size() > kMaxDocuments) {
+    return absl::InvalidArgumentError(
+        StrCat(source, ": ", pieces.size(), " documents; at most ", kMaxDocuments));
+  }
+  std::vector<InferenceReplicaSpec> specs;
+  std::set<std::string> names;
+  for (const auto& [first_line, text] : pieces) {
+    Reader r(source, first_line);
+    YAML::Node doc;
+    try {
+      doc = YAML::Load(text);
+    } catch (const YAML::ParserException& e) {
+      std::string where = e.mark.is_null() ? std::string(source)
+                                           : StrCat(source, ":", first_line + e.mark.line + 1, ":",
+                                                    e.mark.column + 1);
+      return absl::InvalidArgumentError(StrCat(where, ": invalid YAML: ", e.msg));
+    } catch (const YAML::Exception& e) {
+      return absl::InvalidArgumentError(StrCat(source, ": invalid YAML: ", e.what()));
+    }
+    if (doc.IsNull()) continue;
+    try {
+      EXA_ASSIGN_OR_RETURN(InferenceReplicaSpec s, ParseDocument(r, doc));
+      if (!names.insert(s.name).second) {
+        return absl::InvalidArgumentError(
+            StrCat(r.Where(doc), ": metadata.name \"", s.name, "\" appears in two documents"));
+      }
+      specs.push_back(std::move(s));
+    } catch (const YAML::Exception& e) {  // defensive: every access above is type-checked
+      return absl::InvalidArgumentError(StrCat(source, ": ", e.what()));
+    }
+  }
+  if (specs.empty()) {
+    return absl::InvalidArgumentError(StrCat(source, ": no InferenceReplica document"));
+  }
+  return specs;
+}
+
+absl::StatusOr<std::vector<InferenceReplicaSpec>> LoadSpecFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(StrCat(path, ": cannot read: ", std::strerror(errno)));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return ParseSpecs(text.str(), path);
+}
+
+std::string SpecToYaml(const InferenceReplicaSpec& s) {
+  std::string out = StrCat("apiVersion: ", kApiVersion, "\nkind: ", kKindInferenceReplica,
+                           "\nmetadata:\n  name: ", s.name, "\nspec:\n");
+  StrAppend(&out, "  model: ", Quote(s.model), "\n  version: ", Quote(s.version),
+            "\n  backend: ", s.backend, "\n  replicas: ", s.replicas, "\n");
+  StrAppend(&out, "  resources:\n    gpu: ", s.resources.gpu, "\n");
+  if (s.resources.memory_bytes > 0) {
+    StrAppend(&out, "    memory: ", BytesToString(s.resources.memory_bytes), "\n");
+  }
+  StrAppend(&out, "  topology:\n    preferSameRack: ", s.topology.prefer_same_rack,
+            "\n    preferSameNVLinkDomain: ", s.topology.prefer_same_nvlink_domain, "\n");
+  StrAppend(
+      &out,
+      "  healthCheck:\n    processInterval: ", DurationToString(s.health_check.process_interval),
+      "\n    modelInterval: ", DurationToString(s.health_check.model_interval),
+      "\n    performanceInterval: ", DurationToString(s.health_check.performance_interval), "\n");
+  StrAppend(&out, "  scheduling:\n    batchSize: ", s.scheduling.batch_size,
+            "\n    warmupReplicas: ", s.scheduling.warmup_replicas, "\n");
+  if (!s.labels.empty()) {
+    StrAppend(&out, "  labels:\n");
+    for (const auto& [k, v] : s.labels) StrAppend(&out, "    ", Quote(k), ": ", Quote(v), "\n");
+  }
+  StrAppend(&out, "  probe:\n    prompt: ", Quote(s.probe.prompt),
+            "\n    expect: ", Quote(s.probe.expect), "\n");
+  StrAppend(&out, "  deadGrace: ", DurationToString(s.dead_grace),
+            "\n  maxLifetime: ", DurationToString(s.max_lifetime), "\n  context: ", s.context,
+            "\n  concurrency: ", s.concurrency, "\n");
+  return out;
+}
+
+int WarmupWave(const InferenceReplicaSpec& spec) {
+  return std::min(spec.replicas, spec.scheduling.warmup_replicas);
+}
+
+}  // namespace exa::scheduler

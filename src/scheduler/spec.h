@@ -1,0 +1,119 @@
+// The desired state an operator writes: `apiVersion: exaserve.io/v1`, `kind: InferenceReplica`
+// (MISSION.md §2, issue 8 part 1). A spec names a model and how many resident replicas of it
+// should run, with the resources, topology preferences, health checks and bring-up waves that
+// govern them.
+//
+//   apiVersion: exaserve.io/v1
+//   kind: InferenceReplica
+//   metadata: {name: llama-13b-replica}
+//   spec:
+//     model: llama-13b
+//     replicas: 3072
+//     resources: {gpu: 1, memory: 53Gi}
+//     topology: {preferSameRack: true, preferSameNVLinkDomain: true}
+//     healthCheck: {processInterval: 10s, modelInterval: 30s, performanceInterval: 5m}
+//     scheduling: {batchSize: 512, warmupReplicas: 256}
+//
+// plus `version`, `backend`, `labels`, `probe` {prompt, expect}, `deadGrace`, `maxLifetime`,
+// `context` and `concurrency` under `spec`. Parsing is strict: an unknown field is refused with
+// the nearest valid one, and every error names file:line:column, the field path, the value and
+// what is allowed. A document either parses whole or not at all (never half-applied).
+//
+// Thread safety: the functions are pure.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace exa::scheduler {
+
+inline constexpr std::string_view kApiVersion = "exaserve.io/v1";
+inline constexpr std::string_view kKindInferenceReplica = "InferenceReplica";
+
+// Bounds that keep a hostile or mistyped spec from asking for absurd work; each is far above
+// the reference deployment (3072 replicas, MISSION.md §1).
+inline constexpr int kMaxReplicas = 1'000'000;
+inline constexpr int kMaxGpusPerReplica = 64;
+inline constexpr int kMaxContextTokens = 1 << 24;
+inline constexpr int kMaxConcurrency = 1 << 16;
+inline constexpr size_t kMaxNameBytes = 63;  // a DNS label: replica ids embed the name
+inline constexpr size_t kMaxLabels = 64;
+
+struct ResourcesSpec {
+  int gpu = 1;  // GPUs per replica (tensor-parallel degree at least this)
+  // GPU memory reserved per replica; 0 lets the memory planner decide. When set it must cover
+  // the planner's estimate, so a reservation can never be smaller than what the replica uses.
+  uint64_t memory_bytes = 0;
+  bool operator==(const ResourcesSpec&) const = default;
+};
+
+struct TopologySpec {
+  bool prefer_same_rack = false;
+  bool prefer_same_nvlink_domain = true;
+  bool operator==(const TopologySpec&) const = default;
+};
+
+// MISSION.md §4: three levels of health check and their intervals.
+struct HealthCheckSpec {
+  absl::Duration process_interval = absl::Seconds(10);
+  absl::Duration model_interval = absl::Seconds(30);
+  absl::Duration performance_interval = absl::Minutes(5);
+  bool operator==(const HealthCheckSpec&) const = default;
+};
+
+// MISSION.md §2: bring-up in waves, warmupReplicas first, then batchSize per wave.
+struct SchedulingSpec {
+  int batch_size = 512;
+  int warmup_replicas = 256;
+  bool operator==(const SchedulingSpec&) const = default;
+};
+
+// MISSION.md §4: the model-level probe ("1+1" must answer with something containing "2").
+struct ProbeSpec {
+  std::string prompt = "1+1=";
+  std::string expect = "2";
+  bool operator==(const ProbeSpec&) const = default;
+};
+
+struct InferenceReplicaSpec {
+  std::string name;  // metadata.name
+  std::string model;
+  std::string version = "v1";
+  std::string backend = "cuda";  // cuda | cpu | sim
+  int replicas = 0;
+  ResourcesSpec resources;
+  TopologySpec topology;
+  HealthCheckSpec health_check;
+  SchedulingSpec scheduling;
+  std::map<std::string, std::string> labels;
+  ProbeSpec probe;
+  absl::Duration dead_grace = absl::Seconds(30);  // MISSION.md §4: wait 30 s before rebuilding
+  absl::Duration max_lifetime = absl::ZeroDuration();  // 0: unlimited (MISSION.md §12)
+  int context = 4096;                                  // tokens per sequence (MISSION.md §3)
+  int concurrency = 4;                                 // sequences per replica (MISSION.md §3)
+  bool operator==(const InferenceReplicaSpec&) const = default;
+};
+
+// Parses one or more YAML documents (separated by `---`) into specs; `source` names the file in
+// errors. Every document must be a valid InferenceReplica; names must be unique.
+absl::StatusOr<std::vector<InferenceReplicaSpec>> ParseSpecs(std::string_view yaml_text,
+                                                             std::string_view source);
+absl::StatusOr<std::vector<InferenceReplicaSpec>> LoadSpecFile(const std::string& path);
+
+// Checks the cross-field rules ParseSpecs enforces, for specs built in code.
+absl::Status ValidateSpec(const InferenceReplicaSpec& spec);
+
+// The spec as canonical YAML (every field, defaults included): what `get -o yaml` prints and
+// what a diff compares.
+std::string SpecToYaml(const InferenceReplicaSpec& spec);
+
+// Replicas of the first bring-up wave and of each later one, capped by `replicas`.
+int WarmupWave(const InferenceReplicaSpec& spec);
+
+}  // namespace exa::scheduler

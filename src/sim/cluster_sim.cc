@@ -1,0 +1,808 @@
+#include "sim/cluster_sim.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <queue>
+#include <set>
+#include <unordered_map>
+
+#include "cluster/election.h"
+#include "common/random.h"
+#include "common/status.h"
+#include "common/strings.h"
+#include "common/units.h"
+#include "fmt/format.h"
+#include "membership/swim_core.h"
+#include "scheduler/device_fit.h"
+#include "scheduler/memory_planner.h"
+#include "scheduler/node_view.h"
+#include "scheduler/reconciler.h"
+#include "scheduler/replicated_store.h"
+
+namespace exa::sim {
+namespace {
+
+using membership::Address;
+using membership::Channel;
+using membership::MemberState;
+using membership::SwimCore;
+using scheduler::Action;
+using scheduler::ActionKind;
+using scheduler::NodeStatus;
+using scheduler::ReplicaPhase;
+using scheduler::ReplicaRecord;
+using json = nlohmann::json;
+
+constexpr absl::Duration kAgentInterval = absl::Milliseconds(250);
+constexpr int kStepEveryChecks = 4;                       // the reconciler steps once a second
+constexpr absl::Duration kProbeDelay = absl::Seconds(1);  // model probe before ready
+
+double CpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+double Round3(double v) { return std::round(v * 1000.0) / 1000.0; }
+
+struct AgentReplica {
+  ReplicaRecord record;
+  absl::Time ready_at;
+};
+
+struct SimNode {
+  std::string id;
+  Address address;
+  int rack = 0;
+  bool gpu = false;
+  bool scheduler = false;
+  std::unique_ptr<SwimCore> core;
+  bool started = false;
+  bool killed = false;
+  int group = 0;  // nodes talk only within a group (network cuts)
+  uint64_t tick_gen = 0;
+  absl::Time scheduled = absl::InfiniteFuture();
+  // Node agent.
+  uint64_t boot_id = 1;
+  std::vector<AgentReplica> replicas;
+  std::map<std::string, absl::Time> staging;
+  std::set<std::string> staged;
+  // Scheduler: the last report of each node, by id; its replica of the spec store, and the
+  // specs parsed from it (by key, with the version they were parsed at).
+  std::map<std::string, NodeStatus> reports;
+  std::unique_ptr<scheduler::ReplicatedStore> store;
+  std::map<std::string, std::pair<scheduler::Version, scheduler::DesiredDeployment>> specs;
+};
+
+struct Wave {
+  int replicas = 0;
+  int cumulative = 0;
+  double started_s = -1;
+  double ready_s = -1;
+};
+
+class ClusterSim {
+ public:
+  explicit ClusterSim(const ClusterSimOptions& o) : o_(o), rng_(o.seed) {
+    start_ = absl::UnixEpoch() + absl::Hours(24 * 365 * 50);
+  }
+  absl::StatusOr<json> Run();
+
+ private:
+  enum class Kind : uint8_t { kTick, kDeliver, kStart, kCheck, kFault, kHeal, kStore };
+  struct QEvent {
+    absl::Time at;
+    uint64_t seq;
+    Kind kind;
+    int node;
+    uint64_t gen;
+    int from;
+    Channel channel;
+    std::string bytes;
+    std::shared_ptr<const scheduler::StoreMessage> store;
+  };
+  struct Later {
+    bool operator()(const QEvent* a, const QEvent* b) const {
+      return a->at != b->at ? a->at > b->at : a->seq > b->seq;
+    }
+  };
+  enum class Phase : uint8_t { kWarmup, kBringup, kSteady, kFault, kDone };
+
+  void Push(absl::Time at, Kind kind, int node, uint64_t gen = 0, int from = -1,
+            Channel channel = Channel::kDatagram, std::string bytes = {}) {
+    queue_.push(new QEvent{at, seq_++, kind, node, gen, from, channel, std::move(bytes)});
+  }
+  bool Connected(int a, int b) const {
+    return !nodes_[a].killed && !nodes_[b].killed && nodes_[a].group == nodes_[b].group;
+  }
+  double Since(absl::Time t, absl::Time base) const { return absl::ToDoubleSeconds(t - base); }
+
+  absl::Status Setup();
+  void StartNode(absl::Time now, int i);
+  void AfterInteraction(absl::Time now, int i);
+  void Check(absl::Time now);
+  void AdvanceAgents(absl::Time now);
+  void SchedulerStep(absl::Time now, int s);
+  void Apply(absl::Time now, int s, const Action& a);
+  void StartFault(absl::Time now);
+  void Heal(absl::Time now);
+  void FlushStore(absl::Time now, int i);
+  void WriteSpecs(absl::Time now);
+  std::vector<scheduler::DesiredDeployment> DesiredFromStore(SimNode& n);
+  bool AllSeeAllAlive() const;
+  int ReadyReplicas() const;
+  void RecordBringup(absl::Time now);
+  json PlacementFigures();
+
+  ClusterSimOptions o_;
+  Random rng_;
+  absl::Time start_;
+  std::vector<SimNode> nodes_;
+  std::unordered_map<Address, int> by_address_;
+  std::unordered_map<std::string, int> by_id_;
+  std::priority_queue<QEvent*, std::vector<QEvent*>, Later> queue_;
+  uint64_t seq_ = 0;
+  membership::Config config_ = membership::Config::Lan();
+
+  // The spec store: an in-memory map every scheduler reads (the replicated store is not built).
+  std::vector<scheduler::DesiredDeployment> desired_;
+  uint64_t weight_bytes_ = 0;
+  int replicas_per_node_planned_ = 0;
+
+  Phase phase_ = Phase::kWarmup;
+  int checks_ = 0;
+  absl::Time applied_at_ = absl::InfiniteFuture();
+  absl::Time fault_at_ = absl::InfiniteFuture();
+  absl::Time end_ = absl::InfiniteFuture();
+  double warmup_s_ = 0;
+  double all_ready_s_ = -1;
+  double reconcile_cpu_s_ = 0;
+  std::map<int, Wave> waves_;
+  json bringup_;
+  json placement_;
+
+  // Fault bookkeeping.
+  std::vector<int> faulted_;
+  int replicas_on_faulted_ = 0;
+  std::vector<double> rebuild_s_;  // relative to the fault
+  int duplicate_starts_ = 0;
+  int stale_stopped_ = 0;
+  std::string last_reconciler_;
+  std::string killed_leader_;
+  double takeover_s_ = -1;
+  std::string new_reconciler_;
+  std::string pending_reason_;
+  std::string spec_writer_;
+  std::set<uint64_t> spec_writes_;  // not yet acknowledged
+  double spec_acknowledged_s_ = -1;
+  int spec_parse_errors_ = 0;
+  std::map<std::string, int> starts_by_reason_;
+  double all_ready_again_s_ = -1;
+  double first_prestage_s_ = -1;  // after the fault: a rebuild target lacked the weights
+  absl::Time healed_at_ = absl::InfiniteFuture();
+};
+
+absl::Status ClusterSim::Setup() {
+  std::vector<scheduler::InferenceReplicaSpec> specs;
+  if (!o_.spec_file.empty()) {
+    EXA_ASSIGN_OR_RETURN(specs, scheduler::LoadSpecFile(o_.spec_file));
+  } else {
+    EXA_ASSIGN_OR_RETURN(specs, scheduler::ParseSpecs(o_.spec_yaml, "spec"));
+  }
+  scheduler::ModelCatalog catalog = scheduler::ModelCatalog::WithPresets();
+  for (const auto& spec : specs) {
+    EXA_ASSIGN_OR_RETURN(uint64_t bytes, scheduler::ReplicaBytesForSpec(spec, catalog));
+    desired_.push_back(scheduler::DesiredDeployment{spec, bytes});
+  }
+  EXA_ASSIGN_OR_RETURN(scheduler::ModelShape shape, catalog.Find(specs.front().model));
+  weight_bytes_ = static_cast<uint64_t>(shape.parameters) * scheduler::PrecisionBytes(shape.dtype);
+  replicas_per_node_planned_ = scheduler::ReplicasPerEmptyNode(
+      o_.gpu_memory_bytes, o_.gpus_per_node, desired_.front().replica_bytes,
+      desired_.front().spec.resources.gpu);
+
+  const int total = o_.nodes + o_.schedulers;
+  nodes_.resize(total);
+  for (int i = 0; i < total; ++i) {
+    SimNode& n = nodes_[i];
+    n.scheduler = i >= o_.nodes;
+    n.gpu = !n.scheduler;
+    // Schedulers spread over the first racks, one per rack (the election's spread).
+    n.rack = n.scheduler ? (i - o_.nodes) % o_.racks : i % o_.racks;
+    n.id = n.scheduler ? fmt::format("sched-{:02d}", i - o_.nodes) : fmt::format("gpu-{:04d}", i);
+    n.address = fmt::format("10.{}.{}.{}:7946", n.rack, (i / 250) % 250, i % 250 + 1);
+    by_address_[n.address] = i;
+    by_id_[n.id] = i;
+    Push(start_ + absl::Milliseconds(20) * i, Kind::kStart, i);
+  }
+  Push(start_ + kAgentInterval, Kind::kCheck, -1);
+  return absl::OkStatus();
+}
+
+void ClusterSim::StartNode(absl::Time now, int i) {
+  SimNode& n = nodes_[i];
+  membership::Metadata md;
+  md.rack = fmt::format("rack-{:02d}", n.rack);
+  md.roles = {n.scheduler ? "scheduler" : "inference"};
+  if (n.gpu) {
+    md.nvlink_domain = fmt::format("nvl-{}", n.id);
+    md.gpus = membership::GpuSummary{static_cast<uint16_t>(o_.gpus_per_node),
+                                     static_cast<uint32_t>(o_.gpu_memory_bytes >> 20), "H100-SXM"};
+  }
+  n.core = std::make_unique<SwimCore>(config_, SwimCore::LocalNode{n.id, n.address, md, 0},
+                                      rng_.Next(), now);
+  n.started = true;
+  if (n.scheduler) n.store = std::make_unique<scheduler::ReplicatedStore>(n.id);
+  std::vector<Address> seeds;
+  for (int k = 0; k < 2 && i > 0; ++k) seeds.push_back(nodes_[rng_.Uniform(i)].address);
+  n.core->Join(now, seeds);
+  AfterInteraction(now, i);
+}
+
+void ClusterSim::AfterInteraction(absl::Time now, int i) {
+  SimNode& n = nodes_[i];
+  for (membership::OutPacket& p : n.core->TakePackets()) {
+    auto it = by_address_.find(p.to);
+    if (it == by_address_.end() || !Connected(i, it->second)) continue;
+    absl::Duration delay = absl::Microseconds(500 + 500 * rng_.UniformDouble());
+    if (p.channel == Channel::kReliable) delay += absl::Milliseconds(1);
+    Push(now + delay, Kind::kDeliver, it->second, 0, i, p.channel, std::move(p.bytes));
+  }
+  n.core->TakeEvents();
+  absl::Time next = std::max(now, n.core->NextTick());
+  if (next != n.scheduled) {
+    n.scheduled = next;
+    Push(next, Kind::kTick, i, ++n.tick_gen);
+  }
+}
+
+bool ClusterSim::AllSeeAllAlive() const {
+  for (const SimNode& n : nodes_) {
+    if (!n.started || n.core->CountInState(MemberState::kAlive) != nodes_.size()) return false;
+  }
+  return true;
+}
+
+int ClusterSim::ReadyReplicas() const {
+  int ready = 0;
+  for (const SimNode& n : nodes_) {
+    if (n.killed) continue;
+    for (const AgentReplica& r : n.replicas) ready += r.record.phase == ReplicaPhase::kReady;
+  }
+  return ready;
+}
+
+void ClusterSim::AdvanceAgents(absl::Time now) {
+  for (SimNode& n : nodes_) {
+    if (n.killed || !n.gpu) continue;
+    for (auto it = n.staging.begin(); it != n.staging.end();) {
+      if (now < it->second) {
+        ++it;
+        continue;
+      }
+      n.staged.insert(it->first);
+      it = n.staging.erase(it);
+    }
+    for (AgentReplica& r : n.replicas) {
+      if (r.record.phase == ReplicaPhase::kStarting && now >= r.ready_at) {
+        r.record.phase = ReplicaPhase::kReady;
+        r.record.phase_since = now;
+      }
+    }
+  }
+}
+
+void ClusterSim::Apply(absl::Time now, int s, const Action& a) {
+  int target = by_id_.at(a.node);
+  if (!Connected(s, target)) return;  // the RPC fails; the next step retries
+  SimNode& n = nodes_[target];
+  if (a.kind == ActionKind::kPrestage) {
+    if (phase_ == Phase::kFault && first_prestage_s_ < 0) {
+      first_prestage_s_ = Round3(Since(now, fault_at_));
+    }
+    if (!n.staged.count(a.weights) && !n.staging.count(a.weights)) {
+      double s_needed = weight_bytes_ / (o_.stage_gbps * 1e9) * (0.9 + 0.3 * rng_.UniformDouble());
+      n.staging[a.weights] = now + absl::Seconds(s_needed);
+    }
+    return;
+  }
+  auto same = [&a](const AgentReplica& r) {
+    return r.record.deployment == a.deployment && r.record.ordinal == a.ordinal;
+  };
+  if (a.kind == ActionKind::kStop) {
+    size_t before = n.replicas.size();
+    std::erase_if(n.replicas, [&](const AgentReplica& r) {
+      return same(r) && r.record.generation == a.generation;
+    });
+    if (n.replicas.size() != before && phase_ == Phase::kFault &&
+        a.reason.rfind("duplicate", 0) == 0) {
+      stale_stopped_++;
+    }
+    return;
+  }
+  auto it = std::find_if(n.replicas.begin(), n.replicas.end(), same);
+  if (it != n.replicas.end() && it->record.generation >= a.generation) return;  // idempotent
+  if (it != n.replicas.end()) n.replicas.erase(it);
+  for (const SimNode& other : nodes_) {
+    if (&other == &n || other.killed) continue;
+    if (std::any_of(other.replicas.begin(), other.replicas.end(), same)) duplicate_starts_++;
+  }
+  double load_s = weight_bytes_ / (o_.load_gbps * 1e9) * (0.9 + 0.4 * rng_.UniformDouble());
+  if (!n.staged.count(a.weights)) load_s += weight_bytes_ / (o_.stage_gbps * 1e9);
+  n.replicas.push_back(AgentReplica{ReplicaRecord{a.deployment, a.ordinal, a.generation,
+                                                  a.allocation, ReplicaPhase::kStarting, now},
+                                    now + absl::Seconds(load_s) + kProbeDelay});
+  starts_by_reason_[a.reason.rfind("wave ", 0) == 0 ? "wave" : a.reason]++;
+  if (a.reason == "rebuild" && fault_at_ != absl::InfiniteFuture()) {
+    rebuild_s_.push_back(Since(now, fault_at_));
+  }
+  if (a.reason.rfind("wave ", 0) == 0) {
+    int wave = std::atoi(a.reason.c_str() + 5);
+    Wave& w = waves_[wave];
+    w.replicas++;
+    if (w.started_s < 0) w.started_s = Round3(Since(now, applied_at_));
+  }
+}
+
+void ClusterSim::SchedulerStep(absl::Time now, int s) {
+  SimNode& me = nodes_[s];
+  std::vector<cluster::ElectionNode> view;
+  for (const membership::Member& m : me.core->members()) {
+    if (m.state != MemberState::kAlive && m.state != MemberState::kSuspect) continue;
+    view.push_back(
+        cluster::ElectionNode{m.id, m.metadata.rack, cluster::ParseRoleList(m.metadata.roles)});
+  }
+  std::vector<scheduler::SchedulerCandidate> candidates;
+  std::vector<std::string> store_members;
+  for (const auto& [id, roles] : cluster::ElectRoles(view, cluster::ElectionConfig{})) {
+    if (!roles.Has(cluster::Role::kScheduler)) continue;
+    candidates.push_back({id, true});
+    store_members.push_back(id);
+  }
+  me.store->SetMembers(now, store_members);
+  FlushStore(now, s);
+  // Every scheduler polls the node agents it can reach, so whichever takes over has reports.
+  scheduler::MergeView(now, me.core->members(), me.reports);
+  std::vector<NodeStatus> statuses;
+  for (auto& [id, st] : me.reports) {
+    if (st.inventory.gpus.empty()) continue;
+    int i = by_id_.at(id);
+    if (Connected(s, i)) {
+      const SimNode& n = nodes_[i];
+      st.boot_id = n.boot_id;
+      st.reported = true;
+      st.replicas.clear();
+      for (const AgentReplica& r : n.replicas) st.replicas.push_back(r.record);
+      st.staged_models = n.staged;
+    }
+    statuses.push_back(st);
+  }
+  // Schedulers this node remembers dead count against the majority (MergeView keeps them).
+  for (const auto& [id, st] : me.reports) {
+    if (st.liveness == scheduler::NodeLiveness::kDead &&
+        st.inventory.roles.Has(cluster::Role::kScheduler)) {
+      candidates.push_back({id, false});
+    }
+  }
+  if (scheduler::ChooseReconciler(candidates) != me.id) return;
+  std::vector<scheduler::DesiredDeployment> desired = DesiredFromStore(me);
+  if (desired.empty() || phase_ == Phase::kWarmup) return;
+  double cpu0 = CpuSeconds();
+  scheduler::ReconcileResult r = scheduler::Reconcile(now, desired, statuses, {});
+  reconcile_cpu_s_ += CpuSeconds() - cpu0;
+  if (!r.actions.empty()) {
+    if (!killed_leader_.empty() && me.id != killed_leader_ && takeover_s_ < 0) {
+      takeover_s_ = Round3(Since(now, fault_at_));
+      new_reconciler_ = me.id;
+    }
+    last_reconciler_ = me.id;
+  }
+  for (const Action& a : r.actions) Apply(now, s, a);
+  if (!r.deployments.empty()) pending_reason_ = r.deployments.front().pending_reason;
+}
+
+void ClusterSim::FlushStore(absl::Time now, int i) {
+  SimNode& n = nodes_[i];
+  n.store->TakePersist();  // persistence (RocksDB, sync) is not simulated
+  for (uint64_t id : n.store->TakeAcknowledged()) {
+    if (n.id == spec_writer_ && spec_writes_.erase(id) && spec_writes_.empty()) {
+      spec_acknowledged_s_ = Round3(Since(now, applied_at_));
+    }
+  }
+  n.store->TakeFailed();
+  for (scheduler::OutStoreMessage& m : n.store->TakeMessages()) {
+    int to = by_id_.at(m.to);
+    if (!Connected(i, to)) continue;
+    QEvent* ev = new QEvent{now + absl::Microseconds(500 + 500 * rng_.UniformDouble()),
+                            seq_++,
+                            Kind::kStore,
+                            to,
+                            0,
+                            i,
+                            Channel::kReliable,
+                            {},
+                            nullptr};
+    ev->store = std::make_shared<const scheduler::StoreMessage>(std::move(m.message));
+    queue_.push(ev);
+  }
+}
+
+// `exaserve-cli apply` against one scheduler: the highest-id one, so the write must reach the
+// reconciler (the lowest id) through replication.
+void ClusterSim::WriteSpecs(absl::Time now) {
+  int writer = -1;
+  for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
+    if (nodes_[i].scheduler) writer = i;
+  }
+  spec_writer_ = nodes_[writer].id;
+  // Every scheduler knows the scheduler set from its view before the first write.
+  for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
+    if (nodes_[i].scheduler && !nodes_[i].killed) SchedulerStep(now, i);
+  }
+  for (const scheduler::DesiredDeployment& d : desired_) {
+    auto id =
+        nodes_[writer].store->Put(now, StrCat("spec/", d.spec.name), scheduler::SpecToYaml(d.spec));
+    if (id) spec_writes_.insert(*id);
+  }
+  FlushStore(now, writer);
+}
+
+std::vector<scheduler::DesiredDeployment> ClusterSim::DesiredFromStore(SimNode& n) {
+  static const scheduler::ModelCatalog catalog = scheduler::ModelCatalog::WithPresets();
+  std::vector<scheduler::DesiredDeployment> out;
+  std::set<std::string> live;
+  for (const scheduler::StoreRecord& r : n.store->Live()) {
+    if (r.key.rfind("spec/", 0) != 0) continue;
+    live.insert(r.key);
+    auto it = n.specs.find(r.key);
+    if (it == n.specs.end() || it->second.first != r.version) {
+      auto specs = scheduler::ParseSpecs(r.value, r.key);
+      if (!specs.ok() || specs->size() != 1) {
+        spec_parse_errors_++;
+        continue;
+      }
+      auto bytes = scheduler::ReplicaBytesForSpec(specs->front(), catalog);
+      if (!bytes.ok()) {
+        spec_parse_errors_++;
+        continue;
+      }
+      it = n.specs
+               .insert_or_assign(
+                   r.key,
+                   std::make_pair(r.version, scheduler::DesiredDeployment{specs->front(), *bytes}))
+               .first;
+    }
+    out.push_back(it->second.second);
+  }
+  std::erase_if(n.specs, [&live](const auto& kv) { return !live.count(kv.first); });
+  return out;
+}
+
+json ClusterSim::PlacementFigures() {
+  // One placement of every replica on the cluster as registered, timed on its own: the figure
+  // the 1-CPU-second bound is about. The bring-up itself places wave by wave.
+  std::vector<scheduler::NodeInventory> inventory;
+  for (const SimNode& n : nodes_) {
+    scheduler::NodeInventory inv;
+    inv.id = n.id;
+    inv.rack = fmt::format("rack-{:02d}", n.rack);
+    inv.roles = {n.scheduler ? cluster::Role::kScheduler : cluster::Role::kInference};
+    if (n.gpu) {
+      inv.gpus.assign(o_.gpus_per_node,
+                      scheduler::GpuDevice{o_.gpu_memory_bytes, fmt::format("nvl-{}", n.id)});
+    }
+    inventory.push_back(std::move(inv));
+  }
+  const scheduler::DesiredDeployment& d = desired_.front();
+  scheduler::PlacementRequest req;
+  req.deployment = d.spec.name;
+  req.count = d.spec.replicas;
+  req.replica_bytes = d.replica_bytes;
+  req.min_gpus = d.spec.resources.gpu;
+  req.topology = d.spec.topology;
+  scheduler::MemoryLedger ledger;
+  double cpu0 = CpuSeconds();
+  scheduler::PlacementResult placed = scheduler::Place(inventory, ledger, req, {});
+  double cpu_s = CpuSeconds() - cpu0;
+  json out;
+  out["placement_cpu_s"] = std::round(cpu_s * 1e5) / 1e5;
+  out["replicas_placed"] = placed.placed.size();
+  out["replicas_unplaced"] = placed.unplaced;
+  if (!placed.reason.empty()) out["unplaced_reason"] = placed.reason;
+  return out;
+}
+
+void ClusterSim::RecordBringup(absl::Time now) {
+  std::vector<int> per_node;
+  std::vector<scheduler::Allocation> allocations;
+  std::vector<scheduler::NodeInventory> inventory;
+  uint64_t reserved = 0, total = 0;
+  for (const SimNode& n : nodes_) {
+    if (!n.gpu) continue;
+    per_node.push_back(static_cast<int>(n.replicas.size()));
+    total += o_.gpu_memory_bytes * o_.gpus_per_node;
+    scheduler::NodeInventory inv;
+    inv.id = n.id;
+    inv.rack = fmt::format("rack-{:02d}", n.rack);
+    inv.gpus.assign(o_.gpus_per_node,
+                    scheduler::GpuDevice{o_.gpu_memory_bytes, fmt::format("nvl-{}", n.id)});
+    inventory.push_back(std::move(inv));
+    for (const AgentReplica& r : n.replicas) {
+      allocations.push_back(r.record.allocation);
+      reserved += r.record.allocation.bytes_per_gpu * r.record.allocation.gpus.size();
+    }
+  }
+  std::sort(per_node.begin(), per_node.end());
+  const scheduler::DesiredDeployment& d = desired_.front();
+  json b = placement_;
+  b["replicas_running"] = allocations.size();
+  b["replicas_per_node"] = {{"min", per_node.front()},
+                            {"median", per_node[per_node.size() / 2]},
+                            {"max", per_node.back()},
+                            {"planned", replicas_per_node_planned_}};
+  b["memory_utilisation"] = Round3(static_cast<double>(reserved) / total);
+  b["topology_satisfied"] = Round3(scheduler::TopologySatisfied(
+      inventory, allocations, d.spec.topology, d.replica_bytes, d.spec.resources.gpu));
+  json waves = json::array();
+  for (const auto& [i, w] : waves_) {
+    waves.push_back({{"wave", i},
+                     {"replicas", w.replicas},
+                     {"started_s", w.started_s},
+                     {"ready_s", w.ready_s}});
+  }
+  b["waves"] = waves;
+  b["all_ready_s"] = all_ready_s_ >= 0 ? json(all_ready_s_) : json(nullptr);
+  b["bringup_end_s"] = Round3(Since(now, applied_at_));
+  if (all_ready_s_ < 0) b["pending_reason"] = pending_reason_;
+  bringup_ = b;
+}
+
+void ClusterSim::StartFault(absl::Time now) {
+  phase_ = Phase::kFault;
+  fault_at_ = now;
+  end_ = now + absl::Seconds(o_.duration_s);
+  std::vector<int> gpu_nodes;
+  for (int i = 0; i < o_.nodes; ++i) gpu_nodes.push_back(i);
+  rng_.Shuffle(gpu_nodes);
+  auto take = [&](int k) {
+    faulted_.assign(gpu_nodes.begin(), gpu_nodes.begin() + std::min<size_t>(k, gpu_nodes.size()));
+    for (int i : faulted_) replicas_on_faulted_ += static_cast<int>(nodes_[i].replicas.size());
+  };
+  if (o_.scenario == "kill-8-nodes") {
+    take(o_.fault_nodes);
+    for (int i : faulted_) nodes_[i].killed = true;
+  } else if (o_.scenario == "blip-20s") {
+    take(o_.fault_nodes);
+    for (int i : faulted_) nodes_[i].group = 1;
+    healed_at_ = now + absl::Seconds(o_.blip_s);
+    Push(healed_at_, Kind::kHeal, -1);
+  } else if (o_.scenario == "rack-partition") {
+    int rack = o_.racks - 1;
+    for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
+      if (nodes_[i].rack != rack) continue;
+      nodes_[i].group = 1;
+      faulted_.push_back(i);
+      replicas_on_faulted_ += static_cast<int>(nodes_[i].replicas.size());
+    }
+    healed_at_ = now + absl::Seconds(o_.partition_s);
+    Push(healed_at_, Kind::kHeal, -1);
+  } else if (o_.scenario == "kill-scheduler-leader") {
+    killed_leader_ = last_reconciler_;
+    int i = by_id_.at(killed_leader_);
+    nodes_[i].killed = true;
+    faulted_.push_back(i);
+  }
+}
+
+void ClusterSim::Heal(absl::Time now) {
+  for (SimNode& n : nodes_) n.group = 0;
+  for (SimNode& n : nodes_) {
+    if (n.started && !n.killed) {
+      n.core->Tick(now);
+      AfterInteraction(now, by_id_.at(n.id));
+    }
+  }
+}
+
+void ClusterSim::Check(absl::Time now) {
+  checks_++;
+  AdvanceAgents(now);
+  for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
+    if (!nodes_[i].scheduler || nodes_[i].killed || !nodes_[i].started) continue;
+    nodes_[i].store->Tick(now);
+    FlushStore(now, i);
+  }
+  if (phase_ == Phase::kWarmup) {
+    bool all_started =
+        std::all_of(nodes_.begin(), nodes_.end(), [](const SimNode& n) { return n.started; });
+    if ((all_started && AllSeeAllAlive()) || now - start_ > absl::Seconds(300)) {
+      warmup_s_ = Round3(Since(now, start_));
+      phase_ = Phase::kBringup;
+      applied_at_ = now;
+      placement_ = PlacementFigures();
+      WriteSpecs(now);
+    }
+  }
+  if (checks_ % kStepEveryChecks == 0 && phase_ != Phase::kWarmup) {
+    for (int s = 0; s < static_cast<int>(nodes_.size()); ++s) {
+      if (nodes_[s].scheduler && !nodes_[s].killed) SchedulerStep(now, s);
+    }
+  }
+  int ready = ReadyReplicas();
+  int desired = desired_.empty() ? 0 : desired_.front().spec.replicas;
+  int cumulative = 0;
+  for (auto& [i, w] : waves_) {
+    cumulative += w.replicas;
+    if (w.ready_s < 0 && ready >= cumulative) w.ready_s = Round3(Since(now, applied_at_));
+  }
+  if (phase_ == Phase::kBringup) {
+    bool done = ready >= desired;
+    if (done) all_ready_s_ = Round3(Since(now, applied_at_));
+    bool stalled = now - applied_at_ > absl::Seconds(o_.max_bringup_s);
+    if (o_.scenario == "kill-scheduler-leader" && waves_.count(2) && !last_reconciler_.empty()) {
+      StartFault(now);  // as the second wave starts: the new reconciler must finish bring-up
+    } else if (done || stalled) {
+      RecordBringup(now);
+      phase_ = Phase::kSteady;
+      if (o_.scenario.empty()) {
+        end_ = now;
+      } else {
+        Push(now + absl::Seconds(10), Kind::kFault, -1);
+      }
+    }
+  } else if (phase_ == Phase::kFault) {
+    if (all_ready_s_ < 0 && ready >= desired) {
+      all_ready_s_ = Round3(Since(now, applied_at_));
+      RecordBringup(now);
+    }
+    if (all_ready_again_s_ < 0 && ready >= desired && !rebuild_s_.empty()) {
+      all_ready_again_s_ = Round3(Since(now, fault_at_));
+    }
+  }
+  if (now < end_ && phase_ != Phase::kDone) Push(now + kAgentInterval, Kind::kCheck, -1);
+}
+
+absl::StatusOr<json> ClusterSim::Run() {
+  auto wall0 = std::chrono::steady_clock::now();
+  EXA_RETURN_IF_ERROR(Setup());
+  while (!queue_.empty()) {
+    std::unique_ptr<QEvent> ev(queue_.top());
+    queue_.pop();
+    if (ev->at > end_) break;
+    absl::Time now = ev->at;
+    switch (ev->kind) {
+      case Kind::kStart:
+        StartNode(now, ev->node);
+        break;
+      case Kind::kTick: {
+        SimNode& n = nodes_[ev->node];
+        if (n.killed || ev->gen != n.tick_gen) break;
+        n.scheduled = absl::InfiniteFuture();
+        n.core->Tick(now);
+        AfterInteraction(now, ev->node);
+        break;
+      }
+      case Kind::kDeliver: {
+        SimNode& n = nodes_[ev->node];
+        if (!n.started || !Connected(ev->from, ev->node)) break;
+        n.core->HandlePacket(now, nodes_[ev->from].address, ev->bytes, ev->channel);
+        AfterInteraction(now, ev->node);
+        break;
+      }
+      case Kind::kCheck:
+        Check(now);
+        break;
+      case Kind::kFault:
+        StartFault(now);
+        break;
+      case Kind::kHeal:
+        Heal(now);
+        break;
+      case Kind::kStore: {
+        SimNode& n = nodes_[ev->node];
+        if (!Connected(ev->from, ev->node)) break;
+        n.store->Handle(now, nodes_[ev->from].id, *ev->store);
+        FlushStore(now, ev->node);
+        break;
+      }
+    }
+  }
+  while (!queue_.empty()) {
+    delete queue_.top();
+    queue_.pop();
+  }
+  json out;
+  const scheduler::DesiredDeployment& d = desired_.front();
+  out["scenario"] = {{"nodes", o_.nodes},
+                     {"racks", o_.racks},
+                     {"gpus_per_node", o_.gpus_per_node},
+                     {"gpu_memory", BytesToString(o_.gpu_memory_bytes)},
+                     {"schedulers", o_.schedulers},
+                     {"name", o_.scenario.empty() ? "none" : o_.scenario},
+                     {"seed", o_.seed},
+                     {"spec_store",
+                      "scheduler/replicated_store.h on every scheduler over the simulated network "
+                      "(persistence not simulated)"}};
+  out["spec"] = {{"name", d.spec.name},
+                 {"model", d.spec.model},
+                 {"replicas", d.spec.replicas},
+                 {"replica_gb", Round3(d.replica_bytes / 1e9)},
+                 {"warmup_replicas", d.spec.scheduling.warmup_replicas},
+                 {"batch_size", d.spec.scheduling.batch_size},
+                 {"dead_grace_s", absl::ToDoubleSeconds(d.spec.dead_grace)}};
+  out["warmup_s"] = warmup_s_;
+  int holding = 0;
+  for (const SimNode& n : nodes_) {
+    if (!n.scheduler || n.killed) continue;
+    bool all = true;
+    for (const auto& d : desired_) all = all && n.store->Get(StrCat("spec/", d.spec.name));
+    holding += all;
+  }
+  out["spec_store"] = {{"writer", spec_writer_},
+                       {"write_acknowledged_s",
+                        spec_acknowledged_s_ >= 0 ? json(spec_acknowledged_s_) : json(nullptr)},
+                       {"live_schedulers_holding_specs", holding},
+                       {"parse_errors", spec_parse_errors_}};
+  if (bringup_.is_null()) RecordBringup(end_ == absl::InfiniteFuture() ? start_ : end_);
+  for (auto& [k, v] : bringup_.items()) out[k] = v;
+  out["reconcile_cpu_s"] = Round3(reconcile_cpu_s_);
+  out["duplicate_starts"] = duplicate_starts_;
+  out["starts_by_reason"] = starts_by_reason_;
+  if (!o_.scenario.empty()) {
+    json f;
+    f["at_s"] = fault_at_ == absl::InfiniteFuture() ? json(nullptr)
+                                                    : json(Round3(Since(fault_at_, applied_at_)));
+    f["nodes"] = faulted_.size();
+    f["replicas_on_nodes"] = replicas_on_faulted_;
+    std::sort(rebuild_s_.begin(), rebuild_s_.end());
+    double grace = absl::ToDoubleSeconds(d.spec.dead_grace);
+    int before = static_cast<int>(std::count_if(rebuild_s_.begin(), rebuild_s_.end(),
+                                                [grace](double t) { return t < grace; }));
+    f["rebuilds"] = {
+        {"count", rebuild_s_.size()},
+        {"before_grace", before},
+        {"first_s", rebuild_s_.empty() ? json(nullptr) : json(Round3(rebuild_s_.front()))},
+        {"last_s", rebuild_s_.empty() ? json(nullptr) : json(Round3(rebuild_s_.back()))}};
+    f["first_prestage_s"] = first_prestage_s_ >= 0 ? json(first_prestage_s_) : json(nullptr);
+    f["all_ready_again_s"] = all_ready_again_s_ >= 0 ? json(all_ready_again_s_) : json(nullptr);
+    f["ready_at_end"] = ReadyReplicas();
+    if (ReadyReplicas() < d.spec.replicas) f["pending_reason"] = pending_reason_;
+    if (o_.scenario == "kill-scheduler-leader") {
+      f["killed_leader"] = killed_leader_;
+      f["new_reconciler"] = new_reconciler_;
+      f["takeover_s"] = takeover_s_ >= 0 ? json(takeover_s_) : json(nullptr);
+    }
+    if (o_.scenario == "rack-partition" || o_.scenario == "blip-20s") {
+      f["stale_replicas_stopped_after_heal"] = stale_stopped_;
+    }
+    out["fault"] = f;
+  }
+  int duplicates_at_end = 0;
+  std::map<std::string, int> copies;
+  for (const SimNode& n : nodes_) {
+    if (n.killed) continue;
+    for (const AgentReplica& r : n.replicas) {
+      if (++copies[scheduler::ReplicaId(r.record.deployment, r.record.ordinal)] == 2) {
+        duplicates_at_end++;
+      }
+    }
+  }
+  out["duplicates_at_end"] = duplicates_at_end;
+  out["wall_s"] =
+      Round3(std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count());
+  return out;
+}
+
+}  // namespace
+
+json RunClusterSim(const ClusterSimOptions& options) {
+  absl::StatusOr<json> r = ClusterSim(options).Run();
+  if (!r.ok()) return json{{"error", std::string(ToStd(r.status().message()))}};
+  return *r;
+}
+
+}  // namespace exa::sim

@@ -1,0 +1,57 @@
+// exaserve-sim cluster (issue 8 part 7): the scheduler at cluster scale on virtual time. Every
+// node runs the real SWIM core (membership/swim_core.h) over a simulated network; scheduler
+// nodes run the real election (cluster/election.h), memory planner, placement and reconciler
+// (scheduler/); GPU nodes run a simulated node agent whose replicas become ready after a
+// load-time model (weights pre-staged from the rack cache, then loaded from local NVMe).
+//
+// What is simulated rather than real: the network (latency + jitter, cuts), the node agents
+// and their RPCs (an action reaches a node agent iff the network connects the two), and the
+// spec store, which is an in-memory map every scheduler reads (the replicated RocksDB store is
+// not built yet).
+//
+// `--nodes` counts GPU nodes, the ones that host replicas; `--schedulers` control nodes without
+// GPUs are added beside them (role purity keeps replicas off them, MISSION.md §1).
+//
+// Timeline: nodes join; once every node sees every other alive the spec is applied (t = 0 of
+// the bring-up); once all replicas are ready (or bring-up stalls) the scenario's fault happens
+// (kill-scheduler-leader: as the second wave starts), and the run continues for `--duration`.
+//
+// Thread safety: RunClusterSim is a pure function of its options.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
+namespace exa::sim {
+
+struct ClusterSimOptions {
+  int nodes = 256;
+  int racks = 16;
+  int gpus_per_node = 8;
+  uint64_t gpu_memory_bytes = uint64_t{80} << 30;
+  int schedulers = 3;
+  std::string spec_file;
+  std::string spec_yaml;  // used when spec_file is empty (tests)
+  std::string scenario;   // "", kill-8-nodes, blip-20s, kill-scheduler-leader, rack-partition
+  int fault_nodes = 8;    // nodes killed or cut off by kill-8-nodes and blip-20s
+  double blip_s = 20;
+  double partition_s = 60;
+  double duration_s = 120;  // after the fault
+  uint64_t seed = 1;
+  double stage_gbps = 2.5;  // rack cache → local NVMe, GB/s per node
+  double load_gbps = 5.0;   // local NVMe → GPU, GB/s per replica
+  double max_bringup_s = 1800;
+};
+
+absl::StatusOr<ClusterSimOptions> ParseClusterSimArgs(const std::vector<std::string>& args);
+
+nlohmann::json RunClusterSim(const ClusterSimOptions& options);
+
+// main() of `exaserve-sim cluster ...` (argv[1] is "cluster").
+int ClusterSimMain(int argc, char** argv);
+
+}  // namespace exa::sim

@@ -1,0 +1,126 @@
+// Command line of `exaserve-sim cluster` (issue 8 part 7).
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/strings.h"
+#include "common/units.h"
+#include "sim/cluster_sim.h"
+
+namespace exa::sim {
+namespace {
+
+absl::StatusOr<double> Number(const std::string& flag, const std::string& text, double lo,
+                              double hi) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0') {
+    return absl::InvalidArgumentError(StrCat(flag, " \"", text, "\": expected a number"));
+  }
+  if (!(v >= lo && v <= hi)) {
+    return absl::InvalidArgumentError(StrCat(flag, " ", text, ": must be in [", lo, ", ", hi, "]"));
+  }
+  return v;
+}
+
+absl::Status Apply(const std::string& key, const std::string& value, ClusterSimOptions* o) {
+  auto set_int = [&](int* out, double lo, double hi) -> absl::Status {
+    EXA_ASSIGN_OR_RETURN(double v, Number(key, value, lo, hi));
+    *out = static_cast<int>(v);
+    return absl::OkStatus();
+  };
+  auto set_double = [&](double* out, double lo, double hi) -> absl::Status {
+    EXA_ASSIGN_OR_RETURN(*out, Number(key, value, lo, hi));
+    return absl::OkStatus();
+  };
+  if (key == "--nodes") return set_int(&o->nodes, 1, 100000);
+  if (key == "--racks") return set_int(&o->racks, 1, 10000);
+  if (key == "--gpus-per-node") return set_int(&o->gpus_per_node, 1, 64);
+  if (key == "--schedulers") return set_int(&o->schedulers, 1, 15);
+  if (key == "--fault-nodes") return set_int(&o->fault_nodes, 1, 100000);
+  if (key == "--duration") return set_double(&o->duration_s, 1, 86400);
+  if (key == "--seed") {
+    EXA_ASSIGN_OR_RETURN(double v, Number(key, value, 0, 1e15));
+    o->seed = static_cast<uint64_t>(v);
+    return absl::OkStatus();
+  }
+  if (key == "--gpu-memory") {
+    auto v = ParseBytes(value);
+    if (!v.ok()) return Annotate(v.status(), "--gpu-memory");
+    if (*v == 0) return absl::InvalidArgumentError("--gpu-memory: must be positive");
+    o->gpu_memory_bytes = *v;
+    return absl::OkStatus();
+  }
+  if (key == "-f" || key == "--spec") {
+    o->spec_file = value;
+    return absl::OkStatus();
+  }
+  if (key == "--scenario") {
+    if (value != "kill-8-nodes" && value != "blip-20s" && value != "kill-scheduler-leader" &&
+        value != "rack-partition" && value != "none") {
+      return absl::InvalidArgumentError(
+          StrCat("--scenario \"", value,
+                 "\": expected kill-8-nodes, blip-20s, kill-scheduler-leader, rack-partition or "
+                 "none"));
+    }
+    o->scenario = value == "none" ? "" : value;
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(StrCat("unknown flag ", key));
+}
+
+constexpr const char* kUsage =
+    "usage: exaserve-sim cluster -f SPEC [--nodes 256] [--racks 16] [--gpus-per-node 8] "
+    "[--gpu-memory 80Gi] [--schedulers 3] [--scenario kill-8-nodes|blip-20s|"
+    "kill-scheduler-leader|rack-partition] [--fault-nodes 8] [--duration 120] [--seed S]";
+
+}  // namespace
+
+absl::StatusOr<ClusterSimOptions> ParseClusterSimArgs(const std::vector<std::string>& args) {
+  ClusterSimOptions o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string key = args[i], value;
+    if (size_t eq = key.find('='); eq != std::string::npos && key.rfind("--", 0) == 0) {
+      value = key.substr(eq + 1);
+      key = key.substr(0, eq);
+    } else if (i + 1 < args.size()) {
+      value = args[++i];
+    } else {
+      return absl::InvalidArgumentError(StrCat(key, ": missing value"));
+    }
+    EXA_RETURN_IF_ERROR(Apply(key, value, &o));
+  }
+  if (o.spec_file.empty()) return absl::InvalidArgumentError("-f SPEC is required");
+  bool kills_or_cuts = o.scenario == "kill-8-nodes" || o.scenario == "blip-20s";
+  if (kills_or_cuts && o.fault_nodes >= o.nodes) {
+    return absl::InvalidArgumentError(
+        StrCat("--fault-nodes ", o.fault_nodes, ": must be below --nodes ", o.nodes));
+  }
+  return o;
+}
+
+int ClusterSimMain(int argc, char** argv) {
+  std::vector<std::string> args(argv + 2, argv + argc);
+  for (const std::string& a : args) {
+    if (a == "-h" || a == "--help") {
+      std::cout << kUsage << "\n";
+      return 0;
+    }
+  }
+  absl::StatusOr<ClusterSimOptions> options = ParseClusterSimArgs(args);
+  if (!options.ok()) {
+    std::cerr << "exaserve-sim cluster: " << options.status().message() << "\n" << kUsage << "\n";
+    return 2;
+  }
+  nlohmann::json out = RunClusterSim(*options);
+  if (out.contains("error")) {
+    std::cerr << "exaserve-sim cluster: " << out["error"].get<std::string>() << "\n";
+    return 2;
+  }
+  std::cout << out.dump(2) << std::endl;
+  return 0;
+}
+
+}  // namespace exa::sim

@@ -1,0 +1,150 @@
+// exaserve-sim cluster at small N, several seeds: bring-up in waves, lost vs dead, blips and a
+// reconciler take-over, all through the real SWIM core, placement and reconciler.
+#include <catch2/catch.hpp>
+#include <string>
+
+#include "sim/cluster_sim.h"
+
+namespace exa::sim {
+namespace {
+
+constexpr const char* kSpec = R"(apiVersion: exaserve.io/v1
+kind: InferenceReplica
+metadata: {name: llama}
+spec:
+  model: llama-13b
+  replicas: 120
+  resources: {gpu: 1, memory: 53Gi}
+  topology: {preferSameRack: false, preferSameNVLinkDomain: true}
+  scheduling: {batchSize: 48, warmupReplicas: 24}
+)";
+
+ClusterSimOptions Small(uint64_t seed, std::string scenario) {
+  ClusterSimOptions o;
+  o.nodes = 20;  // 240 replica slots for 120 replicas: room to rebuild
+  o.racks = 4;
+  o.spec_yaml = kSpec;
+  o.seed = seed;
+  o.scenario = std::move(scenario);
+  o.fault_nodes = 2;
+  o.duration_s = 90;
+  return o;
+}
+
+TEST_CASE("Bring-up: every replica placed and ready, in waves of 24 then 48") {
+  for (uint64_t seed : {1, 2, 3}) {
+    INFO("seed " << seed);
+    nlohmann::json r = RunClusterSim(Small(seed, ""));
+    REQUIRE_FALSE(r.contains("error"));
+    CHECK(r["replicas_placed"] == 120);
+    CHECK(r["replicas_running"] == 120);
+    CHECK(r["all_ready_s"].is_number());
+    REQUIRE(r["waves"].size() == 3);
+    CHECK(r["waves"][0]["replicas"] == 24);
+    CHECK(r["waves"][1]["replicas"] == 48);
+    CHECK(r["waves"][2]["replicas"] == 48);
+    // A wave starts only after the one before is ready.
+    CHECK(r["waves"][1]["started_s"].get<double>() >= r["waves"][0]["ready_s"].get<double>());
+    CHECK(r["replicas_per_node"]["max"].get<int>() <= 12);
+    CHECK(r["topology_satisfied"] == 1.0);
+    CHECK(r["duplicate_starts"] == 0);
+    // The spec, written to one scheduler, reached every scheduler through the replicated store.
+    CHECK(r["spec_store"]["write_acknowledged_s"].is_number());
+    CHECK(r["spec_store"]["live_schedulers_holding_specs"] == 3);
+  }
+}
+
+TEST_CASE("Killed nodes: nothing rebuilt within the grace, everything after") {
+  // 45 s outlasts SWIM's 30 s gossip_to_the_dead_time: the scheduler must remember the dead.
+  for (auto [seed, grace] : {std::pair{1, "30s"}, std::pair{2, "30s"}, std::pair{3, "45s"}}) {
+    INFO("seed " << seed << " deadGrace " << grace);
+    ClusterSimOptions o = Small(seed, "kill-8-nodes");
+    o.spec_yaml += std::string("  deadGrace: ") + grace + "\n";
+    nlohmann::json r = RunClusterSim(o);
+    REQUIRE_FALSE(r.contains("error"));
+    const nlohmann::json& f = r["fault"];
+    int lost = f["replicas_on_nodes"];
+    CHECK(lost > 0);
+    CHECK(f["rebuilds"]["count"] == lost);
+    CHECK(f["rebuilds"]["before_grace"] == 0);
+    CHECK(f["rebuilds"]["first_s"].get<double>() >= r["spec"]["dead_grace_s"].get<double>());
+    CHECK(r["starts_by_reason"]["rebuild"] == lost);
+    CHECK(f["ready_at_end"] == 120);
+    CHECK(r["duplicates_at_end"] == 0);
+  }
+}
+
+TEST_CASE("A 20 s blip rebuilds nothing") {
+  for (uint64_t seed : {1, 2, 3}) {
+    INFO("seed " << seed);
+    nlohmann::json r = RunClusterSim(Small(seed, "blip-20s"));
+    REQUIRE_FALSE(r.contains("error"));
+    CHECK(r["fault"]["rebuilds"]["count"] == 0);
+    CHECK(r["fault"]["ready_at_end"] == 120);
+    CHECK(r["duplicate_starts"] == 0);
+  }
+}
+
+TEST_CASE("Killing the reconciling scheduler: another takes over within 15 s, no duplicates") {
+  for (uint64_t seed : {1, 2, 3}) {
+    INFO("seed " << seed);
+    nlohmann::json r = RunClusterSim(Small(seed, "kill-scheduler-leader"));
+    REQUIRE_FALSE(r.contains("error"));
+    const nlohmann::json& f = r["fault"];
+    REQUIRE(f["takeover_s"].is_number());
+    CHECK(f["takeover_s"].get<double>() < 15.0);
+    CHECK(f["new_reconciler"] != f["killed_leader"]);
+    CHECK(f["new_reconciler"] != r["spec_store"]["writer"]);  // it read a replicated spec
+    CHECK(r["spec_store"]["live_schedulers_holding_specs"] == 2);
+    CHECK(r["duplicate_starts"] == 0);
+    CHECK(f["ready_at_end"] == 120);
+  }
+}
+
+TEST_CASE("A rack cut off past the grace: rebuilt where there is room, stale copies stopped") {
+  for (uint64_t seed : {1, 2}) {
+    INFO("seed " << seed);
+    ClusterSimOptions o = Small(seed, "rack-partition");
+    o.duration_s = 120;
+    nlohmann::json r = RunClusterSim(o);
+    REQUIRE_FALSE(r.contains("error"));
+    const nlohmann::json& f = r["fault"];
+    CHECK(f["rebuilds"]["before_grace"] == 0);
+    CHECK(f["rebuilds"]["count"].get<int>() <= f["replicas_on_nodes"].get<int>());
+    // Once the rack is back, every id runs once and all replicas are ready.
+    CHECK(f["stale_replicas_stopped_after_heal"] == f["rebuilds"]["count"]);
+    CHECK(r["duplicates_at_end"] == 0);
+    CHECK(f["ready_at_end"] == 120);
+  }
+}
+
+TEST_CASE("A scheduler cut off with a minority does not reconcile") {
+  // Two racks: scheduler sched-01 sits in the rack that is cut off, with half the GPU nodes.
+  ClusterSimOptions o = Small(1, "rack-partition");
+  o.racks = 2;
+  o.duration_s = 120;
+  nlohmann::json r = RunClusterSim(o);
+  REQUIRE_FALSE(r.contains("error"));
+  const nlohmann::json& f = r["fault"];
+  int rebuilt = f["rebuilds"]["count"];
+  CHECK(rebuilt == f["replicas_on_nodes"].get<int>());  // the majority side rebuilt the cut rack's
+  // Only those rebuilds ran beside a live copy: the minority side started nothing.
+  CHECK(r["duplicate_starts"] == rebuilt);
+  CHECK(r["duplicates_at_end"] == 0);
+  CHECK(f["ready_at_end"] == 120);
+}
+
+TEST_CASE("Bad simulator input is refused") {
+  CHECK_FALSE(ParseClusterSimArgs({"--nodes", "0", "-f", "x"}).ok());
+  CHECK_FALSE(ParseClusterSimArgs({"--scenario", "meteor", "-f", "x"}).ok());
+  CHECK_FALSE(ParseClusterSimArgs({"--gpu-memory", "80Q", "-f", "x"}).ok());
+  CHECK_FALSE(ParseClusterSimArgs({"--nodes", "4"}).ok());
+  ClusterSimOptions o = Small(1, "");
+  o.spec_yaml =
+      "apiVersion: exaserve.io/v1\nkind: InferenceReplica\nmetadata: {name: x}\n"
+      "spec: {model: gpt-9, replicas: 1}\n";
+  CHECK(RunClusterSim(o).contains("error"));
+}
+
+}  // namespace
+}  // namespace exa::sim

@@ -1,0 +1,282 @@
+// The reconciler's step: waves, pre-staging, lost vs dead, restarts, scale up and down,
+// duplicates and idempotence, and who reconciles.
+#include <catch2/catch.hpp>
+
+#include "common/strings.h"
+#include "fmt/format.h"
+#include "scheduler/reconciler.h"
+
+namespace exa::scheduler {
+namespace {
+
+constexpr uint64_t kGi = uint64_t{1} << 30;
+const absl::Time kT0 = absl::FromUnixSeconds(1'700'000'000);
+
+struct World {
+  std::vector<NodeStatus> nodes;
+  std::vector<DesiredDeployment> desired;
+
+  explicit World(int n, int replicas, int warmup = 4, int batch = 8) {
+    for (int i = 0; i < n; ++i) {
+      NodeStatus s;
+      s.inventory.id = fmt::format("node-{:02d}", i);
+      s.inventory.rack = fmt::format("rack-{}", i % 2);
+      s.inventory.roles = {cluster::Role::kInference};
+      for (int g = 0; g < 8; ++g) s.inventory.gpus.push_back(GpuDevice{80 * kGi, "nvl"});
+      s.reported = true;
+      s.boot_id = 1;
+      s.staged_models = {"llama-13b@v1"};
+      nodes.push_back(std::move(s));
+    }
+    DesiredDeployment d;
+    d.spec.name = "llama";
+    d.spec.model = "llama-13b";
+    d.spec.replicas = replicas;
+    d.spec.scheduling.warmup_replicas = warmup;
+    d.spec.scheduling.batch_size = batch;
+    d.replica_bytes = 53 * kGi;
+    desired.push_back(d);
+  }
+
+  ReconcileResult Step(absl::Time now) { return Reconcile(now, desired, nodes, {}); }
+
+  // Carries out the actions as obedient node agents; started replicas become ready at once
+  // when `ready` is set.
+  void Apply(const ReconcileResult& r, bool ready) {
+    for (const Action& a : r.actions) {
+      NodeStatus& n = Node(a.node);
+      if (a.kind == ActionKind::kStart) {
+        n.replicas.push_back(ReplicaRecord{a.deployment, a.ordinal, a.generation, a.allocation,
+                                           ready ? ReplicaPhase::kReady : ReplicaPhase::kStarting});
+      } else if (a.kind == ActionKind::kStop) {
+        std::erase_if(n.replicas, [&](const ReplicaRecord& x) {
+          return x.deployment == a.deployment && x.ordinal == a.ordinal &&
+                 x.generation == a.generation;
+        });
+      } else {
+        n.staged_models.insert(a.weights);
+      }
+    }
+  }
+  void MarkReady() {
+    for (NodeStatus& n : nodes) {
+      for (ReplicaRecord& r : n.replicas) r.phase = ReplicaPhase::kReady;
+    }
+  }
+  NodeStatus& Node(const std::string& id) {
+    for (NodeStatus& n : nodes) {
+      if (n.inventory.id == id) return n;
+    }
+    FAIL("no node " << id);
+    return nodes.front();
+  }
+  int Count(ActionKind kind, const ReconcileResult& r) const {
+    int c = 0;
+    for (const Action& a : r.actions) c += a.kind == kind;
+    return c;
+  }
+  int Hosted() const {
+    int c = 0;
+    for (const NodeStatus& n : nodes) c += static_cast<int>(n.replicas.size());
+    return c;
+  }
+};
+
+TEST_CASE("Waves: warmupReplicas first, then batchSize, each after the last is ready") {
+  World w(4, 20, /*warmup=*/4, /*batch=*/8);
+  auto r = w.Step(kT0);
+  CHECK(w.Count(ActionKind::kStart, r) == 4);
+  w.Apply(r, false);
+  // Not ready yet: nothing more starts, however often the step runs.
+  CHECK(w.Step(kT0 + absl::Seconds(1)).actions.empty());
+  w.MarkReady();
+  r = w.Step(kT0 + absl::Seconds(2));
+  CHECK(w.Count(ActionKind::kStart, r) == 8);
+  CHECK(r.deployments[0].wave == 2);
+  w.Apply(r, true);
+  r = w.Step(kT0 + absl::Seconds(3));
+  CHECK(w.Count(ActionKind::kStart, r) == 8);
+  w.Apply(r, true);
+  CHECK(w.Step(kT0 + absl::Seconds(4)).actions.empty());
+  CHECK(w.Hosted() == 20);
+}
+
+TEST_CASE("A wave waits for its weights to be pre-staged on the target nodes") {
+  World w(2, 4, 4, 4);
+  for (NodeStatus& n : w.nodes) n.staged_models.clear();
+  auto r = w.Step(kT0);
+  CHECK(w.Count(ActionKind::kStart, r) == 0);
+  CHECK(w.Count(ActionKind::kPrestage, r) >= 1);
+  CHECK(r.deployments[0].waiting_for_weights == 4);
+  w.Apply(r, true);  // the nodes now hold the weights
+  r = w.Step(kT0 + absl::Seconds(1));
+  CHECK(w.Count(ActionKind::kStart, r) == 4);
+}
+
+TEST_CASE("The same inputs give the same actions: two reconcilers converge") {
+  World w(4, 20, 20, 20);
+  auto a = w.Step(kT0);
+  auto b = w.Step(kT0);
+  REQUIRE(a.actions.size() == b.actions.size());
+  for (size_t i = 0; i < a.actions.size(); ++i) {
+    CHECK(a.actions[i].node == b.actions[i].node);
+    CHECK(a.actions[i].replica_id() == b.actions[i].replica_id());
+    CHECK(a.actions[i].generation == b.actions[i].generation);
+  }
+  CHECK(a.actions[0].replica_id() == "llama-0");
+}
+
+TEST_CASE("Lost vs dead: suspected left alone, dead rebuilt only after deadGrace") {
+  World w(4, 12, 12, 12);
+  w.Apply(w.Step(kT0), true);
+  REQUIRE(w.Hosted() == 12);
+  // Spread: each node holds 3. Node 0 is suspected, then confirmed dead.
+  NodeStatus& n0 = w.nodes[0];
+  int on_n0 = static_cast<int>(n0.replicas.size());
+  REQUIRE(on_n0 > 0);
+  n0.liveness = NodeLiveness::kSuspect;
+  CHECK(w.Step(kT0 + absl::Seconds(10)).actions.empty());
+  n0.liveness = NodeLiveness::kDead;
+  n0.liveness_since = kT0 + absl::Seconds(12);
+  auto r = w.Step(kT0 + absl::Seconds(41));  // 29 s after death
+  CHECK(r.actions.empty());
+  CHECK(r.deployments[0].lost == on_n0);
+  r = w.Step(kT0 + absl::Seconds(42));  // 30 s after death
+  CHECK(w.Count(ActionKind::kStart, r) == on_n0);
+  for (const Action& a : r.actions) {
+    CHECK(a.node != "node-00");
+    CHECK(a.generation == 2);
+    CHECK(a.reason == "rebuild");
+  }
+  w.Apply(r, true);
+  // Node 0 comes back with the same boot: its old generation is stopped, nothing else moves.
+  n0.liveness = NodeLiveness::kAlive;
+  r = w.Step(kT0 + absl::Seconds(60));
+  CHECK(w.Count(ActionKind::kStop, r) == on_n0);
+  CHECK(w.Count(ActionKind::kStart, r) == 0);
+  for (const Action& a : r.actions) {
+    CHECK(a.node == "node-00");
+    CHECK(a.generation == 1);
+  }
+}
+
+TEST_CASE("A node back within the grace keeps its replicas") {
+  World w(4, 12, 12, 12);
+  w.Apply(w.Step(kT0), true);
+  w.nodes[1].liveness = NodeLiveness::kDead;
+  w.nodes[1].liveness_since = kT0 + absl::Seconds(5);
+  CHECK(w.Step(kT0 + absl::Seconds(25)).actions.empty());
+  w.nodes[1].liveness = NodeLiveness::kAlive;
+  CHECK(w.Step(kT0 + absl::Seconds(60)).actions.empty());
+}
+
+TEST_CASE("A restarted node (new boot id) is re-checked: what it lost is rebuilt at once") {
+  World w(4, 12, 12, 12);
+  w.Apply(w.Step(kT0), true);
+  NodeStatus& n2 = w.nodes[2];
+  int lost = static_cast<int>(n2.replicas.size());
+  n2.boot_id = 2;
+  n2.replicas.clear();  // in-process replicas died with the process
+  auto r = w.Step(kT0 + absl::Seconds(3));
+  CHECK(w.Count(ActionKind::kStart, r) == lost);
+  // Before the restarted node reports, it holds nothing and receives nothing.
+  n2.reported = false;
+  for (const Action& a : w.Step(kT0 + absl::Seconds(3)).actions) CHECK(a.node != "node-02");
+}
+
+TEST_CASE("Scale down stops the highest ordinals; scale up starts the next") {
+  World w(4, 12, 12, 12);
+  w.Apply(w.Step(kT0), true);
+  w.desired[0].spec.replicas = 10;
+  auto r = w.Step(kT0 + absl::Seconds(1));
+  CHECK(w.Count(ActionKind::kStop, r) == 2);
+  for (const Action& a : r.actions) CHECK(a.ordinal >= 10);
+  w.Apply(r, true);
+  w.desired[0].spec.replicas = 14;
+  // The first wave (12) is the boundary: two start, then two more once those are ready.
+  r = w.Step(kT0 + absl::Seconds(2));
+  CHECK(w.Count(ActionKind::kStart, r) == 2);
+  for (const Action& a : r.actions) CHECK(a.ordinal >= 10);
+  w.Apply(r, true);
+  r = w.Step(kT0 + absl::Seconds(3));
+  CHECK(w.Count(ActionKind::kStart, r) == 2);
+  for (const Action& a : r.actions) CHECK(a.ordinal >= 12);
+}
+
+TEST_CASE("Duplicates converge: the higher generation wins, then the ready one") {
+  World w(3, 1, 1, 1);
+  Allocation a{"node-00", {0}, 53 * kGi}, b{"node-01", {0}, 53 * kGi};
+  w.nodes[0].replicas.push_back({"llama", 0, 1, a, ReplicaPhase::kReady});
+  w.nodes[1].replicas.push_back({"llama", 0, 1, b, ReplicaPhase::kStarting});
+  auto r = w.Step(kT0);
+  REQUIRE(r.actions.size() == 1);
+  CHECK(r.actions[0].kind == ActionKind::kStop);
+  CHECK(r.actions[0].node == "node-01");
+  w.nodes[1].replicas[0].generation = 2;
+  r = w.Step(kT0);
+  REQUIRE(r.actions.size() == 1);
+  CHECK(r.actions[0].node == "node-00");
+}
+
+TEST_CASE("A failed replica is recreated only after its crash backoff, which grows") {
+  World w(2, 1, 1, 1);
+  w.Apply(w.Step(kT0), true);
+  ReplicaRecord* r = nullptr;
+  for (NodeStatus& n : w.nodes) {
+    if (!n.replicas.empty()) r = &n.replicas.front();
+  }
+  REQUIRE(r != nullptr);
+  r->phase = ReplicaPhase::kFailed;
+  r->phase_since = kT0 + absl::Seconds(100);
+  auto step = w.Step(kT0 + absl::Seconds(105));
+  CHECK(step.actions.empty());
+  CHECK(step.deployments[0].failed == 1);
+  step = w.Step(kT0 + absl::Seconds(110));
+  REQUIRE(w.Count(ActionKind::kStop, step) == 1);
+  REQUIRE(w.Count(ActionKind::kStart, step) == 1);
+  for (const Action& a : step.actions) {
+    if (a.kind == ActionKind::kStart) CHECK(a.generation == 2);
+  }
+  CHECK(CrashBackoff(1) == absl::Seconds(10));
+  CHECK(CrashBackoff(2) == absl::Seconds(20));
+  CHECK(CrashBackoff(40) == absl::Minutes(5));
+}
+
+TEST_CASE("A deleted deployment's replicas are stopped") {
+  World w(2, 2, 2, 2);
+  w.Apply(w.Step(kT0), true);
+  w.desired.clear();
+  auto r = w.Step(kT0 + absl::Seconds(1));
+  CHECK(w.Count(ActionKind::kStop, r) == 2);
+}
+
+TEST_CASE("An unplaceable remainder is reported, not dropped") {
+  World w(1, 20, 20, 20);
+  auto r = w.Step(kT0);
+  CHECK(w.Count(ActionKind::kStart, r) == 12);
+  CHECK(r.deployments[0].pending == 8);
+  CHECK(r.deployments[0].pending_reason.find("lack free GPU memory") != std::string::npos);
+}
+
+TEST_CASE("The lowest-id live scheduler reconciles, only with a majority live") {
+  CHECK(ChooseReconciler({{"b", true}, {"a", false}, {"c", true}}) == "b");
+  CHECK(ChooseReconciler({{"a", true}}) == "a");
+  CHECK(!ChooseReconciler({{"a", false}}));
+  // Cut off with a minority: the lowest live id must not act.
+  CHECK(!ChooseReconciler({{"a", true}, {"b", false}, {"c", false}}));
+  CHECK(!ChooseReconciler({{"a", true}, {"b", false}}));
+}
+
+TEST_CASE("WaveTarget walks 256, 768, ... up to the replicas") {
+  InferenceReplicaSpec s;
+  s.replicas = 3072;
+  CHECK(WaveTarget(s, 0) == 256);
+  CHECK(WaveTarget(s, 255) == 256);
+  CHECK(WaveTarget(s, 256) == 768);
+  CHECK(WaveTarget(s, 2816) == 3072);
+  s.replicas = 3;
+  CHECK(WaveTarget(s, 0) == 3);
+}
+
+}  // namespace
+}  // namespace exa::scheduler
