@@ -55,7 +55,7 @@ python3 - "$gw" "$work/result.json" <<'PY' &
 import json, sys, threading, time, urllib.request, urllib.error, random
 gw, out = sys.argv[1], sys.argv[2]
 stats = {"ok": 0, "http_error": 0, "stream_ok": 0, "stream_error_event": 0, "truncated": 0,
-         "hung": 0, "late_failures": 0, "bad_error_body": 0}
+         "hung": 0, "late_failures": 0, "bad_error_body": 0, "late_errors": []}
 lock = threading.Lock()
 start = time.time()
 def bump(k):
@@ -81,12 +81,16 @@ def worker(seed):
             else:
                 bump("truncated")
         except urllib.error.HTTPError as e:
+            message = ""
             try:
-                json.loads(e.read().decode())["error"]["message"]
+                message = json.loads(e.read().decode())["error"]["message"]
             except Exception:
                 bump("bad_error_body")
             bump("http_error")
-            if t0 - start > 3.5: bump("late_failures")  # well after the kill
+            if t0 - start > 3.5:  # well after the kill
+                bump("late_failures")
+                with lock:
+                    if len(stats["late_errors"]) < 5: stats["late_errors"].append(f"{e.code} {message}")
         except Exception:
             bump("hung")
 threads = [threading.Thread(target=worker, args=(i,)) for i in range(12)]
@@ -103,7 +107,12 @@ r() { json_field "$work/result.json" "$1"; }
 [ "$(r hung)" = 0 ] || fail "requests hung (client timeout) after the kill"
 [ "$(r truncated)" = 0 ] || fail "streams ended without [DONE] or an error event"
 [ "$(r bad_error_body)" = 0 ] || fail "an HTTP error came without an OpenAI error body"
-[ "$(r late_failures)" = 0 ] || fail "requests sent 1.5 s after the kill still failed"
+[ "$(r late_failures)" = 0 ] || {
+  curl -s "http://127.0.0.1:$(port_of 2 http_port)/metrics" |
+    grep -E '^exaserve_(ready|replica_healthy|replica_running|replica_waiting)'
+  grep -E 'suspect|load stream|dead|alive|refut|unhealthy' "$work/n2.log" | tail -5
+  fail "requests sent 1.5 s after the kill still failed"
+}
 [ $(( $(r ok) + $(r stream_ok) )) -gt 20 ] || fail "too few requests succeeded"
 retried=$(curl -s "$gw/metrics" | awk '/^exaserve_gateway_retries_total\{outcome="sent"\}/ {print $2}')
 echo "cluster serving: ok (retries sent: ${retried:-0})"
