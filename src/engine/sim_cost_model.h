@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "absl/time/time.h"
 
@@ -27,6 +28,8 @@ struct SimCostModel {
   int32_t max_context = 4096;
   int32_t kv_bytes_per_token = 819200;  // 0.8 MB (MISSION.md §3)
   int64_t weight_bytes = int64_t{26} * 1000 * 1000 * 1000;
+  // Test hook (a hung step loop): while this file exists, every step blocks. Empty: off.
+  std::string stall_file;
 
   // Modeled duration of one step with `prefill_tokens`, `decode_sequences` and the summed
   // context of everything in the batch.

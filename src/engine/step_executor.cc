@@ -1,6 +1,9 @@
 #include "engine/step_executor.h"
 
 #include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <thread>
 
 #include "common/status.h"
 
@@ -39,6 +42,9 @@ int32_t SimExecutor::NextToken(int32_t last, int32_t position, int32_t vocab) {
 
 absl::StatusOr<absl::Duration> SimExecutor::Execute(std::span<const ScheduledChunk> chunks,
                                                     float* logits) {
+  while (!cost_.stall_file.empty() && std::filesystem::exists(cost_.stall_file)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   int64_t prefill = 0, decodes = 0, context = 0;
   int32_t row = 0;
   for (const ScheduledChunk& c : chunks) {

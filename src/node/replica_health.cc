@@ -31,13 +31,16 @@ void RegisterConfig(config::Schema& s, std::string_view section, HealthOptions* 
 }
 
 void ReplicaHealth::OnProcessCheck(uint64_t steps, bool has_work) {
-  if (have_steps_ && has_work && steps == last_steps_) {
+  // Stalled: work was waiting at the previous check too and not one step ran since. Work that
+  // arrived just now at an idle replica is not a stall.
+  if (have_steps_ && has_work && had_work_ && steps == last_steps_) {
     stalled_reason_ = StrCat("step loop stalled: no engine step in ",
                              DurationToString(options_.process_interval), " with work queued");
   } else if (steps != last_steps_ || !has_work) {
     stalled_reason_.clear();
   }
   have_steps_ = true;
+  had_work_ = has_work;
   last_steps_ = steps;
 }
 

@@ -58,6 +58,7 @@ class ReplicaHealth {
   bool have_steps_ = false;
   uint64_t last_steps_ = 0;
   std::string stalled_reason_;
+  bool had_work_ = false;
   std::string probe_reason_;
   std::string golden_;
   uint64_t probes_ok_ = 0;

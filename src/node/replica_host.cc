@@ -33,6 +33,8 @@ void RegisterConfig(config::Schema& s, std::string_view section, InferenceOption
                 [](const double& v) {
                   return v >= 1 && v <= 100 ? std::string() : StrCat(v, ": must be in [1, 100]");
                 });
+  s.Add(p + ".sim_stall_file", &o->sim_stall_file,
+        "sim backend: while this file exists every step loop hangs (a drill); empty: off");
   s.Add<int>(p + ".threads", &o->threads, "CPU threads per replica; 0: one per hardware thread",
              [](const int& v) { return v >= 0 ? "" : StrCat(v, ": must be >= 0"); });
   s.Add(p + ".kv_cache_bytes", &o->kv_cache_bytes, "KV cache per replica, reserved at start");
@@ -99,6 +101,7 @@ absl::Status ReplicaHost::Start() {
     eo.sim.decode_per_sequence_ms *= options_.sim_slowdown;
     eo.sim.decode_per_context_token_us *= options_.sim_slowdown;
     eo.sim.prefill_per_token_us *= options_.sim_slowdown;
+    eo.sim.stall_file = options_.sim_stall_file;
     for (int i = 0; i < options_.replicas_per_model; ++i) {
       auto engine = engine::CreateEngine(eo, model->tokenizer);
       if (!engine.ok()) return Annotate(engine.status(), StrCat("model ", model->dir));

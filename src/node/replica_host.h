@@ -31,6 +31,8 @@ struct InferenceOptions {
   int max_queue = 256;
   // sim backend only: every modeled step takes this many times longer (a slow-replica drill).
   double sim_slowdown = 1.0;
+  // sim backend only, a drill: while this file exists every replica's step loop hangs.
+  std::string sim_stall_file;
 };
 
 void RegisterConfig(config::Schema& schema, std::string_view section, InferenceOptions* options);

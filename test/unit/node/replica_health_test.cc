@@ -20,6 +20,10 @@ TEST_CASE("A stalled step loop with work queued is unhealthy until it moves agai
   CHECK(h.healthy());
   h.OnProcessCheck(26, false);  // idle is not stalled
   CHECK(h.healthy());
+  h.OnProcessCheck(26, true);  // work arrived just now at an idle replica: not a stall yet
+  CHECK(h.healthy());
+  h.OnProcessCheck(26, true);  // a whole interval with work and no step: stalled
+  CHECK_FALSE(h.healthy());
 }
 
 TEST_CASE("The probe must contain the expected answer in time", "[health]") {
