@@ -53,6 +53,7 @@ Daemon::Daemon(DaemonOptions options)
     : options_(std::move(options)),
       roles_(ResolveRoles(options_)),
       io_(options_.lifecycle.io_threads),
+      election_(cluster::ElectionConfig{}, options_.gossip.election_hold_down),
       timers_(std::make_unique<Timers>(io_.context())) {}
 
 Daemon::~Daemon() {
@@ -167,7 +168,16 @@ bool Daemon::Routable(const std::string& replica_id) const {
 
 void Daemon::FeedMembership() {
   if (!remote_ || !gossip_) return;
-  remote_->UpdateMembers(gossip_->Members(), absl::Now());
+  bool active = GatewayActive();
+  frontend_->SetActive(active);
+  remote_->UpdateMembers(active ? gossip_->Members() : std::vector<membership::Member>{},
+                         absl::Now());
+}
+
+bool Daemon::GatewayActive() const {
+  if (!HasRole(roles_, "gateway")) return false;
+  if (options_.node.roles != std::vector<std::string>{"auto"}) return true;  // pinned
+  return HasRole(CurrentRoles(), "gateway");
 }
 
 // Process and model levels of health for local replicas (MISSION.md §4). An unhealthy replica

@@ -70,8 +70,11 @@ class Daemon {
   void PumpLoad();
   // A local replica may take traffic: the node is ready and the replica passes its checks.
   bool Routable(const std::string& replica_id) const;
-  // Hands the membership view to the gateway's remote backend (on the io threads).
+  // Hands the membership view to the gateway's remote backend (on the io threads); an auto node
+  // that is not an elected gateway watches no one.
   void FeedMembership();
+  // Pinned gateway, or an auto node the election made a gateway.
+  bool GatewayActive() const;
   void RunElection();
   void StartHealthChecks();
   void ScheduleProcessCheck();
@@ -96,7 +99,7 @@ class Daemon {
   std::unique_ptr<net::HttpServer> http_;
   std::unique_ptr<net::GrpcServer> grpc_;
   std::unique_ptr<membership::GossipAgent> gossip_;
-  cluster::StableElection election_{cluster::ElectionConfig{}};  // owned by the io strand timer
+  cluster::StableElection election_;  // owned by the io strand timer
   mutable absl::Mutex roles_mu_;
   cluster::Assignment assignment_ ABSL_GUARDED_BY(roles_mu_);
   std::unique_ptr<node::ReplicaHost> replicas_;

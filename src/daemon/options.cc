@@ -90,6 +90,12 @@ void RegisterConfig(config::Schema& s, DaemonOptions* o) {
         "file of base64 AES-256 keys, primary first; empty: gossip is not encrypted");
   s.Add<std::string>("gossip.cluster_name", &o->gossip.cluster_name,
                      "cluster name, authenticated with every gossip packet", NotEmpty);
+  s.Add<absl::Duration>("gossip.election_hold_down", &o->gossip.election_hold_down,
+                        "how long a changed membership view must hold before roles move",
+                        [](const absl::Duration& d) {
+                          return d >= absl::ZeroDuration() ? std::string()
+                                                           : std::string("must not be negative");
+                        });
   s.AddEnum("log.format", &o->log.format, {"json", "text"}, "log line format");
   s.AddEnum("log.level", &o->log.level, {"trace", "debug", "info", "warn", "error", "off"},
             "lowest level logged");
@@ -130,7 +136,9 @@ membership::Config GossipCoreConfig(const DaemonOptions& o) {
 std::vector<std::string> ResolveRoles(const DaemonOptions& o) {
   if (o.node.roles != std::vector<std::string>{"auto"}) return o.node.roles;
   if (o.network.join.empty()) return kRoles;
-  return {"inference"};
+  // A joining auto node hosts replicas and can serve as a gateway; election decides whether it
+  // does (Daemon::GatewayActive).
+  return {"inference", "gateway"};
 }
 
 }  // namespace exa::daemon

@@ -44,6 +44,8 @@ struct GossipOptions {
   std::string profile = "lan";  // lan: memberlist LAN defaults; wan: memberlist WAN defaults
   std::string key_file;         // base64 keys, primary first; empty: plain text (warned)
   std::string cluster_name = "exaserve";  // authenticated with every sealed packet
+  // Role election: a changed view must hold this long before roles move (no flapping).
+  absl::Duration election_hold_down = absl::Seconds(30);
 };
 
 struct LogOptions {

@@ -189,6 +189,12 @@ absl::StatusOr<std::shared_ptr<Call>> Frontend::Start(TextRequest r, EventSink s
     requests_.WithLabels({"draining"}).Increment();
     return absl::UnavailableError("gateway is draining (shutting down); retry on another node");
   }
+  if (!active_) {
+    requests_.WithLabels({"not_gateway"}).Increment();
+    return absl::UnavailableError(
+        "this node is not an elected gateway; send requests to a gateway (exaserve-cli members "
+        "lists roles)");
+  }
   if (absl::Status s = Validate(r); !s.ok()) {
     requests_.WithLabels({"invalid_argument"}).Increment();
     return s;

@@ -125,6 +125,8 @@ class Frontend {
 
   // From now on new requests get UNAVAILABLE; admitted ones run to completion.
   void StartDraining() { draining_ = true; }
+  // An auto node the election did not make a gateway refuses requests (UNAVAILABLE).
+  void SetActive(bool active) { active_ = active; }
   int in_flight() const { return in_flight_.load(); }
   const GatewayOptions& options() const { return options_; }
 
@@ -143,6 +145,7 @@ class Frontend {
   std::atomic<int> in_flight_{0};
   std::atomic<int> retries_in_flight_{0};
   std::atomic<bool> draining_{false};
+  std::atomic<bool> active_{true};
   std::unique_ptr<ApiKeys> api_keys_;
   VersionRoutes* routes_ = nullptr;
   metrics::Family<metrics::Counter>& requests_;
