@@ -18,6 +18,7 @@
 #include "gateway/api_keys.h"
 #include "membership/agent/keyring.h"
 #include "nlohmann/json.hpp"
+#include "tools/model_commands.h"
 
 namespace {
 
@@ -247,6 +248,8 @@ int main(int argc, char** argv) {
   for (auto* sub : {key_install, key_use, key_remove}) {
     sub->add_option("key", key, "base64 key")->required();
   }
+  exa::tools::ModelCommands model;
+  exa::tools::AddModelCommands(app, &model);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -258,6 +261,7 @@ int main(int argc, char** argv) {
   if (!timeout.ok())
     return Usage(std::string("--timeout ") + std::string(timeout.status().message()));
   g.timeout_duration = *timeout;
+  if (auto rc = exa::tools::RunModelCommands(model, g.json)) return *rc;
   if (status->parsed()) return RunStatus(g);
   if (members->parsed()) return RunMembers(g);
   if (generate->parsed()) return RunGenerate(g, gen);

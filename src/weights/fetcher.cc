@@ -1,0 +1,384 @@
+#include "weights/fetcher.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "common/strings.h"
+#include "nlohmann/json.hpp"
+#include "weights/layout.h"
+#include "weights/model_cache.h"
+#include "weights/sha256.h"
+
+namespace exa::weights {
+namespace {
+
+// One file being brought in: its part file and which of its chunks are verified.
+struct FileJob {
+  const FileEntry* file = nullptr;
+  fs::path final_path;
+  fs::path part_path;
+  fs::path done_path;
+  int fd = -1;
+  std::mutex mu;
+  std::vector<bool> done;
+  size_t remaining = 0;
+  bool finished = false;
+};
+
+struct ChunkTask {
+  FileJob* job;
+  uint32_t index;
+};
+
+absl::Status WriteAll(int fd, const fs::path& path, uint64_t offset, std::string_view data) {
+  size_t done = 0;
+  while (done < data.size()) {
+    ssize_t n =
+        ::pwrite(fd, data.data() + done, data.size() - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return ErrnoStatus(errno, "write", path);
+    done += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+std::vector<bool> ReadDone(const fs::path& done_path, const FileEntry& f) {
+  std::vector<bool> done(f.chunks.size(), false);
+  auto text = ReadSmallFile(done_path, 64 << 20);
+  if (!text.ok()) return done;
+  nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+  if (!j.is_object() || j.value("sha256", std::string()) != f.sha256) return done;
+  auto chunks = j.find("chunks");
+  if (chunks == j.end() || !chunks->is_array()) return done;
+  for (const auto& c : *chunks) {
+    if (c.is_number_unsigned() && c.get<uint64_t>() < done.size()) done[c.get<size_t>()] = true;
+  }
+  return done;
+}
+
+absl::Status WriteDone(const FileJob& job) {
+  nlohmann::json chunks = nlohmann::json::array();
+  for (size_t i = 0; i < job.done.size(); ++i) {
+    if (job.done[i]) chunks.push_back(i);
+  }
+  nlohmann::json j = {{"sha256", job.file->sha256}, {"chunks", std::move(chunks)}};
+  return WriteFileAtomically(job.done_path, j.dump() + "\n");
+}
+
+}  // namespace
+
+FetchMetrics::FetchMetrics(metrics::Registry& registry)
+    : bytes(registry.AddCounter("exaserve_weights_pull_bytes_total",
+                                "Chunk bytes a node received while pulling, by tier.", {"tier"})),
+      corrupt_chunks(registry.SimpleCounter(
+          "exaserve_weights_corrupt_chunks_total",
+          "Chunks discarded because their bytes did not hash to the manifest's sha256.")),
+      tier_failures(registry.SimpleCounter(
+          "exaserve_weights_tier_failures_total",
+          "Chunk fetches that failed on one tier and moved on to the next.")),
+      pull_seconds(registry
+                       .AddHistogram("exaserve_weights_pull_seconds",
+                                     "Time to bring a model version into the node cache.", {},
+                                     {0.1, 0.5, 1, 2.5, 5, 10, 15, 30, 60, 120, 300, 600})
+                       .WithLabels({})) {}
+
+Fetcher::Fetcher(std::vector<Tier*> tiers, FetchOptions options, FetchMetrics* metrics)
+    : tiers_(std::move(tiers)), options_(std::move(options)), metrics_(metrics) {}
+
+absl::StatusOr<Manifest> Fetcher::ResolveManifest(const std::string& name,
+                                                  const std::string& version) {
+  EXA_RETURN_IF_ERROR(ValidateName("model name", name));
+  const fs::path root = options_.cache_dir;
+  if (!version.empty()) {
+    EXA_RETURN_IF_ERROR(ValidateName("model version", version));
+    // Versions are immutable: a manifest already here is the version's manifest.
+    auto local = LoadManifest(root, name, version);
+    if (local.ok() || !absl::IsNotFound(local.status())) return local;
+  }
+  std::string errors;
+  for (Tier* tier : tiers_) {
+    auto m = tier->GetManifest(name, version, options_.manifest_timeout);
+    if (m.ok()) {
+      auto local = LoadManifest(root, m->name, m->version);
+      if (local.ok() && ManifestDigest(*local) != ManifestDigest(*m)) {
+        return absl::DataLossError(StrCat(tier->name(), " has other content for ", name, ":",
+                                          m->version, " than ", root.string(),
+                                          " (versions are immutable)"));
+      }
+      if (!local.ok()) EXA_RETURN_IF_ERROR(SaveManifest(root, *m));
+      return m;
+    }
+    if (absl::IsNotFound(m.status()) || absl::IsInvalidArgument(m.status())) return m.status();
+    StrAppend(&errors, errors.empty() ? "" : "; ", ToStd(m.status().message()));
+  }
+  if (version.empty()) {
+    auto newest = NewestVersion(ListModelIds(root), name);
+    if (newest.ok()) return LoadManifest(root, name, *newest);
+  }
+  return absl::UnavailableError(StrCat("no tier answered for the manifest of ", name,
+                                       version.empty() ? "" : ":", version, ": ",
+                                       errors.empty() ? "no tiers configured" : errors));
+}
+
+absl::StatusOr<PullResult> Fetcher::Pull(const std::string& name, const std::string& version,
+                                         const std::function<void(const PullProgress&)>& progress) {
+  const absl::Time start = absl::Now();
+  EXA_ASSIGN_OR_RETURN(Manifest m, ResolveManifest(name, version));
+  const fs::path root = options_.cache_dir;
+  const fs::path dir = ModelDir(root, m.name, m.version);
+  const fs::path state = StateDir(root, m.name, m.version);
+  PullResult result;
+  result.manifest = m;
+
+  // Files already verified are the local tier; the rest become chunk tasks.
+  std::vector<std::unique_ptr<FileJob>> jobs;
+  std::vector<ChunkTask> tasks;
+  uint64_t local_bytes = 0;
+  auto cleanup_partials = [&] {
+    for (auto& job : jobs) {
+      if (job->fd >= 0) {
+        ::close(job->fd);
+        job->fd = -1;
+      }
+      if (!job->finished) {
+        ::unlink(job->part_path.c_str());
+        ::unlink(job->done_path.c_str());
+      }
+    }
+  };
+  for (const FileEntry& f : m.files) {
+    if (HasVerifiedMarker(root, m, f)) {
+      local_bytes += f.size_bytes;
+      continue;
+    }
+    auto job = std::make_unique<FileJob>();
+    job->file = &f;
+    job->final_path = dir / f.path;
+    job->part_path = dir / StrCat(f.path, kPartSuffix);
+    job->done_path = state / StrCat(f.path, ".done");
+    std::error_code ec;
+    fs::create_directories(job->final_path.parent_path(), ec);
+    if (ec) return ErrnoStatus(ec.value(), "create directory", job->final_path.parent_path());
+    fs::create_directories(job->done_path.parent_path(), ec);
+    // A final file without a marker (a crash after the rename) is re-checked, not trusted.
+    fs::remove(job->final_path, ec);
+    bool resume =
+        fs::exists(job->part_path, ec) && fs::file_size(job->part_path, ec) == f.size_bytes;
+    job->done = resume ? ReadDone(job->done_path, f) : std::vector<bool>(f.chunks.size(), false);
+    job->fd = ::open(job->part_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (job->fd < 0) {
+      absl::Status s = ErrnoStatus(errno, "create", job->part_path);
+      cleanup_partials();
+      return s;
+    }
+    if (!resume && f.size_bytes > 0) {
+      // Reserve the space now: a full disk is reported before any byte is fetched.
+      int err = ::posix_fallocate(job->fd, 0, static_cast<off_t>(f.size_bytes));
+      if (err == EOPNOTSUPP || err == EINVAL) {
+        err = ::ftruncate(job->fd, static_cast<off_t>(f.size_bytes)) == 0 ? 0 : errno;
+      }
+      if (err != 0) {
+        absl::Status s = ErrnoStatus(err, "reserve space for", job->part_path);
+        jobs.push_back(std::move(job));
+        cleanup_partials();
+        return s;
+      }
+    }
+    for (uint32_t i = 0; i < f.chunks.size(); ++i) {
+      if (job->done[i]) {
+        local_bytes += f.chunks[i].size_bytes;
+      } else {
+        tasks.push_back({job.get(), i});
+        ++job->remaining;
+      }
+    }
+    jobs.push_back(std::move(job));
+  }
+  result.local_bytes = local_bytes;
+
+  // Shared state of the workers.
+  absl::Mutex mu;
+  absl::Status failure;  // first fatal error; stops every worker
+  std::atomic<bool> stop{false};
+  std::atomic<size_t> next_task{0};
+  std::vector<std::atomic<int64_t>> tier_down_until(tiers_.size());
+  std::atomic<uint64_t> done_bytes{local_bytes};
+  std::atomic<uint64_t> corrupt{0}, tier_failures{0};
+  std::vector<std::atomic<uint64_t>> tier_bytes(tiers_.size());
+  absl::Time last_progress = absl::InfinitePast();
+  const uint64_t total = m.TotalBytes();
+  auto report = [&](bool finished) {
+    if (!progress) return;
+    absl::MutexLock lock(&mu);
+    absl::Time now = absl::Now();
+    if (!finished && now - last_progress < options_.progress_interval) return;
+    last_progress = now;
+    progress({total, done_bytes.load(), local_bytes, now - start, finished});
+  };
+  auto fail = [&](absl::Status s) {
+    absl::MutexLock lock(&mu);
+    if (failure.ok()) failure = std::move(s);
+    stop = true;
+  };
+
+  // Marks a verified chunk; the last one of a file makes the file visible.
+  auto mark_done = [&](FileJob& job, uint32_t index) -> absl::Status {
+    std::lock_guard<std::mutex> lock(job.mu);
+    job.done[index] = true;
+    if (::fdatasync(job.fd) != 0) return ErrnoStatus(errno, "fsync", job.part_path);
+    if (--job.remaining > 0) return WriteDone(job);
+    ::close(job.fd);
+    job.fd = -1;
+    if (::rename(job.part_path.c_str(), job.final_path.c_str()) != 0) {
+      return ErrnoStatus(errno, "rename into", job.final_path);
+    }
+    job.finished = true;
+    EXA_RETURN_IF_ERROR(FsyncDirectory(job.final_path.parent_path()));
+    EXA_RETURN_IF_ERROR(WriteVerifiedMarker(root, m, *job.file));
+    ::unlink(job.done_path.c_str());
+    return absl::OkStatus();
+  };
+
+  auto fetch_chunk = [&](const ChunkTask& task) -> absl::Status {
+    const FileEntry& f = *task.job->file;
+    const ChunkRef& c = f.chunks[task.index];
+    const ChunkKey key{m.name, m.version, f.path, task.index};
+    Sha256 hash;
+    uint64_t at = 0;
+    std::string errors;
+    for (int round = 0; round < 2; ++round) {
+      for (size_t t = 0; t < tiers_.size(); ++t) {
+        if (stop) return absl::CancelledError("pull stopped");
+        // First round: skip tiers that failed recently. Second: ask every tier again.
+        if (round == 0 && absl::ToUnixNanos(absl::Now()) < tier_down_until[t].load()) continue;
+        Tier& tier = *tiers_[t];
+        for (int busy = 0;; ++busy) {
+          absl::Status local_error;
+          absl::Status s = tier.FetchChunk(
+              key, at, c.size_bytes, options_.tier_timeout,
+              [&](uint64_t offset, std::string_view data) -> absl::Status {
+                if (stop) return local_error = absl::CancelledError("pull stopped");
+                local_error = WriteAll(task.job->fd, task.job->part_path, c.offset + offset, data);
+                if (!local_error.ok()) return local_error;
+                hash.Update(data);
+                at = offset + data.size();
+                tier_bytes[t] += data.size();
+                if (metrics_ != nullptr) {
+                  metrics_->bytes.WithLabels({tier.name()}).Increment(double(data.size()));
+                }
+                return absl::OkStatus();
+              });
+          if (!local_error.ok()) return local_error;  // our disk, not the tier: stop the pull
+          if (s.ok()) {
+            std::string got = hash.FinalHex();
+            if (got == c.sha256) {
+              EXA_RETURN_IF_ERROR(mark_done(*task.job, task.index));
+              done_bytes += c.size_bytes;
+              report(false);
+              return absl::OkStatus();
+            }
+            ++corrupt;
+            if (metrics_ != nullptr) metrics_->corrupt_chunks.Increment();
+            EXA_LOG_WARN("weights", "corrupt chunk discarded",
+                         {{"tier", tier.name()},
+                          {"model", StrCat(m.name, ":", m.version)},
+                          {"path", f.path},
+                          {"chunk", static_cast<int64_t>(task.index)},
+                          {"sha256", got},
+                          {"expected", c.sha256}});
+            StrAppend(&errors, errors.empty() ? "" : "; ", tier.name(), ": sha256 mismatch");
+            at = 0;
+            break;
+          }
+          if (absl::IsResourceExhausted(s) && busy < options_.busy_retries) {
+            absl::SleepFor(absl::Milliseconds(20 * std::min(busy + 1, 10)));
+            continue;
+          }
+          ++tier_failures;
+          if (metrics_ != nullptr) metrics_->tier_failures.Increment();
+          StrAppend(&errors, errors.empty() ? "" : "; ", ToStd(s.message()));
+          if (absl::IsDataLoss(s)) {
+            hash = Sha256();  // the stream was inconsistent: its bytes are not kept
+            at = 0;
+          } else {
+            tier_down_until[t] = absl::ToUnixNanos(absl::Now() + options_.tier_backoff);
+          }
+          EXA_LOG_WARN("weights", "tier failed, trying the next",
+                       {{"tier", tier.name()},
+                        {"path", f.path},
+                        {"chunk", static_cast<int64_t>(task.index)},
+                        {"resume_at", static_cast<int64_t>(at)},
+                        {"error", std::string(s.message())}});
+          break;
+        }
+      }
+    }
+    return absl::UnavailableError(
+        StrCat("model ", m.name, ":", m.version, " file \"", f.path, "\" chunk ", task.index,
+               ": every tier failed: ", errors.empty() ? "no tiers configured" : errors));
+  };
+
+  auto worker = [&] {
+    while (!stop) {
+      size_t i = next_task++;
+      if (i >= tasks.size()) return;
+      absl::Status s = fetch_chunk(tasks[i]);
+      if (!s.ok() && !absl::IsCancelled(s)) fail(std::move(s));
+    }
+  };
+  // Zero-byte files have no chunks: they are complete as soon as they exist.
+  for (auto& job : jobs) {
+    if (job->file->chunks.empty()) {
+      std::lock_guard<std::mutex> lock(job->mu);
+      ::close(job->fd);
+      job->fd = -1;
+      if (::rename(job->part_path.c_str(), job->final_path.c_str()) != 0) {
+        fail(ErrnoStatus(errno, "rename into", job->final_path));
+      } else {
+        job->finished = true;
+        absl::Status s = WriteVerifiedMarker(root, m, *job->file);
+        if (!s.ok()) fail(s);
+      }
+    }
+  }
+  int threads = std::max(1, std::min<int>(options_.parallel, static_cast<int>(tasks.size())));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads && !tasks.empty(); ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+
+  result.corrupt_chunks = corrupt.load();
+  result.tier_failures = tier_failures.load();
+  for (size_t t = 0; t < tiers_.size(); ++t) {
+    result.bytes_by_tier[tiers_[t]->name()] = tier_bytes[t].load();
+  }
+  result.elapsed = absl::Now() - start;
+  if (!failure.ok()) {
+    // Disk full: nothing half-written stays behind. Other failures keep verified chunks, so
+    // the next pull resumes.
+    if (absl::IsResourceExhausted(failure)) {
+      cleanup_partials();
+    } else {
+      for (auto& job : jobs) {
+        if (job->fd >= 0) ::close(job->fd);
+        job->fd = -1;
+      }
+    }
+    return failure;
+  }
+  if (metrics_ != nullptr) metrics_->pull_seconds.Observe(absl::ToDoubleSeconds(result.elapsed));
+  report(true);
+  return result;
+}
+
+}  // namespace exa::weights
