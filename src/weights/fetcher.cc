@@ -330,10 +330,14 @@ absl::StatusOr<PullResult> Fetcher::Pull(const std::string& name, const std::str
 
   auto worker = [&] {
     while (!stop) {
+      if (options_.cancelled && options_.cancelled()) {
+        fail(absl::CancelledError("pull cancelled"));
+        return;
+      }
       size_t i = next_task++;
       if (i >= tasks.size()) return;
       absl::Status s = fetch_chunk(tasks[i]);
-      if (!s.ok() && !absl::IsCancelled(s)) fail(std::move(s));
+      if (!s.ok()) fail(std::move(s));
     }
   };
   // Zero-byte files have no chunks: they are complete as soon as they exist.

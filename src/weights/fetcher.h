@@ -41,6 +41,8 @@ struct FetchOptions {
   // A busy tier (RESOURCE_EXHAUSTED) is retried after a pause this many times before the next.
   int busy_retries = 20;
   absl::Duration progress_interval = absl::Milliseconds(200);
+  // Polled between chunks: true stops the pull with CANCELLED (verified chunks are kept).
+  std::function<bool()> cancelled;
 };
 
 struct PullProgress {

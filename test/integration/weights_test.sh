@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Weight distribution through real processes: a model published into an origin directory, an
+# origin node (--origin-dir) and a rack cache node (--origin), and `exaserve-cli model pull`
+# through the rack cache into a node cache. Then `model verify` passes, and after one byte is
+# flipped in the node's copy it exits 1 naming the chunk; ls, pin, rm and bad flags behave.
+source "$(dirname "$0")/lib.sh"
+BIN=$1
+root=$(mktemp -d)
+pids=()
+trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$root"' EXIT
+cli() { "$BIN/exaserve-cli" "$@"; }
+
+mkdir -p "$root/src"
+head -c 600000 /dev/urandom >"$root/src/model-00001-of-00002.safetensors"
+head -c 150000 /dev/urandom >"$root/src/model-00002-of-00002.safetensors"
+echo '{"hidden_size": 8}' >"$root/src/config.json"
+cli model publish --dir "$root/src" --name tiny --version v1 --origin "$root/origin" \
+  --chunk-bytes 64Ki --json >"$root/publish.json" || fail "publish"
+grep -q '"chunks":14' "$root/publish.json" || fail "publish: $(cat "$root/publish.json")"
+
+mkdir -p "$root/o" "$root/p"
+work=$root/o start_daemon --role storage --origin-dir "$root/origin"
+pids+=("$pid"); origin=$grpc
+work=$root/p start_daemon --role storage --origin "$origin" --cache-dir "$root/p/cache"
+pids+=("$pid"); peer=$grpc
+
+cli model pull --model tiny:v1 --cache-dir "$root/node" --rack-cache "$peer" --origin "$origin" \
+  --json >"$root/pull.jsonl" || fail "pull: $(cat "$root/pull.jsonl")"
+tail -1 "$root/pull.jsonl" | grep -q '"event":"done"' || fail "pull: $(cat "$root/pull.jsonl")"
+tail -1 "$root/pull.jsonl" | grep -q "\"rack-cache $peer\":750019" ||
+  fail "pull did not come from the rack cache: $(tail -1 "$root/pull.jsonl")"
+cmp "$root/src/model-00001-of-00002.safetensors" \
+  "$root/node/tiny/v1/model-00001-of-00002.safetensors" || fail "pulled bytes differ"
+curl -s "http://127.0.0.1:$(json_field "$root/p/data/endpoints.json" http_port)/metrics" |
+  grep -q '^exaserve_weights_cache_misses_total 14' || fail "rack cache metrics"
+
+cli model verify --model tiny:v1 --cache-dir "$root/node" >"$root/verify" || fail "verify: $(cat "$root/verify")"
+# Flip one byte in chunk 3 of the first shard (offset 200000 / 64 KiB).
+python3 - "$root/node/tiny/v1/model-00001-of-00002.safetensors" <<'PY'
+import sys
+with open(sys.argv[1], "r+b") as f:
+    f.seek(200000); b = f.read(1); f.seek(200000); f.write(bytes([b[0] ^ 1]))
+PY
+set +e
+cli model verify --model tiny --cache-dir "$root/node" >"$root/verify" 2>&1
+rc=$?
+set -e
+[ "$rc" = 1 ] || fail "verify of a flipped byte: exit $rc: $(cat "$root/verify")"
+grep -q 'BAD  model-00001-of-00002.safetensors chunk 3' "$root/verify" || fail "$(cat "$root/verify")"
+# The damaged file is pulled again (its marker is gone); the rest is local.
+cli model pull --model tiny:v1 --cache-dir "$root/node" --origin "$origin" --json >"$root/pull2.jsonl" ||
+  fail "re-pull: $(cat "$root/pull2.jsonl")"
+cli model verify --model tiny:v1 --cache-dir "$root/node" >/dev/null || fail "verify after re-pull"
+
+cli model ls --cache-dir "$root/node" | grep -q 'tiny.*v1.*verified' || fail "ls"
+cli model pin --model tiny:v1 --cache-dir "$root/node" || fail "pin"
+cli model ls --cache-dir "$root/node" --json | grep -q '"pinned":true' || fail "ls after pin"
+cli model rm --model tiny:v1 --cache-dir "$root/node" || fail "rm"
+[ ! -e "$root/node/tiny/v1" ] || fail "rm left files"
+
+set +e
+cli model pull --model ../etc --cache-dir "$root/node" --origin "$origin" 2>"$root/err"; rc1=$?
+cli model pull --model tiny --cache-dir "$root/node" --parallel 0 2>>"$root/err"; rc2=$?
+cli model pull --model tiny --cache-dir "$root/node" 2>>"$root/err"; rc3=$?
+cli model verify --model tiny --checksum md5 --cache-dir "$root/node" 2>>"$root/err"; rc4=$?
+set -e
+[ "$rc1$rc2$rc3$rc4" = 2222 ] || fail "bad flags: exits $rc1 $rc2 $rc3 $rc4: $(cat "$root/err")"
+grep -q 'must stay inside\|expected letters' "$root/err" || fail "$(cat "$root/err")"
+for p in "${pids[@]}"; do kill -TERM "$p"; wait "$p" || fail "a node exited $? after SIGTERM"; done
+pids=()
+echo "weights: ok"
