@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -128,6 +129,20 @@ double Sha256Gbps(uint64_t bytes) {
   return Gbps(bytes / buf.size() * buf.size(), absl::Now() - start);
 }
 
+// CPU seconds this process has used (all threads, user + system).
+double ProcessCpuSeconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// The 1-minute load average: on a shared machine it says how much of it the run really had.
+double LoadAverage() {
+  double load[1] = {0};
+  return ::getloadavg(load, 1) == 1 ? load[0] : -1;
+}
+
 void DropPageCache(const std::vector<fs::path>& files) {
   for (const fs::path& p : files) {
     int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
@@ -209,6 +224,7 @@ absl::StatusOr<nlohmann::json> RunWeightsBench(const WeightsBenchOptions& o) {
                   {"files", o.files},
                   {"chunk_bytes", o.chunk_bytes},
                   {"hardware_threads", std::thread::hardware_concurrency()},
+                  {"load_average_1m_at_start", LoadAverage()},
                   {"note",
                    "one process: origin and rack cache are gRPC servers on 127.0.0.1, nodes are "
                    "fetcher threads with their own channels and cache dirs; all share this "
@@ -285,6 +301,7 @@ absl::StatusOr<nlohmann::json> RunWeightsBench(const WeightsBenchOptions& o) {
 
   // (b) One node from the warm peer at 1/4/8/16 streams, beside the baselines.
   nlohmann::json by_streams = nlohmann::json::object();
+  nlohmann::json cpu_by_streams = nlohmann::json::object();
   double best = 0;
   fs::path last_node;
   for (int streams : o.streams) {
@@ -292,9 +309,16 @@ absl::StatusOr<nlohmann::json> RunWeightsBench(const WeightsBenchOptions& o) {
     w::FetchOptions f;
     f.cache_dir = (root / StrCat("streams", streams)).string();
     f.parallel = streams;
+    double cpu_before = ProcessCpuSeconds();
     EXA_ASSIGN_OR_RETURN(w::PullResult r, w::Fetcher({peer.get()}, f).Pull(kName, kVersion));
+    double cpu = ProcessCpuSeconds() - cpu_before;
     double gbps = Gbps(model_bytes, r.elapsed);
     by_streams[std::to_string(streams)] = gbps;
+    // Cores this process kept busy (peer and node together), and bytes per CPU second: what
+    // the pull costs, independent of how much of a shared machine the run got.
+    cpu_by_streams[std::to_string(streams)] = {
+        {"cores_busy", cpu / std::max(1e-9, absl::ToDoubleSeconds(r.elapsed))},
+        {"gb_per_cpu_second_peer_and_node", double(model_bytes) / 1e9 / std::max(1e-9, cpu)}};
     best = std::max(best, gbps);
     if (!last_node.empty()) fs::remove_all(last_node);
     last_node = f.cache_dir;
@@ -304,6 +328,8 @@ absl::StatusOr<nlohmann::json> RunWeightsBench(const WeightsBenchOptions& o) {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const double bound = std::min(tcp, sha * cores);
   out["pull_from_peer"] = {{"gbps_by_streams", by_streams},
+                           {"cpu_by_streams", cpu_by_streams},
+                           {"load_average_1m", LoadAverage()},
                            {"best_gbps", best},
                            {"loopback_tcp_gbps", tcp},
                            {"sha256_gbps_one_core", sha},
