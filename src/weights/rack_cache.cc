@@ -18,6 +18,7 @@ namespace exa::weights {
 namespace {
 
 constexpr std::string_view kChunksDir = ".chunks";
+constexpr size_t kMaxCachedManifests = 256;  // models a rack serves at once, with room to spare
 
 }  // namespace
 
@@ -122,8 +123,20 @@ absl::StatusOr<Manifest> RackCache::GetManifest(const std::string& name,
 absl::StatusOr<std::unique_ptr<ChunkReader>> RackCache::OpenChunk(
     const ChunkKey& key, const std::function<bool()>& cancelled) {
   EXA_RETURN_IF_ERROR(ValidateName("model version", key.version));
-  EXA_ASSIGN_OR_RETURN(Manifest m, GetManifest(key.name, key.version));
-  EXA_ASSIGN_OR_RETURN(const ChunkRef* chunk, FindChunk(m, key));
+  const std::string id = StrCat(key.name, ":", key.version);
+  std::shared_ptr<const Manifest> m;
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = manifests_.find(id); it != manifests_.end()) m = it->second;
+  }
+  if (m == nullptr) {
+    EXA_ASSIGN_OR_RETURN(Manifest loaded, GetManifest(key.name, key.version));
+    m = std::make_shared<const Manifest>(std::move(loaded));
+    absl::MutexLock lock(&mu_);
+    if (manifests_.size() >= kMaxCachedManifests) manifests_.clear();
+    manifests_[id] = m;
+  }
+  EXA_ASSIGN_OR_RETURN(const ChunkRef* chunk, FindChunk(*m, key));
   const std::string& sha = chunk->sha256;
   for (int attempt = 0; attempt < 3; ++attempt) {
     std::shared_ptr<Flight> flight;

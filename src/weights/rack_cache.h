@@ -87,6 +87,9 @@ class RackCache final : public WeightsSource {
   std::unordered_map<std::string, Entry> index_ ABSL_GUARDED_BY(mu_);
   std::list<std::string> lru_ ABSL_GUARDED_BY(mu_);  // front: most recently used
   std::map<std::string, std::shared_ptr<Flight>> flights_ ABSL_GUARDED_BY(mu_);
+  // Parsed manifests by "name:version" (versions are immutable), so a chunk request does not
+  // re-read and re-parse the manifest file.
+  std::map<std::string, std::shared_ptr<const Manifest>> manifests_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
   uint64_t tmp_counter_ ABSL_GUARDED_BY(mu_) = 0;
 
