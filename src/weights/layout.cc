@@ -46,7 +46,7 @@ fs::path PinPath(const fs::path& root, std::string_view name, std::string_view v
 
 absl::Status ErrnoStatus(int err, std::string_view what, const fs::path& path) {
   std::string msg = StrCat(what, " ", path.string(), ": ", std::strerror(err));
-  if (err == ENOSPC || err == EDQUOT) {
+  if (err == ENOSPC || err == EDQUOT || err == EFBIG) {
     return absl::ResourceExhaustedError(StrCat("disk full: ", msg));
   }
   if (err == ENOENT) return absl::NotFoundError(msg);

@@ -3,6 +3,10 @@
 // and nothing written outside the cache directory.
 #include <catch2/catch.hpp>
 
+#include <sys/resource.h>
+
+#include <csignal>
+
 #include "test_tiers.h"
 #include "weights/fetcher.h"
 #include "weights/layout.h"
@@ -125,6 +129,33 @@ TEST_CASE("When every tier fails the pull says which chunk and why, and keeps wh
   auto again = fetcher.Pull("m", "v1");
   REQUIRE(again.ok());
   CHECK(again->local_bytes >= 16384);
+  f.ExpectVerified();
+}
+
+TEST_CASE("Out of space: a clear error, and no partial files left behind", "[weights]") {
+  Fixture f;
+  // A file-size limit below the big shard stands in for a full disk (EFBIG like ENOSPC).
+  rlimit old{};
+  REQUIRE(::getrlimit(RLIMIT_FSIZE, &old) == 0);
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = old;
+  small.rlim_cur = 20000;
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &small) == 0);
+  Fetcher fetcher({&f.peer, &f.origin}, f.Options());
+  auto r = fetcher.Pull("m", "v1");
+  ::setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  REQUIRE_FALSE(r.ok());
+  CHECK(absl::IsResourceExhausted(r.status()));
+  CHECK_THAT(std::string(r.status().message()), Catch::Contains("disk full"));
+  CHECK_THAT(std::string(r.status().message()), Catch::Contains(".exa-part"));
+  for (const auto& e : std::filesystem::recursive_directory_iterator(f.tmp.path / "node")) {
+    INFO(e.path());
+    CHECK(e.path().string().find(".exa-part") == std::string::npos);
+  }
+  CHECK(f.peer.fetches + f.origin.fetches == 0);  // refused before fetching anything
+  // With room again the pull completes.
+  REQUIRE(fetcher.Pull("m", "v1").ok());
   f.ExpectVerified();
 }
 
