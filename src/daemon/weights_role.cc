@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "absl/time/clock.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/strings.h"
@@ -122,9 +123,19 @@ void WeightsRole::Prestage(const std::function<std::string()>& rack_peer) {
   const WeightsOptions& w = options_.weights;
   std::vector<std::unique_ptr<weights::Tier>> tiers;
   weights::GrpcTierOptions grpc{.connections = w.parallel};
-  if (std::string peer = rack_peer(); !peer.empty()) {
-    tiers.push_back(weights::MakeGrpcTier("rack-cache", peer, grpc));
+  // Right after start the membership view may not yet hold the rack's peer: give gossip a
+  // moment (bounded) before settling for the origin alone.
+  std::string peer = rack_peer();
+  for (absl::Time deadline = absl::Now() + absl::Seconds(5);
+       peer.empty() && !options_.network.join.empty() && !stopping_ && absl::Now() < deadline;
+       peer = rack_peer()) {
+    absl::SleepFor(absl::Milliseconds(100));
   }
+  if (!peer.empty()) tiers.push_back(weights::MakeGrpcTier("rack-cache", peer, grpc));
+  EXA_LOG_INFO("weights", "pre-staging",
+               {{"models", static_cast<int64_t>(w.prestage.size())},
+                {"rack_peer", peer.empty() ? std::string("none") : peer},
+                {"origin", w.origin.empty() ? std::string("none") : w.origin}});
   if (!w.origin.empty()) tiers.push_back(weights::MakeGrpcTier("origin", w.origin, grpc));
   std::vector<weights::Tier*> order;
   for (auto& t : tiers) order.push_back(t.get());

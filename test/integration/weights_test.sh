@@ -21,8 +21,21 @@ grep -q '"chunks":14' "$root/publish.json" || fail "publish: $(cat "$root/publis
 mkdir -p "$root/o" "$root/p"
 work=$root/o start_daemon --role storage --origin-dir "$root/origin"
 pids+=("$pid"); origin=$grpc
-work=$root/p start_daemon --role storage --origin "$origin" --cache-dir "$root/p/cache"
+work=$root/p start_daemon --role storage --rack r1 --origin "$origin" --cache-dir "$root/p/cache"
 pids+=("$pid"); peer=$grpc
+
+# A third node in the peer's rack pre-stages the model at start: it finds the rack cache through
+# membership (--join), pulls through it, and exports the load time.
+mkdir -p "$root/n"
+work=$root/n EXASERVE_WEIGHTS_PRESTAGE=tiny:v1 EXASERVE_INFERENCE_BACKEND=sim start_daemon \
+  --role inference --rack r1 --origin "$origin" --cache-dir "$root/n/cache" \
+  --join "127.0.0.1:$(json_field "$root/p/data/endpoints.json" gossip_port)"
+pids+=("$pid"); node_http=$http
+wait_for 30 test -e "$root/n/cache/tiny/v1.state/model-00002-of-00002.safetensors.ok" ||
+  fail "pre-staging: $(grep weights "$root/n/log")"
+grep -q "\"rack_peer\":\"$peer\"" "$root/n/log" || fail "rack peer not found: $(grep weights "$root/n/log")"
+curl -s "$node_http/metrics" | grep -q '^exaserve_weights_pull_seconds_count 1' || fail "load time metric"
+cmp "$root/src/config.json" "$root/n/cache/tiny/v1/config.json" || fail "pre-staged bytes differ"
 
 cli model pull --model tiny:v1 --cache-dir "$root/node" --rack-cache "$peer" --origin "$origin" \
   --json >"$root/pull.jsonl" || fail "pull: $(cat "$root/pull.jsonl")"
