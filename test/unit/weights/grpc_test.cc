@@ -6,6 +6,8 @@
 
 #include <thread>
 
+#include "absl/synchronization/notification.h"
+
 #include "metrics/registry.h"
 #include "net/grpc_server.h"
 #include "test_tiers.h"
@@ -133,6 +135,44 @@ TEST_CASE("The peer dies mid-pull: the pull completes from the origin", "[weight
   CHECK(r->bytes_by_tier["origin " + Address(*rack.origin_server)] > 0);
   CHECK(r->bytes_by_tier["rack-cache " + Address(*rack.peer_server)] > 0);
   rack.ExpectVerified("node");
+}
+
+TEST_CASE("Streams over the per-client bound are refused at once, not queued", "[weights]") {
+  TempDir tmp;
+  testing::WriteModelDir(tmp.path / "src", {8192});
+  REQUIRE(
+      PublishModel(tmp.path / "src", tmp.path / "origin", "m", "v1", {.chunk_bytes = 4096}).ok());
+  DirectorySource origin_source((tmp.path / "origin").string());
+  testing::SourceTier upstream("origin", origin_source);
+  absl::Notification release;
+  upstream.on_fetch = [&](const ChunkKey&) { release.WaitForNotification(); };
+  metrics::Registry registry;
+  RackCache cache({.root = (tmp.path / "rack").string()}, upstream, registry);
+  REQUIRE(cache.Start().ok());
+  WeightsService service(cache, {.max_streams_total = 8, .max_streams_per_client = 1}, registry,
+                         "rack-cache");
+  auto server = Serve(&service);
+  auto peer = MakeGrpcTier("rack-cache", Address(*server));
+  auto sink = [](uint64_t, std::string_view) { return absl::OkStatus(); };
+  // The first stream waits on the (held) upstream fetch and holds the client's only slot.
+  absl::Status first;
+  std::thread holder([&] {
+    first = peer->FetchChunk({"m", "v1", "model-00001.safetensors", 0}, 0, 4096, absl::Seconds(10),
+                             sink);
+  });
+  for (absl::Time deadline = absl::Now() + absl::Seconds(10);
+       service.active_streams() == 0 && absl::Now() < deadline;) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  absl::Status second =
+      peer->FetchChunk({"m", "v1", "model-00001.safetensors", 1}, 0, 4096, absl::Seconds(10), sink);
+  release.Notify();
+  holder.join();
+  CHECK(first.ok());
+  CHECK(absl::IsResourceExhausted(second));
+  CHECK_THAT(std::string(second.message()), Catch::Contains("1 per client"));
+  CHECK_THAT(registry.Expose(),
+             Catch::Contains("exaserve_weights_streams_rejected_total{role=\"rack-cache\"} 1"));
 }
 
 TEST_CASE("Bad requests get precise gRPC errors", "[weights]") {
