@@ -276,7 +276,9 @@ absl::StatusOr<PullResult> Fetcher::Pull(const std::string& name, const std::str
           absl::Status s = tier.FetchChunk(
               key, at, c.size_bytes, options_.tier_timeout,
               [&](uint64_t offset, std::string_view data) -> absl::Status {
-                if (stop) return local_error = absl::CancelledError("pull stopped");
+                if (stop || (options_.cancelled && options_.cancelled())) {
+                  return local_error = absl::CancelledError("pull stopped");
+                }
                 local_error = WriteAll(task.job->fd, task.job->part_path, c.offset + offset, data);
                 if (!local_error.ok()) return local_error;
                 hash.Update(data);

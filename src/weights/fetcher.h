@@ -41,7 +41,8 @@ struct FetchOptions {
   // A busy tier (RESOURCE_EXHAUSTED) is retried after a pause this many times before the next.
   int busy_retries = 20;
   absl::Duration progress_interval = absl::Milliseconds(200);
-  // Polled between chunks: true stops the pull with CANCELLED (verified chunks are kept).
+  // Polled between chunks and between messages of a chunk: true stops the pull with CANCELLED
+  // (verified chunks are kept for the next pull).
   std::function<bool()> cancelled;
 };
 

@@ -159,6 +159,25 @@ TEST_CASE("Out of space: a clear error, and no partial files left behind", "[wei
   f.ExpectVerified();
 }
 
+TEST_CASE("A cancelled pull stops promptly and the next one resumes", "[weights]") {
+  Fixture f;
+  std::atomic<bool> cancel{false};
+  f.peer.on_fetch = [&](const ChunkKey&) {
+    if (f.peer.fetches == 4) cancel = true;  // during the fourth chunk
+  };
+  FetchOptions options = f.Options(1);
+  options.cancelled = [&] { return cancel.load(); };
+  auto r = Fetcher({&f.peer, &f.origin}, options).Pull("m", "v1");
+  REQUIRE_FALSE(r.ok());
+  CHECK(absl::IsCancelled(r.status()));
+  CHECK(f.peer.fetches == 4);
+  CHECK(f.origin.fetches == 0);
+  auto again = Fetcher({&f.peer, &f.origin}, f.Options()).Pull("m", "v1");
+  REQUIRE(again.ok());
+  CHECK(again->local_bytes > 0);
+  f.ExpectVerified();
+}
+
 TEST_CASE("Unknown models are NOT_FOUND and bad names INVALID_ARGUMENT", "[weights]") {
   Fixture f;
   Fetcher fetcher({&f.peer, &f.origin}, f.Options());
