@@ -71,12 +71,18 @@ void DrawBar(const w::PullProgress& p) {
 absl::StatusOr<std::vector<std::unique_ptr<w::Tier>>> Tiers(const ModelCommandOptions& o) {
   std::vector<std::unique_ptr<w::Tier>> tiers;
   w::GrpcTierOptions grpc{.connections = std::max(1, o.parallel)};
+  auto from_env = [](const std::string& flag, const char* env) {
+    const char* v = std::getenv(env);
+    return !flag.empty() || v == nullptr ? flag : std::string(v);
+  };
+  const std::string rack_cache = from_env(o.rack_cache, "EXASERVE_RACK_CACHE");
+  const std::string origin = from_env(o.origin, "EXASERVE_WEIGHTS_ORIGIN");
   bool want_rack = o.source == "auto" || o.source == "rack-cache";
   bool want_origin = o.source == "auto" || o.source == "origin";
-  if (want_rack && !o.rack_cache.empty()) {
-    tiers.push_back(w::MakeGrpcTier("rack-cache", o.rack_cache, grpc));
+  if (want_rack && !rack_cache.empty()) {
+    tiers.push_back(w::MakeGrpcTier("rack-cache", rack_cache, grpc));
   }
-  if (want_origin && !o.origin.empty()) tiers.push_back(w::MakeGrpcTier("origin", o.origin, grpc));
+  if (want_origin && !origin.empty()) tiers.push_back(w::MakeGrpcTier("origin", origin, grpc));
   if (tiers.empty()) {
     return absl::InvalidArgumentError(
         StrCat("--source ", o.source, ": give ",
@@ -280,8 +286,10 @@ int RunPublish(const ModelCommandOptions& o, bool json) {
 }
 
 void CheckSource(CLI::App* cmd, ModelCommandOptions& o) {
-  cmd->add_option("--rack-cache", o.rack_cache, "host:port of the rack's storage peer");
-  cmd->add_option("--origin", o.origin, "host:port of the origin");
+  cmd->add_option("--rack-cache", o.rack_cache,
+                  "host:port of the rack's storage peer (default $EXASERVE_RACK_CACHE)");
+  cmd->add_option("--origin", o.origin,
+                  "host:port of the origin (default $EXASERVE_WEIGHTS_ORIGIN)");
   cmd->add_option("--parallel", o.parallel, "parallel chunk streams (default 8)")
       ->check(CLI::Range(1, 256));
   cmd->add_option("--tier-timeout", o.tier_timeout,

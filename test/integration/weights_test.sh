@@ -34,7 +34,8 @@ pids+=("$pid"); node_http=$http
 wait_for 30 test -e "$root/n/cache/tiny/v1.state/model-00002-of-00002.safetensors.ok" ||
   fail "pre-staging: $(grep weights "$root/n/log")"
 grep -q "\"rack_peer\":\"$peer\"" "$root/n/log" || fail "rack peer not found: $(grep weights "$root/n/log")"
-curl -s "$node_http/metrics" | grep -q '^exaserve_weights_pull_seconds_count 1' || fail "load time metric"
+curl -s "$node_http/metrics" >"$root/nm"
+grep -q '^exaserve_weights_pull_seconds_count 1' "$root/nm" || fail "load time metric"
 cmp "$root/src/config.json" "$root/n/cache/tiny/v1/config.json" || fail "pre-staged bytes differ"
 
 cli model pull --model tiny:v1 --cache-dir "$root/node" --rack-cache "$peer" --origin "$origin" \
@@ -44,8 +45,9 @@ tail -1 "$root/pull.jsonl" | grep -q "\"rack-cache $peer\":750019" ||
   fail "pull did not come from the rack cache: $(tail -1 "$root/pull.jsonl")"
 cmp "$root/src/model-00001-of-00002.safetensors" \
   "$root/node/tiny/v1/model-00001-of-00002.safetensors" || fail "pulled bytes differ"
-curl -s "http://127.0.0.1:$(json_field "$root/p/data/endpoints.json" http_port)/metrics" |
-  grep -q '^exaserve_weights_cache_misses_total 14' || fail "rack cache metrics"
+# (Into a file first: with pipefail, grep -q closing the pipe early would fail curl.)
+curl -s "http://127.0.0.1:$(json_field "$root/p/data/endpoints.json" http_port)/metrics" >"$root/pm"
+grep -q "^exaserve_weights_cache_misses_total 14" "$root/pm" || fail "rack cache metrics: $(grep weights_cache "$root/pm")"
 
 cli model verify --model tiny:v1 --cache-dir "$root/node" >"$root/verify" || fail "verify: $(cat "$root/verify")"
 # Flip one byte in chunk 3 of the first shard (offset 200000 / 64 KiB).
@@ -64,6 +66,12 @@ grep -q 'BAD  model-00001-of-00002.safetensors chunk 3' "$root/verify" || fail "
 cli model pull --model tiny:v1 --cache-dir "$root/node" --origin "$origin" --json >"$root/pull2.jsonl" ||
   fail "re-pull: $(cat "$root/pull2.jsonl")"
 cli model verify --model tiny:v1 --cache-dir "$root/node" >/dev/null || fail "verify after re-pull"
+
+EXASERVE_RACK_CACHE=$peer cli model sync --source rack-cache --target "$root/synced" --parallel 8 \
+  --json >"$root/sync.jsonl" || fail "sync: $(cat "$root/sync.jsonl")"
+tail -1 "$root/sync.jsonl" | grep -q '"event":"done","local_bytes":0,"model":"tiny"' ||
+  fail "sync: $(cat "$root/sync.jsonl")"
+cli model verify --model tiny --cache-dir "$root/synced" >/dev/null || fail "verify after sync"
 
 cli model ls --cache-dir "$root/node" | grep -q 'tiny.*v1.*verified' || fail "ls"
 cli model pin --model tiny:v1 --cache-dir "$root/node" || fail "pin"
