@@ -41,6 +41,9 @@ RackCache::RackCache(RackCacheOptions options, Tier& upstream, metrics::Registry
       corrupt_metric_(registry.SimpleCounter(
           "exaserve_weights_cache_corrupt_upstream_total",
           "Upstream chunks refused because their bytes did not hash to the manifest's sha256.")),
+      corrupt_local_metric_(registry.SimpleCounter(
+          "exaserve_weights_cache_corrupt_local_total",
+          "Cached chunks dropped because their bytes on disk no longer hashed right.")),
       in_flight_metric_(registry.SimpleGauge("exaserve_weights_cache_upstream_fetches_in_flight",
                                              "Upstream chunk fetches running now.")),
       cached_bytes_metric_(
@@ -81,7 +84,7 @@ absl::Status RackCache::Start() {
   std::sort(found.begin(), found.end(),
             [](const Found& a, const Found& b) { return a.mtime < b.mtime; });
   absl::MutexLock lock(&mu_);
-  for (const Found& f : found) Insert(f.sha, f.size);
+  for (const Found& f : found) Insert(f.sha, f.size, /*verified=*/false);
   EvictOverBudget();
   EXA_LOG_INFO("weights", "rack cache indexed",
                {{"root", options_.root},
@@ -141,9 +144,11 @@ absl::StatusOr<std::unique_ptr<ChunkReader>> RackCache::OpenChunk(
   for (int attempt = 0; attempt < 3; ++attempt) {
     std::shared_ptr<Flight> flight;
     bool leader = false;
+    bool verified = true;
     {
       absl::MutexLock lock(&mu_);
       if (auto it = index_.find(sha); it != index_.end()) {
+        verified = it->second.verified;
         lru_.splice(lru_.begin(), lru_, it->second.lru);
         ++stats_.hits;
         hits_metric_.Increment();
@@ -165,7 +170,7 @@ absl::StatusOr<std::unique_ptr<ChunkReader>> RackCache::OpenChunk(
       in_flight_metric_.Add(-1);
       absl::MutexLock lock(&mu_);
       if (s.ok()) {
-        Insert(sha, chunk->size_bytes);
+        Insert(sha, chunk->size_bytes, /*verified=*/true);
         EvictOverBudget();
       }
       flight->status = s;
@@ -179,14 +184,16 @@ absl::StatusOr<std::unique_ptr<ChunkReader>> RackCache::OpenChunk(
       if (!flight->status.ok()) return flight->status;
     }
     int fd = ::open(ChunkPath(sha).c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) return std::make_unique<ChunkReader>(fd, 0, chunk->size_bytes);
+    if (fd >= 0) {
+      auto reader = std::make_unique<ChunkReader>(fd, 0, chunk->size_bytes);
+      if (!verified) {
+        reader->RequestVerification(sha, [this, sha](bool ok) { OnServedHash(sha, ok); });
+      }
+      return reader;
+    }
     // Evicted or removed between the lookup and the open: forget it and fetch again.
     absl::MutexLock lock(&mu_);
-    if (auto it = index_.find(sha); it != index_.end()) {
-      stats_.cached_bytes -= it->second.size_bytes;
-      lru_.erase(it->second.lru);
-      index_.erase(it);
-    }
+    Drop(sha);
   }
   return absl::UnavailableError(StrCat("rack cache: chunk ", sha, " keeps disappearing"));
 }
@@ -258,12 +265,36 @@ absl::Status RackCache::FetchUpstream(const ChunkKey& key, const ChunkRef& chunk
   return s;
 }
 
-void RackCache::Insert(const std::string& sha, uint64_t size_bytes) {
+void RackCache::Insert(const std::string& sha, uint64_t size_bytes, bool verified) {
   if (index_.count(sha) != 0) return;
   lru_.push_front(sha);
-  index_[sha] = Entry{size_bytes, lru_.begin()};
+  index_[sha] = Entry{size_bytes, lru_.begin(), verified};
   stats_.cached_bytes += size_bytes;
   cached_bytes_metric_.Set(static_cast<double>(stats_.cached_bytes));
+}
+
+void RackCache::Drop(const std::string& sha) {
+  auto it = index_.find(sha);
+  if (it == index_.end()) return;
+  stats_.cached_bytes -= it->second.size_bytes;
+  lru_.erase(it->second.lru);
+  index_.erase(it);
+  cached_bytes_metric_.Set(static_cast<double>(stats_.cached_bytes));
+}
+
+void RackCache::OnServedHash(const std::string& sha, bool ok) {
+  absl::MutexLock lock(&mu_);
+  if (ok) {
+    if (auto it = index_.find(sha); it != index_.end()) it->second.verified = true;
+    return;
+  }
+  // The bytes on disk went bad (the client will see the mismatch too and try its next tier):
+  // drop the chunk so the next request fetches a good copy from upstream.
+  EXA_LOG_ERROR("weights", "cached chunk is corrupt on disk; dropped", {{"sha256", sha}});
+  ::unlink(ChunkPath(sha).c_str());
+  Drop(sha);
+  ++stats_.corrupt_local;
+  corrupt_local_metric_.Increment();
 }
 
 std::set<std::string> RackCache::PinnedChunks() const {

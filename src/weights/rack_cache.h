@@ -62,6 +62,7 @@ class RackCache final : public WeightsSource {
     uint64_t evictions = 0;
     uint64_t cached_bytes = 0;
     uint64_t corrupt_upstream = 0;
+    uint64_t corrupt_local = 0;
   };
   Stats stats() const;
   std::string ChunkPath(const std::string& sha256) const;
@@ -74,10 +75,16 @@ class RackCache final : public WeightsSource {
   struct Entry {
     uint64_t size_bytes = 0;
     std::list<std::string>::iterator lru;
+    // Hashed by this process (fetched and checked, or served whole and checked): chunks found
+    // on disk at start are checked the first time they are served.
+    bool verified = false;
   };
 
   absl::Status FetchUpstream(const ChunkKey& key, const ChunkRef& chunk);
-  void Insert(const std::string& sha256, uint64_t size_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Insert(const std::string& sha256, uint64_t size_bytes, bool verified)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Drop(const std::string& sha256) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnServedHash(const std::string& sha256, bool ok);
   void EvictOverBudget() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::set<std::string> PinnedChunks() const;
 
@@ -100,6 +107,7 @@ class RackCache final : public WeightsSource {
   metrics::Counter& evictions_metric_;
   metrics::Counter& evicted_bytes_metric_;
   metrics::Counter& corrupt_metric_;
+  metrics::Counter& corrupt_local_metric_;
   metrics::Gauge& in_flight_metric_;
   metrics::Gauge& cached_bytes_metric_;
   metrics::Gauge& over_budget_metric_;

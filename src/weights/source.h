@@ -43,10 +43,24 @@ class ChunkReader {
   // Reads up to `n` bytes at `offset` within the chunk; fewer only at its end.
   absl::StatusOr<size_t> ReadAt(uint64_t offset, char* buf, size_t n) const;
 
+  // A source that has not checked these bytes since it started asks the server to hash them
+  // while it streams the whole chunk, and to report whether they matched `expected_sha256`
+  // (a rack cache drops a chunk that went bad on its disk, so the next request refetches it).
+  void RequestVerification(std::string expected_sha256, std::function<void(bool)> report) {
+    expected_sha256_ = std::move(expected_sha256);
+    report_ = std::move(report);
+  }
+  const std::string& expected_sha256() const { return expected_sha256_; }
+  void ReportVerified(bool ok) {
+    if (report_) report_(ok);
+  }
+
  private:
   int fd_;
   uint64_t base_;
   uint64_t size_;
+  std::string expected_sha256_;
+  std::function<void(bool)> report_;
 };
 
 class WeightsSource {

@@ -2,6 +2,7 @@
 
 #include "common/strings.h"
 #include "weights/proto_convert.h"
+#include "weights/sha256.h"
 
 namespace exa::weights {
 namespace {
@@ -125,6 +126,9 @@ grpc::Status WeightsService::FetchChunk(grpc::ServerContext* context,
     return fail(absl::OutOfRangeError(
         StrCat("offset_in_chunk ", offset, ": the chunk has ", (*reader)->size(), " bytes")));
   }
+  // Hash on the way out when the source asks and the whole chunk is sent.
+  const bool verify = !(*reader)->expected_sha256().empty() && offset == 0;
+  Sha256 hash;
   exaserve::v1::ChunkData msg;
   while (offset < (*reader)->size()) {
     if (context->IsCancelled()) return fail(absl::CancelledError("client cancelled"));
@@ -134,12 +138,14 @@ grpc::Status WeightsService::FetchChunk(grpc::ServerContext* context,
     data->resize(n);
     auto got = (*reader)->ReadAt(offset, data->data(), n);
     if (!got.ok()) return fail(got.status());
+    if (verify) hash.Update(*data);
     msg.set_offset_in_chunk(offset);
     if (!writer->Write(msg)) return fail(absl::CancelledError("client went away"));
     offset += n;
     served_bytes_.fetch_add(n);
     served_bytes_metric_.Increment(static_cast<double>(n));
   }
+  if (verify) (*reader)->ReportVerified(hash.FinalHex() == (*reader)->expected_sha256());
   chunks_served_metric_.Increment();
   Release(client);
   return grpc::Status::OK;

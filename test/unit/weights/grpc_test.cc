@@ -115,6 +115,24 @@ TEST_CASE("A byte flipped in the peer's cached chunk is caught and refetched fro
   CHECK(rack.origin_service.served_bytes() - origin_before == victim.size_bytes);
   CHECK(metrics.corrupt_chunks.Value() == 1);
   rack.ExpectVerified("node");
+
+  // After a restart the peer re-checks what it serves: it finds the bad chunk itself, drops
+  // it, and fetches a good copy, so the next node gets everything from the peer.
+  rack.peer_server->Shutdown(absl::Now());
+  metrics::Registry restarted_registry;
+  RackCache restarted(RackCacheOptions{.root = (rack.tmp.path / "rack").string()},
+                      *rack.peer_upstream, restarted_registry);
+  REQUIRE(restarted.Start().ok());
+  WeightsService restarted_service(restarted, {}, restarted_registry, "rack-cache");
+  auto restarted_server = Serve(&restarted_service);
+  auto peer2 = MakeGrpcTier("rack-cache", Address(*restarted_server));
+  REQUIRE(Fetcher({peer2.get(), origin.get()}, rack.Node("node2")).Pull("m", "v1").ok());
+  CHECK(restarted.stats().corrupt_local == 1);
+  auto r3 = Fetcher({peer2.get(), origin.get()}, rack.Node("node3")).Pull("m", "v1");
+  REQUIRE(r3.ok());
+  CHECK(r3->corrupt_chunks == 0);
+  CHECK(r3->bytes_by_tier[peer2->name()] == rack.manifest.TotalBytes());
+  rack.ExpectVerified("node3");
 }
 
 TEST_CASE("The peer dies mid-pull: the pull completes from the origin", "[weights]") {

@@ -153,3 +153,38 @@ TEST_CASE("The cache re-indexes its chunks after a restart", "[weights]") {
 
 }  // namespace
 }  // namespace exa::weights
+
+namespace exa::weights {
+namespace {
+
+TEST_CASE("Chunks found on disk at start are re-checked when first served; a bad one is dropped",
+          "[weights]") {
+  Fixture f;
+  const ChunkKey key{"m", "v1", "model-00001.safetensors", 0};
+  {
+    RackCache cache(f.Options(1 << 30), f.origin, f.registry);
+    REQUIRE(cache.Start().ok());
+    auto r = cache.OpenChunk(key, {});
+    REQUIRE(r.ok());
+    CHECK((*r)->expected_sha256().empty());  // fetched and checked by this process
+  }
+  metrics::Registry registry2;
+  RackCache cache(f.Options(1 << 30), f.origin, registry2);
+  REQUIRE(cache.Start().ok());
+  auto r = cache.OpenChunk(key, {});
+  REQUIRE(r.ok());
+  CHECK((*r)->expected_sha256() == f.manifest.files[1].chunks[0].sha256);
+  (*r)->ReportVerified(false);  // what the service reports after hashing a flipped byte
+  CHECK(cache.stats().corrupt_local == 1);
+  CHECK(cache.stats().cached_bytes == 0);
+  CHECK_FALSE(std::filesystem::exists(cache.ChunkPath(f.manifest.files[1].chunks[0].sha256)));
+  const int fetches = f.origin.fetches;
+  auto again = cache.OpenChunk(key, {});
+  REQUIRE(again.ok());
+  CHECK(f.origin.fetches == fetches + 1);  // a good copy from upstream
+  CHECK((*again)->expected_sha256().empty());
+  CHECK_THAT(registry2.Expose(), Catch::Contains("exaserve_weights_cache_corrupt_local_total 1"));
+}
+
+}  // namespace
+}  // namespace exa::weights
