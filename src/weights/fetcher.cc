@@ -131,109 +131,252 @@ absl::StatusOr<Manifest> Fetcher::ResolveManifest(const std::string& name,
                                        errors.empty() ? "no tiers configured" : errors));
 }
 
-absl::StatusOr<PullResult> Fetcher::Pull(const std::string& name, const std::string& version,
-                                         const std::function<void(const PullProgress&)>& progress) {
-  const absl::Time start = absl::Now();
-  EXA_ASSIGN_OR_RETURN(Manifest m, ResolveManifest(name, version));
-  const fs::path root = options_.cache_dir;
-  const fs::path dir = ModelDir(root, m.name, m.version);
-  const fs::path state = StateDir(root, m.name, m.version);
-  PullResult result;
-  result.manifest = m;
+namespace {
 
-  // Files already verified are the local tier; the rest become chunk tasks.
-  std::vector<std::unique_ptr<FileJob>> jobs;
-  std::vector<ChunkTask> tasks;
-  uint64_t local_bytes = 0;
-  auto cleanup_partials = [&] {
-    for (auto& job : jobs) {
-      if (job->fd >= 0) {
-        ::close(job->fd);
-        job->fd = -1;
+// One pull of one model version: the files still to fetch, their chunk tasks, and the state the
+// fetch threads share. Built by Prepare, run by Run, on the caller's thread plus parallel - 1.
+class PullRun {
+ public:
+  PullRun(const std::vector<Tier*>& tiers, const FetchOptions& options, FetchMetrics* metrics,
+          const Manifest& manifest, const std::function<void(const PullProgress&)>& progress)
+      : tiers_(tiers),
+        options_(options),
+        metrics_(metrics),
+        m_(manifest),
+        progress_(progress),
+        root_(options.cache_dir),
+        tier_down_until_(tiers.size()),
+        tier_bytes_(tiers.size()) {}
+
+  ~PullRun() {
+    for (auto& job : jobs_) {
+      if (job->fd >= 0) ::close(job->fd);
+    }
+  }
+
+  // Files already verified are the local tier; the rest become chunk tasks, with their space
+  // reserved up front so a full disk is reported before any byte is fetched.
+  absl::Status Prepare() {
+    for (const FileEntry& f : m_.files) {
+      if (HasVerifiedMarker(root_, m_, f)) {
+        local_bytes_ += f.size_bytes;
+        continue;
       }
-      if (!job->finished) {
-        ::unlink(job->part_path.c_str());
-        ::unlink(job->done_path.c_str());
+      absl::Status s = AddFile(f);
+      if (!s.ok()) {
+        RemovePartials();
+        return s;
       }
     }
-  };
-  for (const FileEntry& f : m.files) {
-    if (HasVerifiedMarker(root, m, f)) {
-      local_bytes += f.size_bytes;
-      continue;
+    done_bytes_ = local_bytes_;
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<PullResult> Run(absl::Time start) {
+    start_ = start;
+    FinishEmptyFiles();
+    int threads = std::max(1, std::min<int>(options_.parallel, static_cast<int>(tasks_.size())));
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads && !tasks_.empty(); ++t) pool.emplace_back([this] { Work(); });
+    Work();
+    for (auto& t : pool) t.join();
+
+    PullResult result;
+    result.manifest = m_;
+    result.local_bytes = local_bytes_;
+    result.corrupt_chunks = corrupt_.load();
+    result.tier_failures = tier_failures_.load();
+    for (size_t t = 0; t < tiers_.size(); ++t) {
+      result.bytes_by_tier[tiers_[t]->name()] = tier_bytes_[t].load();
     }
+    result.elapsed = absl::Now() - start_;
+    if (!failure_.ok()) {
+      // Disk full: nothing half-written stays behind. Other failures keep verified chunks, so
+      // the next pull resumes.
+      if (absl::IsResourceExhausted(failure_)) {
+        RemovePartials();
+      } else {
+        SaveResumeRecords();
+      }
+      return failure_;
+    }
+    if (metrics_ != nullptr) metrics_->pull_seconds.Observe(absl::ToDoubleSeconds(result.elapsed));
+    Report(true);
+    return result;
+  }
+
+ private:
+  absl::Status AddFile(const FileEntry& f) {
+    const fs::path dir = ModelDir(root_, m_.name, m_.version);
     auto job = std::make_unique<FileJob>();
     job->file = &f;
     job->final_path = dir / f.path;
     job->part_path = dir / StrCat(f.path, kPartSuffix);
-    job->done_path = state / StrCat(f.path, ".done");
+    job->done_path = StateDir(root_, m_.name, m_.version) / StrCat(f.path, ".done");
+    FileJob& j = *job;
+    jobs_.push_back(std::move(job));
     std::error_code ec;
-    fs::create_directories(job->final_path.parent_path(), ec);
-    if (ec) return ErrnoStatus(ec.value(), "create directory", job->final_path.parent_path());
-    fs::create_directories(job->done_path.parent_path(), ec);
+    fs::create_directories(j.final_path.parent_path(), ec);
+    if (ec) return ErrnoStatus(ec.value(), "create directory", j.final_path.parent_path());
+    fs::create_directories(j.done_path.parent_path(), ec);
     // A final file without a marker (a crash after the rename) is re-checked, not trusted.
-    fs::remove(job->final_path, ec);
-    bool resume =
-        fs::exists(job->part_path, ec) && fs::file_size(job->part_path, ec) == f.size_bytes;
-    job->done = resume ? ReadDone(job->done_path, f) : std::vector<bool>(f.chunks.size(), false);
-    job->fd = ::open(job->part_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (job->fd < 0) {
-      absl::Status s = ErrnoStatus(errno, "create", job->part_path);
-      cleanup_partials();
-      return s;
-    }
+    fs::remove(j.final_path, ec);
+    bool resume = fs::exists(j.part_path, ec) && fs::file_size(j.part_path, ec) == f.size_bytes;
+    j.done = resume ? ReadDone(j.done_path, f) : std::vector<bool>(f.chunks.size(), false);
+    j.fd = ::open(j.part_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (j.fd < 0) return ErrnoStatus(errno, "create", j.part_path);
     if (!resume && f.size_bytes > 0) {
-      // Reserve the space now: a full disk is reported before any byte is fetched.
-      int err = ::posix_fallocate(job->fd, 0, static_cast<off_t>(f.size_bytes));
+      int err = ::posix_fallocate(j.fd, 0, static_cast<off_t>(f.size_bytes));
       if (err == EOPNOTSUPP || err == EINVAL) {
-        err = ::ftruncate(job->fd, static_cast<off_t>(f.size_bytes)) == 0 ? 0 : errno;
+        err = ::ftruncate(j.fd, static_cast<off_t>(f.size_bytes)) == 0 ? 0 : errno;
       }
-      if (err != 0) {
-        absl::Status s = ErrnoStatus(err, "reserve space for", job->part_path);
-        jobs.push_back(std::move(job));
-        cleanup_partials();
-        return s;
-      }
+      if (err != 0) return ErrnoStatus(err, "reserve space for", j.part_path);
     }
     for (uint32_t i = 0; i < f.chunks.size(); ++i) {
-      if (job->done[i]) {
-        local_bytes += f.chunks[i].size_bytes;
+      if (j.done[i]) {
+        local_bytes_ += f.chunks[i].size_bytes;
       } else {
-        tasks.push_back({job.get(), i});
-        ++job->remaining;
+        tasks_.push_back({&j, i});
+        ++j.remaining;
       }
     }
-    jobs.push_back(std::move(job));
+    return absl::OkStatus();
   }
-  result.local_bytes = local_bytes;
 
-  // Shared state of the workers.
-  absl::Mutex mu;
-  absl::Status failure;  // first fatal error; stops every worker
-  std::atomic<bool> stop{false};
-  std::atomic<size_t> next_task{0};
-  std::vector<std::atomic<int64_t>> tier_down_until(tiers_.size());
-  std::atomic<uint64_t> done_bytes{local_bytes};
-  std::atomic<uint64_t> corrupt{0}, tier_failures{0};
-  std::vector<std::atomic<uint64_t>> tier_bytes(tiers_.size());
-  absl::Time last_progress = absl::InfinitePast();
-  const uint64_t total = m.TotalBytes();
-  auto report = [&](bool finished) {
-    if (!progress) return;
-    absl::MutexLock lock(&mu);
+  // Zero-byte files have no chunks: they are complete as soon as they exist.
+  void FinishEmptyFiles() {
+    for (auto& job : jobs_) {
+      if (!job->file->chunks.empty()) continue;
+      ::close(job->fd);
+      job->fd = -1;
+      if (::rename(job->part_path.c_str(), job->final_path.c_str()) != 0) {
+        Fail(ErrnoStatus(errno, "rename into", job->final_path));
+        continue;
+      }
+      job->finished = true;
+      absl::Status s = WriteVerifiedMarker(root_, m_, *job->file);
+      if (!s.ok()) Fail(s);
+    }
+  }
+
+  void Work() {
+    while (!stop_) {
+      if (Cancelled()) {
+        Fail(absl::CancelledError("pull cancelled"));
+        return;
+      }
+      size_t i = next_task_++;
+      if (i >= tasks_.size()) return;
+      absl::Status s = FetchChunk(tasks_[i]);
+      if (!s.ok()) Fail(std::move(s));
+    }
+  }
+
+  bool Cancelled() const { return options_.cancelled && options_.cancelled(); }
+
+  void Fail(absl::Status s) {
+    absl::MutexLock lock(&mu_);
+    if (failure_.ok()) failure_ = std::move(s);
+    stop_ = true;
+  }
+
+  void Report(bool finished) {
+    if (!progress_) return;
+    absl::MutexLock lock(&mu_);
     absl::Time now = absl::Now();
-    if (!finished && now - last_progress < options_.progress_interval) return;
-    last_progress = now;
-    progress({total, done_bytes.load(), local_bytes, now - start, finished});
-  };
-  auto fail = [&](absl::Status s) {
-    absl::MutexLock lock(&mu);
-    if (failure.ok()) failure = std::move(s);
-    stop = true;
-  };
+    if (!finished && now - last_progress_ < options_.progress_interval) return;
+    last_progress_ = now;
+    progress_({m_.TotalBytes(), done_bytes_.load(), local_bytes_, now - start_, finished});
+  }
+
+  // One chunk from the first tier that delivers bytes hashing to the manifest's sha256. A tier
+  // that breaks off mid-chunk is marked down and the next resumes at the same byte; a tier whose
+  // bytes hash wrong costs the chunk's bytes, which the next tier sends again from the start.
+  absl::Status FetchChunk(const ChunkTask& task) {
+    const FileEntry& f = *task.job->file;
+    const ChunkRef& c = f.chunks[task.index];
+    const ChunkKey key{m_.name, m_.version, f.path, task.index};
+    Sha256 hash;
+    uint64_t at = 0;
+    std::string errors;
+    for (int round = 0; round < 2; ++round) {
+      for (size_t t = 0; t < tiers_.size(); ++t) {
+        if (stop_) return absl::CancelledError("pull stopped");
+        // First round: skip tiers that failed recently. Second: ask every tier again.
+        if (round == 0 && absl::ToUnixNanos(absl::Now()) < tier_down_until_[t].load()) continue;
+        Tier& tier = *tiers_[t];
+        for (int busy = 0;; ++busy) {
+          absl::Status local_error;
+          absl::Status s = tier.FetchChunk(
+              key, at, c.size_bytes, options_.tier_timeout,
+              [&](uint64_t offset, std::string_view data) -> absl::Status {
+                if (stop_ || Cancelled()) return local_error = absl::CancelledError("pull stopped");
+                local_error = WriteAll(task.job->fd, task.job->part_path, c.offset + offset, data);
+                if (!local_error.ok()) return local_error;
+                hash.Update(data);
+                at = offset + data.size();
+                tier_bytes_[t] += data.size();
+                if (metrics_ != nullptr) {
+                  metrics_->bytes.WithLabels({tier.name()}).Increment(double(data.size()));
+                }
+                return absl::OkStatus();
+              });
+          if (!local_error.ok()) return local_error;  // our disk, not the tier: stop the pull
+          if (s.ok()) {
+            std::string got = hash.FinalHex();
+            if (got == c.sha256) {
+              EXA_RETURN_IF_ERROR(MarkDone(*task.job, task.index));
+              done_bytes_ += c.size_bytes;
+              Report(false);
+              return absl::OkStatus();
+            }
+            CountCorrupt(tier, f, task.index, got);
+            StrAppend(&errors, errors.empty() ? "" : "; ", tier.name(), ": sha256 mismatch");
+            at = 0;
+            break;
+          }
+          if (absl::IsResourceExhausted(s) && busy < options_.busy_retries) {
+            absl::SleepFor(absl::Milliseconds(20 * std::min(busy + 1, 10)));
+            continue;
+          }
+          ++tier_failures_;
+          if (metrics_ != nullptr) metrics_->tier_failures.Increment();
+          StrAppend(&errors, errors.empty() ? "" : "; ", ToStd(s.message()));
+          if (absl::IsDataLoss(s)) {
+            hash = Sha256();  // the stream was inconsistent: its bytes are not kept
+            at = 0;
+          } else {
+            tier_down_until_[t] = absl::ToUnixNanos(absl::Now() + options_.tier_backoff);
+          }
+          EXA_LOG_WARN("weights", "tier failed, trying the next",
+                       {{"tier", tier.name()},
+                        {"path", f.path},
+                        {"chunk", static_cast<int64_t>(task.index)},
+                        {"resume_at", static_cast<int64_t>(at)},
+                        {"error", std::string(s.message())}});
+          break;
+        }
+      }
+    }
+    return absl::UnavailableError(
+        StrCat("model ", m_.name, ":", m_.version, " file \"", f.path, "\" chunk ", task.index,
+               ": every tier failed: ", errors.empty() ? "no tiers configured" : errors));
+  }
+
+  void CountCorrupt(const Tier& tier, const FileEntry& f, uint32_t index, const std::string& got) {
+    ++corrupt_;
+    if (metrics_ != nullptr) metrics_->corrupt_chunks.Increment();
+    EXA_LOG_WARN("weights", "corrupt chunk discarded",
+                 {{"tier", tier.name()},
+                  {"model", StrCat(m_.name, ":", m_.version)},
+                  {"path", f.path},
+                  {"chunk", static_cast<int64_t>(index)},
+                  {"sha256", got},
+                  {"expected", f.chunks[index].sha256}});
+  }
 
   // Marks a verified chunk; the last one of a file makes the file visible.
-  auto mark_done = [&](FileJob& job, uint32_t index) -> absl::Status {
+  absl::Status MarkDone(FileJob& job, uint32_t index) {
     std::lock_guard<std::mutex> lock(job.mu);
     job.done[index] = true;
     if (--job.remaining > 0) {
@@ -253,150 +396,64 @@ absl::StatusOr<PullResult> Fetcher::Pull(const std::string& name, const std::str
     }
     job.finished = true;
     EXA_RETURN_IF_ERROR(FsyncDirectory(job.final_path.parent_path()));
-    EXA_RETURN_IF_ERROR(WriteVerifiedMarker(root, m, *job.file));
+    EXA_RETURN_IF_ERROR(WriteVerifiedMarker(root_, m_, *job.file));
     ::unlink(job.done_path.c_str());
     return absl::OkStatus();
-  };
+  }
 
-  auto fetch_chunk = [&](const ChunkTask& task) -> absl::Status {
-    const FileEntry& f = *task.job->file;
-    const ChunkRef& c = f.chunks[task.index];
-    const ChunkKey key{m.name, m.version, f.path, task.index};
-    Sha256 hash;
-    uint64_t at = 0;
-    std::string errors;
-    for (int round = 0; round < 2; ++round) {
-      for (size_t t = 0; t < tiers_.size(); ++t) {
-        if (stop) return absl::CancelledError("pull stopped");
-        // First round: skip tiers that failed recently. Second: ask every tier again.
-        if (round == 0 && absl::ToUnixNanos(absl::Now()) < tier_down_until[t].load()) continue;
-        Tier& tier = *tiers_[t];
-        for (int busy = 0;; ++busy) {
-          absl::Status local_error;
-          absl::Status s = tier.FetchChunk(
-              key, at, c.size_bytes, options_.tier_timeout,
-              [&](uint64_t offset, std::string_view data) -> absl::Status {
-                if (stop || (options_.cancelled && options_.cancelled())) {
-                  return local_error = absl::CancelledError("pull stopped");
-                }
-                local_error = WriteAll(task.job->fd, task.job->part_path, c.offset + offset, data);
-                if (!local_error.ok()) return local_error;
-                hash.Update(data);
-                at = offset + data.size();
-                tier_bytes[t] += data.size();
-                if (metrics_ != nullptr) {
-                  metrics_->bytes.WithLabels({tier.name()}).Increment(double(data.size()));
-                }
-                return absl::OkStatus();
-              });
-          if (!local_error.ok()) return local_error;  // our disk, not the tier: stop the pull
-          if (s.ok()) {
-            std::string got = hash.FinalHex();
-            if (got == c.sha256) {
-              EXA_RETURN_IF_ERROR(mark_done(*task.job, task.index));
-              done_bytes += c.size_bytes;
-              report(false);
-              return absl::OkStatus();
-            }
-            ++corrupt;
-            if (metrics_ != nullptr) metrics_->corrupt_chunks.Increment();
-            EXA_LOG_WARN("weights", "corrupt chunk discarded",
-                         {{"tier", tier.name()},
-                          {"model", StrCat(m.name, ":", m.version)},
-                          {"path", f.path},
-                          {"chunk", static_cast<int64_t>(task.index)},
-                          {"sha256", got},
-                          {"expected", c.sha256}});
-            StrAppend(&errors, errors.empty() ? "" : "; ", tier.name(), ": sha256 mismatch");
-            at = 0;
-            break;
-          }
-          if (absl::IsResourceExhausted(s) && busy < options_.busy_retries) {
-            absl::SleepFor(absl::Milliseconds(20 * std::min(busy + 1, 10)));
-            continue;
-          }
-          ++tier_failures;
-          if (metrics_ != nullptr) metrics_->tier_failures.Increment();
-          StrAppend(&errors, errors.empty() ? "" : "; ", ToStd(s.message()));
-          if (absl::IsDataLoss(s)) {
-            hash = Sha256();  // the stream was inconsistent: its bytes are not kept
-            at = 0;
-          } else {
-            tier_down_until[t] = absl::ToUnixNanos(absl::Now() + options_.tier_backoff);
-          }
-          EXA_LOG_WARN("weights", "tier failed, trying the next",
-                       {{"tier", tier.name()},
-                        {"path", f.path},
-                        {"chunk", static_cast<int64_t>(task.index)},
-                        {"resume_at", static_cast<int64_t>(at)},
-                        {"error", std::string(s.message())}});
-          break;
-        }
+  void RemovePartials() {
+    for (auto& job : jobs_) {
+      if (job->fd >= 0) ::close(job->fd);
+      job->fd = -1;
+      if (!job->finished) {
+        ::unlink(job->part_path.c_str());
+        ::unlink(job->done_path.c_str());
       }
     }
-    return absl::UnavailableError(
-        StrCat("model ", m.name, ":", m.version, " file \"", f.path, "\" chunk ", task.index,
-               ": every tier failed: ", errors.empty() ? "no tiers configured" : errors));
-  };
+  }
 
-  auto worker = [&] {
-    while (!stop) {
-      if (options_.cancelled && options_.cancelled()) {
-        fail(absl::CancelledError("pull cancelled"));
-        return;
-      }
-      size_t i = next_task++;
-      if (i >= tasks.size()) return;
-      absl::Status s = fetch_chunk(tasks[i]);
-      if (!s.ok()) fail(std::move(s));
-    }
-  };
-  // Zero-byte files have no chunks: they are complete as soon as they exist.
-  for (auto& job : jobs) {
-    if (job->file->chunks.empty()) {
-      std::lock_guard<std::mutex> lock(job->mu);
+  // Records every verified chunk (data first), so the next pull resumes from here.
+  void SaveResumeRecords() {
+    for (auto& job : jobs_) {
+      if (job->fd < 0) continue;
+      if (::fdatasync(job->fd) == 0) WriteDone(*job).IgnoreError();
       ::close(job->fd);
       job->fd = -1;
-      if (::rename(job->part_path.c_str(), job->final_path.c_str()) != 0) {
-        fail(ErrnoStatus(errno, "rename into", job->final_path));
-      } else {
-        job->finished = true;
-        absl::Status s = WriteVerifiedMarker(root, m, *job->file);
-        if (!s.ok()) fail(s);
-      }
     }
   }
-  int threads = std::max(1, std::min<int>(options_.parallel, static_cast<int>(tasks.size())));
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads && !tasks.empty(); ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
 
-  result.corrupt_chunks = corrupt.load();
-  result.tier_failures = tier_failures.load();
-  for (size_t t = 0; t < tiers_.size(); ++t) {
-    result.bytes_by_tier[tiers_[t]->name()] = tier_bytes[t].load();
-  }
-  result.elapsed = absl::Now() - start;
-  if (!failure.ok()) {
-    // Disk full: nothing half-written stays behind. Other failures keep verified chunks, so
-    // the next pull resumes.
-    if (absl::IsResourceExhausted(failure)) {
-      cleanup_partials();
-    } else {
-      for (auto& job : jobs) {
-        if (job->fd < 0) continue;
-        // Record every verified chunk (data first), so the next pull resumes from here.
-        if (::fdatasync(job->fd) == 0) WriteDone(*job).IgnoreError();
-        ::close(job->fd);
-        job->fd = -1;
-      }
-    }
-    return failure;
-  }
-  if (metrics_ != nullptr) metrics_->pull_seconds.Observe(absl::ToDoubleSeconds(result.elapsed));
-  report(true);
-  return result;
+  const std::vector<Tier*>& tiers_;
+  const FetchOptions& options_;
+  FetchMetrics* const metrics_;
+  const Manifest& m_;
+  const std::function<void(const PullProgress&)>& progress_;
+  const fs::path root_;
+  std::vector<std::unique_ptr<FileJob>> jobs_;
+  std::vector<ChunkTask> tasks_;
+  uint64_t local_bytes_ = 0;
+  absl::Time start_;
+
+  absl::Mutex mu_;
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);  // the first fatal error; stops every worker
+  absl::Time last_progress_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::atomic<bool> stop_{false};
+  std::atomic<size_t> next_task_{0};
+  std::vector<std::atomic<int64_t>> tier_down_until_;  // unix ns
+  std::atomic<uint64_t> done_bytes_{0};
+  std::atomic<uint64_t> corrupt_{0};
+  std::atomic<uint64_t> tier_failures_{0};
+  std::vector<std::atomic<uint64_t>> tier_bytes_;
+};
+
+}  // namespace
+
+absl::StatusOr<PullResult> Fetcher::Pull(const std::string& name, const std::string& version,
+                                         const std::function<void(const PullProgress&)>& progress) {
+  const absl::Time start = absl::Now();
+  EXA_ASSIGN_OR_RETURN(Manifest m, ResolveManifest(name, version));
+  PullRun run(tiers_, options_, metrics_, m, progress);
+  EXA_RETURN_IF_ERROR(run.Prepare());
+  return run.Run(start);
 }
 
 }  // namespace exa::weights
