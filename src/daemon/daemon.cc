@@ -15,6 +15,7 @@
 #include "daemon/admin_service.h"
 #include "daemon/local_backend.h"
 #include "daemon/node_identity.h"
+#include "daemon/weights_role.h"
 #include "gateway/openai_api.h"
 #include "nlohmann/json.hpp"
 #include "node/generate_stream.h"
@@ -89,6 +90,9 @@ absl::Status Daemon::Start() {
   grpc_->RegisterService(admin_.get());
   if (inference_service_) grpc_->RegisterService(inference_service_.get());
   if (node_service_) grpc_->RegisterService(node_service_.get());
+  weights_ = std::make_unique<WeightsRole>(options_, registry_);
+  EXA_RETURN_IF_ERROR(weights_->Start(HasRole(roles_, "storage")));
+  if (weights_->service()) grpc_->RegisterService(weights_->service());
   if (absl::Status s = grpc_->Start(); !s.ok()) {
     return absl::UnavailableError(StrCat(ToStd(s.message()), "; set another with --grpc-port"));
   }
@@ -104,6 +108,7 @@ absl::Status Daemon::Start() {
   StartHealthChecks();
   if (table_) SchedulePerformanceCheck();
   grpc_->SetServing(true);
+  weights_->StartPrestage([this] { return RackStoragePeer(); });
   sd_notify(0, "READY=1\nSTATUS=serving");
   std::string roles;
   for (const auto& r : roles_) StrAppend(&roles, roles.empty() ? "" : ",", r);
@@ -281,6 +286,19 @@ void Daemon::RunElection() {
   timers_->election.async_wait([this](const boost::system::error_code& ec) {
     if (!ec) RunElection();
   });
+}
+
+// The rack's storage peer for weight pulls: a live member of this rack with the storage role,
+// pinned or elected.
+std::string Daemon::RackStoragePeer() const {
+  if (!gossip_) return "";
+  return FindRackPeer(gossip_->Members(), node_id_, options_.node.rack,
+                      [this](const membership::Member& m) {
+                        if (HasRole(m.metadata.roles, "storage")) return true;
+                        absl::MutexLock lock(&roles_mu_);
+                        auto it = assignment_.find(m.id);
+                        return it != assignment_.end() && HasRole(it->second.Names(), "storage");
+                      });
 }
 
 std::vector<std::string> Daemon::CurrentRoles() const {
@@ -569,6 +587,7 @@ void Daemon::Drain() {
     EXA_LOG_WARN("daemon", "drain timeout: cutting off requests",
                  {{"in_flight", http_->in_flight()}});
   }
+  weights_->Stop();
   grpc_->Shutdown(drain_forced_.HasBeenNotified() ? absl::Now() : deadline);
   if (remote_) remote_->Stop();
   // Tell the cluster we are leaving on purpose, so peers mark us left, not dead.

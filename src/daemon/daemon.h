@@ -83,6 +83,7 @@ class Daemon {
   // This node's roles: elected from the membership view (pinned roles are kept as pinned).
   std::vector<std::string> CurrentRoles() const;
   AdminCallbacks MakeAdminCallbacks();
+  std::string RackStoragePeer() const;
   void Drain();
 
   DaemonOptions options_;
@@ -118,6 +119,7 @@ class Daemon {
   std::unique_ptr<gateway::Frontend> frontend_;
   std::unique_ptr<gateway::InferenceService> inference_service_;
   std::unique_ptr<AdminService> admin_;
+  std::unique_ptr<class WeightsRole> weights_;
   std::unique_ptr<gateway::ApiKeys> admin_tokens_;
   struct Timers;
   std::unique_ptr<Timers> timers_;

@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "common/strings.h"
+#include "daemon/weights_role.h"
 
 namespace exa::daemon {
 namespace {
@@ -110,6 +111,7 @@ void RegisterConfig(config::Schema& s, DaemonOptions* o) {
   node::RegisterConfig(s, "inference", &o->inference);
   node::RegisterConfig(s, "health", &o->health);
   gateway::RegisterConfig(s, "gateway", &o->gateway);
+  RegisterWeightsConfig(s, &o->weights);
 }
 
 void ResolveDefaults(DaemonOptions* o) {

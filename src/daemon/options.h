@@ -64,6 +64,18 @@ struct LifecycleOptions {
   int io_threads = 2;  // sockets and timers only; engines run on their own threads
 };
 
+// Weight distribution (DESIGN.md §2): see daemon/weights_role.h.
+struct WeightsOptions {
+  std::string origin_dir;  // --origin-dir: this storage node is the origin
+  std::string origin;      // host:port of the origin's gRPC
+  config::Bytes rack_cache_budget{500ull << 30};
+  int parallel = 8;  // MISSION.md §7: 8-12 streams is the sweet spot
+  absl::Duration tier_timeout = absl::Seconds(60);
+  int max_streams_total = 256;
+  int max_streams_per_client = 64;  // a node pulling at --parallel 8 uses 8
+  std::vector<std::string> prestage;
+};
+
 struct DaemonOptions {
   NodeOptions node;
   NetworkOptions network;
@@ -76,6 +88,7 @@ struct DaemonOptions {
   node::InferenceOptions inference;
   node::HealthOptions health;
   gateway::GatewayOptions gateway;
+  WeightsOptions weights;
 };
 
 inline bool HasRole(const std::vector<std::string>& roles, std::string_view role) {

@@ -2,6 +2,7 @@
 // (DESIGN.md §6).
 //
 //   exaserve-bench engine --model DIR [--backend cpu|cuda] [--device N] [--threads N] [--accuracy]
+//   exaserve-bench weights [--dir /tmp] [--size 2Gi] [--nodes 8] [--parallel 8]
 //
 // Exit codes: 0 success, 1 the benchmark failed, 2 usage.
 #include <cstdio>
@@ -9,7 +10,9 @@
 
 #include "CLI/CLI.hpp"
 #include "common/logging.h"
+#include "common/units.h"
 #include "engine/bench/engine_bench.h"
+#include "tools/weights_bench.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"exaserve-bench: ExaServe benchmarks (JSON on stdout)"};
@@ -31,6 +34,20 @@ int main(int argc, char** argv) {
   engine_cmd->add_option("--batch-sizes", engine.batch_sizes,
                          "decode batch sizes (default 1 8 32)");
   engine_cmd->add_option("--repeats", engine.repeats, "rounds per figure; the best is reported");
+  exa::tools::WeightsBenchOptions weights;
+  std::string weights_size = "2Gi", weights_chunk = "64Mi";
+  auto* weights_cmd = app.add_subcommand(
+      "weights", "rack cold start (origin bytes ratio), pull vs TCP and sha256, load vs raw read");
+  weights_cmd->add_option("--dir", weights.dir, "scratch directory (default /tmp; removed after)");
+  weights_cmd->add_option("--size", weights_size, "synthetic model size (default 2Gi)");
+  weights_cmd->add_option("--files", weights.files, "shards (default 8)")
+      ->check(CLI::Range(1, 1000));
+  weights_cmd->add_option("--chunk-bytes", weights_chunk, "chunk size (default 64Mi)");
+  weights_cmd->add_option("--nodes", weights.nodes, "nodes pulling at once (default 8)")
+      ->check(CLI::Range(1, 64));
+  weights_cmd->add_option("--parallel", weights.parallel, "streams per node (default 8)")
+      ->check(CLI::Range(1, 256));
+  weights_cmd->add_option("--streams", weights.streams, "stream counts for one node (1 4 8 16)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -44,6 +61,25 @@ int main(int argc, char** argv) {
     auto result = exa::engine::RunEngineBench(engine);
     if (!result.ok()) {
       std::fprintf(stderr, "exaserve-bench engine: %s\n",
+                   std::string(result.status().message()).c_str());
+      return result.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    }
+    std::cout << result->dump(2) << "\n";
+    return 0;
+  }
+  if (weights_cmd->parsed()) {
+    auto size = exa::ParseBytes(weights_size);
+    auto chunk = exa::ParseBytes(weights_chunk);
+    if (!size.ok() || !chunk.ok()) {
+      std::fprintf(stderr,
+                   "exaserve-bench weights: --size and --chunk-bytes take sizes like 2Gi\n");
+      return 2;
+    }
+    weights.model_bytes = *size;
+    weights.chunk_bytes = *chunk;
+    auto result = exa::tools::RunWeightsBench(weights);
+    if (!result.ok()) {
+      std::fprintf(stderr, "exaserve-bench weights: %s\n",
                    std::string(result.status().message()).c_str());
       return result.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
     }

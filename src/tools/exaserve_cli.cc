@@ -20,6 +20,7 @@
 #include "membership/agent/keyring.h"
 #include "nlohmann/json.hpp"
 #include "tools/cli_plan.h"
+#include "tools/model_commands.h"
 
 namespace {
 
@@ -451,6 +452,8 @@ int main(int argc, char** argv) {
   auto* gateway_routes = gateway->add_subcommand("routes", "the routes of the gateway at --addr");
   exa::tools::PlanOptions plan_options;
   auto* plan = exa::tools::AddPlanCommand(app, plan_options);
+  exa::tools::ModelCommands model;
+  exa::tools::AddModelCommands(app, &model);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -463,6 +466,7 @@ int main(int argc, char** argv) {
     return Usage(std::string("--timeout ") + std::string(timeout.status().message()));
   g.timeout_duration = *timeout;
   if (plan->parsed()) return exa::tools::RunPlan(plan_options, g.json);
+  if (auto rc = exa::tools::RunModelCommands(model, g.json)) return *rc;
   if (status->parsed()) return RunStatus(g);
   if (replica_label->parsed()) return RunReplicaLabel(g, label_options);
   if (gateway_route->parsed()) return RunGatewayRoute(g, route_options, false);

@@ -1,0 +1,170 @@
+#include "daemon/weights_role.h"
+
+#include <filesystem>
+
+#include "absl/time/clock.h"
+#include "common/logging.h"
+#include "common/status.h"
+#include "common/strings.h"
+#include "weights/fetcher.h"
+#include "weights/rack_cache.h"
+#include "weights/source.h"
+#include "weights/tier.h"
+#include "weights/weights_service.h"
+
+namespace exa::daemon {
+namespace {
+
+std::string ValidateModels(const std::vector<std::string>& models) {
+  for (const std::string& m : models) {
+    auto spec = weights::ParseModelSpec(m);
+    if (!spec.ok()) return StrCat("\"", m, "\": ", ToStd(spec.status().message()));
+  }
+  return "";
+}
+
+std::string ValidateAddress(const std::string& a) {
+  if (a.empty()) return "";
+  size_t colon = a.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == a.size()) {
+    return StrCat("\"", a, "\": expected host:port");
+  }
+  return "";
+}
+
+}  // namespace
+
+void RegisterWeightsConfig(config::Schema& s, WeightsOptions* o) {
+  s.Add("weights.origin_dir", &o->origin_dir,
+        "serve this directory as the origin (storage role); empty: not an origin");
+  s.Add<std::string>("weights.origin", &o->origin,
+                     "host:port (gRPC) of the origin: rack caches' upstream, nodes' last tier",
+                     ValidateAddress);
+  s.Add("weights.rack_cache_budget", &o->rack_cache_budget,
+        "bytes a rack cache keeps before evicting least recently used chunks");
+  s.Add<int>("weights.parallel", &o->parallel, "parallel chunk streams per pull",
+             [](const int& v) { return v >= 1 && v <= 256 ? "" : StrCat(v, ": expected 1-256"); });
+  s.Add("weights.tier_timeout", &o->tier_timeout,
+        "one chunk from one tier may take this long before the next tier is tried");
+  s.Add<int>("weights.max_streams_total", &o->max_streams_total,
+             "chunk streams a storage node serves at once",
+             [](const int& v) { return v >= 1 ? "" : StrCat(v, ": must be positive"); });
+  s.Add<int>("weights.max_streams_per_client", &o->max_streams_per_client,
+             "chunk streams one client host may hold at once",
+             [](const int& v) { return v >= 1 ? "" : StrCat(v, ": must be positive"); });
+  s.Add<std::vector<std::string>>("weights.prestage", &o->prestage,
+                                  "models NAME[:VERSION] pulled into the node cache at start",
+                                  ValidateModels);
+}
+
+std::string FindRackPeer(const std::vector<membership::Member>& members, const std::string& self_id,
+                         const std::string& rack,
+                         const std::function<bool(const membership::Member&)>& is_storage) {
+  const membership::Member* best = nullptr;
+  for (const membership::Member& m : members) {
+    if (m.id == self_id || m.state != membership::MemberState::kAlive || m.metadata.rack != rack ||
+        m.metadata.grpc_port == 0 || !is_storage(m)) {
+      continue;
+    }
+    if (best == nullptr || m.id < best->id) best = &m;
+  }
+  if (best == nullptr) return "";
+  return StrCat(membership::AddressHost(best->address), ":", best->metadata.grpc_port);
+}
+
+WeightsRole::WeightsRole(const DaemonOptions& options, metrics::Registry& registry)
+    : options_(options), registry_(registry) {}
+
+WeightsRole::~WeightsRole() { Stop(); }
+
+absl::Status WeightsRole::Start(bool storage) {
+  const WeightsOptions& w = options_.weights;
+  weights::ServiceOptions service_options{.max_streams_total = w.max_streams_total,
+                                          .max_streams_per_client = w.max_streams_per_client};
+  if (!storage) return absl::OkStatus();
+  if (!w.origin_dir.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(w.origin_dir, ec)) {
+      return absl::InvalidArgumentError(StrCat("--origin-dir ", w.origin_dir, ": not a directory"));
+    }
+    origin_source_ = std::make_unique<weights::DirectorySource>(w.origin_dir);
+    service_ = std::make_unique<weights::WeightsService>(*origin_source_, service_options,
+                                                         registry_, "origin");
+    EXA_LOG_INFO("weights", "serving the origin", {{"origin_dir", w.origin_dir}});
+    return absl::OkStatus();
+  }
+  if (w.origin.empty()) {
+    EXA_LOG_INFO("weights",
+                 "storage role without --origin-dir or weights.origin: no Weights service");
+    return absl::OkStatus();
+  }
+  upstream_ = weights::MakeGrpcTier("origin", w.origin);
+  weights::RackCacheOptions cache_options;
+  cache_options.root = options_.node.cache_dir + "/rack";
+  cache_options.budget_bytes = w.rack_cache_budget.value;
+  rack_cache_ = std::make_unique<weights::RackCache>(cache_options, *upstream_, registry_);
+  EXA_RETURN_IF_ERROR(rack_cache_->Start());
+  service_ = std::make_unique<weights::WeightsService>(*rack_cache_, service_options, registry_,
+                                                       "rack-cache");
+  EXA_LOG_INFO("weights", "serving the rack cache",
+               {{"root", cache_options.root}, {"upstream", w.origin}});
+  return absl::OkStatus();
+}
+
+grpc::Service* WeightsRole::service() { return service_.get(); }
+
+void WeightsRole::StartPrestage(std::function<std::string()> rack_peer) {
+  if (options_.weights.prestage.empty()) return;
+  fetch_metrics_ = std::make_unique<weights::FetchMetrics>(registry_);
+  prestage_ = std::thread([this, rack_peer = std::move(rack_peer)] { Prestage(rack_peer); });
+}
+
+void WeightsRole::Prestage(const std::function<std::string()>& rack_peer) {
+  const WeightsOptions& w = options_.weights;
+  std::vector<std::unique_ptr<weights::Tier>> tiers;
+  weights::GrpcTierOptions grpc{.connections = w.parallel};
+  // Right after start the membership view may not yet hold the rack's peer: give gossip a
+  // moment (bounded) before settling for the origin alone.
+  std::string peer = rack_peer();
+  for (absl::Time deadline = absl::Now() + absl::Seconds(5);
+       peer.empty() && !options_.network.join.empty() && !stopping_ && absl::Now() < deadline;
+       peer = rack_peer()) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  if (!peer.empty()) tiers.push_back(weights::MakeGrpcTier("rack-cache", peer, grpc));
+  EXA_LOG_INFO("weights", "pre-staging",
+               {{"models", static_cast<int64_t>(w.prestage.size())},
+                {"rack_peer", peer.empty() ? std::string("none") : peer},
+                {"origin", w.origin.empty() ? std::string("none") : w.origin}});
+  if (!w.origin.empty()) tiers.push_back(weights::MakeGrpcTier("origin", w.origin, grpc));
+  std::vector<weights::Tier*> order;
+  for (auto& t : tiers) order.push_back(t.get());
+  weights::FetchOptions fetch;
+  fetch.cache_dir = options_.node.cache_dir;
+  fetch.parallel = w.parallel;
+  fetch.tier_timeout = w.tier_timeout;
+  fetch.cancelled = [this] { return stopping_.load(); };
+  weights::Fetcher fetcher(order, fetch, fetch_metrics_.get());
+  for (const std::string& model : w.prestage) {
+    if (stopping_) return;
+    auto spec = weights::ParseModelSpec(model);  // validated with the config
+    auto result = fetcher.Pull(spec->name, spec->version);
+    if (!result.ok()) {
+      EXA_LOG_ERROR("weights", "pre-staging failed",
+                    {{"model", model}, {"error", std::string(result.status().message())}});
+      continue;
+    }
+    EXA_LOG_INFO("weights", "pre-staged",
+                 {{"model", StrCat(result->manifest.name, ":", result->manifest.version)},
+                  {"bytes", static_cast<int64_t>(result->manifest.TotalBytes())},
+                  {"local_bytes", static_cast<int64_t>(result->local_bytes)},
+                  {"seconds", absl::ToDoubleSeconds(result->elapsed)}});
+  }
+}
+
+void WeightsRole::Stop() {
+  stopping_ = true;
+  if (prestage_.joinable()) prestage_.join();
+}
+
+}  // namespace exa::daemon

@@ -1,0 +1,373 @@
+#include "tools/weights_bench.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <thread>
+
+#include "absl/time/clock.h"
+#include "common/status.h"
+#include "common/strings.h"
+#include "metrics/registry.h"
+#include "net/grpc_server.h"
+#include "weights/fetcher.h"
+#include "weights/layout.h"
+#include "weights/model_cache.h"
+#include "weights/publish.h"
+#include "weights/rack_cache.h"
+#include "weights/sha256.h"
+#include "weights/weights_service.h"
+
+namespace exa::tools {
+namespace {
+
+namespace fs = std::filesystem;
+namespace w = exa::weights;
+
+constexpr char kName[] = "bench-model";
+constexpr char kVersion[] = "v1";
+constexpr size_t kBlockBytes = 8 << 20;
+
+double Gbps(uint64_t bytes, absl::Duration d) {
+  return double(bytes) / 1e9 / std::max(1e-9, absl::ToDoubleSeconds(d));
+}
+
+// Incompressible bytes, fast: xorshift64 (the bench measures moving bytes, not making them).
+absl::Status WriteSyntheticModel(const fs::path& dir, const WeightsBenchOptions& o) {
+  fs::create_directories(dir);
+  std::vector<uint64_t> block(kBlockBytes / 8);
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  const uint64_t per_file = o.model_bytes / static_cast<uint64_t>(o.files);
+  for (int f = 0; f < o.files; ++f) {
+    fs::path path = dir / fmt::format("model-{:05d}-of-{:05d}.safetensors", f + 1, o.files);
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return w::ErrnoStatus(errno, "create", path);
+    for (uint64_t done = 0; done < per_file;) {
+      for (auto& v : block) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v = x;
+      }
+      size_t n = static_cast<size_t>(std::min<uint64_t>(kBlockBytes, per_file - done));
+      if (::write(fd, block.data(), n) != static_cast<ssize_t>(n)) {
+        int err = errno;
+        ::close(fd);
+        return w::ErrnoStatus(err, "write", path);
+      }
+      done += n;
+    }
+    ::fsync(fd);
+    ::close(fd);
+  }
+  return w::WriteFileAtomically(dir / "config.json", "{\"model_type\": \"synthetic\"}\n");
+}
+
+std::unique_ptr<net::GrpcServer> Serve(grpc::Service* service) {
+  net::GrpcServerOptions o;
+  o.bind_address = "127.0.0.1";
+  o.port = 0;
+  auto server = std::make_unique<net::GrpcServer>(o);
+  server->RegisterService(service);
+  if (!server->Start().ok()) return nullptr;
+  return server;
+}
+
+// Raw single-connection loopback TCP throughput: the network baseline for a pull.
+double LoopbackTcpGbps(uint64_t bytes) {
+  int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  ::listen(listener, 1);
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  std::thread sender([&] {
+    int s = ::socket(AF_INET, SOCK_STREAM, 0);
+    ::connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    std::vector<char> buf(1 << 20, 'x');
+    for (uint64_t sent = 0; sent < bytes;) {
+      ssize_t n = ::send(s, buf.data(), std::min<uint64_t>(buf.size(), bytes - sent), 0);
+      if (n <= 0) break;
+      sent += static_cast<uint64_t>(n);
+    }
+    ::close(s);
+  });
+  int conn = ::accept(listener, nullptr, nullptr);
+  std::vector<char> buf(1 << 20);
+  absl::Time start = absl::Now();
+  uint64_t got = 0;
+  while (true) {
+    ssize_t n = ::recv(conn, buf.data(), buf.size(), 0);
+    if (n <= 0) break;
+    got += static_cast<uint64_t>(n);
+  }
+  absl::Duration took = absl::Now() - start;
+  sender.join();
+  ::close(conn);
+  ::close(listener);
+  return Gbps(got, took);
+}
+
+double Sha256Gbps(uint64_t bytes) {
+  std::vector<char> buf(64 << 20, 'y');
+  w::Sha256 h;
+  absl::Time start = absl::Now();
+  for (uint64_t done = 0; done < bytes; done += buf.size()) h.Update(buf.data(), buf.size());
+  h.FinalHex();
+  return Gbps(bytes / buf.size() * buf.size(), absl::Now() - start);
+}
+
+// CPU seconds this process has used (all threads, user + system).
+double ProcessCpuSeconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// The 1-minute load average: on a shared machine it says how much of it the run really had.
+double LoadAverage() {
+  double load[1] = {0};
+  return ::getloadavg(load, 1) == 1 ? load[0] : -1;
+}
+
+void DropPageCache(const std::vector<fs::path>& files) {
+  for (const fs::path& p : files) {
+    int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    ::fdatasync(fd);
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+  }
+}
+
+// The baseline: one sequential read() pass over the files.
+absl::StatusOr<absl::Duration> RawRead(const std::vector<fs::path>& files) {
+  std::vector<char> buf(kBlockBytes);
+  absl::Time start = absl::Now();
+  for (const fs::path& p : files) {
+    int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return w::ErrnoStatus(errno, "open", p);
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    while (::read(fd, buf.data(), buf.size()) > 0) {
+    }
+    ::close(fd);
+  }
+  return absl::Now() - start;
+}
+
+// "Start replica" to "weights ready" the way the engine loads: check the manifest and each
+// file's verified marker (no re-hash), then map every file (as engine/safetensors.cc does) and
+// fault every page in.
+absl::StatusOr<absl::Duration> LoadVerified(const fs::path& root) {
+  absl::Time start = absl::Now();
+  EXA_ASSIGN_OR_RETURN(fs::path dir, w::VerifiedModelDir(root, kName, kVersion));
+  EXA_ASSIGN_OR_RETURN(w::Manifest m, w::LoadManifest(root, kName, kVersion));
+  volatile uint64_t sink = 0;
+  for (const w::FileEntry& f : m.files) {
+    if (f.size_bytes == 0) continue;
+    fs::path p = dir / f.path;
+    int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return w::ErrnoStatus(errno, "open", p);
+    void* map = ::mmap(nullptr, f.size_bytes, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    ::close(fd);
+    if (map == MAP_FAILED) return w::ErrnoStatus(errno, "mmap", p);
+    const auto* bytes = static_cast<const uint8_t*>(map);
+    uint64_t sum = 0;
+    for (uint64_t i = 0; i < f.size_bytes; i += 4096) sum += bytes[i];
+    sink = sink + sum;
+    ::munmap(map, f.size_bytes);
+  }
+  return absl::Now() - start;
+}
+
+}  // namespace
+
+absl::StatusOr<nlohmann::json> RunWeightsBench(const WeightsBenchOptions& o) {
+  if (o.files < 1 || o.nodes < 1 || o.parallel < 1 || o.model_bytes < (1 << 20)) {
+    return absl::InvalidArgumentError("--files, --nodes, --parallel must be >= 1, size >= 1Mi");
+  }
+  // Space: the origin, the rack cache, and K node copies at once in phase (a).
+  struct statvfs vfs {};
+  fs::create_directories(o.dir);
+  if (::statvfs(o.dir.c_str(), &vfs) == 0) {
+    uint64_t free_bytes = uint64_t(vfs.f_bavail) * vfs.f_frsize;
+    uint64_t need = o.model_bytes * uint64_t(o.nodes + 3);
+    if (free_bytes < need) {
+      return absl::ResourceExhaustedError(
+          StrCat(o.dir, ": ", free_bytes >> 20, " MiB free, the bench needs ", need >> 20));
+    }
+  }
+  std::random_device rd;
+  const fs::path root = fs::path(o.dir) / StrCat("exaserve-weights-bench-", rd());
+  struct Cleanup {
+    fs::path p;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(p, ec);
+    }
+  } cleanup{root};
+  nlohmann::json out;
+  out["setup"] = {{"model_bytes", o.model_bytes},
+                  {"files", o.files},
+                  {"chunk_bytes", o.chunk_bytes},
+                  {"hardware_threads", std::thread::hardware_concurrency()},
+                  {"load_average_1m_at_start", LoadAverage()},
+                  {"note",
+                   "one process: origin and rack cache are gRPC servers on 127.0.0.1, nodes are "
+                   "fetcher threads with their own channels and cache dirs; all share this "
+                   "machine's cores and disk"}};
+
+  const fs::path origin_root = root / "origin";
+  EXA_RETURN_IF_ERROR(WriteSyntheticModel(w::ModelDir(origin_root, kName, kVersion), o));
+  absl::Time publish_start = absl::Now();
+  EXA_ASSIGN_OR_RETURN(w::Manifest manifest,
+                       w::PublishModel(w::ModelDir(origin_root, kName, kVersion), origin_root,
+                                       kName, kVersion, {.chunk_bytes = o.chunk_bytes}));
+  const uint64_t model_bytes = manifest.TotalBytes();
+  out["publish"] = {{"seconds", absl::ToDoubleSeconds(absl::Now() - publish_start)},
+                    {"chunks", manifest.TotalChunks()}};
+
+  metrics::Registry origin_registry, peer_registry;
+  w::ServiceOptions service_options{.max_streams_total = 1024,
+                                    .max_streams_per_client = 1024};  // all nodes are 127.0.0.1
+  w::DirectorySource origin_source(origin_root.string());
+  w::WeightsService origin_service(origin_source, service_options, origin_registry, "origin");
+  auto origin_server = Serve(&origin_service);
+  if (!origin_server) return absl::UnavailableError("cannot start the origin server");
+  const std::string origin_addr = StrCat("127.0.0.1:", origin_server->port());
+  auto upstream = w::MakeGrpcTier("origin", origin_addr);
+  w::RackCache cache({.root = (root / "rack").string(), .budget_bytes = 4 * model_bytes}, *upstream,
+                     peer_registry);
+  EXA_RETURN_IF_ERROR(cache.Start());
+  w::WeightsService peer_service(cache, service_options, peer_registry, "rack-cache");
+  auto peer_server = Serve(&peer_service);
+  if (!peer_server) return absl::UnavailableError("cannot start the rack cache server");
+  const std::string peer_addr = StrCat("127.0.0.1:", peer_server->port());
+
+  // (a) Rack cold start: K nodes pull at once through the cold peer.
+  {
+    std::vector<std::thread> nodes;
+    std::vector<absl::Status> results(o.nodes);
+    absl::Time start = absl::Now();
+    for (int i = 0; i < o.nodes; ++i) {
+      nodes.emplace_back([&, i] {
+        w::GrpcTierOptions g{.connections = o.parallel};
+        auto peer = w::MakeGrpcTier("rack-cache", peer_addr, g);
+        auto origin = w::MakeGrpcTier("origin", origin_addr, g);
+        w::FetchOptions f;
+        f.cache_dir = (root / StrCat("node", i)).string();
+        f.parallel = o.parallel;
+        results[i] = w::Fetcher({peer.get(), origin.get()}, f).Pull(kName, kVersion).status();
+      });
+    }
+    for (auto& t : nodes) t.join();
+    absl::Duration took = absl::Now() - start;
+    for (const absl::Status& s : results) EXA_RETURN_IF_ERROR(s);
+    bool all_verified = true;
+    absl::Time verify_start = absl::Now();
+    for (int i = 0; i < o.nodes; ++i) {
+      auto report = w::VerifyModel(root / StrCat("node", i), kName, kVersion,
+                                   static_cast<int>(std::thread::hardware_concurrency()));
+      all_verified = all_verified && report.ok() && report->bad.empty();
+    }
+    double verify_seconds = absl::ToDoubleSeconds(absl::Now() - verify_start);
+    for (int i = 0; i < o.nodes; ++i) fs::remove_all(root / StrCat("node", i));
+    out["rack_cold_start"] = {
+        {"nodes", o.nodes},
+        {"parallel_per_node", o.parallel},
+        {"seconds", absl::ToDoubleSeconds(took)},
+        {"origin_bytes", origin_service.served_bytes()},
+        {"origin_bytes_ratio", double(origin_service.served_bytes()) / double(model_bytes)},
+        {"peer_bytes", peer_service.served_bytes()},
+        {"aggregate_gbps", Gbps(model_bytes * uint64_t(o.nodes), took)},
+        {"every_copy_verified", all_verified},
+        {"reverify_seconds", verify_seconds},
+        {"peer_cache_misses", cache.stats().misses},
+        {"peer_cache_coalesced", cache.stats().coalesced}};
+  }
+
+  // (b) One node from the warm peer at 1/4/8/16 streams, beside the baselines.
+  nlohmann::json by_streams = nlohmann::json::object();
+  nlohmann::json cpu_by_streams = nlohmann::json::object();
+  double best = 0;
+  fs::path last_node;
+  for (int streams : o.streams) {
+    auto peer = w::MakeGrpcTier("rack-cache", peer_addr, {.connections = streams});
+    w::FetchOptions f;
+    f.cache_dir = (root / StrCat("streams", streams)).string();
+    f.parallel = streams;
+    double cpu_before = ProcessCpuSeconds();
+    EXA_ASSIGN_OR_RETURN(w::PullResult r, w::Fetcher({peer.get()}, f).Pull(kName, kVersion));
+    double cpu = ProcessCpuSeconds() - cpu_before;
+    double gbps = Gbps(model_bytes, r.elapsed);
+    by_streams[std::to_string(streams)] = gbps;
+    // Cores this process kept busy (peer and node together), and bytes per CPU second: what
+    // the pull costs, independent of how much of a shared machine the run got.
+    cpu_by_streams[std::to_string(streams)] = {
+        {"cores_busy", cpu / std::max(1e-9, absl::ToDoubleSeconds(r.elapsed))},
+        {"gb_per_cpu_second_peer_and_node", double(model_bytes) / 1e9 / std::max(1e-9, cpu)}};
+    best = std::max(best, gbps);
+    if (!last_node.empty()) fs::remove_all(last_node);
+    last_node = f.cache_dir;
+  }
+  const double tcp = LoopbackTcpGbps(std::min<uint64_t>(model_bytes, 4ull << 30));
+  const double sha = Sha256Gbps(1ull << 30);
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const double bound = std::min(tcp, sha * cores);
+  out["pull_from_peer"] = {{"gbps_by_streams", by_streams},
+                           {"cpu_by_streams", cpu_by_streams},
+                           {"load_average_1m", LoadAverage()},
+                           {"best_gbps", best},
+                           {"loopback_tcp_gbps", tcp},
+                           {"sha256_gbps_one_core", sha},
+                           {"cores", cores},
+                           {"bound_gbps", bound},
+                           {"ratio_to_bound", best / bound},
+                           {"meets_0_7", best >= 0.7 * bound}};
+
+  // (c) Weights ready vs a raw sequential read of the same files, cold and warm page cache.
+  std::vector<fs::path> files;
+  for (const w::FileEntry& f : manifest.files) {
+    files.push_back(w::ModelDir(last_node, kName, kVersion) / f.path);
+  }
+  DropPageCache(files);
+  EXA_ASSIGN_OR_RETURN(absl::Duration raw_cold, RawRead(files));
+  DropPageCache(files);
+  EXA_ASSIGN_OR_RETURN(absl::Duration load_cold, LoadVerified(last_node));
+  absl::Duration raw_warm = absl::InfiniteDuration(), load_warm = absl::InfiniteDuration();
+  for (int i = 0; i < 3; ++i) {  // best of three, alternating
+    EXA_ASSIGN_OR_RETURN(absl::Duration r, RawRead(files));
+    EXA_ASSIGN_OR_RETURN(absl::Duration l, LoadVerified(last_node));
+    raw_warm = std::min(raw_warm, r);
+    load_warm = std::min(load_warm, l);
+  }
+  out["load_vs_raw_read"] = {
+      {"cold", absl::ToDoubleSeconds(load_cold) / absl::ToDoubleSeconds(raw_cold)},
+      {"warm", absl::ToDoubleSeconds(load_warm) / absl::ToDoubleSeconds(raw_warm)},
+      {"cold_seconds",
+       {{"load", absl::ToDoubleSeconds(load_cold)}, {"raw_read", absl::ToDoubleSeconds(raw_cold)}}},
+      {"warm_seconds",
+       {{"load", absl::ToDoubleSeconds(load_warm)}, {"raw_read", absl::ToDoubleSeconds(raw_warm)}}},
+      {"load",
+       "manifest + verified markers (no re-hash), mmap(MAP_POPULATE) of every file, "
+       "every page touched"},
+      {"cold_method", "posix_fadvise(DONTNEED) on every file before the run"}};
+  peer_server->Shutdown(absl::Now());
+  origin_server->Shutdown(absl::Now());
+  return out;
+}
+
+}  // namespace exa::tools

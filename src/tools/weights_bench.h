@@ -1,0 +1,28 @@
+// `exaserve-bench weights`: weight distribution measured against baselines taken in the same run
+// (DESIGN.md §6). Everything runs in this one process: an origin and a rack cache peer as two
+// gRPC servers on loopback, and K node fetchers as threads, each with its own gRPC channels and
+// cache directory. That is the real code path over real sockets, but all of it shares this
+// machine's cores and disk, which the JSON says.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
+namespace exa::tools {
+
+struct WeightsBenchOptions {
+  std::string dir = "/tmp";  // scratch space; everything written is removed at the end
+  uint64_t model_bytes = 2ull << 30;
+  int files = 8;  // shards, like model-0000N-of-0000F.safetensors
+  uint64_t chunk_bytes = 64ull << 20;
+  int nodes = 8;
+  int parallel = 8;
+  std::vector<int> streams{1, 4, 8, 16};
+};
+
+absl::StatusOr<nlohmann::json> RunWeightsBench(const WeightsBenchOptions& options);
+
+}  // namespace exa::tools

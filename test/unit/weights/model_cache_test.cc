@@ -1,0 +1,86 @@
+// Publishing computes a manifest an origin can serve; model verify names a flipped chunk; rm,
+// pin and the verified markers behave as the CLI promises.
+#include <catch2/catch.hpp>
+
+#include "test_tiers.h"
+#include "weights/layout.h"
+#include "weights/model_cache.h"
+#include "weights/publish.h"
+
+namespace exa::weights {
+namespace {
+
+using testing::TempDir;
+
+TEST_CASE("Publish writes the files and a manifest whose chunk hashes match", "[weights]") {
+  TempDir tmp;
+  testing::WriteModelDir(tmp.path / "src", {20000, 4096, 0});
+  auto m = PublishModel(tmp.path / "src", tmp.path / "origin", "tiny", "v1", {.chunk_bytes = 4096});
+  REQUIRE(m.ok());
+  CHECK(m->files.size() == 4);
+  CHECK(m->TotalChunks() == 5 + 1 + 0 + 1);
+  auto loaded = LoadManifest(tmp.path / "origin", "tiny", "v1");
+  REQUIRE(loaded.ok());
+  CHECK(*loaded == *m);
+  // Versions are immutable.
+  auto again = PublishModel(tmp.path / "src", tmp.path / "origin", "tiny", "v1", {});
+  CHECK(absl::IsAlreadyExists(again.status()));
+  // Hidden files (VCS state) are not part of the model.
+  std::ofstream(tmp.path / "src" / ".hidden") << "x";
+  auto m2 = ComputeManifest(tmp.path / "src", "tiny", "v2", {.chunk_bytes = 4096});
+  REQUIRE(m2.ok());
+  CHECK(m2->FindFile(".hidden") == nullptr);
+}
+
+TEST_CASE("model verify re-hashes and names the chunk with a flipped byte", "[weights]") {
+  TempDir tmp;
+  testing::WriteModelDir(tmp.path / "src", {20000});
+  auto m = PublishModel(tmp.path / "src", tmp.path / "c", "tiny", "v1", {.chunk_bytes = 4096});
+  REQUIRE(m.ok());
+  auto ok = VerifyModel(tmp.path / "c", "tiny", "v1", 2);
+  REQUIRE(ok.ok());
+  CHECK(ok->bad.empty());
+  CHECK(ok->chunks == 6);
+  REQUIRE(VerifiedModelDir(tmp.path / "c", "tiny", "v1").ok());
+
+  testing::FlipByte(ModelDir(tmp.path / "c", "tiny", "v1") / "model-00001.safetensors", 9000);
+  auto bad = VerifyModel(tmp.path / "c", "tiny", "v1", 2);
+  REQUIRE(bad.ok());
+  REQUIRE(bad->bad.size() == 1);
+  CHECK(bad->bad[0].path == "model-00001.safetensors");
+  CHECK(bad->bad[0].chunk_index == 2);
+  // Its marker is gone, so the engine would not load it.
+  CHECK(absl::IsFailedPrecondition(VerifiedModelDir(tmp.path / "c", "tiny", "v1").status()));
+}
+
+TEST_CASE("A file changed after verification loses its marker's match", "[weights]") {
+  TempDir tmp;
+  testing::WriteModelDir(tmp.path / "src", {5000});
+  auto m = PublishModel(tmp.path / "src", tmp.path / "c", "tiny", "v1", {.chunk_bytes = 4096});
+  REQUIRE(m.ok());
+  REQUIRE(VerifyModel(tmp.path / "c", "tiny", "v1", 1).ok());
+  const FileEntry& f = *m->FindFile("model-00001.safetensors");
+  CHECK(HasVerifiedMarker(tmp.path / "c", *m, f));
+  std::ofstream(ModelDir(tmp.path / "c", "tiny", "v1") / f.path, std::ios::app) << "x";
+  CHECK_FALSE(HasVerifiedMarker(tmp.path / "c", *m, f));
+}
+
+TEST_CASE("ls, pin and rm", "[weights]") {
+  TempDir tmp;
+  testing::WriteModelDir(tmp.path / "src", {5000});
+  REQUIRE(PublishModel(tmp.path / "src", tmp.path / "c", "tiny", "v1", {.chunk_bytes = 4096}).ok());
+  auto list = ListCachedModels(tmp.path / "c");
+  REQUIRE(list.size() == 1);
+  CHECK_FALSE(list[0].pinned);
+  CHECK_FALSE(list[0].complete);  // published, not yet verified here
+  REQUIRE(SetPinned(tmp.path / "c", "tiny", "v1", true).ok());
+  CHECK(ListCachedModels(tmp.path / "c")[0].pinned);
+  CHECK(absl::IsNotFound(SetPinned(tmp.path / "c", "tiny", "v2", true)));
+  REQUIRE(RemoveModel(tmp.path / "c", "tiny", "v1").ok());
+  CHECK(ListCachedModels(tmp.path / "c").empty());
+  CHECK(absl::IsNotFound(RemoveModel(tmp.path / "c", "tiny", "v1")));
+  CHECK(absl::IsInvalidArgument(RemoveModel(tmp.path / "c", "..", "v1")));
+}
+
+}  // namespace
+}  // namespace exa::weights
