@@ -8,18 +8,7 @@ source "$(dirname "$0")/lib.sh"
 BIN=$1
 CLI="$BIN/exaserve-cli"
 work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"; }
-trap cleanup EXIT
-
-start_node() {  # start_node N ARGS... (env applies)
-  local n=$1; shift
-  "$BIN/exaserved" --data-dir "$work/n$n" --bind 127.0.0.1 --http-port 0 --grpc-port 0 \
-    --gossip-port 0 "$@" >>"$work/n$n.log" 2>&1 &
-  pids[$n]=$!
-  wait_for 30 test -s "$work/n$n/endpoints.json" || { cat "$work/n$n.log"; fail "node $n did not start"; }
-}
-port_of() { json_field "$work/n$1/endpoints.json" "$2"; }
+trap 'kill_nodes; rm -rf "$work"' EXIT
 
 start_node 1 --role gateway
 seed="127.0.0.1:$(port_of 1 gossip_port)"

@@ -25,3 +25,18 @@ start_daemon() {
   http="http://127.0.0.1:$(json_field "$work/data/endpoints.json" http_port)"
   grpc="127.0.0.1:$(json_field "$work/data/endpoints.json" grpc_port)"
 }
+
+# Multi-node tests: node N keeps its data in $work/nN and its log in $work/nN.log; pids[N] is its
+# process. start_node N ARGS... starts one (environment variables set on the call apply) and
+# waits for it; port_of N FIELD reads endpoints.json (http_port, grpc_port, gossip_port,
+# node_id); kill_nodes kills them all (for the EXIT trap).
+pids=()
+start_node() {
+  local n=$1; shift
+  "$BIN/exaserved" --data-dir "$work/n$n" --bind 127.0.0.1 --http-port 0 --grpc-port 0 \
+    --gossip-port 0 "$@" >>"$work/n$n.log" 2>&1 &
+  pids[$n]=$!
+  wait_for 30 test -s "$work/n$n/endpoints.json" || { cat "$work/n$n.log"; fail "node $n did not start"; }
+}
+port_of() { json_field "$work/n$1/endpoints.json" "$2"; }
+kill_nodes() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
