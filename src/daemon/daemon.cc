@@ -129,7 +129,14 @@ absl::Status Daemon::StartServing() {
     EXA_RETURN_IF_ERROR(replicas_->Start());
     replica_metrics_ = std::make_unique<node::ReplicaMetrics>(*replicas_, registry_);
     node_service_ = std::make_unique<node::NodeService>(
-        node_id_, *replicas_, [this](const std::string& id) { return Routable(id); }, registry_);
+        node_id_, *replicas_, [this](const std::string& id) { return Routable(id); },
+        [this](const std::string& id) -> node::NodeService::NotRoutable {
+          if (state_ != State::kReady) return {"draining", "the node is not ready or is draining"};
+          absl::MutexLock lock(&health_mu_);
+          auto it = replica_reason_.find(id);
+          return {"unhealthy", it == replica_reason_.end() ? std::string() : it->second};
+        },
+        registry_);
   }
   // A gateway routes to replicas in its own process directly and to every other node's replicas
   // through their Node service, fed by their load streams (gateway/remote_backend.h).
@@ -191,10 +198,11 @@ void Daemon::StartHealthChecks() {
   if (!replicas_ || replicas_->replicas().empty()) return;
   prober_ = std::make_unique<node::ReplicaProber>(
       *replicas_, options_.health, registry_,
-      [this](const std::string& id, bool healthy, const std::string&) {
+      [this](const std::string& id, bool healthy, const std::string& reason) {
         {
           absl::MutexLock lock(&health_mu_);
           replica_healthy_[id] = healthy;
+          replica_reason_[id] = reason;
         }
         if (table_) table_->SetHealthy(id, healthy);
       });

@@ -112,6 +112,7 @@ class Daemon {
   // Local replicas' health as the prober last saw it (absent: not probed yet, routable).
   mutable absl::Mutex health_mu_;
   std::map<std::string, bool> replica_healthy_ ABSL_GUARDED_BY(health_mu_);
+  std::map<std::string, std::string> replica_reason_ ABSL_GUARDED_BY(health_mu_);
   std::unique_ptr<router::ReplicaTable> table_;
   std::unique_ptr<gateway::RemoteBackend> remote_;
   std::unique_ptr<gateway::VersionRoutes> routes_;

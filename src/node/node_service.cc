@@ -68,10 +68,12 @@ class NodeService::Watcher final : public grpc::ServerWriteReactor<LoadReport> {
 
 NodeService::NodeService(std::string node_id, const ReplicaHost& host,
                          std::function<bool(const std::string&)> routable,
+                         std::function<NotRoutable(const std::string&)> why_not,
                          metrics::Registry& registry)
     : node_id_(std::move(node_id)),
       host_(host),
       routable_(std::move(routable)),
+      why_not_(std::move(why_not)),
       generate_requests_(
           registry.SimpleCounter("exaserve_node_generate_requests_total",
                                  "Node.Generate calls (the gateway → replica hop).")),
@@ -160,6 +162,38 @@ grpc::ServerUnaryReactor* NodeService::DescribeModels(
     return reactor;
   }
   *response = *std::move(described);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* NodeService::ListReplicas(grpc::CallbackServerContext* context,
+                                                    const exaserve::v1::ListReplicasRequest*,
+                                                    exaserve::v1::ListReplicasResponse* response) {
+  response->set_node_id(node_id_);
+  for (const auto& r : host_.replicas()) {
+    auto* p = response->add_replicas();
+    p->set_replica_id(r->id);
+    p->set_model(r->model->name);
+    p->set_version(r->model->version);
+    engine::EngineInfo info = r->engine->info();
+    p->set_backend(info.backend);
+    p->set_weight_bytes(info.weight_bytes);
+    if (routable_(r->id)) {
+      p->set_state("ready");
+    } else {
+      NotRoutable why = why_not_(r->id);
+      p->set_state(why.state);
+      p->set_reason(why.reason);
+    }
+    for (const auto& [k, v] : host_.LabelsOf(r->id)) (*p->mutable_labels())[k] = v;
+    engine::EngineLoad load = r->engine->Load();
+    p->set_running_sequences(load.running);
+    p->set_waiting_sequences(load.waiting);
+    p->set_pending_tokens(load.pending_tokens);
+    p->set_kv_blocks_used(load.kv_blocks_used);
+    p->set_kv_blocks_total(load.kv_blocks_total);
+  }
+  auto* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

@@ -29,8 +29,14 @@ class NodeService final : public exaserve::v1::Node::CallbackService {
   static constexpr size_t kMaxWatchers = 64;
 
   // `routable(replica_id)`: the replica passes its health checks and the node is not draining.
+  // `why_not(replica_id)`: when it does not, the state and reason ListReplicas shows.
+  struct NotRoutable {
+    std::string state;  // "unhealthy" or "draining"
+    std::string reason;
+  };
   NodeService(std::string node_id, const ReplicaHost& host,
-              std::function<bool(const std::string&)> routable, metrics::Registry& registry);
+              std::function<bool(const std::string&)> routable,
+              std::function<NotRoutable(const std::string&)> why_not, metrics::Registry& registry);
   ~NodeService() override;
 
   grpc::ServerWriteReactor<exaserve::v1::GenerateResponse>* Generate(
@@ -38,6 +44,9 @@ class NodeService final : public exaserve::v1::Node::CallbackService {
       const exaserve::v1::NodeGenerateRequest* request) override;
   grpc::ServerWriteReactor<exaserve::v1::LoadReport>* WatchLoad(
       grpc::CallbackServerContext* context, const exaserve::v1::WatchLoadRequest* request) override;
+  grpc::ServerUnaryReactor* ListReplicas(grpc::CallbackServerContext* context,
+                                         const exaserve::v1::ListReplicasRequest* request,
+                                         exaserve::v1::ListReplicasResponse* response) override;
   grpc::ServerUnaryReactor* DescribeModels(grpc::CallbackServerContext* context,
                                            const exaserve::v1::DescribeModelsRequest* request,
                                            exaserve::v1::DescribeModelsResponse* response) override;
@@ -62,6 +71,7 @@ class NodeService final : public exaserve::v1::Node::CallbackService {
   const std::string node_id_;
   const ReplicaHost& host_;
   std::function<bool(const std::string&)> routable_;
+  std::function<NotRoutable(const std::string&)> why_not_;
   absl::Mutex mu_;
   std::vector<Watcher*> watchers_ ABSL_GUARDED_BY(mu_);
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;

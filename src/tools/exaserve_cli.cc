@@ -16,6 +16,7 @@
 #include "engine/tokenizer/tokenize_lines.h"
 #include "exaserve/v1/admin.grpc.pb.h"
 #include "exaserve/v1/inference.grpc.pb.h"
+#include "exaserve/v1/node.grpc.pb.h"
 #include "gateway/api_keys.h"
 #include "membership/agent/keyring.h"
 #include "nlohmann/json.hpp"
@@ -307,6 +308,66 @@ int RunGatewayRoute(const GlobalOptions& g, const RouteOptions& o, bool list) {
   return failures > 0 ? 1 : 0;
 }
 
+// Every replica in the cluster with its state and load (Node.ListReplicas on each live node).
+int RunReplicas(const GlobalOptions& g) {
+  auto nodes = LiveNodeAddresses(g);
+  if (!nodes.ok()) {
+    return RpcFailure(
+        g, grpc::Status(grpc::UNAVAILABLE, "members: " + std::string(nodes.status().message())));
+  }
+  int failures = 0;
+  nlohmann::json out = nlohmann::json::array();
+  if (!g.json) {
+    std::printf("%-36s %-10s %-24s %-5s %9s %9s %11s  %s\n", "REPLICA", "STATE", "MODEL", "BACKEND",
+                "RUN/WAIT", "PENDING", "KV", "LABELS / REASON");
+  }
+  for (const std::string& addr : *nodes) {
+    GlobalOptions node = g;
+    node.addr = addr;
+    auto stub =
+        exaserve::v1::Node::NewStub(grpc::CreateChannel(addr, grpc::InsecureChannelCredentials()));
+    exaserve::v1::ListReplicasResponse response;
+    auto ctx = MakeContext(node);
+    grpc::Status s = stub->ListReplicas(ctx.get(), {}, &response);
+    if (s.error_code() == grpc::UNIMPLEMENTED) continue;  // hosts no replicas
+    if (!s.ok()) {
+      RpcFailure(node, s);
+      failures++;
+      continue;
+    }
+    for (const auto& r : response.replicas()) {
+      std::map<std::string, std::string> labels(r.labels().begin(), r.labels().end());
+      if (g.json) {
+        out.push_back({{"replica_id", r.replica_id()},
+                       {"node_id", response.node_id()},
+                       {"state", r.state()},
+                       {"reason", r.reason()},
+                       {"model", r.model()},
+                       {"version", r.version()},
+                       {"backend", r.backend()},
+                       {"labels", labels},
+                       {"running", r.running_sequences()},
+                       {"waiting", r.waiting_sequences()},
+                       {"pending_tokens", r.pending_tokens()},
+                       {"kv_blocks_used", r.kv_blocks_used()},
+                       {"kv_blocks_total", r.kv_blocks_total()}});
+        continue;
+      }
+      std::string extra;
+      for (const auto& [k, v] : labels) extra += (extra.empty() ? "" : ",") + k + "=" + v;
+      if (!r.reason().empty()) extra += (extra.empty() ? "" : "  ") + r.reason();
+      std::printf(
+          "%-36s %-10s %-24s %-5s %4d/%-4d %9lld %5lld/%-5lld  %s\n", r.replica_id().c_str(),
+          r.state().c_str(), (r.model() + "@" + r.version()).c_str(), r.backend().c_str(),
+          r.running_sequences(), r.waiting_sequences(), static_cast<long long>(r.pending_tokens()),
+          static_cast<long long>(r.kv_blocks_used()), static_cast<long long>(r.kv_blocks_total()),
+          extra.c_str());
+    }
+  }
+  if (g.json) std::cout << out.dump() << "\n";
+  return failures > 0 ? 1 : 0;
+}
+
 struct GenerateOptions {
   std::string prompt;
   std::string model;
@@ -427,6 +488,7 @@ int main(int argc, char** argv) {
   for (auto* sub : {key_install, key_use, key_remove}) {
     sub->add_option("key", key, "base64 key")->required();
   }
+  auto* replicas = app.add_subcommand("replicas", "every replica in the cluster: state and load");
   LabelOptions label_options;
   auto* replica = app.add_subcommand("replica", "replicas across the cluster");
   replica->require_subcommand(1);
@@ -468,6 +530,7 @@ int main(int argc, char** argv) {
   if (plan->parsed()) return exa::tools::RunPlan(plan_options, g.json);
   if (auto rc = exa::tools::RunModelCommands(model, g.json)) return *rc;
   if (status->parsed()) return RunStatus(g);
+  if (replicas->parsed()) return RunReplicas(g);
   if (replica_label->parsed()) return RunReplicaLabel(g, label_options);
   if (gateway_route->parsed()) return RunGatewayRoute(g, route_options, false);
   if (gateway_routes->parsed()) return RunGatewayRoute(g, route_options, true);

@@ -23,7 +23,10 @@ elapsed_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 [ "$elapsed_ms" -le 4000 ] || fail "out of routing after ${elapsed_ms} ms, more than 2 probe intervals (4 s)"
 [ "$(code)" = 503 ] || fail "a request while stalled: $(cat "$work/body")"
 grep -q "no ready and healthy replica" "$work/body" || fail "503 without the reason: $(cat "$work/body")"
+listed=$("$BIN/exaserve-cli" --addr "$grpc" replicas)
+grep -q "unhealthy .*not answered within 500ms" <<<"$listed" || fail "exaserve-cli replicas: $listed"
 
 rm -f "$work/stall"
 wait_for 10 serving || { grep -E "health|probe" "$work/log" | tail -5; fail "the replica did not come back after the stall: $(cat "$work/body")"; }
+"$BIN/exaserve-cli" --addr "$grpc" --json replicas | grep -q '"state":"ready"' || fail "not ready again in exaserve-cli replicas"
 echo "stalled replica: out of routing after ${elapsed_ms} ms, back after the stall"
