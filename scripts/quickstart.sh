@@ -40,6 +40,7 @@ Try, from another terminal:
   curl -s http://127.0.0.1:$HTTP_PORT/v1/models
   curl -s http://127.0.0.1:$HTTP_PORT/metrics | grep exaserve_
   build/bin/exaserve-cli --addr 127.0.0.1:$GRPC_PORT members
+  build/bin/exaserve-cli --addr 127.0.0.1:$GRPC_PORT replicas
 Press Ctrl-C to drain and stop.
 MSG
 if [ "${QUICKSTART_EXIT:-0}" = "1" ]; then kill -TERM $pid; fi
