@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -222,7 +223,10 @@ class Recorder {
 // One streaming call, through the gateway (Inference.Generate) or direct (Node.Generate).
 class StreamCall final : public grpc::ClientReadReactor<GenerateResponse> {
  public:
-  StreamCall(Recorder* recorder, absl::Duration timeout, bool measured) : recorder_(recorder) {
+  // The recorder is shared: a caller woken by the last Done() may return (and drop its
+  // reference) while that Done() is still releasing the recorder's mutex.
+  StreamCall(std::shared_ptr<Recorder> recorder, absl::Duration timeout, bool measured)
+      : recorder_(std::move(recorder)) {
     context_.set_deadline(std::chrono::system_clock::now() +
                           std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
     result_.measured = measured;
@@ -263,7 +267,7 @@ class StreamCall final : public grpc::ClientReadReactor<GenerateResponse> {
     recorder_->Started();
     result_.start = absl::Now();
   }
-  Recorder* recorder_;
+  std::shared_ptr<Recorder> recorder_;
   grpc::ClientContext context_;
   exaserve::v1::GenerateRequest gateway_request_;
   exaserve::v1::NodeGenerateRequest node_request_;
@@ -336,7 +340,10 @@ std::vector<std::pair<std::string, std::string>> InferenceEnv(int32_t replicas) 
           {"EXASERVE_INFERENCE_KV_CACHE_BYTES", StrCat(e.kv_cache_bytes)},
           {"EXASERVE_INFERENCE_MAX_BATCH_TOKENS", StrCat(e.max_batch_tokens)},
           {"EXASERVE_INFERENCE_MAX_RUNNING", StrCat(e.max_running)},
-          {"EXASERVE_INFERENCE_MAX_QUEUE", StrCat(e.max_queue)}};
+          {"EXASERVE_INFERENCE_MAX_QUEUE", StrCat(e.max_queue)},
+          // The sim's answer to the probe is deterministic filler, not "2": the first answer is
+          // the golden one.
+          {"EXASERVE_HEALTH_PROBE_EXPECT", ""}};
 }
 
 struct Cluster {
@@ -392,18 +399,18 @@ LiveRun DriveWorkload(const RouteLiveOptions& o, const std::string& gateway_targ
   auto channel = Channel(gateway_target);
   auto stub = exaserve::v1::Inference::NewStub(channel);
   Workload workload(o.workload, o.seed);
-  Recorder recorder;
+  auto recorder = std::make_shared<Recorder>();
   const absl::Duration timeout = absl::Seconds(o.call_timeout_s);
   Drive(
       rate, absl::Seconds(o.duration_s), o.seed ^ 0x5EED,
       [&](int64_t) {
         const WorkItem item = workload.Next();
-        auto* call = new StreamCall(&recorder, timeout, true);
+        auto* call = new StreamCall(recorder, timeout, true);
         call->StartGateway(*stub, ToProto(Workload::PromptTokens(item, 32000), item.max_tokens));
       },
       at_elapsed);
   LiveRun run;
-  run.results = recorder.Wait();
+  run.results = recorder->Wait();
   run.stats = Summarize(run.results, o.duration_s);
   return run;
 }
@@ -472,6 +479,8 @@ absl::StatusOr<nlohmann::json> RunRouteLive(const RouteLiveOptions& o) {
       j["hung"] = std::count_if(run.results.begin(), run.results.end(), [](const CallResult& r) {
         return r.code == grpc::DEADLINE_EXCEEDED;
       });
+      // Progress on stderr, so a long run shows its figures as they come.
+      std::fprintf(stderr, "%s\n", j.dump().c_str());
       results.push_back(std::move(j));
       runs.push_back(std::move(run.stats));
       if (gw) gw->Stop();
@@ -580,14 +589,14 @@ absl::StatusOr<nlohmann::json> RunRouteOverhead(const RouteLiveOptions& o) {
   item.output_tokens = o.overhead_max_tokens;
   item.max_tokens = o.overhead_max_tokens;
   const auto request = ToProto(Workload::PromptTokens(item, 32000), o.overhead_max_tokens);
-  Recorder recorder;
+  auto recorder = std::make_shared<Recorder>();
   Random coin(o.seed);
   const absl::Duration warmup = absl::Seconds(2);
   absl::Duration elapsed;
   Drive(
       o.overhead_rate, absl::Seconds(o.overhead_duration_s) + warmup, o.seed ^ 0x0EAD,
       [&](int64_t i) {
-        auto* call = new StreamCall(&recorder, absl::Seconds(o.call_timeout_s), elapsed >= warmup);
+        auto* call = new StreamCall(recorder, absl::Seconds(o.call_timeout_s), elapsed >= warmup);
         if (coin.Bernoulli(0.5)) {
           call->StartGateway(*gw_stub, request);
         } else {
@@ -598,7 +607,7 @@ absl::StatusOr<nlohmann::json> RunRouteOverhead(const RouteLiveOptions& o) {
         }
       },
       [&](absl::Duration at) { elapsed = at; });
-  std::vector<CallResult> results = recorder.Wait();
+  std::vector<CallResult> results = recorder->Wait();
   gw->Stop();
   for (auto& n : cluster.nodes) n->Stop();
   std::vector<double> ttft[2], e2e[2];

@@ -39,6 +39,18 @@ TEST_CASE("Near-equal replicas share the load instead of herding", "[router]") {
   for (auto& [i, n] : hits) CHECK(n > 50);
 }
 
+TEST_CASE("A request dispatched since the report counts its expected decode, not just its prompt",
+          "[router]") {
+  Random random(4);
+  PolicyState state;
+  // The pool reports 300 pending tokens per sequence. Replica 0 looked 1000 tokens cheaper at
+  // the report, but this gateway has sent it 8 requests since (400 prompt tokens): counting only
+  // prompts it would still win; with 8 x ~300 expected decode tokens it is the dearer one, by
+  // more than the near-equal slack.
+  std::vector<Candidate> c = {{9000, 400, 30, 8, 8}, {10000, 0, 34, 0, 0}};
+  CHECK(*Pick(Policy::kTokenAware, c, 50, {}, state, random) == 1);
+}
+
 TEST_CASE("Round-robin cycles and an empty list has no pick", "[router]") {
   Random random(4);
   PolicyState state;
