@@ -132,7 +132,8 @@ class Simulation {
     const int32_t end = std::min(o_.replicas, begin + o_.replicas_per_node);
     for (int32_t r = begin; r < end; ++r) {
       const engine::EngineLoad load = replicas_[r]->Load();
-      const router::LoadReport report{load.pending_tokens, load.running + load.waiting, true};
+      const router::LoadReport report{load.pending_tokens, load.running + load.waiting, true,
+                                      load.waiting};
       for (auto& t : tables_) t->Report(ids_[r], report);
     }
   }

@@ -46,11 +46,17 @@ size_t TokenAware(const std::vector<Candidate>& c, int64_t prompt_tokens,
     pool_sequences += std::max<int32_t>(0, x.reported_sequences);
   }
   const int64_t per_request = pool_sequences > 0 ? pool_pending / pool_sequences : 0;
+  // A replica that reported requests waiting is saturated (no batch slot or KV free): a new
+  // request would queue there however few tokens it owes. Pending tokens measure work, not
+  // slots, so skip saturated replicas while any other is eligible.
+  const bool any_unsaturated =
+      std::any_of(c.begin(), c.end(), [](const Candidate& x) { return x.reported_waiting <= 0; });
   std::vector<int64_t> cost(c.size());
   int64_t best = std::numeric_limits<int64_t>::max();
   for (size_t i = 0; i < c.size(); ++i) {
     cost[i] = std::max<int64_t>(0, c[i].reported_pending_tokens) + c[i].dispatched_tokens +
               int64_t{c[i].dispatched_requests} * per_request + prompt_tokens;
+    if (any_unsaturated && c[i].reported_waiting > 0) cost[i] = std::numeric_limits<int64_t>::max();
     best = std::min(best, cost[i]);
   }
   int64_t slack = std::max<int64_t>(options.near_equal_tokens,
@@ -60,9 +66,14 @@ size_t TokenAware(const std::vector<Candidate>& c, int64_t prompt_tokens,
     if (cost[i] <= best + slack) near.push_back(i);
   }
   if (near.size() == 1) return near[0];
-  // Power of two choices among the near-equal: two random draws, keep the cheaper.
+  // Power of two choices among the near-equal: two random draws; keep the one with more free
+  // batch slots (fewer sequences, its dispatches since the report counted), then the cheaper.
   size_t a = near[random.Uniform(near.size())];
   size_t b = near[random.Uniform(near.size())];
+  const auto sequences = [&](size_t i) {
+    return int64_t{c[i].reported_sequences} + c[i].dispatched_requests;
+  };
+  if (sequences(a) != sequences(b)) return sequences(b) < sequences(a) ? b : a;
   return cost[b] < cost[a] ? b : a;
 }
 

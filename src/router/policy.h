@@ -34,6 +34,7 @@ struct Candidate {
   int32_t reported_sequences = 0;       // running + waiting at the last report
   int32_t dispatched_requests = 0;      // this gateway's dispatches since that report
   int32_t open_requests = 0;            // this gateway's requests still streaming from it
+  int32_t reported_waiting = 0;         // admitted but not running at the last report
 };
 
 struct PolicyOptions {

@@ -30,6 +30,9 @@ struct LoadReport {
   int64_t pending_tokens = 0;
   int32_t sequences = 0;  // running + waiting
   bool ready = false;     // false while loading, warming or draining
+  // Of `sequences`, those admitted but not running (no batch slot or KV free): a replica with a
+  // queue is saturated. 0 when the reporter does not say.
+  int32_t waiting = 0;
 };
 
 struct RouteRequest {
