@@ -531,6 +531,7 @@ absl::StatusOr<nlohmann::json> RunRouteLive(const RouteLiveOptions& o) {
             {"rejected", rejected},
             {"other_errors", other},
             {"hung", hung}};
+    std::fprintf(stderr, "%s\n", kill.dump().c_str());
     gw->Stop();
   }
   for (auto& n : cluster.nodes) n->Stop();
