@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -60,20 +62,19 @@ class Process {
     argv.push_back(nullptr);
     for (auto& s : env_s) envp.push_back(s.data());
     envp.push_back(nullptr);
-    const int fd = ::open(p->log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return absl::InternalError(StrCat("cannot write ", p->log_));
-    const pid_t pid = ::fork();
-    if (pid < 0) {
-      ::close(fd);
-      return absl::InternalError("fork failed");
+    // posix_spawn, not fork: it runs no pthread_atfork handlers, and gRPC's (this process has
+    // live channels by the second gateway) corrupt its completion queues across a fork.
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, p->log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    pid_t pid = -1;
+    const int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) {
+      return absl::InternalError(StrCat("cannot start ", bin, ": ", std::strerror(rc)));
     }
-    if (pid == 0) {
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      ::execve(argv[0], argv.data(), envp.data());
-      ::_exit(127);
-    }
-    ::close(fd);
     p->pid_ = pid;
     EXA_RETURN_IF_ERROR(p->WaitReady(absl::Seconds(60)));
     return p;
@@ -286,7 +287,16 @@ exaserve::v1::GenerateRequest ToProto(const std::vector<int32_t>& prompt, int32_
 std::shared_ptr<grpc::Channel> Channel(const std::string& target) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_MAX_CONCURRENT_STREAMS, 100000);
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  // Every channel lives until the process exits (one per phase, a handful). gRPC 1.51 shares a
+  // refcounted completion queue among the channels that use the callback API; destroying the
+  // last one while its threads wind down and creating the next phase's channel double-frees it
+  // (AddressSanitizer: grpc_cq_internal_unref on a gRPC thread).
+  static auto* keep = new std::vector<std::shared_ptr<grpc::Channel>>();
+  static absl::Mutex keep_mu;
+  absl::MutexLock lock(&keep_mu);
+  keep->push_back(channel);
+  return channel;
 }
 
 // Open-loop Poisson arrivals for `duration`; `start_one(i, measured)` starts request i.
