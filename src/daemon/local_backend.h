@@ -42,7 +42,7 @@ class LocalReplicaBackend final : public gateway::ReplicaBackend {
     Register(table);  // labels may have changed (exaserve-cli replica label)
     for (const auto& r : host_.replicas()) {
       engine::EngineLoad load = r->engine->Load();
-      table.Report(r->id, {load.pending_tokens, load.running + load.waiting, ready,
+      table.Report(r->id, {load.pending_tokens, load.running + load.waiting, ready, load.waiting,
                            load.ttft_p99_ms, load.itl_p99_ms});
     }
   }

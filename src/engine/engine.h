@@ -58,9 +58,13 @@ struct EngineInfo {
 
 // Load of one replica, as the router wants it (MISSION.md §6: route by pending tokens).
 struct EngineLoad {
-  // Prompt tokens not yet prefilled plus an estimate of decode tokens still to come (each
-  // sequence's remaining max_tokens, bounded by the context left), queued requests included.
+  // Prompt tokens not yet prefilled plus an estimate of decode tokens still to come, queued
+  // requests included. The decode estimate comes from the replica's recent completed output
+  // lengths (output_length_history.h): E[L - g | L > g] for a sequence g tokens in, capped by
+  // its remaining max_tokens and context; the cap itself until enough requests have finished.
   int64_t pending_tokens = 0;
+  // Mean output length of recently completed requests; 0 until the history has enough samples.
+  double expected_output_tokens = 0;
   int32_t running = 0;
   int32_t waiting = 0;  // admitted but not running (queued, or preempted)
   int32_t kv_blocks_used = 0;

@@ -8,11 +8,16 @@
 
 namespace exa::engine {
 
-int64_t EstimatedPendingTokens(const Sequence& seq, int32_t max_context) {
+int64_t DecodeCap(const Sequence& seq, int32_t max_context) {
   const int64_t decode_left = std::max(0, seq.request.max_tokens - seq.generated());
   const int64_t context_left =
       std::max<int64_t>(0, max_context - static_cast<int64_t>(seq.tokens.size()));
-  return seq.uncomputed() + std::min(decode_left, context_left);
+  return std::min(decode_left, context_left);
+}
+
+int64_t EstimatedPendingTokens(const Sequence& seq, int32_t max_context,
+                               const OutputLengthHistory& history) {
+  return seq.uncomputed() + history.ExpectedRemaining(seq.generated(), DecodeCap(seq, max_context));
 }
 
 const char* FinishReasonName(FinishReason r) {
@@ -97,6 +102,11 @@ void EngineCore::CancelAll(const absl::Status& status) {
 void EngineCore::Finish(RequestId id, FinishReason reason, absl::Status status) {
   std::unique_ptr<Sequence> seq = scheduler_.Remove(id);
   if (seq == nullptr) return;
+  // Only requests that ran to their own end teach the estimate; a cancelled one's length says
+  // nothing about what it would have produced.
+  if (reason == FinishReason::kStop || reason == FinishReason::kLength) {
+    output_lengths_.Add(seq->generated());
+  }
   StreamEvent event;
   event.id = id;
   event.time = clock_->MonotonicNow();
@@ -203,7 +213,7 @@ EngineLoad EngineCore::Load() const {
   EngineLoad load;
   for (const auto* queue : {&scheduler_.running(), &scheduler_.waiting()}) {
     for (const auto& seq : *queue)
-      load.pending_tokens += EstimatedPendingTokens(*seq, info_.max_context);
+      load.pending_tokens += EstimatedPendingTokens(*seq, info_.max_context, output_lengths_);
   }
   load.running = static_cast<int32_t>(scheduler_.running().size());
   load.waiting = static_cast<int32_t>(scheduler_.waiting().size());
@@ -213,6 +223,7 @@ EngineLoad EngineCore::Load() const {
   load.ttft_p99_ms = ttft_ms_.Quantile(0.99);
   load.itl_p50_ms = itl_ms_.Quantile(0.5);
   load.itl_p99_ms = itl_ms_.Quantile(0.99);
+  load.expected_output_tokens = output_lengths_.ready() ? output_lengths_.Mean() : 0.0;
   load.preemptions = scheduler_.preemptions();
   load.steps = steps_;
   return load;

@@ -17,14 +17,18 @@
 #include "engine/engine.h"
 #include "engine/kv_cache.h"
 #include "engine/latency_window.h"
+#include "engine/output_length_history.h"
 #include "engine/scheduler.h"
 #include "engine/step_executor.h"
 
 namespace exa::engine {
 
-// A sequence's prompt tokens not yet prefilled plus its remaining max_tokens (bounded by the
-// context left): the router's estimate of work still owed to it.
-int64_t EstimatedPendingTokens(const Sequence& seq, int32_t max_context);
+// Decode tokens `seq` may still produce: its remaining max_tokens, bounded by the context left.
+int64_t DecodeCap(const Sequence& seq, int32_t max_context);
+// The router's estimate of work still owed to `seq`: prompt tokens not yet prefilled plus the
+// decode tokens expected from `history` (output_length_history.h), capped by DecodeCap.
+int64_t EstimatedPendingTokens(const Sequence& seq, int32_t max_context,
+                               const OutputLengthHistory& history);
 
 class EngineCore {
  public:
@@ -63,6 +67,7 @@ class EngineCore {
   Scheduler scheduler_;
   std::vector<float> logits_;
   LatencyWindow ttft_ms_, itl_ms_;
+  OutputLengthHistory output_lengths_;
   uint64_t steps_ = 0;
   uint64_t seed_counter_ = 0;
 };

@@ -1,6 +1,7 @@
 #include "engine/llm_engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <thread>
 
 #include "common/clock.h"
@@ -33,11 +34,14 @@ absl::StatusOr<RequestId> LlmEngine::Submit(GenerateRequest request) {
   const RequestId id = next_id_.fetch_add(1);
   auto seq =
       std::make_unique<Sequence>(id, std::move(request), 0, SystemClock::Get().MonotonicNow());
-  const int64_t estimate = EstimatedPendingTokens(*seq, core_.info().max_context);
-  queued_tokens_.fetch_add(estimate);
+  const int64_t prompt = seq->uncomputed();
+  const int64_t cap = DecodeCap(*seq, core_.info().max_context);
+  queued_prompt_tokens_.fetch_add(prompt);
+  queued_decode_caps_.fetch_add(cap);
   const PushResult pushed = queue_.TryPush(std::move(seq));
   if (pushed == PushResult::kOk) return id;
-  queued_tokens_.fetch_sub(estimate);
+  queued_prompt_tokens_.fetch_sub(prompt);
+  queued_decode_caps_.fetch_sub(cap);
   if (pushed == PushResult::kFull) {
     return absl::ResourceExhaustedError(
         StrCat("admission queue is full (", queue_.capacity(), " requests)"));
@@ -53,8 +57,16 @@ void LlmEngine::Cancel(RequestId id) {
 EngineLoad LlmEngine::Load() const {
   absl::MutexLock lock(&load_mu_);
   EngineLoad load = load_;
-  load.pending_tokens += queued_tokens_.load();
-  load.waiting += static_cast<int32_t>(queue_.size());
+  const auto queued = static_cast<int64_t>(queue_.size());
+  int64_t decode = queued_decode_caps_.load();
+  // A queued request has generated nothing: expect the history's mean length (within its cap,
+  // here bounded in aggregate), or its cap until the history is ready.
+  if (load.expected_output_tokens > 0) {
+    decode = std::min<int64_t>(
+        decode, queued * static_cast<int64_t>(std::ceil(load.expected_output_tokens)));
+  }
+  load.pending_tokens += queued_prompt_tokens_.load() + std::max<int64_t>(0, decode);
+  load.waiting += static_cast<int32_t>(queued);
   return load;
 }
 
@@ -64,7 +76,8 @@ void LlmEngine::Stop() {
 }
 
 void LlmEngine::Admit(std::unique_ptr<Sequence> seq) {
-  queued_tokens_.fetch_sub(EstimatedPendingTokens(*seq, core_.info().max_context));
+  queued_prompt_tokens_.fetch_sub(seq->uncomputed());
+  queued_decode_caps_.fetch_sub(DecodeCap(*seq, core_.info().max_context));
   core_.Admit(std::move(seq));
 }
 

@@ -1,8 +1,8 @@
 // The threaded Engine: an admission queue in front of an EngineCore driven by a dedicated engine
 // thread in real time. Used for every backend (cpu; sim with real sleeps).
 //
-// Threading: see engine.h. Submit validates and pushes to a BoundedQueue (bumping an atomic
-// estimate of queued work); Cancel adds to a mutex-guarded set; the engine thread owns the core
+// Threading: see engine.h. Submit validates and pushes to a BoundedQueue (bumping atomic counts
+// of queued work); Cancel adds to a mutex-guarded set; the engine thread owns the core
 // and publishes a load snapshot under load_mu_ after every step.
 #pragma once
 
@@ -41,7 +41,11 @@ class LlmEngine final : public Engine {
   EngineCore core_;  // engine thread only
   BoundedQueue<std::unique_ptr<Sequence>> queue_;
   std::atomic<RequestId> next_id_{1};
-  std::atomic<int64_t> queued_tokens_{0};  // pending-token estimate of requests still queued
+  // Requests still in the admission queue: their prompt tokens and their decode caps (remaining
+  // max_tokens bounded by the context). Load() turns the count into a decode estimate with the
+  // published history mean.
+  std::atomic<int64_t> queued_prompt_tokens_{0};
+  std::atomic<int64_t> queued_decode_caps_{0};
   std::atomic<bool> stopping_{false};
 
   absl::Mutex cancel_mu_;

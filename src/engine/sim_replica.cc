@@ -13,6 +13,7 @@ absl::StatusOr<EngineInfo> SimEngineInfo(const EngineOptions& o) {
   info.vocab_size = o.sim.vocab_size;
   info.max_context = o.max_context > 0 ? o.max_context : o.sim.max_context;
   info.weight_bytes = o.sim.weight_bytes;
+  info.eos_token_ids = {kSimEosToken};  // emitted only under an output-length directive
   info.kv_block_size = o.kv_block_size;
   const int64_t block_bytes = int64_t{o.sim.kv_bytes_per_token} * o.kv_block_size;
   info.kv_blocks_total = static_cast<int32_t>(

@@ -32,6 +32,19 @@ absl::StatusOr<absl::Duration> ModelExecutor::Execute(std::span<const ScheduledC
   return absl::ZeroDuration();
 }
 
+std::vector<int32_t> SimOutputLengthDirective(int32_t output_tokens) {
+  const int32_t l = std::max(1, output_tokens);
+  return {kSimDirectiveMarker, kSimDirectiveMarker, 16 + l / 64, 16 + l % 64};
+}
+
+int32_t SimExecutor::DirectedOutputLength(std::span<const int32_t> prompt) {
+  if (prompt.size() < kSimDirectiveTokens || prompt[0] != kSimDirectiveMarker ||
+      prompt[1] != kSimDirectiveMarker || prompt[2] < 16 || prompt[3] < 16 || prompt[3] >= 80) {
+    return 0;
+  }
+  return (prompt[2] - 16) * 64 + (prompt[3] - 16);
+}
+
 int32_t SimExecutor::NextToken(int32_t last, int32_t position, int32_t vocab) {
   // Small ids are usually special tokens (bos/eos/pad): stay clear of the first 16.
   uint64_t h =
@@ -54,7 +67,11 @@ absl::StatusOr<absl::Duration> SimExecutor::Execute(std::span<const ScheduledChu
     float* out = logits + static_cast<int64_t>(row++) * cost_.vocab_size;
     std::fill(out, out + cost_.vocab_size, 0.0f);
     const int32_t end = c.start + c.count;
-    out[NextToken(c.seq->tokens[end - 1], end, cost_.vocab_size)] = 100.0f;
+    const int32_t directed = DirectedOutputLength(
+        std::span<const int32_t>(c.seq->tokens.data(), static_cast<size_t>(c.seq->prompt_len)));
+    // The token sampled now is the sequence's (generated + 1)-th.
+    const bool last = directed > 0 && c.seq->generated() + 1 >= directed;
+    out[last ? kSimEosToken : NextToken(c.seq->tokens[end - 1], end, cost_.vocab_size)] = 100.0f;
   }
   return cost_.StepTime(prefill, decodes, context);
 }

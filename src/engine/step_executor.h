@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/backend.h"
@@ -16,6 +17,15 @@
 #include "engine/sim_cost_model.h"
 
 namespace exa::engine {
+
+// The sim backend's end-of-sequence token (the sim emits it only under a directive).
+inline constexpr int32_t kSimEosToken = 1;
+// SimOutputLengthDirective: {2, 2, 16 + L / 64, 16 + L % 64}, then the rest of the prompt. Token
+// 2 twice is never produced by encoding text; the digits need a vocabulary of at least 80 and
+// L < 64 * (vocab - 16).
+inline constexpr int32_t kSimDirectiveMarker = 2;
+inline constexpr int32_t kSimDirectiveTokens = 4;
+std::vector<int32_t> SimOutputLengthDirective(int32_t output_tokens);
 
 class StepExecutor {
  public:
@@ -51,6 +61,11 @@ class ModelExecutor final : public StepExecutor {
 // Emits deterministic tokens (a function of the sequence's last token and position, never an
 // end-of-sequence id) and returns the cost model's step time (the driver waits it out: a sleep
 // in the threaded engine, a clock advance in SimReplica).
+//
+// Output-length directive (benchmarks): a prompt that starts with the tokens of
+// SimOutputLengthDirective(L) ends after exactly L generated tokens, the last one kSimEosToken
+// (unless max_tokens or the context ends it first). This is how a workload's true output length
+// reaches the sim engine and nothing else: gateways and routers see only prompt tokens.
 class SimExecutor final : public StepExecutor {
  public:
   explicit SimExecutor(const SimCostModel& cost) : cost_(cost) {}
@@ -59,6 +74,8 @@ class SimExecutor final : public StepExecutor {
                                          float* logits) override;
 
   static int32_t NextToken(int32_t last, int32_t position, int32_t vocab);
+  // The directive's output length, or 0 when `prompt` carries none.
+  static int32_t DirectedOutputLength(std::span<const int32_t> prompt);
 
  private:
   SimCostModel cost_;

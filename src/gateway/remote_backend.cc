@@ -87,7 +87,8 @@ class RemoteBackend::Peer : public std::enable_shared_from_this<Peer> {
       }
       owner_->table_.Report(r.replica_id(),
                             {r.pending_tokens(), r.running_sequences() + r.waiting_sequences(),
-                             r.ready() && described_, r.ttft_p99_ms(), r.inter_token_p99_ms()});
+                             r.ready() && described_, r.waiting_sequences(), r.ttft_p99_ms(),
+                             r.inter_token_p99_ms()});
     }
     for (auto it = replicas_.begin(); it != replicas_.end();) {
       if (seen.count(*it) == 0) {

@@ -35,11 +35,28 @@ size_t ArgMinRandomTie(const std::vector<Candidate>& c, Cost cost, Random& rando
 
 size_t TokenAware(const std::vector<Candidate>& c, int64_t prompt_tokens,
                   const PolicyOptions& options, Random& random) {
+  // What one more request adds besides its prompt: the decode tokens it is expected to produce.
+  // The router never sees output lengths, so it takes the pool's reported pending tokens per
+  // sequence (the replicas' own history-based estimates). Without it a request dispatched since
+  // the last report would count only its prompt, and every gateway would keep sending to the
+  // replica that looked cheapest at the report, for the whole report period (herding).
+  int64_t pool_pending = 0, pool_sequences = 0;
+  for (const Candidate& x : c) {
+    pool_pending += std::max<int64_t>(0, x.reported_pending_tokens);
+    pool_sequences += std::max<int32_t>(0, x.reported_sequences);
+  }
+  const int64_t per_request = pool_sequences > 0 ? pool_pending / pool_sequences : 0;
+  // A replica that reported requests waiting is saturated (no batch slot or KV free): a new
+  // request would queue there however few tokens it owes. Pending tokens measure work, not
+  // slots, so skip saturated replicas while any other is eligible.
+  const bool any_unsaturated =
+      std::any_of(c.begin(), c.end(), [](const Candidate& x) { return x.reported_waiting <= 0; });
   std::vector<int64_t> cost(c.size());
   int64_t best = std::numeric_limits<int64_t>::max();
   for (size_t i = 0; i < c.size(); ++i) {
-    cost[i] =
-        std::max<int64_t>(0, c[i].reported_pending_tokens) + c[i].dispatched_tokens + prompt_tokens;
+    cost[i] = std::max<int64_t>(0, c[i].reported_pending_tokens) + c[i].dispatched_tokens +
+              int64_t{c[i].dispatched_requests} * per_request + prompt_tokens;
+    if (any_unsaturated && c[i].reported_waiting > 0) cost[i] = std::numeric_limits<int64_t>::max();
     best = std::min(best, cost[i]);
   }
   int64_t slack = std::max<int64_t>(options.near_equal_tokens,
@@ -49,9 +66,14 @@ size_t TokenAware(const std::vector<Candidate>& c, int64_t prompt_tokens,
     if (cost[i] <= best + slack) near.push_back(i);
   }
   if (near.size() == 1) return near[0];
-  // Power of two choices among the near-equal: two random draws, keep the cheaper.
+  // Power of two choices among the near-equal: two random draws; keep the one with more free
+  // batch slots (fewer sequences, its dispatches since the report counted), then the cheaper.
   size_t a = near[random.Uniform(near.size())];
   size_t b = near[random.Uniform(near.size())];
+  const auto sequences = [&](size_t i) {
+    return int64_t{c[i].reported_sequences} + c[i].dispatched_requests;
+  };
+  if (sequences(a) != sequences(b)) return sequences(b) < sequences(a) ? b : a;
   return cost[b] < cost[a] ? b : a;
 }
 

@@ -1,10 +1,13 @@
 // Routing policies (MISSION.md §6): pure functions from a view of candidate replicas to a
 // choice. No clock, no I/O, no locks (TigerBeetle's pure leaves); randomness is passed in.
 //
-//   token-aware (default): cost = reported pending tokens + tokens this gateway dispatched since
-//     that report + this request's prompt tokens; the cheapest wins, with power-of-two choices
-//     among candidates within `near_equal_fraction` of the best, so many gateways acting on the
-//     same reports do not all herd onto one replica.
+//   token-aware (default): cost = reported pending tokens + what this gateway dispatched since
+//     that report (each request's prompt plus the pool's reported pending tokens per sequence,
+//     the expected decode) + this request's prompt tokens. Replicas that reported requests
+//     waiting (no batch slot or KV free) are skipped while any other is eligible: tokens measure
+//     work, not slots. The cheapest wins, with power-of-two choices among candidates within
+//     `near_equal_fraction` of the best (the draw with fewer sequences, i.e. more free slots,
+//     then the cheaper), so many gateways acting on the same reports do not herd onto one.
 //   least-connections: fewest requests this gateway has open to the replica.
 //   least-requests: fewest sequences the replica reports running + waiting, plus dispatched.
 //   round-robin, random: the baselines.
@@ -34,6 +37,7 @@ struct Candidate {
   int32_t reported_sequences = 0;       // running + waiting at the last report
   int32_t dispatched_requests = 0;      // this gateway's dispatches since that report
   int32_t open_requests = 0;            // this gateway's requests still streaming from it
+  int32_t reported_waiting = 0;         // admitted but not running at the last report
 };
 
 struct PolicyOptions {

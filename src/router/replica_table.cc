@@ -104,7 +104,7 @@ absl::StatusOr<std::string> ReplicaTable::Choose(const RouteRequest& request) {
   for (const Entry* e : eligible) {
     candidates.push_back(Candidate{e->snap.report.pending_tokens, e->snap.dispatched_tokens,
                                    e->snap.report.sequences, e->dispatched_requests,
-                                   e->snap.open_requests});
+                                   e->snap.open_requests, e->snap.report.waiting});
   }
   auto pick = Pick(policy_, candidates, request.prompt_tokens, options_, state_, random_);
   Entry* chosen = eligible[*pick];

@@ -28,8 +28,11 @@ struct ReplicaInfo {
 
 struct LoadReport {
   int64_t pending_tokens = 0;
-  int32_t sequences = 0;   // running + waiting
-  bool ready = false;      // false while loading, warming or draining
+  int32_t sequences = 0;  // running + waiting
+  bool ready = false;     // false while loading, warming or draining
+  // Of `sequences`, those admitted but not running (no batch slot or KV free): a replica with a
+  // queue is saturated. 0 when the reporter does not say.
+  int32_t waiting = 0;
   double ttft_p99_ms = 0;  // recent latency; 0: not measured yet
   double itl_p99_ms = 0;
 };

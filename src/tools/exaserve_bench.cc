@@ -3,12 +3,20 @@
 //
 //   exaserve-bench engine --model DIR [--backend cpu|cuda] [--device N] [--threads N] [--accuracy]
 //   exaserve-bench weights [--dir /tmp] [--size 2Gi] [--nodes 8] [--parallel 8]
+//   exaserve-bench route --mode sim [--replicas 48] [--gateways 4] [--rho 0.5 0.7 0.85 0.95]
+//                        [--policies ...] [--requests 20000] [--seed 1]
+//   exaserve-bench route --mode live [--nodes 4] [--node-replicas 3] [--rho 0.85]
+//                        [--duration 60] [--kill-one] [--gateway HOST:PORT]
+//   exaserve-bench route --mode overhead [--rate 500] [--duration 20]
 //
 // Exit codes: 0 success, 1 the benchmark failed, 2 usage.
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include "CLI/CLI.hpp"
+#include "bench/route_bench.h"
+#include "bench/route_live.h"
 #include "common/logging.h"
 #include "common/units.h"
 #include "engine/bench/engine_bench.h"
@@ -48,6 +56,58 @@ int main(int argc, char** argv) {
   weights_cmd->add_option("--parallel", weights.parallel, "streams per node (default 8)")
       ->check(CLI::Range(1, 256));
   weights_cmd->add_option("--streams", weights.streams, "stream counts for one node (1 4 8 16)");
+
+  std::string route_mode = "sim";
+  exa::bench::RouteSimOptions route_sim;
+  auto* route_cmd = app.add_subcommand(
+      "route",
+      "routing policies compared on a fixed workload: P50/P99 TTFT and end-to-end "
+      "latency, goodput, rejections per policy and load");
+  route_cmd
+      ->add_option("--mode", route_mode,
+                   "sim (discrete-event, virtual time), live (real processes on loopback) or "
+                   "overhead (gateway hop vs Node.Generate direct)")
+      ->check(CLI::IsMember({"sim", "live", "overhead"}));
+  route_cmd->add_option("--replicas", route_sim.replicas, "sim: replicas (default 48)");
+  route_cmd->add_option("--replicas-per-node", route_sim.replicas_per_node,
+                        "sim: replicas sharing one load report (default 8)");
+  route_cmd->add_option("--gateways", route_sim.gateways,
+                        "sim: gateways, each with its own replica table (default 4)");
+  route_cmd->add_option("--report-hz", route_sim.report_hz, "sim: load reports per second");
+  route_cmd->add_option("--rho", route_sim.rhos,
+                        "offered load as fractions of capacity (default 0.5 0.7 0.85 0.95)");
+  route_cmd->add_option("--policies", route_sim.policies, "routing policies (default: all five)");
+  route_cmd->add_option("--requests", route_sim.requests,
+                        "measured requests per policy and load (default 20000)");
+  route_cmd->add_option("--warmup-fraction", route_sim.warmup_fraction,
+                        "extra requests first, not measured, as a fraction of --requests");
+  route_cmd->add_option("--capacity-requests", route_sim.capacity_requests,
+                        "completions of the saturation run that sizes capacity");
+  route_cmd->add_option("--seed", route_sim.seed, "workload and router seed (fixed: reproducible)");
+  exa::bench::RouteLiveOptions route_live;
+  std::error_code ec;
+  route_live.exaserved =
+      (std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "exaserved").string();
+  route_cmd->add_option("--exaserved", route_live.exaserved,
+                        "live/overhead: the exaserved binary (default: next to this one)");
+  route_cmd->add_option("--work-dir", route_live.work_dir,
+                        "live/overhead: data dirs and logs (default: a new /tmp directory)");
+  route_cmd->add_option("--gateway", route_live.gateway_addr,
+                        "live: HOST:PORT of a running gateway to drive instead of starting one");
+  route_cmd->add_option("--nodes", route_live.nodes, "live: inference processes (default 4)");
+  route_cmd->add_option("--node-replicas", route_live.replicas_per_node,
+                        "live/overhead: sim replicas per inference process (default 3)");
+  route_cmd->add_option("--duration", route_live.duration_s,
+                        "live: seconds of arrivals per policy and load (default 60); overhead: "
+                        "seconds measured (default 20)");
+  route_cmd->add_option("--call-timeout", route_live.call_timeout_s,
+                        "live: a call open this many seconds counts as hung (default 120)");
+  route_cmd->add_flag("--kill-one", route_live.kill_one,
+                      "live: a last token-aware run that kills -9 one inference process under "
+                      "load and counts what happened to the requests");
+  route_cmd->add_option("--rate", route_live.overhead_rate, "overhead: requests per second");
+  route_cmd->add_option("--max-tokens", route_live.overhead_max_tokens,
+                        "overhead: tokens generated per request (default 4)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -80,11 +140,36 @@ int main(int argc, char** argv) {
     auto result = exa::tools::RunWeightsBench(weights);
     if (!result.ok()) {
       std::fprintf(stderr, "exaserve-bench weights: %s\n",
-                   std::string(result.status().message()).c_str());
-      return result.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
-    }
-    std::cout << result->dump(2) << "\n";
-    return 0;
+  if (route_cmd->parsed()) {
+        route_live.seed = route_sim.seed;
+        route_live.capacity_requests = route_sim.capacity_requests;
+        route_live.workload = route_sim.workload;
+        if (route_mode == "live") {
+          if (route_cmd->count("--rho") == 0) route_sim.rhos = {0.85};
+          if (route_cmd->count("--policies") == 0) {
+            route_sim.policies = {"token-aware", "least-connections", "round-robin"};
+          }
+          route_live.rhos = route_sim.rhos;
+          route_live.policies = route_sim.policies;
+        }
+        if (route_mode == "overhead" && route_cmd->count("--duration") == 0) {
+          route_live.overhead_duration_s = 20;
+        } else {
+          route_live.overhead_duration_s = route_live.duration_s;
+        }
+        if (route_mode == "overhead" && route_cmd->count("--node-replicas") == 0) {
+          route_live.replicas_per_node = 3;
+        }
+        auto result = route_mode == "live"       ? exa::bench::RunRouteLive(route_live)
+                      : route_mode == "overhead" ? exa::bench::RunRouteOverhead(route_live)
+                                                 : exa::bench::RunRouteSim(route_sim);
+        if (!result.ok()) {
+          std::fprintf(stderr, "exaserve-bench route: %s\n",
+                       std::string(result.status().message()).c_str());
+          return result.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+        }
+        std::cout << result->dump(2) << "\n";
+        return 0;
   }
   return 2;
-}
+    }

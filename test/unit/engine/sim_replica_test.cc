@@ -73,5 +73,50 @@ TEST_CASE("sim replica: batching stretches the step a little, cancel frees", "[e
   CHECK((*replica)->Load().running == 0);
 }
 
+TEST_CASE("sim replica: a directive fixes the output length; pending tokens learn from history",
+          "[engine][sim][estimate]") {
+  auto replica = SimReplica::Create(Options(), kStart);
+  REQUIRE(replica.ok());
+  std::vector<int32_t> finished;
+  absl::Time now = kStart;
+  auto submit = [&](int32_t output, int32_t max_tokens) {
+    GenerateRequest r;
+    r.prompt_tokens = SimOutputLengthDirective(output);
+    r.prompt_tokens.resize(20, 100);
+    r.max_tokens = max_tokens;
+    r.callback = [&finished](const StreamEvent& e) {
+      if (e.finished) finished.push_back(e.completion_tokens);
+    };
+    return (*replica)->Submit(std::move(r), now);
+  };
+  CHECK(SimExecutor::DirectedOutputLength(SimOutputLengthDirective(1234)) == 1234);
+  CHECK(SimExecutor::DirectedOutputLength(std::vector<int32_t>{2, 3, 20, 20}) == 0);
+  // Before any request finished, the estimate is the remaining max_tokens (20 prompt + 2000).
+  REQUIRE(submit(50, 2000).ok());
+  CHECK((*replica)->Load().pending_tokens == 2020);
+  now += absl::Seconds(5);
+  (*replica)->RunUntil(now);
+  REQUIRE(finished == std::vector<int32_t>{50});  // the directive, not max_tokens, ended it
+  // 16 requests (the history's minimum) of 50 tokens each: a new request is now expected to
+  // produce 50, though it asks for 2000.
+  for (int i = 0; i < 15; ++i) REQUIRE(submit(50, 2000).ok());
+  now += absl::Seconds(10);
+  (*replica)->RunUntil(now);
+  REQUIRE(finished.size() == 16);
+  CHECK((*replica)->Load().expected_output_tokens == Approx(50.0));
+  REQUIRE(submit(50, 2000).ok());
+  CHECK((*replica)->Load().pending_tokens == 20 + 50);
+  // A max_tokens below the history caps the estimate; max_tokens still ends a longer output.
+  // (Submitting runs the step due now: the first request's prefill, which samples its first
+  // token, so it is 1 token to compute plus E[L - 1 | L > 1] = 49 to come.)
+  REQUIRE(submit(500, 10).ok());
+  CHECK((*replica)->Load().pending_tokens == (1 + 49) + (20 + 10));
+  now += absl::Seconds(10);
+  (*replica)->RunUntil(now);
+  REQUIRE(finished.size() == 18);
+  CHECK(finished[16] == 10);
+  CHECK(finished[17] == 50);
+}
+
 }  // namespace
 }  // namespace exa::engine

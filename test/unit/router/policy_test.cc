@@ -39,6 +39,43 @@ TEST_CASE("Near-equal replicas share the load instead of herding", "[router]") {
   for (auto& [i, n] : hits) CHECK(n > 50);
 }
 
+TEST_CASE("A request dispatched since the report counts its expected decode, not just its prompt",
+          "[router]") {
+  Random random(4);
+  PolicyState state;
+  // The pool reports 300 pending tokens per sequence. Replica 0 looked 1000 tokens cheaper at
+  // the report, but this gateway has sent it 8 requests since (400 prompt tokens): counting only
+  // prompts it would still win; with 8 x ~300 expected decode tokens it is the dearer one, by
+  // more than the near-equal slack.
+  std::vector<Candidate> c = {{9000, 400, 30, 8, 8}, {10000, 0, 34, 0, 0}};
+  CHECK(*Pick(Policy::kTokenAware, c, 50, {}, state, random) == 1);
+}
+
+TEST_CASE("Token-aware skips a replica with a queue while another has a free slot", "[router]") {
+  Random random(5);
+  PolicyState state;
+  // Replica 0 owes few tokens but reported 5 requests waiting for a batch slot.
+  Candidate saturated{1000, 0, 69, 0, 0, 5};
+  Candidate busy_but_free{5000, 0, 40, 0, 0, 0};
+  std::vector<Candidate> c = {saturated, busy_but_free};
+  for (int i = 0; i < 20; ++i) CHECK(*Pick(Policy::kTokenAware, c, 50, {}, state, random) == 1);
+  // When every replica has a queue, tokens decide again.
+  c[1].reported_waiting = 3;
+  CHECK(*Pick(Policy::kTokenAware, c, 50, {}, state, random) == 0);
+}
+
+TEST_CASE("Among near-equal replicas token-aware prefers more free batch slots", "[router]") {
+  Random random(6);
+  PolicyState state;
+  // Same work (within the near-equal slack), but replica 1 runs 10 sequences, not 60.
+  std::vector<Candidate> c = {{1000, 0, 60, 0, 0}, {1010, 0, 10, 0, 0}};
+  std::map<size_t, int> hits;
+  for (int i = 0; i < 400; ++i) hits[*Pick(Policy::kTokenAware, c, 10, {}, state, random)]++;
+  // Two draws: replica 0 only when both draws are 0 (1 in 4).
+  CHECK(hits[1] > 250);
+  CHECK(hits[0] > 50);  // still sharing: no herding onto the emptier one
+}
+
 TEST_CASE("Round-robin cycles and an empty list has no pick", "[router]") {
   Random random(4);
   PolicyState state;

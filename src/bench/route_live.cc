@@ -1,0 +1,667 @@
+#include "bench/route_live.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "bench/route_bench.h"
+#include "common/status.h"
+#include "common/strings.h"
+#include "exaserve/v1/inference.grpc.pb.h"
+#include "exaserve/v1/node.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "router/policy.h"
+
+extern char** environ;
+
+namespace exa::bench {
+namespace {
+
+using exaserve::v1::GenerateResponse;
+
+// ---- Processes ---------------------------------------------------------------------------------
+
+class Process {
+ public:
+  // Starts `bin args...` with `env` added to this process's environment, logging to
+  // <data_dir>.log, and waits for its endpoints.json.
+  static absl::StatusOr<std::unique_ptr<Process>> Start(
+      const std::string& bin, const std::string& data_dir, std::vector<std::string> args,
+      const std::vector<std::pair<std::string, std::string>>& env) {
+    std::filesystem::remove_all(data_dir);
+    std::filesystem::create_directories(data_dir);
+    auto p = std::unique_ptr<Process>(new Process());
+    p->data_dir_ = data_dir;
+    p->log_ = data_dir + ".log";
+    std::vector<std::string> argv_s = {bin,         "--data-dir",    data_dir, "--bind",
+                                       "127.0.0.1", "--http-port",   "0",      "--grpc-port",
+                                       "0",         "--gossip-port", "0",      "--log-format",
+                                       "text",      "--log-level",   "warn"};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<std::string> env_s;
+    for (char** e = environ; *e != nullptr; ++e) env_s.emplace_back(*e);
+    for (const auto& [k, v] : env) env_s.push_back(StrCat(k, "=", v));
+    std::vector<char*> argv, envp;
+    for (auto& s : argv_s) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    for (auto& s : env_s) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    // posix_spawn, not fork: it runs no pthread_atfork handlers, and gRPC's (this process has
+    // live channels by the second gateway) corrupt its completion queues across a fork.
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, p->log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    pid_t pid = -1;
+    const int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) {
+      return absl::InternalError(StrCat("cannot start ", bin, ": ", std::strerror(rc)));
+    }
+    p->pid_ = pid;
+    EXA_RETURN_IF_ERROR(p->WaitReady(absl::Seconds(60)));
+    return p;
+  }
+
+  ~Process() { Stop(); }
+
+  void Kill9() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+  // SIGTERM (drain), then SIGKILL after `grace`.
+  void Stop(absl::Duration grace = absl::Seconds(15)) {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    const absl::Time deadline = absl::Now() + grace;
+    while (absl::Now() < deadline) {
+      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+        return;
+      }
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    Kill9();
+  }
+
+  int grpc_port() const { return grpc_port_; }
+  int http_port() const { return http_port_; }
+  int gossip_port() const { return gossip_port_; }
+  std::string grpc_target() const { return StrCat("127.0.0.1:", grpc_port_); }
+
+ private:
+  Process() = default;
+
+  std::string LogTail() const {
+    std::ifstream in(log_);
+    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return all.size() > 2000 ? all.substr(all.size() - 2000) : all;
+  }
+
+  absl::Status WaitReady(absl::Duration timeout) {
+    const absl::Time deadline = absl::Now() + timeout;
+    const std::string path = data_dir_ + "/endpoints.json";
+    while (absl::Now() < deadline) {
+      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+        return absl::InternalError(
+            StrCat("exaserved exited during start-up; log ", log_, ":\n", LogTail()));
+      }
+      std::ifstream in(path);
+      if (in) {
+        auto j = nlohmann::json::parse(in, nullptr, false);
+        if (!j.is_discarded() && j.contains("grpc_port")) {
+          grpc_port_ = j["grpc_port"].get<int>();
+          http_port_ = j["http_port"].get<int>();
+          gossip_port_ = j["gossip_port"].get<int>();
+          return absl::OkStatus();
+        }
+      }
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    return absl::DeadlineExceededError(
+        StrCat("exaserved not ready within ", absl::FormatDuration(timeout), "; log ", log_));
+  }
+
+  pid_t pid_ = -1;
+  std::string data_dir_, log_;
+  int grpc_port_ = 0, http_port_ = 0, gossip_port_ = 0;
+};
+
+// GET http://127.0.0.1:port/path, the body ("" on any failure). Enough for /metrics.
+std::string HttpGet(int port, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string body;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string req =
+        StrCat("GET ", path, " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    if (::write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
+      char buf[16384];
+      ssize_t n;
+      while ((n = ::read(fd, buf, sizeof(buf))) > 0) body.append(buf, static_cast<size_t>(n));
+    }
+  }
+  ::close(fd);
+  const size_t at = body.find("\r\n\r\n");
+  return at == std::string::npos ? "" : body.substr(at + 4);
+}
+
+// The value of the first sample line of `metrics` starting with `prefix`, or 0.
+double MetricValue(const std::string& metrics, const std::string& prefix) {
+  std::istringstream in(metrics);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(prefix, 0) == 0) {
+      const size_t sp = line.rfind(' ');
+      return sp == std::string::npos ? 0.0 : std::atof(line.c_str() + sp + 1);
+    }
+  }
+  return 0.0;
+}
+
+// ---- Load generation ---------------------------------------------------------------------------
+
+struct CallResult {
+  absl::Time start;
+  std::optional<absl::Time> first_token;
+  absl::Time end;
+  int32_t tokens = 0;
+  grpc::StatusCode code = grpc::OK;
+  bool via_gateway = true;
+  bool measured = true;
+};
+
+class Recorder {
+ public:
+  void Started() {
+    absl::MutexLock lock(&mu_);
+    open_++;
+  }
+  void Done(CallResult r) {
+    absl::MutexLock lock(&mu_);
+    results_.push_back(std::move(r));
+    open_--;
+  }
+  // Waits until every started call ended (each has a deadline, so this returns).
+  std::vector<CallResult> Wait() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](int* open) { return *open == 0; }, &open_));
+    return std::move(results_);
+  }
+
+ private:
+  absl::Mutex mu_;
+  int open_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<CallResult> results_ ABSL_GUARDED_BY(mu_);
+};
+
+// One streaming call, through the gateway (Inference.Generate) or direct (Node.Generate).
+class StreamCall final : public grpc::ClientReadReactor<GenerateResponse> {
+ public:
+  // The recorder is shared: a caller woken by the last Done() may return (and drop its
+  // reference) while that Done() is still releasing the recorder's mutex.
+  StreamCall(std::shared_ptr<Recorder> recorder, absl::Duration timeout, bool measured)
+      : recorder_(std::move(recorder)) {
+    context_.set_deadline(std::chrono::system_clock::now() +
+                          std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
+    result_.measured = measured;
+  }
+  void StartGateway(exaserve::v1::Inference::Stub& stub, exaserve::v1::GenerateRequest request) {
+    gateway_request_ = std::move(request);
+    result_.via_gateway = true;
+    Begin();
+    stub.async()->Generate(&context_, &gateway_request_, this);
+    StartRead(&response_);
+    StartCall();
+  }
+  void StartDirect(exaserve::v1::Node::Stub& stub, exaserve::v1::NodeGenerateRequest request) {
+    node_request_ = std::move(request);
+    result_.via_gateway = false;
+    Begin();
+    stub.async()->Generate(&context_, &node_request_, this);
+    StartRead(&response_);
+    StartCall();
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) return;
+    if (response_.token_ids_size() > 0) {
+      if (!result_.first_token) result_.first_token = absl::Now();
+      result_.tokens += response_.token_ids_size();
+    }
+    StartRead(&response_);
+  }
+  void OnDone(const grpc::Status& status) override {
+    result_.end = absl::Now();
+    result_.code = status.error_code();
+    recorder_->Done(std::move(result_));
+    delete this;
+  }
+
+ private:
+  void Begin() {
+    recorder_->Started();
+    result_.start = absl::Now();
+  }
+  std::shared_ptr<Recorder> recorder_;
+  grpc::ClientContext context_;
+  exaserve::v1::GenerateRequest gateway_request_;
+  exaserve::v1::NodeGenerateRequest node_request_;
+  GenerateResponse response_;
+  CallResult result_;
+};
+
+exaserve::v1::GenerateRequest ToProto(const std::vector<int32_t>& prompt, int32_t max_tokens) {
+  exaserve::v1::GenerateRequest r;
+  r.mutable_prompt_tokens()->mutable_ids()->Add(prompt.begin(), prompt.end());
+  r.set_max_tokens(max_tokens);
+  r.mutable_sampling()->set_top_p(1.0f);
+  return r;
+}
+
+std::shared_ptr<grpc::Channel> Channel(const std::string& target) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_MAX_CONCURRENT_STREAMS, 100000);
+  auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  // Every channel lives until the process exits (one per phase, a handful). gRPC 1.51 shares a
+  // refcounted completion queue among the channels that use the callback API; destroying the
+  // last one while its threads wind down and creating the next phase's channel double-frees it
+  // (AddressSanitizer: grpc_cq_internal_unref on a gRPC thread).
+  static auto* keep = new std::vector<std::shared_ptr<grpc::Channel>>();
+  static absl::Mutex keep_mu;
+  absl::MutexLock lock(&keep_mu);
+  keep->push_back(channel);
+  return channel;
+}
+
+// Open-loop Poisson arrivals for `duration`; `start_one(i, measured)` starts request i.
+void Drive(double rate, absl::Duration duration, uint64_t seed,
+           const std::function<void(int64_t)>& start_one,
+           const std::function<void(absl::Duration)>& at_elapsed = nullptr) {
+  Random random(seed);
+  const absl::Time t0 = absl::Now();
+  absl::Duration next;
+  int64_t i = 0;
+  while (next < duration) {
+    const absl::Time due = t0 + next;
+    const absl::Time now = absl::Now();
+    if (due > now) absl::SleepFor(due - now);
+    if (at_elapsed) at_elapsed(next);
+    start_one(i++);
+    next += absl::Seconds(-std::log(1.0 - random.UniformDouble()) / rate);
+  }
+}
+
+RunStats Summarize(const std::vector<CallResult>& results, double window_s) {
+  RunStats s;
+  s.window_s = window_s;
+  for (const CallResult& r : results) {
+    if (!r.measured) continue;
+    if (r.code == grpc::OK && r.first_token) {
+      s.completed++;
+      s.output_tokens += r.tokens;
+      s.ttft_ms.push_back(absl::ToDoubleMilliseconds(*r.first_token - r.start));
+      s.e2e_ms.push_back(absl::ToDoubleMilliseconds(r.end - r.start));
+    } else if (r.code == grpc::RESOURCE_EXHAUSTED) {
+      s.rejected++;
+    } else {
+      s.failed++;
+    }
+  }
+  return s;
+}
+
+std::string WorkDir(const RouteLiveOptions& o) {
+  if (!o.work_dir.empty()) return o.work_dir;
+  char tmpl[] = "/tmp/exaserve-route-XXXXXX";
+  const char* dir = ::mkdtemp(tmpl);
+  return dir == nullptr ? std::string("/tmp/exaserve-route") : std::string(dir);
+}
+
+std::vector<std::pair<std::string, std::string>> InferenceEnv(int32_t replicas) {
+  const engine::EngineOptions e = BenchEngineOptions();
+  return {{"EXASERVE_INFERENCE_BACKEND", "sim"},
+          {"EXASERVE_INFERENCE_REPLICAS_PER_MODEL", StrCat(replicas)},
+          {"EXASERVE_INFERENCE_KV_CACHE_BYTES", StrCat(e.kv_cache_bytes)},
+          {"EXASERVE_INFERENCE_MAX_BATCH_TOKENS", StrCat(e.max_batch_tokens)},
+          {"EXASERVE_INFERENCE_MAX_RUNNING", StrCat(e.max_running)},
+          {"EXASERVE_INFERENCE_MAX_QUEUE", StrCat(e.max_queue)},
+          // The sim's answer to the probe is deterministic filler, not "2": the first answer is
+          // the golden one.
+          {"EXASERVE_HEALTH_PROBE_EXPECT", ""}};
+}
+
+struct Cluster {
+  std::string dir;
+  std::vector<std::unique_ptr<Process>> nodes;
+  std::string seed() const { return StrCat("127.0.0.1:", nodes[0]->gossip_port()); }
+};
+
+absl::StatusOr<Cluster> StartCluster(const RouteLiveOptions& o, int32_t nodes, int32_t replicas) {
+  Cluster c;
+  c.dir = WorkDir(o);
+  for (int32_t n = 0; n < nodes; ++n) {
+    std::vector<std::string> args = {"--role", "inference"};
+    if (n > 0) args.insert(args.end(), {"--join", c.seed()});
+    EXA_ASSIGN_OR_RETURN(auto p, Process::Start(o.exaserved, StrCat(c.dir, "/node", n), args,
+                                                InferenceEnv(replicas)));
+    c.nodes.push_back(std::move(p));
+  }
+  return c;
+}
+
+// A gateway-only node on `cluster`, ready once it watches every node's load stream and routes.
+absl::StatusOr<std::unique_ptr<Process>> StartGateway(const RouteLiveOptions& o,
+                                                      const Cluster& cluster,
+                                                      const std::string& policy, int index) {
+  EXA_ASSIGN_OR_RETURN(auto gw, Process::Start(o.exaserved, StrCat(cluster.dir, "/gateway", index),
+                                               {"--role", "gateway", "--join", cluster.seed()},
+                                               {{"EXASERVE_GATEWAY_ROUTING_POLICY", policy},
+                                                {"EXASERVE_GATEWAY_MAX_IN_FLIGHT", "100000"}}));
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (absl::Now() < deadline) {
+    const double watched =
+        MetricValue(HttpGet(gw->http_port(), "/metrics"), "exaserve_gateway_watched_nodes");
+    if (watched >= static_cast<double>(cluster.nodes.size())) {
+      // One more report period so every replica is in the table with a fresh load.
+      absl::SleepFor(absl::Seconds(1));
+      return gw;
+    }
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  return absl::DeadlineExceededError(
+      StrCat("gateway did not watch all ", cluster.nodes.size(), " nodes within 60 s"));
+}
+
+struct LiveRun {
+  RunStats stats;
+  std::vector<CallResult> results;
+};
+
+// Drives the workload through `gateway_target` at `rate` for `duration_s`.
+LiveRun DriveWorkload(const RouteLiveOptions& o, const std::string& gateway_target, double rate,
+                      const std::function<void(absl::Duration)>& at_elapsed = nullptr) {
+  auto channel = Channel(gateway_target);
+  auto stub = exaserve::v1::Inference::NewStub(channel);
+  Workload workload(o.workload, o.seed);
+  auto recorder = std::make_shared<Recorder>();
+  const absl::Duration timeout = absl::Seconds(o.call_timeout_s);
+  Drive(
+      rate, absl::Seconds(o.duration_s), o.seed ^ 0x5EED,
+      [&](int64_t) {
+        const WorkItem item = workload.Next();
+        auto* call = new StreamCall(recorder, timeout, true);
+        call->StartGateway(*stub, ToProto(Workload::PromptTokens(item, 32000), item.max_tokens));
+      },
+      at_elapsed);
+  LiveRun run;
+  run.results = recorder->Wait();
+  run.stats = Summarize(run.results, o.duration_s);
+  return run;
+}
+
+absl::Status ValidateLive(const RouteLiveOptions& o) {
+  if (o.nodes < 1 || o.replicas_per_node < 1 || !(o.duration_s > 0) || !(o.call_timeout_s > 0) ||
+      !(o.overhead_rate > 0) || !(o.overhead_duration_s > 0) || o.overhead_max_tokens < 1 ||
+      o.overhead_prompt_tokens < 5) {
+    return absl::InvalidArgumentError(StrCat(
+        "route live: nodes ", o.nodes, ", replicas-per-node ", o.replicas_per_node, ", duration ",
+        o.duration_s, ", call-timeout ", o.call_timeout_s,
+        ", overhead rate/duration/max-tokens must be positive and overhead prompt at least 5"));
+  }
+  if (o.kill_one && o.nodes < 2) {
+    return absl::InvalidArgumentError("route live: --kill-one needs at least 2 nodes");
+  }
+  if (o.gateway_addr.empty() && !std::filesystem::exists(o.exaserved)) {
+    return absl::InvalidArgumentError(
+        StrCat("route live: exaserved not found at \"", o.exaserved, "\" (--exaserved PATH)"));
+  }
+  if (!o.gateway_addr.empty() && (o.policies.size() != 1 || o.kill_one)) {
+    return absl::InvalidArgumentError(
+        "route live: with --gateway, name the one policy that gateway runs (--policies P) and "
+        "leave out --kill-one");
+  }
+  for (double rho : o.rhos) {
+    if (!(rho > 0 && rho <= 2)) {
+      return absl::InvalidArgumentError(StrCat("route live: rho ", rho, " is outside (0, 2]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<nlohmann::json> RunRouteLive(const RouteLiveOptions& o) {
+  EXA_RETURN_IF_ERROR(ValidateLive(o));
+  for (const std::string& p : o.policies) EXA_RETURN_IF_ERROR(router::ParsePolicy(p).status());
+  engine::EngineOptions engine = BenchEngineOptions();
+  engine.sim.vocab_size = 256;  // timing does not depend on it; the capacity run is faster
+  EXA_ASSIGN_OR_RETURN(const double per_replica,
+                       MeasureReplicaCapacity(engine, o.workload, o.capacity_requests, o.seed));
+  const double capacity = per_replica * o.nodes * o.replicas_per_node;
+  const absl::Time began = absl::Now();
+
+  Cluster cluster;
+  if (o.gateway_addr.empty()) {
+    EXA_ASSIGN_OR_RETURN(cluster, StartCluster(o, o.nodes, o.replicas_per_node));
+  }
+  std::vector<RunStats> runs;
+  nlohmann::json results = nlohmann::json::array();
+  int gateway_index = 0;
+  for (double rho : o.rhos) {
+    for (const std::string& policy : o.policies) {
+      std::unique_ptr<Process> gw;
+      std::string target = o.gateway_addr;
+      if (target.empty()) {
+        EXA_ASSIGN_OR_RETURN(gw, StartGateway(o, cluster, policy, gateway_index++));
+        target = gw->grpc_target();
+      }
+      LiveRun run = DriveWorkload(o, target, rho * capacity);
+      run.stats.policy = policy;
+      run.stats.rho = rho;
+      run.stats.arrival_rate = rho * capacity;
+      nlohmann::json j = ToJson(run.stats);
+      j["hung"] = std::count_if(run.results.begin(), run.results.end(), [](const CallResult& r) {
+        return r.code == grpc::DEADLINE_EXCEEDED;
+      });
+      // Progress on stderr, so a long run shows its figures as they come.
+      std::fprintf(stderr, "%s\n", j.dump().c_str());
+      results.push_back(std::move(j));
+      runs.push_back(std::move(run.stats));
+      if (gw) gw->Stop();
+    }
+  }
+
+  nlohmann::json kill = nullptr;
+  if (o.kill_one) {
+    const double rho = o.rhos.back();
+    EXA_ASSIGN_OR_RETURN(auto gw, StartGateway(o, cluster, "token-aware", gateway_index++));
+    std::atomic<bool> killed{false};
+    absl::Time killed_at;
+    LiveRun run = DriveWorkload(o, gw->grpc_target(), rho * capacity, [&](absl::Duration at) {
+      if (!killed && at >= absl::Seconds(o.duration_s / 3)) {
+        killed = true;
+        killed_at = absl::Now();
+        cluster.nodes.back()->Kill9();
+      }
+    });
+    const std::string metrics = HttpGet(gw->http_port(), "/metrics");
+    int64_t ok = 0, before_first = 0, after_first = 0, hung = 0, rejected = 0, other = 0;
+    int64_t in_flight_at_kill = 0;
+    for (const CallResult& r : run.results) {
+      if (r.start <= killed_at && r.end >= killed_at) in_flight_at_kill++;
+      if (r.code == grpc::OK) {
+        ok++;
+      } else if (r.code == grpc::DEADLINE_EXCEEDED) {
+        hung++;
+      } else if (r.code == grpc::RESOURCE_EXHAUSTED) {
+        rejected++;
+      } else if (r.first_token) {
+        after_first++;
+      } else if (r.code == grpc::UNAVAILABLE) {
+        before_first++;
+      } else {
+        other++;
+      }
+    }
+    kill = {{"policy", "token-aware"},
+            {"rho", rho},
+            {"killed_node_after_s", o.duration_s / 3},
+            {"requests", run.results.size()},
+            {"in_flight_at_kill", in_flight_at_kill},
+            {"succeeded", ok},
+            {"retried", MetricValue(metrics, "exaserve_gateway_retries_total{outcome=\"sent\"}")},
+            {"failed_before_first_token", before_first},
+            {"failed_after_first_token", after_first},
+            {"rejected", rejected},
+            {"other_errors", other},
+            {"hung", hung}};
+    std::fprintf(stderr, "%s\n", kill.dump().c_str());
+    gw->Stop();
+  }
+  for (auto& n : cluster.nodes) n->Stop();
+  nlohmann::json out = {
+      {"mode", "live"},
+      {"seed", o.seed},
+      {"nodes", o.nodes},
+      {"replicas_per_node", o.replicas_per_node},
+      {"gateways", 1},
+      {"duration_s_per_run", o.duration_s},
+      {"workload", Workload(o.workload, o.seed).Describe()},
+      {"engine", DescribeEngine(BenchEngineOptions())},
+      {"capacity",
+       {{"per_replica_requests_per_s", per_replica},
+        {"total_requests_per_s", capacity},
+        {"method",
+         "the sim cost model's saturation throughput per replica (as --mode sim) times the "
+         "replica count; live steps also pay real CPU time, so real capacity is a little lower"}}},
+      {"results", std::move(results)},
+      {"comparisons", Compare(runs)},
+      {"wall_s", absl::ToDoubleSeconds(absl::Now() - began)},
+  };
+  if (!o.gateway_addr.empty()) out["gateway"] = o.gateway_addr;
+  if (!kill.is_null()) out["kill_one"] = std::move(kill);
+  return out;
+}
+
+absl::StatusOr<nlohmann::json> RunRouteOverhead(const RouteLiveOptions& o) {
+  EXA_RETURN_IF_ERROR(ValidateLive(o));
+  if (!o.gateway_addr.empty()) {
+    return absl::InvalidArgumentError("route overhead starts its own node and gateway");
+  }
+  EXA_ASSIGN_OR_RETURN(Cluster cluster, StartCluster(o, 1, o.replicas_per_node));
+  EXA_ASSIGN_OR_RETURN(auto gw, StartGateway(o, cluster, "token-aware", 0));
+  // The node's replica ids, from its load stream's first report.
+  std::vector<std::string> replicas;
+  {
+    auto node = exaserve::v1::Node::NewStub(Channel(cluster.nodes[0]->grpc_target()));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    exaserve::v1::WatchLoadRequest req;
+    req.set_max_rate_hz(10);
+    auto reader = node->WatchLoad(&ctx, req);
+    exaserve::v1::LoadReport report;
+    if (reader->Read(&report)) {
+      for (const auto& r : report.replicas()) replicas.push_back(r.replica_id());
+    }
+    ctx.TryCancel();
+    (void)reader->Finish();
+  }
+  if (replicas.empty()) return absl::InternalError("the node reported no replica");
+  auto gw_stub = exaserve::v1::Inference::NewStub(Channel(gw->grpc_target()));
+  auto node_stub = exaserve::v1::Node::NewStub(Channel(cluster.nodes[0]->grpc_target()));
+  WorkItem item;
+  item.prompt_tokens = o.overhead_prompt_tokens;
+  item.output_tokens = o.overhead_max_tokens;
+  item.max_tokens = o.overhead_max_tokens;
+  const auto request = ToProto(Workload::PromptTokens(item, 32000), o.overhead_max_tokens);
+  auto recorder = std::make_shared<Recorder>();
+  Random coin(o.seed);
+  const absl::Duration warmup = absl::Seconds(2);
+  absl::Duration elapsed;
+  Drive(
+      o.overhead_rate, absl::Seconds(o.overhead_duration_s) + warmup, o.seed ^ 0x0EAD,
+      [&](int64_t i) {
+        auto* call = new StreamCall(recorder, absl::Seconds(o.call_timeout_s), elapsed >= warmup);
+        if (coin.Bernoulli(0.5)) {
+          call->StartGateway(*gw_stub, request);
+        } else {
+          exaserve::v1::NodeGenerateRequest direct;
+          direct.set_replica_id(replicas[static_cast<size_t>(i) % replicas.size()]);
+          *direct.mutable_request() = request;
+          call->StartDirect(*node_stub, std::move(direct));
+        }
+      },
+      [&](absl::Duration at) { elapsed = at; });
+  std::vector<CallResult> results = recorder->Wait();
+  gw->Stop();
+  for (auto& n : cluster.nodes) n->Stop();
+  std::vector<double> ttft[2], e2e[2];
+  int64_t errors[2] = {0, 0};
+  for (const CallResult& r : results) {
+    if (!r.measured) continue;
+    const int k = r.via_gateway ? 1 : 0;
+    if (r.code != grpc::OK || !r.first_token) {
+      errors[k]++;
+      continue;
+    }
+    ttft[k].push_back(absl::ToDoubleMilliseconds(*r.first_token - r.start));
+    e2e[k].push_back(absl::ToDoubleMilliseconds(r.end - r.start));
+  }
+  auto quantiles = [](const std::vector<double>& v) {
+    return nlohmann::json{{"p50", Quantile(v, 0.5)}, {"p99", Quantile(v, 0.99)}};
+  };
+  auto added = [](const std::vector<double>& gw_v, const std::vector<double>& direct_v) {
+    return nlohmann::json{{"p50", Quantile(gw_v, 0.5) - Quantile(direct_v, 0.5)},
+                          {"p99", Quantile(gw_v, 0.99) - Quantile(direct_v, 0.99)}};
+  };
+  return nlohmann::json{
+      {"mode", "overhead"},
+      {"rate_requests_per_s", o.overhead_rate},
+      {"duration_s", o.overhead_duration_s},
+      {"replicas", replicas.size()},
+      {"prompt_tokens", o.overhead_prompt_tokens},
+      {"max_tokens", o.overhead_max_tokens},
+      {"direct",
+       {{"requests", ttft[0].size()},
+        {"errors", errors[0]},
+        {"ttft_ms", quantiles(ttft[0])},
+        {"e2e_ms", quantiles(e2e[0])}}},
+      {"gateway",
+       {{"requests", ttft[1].size()},
+        {"errors", errors[1]},
+        {"ttft_ms", quantiles(ttft[1])},
+        {"e2e_ms", quantiles(e2e[1])}}},
+      {"added_ms", {{"ttft", added(ttft[1], ttft[0])}, {"e2e", added(e2e[1], e2e[0])}}},
+      {"method",
+       "one Poisson stream; each request at random through the gateway (Inference.Generate) or "
+       "straight to a replica (Node.Generate, round-robin over the node's replicas), same node, "
+       "same run; added = quantile via gateway - the same quantile direct"}};
+}
+
+}  // namespace exa::bench
