@@ -140,36 +140,42 @@ int main(int argc, char** argv) {
     auto result = exa::tools::RunWeightsBench(weights);
     if (!result.ok()) {
       std::fprintf(stderr, "exaserve-bench weights: %s\n",
+                   std::string(result.status().message()).c_str());
+      return result.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    }
+    std::cout << result->dump(2) << "\n";
+    return 0;
+  }
   if (route_cmd->parsed()) {
-        route_live.seed = route_sim.seed;
-        route_live.capacity_requests = route_sim.capacity_requests;
-        route_live.workload = route_sim.workload;
-        if (route_mode == "live") {
-          if (route_cmd->count("--rho") == 0) route_sim.rhos = {0.85};
-          if (route_cmd->count("--policies") == 0) {
-            route_sim.policies = {"token-aware", "least-connections", "round-robin"};
-          }
-          route_live.rhos = route_sim.rhos;
-          route_live.policies = route_sim.policies;
-        }
-        if (route_mode == "overhead" && route_cmd->count("--duration") == 0) {
-          route_live.overhead_duration_s = 20;
-        } else {
-          route_live.overhead_duration_s = route_live.duration_s;
-        }
-        if (route_mode == "overhead" && route_cmd->count("--node-replicas") == 0) {
-          route_live.replicas_per_node = 3;
-        }
-        auto result = route_mode == "live"       ? exa::bench::RunRouteLive(route_live)
-                      : route_mode == "overhead" ? exa::bench::RunRouteOverhead(route_live)
-                                                 : exa::bench::RunRouteSim(route_sim);
-        if (!result.ok()) {
-          std::fprintf(stderr, "exaserve-bench route: %s\n",
-                       std::string(result.status().message()).c_str());
-          return result.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
-        }
-        std::cout << result->dump(2) << "\n";
-        return 0;
+    route_live.seed = route_sim.seed;
+    route_live.capacity_requests = route_sim.capacity_requests;
+    route_live.workload = route_sim.workload;
+    if (route_mode == "live") {
+      if (route_cmd->count("--rho") == 0) route_sim.rhos = {0.85};
+      if (route_cmd->count("--policies") == 0) {
+        route_sim.policies = {"token-aware", "least-connections", "round-robin"};
+      }
+      route_live.rhos = route_sim.rhos;
+      route_live.policies = route_sim.policies;
+    }
+    if (route_mode == "overhead" && route_cmd->count("--duration") == 0) {
+      route_live.overhead_duration_s = 20;
+    } else {
+      route_live.overhead_duration_s = route_live.duration_s;
+    }
+    if (route_mode == "overhead" && route_cmd->count("--node-replicas") == 0) {
+      route_live.replicas_per_node = 3;
+    }
+    auto result = route_mode == "live"       ? exa::bench::RunRouteLive(route_live)
+                  : route_mode == "overhead" ? exa::bench::RunRouteOverhead(route_live)
+                                             : exa::bench::RunRouteSim(route_sim);
+    if (!result.ok()) {
+      std::fprintf(stderr, "exaserve-bench route: %s\n",
+                   std::string(result.status().message()).c_str());
+      return result.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    }
+    std::cout << result->dump(2) << "\n";
+    return 0;
   }
   return 2;
-    }
+}
