@@ -48,13 +48,7 @@ class RemoteBackend::Peer : public std::enable_shared_from_this<Peer> {
  public:
   Peer(RemoteBackend* owner, std::string node_id, std::string target)
       : owner_(owner), node_id_(std::move(node_id)), target_(std::move(target)) {
-    grpc::ChannelArguments args;
-    args.SetMaxReceiveMessageSize(kMaxDescribeBytes);
-    // Notice a dead peer on an idle connection within seconds, not at the TCP timeout.
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 5000);
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2000);
-    args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-    channel_ = grpc::CreateCustomChannel(target_, grpc::InsecureChannelCredentials(), args);
+    channel_ = owner_->ChannelFor(target_);
     stub_ = exaserve::v1::Node::NewStub(channel_);
   }
 
@@ -313,6 +307,23 @@ RemoteBackend::RemoteBackend(std::string self_node_id, ReplicaBackend* local,
 }
 
 RemoteBackend::~RemoteBackend() { Stop(); }
+
+std::shared_ptr<grpc::Channel> RemoteBackend::ChannelFor(const std::string& target) {
+  absl::MutexLock lock(&channels_mu_);
+  auto it = channels_.find(target);
+  if (it != channels_.end()) return it->second;
+  // Bounded: a cluster that churned through this many addresses starts over.
+  if (channels_.size() >= kMaxChannels) channels_.clear();
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxDescribeBytes);
+  // Notice a dead peer on an idle connection within seconds, not at the TCP timeout.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 5000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  channels_.emplace(target, channel);
+  return channel;
+}
 
 void RemoteBackend::UpdateMembers(const std::vector<membership::Member>& members, absl::Time now) {
   std::vector<std::shared_ptr<Peer>> connect, gone;

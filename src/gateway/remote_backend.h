@@ -60,6 +60,11 @@ class RemoteBackend final : public ReplicaBackend {
   friend class RemoteCall;
   void OnModels(const std::string& node_id, const exaserve::v1::DescribeModelsResponse& r);
   void ForgetCall(engine::RequestId id);
+  // One channel per target for the process's life: a peer that leaves and comes back reuses it,
+  // and channels are not torn down and rebuilt under churn (gRPC 1.51 has shown a double free
+  // in its callback completion queue when a channel is destroyed and the next one created).
+  std::shared_ptr<grpc::Channel> ChannelFor(const std::string& target);
+  static constexpr size_t kMaxChannels = 4096;
   // The node hosting a remote replica, or "" when it is local or unknown.
   std::string NodeOf(const std::string& replica_id) const;
   void SetRoute(const std::string& replica_id, const std::string& node_id);
@@ -74,6 +79,8 @@ class RemoteBackend final : public ReplicaBackend {
   std::map<engine::RequestId, std::shared_ptr<RemoteCall>> calls_ ABSL_GUARDED_BY(mu_);
   // Which node hosts each remote replica (from the load reports). A leaf lock: taken with or
   // without the others, never held while taking one.
+  absl::Mutex channels_mu_;
+  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_ ABSL_GUARDED_BY(channels_mu_);
   mutable absl::Mutex routes_mu_;
   std::map<std::string, std::string> replica_node_ ABSL_GUARDED_BY(routes_mu_);
   std::atomic<engine::RequestId> next_id_{1};
