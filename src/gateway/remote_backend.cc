@@ -108,8 +108,9 @@ class RemoteBackend::Peer : public std::enable_shared_from_this<Peer> {
                      {{"node", node_id_}, {"target", target_}, {"status", status.error_message()}});
       }
     }
-    owner_->reactors_open_--;
   }
+  // The watch is deleted: the backend may now finish stopping.
+  void OnWatchClosed() { owner_->reactors_open_--; }
 
   // Membership suspects the node: out of routing now, back when it refutes.
   void SetSuspect(bool suspect) {
@@ -192,10 +193,11 @@ void LoadWatch::OnReadDone(bool ok) {
 }
 
 void LoadWatch::OnDone(const grpc::Status& status) {
-  grpc::Status copy = status;
+  // Unlink from the peer first (under its lock), so Peer::Shutdown never cancels a deleted watch.
   std::shared_ptr<RemoteBackend::Peer> peer = std::move(peer_);
+  peer->OnWatchEnd(status);
   delete this;
-  peer->OnWatchEnd(copy);
+  peer->OnWatchClosed();
 }
 
 // ---- RemoteCall: one Generate stream to a replica on another node ------------------------------
