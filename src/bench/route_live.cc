@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -336,11 +337,14 @@ RunStats Summarize(const std::vector<CallResult>& results, double window_s) {
   return s;
 }
 
-std::string WorkDir(const RouteLiveOptions& o) {
+absl::StatusOr<std::string> WorkDir(const RouteLiveOptions& o) {
   if (!o.work_dir.empty()) return o.work_dir;
-  char tmpl[] = "/tmp/exaserve-route-XXXXXX";
-  const char* dir = ::mkdtemp(tmpl);
-  return dir == nullptr ? std::string("/tmp/exaserve-route") : std::string(dir);
+  char tmpl[] = "/tmp/exaserve-route-XXXXXX";  // mkdtemp replaces the X's
+  if (::mkdtemp(tmpl) == nullptr) {
+    return absl::InternalError(StrCat("cannot create a work dir under /tmp: ",
+                                      std::strerror(errno), "; pass --work-dir"));
+  }
+  return std::string(tmpl);
 }
 
 std::vector<std::pair<std::string, std::string>> InferenceEnv(int32_t replicas) {
@@ -350,10 +354,7 @@ std::vector<std::pair<std::string, std::string>> InferenceEnv(int32_t replicas) 
           {"EXASERVE_INFERENCE_KV_CACHE_BYTES", StrCat(e.kv_cache_bytes)},
           {"EXASERVE_INFERENCE_MAX_BATCH_TOKENS", StrCat(e.max_batch_tokens)},
           {"EXASERVE_INFERENCE_MAX_RUNNING", StrCat(e.max_running)},
-          {"EXASERVE_INFERENCE_MAX_QUEUE", StrCat(e.max_queue)},
-          // The sim's answer to the probe is deterministic filler, not "2": the first answer is
-          // the golden one.
-          {"EXASERVE_HEALTH_PROBE_EXPECT", ""}};
+          {"EXASERVE_INFERENCE_MAX_QUEUE", StrCat(e.max_queue)}};
 }
 
 struct Cluster {
@@ -364,7 +365,7 @@ struct Cluster {
 
 absl::StatusOr<Cluster> StartCluster(const RouteLiveOptions& o, int32_t nodes, int32_t replicas) {
   Cluster c;
-  c.dir = WorkDir(o);
+  EXA_ASSIGN_OR_RETURN(c.dir, WorkDir(o));
   for (int32_t n = 0; n < nodes; ++n) {
     std::vector<std::string> args = {"--role", "inference"};
     if (n > 0) args.insert(args.end(), {"--join", c.seed()});
