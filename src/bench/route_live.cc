@@ -341,8 +341,8 @@ absl::StatusOr<std::string> WorkDir(const RouteLiveOptions& o) {
   if (!o.work_dir.empty()) return o.work_dir;
   char tmpl[] = "/tmp/exaserve-route-XXXXXX";  // mkdtemp replaces the X's
   if (::mkdtemp(tmpl) == nullptr) {
-    return absl::InternalError(StrCat("cannot create a work dir under /tmp: ",
-                                      std::strerror(errno), "; pass --work-dir"));
+    return absl::InternalError(
+        StrCat("cannot create a work dir under /tmp: ", std::strerror(errno), "; pass --work-dir"));
   }
   return std::string(tmpl);
 }

@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <map>
+#include <optional>
 
 #include "CLI/CLI.hpp"
 #include "absl/time/time.h"
@@ -176,6 +178,41 @@ bool ParsePairs(const std::string& flag, const std::vector<std::string>& pairs,
   return true;
 }
 
+// Calls `call` on each node in `nodes` with --addr set to it. A node answering `skip` (it lacks
+// the role) is passed over; any other failure is printed and counted. INVALID_ARGUMENT is the
+// caller's mistake: returns 2 at once. Otherwise returns 1 if any node failed, else 0, and sets
+// *answered to the nodes that answered OK.
+int FanOut(const GlobalOptions& g, const std::vector<std::string>& nodes,
+           std::optional<grpc::StatusCode> skip,
+           const std::function<grpc::Status(const GlobalOptions& node)>& call,
+           int* answered = nullptr) {
+  int failures = 0, ok = 0;
+  for (const std::string& addr : nodes) {
+    GlobalOptions node = g;
+    node.addr = addr;
+    grpc::Status s = call(node);
+    if (skip && s.error_code() == *skip) continue;
+    if (s.error_code() == grpc::INVALID_ARGUMENT) return Usage(s.error_message());
+    if (!s.ok()) {
+      RpcFailure(node, s);
+      failures++;
+      continue;
+    }
+    ok++;
+  }
+  if (answered != nullptr) *answered = ok;
+  return failures > 0 ? 1 : 0;
+}
+
+// LiveNodeAddresses, or the failure printed (exit code 1).
+std::optional<std::vector<std::string>> LiveNodesOrReport(const GlobalOptions& g) {
+  auto nodes = LiveNodeAddresses(g);
+  if (nodes.ok()) return *std::move(nodes);
+  RpcFailure(g,
+             grpc::Status(grpc::UNAVAILABLE, "members: " + std::string(nodes.status().message())));
+  return std::nullopt;
+}
+
 struct LabelOptions {
   std::vector<std::string> selector, labels, remove;
   std::string version;
@@ -194,27 +231,17 @@ int RunReplicaLabel(const GlobalOptions& g, const LabelOptions& o) {
   request.mutable_selector()->insert(selector.begin(), selector.end());
   request.mutable_labels()->insert(labels.begin(), labels.end());
   for (const auto& k : o.remove) request.add_remove(k);
-  auto nodes = LiveNodeAddresses(g);
-  if (!nodes.ok())
-    return RpcFailure(
-        g, grpc::Status(grpc::UNAVAILABLE, "members: " + std::string(nodes.status().message())));
-  int failures = 0, matched = 0;
+  auto nodes = LiveNodesOrReport(g);
+  if (!nodes) return 1;
+  int matched = 0;
   nlohmann::json out = nlohmann::json::array();
-  for (const std::string& addr : *nodes) {
-    GlobalOptions node = g;
-    node.addr = addr;
-    auto stub =
-        exaserve::v1::Admin::NewStub(grpc::CreateChannel(addr, grpc::InsecureChannelCredentials()));
+  int rc = FanOut(g, *nodes, grpc::FAILED_PRECONDITION, [&](const GlobalOptions& node) {
+    auto stub = exaserve::v1::Admin::NewStub(
+        grpc::CreateChannel(node.addr, grpc::InsecureChannelCredentials()));
     exaserve::v1::LabelReplicasResponse response;
     auto ctx = MakeContext(node);
     grpc::Status s = stub->LabelReplicas(ctx.get(), request, &response);
-    if (s.error_code() == grpc::FAILED_PRECONDITION) continue;  // hosts no replicas
-    if (s.error_code() == grpc::INVALID_ARGUMENT) return Usage(s.error_message());
-    if (!s.ok()) {
-      RpcFailure(node, s);
-      failures++;
-      continue;
-    }
+    if (!s.ok()) return s;
     for (const auto& r : response.replicas()) {
       matched++;
       std::map<std::string, std::string> sorted(r.labels().begin(), r.labels().end());
@@ -226,10 +253,12 @@ int RunReplicaLabel(const GlobalOptions& g, const LabelOptions& o) {
       for (const auto& [k, v] : sorted) text += (text.empty() ? "" : ",") + k + "=" + v;
       std::cout << r.replica_id() << "  " << (text.empty() ? "-" : text) << "\n";
     }
-  }
+    return s;
+  });
+  if (rc == 2) return rc;
   if (g.json) std::cout << out.dump() << "\n";
   if (!g.json) std::cerr << matched << " replicas matched on " << nodes->size() << " nodes\n";
-  return failures > 0 ? 1 : 0;
+  return rc;
 }
 
 struct RouteOptions {
@@ -263,33 +292,27 @@ int RunGatewayRoute(const GlobalOptions& g, const RouteOptions& o, bool list) {
   }
   std::vector<std::string> nodes{g.addr};
   if (!list) {
-    auto live = LiveNodeAddresses(g);
-    if (!live.ok())
-      return RpcFailure(
-          g, grpc::Status(grpc::UNAVAILABLE, "members: " + std::string(live.status().message())));
-    nodes = *live;
+    auto live = LiveNodesOrReport(g);
+    if (!live) return 1;
+    nodes = *std::move(live);
   }
-  int failures = 0, gateways = 0;
+  int gateways = 0;
   exaserve::v1::RoutesResponse last;
-  for (const std::string& addr : nodes) {
-    GlobalOptions node = g;
-    node.addr = addr;
-    auto stub =
-        exaserve::v1::Admin::NewStub(grpc::CreateChannel(addr, grpc::InsecureChannelCredentials()));
-    exaserve::v1::RoutesResponse response;
-    auto ctx = MakeContext(node);
-    grpc::Status s = stub->Routes(ctx.get(), request, &response);
-    if (s.error_code() == grpc::FAILED_PRECONDITION && !list) continue;  // not a gateway
-    if (s.error_code() == grpc::INVALID_ARGUMENT) return Usage(s.error_message());
-    if (!s.ok()) {
-      RpcFailure(node, s);
-      failures++;
-      continue;
-    }
-    gateways++;
-    last = response;
-  }
-  if (gateways == 0 && failures == 0) {
+  // Listing asks one node, which must be a gateway; changing skips the nodes that are not.
+  int rc = FanOut(
+      g, nodes, list ? std::nullopt : std::optional(grpc::FAILED_PRECONDITION),
+      [&](const GlobalOptions& node) {
+        auto stub = exaserve::v1::Admin::NewStub(
+            grpc::CreateChannel(node.addr, grpc::InsecureChannelCredentials()));
+        exaserve::v1::RoutesResponse response;
+        auto ctx = MakeContext(node);
+        grpc::Status s = stub->Routes(ctx.get(), request, &response);
+        if (s.ok()) last = response;
+        return s;
+      },
+      &gateways);
+  if (rc == 2) return rc;
+  if (gateways == 0 && rc == 0) {
     std::fprintf(stderr, "exaserve-cli: no gateway answered\n");
     return 1;
   }
@@ -305,36 +328,26 @@ int RunGatewayRoute(const GlobalOptions& g, const RouteOptions& o, bool list) {
   }
   if (g.json) std::cout << out.dump() << "\n";
   if (!list && !g.json) std::cerr << "applied on " << gateways << " gateways\n";
-  return failures > 0 ? 1 : 0;
+  return rc;
 }
 
 // Every replica in the cluster with its state and load (Node.ListReplicas on each live node).
 int RunReplicas(const GlobalOptions& g) {
-  auto nodes = LiveNodeAddresses(g);
-  if (!nodes.ok()) {
-    return RpcFailure(
-        g, grpc::Status(grpc::UNAVAILABLE, "members: " + std::string(nodes.status().message())));
-  }
-  int failures = 0;
+  auto nodes = LiveNodesOrReport(g);
+  if (!nodes) return 1;
   nlohmann::json out = nlohmann::json::array();
   if (!g.json) {
     std::printf("%-36s %-10s %-24s %-5s %9s %9s %11s  %s\n", "REPLICA", "STATE", "MODEL", "BACKEND",
                 "RUN/WAIT", "PENDING", "KV", "LABELS / REASON");
   }
-  for (const std::string& addr : *nodes) {
-    GlobalOptions node = g;
-    node.addr = addr;
-    auto stub =
-        exaserve::v1::Node::NewStub(grpc::CreateChannel(addr, grpc::InsecureChannelCredentials()));
+  // Nodes without the Node service (no inference role) answer UNIMPLEMENTED.
+  int rc = FanOut(g, *nodes, grpc::UNIMPLEMENTED, [&](const GlobalOptions& node) {
+    auto stub = exaserve::v1::Node::NewStub(
+        grpc::CreateChannel(node.addr, grpc::InsecureChannelCredentials()));
     exaserve::v1::ListReplicasResponse response;
     auto ctx = MakeContext(node);
     grpc::Status s = stub->ListReplicas(ctx.get(), {}, &response);
-    if (s.error_code() == grpc::UNIMPLEMENTED) continue;  // hosts no replicas
-    if (!s.ok()) {
-      RpcFailure(node, s);
-      failures++;
-      continue;
-    }
+    if (!s.ok()) return s;
     for (const auto& r : response.replicas()) {
       std::map<std::string, std::string> labels(r.labels().begin(), r.labels().end());
       if (g.json) {
@@ -363,9 +376,10 @@ int RunReplicas(const GlobalOptions& g) {
           static_cast<long long>(r.kv_blocks_used()), static_cast<long long>(r.kv_blocks_total()),
           extra.c_str());
     }
-  }
-  if (g.json) std::cout << out.dump() << "\n";
-  return failures > 0 ? 1 : 0;
+    return s;
+  });
+  if (g.json && rc != 2) std::cout << out.dump() << "\n";
+  return rc;
 }
 
 struct GenerateOptions {
