@@ -38,13 +38,7 @@ absl::StatusOr<TextRequest> FromProto(const exaserve::v1::GenerateRequest& p) {
     return absl::InvalidArgumentError("max_tokens: must not be negative (0 uses the default)");
   }
   if (p.max_tokens() > 0) r.max_tokens = p.max_tokens();
-  const auto& s = p.sampling();
-  r.sampling.temperature = s.temperature();
-  r.sampling.top_p = s.top_p() == 0 ? 1.0f : s.top_p();
-  r.sampling.top_k = s.top_k();
-  r.sampling.repetition_penalty = s.repetition_penalty() == 0 ? 1.0f : s.repetition_penalty();
-  if (s.has_seed()) r.sampling.seed = s.seed();
-  r.sampling.logprobs = s.logprobs();
+  r.sampling = node::SamplingFromProto(p.sampling());
   r.stop.assign(p.stop().begin(), p.stop().end());
   r.request_id = p.request_id();
   return r;

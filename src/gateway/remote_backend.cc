@@ -472,13 +472,7 @@ absl::StatusOr<engine::RequestId> RemoteBackend::Submit(const std::string& repli
   g->mutable_prompt_tokens()->mutable_ids()->Assign(request.prompt_tokens.begin(),
                                                     request.prompt_tokens.end());
   g->set_max_tokens(request.max_tokens);
-  auto* s = g->mutable_sampling();
-  s->set_temperature(request.sampling.temperature);
-  s->set_top_p(request.sampling.top_p);
-  s->set_top_k(request.sampling.top_k);
-  s->set_repetition_penalty(request.sampling.repetition_penalty);
-  if (request.sampling.seed) s->set_seed(*request.sampling.seed);
-  s->set_logprobs(request.sampling.logprobs);
+  node::SamplingToProto(request.sampling, g->mutable_sampling());
   for (const std::string& stop : request.stop_strings) g->add_stop(stop);
   remote_calls_.Increment();
   call->Start(peer->stub(), std::move(p));

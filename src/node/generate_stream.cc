@@ -38,6 +38,26 @@ grpc::Status StatusToGrpc(const absl::Status& s) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
 
+engine::SamplingParams SamplingFromProto(const exaserve::v1::SamplingParams& s) {
+  engine::SamplingParams out;
+  out.temperature = s.temperature();
+  out.top_p = s.top_p() == 0 ? 1.0f : s.top_p();
+  out.top_k = s.top_k();
+  out.repetition_penalty = s.repetition_penalty() == 0 ? 1.0f : s.repetition_penalty();
+  if (s.has_seed()) out.seed = s.seed();
+  out.logprobs = s.logprobs();
+  return out;
+}
+
+void SamplingToProto(const engine::SamplingParams& p, exaserve::v1::SamplingParams* s) {
+  s->set_temperature(p.temperature);
+  s->set_top_p(p.top_p);
+  s->set_top_k(p.top_k);
+  s->set_repetition_penalty(p.repetition_penalty);
+  if (p.seed) s->set_seed(*p.seed);
+  s->set_logprobs(p.logprobs);
+}
+
 absl::Status StatusFromGrpc(const grpc::Status& s) {
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
 }

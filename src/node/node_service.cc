@@ -112,13 +112,7 @@ grpc::ServerWriteReactor<exaserve::v1::GenerateResponse>* NodeService::Generate(
     engine::GenerateRequest g;
     g.prompt_tokens.assign(p.prompt_tokens().ids().begin(), p.prompt_tokens().ids().end());
     g.max_tokens = p.max_tokens();
-    const auto& s = p.sampling();
-    g.sampling.temperature = s.temperature();
-    g.sampling.top_p = s.top_p() == 0 ? 1.0f : s.top_p();
-    g.sampling.top_k = s.top_k();
-    g.sampling.repetition_penalty = s.repetition_penalty() == 0 ? 1.0f : s.repetition_penalty();
-    if (s.has_seed()) g.sampling.seed = s.seed();
-    g.sampling.logprobs = s.logprobs();
+    g.sampling = SamplingFromProto(p.sampling());
     g.stop_strings.assign(p.stop().begin(), p.stop().end());
     g.callback = std::move(sink);
     EXA_ASSIGN_OR_RETURN(engine::RequestId id, engine->Submit(std::move(g)));
