@@ -27,7 +27,8 @@ void RegisterConfig(config::Schema& s, std::string_view section, HealthOptions* 
                return v >= 2 ? std::string() : StrCat(v, ": must be at least 2");
              });
   s.Add(p + ".probe_expect", &o->probe_expect,
-        "text the answer must contain; empty: the first answer is the golden one");
+        "text the bundled model's answer must contain; empty (and for every other model): the "
+        "first answer is the golden one");
 }
 
 void ReplicaHealth::OnProcessCheck(uint64_t steps, bool has_work) {

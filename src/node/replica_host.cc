@@ -13,8 +13,6 @@
 namespace exa::node {
 namespace {
 
-constexpr char kBundledModel[] = "exa-tiny-arith";
-
 std::string Positive(const int& v) { return v > 0 ? "" : StrCat(v, ": must be positive"); }
 
 }  // namespace
@@ -50,10 +48,10 @@ std::string FindBundledModel() {
   std::vector<std::filesystem::path> candidates;
   if (!ec) {
     auto bin = exe.parent_path();
-    candidates.push_back(bin / "../share/exaserve/models" / kBundledModel);  // installed
-    candidates.push_back(bin / "../../models" / kBundledModel);              // build/bin
+    candidates.push_back(bin / "../share/exaserve/models" / kBundledModelName);  // installed
+    candidates.push_back(bin / "../../models" / kBundledModelName);              // build/bin
   }
-  candidates.push_back(std::filesystem::current_path(ec) / "models" / kBundledModel);
+  candidates.push_back(std::filesystem::current_path(ec) / "models" / kBundledModelName);
   for (const auto& c : candidates) {
     if (std::filesystem::exists(c / "config.json", ec)) {
       return std::filesystem::weakly_canonical(c, ec).string();
@@ -73,7 +71,7 @@ absl::Status ReplicaHost::Start() {
     std::string bundled = FindBundledModel();
     if (bundled.empty()) {
       EXA_LOG_WARN("node", "no model configured and the bundled model was not found",
-                   {{"looked_for", kBundledModel}});
+                   {{"looked_for", kBundledModelName}});
       return absl::OkStatus();
     }
     specs.push_back(bundled);

@@ -91,6 +91,9 @@ class ReplicaHost {
   std::string labels_path_ ABSL_GUARDED_BY(labels_mu_);
 };
 
+// The model shipped in models/ (it adds numbers: the probe "1+1=" must answer "2").
+inline constexpr char kBundledModelName[] = "exa-tiny-arith";
+
 // Where the bundled model is: next to the binary (build tree or install prefix) or under the
 // current directory. Empty when none is found.
 std::string FindBundledModel();

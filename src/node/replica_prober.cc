@@ -17,9 +17,11 @@ ReplicaProber::ReplicaProber(const ReplicaHost& host, HealthOptions options,
   absl::MutexLock states_lock(&states_mu_);
   for (const auto& r : host_.replicas()) {
     HealthOptions o = options_;
-    // The sim backend emits synthetic tokens, so no fixed answer can be right: its first greedy
-    // answer becomes the golden one, as for any model without a configured expectation.
-    if (r->engine->info().backend == "sim") o.probe_expect.clear();
+    // probe_expect is the bundled model's answer. Other models, and the sim backend (synthetic
+    // tokens whatever the model), are held to their own first greedy answer (MISSION.md §4).
+    if (r->model->name != kBundledModelName || r->engine->info().backend == "sim") {
+      o.probe_expect.clear();
+    }
     states_.emplace(r->id, State(o));
     healthy_gauge_.WithLabels({r->id}).Set(1);
   }
