@@ -4,6 +4,8 @@
 // Thread safety: every method may be called from any thread once the host has started.
 #pragma once
 
+#include <atomic>
+
 #include "gateway/frontend.h"
 #include "node/replica_host.h"
 #include "router/replica_table.h"
@@ -39,7 +41,8 @@ class LocalReplicaBackend final : public gateway::ReplicaBackend {
   }
   // Copies each replica's load into the table: what the load stream does across nodes.
   void ReportLoad(router::ReplicaTable& table, bool ready) const {
-    Register(table);  // labels may have changed (exaserve-cli replica label)
+    // Labels changed (exaserve-cli replica label): the router re-reads them.
+    if (uint64_t v = host_.labels_version(); v != registered_labels_.exchange(v)) Register(table);
     for (const auto& r : host_.replicas()) {
       engine::EngineLoad load = r->engine->Load();
       table.Report(r->id, {load.pending_tokens, load.running + load.waiting, ready, load.waiting,
@@ -49,6 +52,7 @@ class LocalReplicaBackend final : public gateway::ReplicaBackend {
 
  private:
   const node::ReplicaHost& host_;
+  mutable std::atomic<uint64_t> registered_labels_{0};  // Register at start saw version 0
 };
 
 }  // namespace exa::daemon

@@ -170,6 +170,7 @@ absl::StatusOr<std::vector<std::pair<std::string, ReplicaHost::Labels>>> Replica
     matched.emplace_back(r->id, updated);
   }
   for (const auto& [id, labels] : matched) labels_[id] = labels;
+  labels_version_++;
   if (!matched.empty()) EXA_RETURN_IF_ERROR(SaveLabelsLocked());
   return matched;
 }

@@ -5,6 +5,7 @@
 // Thread safety: Start/Stop on the owning thread; the lookups from any thread after Start.
 #pragma once
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
@@ -75,6 +76,8 @@ class ReplicaHost {
   absl::StatusOr<std::vector<std::pair<std::string, Labels>>> Relabel(
       const Labels& selector, const Labels& set, const std::vector<std::string>& remove);
   Labels LabelsOf(const std::string& replica_id) const;
+  // Moves on every change of any replica's labels (so readers re-read only then).
+  uint64_t labels_version() const { return labels_version_.load(); }
   // Where labels persist (call before Start's replicas serve); loads what the file holds.
   absl::Status UseLabelsFile(std::string path);
 
@@ -89,6 +92,7 @@ class ReplicaHost {
   mutable absl::Mutex labels_mu_;
   std::map<std::string, Labels> labels_ ABSL_GUARDED_BY(labels_mu_);  // by replica id
   std::string labels_path_ ABSL_GUARDED_BY(labels_mu_);
+  std::atomic<uint64_t> labels_version_{0};
 };
 
 // The model shipped in models/ (it adds numbers: the probe "1+1=" must answer "2").
