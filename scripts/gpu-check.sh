@@ -14,8 +14,15 @@
 # Every step has its own timeout, cut to what is left of the 8 minutes; exit 0 only when every
 # step ran and every goal held.
 #
+#   5. exaserved --gpu-inventory and --burn-in; then exaserved itself on the CUDA backend
+#      (the bundled model) answering an OpenAI completion over HTTP (gpu-serve-check.sh);
+#   6. the [gpu] tests again under compute-sanitizer memcheck, in the time that is left.
+#
 # Environment: BUILD_DIR (default build-gpu), JOBS (default nproc), MODEL_DIR (default
-# OUTDIR/synthetic-1b; reused when it holds a model).
+# OUTDIR/synthetic-1b; reused when it holds a model). GPU_CHECK_PREBUILT=DIR|FILE.tgz skips the
+# build: DIR holds bin/ (stripped test_engine_cuda_*, exaserve-bench, exaserved) and lib/ (their
+# shared libraries other than glibc, libstdc++ and cuBLAS), as scripts/gpu-bundle.sh makes it on
+# a Debian 12 build machine; for GPU hosts without the Debian build dependencies.
 set -uo pipefail
 if [ $# -ne 1 ]; then
   echo "usage: scripts/gpu-check.sh OUTDIR" >&2
@@ -62,46 +69,84 @@ else
   log "nvidia-smi not found"
 fi
 
-# 1. Build only what the check runs: the test binaries and the benchmark (no daemon, no gRPC).
-step configure 120 cmake -S . -B "$BUILD_DIR" -G Ninja -DEXASERVE_CUDA=ON
-step build 300 ninja -C "$BUILD_DIR" -j "$JOBS" test_engine_cuda_backend \
-  test_engine_cuda_kernels_host test_engine_cuda_cpu_side exaserve-bench
-
-# 2. The [gpu] tests, under memcheck where compute-sanitizer exists.
-BIN="$BUILD_DIR/test-bin"
-step kernels_host_test 60 "$BIN/test_engine_cuda_kernels_host"
-if command -v compute-sanitizer >/dev/null; then
-  step gpu_tests 240 compute-sanitizer --tool memcheck --error-exitcode 3 --leak-check no \
-    "$BIN/test_engine_cuda_backend"
-  STEPS[gpu_tests_under_memcheck]=1
-  # A failure under the sanitizer: run once plainly too, to tell a memory error (3) or a
-  # sanitizer problem from a wrong result.
-  [ "${STEPS[gpu_tests]}" -ne 0 ] && step gpu_tests_plain 120 "$BIN/test_engine_cuda_backend"
-else
-  log "compute-sanitizer not found: [gpu] tests run without memcheck"
-  step gpu_tests 120 "$BIN/test_engine_cuda_backend"
-  STEPS[gpu_tests_under_memcheck]=0
-fi
-
-# 3. The >= 1 B-parameter model: hidden 4096, intermediate 14336, 32 heads over 8 KV heads
-#    (Llama-3-8B's layer), 4 layers, vocab 32000, untied: 1.13 B parameters, 2.26 GB bf16.
+# 3 (started first, in the background: it needs only the CPU). The >= 1 B-parameter model:
+#    hidden 4096, intermediate 14336, 32 heads over 8 KV heads (Llama-3-8B's layer), 4 layers,
+#    vocab 32000, untied: 1.13 B parameters, 2.26 GB bf16.
+MODEL_PID=""
 if [ -f "$MODEL_DIR/model.safetensors" ]; then
   log "reusing $MODEL_DIR"
   STEPS[model]=0
 else
-  step model 150 /usr/bin/python3 scripts/make-synthetic-model.py "$MODEL_DIR" --layers 4 \
-    --hidden 4096 --intermediate 14336 --heads 32 --kv-heads 8 --vocab 32000 --fast
+  PY=$(command -v python3)
+  log "writing the synthetic model in the background ($PY)"
+  timeout 200 "$PY" scripts/make-synthetic-model.py "$MODEL_DIR" --layers 4 --hidden 4096 \
+    --intermediate 14336 --heads 32 --kv-heads 8 --vocab 32000 --fast >"$OUT/model.log" 2>&1 &
+  MODEL_PID=$!
 fi
 
+# 1. The binaries: built here (only what the check runs), or a prebuilt bundle.
+if [ -n "${GPU_CHECK_PREBUILT:-}" ]; then
+  PREBUILT=$GPU_CHECK_PREBUILT
+  if [ -f "$PREBUILT" ]; then
+    mkdir -p /tmp/exaserve-prebuilt && tar xzf "$PREBUILT" -C /tmp/exaserve-prebuilt
+    PREBUILT=/tmp/exaserve-prebuilt
+  fi
+  BIN="$PREBUILT/bin"
+  TOOLS="$PREBUILT/bin"
+  # cuBLAS comes from this host's CUDA 13 (the toolkit, or the nvidia-cublas wheel).
+  CUBLAS_DIRS=$(find /usr/local/cuda/ /usr/local/cuda*/ /usr/lib /opt -name 'libcublas.so.13*' \
+    2>/dev/null | xargs -r -n1 dirname | sort -u | tr '\n' ':')
+  export LD_LIBRARY_PATH="$PREBUILT/lib:${CUBLAS_DIRS}${LD_LIBRARY_PATH:-}"
+  # (Python is run with LD_LIBRARY_PATH unset: the bundle's libssl is not the host's.)
+  log "prebuilt binaries in $PREBUILT; LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  for b in "$BIN"/*; do
+    missing=$(ldd "$b" 2>&1 | grep 'not found')
+    [ -n "$missing" ] && log "$(basename "$b") is missing: $missing"
+  done
+  STEPS[build]=0
+else
+  step configure 120 cmake -S . -B "$BUILD_DIR" -G Ninja -DEXASERVE_CUDA=ON
+  step build 300 ninja -C "$BUILD_DIR" -j "$JOBS" test_engine_cuda_backend \
+    test_engine_cuda_kernels_host test_engine_cuda_cpu_side exaserve-bench exaserved
+  BIN="$BUILD_DIR/test-bin"
+  TOOLS="$BUILD_DIR/bin"
+fi
+
+# 2. The [gpu] tests, plainly (memcheck comes last, in the time that is left).
+step kernels_host_test 60 "$BIN/test_engine_cuda_kernels_host"
+step gpu_tests 150 "$BIN/test_engine_cuda_backend" --durations yes
+
 # 4. The engine on the GPU.
+if [ -n "$MODEL_PID" ]; then
+  wait "$MODEL_PID"
+  STEPS[model]=$?
+  cat "$OUT/model.log" >>"$LOG"
+  log "step model: rc=${STEPS[model]}"
+fi
 BENCH="$OUT/bench.json"
-step bench 180 sh -c "'$BUILD_DIR/bin/exaserve-bench' engine --backend cuda --model '$MODEL_DIR' \
+step bench 150 sh -c "'$TOOLS/exaserve-bench' engine --backend cuda --model '$MODEL_DIR' \
   --batch-sizes 1 16 64 --decode-tokens 32 --prefill-tokens 512 --repeats 2 \
   --kv-cache-bytes 1073741824 >'$BENCH'"
 
+# 5. The daemon's GPU paths: inventory (NVML), burn-in, and serving on the CUDA backend.
+step gpu_inventory 30 sh -c "'$TOOLS/exaserved' --gpu-inventory >'$OUT/inventory.json'"
+step burn_in 90 sh -c "'$TOOLS/exaserved' --burn-in >'$OUT/burn-in.json'"
+cat "$OUT/inventory.json" "$OUT/burn-in.json" >>"$LOG" 2>/dev/null
+step serve_cuda 90 scripts/gpu-serve-check.sh "$TOOLS" "$OUT" cuda
+
+# 6. The [gpu] tests under memcheck, where compute-sanitizer exists and time is left.
+if command -v compute-sanitizer >/dev/null; then
+  step gpu_tests_memcheck 150 compute-sanitizer --tool memcheck --error-exitcode 3 \
+    --leak-check no "$BIN/test_engine_cuda_backend"
+  STEPS[gpu_tests_under_memcheck]=1
+else
+  log "compute-sanitizer not found: the [gpu] tests ran without memcheck"
+  STEPS[gpu_tests_under_memcheck]=0
+fi
+
 # The verdict: every step's rc, the bench figures, each goal.
 STEPS_JSON=$(for k in "${!STEPS[@]}"; do printf '"%s": %s,' "$k" "${STEPS[$k]}"; done)
-/usr/bin/python3 - "$OUT" "{${STEPS_JSON%,}}" "$(($(date +%s) - START))" <<'PY' | tee -a "$LOG"
+env -u LD_LIBRARY_PATH python3 - "$OUT" "{${STEPS_JSON%,}}" "$(($(date +%s) - START))" <<'PY' | tee -a "$LOG"
 import json, os, sys
 out, steps, seconds = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
 bench = {}

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# gpu-serve-check.sh TOOLS_DIR OUT_DIR [BACKEND]: exaserved alone on BACKEND (default cuda)
+# serves the bundled model and answers an OpenAI completion over HTTP with the CPU backend's
+# greedy answer ("12+30=" -> "42"). Part of scripts/gpu-check.sh; exit 0 when it did.
+set -uo pipefail
+if [ $# -lt 2 ]; then
+  echo "usage: scripts/gpu-serve-check.sh TOOLS_DIR OUT_DIR [cuda|cpu]" >&2
+  exit 2
+fi
+TOOLS=$1 OUT=$2 BACKEND=${3:-cuda}
+cd "$(dirname "$0")/.."
+DATA=$(mktemp -d)
+HTTP=18080
+# Python gets the host's libraries, not a prebuilt bundle's (LD_LIBRARY_PATH).
+py() { env -u LD_LIBRARY_PATH python3 "$@"; }
+EXASERVE_INFERENCE_BACKEND=$BACKEND EXASERVE_INFERENCE_KV_CACHE_BYTES=256Mi \
+  "$TOOLS/exaserved" --data-dir "$DATA" --http-port $HTTP --grpc-port 17070 \
+  --gossip-port 17946 --bind 127.0.0.1 >"$OUT/daemon.log" 2>&1 &
+PID=$!
+ok=1
+for _ in $(seq 1 120); do
+  kill -0 $PID 2>/dev/null || break
+  if py -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$HTTP/readyz', timeout=1)" \
+    2>/dev/null; then
+    ok=0
+    break
+  fi
+  sleep 0.5
+done
+if [ $ok -eq 0 ]; then
+  py - $HTTP <<'PY' || ok=1
+import json, sys, urllib.request
+req = urllib.request.Request(
+    f"http://127.0.0.1:{sys.argv[1]}/v1/completions", method="POST",
+    data=json.dumps({"model": "exa-tiny-arith", "prompt": "12+30=", "max_tokens": 8,
+                     "temperature": 0}).encode(),
+    headers={"Content-Type": "application/json"})
+body = json.load(urllib.request.urlopen(req, timeout=30))
+print("completion:", json.dumps(body))
+sys.exit(0 if body["choices"][0]["text"].strip() == "42" else 1)
+PY
+else
+  echo "exaserved did not become ready on the $BACKEND backend"
+fi
+kill -TERM $PID 2>/dev/null
+wait $PID 2>/dev/null
+tail -n 30 "$OUT/daemon.log"
+rm -rf "$DATA"
+exit $ok
