@@ -81,6 +81,8 @@ class Backend {
   // asynchronously), so a backend that can fail (CUDA: a faulting kernel, a lost device) keeps its
   // first error here and skips later ops; Model::Forward returns it after each step.
   virtual absl::Status status() const { return absl::OkStatus(); }
+  // Seconds the driving thread has spent blocked on the device since creation (accelerators).
+  virtual double device_wait_seconds() const { return 0; }
 
   virtual absl::StatusOr<Weight> UploadWeight(const TensorView& tensor) = 0;
   virtual absl::StatusOr<Buffer> Allocate(int64_t rows, int64_t cols) = 0;

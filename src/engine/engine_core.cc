@@ -1,6 +1,7 @@
 #include "engine/engine_core.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "common/logging.h"
 #include "common/status.h"
@@ -177,9 +178,17 @@ FinishReason EngineCore::Accept(Sequence& seq, const SampledToken& sampled, absl
 }
 
 absl::StatusOr<absl::Duration> EngineCore::Step(const std::function<void(absl::Duration)>& wait) {
+  using SteadyClock = std::chrono::steady_clock;
+  const auto seconds_since = [](SteadyClock::time_point t) {
+    return std::chrono::duration<double>(SteadyClock::now() - t).count();
+  };
+  auto phase = SteadyClock::now();
   std::vector<ScheduledChunk> chunks = scheduler_.Schedule();
+  schedule_seconds_ += seconds_since(phase);
   if (chunks.empty()) return absl::ZeroDuration();
+  phase = SteadyClock::now();
   absl::StatusOr<absl::Duration> modeled = executor_->Execute(chunks, logits_.data());
+  execute_seconds_ += seconds_since(phase);
   ++steps_;
   if (!modeled.ok()) {
     EXA_LOG_ERROR("engine", "step failed",
@@ -189,7 +198,9 @@ absl::StatusOr<absl::Duration> EngineCore::Step(const std::function<void(absl::D
     return modeled.status();
   }
   if (*modeled > absl::ZeroDuration() && wait) wait(*modeled);
+  phase = SteadyClock::now();
   Complete(chunks);
+  complete_seconds_ += seconds_since(phase);
   return *modeled;
 }
 
@@ -226,6 +237,10 @@ EngineLoad EngineCore::Load() const {
   load.expected_output_tokens = output_lengths_.ready() ? output_lengths_.Mean() : 0.0;
   load.preemptions = scheduler_.preemptions();
   load.steps = steps_;
+  load.schedule_seconds = schedule_seconds_;
+  load.execute_seconds = execute_seconds_;
+  load.device_wait_seconds = executor_->device_wait_seconds();
+  load.complete_seconds = complete_seconds_;
   return load;
 }
 

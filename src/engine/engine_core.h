@@ -70,6 +70,7 @@ class EngineCore {
   OutputLengthHistory output_lengths_;
   uint64_t steps_ = 0;
   uint64_t seed_counter_ = 0;
+  double schedule_seconds_ = 0, execute_seconds_ = 0, complete_seconds_ = 0;
 };
 
 }  // namespace exa::engine

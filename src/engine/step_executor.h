@@ -35,6 +35,8 @@ class StepExecutor {
   // modeled duration of the step (sim), or zero when the work was really done.
   virtual absl::StatusOr<absl::Duration> Execute(std::span<const ScheduledChunk> chunks,
                                                  float* logits) = 0;
+  // Seconds spent blocked on an accelerator since start (0 for backends that compute inline).
+  virtual double device_wait_seconds() const { return 0; }
 };
 
 class ModelExecutor final : public StepExecutor {
@@ -48,6 +50,7 @@ class ModelExecutor final : public StepExecutor {
   int32_t vocab_size() const override { return model_->config().vocab_size; }
   absl::StatusOr<absl::Duration> Execute(std::span<const ScheduledChunk> chunks,
                                          float* logits) override;
+  double device_wait_seconds() const override { return backend_->device_wait_seconds(); }
 
  private:
   std::unique_ptr<Backend> backend_;

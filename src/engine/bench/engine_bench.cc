@@ -89,6 +89,7 @@ absl::StatusOr<json> MeasurePrefill(Engine& engine, int32_t tokens, std::mt19937
 absl::StatusOr<json> MeasureDecode(Engine& engine, int32_t batch, int32_t decode_tokens,
                                    std::mt19937& rng) {
   Recorder rec;
+  const EngineLoad before = engine.Load();
   for (int i = 0; i < batch; ++i) {
     EXA_RETURN_IF_ERROR(engine
                             .Submit(MakeRequest(RandomPrompt(8, engine.info().vocab_size, rng),
@@ -109,11 +110,24 @@ absl::StatusOr<json> MeasureDecode(Engine& engine, int32_t batch, int32_t decode
   }
   const double seconds = absl::ToDoubleSeconds(end - begin);
   if (seconds <= 0 || tokens == 0) return absl::InternalError("decode window is empty");
+  // The engine thread's time per step over the whole run (prefill steps included): where a
+  // step's milliseconds go when the device is not the limit.
+  const EngineLoad after = engine.Load();
+  const double steps = std::max<double>(1.0, static_cast<double>(after.steps - before.steps));
+  auto per_step_ms = [&](double EngineLoad::*field) {
+    return 1000.0 * (after.*field - before.*field) / steps;
+  };
   return json{{"batch", batch},
               {"tokens", tokens},
               {"seconds", seconds},
               {"tokens_per_s", tokens / seconds},
-              {"step_ms", 1000.0 * seconds * batch / tokens}};
+              {"step_ms", 1000.0 * seconds * batch / tokens},
+              {"engine_ms_per_step",
+               {{"steps", after.steps - before.steps},
+                {"schedule", per_step_ms(&EngineLoad::schedule_seconds)},
+                {"execute", per_step_ms(&EngineLoad::execute_seconds)},
+                {"device_wait", per_step_ms(&EngineLoad::device_wait_seconds)},
+                {"complete", per_step_ms(&EngineLoad::complete_seconds)}}}};
 }
 
 absl::StatusOr<json> MeasureAccuracy(Engine& engine, const std::string& model_dir) {
@@ -216,6 +230,21 @@ absl::Status AddGpuFigures(const EngineBenchOptions& o, json& out) {
   EXA_ASSIGN_OR_RETURN(ModelConfig c, LoadModelConfig(o.model_dir));
   int32_t heads = c.num_heads, kv_heads = c.num_kv_heads, dim = c.head_dim;
   if (dim % 8 != 0 || dim > 256 || heads / kv_heads > 16) heads = 32, kv_heads = 8, dim = 128;
+  // cuBLAS alone on the model's linear shapes at the decode batch sizes: whether a slow step
+  // is the GEMMs or the rest.
+  out["gemm"] = json::array();
+  const std::pair<int64_t, int64_t> shapes[] = {
+      {c.q_dim(), c.hidden_size},
+      {c.kv_dim(), c.hidden_size},
+      {c.intermediate_size, c.hidden_size},
+      {c.hidden_size, c.intermediate_size},
+      {c.vocab_size, c.hidden_size}};
+  for (int32_t rows : o.batch_sizes) {
+    for (auto [n, k] : shapes) {
+      EXA_ASSIGN_OR_RETURN(json g, cuda::MeasureGemm(o.device, rows, n, k));
+      out["gemm"].push_back(g);
+    }
+  }
   out["paged_attention"] = json::array();
   for (int32_t context : {2048, 8192}) {
     EXA_ASSIGN_OR_RETURN(

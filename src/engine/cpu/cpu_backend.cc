@@ -22,7 +22,8 @@ const float* F32(const Weight& w) { return static_cast<const float*>(w.data); }
 
 }  // namespace
 
-CpuBackend::CpuBackend(int threads) : pool_(DefaultThreads(threads)) {}
+CpuBackend::CpuBackend(int threads, DType kv_storage)
+    : pool_(DefaultThreads(threads)), kv_storage_(kv_storage) {}
 
 absl::StatusOr<Weight> CpuBackend::UploadWeight(const TensorView& t) {
   Weight w;
@@ -169,6 +170,13 @@ void CpuBackend::StoreKv(int32_t layer, Buffer k, Buffer v, const BatchLayout& l
   for (int64_t t = 0; t < k.rows; ++t) {
     std::memcpy(KeyAt(layer, layout.slots[t]), k.data + t * k.cols, bytes);
     std::memcpy(ValueAt(layer, layout.slots[t]), v.data + t * v.cols, bytes);
+    if (kv_storage_ == DType::kF32) continue;
+    for (float* row : {KeyAt(layer, layout.slots[t]), ValueAt(layer, layout.slots[t])}) {
+      for (int32_t i = 0; i < kv_shape_.kv_dim; ++i) {
+        row[i] = kv_storage_ == DType::kBF16 ? Bf16ToF32(F32ToBf16(row[i]))
+                                             : F16ToF32(F32ToF16(row[i]));
+      }
+    }
   }
 }
 

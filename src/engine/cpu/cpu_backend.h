@@ -13,14 +13,18 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/dtype.h"
 #include "engine/cpu/thread_pool.h"
 
 namespace exa::engine::cpu {
 
 class CpuBackend final : public Backend {
  public:
-  // `threads` <= 0 means one per hardware thread.
-  explicit CpuBackend(int threads);
+  // `threads` <= 0 means one per hardware thread. `kv_storage` kBF16 or kF16: keys and values
+  // are rounded to that type as they are stored (the cache itself stays fp32), giving the
+  // numerics of a half-precision KV cache, as the CUDA backend keeps for half checkpoints; the
+  // cross-backend tests compare like with like this way.
+  explicit CpuBackend(int threads, DType kv_storage = DType::kF32);
 
   std::string_view name() const override { return "cpu"; }
   int threads() const { return pool_.size(); }
@@ -56,6 +60,7 @@ class CpuBackend final : public Backend {
                     const std::function<void(int64_t, int64_t)>& fn);
 
   ThreadPool pool_;
+  DType kv_storage_;  // the precision K and V are rounded to when stored
   std::vector<std::unique_ptr<float[]>> buffers_;
   KvCacheShape kv_shape_;
   std::unique_ptr<float[]> kv_;  // [layer][K|V][slot][kv_dim]

@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -492,7 +493,11 @@ void CudaBackend::CopyToHost(Buffer x, float* host) {
       EXA_CUDA_CHECK(cudaMemcpyAsync(logits_host_, x.data, static_cast<size_t>(floats) * 4,
                                      cudaMemcpyDeviceToHost, stream_));
       // Waits for the whole step: a kernel that faulted reports here.
-      EXA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      const auto wait_start = std::chrono::steady_clock::now();
+      const cudaError_t synced = cudaStreamSynchronize(stream_);
+      device_wait_seconds_ +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
+      EXA_CUDA_CHECK(synced);
       std::memcpy(host, logits_host_, static_cast<size_t>(floats) * 4);
       return absl::OkStatus();
     };

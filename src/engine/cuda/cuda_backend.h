@@ -67,6 +67,7 @@ class CudaBackend final : public Backend {
   std::string_view name() const override { return "cuda"; }
   absl::Status status() const override { return status_; }
   int64_t pool_bytes() const { return pool_bytes_; }
+  double device_wait_seconds() const override { return device_wait_seconds_; }
 
   absl::StatusOr<Weight> UploadWeight(const TensorView& tensor) override;
   absl::StatusOr<Buffer> Allocate(int64_t rows, int64_t cols) override;
@@ -134,6 +135,7 @@ class CudaBackend final : public Backend {
   bool layout_valid_ = false;
   int32_t tiles_ = 0, block_table_stride_ = 0, max_context_ = 0;
   std::vector<float> uploaded_inv_freq_;
+  double device_wait_seconds_ = 0;  // in cudaStreamSynchronize at the end of steps
 };
 
 }  // namespace exa::engine::cuda

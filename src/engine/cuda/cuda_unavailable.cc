@@ -31,6 +31,7 @@ GpuInventory DiscoverGpus() {
 absl::StatusOr<std::vector<WarmUpTiming>> WarmUpGpus() { return NotBuilt(); }
 absl::StatusOr<std::vector<BurnInResult>> RunBurnIn(const BurnInOptions&) { return NotBuilt(); }
 absl::StatusOr<double> MeasureDeviceCopyBandwidth(int, int64_t) { return NotBuilt(); }
+absl::StatusOr<nlohmann::json> MeasureGemm(int, int64_t, int64_t, int64_t) { return NotBuilt(); }
 absl::StatusOr<nlohmann::json> MeasurePagedAttentionDecode(int, int32_t, int32_t, int32_t, int32_t,
                                                            int32_t) {
   return NotBuilt();

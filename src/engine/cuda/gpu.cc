@@ -328,6 +328,44 @@ absl::StatusOr<std::vector<BurnInResult>> RunBurnIn(const BurnInOptions& o) {
   return out;
 }
 
+absl::StatusOr<nlohmann::json> MeasureGemm(int device, int64_t rows, int64_t n, int64_t k) {
+  EXA_CUDA_CHECK(cudaSetDevice(device));
+  DeviceBuffer w, x, out, workspace;
+  EXA_CUDA_CHECK(cudaMalloc(&w.ptr, static_cast<size_t>(n * k * 2)));
+  EXA_CUDA_CHECK(cudaMalloc(&x.ptr, static_cast<size_t>(rows * k * 2)));
+  EXA_CUDA_CHECK(cudaMalloc(&out.ptr, static_cast<size_t>(rows * n * 4)));
+  EXA_CUDA_CHECK(cudaMalloc(&workspace.ptr, kernels::kCublasWorkspaceBytes));
+  EXA_CUDA_CHECK(cudaMemset(w.ptr, 0x3C, static_cast<size_t>(n * k * 2)));
+  EXA_CUDA_CHECK(cudaMemset(x.ptr, 0x3C, static_cast<size_t>(rows * k * 2)));
+  StreamAndEvents s;
+  EXA_RETURN_IF_ERROR(s.Init());
+  EXA_ASSIGN_OR_RETURN(auto handle, kernels::CublasHandle::Create(s.stream, workspace.ptr,
+                                                                  kernels::kCublasWorkspaceBytes));
+  kernels::GemmParams g;
+  g.w = w.ptr;
+  g.x = x.ptr;
+  g.out = static_cast<float*>(out.ptr);
+  g.dtype = kernels::Dtype::kBF16;
+  g.rows = rows;
+  g.n = n;
+  g.k = k;
+  g.x_stride = k;
+  g.out_stride = n;
+  EXA_RETURN_IF_ERROR(kernels::Gemm(*handle, g));
+  constexpr int kIterations = 20;
+  EXA_CUDA_CHECK(cudaEventRecord(s.start, s.stream));
+  for (int i = 0; i < kIterations; ++i) EXA_RETURN_IF_ERROR(kernels::Gemm(*handle, g));
+  EXA_CUDA_CHECK(cudaEventRecord(s.stop, s.stream));
+  EXA_ASSIGN_OR_RETURN(double seconds, s.Seconds());
+  seconds /= kIterations;
+  return nlohmann::json{{"rows", rows},
+                        {"n", n},
+                        {"k", k},
+                        {"us", seconds * 1e6},
+                        {"weight_bytes_per_s", 2.0 * n * k / seconds},
+                        {"tflops", 2.0 * rows * n * k / seconds / 1e12}};
+}
+
 absl::StatusOr<nlohmann::json> MeasurePagedAttentionDecode(int device, int32_t context,
                                                            int32_t batch, int32_t num_heads,
                                                            int32_t num_kv_heads, int32_t head_dim) {

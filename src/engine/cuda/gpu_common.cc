@@ -7,15 +7,16 @@ DeviceClass ExpectedClass(const std::string& name, int64_t memory_bytes) {
   auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
   constexpr double kT = 1e12;
   // Datasheet dense bf16 TFLOP/s and HBM bandwidth (NVIDIA H200, H100, A100, L40S data sheets);
-  // floors at ~60% of the TFLOP/s and ~60% of 2 x bandwidth (copy counts reads and writes).
-  if (has("H200")) return {"H200", 550, 0.6 * 2 * 4.8 * kT};
-  if (has("H100") && (has("PCIe") || has("PCIE"))) return {"H100-PCIe", 450, 0.6 * 2 * 2.0 * kT};
-  if (has("H100") && has("NVL")) return {"H100-NVL", 500, 0.6 * 2 * 3.9 * kT};
-  if (has("H100")) return {"H100-SXM", 550, 0.6 * 2 * 3.35 * kT};
-  if (has("A100") && memory_bytes > (int64_t{60} << 30))
-    return {"A100-80GB", 180, 0.6 * 2 * 1.9 * kT};
-  if (has("A100")) return {"A100-40GB", 180, 0.6 * 2 * 1.5 * kT};
-  if (has("L40S")) return {"L40S", 200, 0.6 * 2 * 0.864 * kT};
+  // floors at ~60% of each. The datasheet bandwidth is the memory bus's total, reads and writes
+  // together, which is what the copy test counts: a healthy H200 copies ~4.25 TB/s read + written
+  // (89% of 4.8; measured by `exaserved --burn-in`, 2026-11-29), not twice the datasheet figure.
+  if (has("H200")) return {"H200", 550, 0.6 * 4.8 * kT};
+  if (has("H100") && (has("PCIe") || has("PCIE"))) return {"H100-PCIe", 450, 0.6 * 2.0 * kT};
+  if (has("H100") && has("NVL")) return {"H100-NVL", 500, 0.6 * 3.9 * kT};
+  if (has("H100")) return {"H100-SXM", 550, 0.6 * 3.35 * kT};
+  if (has("A100") && memory_bytes > (int64_t{60} << 30)) return {"A100-80GB", 180, 0.6 * 1.9 * kT};
+  if (has("A100")) return {"A100-40GB", 180, 0.6 * 1.5 * kT};
+  if (has("L40S")) return {"L40S", 200, 0.6 * 0.864 * kT};
   return {"unknown", 0, 0};
 }
 

@@ -415,7 +415,8 @@ TEST_CASE("device sampling: greedy is argmax, top-k and top-p keep their sets", 
 }
 
 // The same random bf16 model on both backends through Model::Forward: a prefill chunk, then
-// decode steps; logits within 1e-2 of the CPU's.
+// decode steps; logits within 1e-2 of the CPU's. Twice: with an fp32 KV cache on both, and with
+// a bf16 cache on the GPU against a CPU that rounds what it caches to bf16 (like with like).
 TEST_CASE("a bf16 model's logits match the CPU backend through prefill and decode", "[gpu]") {
   nlohmann::json config = testing::SmallConfig();
   const auto dir = testing::WriteRandomModel("cuda-bf16", config, DType::kBF16, 11);
@@ -424,49 +425,56 @@ TEST_CASE("a bf16 model's logits match the CPU backend through prefill and decod
   auto weights = ModelWeights::Load(dir.string(), *cfg);
   REQUIRE(weights.ok());
   const ModelLimits limits{64, 8, 16};
-  cpu::CpuBackend cpu(2);
-  REQUIRE(cpu.AllocateKvCache({cfg->num_layers, 16, 16, cfg->kv_dim()}).ok());
-  auto cpu_model = Model::Create(*cfg, **weights, &cpu, limits);
-  REQUIRE(cpu_model.ok());
-
-  cuda::CudaBackendOptions bo;
-  bo.max_step_tokens = 64;
-  bo.max_sequences = 8;
-  bo.max_context = 256;
-  bo.kv_block_size = 16;
-  bo.kv_cache_bytes = int64_t{16} * 16 * 2 * cfg->num_layers * cfg->kv_dim() * 2;  // 16 blocks
-  bo.kv_dtype = DType::kBF16;
   auto shared = cuda::DeviceWeights::Acquire(0, "test-bf16", **weights);
   REQUIRE(shared.ok());
-  auto gpu = cuda::CudaBackend::Create(*cfg, bo, *shared, **weights);
-  REQUIRE(gpu.ok());
-  REQUIRE((*gpu)->AllocateKvCache({cfg->num_layers, 16, 16, cfg->kv_dim()}).ok());
-  auto gpu_model = Model::Create(*cfg, **weights, gpu->get(), limits);
-  REQUIRE(gpu_model.ok());
+  for (DType kv_dtype : {DType::kF32, DType::kBF16}) {
+    INFO("KV cache " << DTypeName(kv_dtype));
+    cpu::CpuBackend cpu(2, kv_dtype);
+    REQUIRE(cpu.AllocateKvCache({cfg->num_layers, 16, 16, cfg->kv_dim()}).ok());
+    auto cpu_model = Model::Create(*cfg, **weights, &cpu, limits);
+    REQUIRE(cpu_model.ok());
 
-  std::vector<int32_t> tokens = {1, 5, 9, 33, 70, 2, 8, 91, 40, 12, 13, 14, 60, 61, 62, 63, 64, 3};
-  BatchLayout layout;
-  layout.block_tables = {{4, 9}};
-  const int32_t vocab = cfg->vocab_size;
-  std::vector<float> want(vocab), got(vocab);
-  for (int step = 0; step < 6; ++step) {
-    INFO("step " << step);
-    layout.positions.clear();
-    layout.slots.clear();
-    layout.token_seq.clear();
-    const int32_t from = step == 0 ? 0 : static_cast<int32_t>(tokens.size()) - 1;
-    std::vector<int32_t> run(tokens.begin() + from, tokens.end());
-    for (int32_t p = from; p < static_cast<int32_t>(tokens.size()); ++p) {
-      layout.positions.push_back(p);
-      layout.slots.push_back(layout.block_tables[0][p / 16] * 16 + p % 16);
-      layout.token_seq.push_back(0);
+    cuda::CudaBackendOptions bo;
+    bo.max_step_tokens = 64;
+    bo.max_sequences = 8;
+    bo.max_context = 256;
+    bo.kv_block_size = 16;
+    bo.kv_dtype = kv_dtype;
+    bo.kv_cache_bytes = int64_t{16} * 16 * 2 * cfg->num_layers * cfg->kv_dim() *
+                        static_cast<int64_t>(DTypeBytes(kv_dtype));  // 16 blocks
+    auto gpu = cuda::CudaBackend::Create(*cfg, bo, *shared, **weights);
+    REQUIRE(gpu.ok());
+    REQUIRE((*gpu)->AllocateKvCache({cfg->num_layers, 16, 16, cfg->kv_dim()}).ok());
+    auto gpu_model = Model::Create(*cfg, **weights, gpu->get(), limits);
+    REQUIRE(gpu_model.ok());
+
+    std::vector<int32_t> tokens = {1, 5, 9, 33, 70, 2, 8, 91, 40, 12, 13, 14, 60, 61, 62, 63, 64, 3};
+    BatchLayout layout;
+    layout.block_tables = {{4, 9}};
+    const int32_t vocab = cfg->vocab_size;
+    std::vector<float> want(vocab), got(vocab);
+    for (int step = 0; step < 6; ++step) {
+      INFO("step " << step);
+      layout.positions.clear();
+      layout.slots.clear();
+      layout.token_seq.clear();
+      const int32_t from = step == 0 ? 0 : static_cast<int32_t>(tokens.size()) - 1;
+      std::vector<int32_t> run(tokens.begin() + from, tokens.end());
+      for (int32_t p = from; p < static_cast<int32_t>(tokens.size()); ++p) {
+        layout.positions.push_back(p);
+        layout.slots.push_back(layout.block_tables[0][p / 16] * 16 + p % 16);
+        layout.token_seq.push_back(0);
+      }
+      const std::vector<int32_t> rows = {static_cast<int32_t>(run.size()) - 1};
+      REQUIRE((*cpu_model)->Forward(run, layout, rows, want.data()).ok());
+      REQUIRE((*gpu_model)->Forward(run, layout, rows, got.data()).ok());
+      const double error = RelativeError(got, want);
+      std::printf("bf16 model, %s KV cache, step %d: relative error %.5f\n",
+                  std::string(DTypeName(kv_dtype)).c_str(), step, error);
+      CHECK(error <= 1e-2);
+      tokens.push_back(
+          static_cast<int32_t>(std::max_element(want.begin(), want.end()) - want.begin()));
     }
-    const std::vector<int32_t> rows = {static_cast<int32_t>(run.size()) - 1};
-    REQUIRE((*cpu_model)->Forward(run, layout, rows, want.data()).ok());
-    REQUIRE((*gpu_model)->Forward(run, layout, rows, got.data()).ok());
-    CHECK(RelativeError(got, want) <= 1e-2);
-    tokens.push_back(
-        static_cast<int32_t>(std::max_element(want.begin(), want.end()) - want.begin()));
   }
 }
 
