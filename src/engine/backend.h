@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/check.h"
 #include "engine/dtype.h"
 #include "engine/safetensors.h"
 
@@ -66,6 +67,16 @@ struct AttentionParams {
   int32_t block_size = 0;
 };
 
+// One row's token choice for Backend::SampleRows: engine/sampler.h's parameters without the
+// repetition penalty and log-probabilities (those stay on the host), and the row's uniform draw
+// in [0, 1) from the sequence's own seeded stream (unused when temperature is 0: greedy).
+struct DeviceSampling {
+  float temperature = 0.0f;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  float uniform = 0.0f;
+};
+
 // One product of MatMulShared: out = x @ w^T (+ bias).
 struct MatMulTarget {
   const Weight* w = nullptr;
@@ -83,6 +94,15 @@ class Backend {
   virtual absl::Status status() const { return absl::OkStatus(); }
   // Seconds the driving thread has spent blocked on the device since creation (accelerators).
   virtual double device_wait_seconds() const { return 0; }
+  // Whether SampleRows is implemented: tokens are then chosen where the logits are, and only
+  // the chosen ids cross to the host (kernels/sampling.h semantics).
+  virtual bool can_sample_on_device() const { return false; }
+  // tokens[i] = the token row i of `logits` [rows.size(), vocab] gives under rows[i]; blocks
+  // until the ids are on the host. Only called when can_sample_on_device().
+  virtual void SampleRows(Buffer /*logits*/, std::span<const DeviceSampling> /*rows*/,
+                          int32_t* /*tokens*/) {
+    EXA_CHECK(false) << "backend " << name() << " cannot sample on the device";
+  }
 
   virtual absl::StatusOr<Weight> UploadWeight(const TensorView& tensor) = 0;
   virtual absl::StatusOr<Buffer> Allocate(int64_t rows, int64_t cols) = 0;

@@ -76,8 +76,7 @@ struct EngineLoad {
   // Where the engine thread's time went, summed since start (seconds): choosing the step's
   // chunks, running the model (op launches and waiting for the device), and sampling plus
   // streaming the tokens. device_wait is the part of execute spent blocked on the device.
-  double schedule_seconds = 0, execute_seconds = 0, device_wait_seconds = 0,
-         complete_seconds = 0;
+  double schedule_seconds = 0, execute_seconds = 0, device_wait_seconds = 0, complete_seconds = 0;
 };
 
 class Engine {

@@ -47,7 +47,8 @@ EngineCore::EngineCore(const EngineOptions& options, EngineInfo info,
       clock_(clock),
       cache_(info_.kv_blocks_total, info_.kv_block_size),
       scheduler_({options.max_batch_tokens, options.max_running}, &cache_),
-      logits_(static_cast<size_t>(options.max_running) * executor_->vocab_size()) {}
+      logits_(static_cast<size_t>(options.max_running) * executor_->vocab_size()),
+      device_tokens_(static_cast<size_t>(options.max_running)) {}
 
 absl::Status EngineCore::Validate(const GenerateRequest& r) const {
   if (r.prompt_tokens.empty()) return absl::InvalidArgumentError("prompt is empty");
@@ -187,7 +188,22 @@ absl::StatusOr<absl::Duration> EngineCore::Step(const std::function<void(absl::D
   schedule_seconds_ += seconds_since(phase);
   if (chunks.empty()) return absl::ZeroDuration();
   phase = SteadyClock::now();
-  absl::StatusOr<absl::Duration> modeled = executor_->Execute(chunks, logits_.data());
+  // Tokens are chosen on the device when it can and every sampled sequence allows it (no
+  // repetition penalty, no log-probabilities): only the ids cross to the host, not a vocabulary
+  // of logits per sequence.
+  const bool on_device = executor_->samples_on_device() &&
+                         std::all_of(chunks.begin(), chunks.end(), [](const ScheduledChunk& c) {
+                           return !c.sample || c.seq->sampler.device_compatible();
+                         });
+  device_sampling_.clear();
+  if (on_device) {
+    for (const ScheduledChunk& c : chunks) {
+      if (c.sample) device_sampling_.push_back(c.seq->sampler.NextDeviceDraw());
+    }
+  }
+  absl::StatusOr<absl::Duration> modeled =
+      on_device ? executor_->ExecuteSampled(chunks, device_sampling_, device_tokens_.data())
+                : executor_->Execute(chunks, logits_.data());
   execute_seconds_ += seconds_since(phase);
   ++steps_;
   if (!modeled.ok()) {
@@ -199,12 +215,12 @@ absl::StatusOr<absl::Duration> EngineCore::Step(const std::function<void(absl::D
   }
   if (*modeled > absl::ZeroDuration() && wait) wait(*modeled);
   phase = SteadyClock::now();
-  Complete(chunks);
+  Complete(chunks, on_device);
   complete_seconds_ += seconds_since(phase);
   return *modeled;
 }
 
-void EngineCore::Complete(const std::vector<ScheduledChunk>& chunks) {
+void EngineCore::Complete(const std::vector<ScheduledChunk>& chunks, bool sampled_on_device) {
   scheduler_.MarkComputed(chunks);
   const absl::Time now = clock_->MonotonicNow();
   const int32_t vocab = executor_->vocab_size();
@@ -212,8 +228,13 @@ void EngineCore::Complete(const std::vector<ScheduledChunk>& chunks) {
   int64_t row = 0;
   for (const ScheduledChunk& c : chunks) {
     if (!c.sample) continue;
-    std::span<float> logits(logits_.data() + row++ * vocab, static_cast<size_t>(vocab));
-    SampledToken t = c.seq->sampler.Sample(logits, c.seq->tokens);
+    SampledToken t;
+    if (sampled_on_device) {
+      t.token = device_tokens_[static_cast<size_t>(row++)];
+    } else {
+      std::span<float> logits(logits_.data() + row++ * vocab, static_cast<size_t>(vocab));
+      t = c.seq->sampler.Sample(logits, c.seq->tokens);
+    }
     FinishReason reason = Accept(*c.seq, t, now);
     if (reason != FinishReason::kNone) finished.emplace_back(c.seq->id, reason);
   }

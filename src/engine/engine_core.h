@@ -53,7 +53,9 @@ class EngineCore {
   EngineLoad Load() const;
 
  private:
-  void Complete(const std::vector<ScheduledChunk>& chunks);
+  // Streams the step's tokens: from device_tokens_ when `sampled_on_device`, else sampled here
+  // from logits_.
+  void Complete(const std::vector<ScheduledChunk>& chunks, bool sampled_on_device);
   // Appends a sampled token to `seq` and streams it; returns the finish reason, if any.
   FinishReason Accept(Sequence& seq, const SampledToken& sampled, absl::Time now);
   void Finish(RequestId id, FinishReason reason, absl::Status status);
@@ -66,6 +68,8 @@ class EngineCore {
   KvCache cache_;
   Scheduler scheduler_;
   std::vector<float> logits_;
+  std::vector<DeviceSampling> device_sampling_;  // the step's rows, when sampled on the device
+  std::vector<int32_t> device_tokens_;
   LatencyWindow ttft_ms_, itl_ms_;
   OutputLengthHistory output_lengths_;
   uint64_t steps_ = 0;

@@ -117,8 +117,8 @@ void Model::RunLayer(int32_t index, int64_t n, const BatchLayout& layout) {
   b.Add(x, proj);
 }
 
-absl::Status Model::Forward(std::span<const int32_t> tokens, const BatchLayout& layout,
-                            std::span<const int32_t> logit_rows, float* logits) {
+absl::Status Model::RunToLogits(std::span<const int32_t> tokens, const BatchLayout& layout,
+                                std::span<const int32_t> logit_rows) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0 || n > limits_.max_step_tokens ||
       logit_rows.size() > static_cast<size_t>(limits_.max_logit_rows)) {
@@ -134,12 +134,36 @@ absl::Status Model::Forward(std::span<const int32_t> tokens, const BatchLayout& 
   backend_->Embedding(embed_, tokens, act_.x.Rows(n));
   for (int32_t i = 0; i < config_.num_layers; ++i) RunLayer(i, n, layout);
   const int64_t s = static_cast<int64_t>(logit_rows.size());
-  if (s == 0) return backend_->status();
+  if (s == 0) return absl::OkStatus();
   backend_->GatherRows(act_.x.Rows(n), logit_rows, act_.selected.Rows(s));
   backend_->RmsNorm(act_.selected.Rows(s), final_norm_, config_.rms_norm_eps,
                     act_.selected_normed.Rows(s));
   backend_->MatMul(act_.selected_normed.Rows(s), lm_head_, nullptr, act_.logits.Rows(s));
-  backend_->CopyToHost(act_.logits.Rows(s), logits);
+  return absl::OkStatus();
+}
+
+absl::Status Model::Forward(std::span<const int32_t> tokens, const BatchLayout& layout,
+                            std::span<const int32_t> logit_rows, float* logits) {
+  EXA_RETURN_IF_ERROR(RunToLogits(tokens, layout, logit_rows));
+  const int64_t s = static_cast<int64_t>(logit_rows.size());
+  if (s > 0) backend_->CopyToHost(act_.logits.Rows(s), logits);
+  return backend_->status();
+}
+
+absl::Status Model::ForwardSample(std::span<const int32_t> tokens, const BatchLayout& layout,
+                                  std::span<const int32_t> logit_rows,
+                                  std::span<const DeviceSampling> sampling, int32_t* sampled) {
+  if (!backend_->can_sample_on_device()) {
+    return absl::FailedPreconditionError(
+        StrCat("backend ", backend_->name(), " cannot sample on the device"));
+  }
+  if (sampling.size() != logit_rows.size()) {
+    return absl::InvalidArgumentError(
+        StrCat(sampling.size(), " sampling rows for ", logit_rows.size(), " logit rows"));
+  }
+  EXA_RETURN_IF_ERROR(RunToLogits(tokens, layout, logit_rows));
+  const int64_t s = static_cast<int64_t>(logit_rows.size());
+  if (s > 0) backend_->SampleRows(act_.logits.Rows(s), sampling, sampled);
   return backend_->status();
 }
 

@@ -45,6 +45,12 @@ class Model {
   // token rows `logit_rows` to `logits` ([logit_rows.size(), vocab_size] floats, host memory).
   absl::Status Forward(std::span<const int32_t> tokens, const BatchLayout& layout,
                        std::span<const int32_t> logit_rows, float* logits);
+  // As Forward, but the backend picks each logit row's token with `sampling[i]` where the logits
+  // are (Backend::can_sample_on_device()) and writes the ids to `sampled` (host memory); the
+  // logits never reach the host.
+  absl::Status ForwardSample(std::span<const int32_t> tokens, const BatchLayout& layout,
+                             std::span<const int32_t> logit_rows,
+                             std::span<const DeviceSampling> sampling, int32_t* sampled);
 
  private:
   struct Layer {
@@ -59,6 +65,9 @@ class Model {
   absl::Status Upload(const ModelWeights& weights);
   absl::Status AllocateActivations();
   void RunLayer(int32_t index, int64_t tokens, const BatchLayout& layout);
+  // Everything up to the logits of `logit_rows` in act_.logits; the row count through `rows`.
+  absl::Status RunToLogits(std::span<const int32_t> tokens, const BatchLayout& layout,
+                           std::span<const int32_t> logit_rows);
 
   ModelConfig config_;
   Backend* backend_;

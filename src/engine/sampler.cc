@@ -96,6 +96,17 @@ int32_t Sampler::Draw(std::span<const float> logits) {
   return candidates_[keep - 1].second;
 }
 
+DeviceSampling Sampler::NextDeviceDraw() {
+  DeviceSampling d;
+  d.temperature = params_.temperature;
+  d.top_k = params_.top_k;
+  d.top_p = params_.top_p;
+  if (params_.temperature > 0.0f) d.uniform = static_cast<float>(random_.UniformDouble());
+  // A draw that rounds up to 1.0f in float would fall past the last kept token.
+  d.uniform = std::min(d.uniform, std::nextafter(1.0f, 0.0f));
+  return d;
+}
+
 SampledToken Sampler::Sample(std::span<float> logits, std::span<const int32_t> history) {
   ApplyRepetitionPenalty(logits, history, params_.repetition_penalty);
   if (params_.temperature > 0.0f) {

@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "common/random.h"
+#include "engine/backend.h"
 
 namespace exa::engine {
 
@@ -40,6 +41,17 @@ class Sampler {
 
   // `logits` is scratch: it is modified in place. `history` holds prompt and generated tokens.
   SampledToken Sample(std::span<float> logits, std::span<const int32_t> history);
+
+  // Whether a device can choose this sequence's tokens (Backend::SampleRows): everything but the
+  // repetition penalty and log-probabilities, which need the logits on the host.
+  bool device_compatible() const {
+    return params_.repetition_penalty == 1.0f && !params_.logprobs && params_.top_logprobs == 0;
+  }
+  // The next token's parameters for the device, with its uniform draw taken from this
+  // sequence's seeded stream (one draw per sampled token, as Sample takes; none when greedy).
+  // The device walks kept tokens in id order where Sample walks them most likely first, so a
+  // seeded request repeats its output on the same backend, not across backends.
+  DeviceSampling NextDeviceDraw();
 
  private:
   int32_t Draw(std::span<const float> logits);

@@ -9,8 +9,7 @@
 
 namespace exa::engine {
 
-absl::StatusOr<absl::Duration> ModelExecutor::Execute(std::span<const ScheduledChunk> chunks,
-                                                      float* logits) {
+void ModelExecutor::Lay(std::span<const ScheduledChunk> chunks) {
   layout_.positions.clear();
   layout_.slots.clear();
   layout_.token_seq.clear();
@@ -28,7 +27,20 @@ absl::StatusOr<absl::Duration> ModelExecutor::Execute(std::span<const ScheduledC
     }
     if (c.sample) rows_.push_back(static_cast<int32_t>(tokens_.size()) - 1);
   }
+}
+
+absl::StatusOr<absl::Duration> ModelExecutor::Execute(std::span<const ScheduledChunk> chunks,
+                                                      float* logits) {
+  Lay(chunks);
   EXA_RETURN_IF_ERROR(model_->Forward(tokens_, layout_, rows_, logits));
+  return absl::ZeroDuration();
+}
+
+absl::StatusOr<absl::Duration> ModelExecutor::ExecuteSampled(
+    std::span<const ScheduledChunk> chunks, std::span<const DeviceSampling> sampling,
+    int32_t* tokens) {
+  Lay(chunks);
+  EXA_RETURN_IF_ERROR(model_->ForwardSample(tokens_, layout_, rows_, sampling, tokens));
   return absl::ZeroDuration();
 }
 

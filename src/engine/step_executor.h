@@ -37,6 +37,16 @@ class StepExecutor {
                                                  float* logits) = 0;
   // Seconds spent blocked on an accelerator since start (0 for backends that compute inline).
   virtual double device_wait_seconds() const { return 0; }
+  // Whether ExecuteSampled works: tokens are chosen where the logits are (a GPU), and only the
+  // ids cross to the host.
+  virtual bool samples_on_device() const { return false; }
+  // As Execute, but writes each sampling chunk's token (chosen with sampling[i], in chunk order)
+  // to `tokens` instead of its logits.
+  virtual absl::StatusOr<absl::Duration> ExecuteSampled(
+      std::span<const ScheduledChunk> /*chunks*/, std::span<const DeviceSampling> /*sampling*/,
+      int32_t* /*tokens*/) {
+    return absl::UnimplementedError("this executor does not sample on the device");
+  }
 };
 
 class ModelExecutor final : public StepExecutor {
@@ -51,8 +61,15 @@ class ModelExecutor final : public StepExecutor {
   absl::StatusOr<absl::Duration> Execute(std::span<const ScheduledChunk> chunks,
                                          float* logits) override;
   double device_wait_seconds() const override { return backend_->device_wait_seconds(); }
+  bool samples_on_device() const override { return backend_->can_sample_on_device(); }
+  absl::StatusOr<absl::Duration> ExecuteSampled(std::span<const ScheduledChunk> chunks,
+                                                std::span<const DeviceSampling> sampling,
+                                                int32_t* tokens) override;
 
  private:
+  // Flattens `chunks` into tokens_, layout_ and rows_.
+  void Lay(std::span<const ScheduledChunk> chunks);
+
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<ModelWeights> weights_;  // the mapping the backend's weights point into
   std::unique_ptr<Model> model_;

@@ -233,12 +233,11 @@ absl::Status AddGpuFigures(const EngineBenchOptions& o, json& out) {
   // cuBLAS alone on the model's linear shapes at the decode batch sizes: whether a slow step
   // is the GEMMs or the rest.
   out["gemm"] = json::array();
-  const std::pair<int64_t, int64_t> shapes[] = {
-      {c.q_dim(), c.hidden_size},
-      {c.kv_dim(), c.hidden_size},
-      {c.intermediate_size, c.hidden_size},
-      {c.hidden_size, c.intermediate_size},
-      {c.vocab_size, c.hidden_size}};
+  const std::pair<int64_t, int64_t> shapes[] = {{c.q_dim(), c.hidden_size},
+                                                {c.kv_dim(), c.hidden_size},
+                                                {c.intermediate_size, c.hidden_size},
+                                                {c.hidden_size, c.intermediate_size},
+                                                {c.vocab_size, c.hidden_size}};
   for (int32_t rows : o.batch_sizes) {
     for (auto [n, k] : shapes) {
       EXA_ASSIGN_OR_RETURN(json g, cuda::MeasureGemm(o.device, rows, n, k));

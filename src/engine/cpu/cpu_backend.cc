@@ -173,8 +173,8 @@ void CpuBackend::StoreKv(int32_t layer, Buffer k, Buffer v, const BatchLayout& l
     if (kv_storage_ == DType::kF32) continue;
     for (float* row : {KeyAt(layer, layout.slots[t]), ValueAt(layer, layout.slots[t])}) {
       for (int32_t i = 0; i < kv_shape_.kv_dim; ++i) {
-        row[i] = kv_storage_ == DType::kBF16 ? Bf16ToF32(F32ToBf16(row[i]))
-                                             : F16ToF32(F32ToF16(row[i]));
+        row[i] =
+            kv_storage_ == DType::kBF16 ? Bf16ToF32(F32ToBf16(row[i])) : F16ToF32(F32ToF16(row[i]));
       }
     }
   }

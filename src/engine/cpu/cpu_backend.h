@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "engine/backend.h"
-#include "engine/dtype.h"
 #include "engine/cpu/thread_pool.h"
+#include "engine/dtype.h"
 
 namespace exa::engine::cpu {
 

@@ -17,10 +17,12 @@
 #include "kernels/cuda_check.h"
 #include "kernels/embedding.h"
 #include "kernels/gemm.h"
+#include "kernels/gemv.h"
 #include "kernels/kv_store.h"
 #include "kernels/paged_attention.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
+#include "kernels/sampling.h"
 #include "kernels/silu_mul.h"
 
 namespace exa::engine::cuda {
@@ -80,7 +82,10 @@ int64_t ReplicaPoolBytes(const ModelConfig& c, const CudaBackendOptions& o) {
   const int64_t element = static_cast<int64_t>(DTypeBytes(o.kv_dtype));
   const int64_t kv = int64_t{CudaKvBlocks(c, o.kv_cache_bytes, o.kv_block_size, element)} *
                      o.kv_block_size * 2 * c.num_layers * c.kv_dim() * element;
-  const int64_t metadata = 4 * (LayoutInts(o) + o.max_step_tokens + o.max_sequences + c.head_dim);
+  // Layout, token ids, logit rows, RoPE frequencies, 4 sampling parameters and 1 chosen id per
+  // sequence.
+  const int64_t metadata =
+      4 * (LayoutInts(o) + o.max_step_tokens + o.max_sequences + c.head_dim + 5 * o.max_sequences);
   return kv + 4 * ActivationFloats(c, o) + kernels::kCublasWorkspaceBytes + HalfScratchBytes(c, o) +
          kAttentionWorkspaceBytes + metadata + kPoolSlackBytes;
 }
@@ -133,6 +138,14 @@ absl::Status CudaBackend::Init(std::shared_ptr<const DeviceWeights> weights,
   EXA_RETURN_IF_ERROR(MakeUpload(&ids_upload_, options_.max_step_tokens, "token ids"));
   EXA_RETURN_IF_ERROR(MakeUpload(&rows_upload_, options_.max_sequences, "logit rows"));
   EXA_RETURN_IF_ERROR(MakeUpload(&inv_freq_upload_, config_.head_dim, "RoPE frequencies"));
+  EXA_RETURN_IF_ERROR(
+      MakeUpload(&sampling_upload_, int64_t{4} * options_.max_sequences, "sampling parameters"));
+  EXA_ASSIGN_OR_RETURN(void* sampled, Take(int64_t{4} * options_.max_sequences, "sampled ids"));
+  sampled_device_ = static_cast<int32_t*>(sampled);
+  void* sampled_host = nullptr;
+  EXA_CUDA_CHECK(cudaHostAlloc(&sampled_host, static_cast<size_t>(options_.max_sequences) * 4,
+                               cudaHostAllocDefault));
+  sampled_host_ = static_cast<int32_t*>(sampled_host);
   logits_host_floats_ = int64_t{options_.max_sequences} * config_.vocab_size;
   void* logits = nullptr;
   EXA_CUDA_CHECK(
@@ -147,11 +160,13 @@ CudaBackend::~CudaBackend() {
     cudaStreamSynchronize(stream_);
   }
   cublas_.reset();  // before the pool that holds its workspace
-  for (Upload* u : {&layout_upload_, &ids_upload_, &rows_upload_, &inv_freq_upload_}) {
+  for (Upload* u :
+       {&layout_upload_, &ids_upload_, &rows_upload_, &inv_freq_upload_, &sampling_upload_}) {
     if (u->done != nullptr) cudaEventDestroy(u->done);
     if (u->host != nullptr) cudaFreeHost(u->host);
   }
   if (logits_host_ != nullptr) cudaFreeHost(logits_host_);
+  if (sampled_host_ != nullptr) cudaFreeHost(sampled_host_);
   if (pool_ != nullptr) cudaFree(pool_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
@@ -266,6 +281,24 @@ absl::Status CudaBackend::RunMatMul(Buffer x, std::span<const MatMulTarget> targ
     EXA_CHECK(x.cols == t.w->cols && t.out.cols == t.w->rows && t.out.rows == x.rows)
         << "matmul shapes x[" << x.rows << "," << x.cols << "] w[" << t.w->rows << "," << t.w->cols
         << "] out[" << t.out.rows << "," << t.out.cols << "]";
+    // Decode-sized batches against half weights: the bandwidth-bound GEMV on fp32 x.
+    if (x.rows <= kernels::kGemvMaxRows) {
+      kernels::GemvParams v;
+      v.w = t.w->data;
+      v.w_dtype = ToKernel(t.w->dtype);
+      v.x = x.data;
+      v.out = t.out.data;
+      v.rows = x.rows;
+      v.n = t.w->rows;
+      v.k = t.w->cols;
+      v.x_stride = x.cols;
+      v.out_stride = t.out.cols;
+      if (v.Validate().ok()) {
+        EXA_RETURN_IF_ERROR(kernels::LaunchGemv(v, stream_));
+        EXA_RETURN_IF_ERROR(AddBias(t));
+        continue;
+      }
+    }
     const void* input = x.data;
     if (t.w->dtype != DType::kF32) {
       if (narrowed != t.w->dtype) {
@@ -297,18 +330,21 @@ absl::Status CudaBackend::RunMatMul(Buffer x, std::span<const MatMulTarget> targ
     g.x_stride = x.cols;
     g.out_stride = t.out.cols;
     EXA_RETURN_IF_ERROR(kernels::Gemm(*cublas_, g));
-    if (t.bias != nullptr && t.bias->present()) {
-      kernels::AddParams a;
-      a.x = t.out.data;
-      a.bias = t.bias->data;
-      a.bias_dtype = ToKernel(t.bias->dtype);
-      a.rows = t.out.rows;
-      a.cols = t.out.cols;
-      a.x_stride = t.out.cols;
-      EXA_RETURN_IF_ERROR(kernels::LaunchAdd(a, stream_));
-    }
+    EXA_RETURN_IF_ERROR(AddBias(t));
   }
   return absl::OkStatus();
+}
+
+absl::Status CudaBackend::AddBias(const MatMulTarget& t) {
+  if (t.bias == nullptr || !t.bias->present()) return absl::OkStatus();
+  kernels::AddParams a;
+  a.x = t.out.data;
+  a.bias = t.bias->data;
+  a.bias_dtype = ToKernel(t.bias->dtype);
+  a.rows = t.out.rows;
+  a.cols = t.out.cols;
+  a.x_stride = t.out.cols;
+  return kernels::LaunchAdd(a, stream_);
 }
 
 absl::Status CudaBackend::EnsureInvFreq(std::span<const float> inv_freq) {
@@ -492,18 +528,67 @@ void CudaBackend::CopyToHost(Buffer x, float* host) {
       }
       EXA_CUDA_CHECK(cudaMemcpyAsync(logits_host_, x.data, static_cast<size_t>(floats) * 4,
                                      cudaMemcpyDeviceToHost, stream_));
-      // Waits for the whole step: a kernel that faulted reports here.
-      const auto wait_start = std::chrono::steady_clock::now();
-      const cudaError_t synced = cudaStreamSynchronize(stream_);
-      device_wait_seconds_ +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
-      EXA_CUDA_CHECK(synced);
+      EXA_RETURN_IF_ERROR(WaitForStream());
       std::memcpy(host, logits_host_, static_cast<size_t>(floats) * 4);
       return absl::OkStatus();
     };
     Record(copy());
   }
   if (!status_.ok()) std::fill(host, host + floats, 0.0f);
+}
+
+absl::Status CudaBackend::WaitForStream() {
+  // Waits for the whole step: a kernel that faulted reports here.
+  const auto start = std::chrono::steady_clock::now();
+  const cudaError_t synced = cudaStreamSynchronize(stream_);
+  device_wait_seconds_ +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXA_CUDA_CHECK(synced);
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::RunSampling(Buffer logits, std::span<const DeviceSampling> rows,
+                                      int32_t* tokens) {
+  const int64_t n = static_cast<int64_t>(rows.size());
+  if (n > options_.max_sequences || n != logits.rows) {
+    return absl::InternalError(StrCat("cuda backend: ", n, " sampling rows for ", logits.rows,
+                                      " logit rows (at most ", options_.max_sequences, ")"));
+  }
+  const int64_t stride = options_.max_sequences;
+  EXA_RETURN_IF_ERROR(Send(sampling_upload_, 4 * stride, [&](int32_t* h) {
+    auto* temperature = reinterpret_cast<float*>(h);
+    int32_t* top_k = h + stride;
+    auto* top_p = reinterpret_cast<float*>(h + 2 * stride);
+    auto* uniform = reinterpret_cast<float*>(h + 3 * stride);
+    for (int64_t i = 0; i < n; ++i) {
+      temperature[i] = rows[i].temperature;
+      top_k[i] = rows[i].top_k;
+      top_p[i] = rows[i].top_p;
+      uniform[i] = rows[i].uniform;
+    }
+  }));
+  const int32_t* d = sampling_upload_.device;
+  kernels::SamplingParams p;
+  p.logits = logits.data;
+  p.tokens = sampled_device_;
+  p.temperature = reinterpret_cast<const float*>(d);
+  p.top_k = d + stride;
+  p.top_p = reinterpret_cast<const float*>(d + 2 * stride);
+  p.uniform = reinterpret_cast<const float*>(d + 3 * stride);
+  p.rows = static_cast<int32_t>(n);
+  p.vocab = static_cast<int32_t>(logits.cols);
+  p.logits_stride = logits.cols;
+  EXA_RETURN_IF_ERROR(kernels::LaunchSampling(p, stream_));
+  EXA_CUDA_CHECK(cudaMemcpyAsync(sampled_host_, sampled_device_, static_cast<size_t>(n) * 4,
+                                 cudaMemcpyDeviceToHost, stream_));
+  EXA_RETURN_IF_ERROR(WaitForStream());
+  std::copy(sampled_host_, sampled_host_ + n, tokens);
+  return absl::OkStatus();
+}
+
+void CudaBackend::SampleRows(Buffer logits, std::span<const DeviceSampling> rows, int32_t* tokens) {
+  if (status_.ok()) Record(RunSampling(logits, rows, tokens));
+  if (!status_.ok()) std::fill(tokens, tokens + rows.size(), 0);
 }
 
 }  // namespace exa::engine::cuda

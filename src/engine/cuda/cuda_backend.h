@@ -5,8 +5,11 @@
 // - Everything else the replica touches (activations, the paged KV cache, the cuBLAS workspace,
 //   the attention workspace, the step's metadata) is carved at creation from one device pool
 //   sized from the replica's budget; nothing is allocated in the step loop.
-// - All work goes to the replica's own stream. Linear layers run through cuBLAS (bf16 or fp16
-//   inputs, fp32 accumulation and output); the rest are kernels/ kernels. The KV cache is stored
+// - All work goes to the replica's own stream. Linear layers of up to 4 rows (decode at small
+//   batch) run through kernels/gemv.h on the fp32 activations; larger ones through cuBLAS (bf16
+//   or fp16 inputs, fp32 accumulation and output); the rest are kernels/ kernels. A sequence's
+//   logits can therefore differ in the last bits with the size of the batch it ran in (as they
+//   do with cuBLAS's per-shape algorithm choice), unlike the CPU backend's. The KV cache is stored
 //   in the weights' half type (fp32 for fp32 checkpoints), halving its size against the CPU
 //   backend's fp32 cache.
 // - Ops cannot return errors (the Backend contract is asynchronous), so the first CUDA error is
@@ -86,6 +89,8 @@ class CudaBackend final : public Backend {
   void Add(Buffer x, Buffer y) override;
   void GatherRows(Buffer x, std::span<const int32_t> rows, Buffer out) override;
   void CopyToHost(Buffer x, float* host) override;
+  bool can_sample_on_device() const override { return true; }
+  void SampleRows(Buffer logits, std::span<const DeviceSampling> rows, int32_t* tokens) override;
 
  private:
   // A region of pinned host memory and its device twin, for per-step metadata uploads.
@@ -105,6 +110,10 @@ class CudaBackend final : public Backend {
   absl::Status EnsureLayout(const BatchLayout& layout);
   absl::Status EnsureInvFreq(std::span<const float> inv_freq);
   absl::Status RunMatMul(Buffer x, std::span<const MatMulTarget> targets);
+  absl::Status AddBias(const MatMulTarget& t);
+  absl::Status RunSampling(Buffer logits, std::span<const DeviceSampling> rows, int32_t* tokens);
+  // Waits for the stream (the step's end); the time goes to device_wait_seconds_.
+  absl::Status WaitForStream();
   // Keeps the first error; later ops are skipped.
   void Record(absl::Status s) {
     if (status_.ok() && !s.ok()) status_ = std::move(s);
@@ -131,7 +140,11 @@ class CudaBackend final : public Backend {
 
   // Step metadata: positions | slots | token_seq | tile_first | tile_count | block tables.
   Upload layout_upload_, ids_upload_, rows_upload_, inv_freq_upload_;
-  BatchLayout uploaded_layout_;  // what the device copy holds
+  // Per-row sampling parameters: temperature | top_k | top_p | uniform, max_sequences each.
+  Upload sampling_upload_;
+  int32_t* sampled_device_ = nullptr;  // [max_sequences] chosen ids
+  int32_t* sampled_host_ = nullptr;    // pinned twin
+  BatchLayout uploaded_layout_;        // what the device copy holds
   bool layout_valid_ = false;
   int32_t tiles_ = 0, block_table_stride_ = 0, max_context_ = 0;
   std::vector<float> uploaded_inv_freq_;

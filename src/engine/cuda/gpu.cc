@@ -12,6 +12,7 @@
 #include "common/strings.h"
 #include "kernels/cuda_check.h"
 #include "kernels/gemm.h"
+#include "kernels/gemv.h"
 #include "kernels/noop.h"
 #include "kernels/paged_attention.h"
 
@@ -358,12 +359,37 @@ absl::StatusOr<nlohmann::json> MeasureGemm(int device, int64_t rows, int64_t n, 
   EXA_CUDA_CHECK(cudaEventRecord(s.stop, s.stream));
   EXA_ASSIGN_OR_RETURN(double seconds, s.Seconds());
   seconds /= kIterations;
-  return nlohmann::json{{"rows", rows},
-                        {"n", n},
-                        {"k", k},
-                        {"us", seconds * 1e6},
-                        {"weight_bytes_per_s", 2.0 * n * k / seconds},
-                        {"tflops", 2.0 * rows * n * k / seconds / 1e12}};
+  nlohmann::json result = {{"rows", rows},
+                           {"n", n},
+                           {"k", k},
+                           {"us", seconds * 1e6},
+                           {"weight_bytes_per_s", 2.0 * n * k / seconds},
+                           {"tflops", 2.0 * rows * n * k / seconds / 1e12}};
+  // The backend's decode path for up to kGemvMaxRows rows: the GEMV on fp32 x.
+  DeviceBuffer xf;
+  EXA_CUDA_CHECK(cudaMalloc(&xf.ptr, static_cast<size_t>(rows * k * 4)));
+  EXA_CUDA_CHECK(cudaMemset(xf.ptr, 0, static_cast<size_t>(rows * k * 4)));
+  kernels::GemvParams v;
+  v.w = w.ptr;
+  v.w_dtype = kernels::Dtype::kBF16;
+  v.x = static_cast<const float*>(xf.ptr);
+  v.out = static_cast<float*>(out.ptr);
+  v.rows = rows;
+  v.n = n;
+  v.k = k;
+  v.x_stride = k;
+  v.out_stride = n;
+  if (v.Validate().ok()) {
+    EXA_RETURN_IF_ERROR(kernels::LaunchGemv(v, s.stream));
+    EXA_CUDA_CHECK(cudaEventRecord(s.start, s.stream));
+    for (int i = 0; i < kIterations; ++i) EXA_RETURN_IF_ERROR(kernels::LaunchGemv(v, s.stream));
+    EXA_CUDA_CHECK(cudaEventRecord(s.stop, s.stream));
+    EXA_ASSIGN_OR_RETURN(double gemv_seconds, s.Seconds());
+    gemv_seconds /= kIterations;
+    result["gemv_us"] = gemv_seconds * 1e6;
+    result["gemv_weight_bytes_per_s"] = 2.0 * n * k / gemv_seconds;
+  }
+  return result;
 }
 
 absl::StatusOr<nlohmann::json> MeasurePagedAttentionDecode(int device, int32_t context,

@@ -88,9 +88,9 @@ nlohmann::json ToJson(const std::vector<BurnInResult>& results);
 // in bytes read + written per second (the CPU benchmark's convention).
 absl::StatusOr<double> MeasureDeviceCopyBandwidth(int device, int64_t bytes);
 
-// One bf16 linear layer through cuBLAS, as the backend runs it (kernels::Gemm): out[rows, n] =
-// x[rows, k] w[n, k]^T, fp32 out. Returns {"rows", "n", "k", "us", "weight_bytes_per_s",
-// "tflops"}; weight_bytes_per_s counts the weight matrix read once.
+// One bf16 linear layer through cuBLAS (kernels::Gemm) and, for up to 4 rows, the GEMV
+// (kernels/gemv.h): out[rows, n] = x[rows, k] w[n, k]^T, fp32 out. Returns {"rows", "n", "k", "us",
+// "weight_bytes_per_s", "tflops"}; weight_bytes_per_s counts the weight matrix read once.
 absl::StatusOr<nlohmann::json> MeasureGemm(int device, int64_t rows, int64_t n, int64_t k);
 
 // The paged-attention kernel alone on a decode step: `batch` sequences of `context` cached

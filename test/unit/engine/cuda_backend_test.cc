@@ -25,6 +25,7 @@
 #include "kernels/convert.h"
 #include "kernels/embedding.h"
 #include "kernels/gemm.h"
+#include "kernels/gemv.h"
 #include "kernels/kv_store.h"
 #include "kernels/paged_attention.h"
 #include "kernels/rms_norm.h"
@@ -258,6 +259,54 @@ TEST_CASE("cuBLAS linear layers match the CPU backend at every batch size", "[gp
   cudaStreamDestroy(stream);
 }
 
+// The decode GEMV (fp32 x, half weights) against the CPU's fp32 x bf16 product: the same
+// arithmetic, so the tolerance is fp32 summation order, not bf16 rounding. Odd n (a partial last
+// block of warps), k not a multiple of 256 (the unrolled loop's tail), and every row count.
+TEST_CASE("the GEMV matches the CPU backend for 1 to 4 rows and rejects what it cannot take",
+          "[gpu]") {
+  std::mt19937 rng(5);
+  const int64_t n = 203, k = 328;
+  const auto w = ToBf16(Random(n * k, rng, 0.05f));
+  DeviceVector<uint16_t> dw(w);
+  cpu::CpuBackend cpu(2);
+  for (int64_t rows = 1; rows <= kernels::kGemvMaxRows; ++rows) {
+    INFO("rows " << rows);
+    auto x = Random(rows * k, rng);
+    std::vector<float> want(rows * n);
+    cpu.MatMul({x.data(), rows, k}, HostWeight(w, n, k), nullptr, {want.data(), rows, n});
+    DeviceVector<float> dx(x), dout(rows * n);
+    kernels::GemvParams v;
+    v.w = dw.get();
+    v.w_dtype = Dtype::kBF16;
+    v.x = dx.get();
+    v.out = dout.get();
+    v.rows = rows;
+    v.n = n;
+    v.k = k;
+    v.x_stride = k;
+    v.out_stride = n;
+    REQUIRE(kernels::LaunchGemv(v, nullptr).ok());
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    CHECK(RelativeError(dout.Host(), want) <= 1e-5);
+  }
+  kernels::GemvParams bad;
+  bad.w = dw.get();
+  bad.x = reinterpret_cast<const float*>(dw.get());
+  bad.out = reinterpret_cast<float*>(dw.get());
+  bad.rows = 5;
+  bad.n = n;
+  bad.k = k;
+  bad.x_stride = k;
+  bad.out_stride = n;
+  CHECK(bad.Validate().code() == absl::StatusCode::kInvalidArgument);  // rows > 4
+  bad.rows = 1;
+  bad.k = bad.x_stride = 327;
+  CHECK(bad.Validate().code() == absl::StatusCode::kInvalidArgument);  // k not a multiple of 8
+  bad.k = bad.x_stride = k;
+  bad.w_dtype = Dtype::kF32;
+  CHECK(bad.Validate().code() == absl::StatusCode::kInvalidArgument);
+}
+
 // Prefill chunks, decodes and a long sequence in one step, GQA 8 heads over 2, bf16 cache.
 void CheckAttention(int64_t workspace_floats) {
   std::mt19937 rng(5);
@@ -448,7 +497,8 @@ TEST_CASE("a bf16 model's logits match the CPU backend through prefill and decod
     auto gpu_model = Model::Create(*cfg, **weights, gpu->get(), limits);
     REQUIRE(gpu_model.ok());
 
-    std::vector<int32_t> tokens = {1, 5, 9, 33, 70, 2, 8, 91, 40, 12, 13, 14, 60, 61, 62, 63, 64, 3};
+    std::vector<int32_t> tokens = {1,  5,  9,  33, 70, 2,  8,  91, 40,
+                                   12, 13, 14, 60, 61, 62, 63, 64, 3};
     BatchLayout layout;
     layout.block_tables = {{4, 9}};
     const int32_t vocab = cfg->vocab_size;
@@ -510,6 +560,49 @@ TEST_CASE("the bundled model's greedy output is identical on CPU and CUDA", "[gp
   const auto cpu = run("cpu");
   const auto gpu = run("cuda");
   CHECK(gpu == cpu);
+}
+
+// Tokens chosen on the device (kernels/sampling.h through the engine): a seeded request repeats
+// itself, top_k 1 is greedy, and a request the device cannot serve (log-probabilities) falls
+// back to the host sampler in the same engine.
+TEST_CASE("the engine samples on the GPU: seeded draws repeat, top_k 1 is greedy", "[gpu]") {
+  EngineOptions o;
+  o.model_dir = kTinyModel;
+  o.backend = "cuda";
+  o.kv_cache_bytes = 8 << 20;
+  auto engine = CreateEngine(o);
+  REQUIRE(engine.ok());
+  testing::Collector c;
+  auto submit = [&](int key, SamplingParams sampling) {
+    GenerateRequest r;
+    r.prompt_tokens = {0, 5, 6, 5, 7};
+    r.max_tokens = 16;
+    r.ignore_eos = true;
+    r.sampling = sampling;
+    r.callback = c.Callback(key);
+    REQUIRE((*engine)->Submit(std::move(r)).ok());
+  };
+  SamplingParams seeded;
+  seeded.temperature = 1.5f;
+  seeded.top_p = 0.95f;
+  seeded.seed = 42;
+  SamplingParams top1;
+  top1.temperature = 1.0f;
+  top1.top_k = 1;
+  top1.seed = 7;
+  SamplingParams with_logprobs = seeded;
+  with_logprobs.logprobs = true;
+  submit(0, seeded);
+  submit(1, seeded);
+  submit(2, top1);
+  submit(3, SamplingParams{});
+  submit(4, with_logprobs);
+  REQUIRE(c.WaitFinished(5));
+  for (int i = 0; i < 5; ++i) REQUIRE(c.Get(i).status.ok());
+  CHECK(c.Get(0).tokens == c.Get(1).tokens);
+  CHECK(c.Get(2).tokens == c.Get(3).tokens);
+  CHECK(c.Get(4).tokens.size() == 16);
+  (*engine)->Stop();
 }
 
 TEST_CASE("replicas of one model on one GPU share a single weight copy", "[gpu]") {
