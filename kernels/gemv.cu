@@ -104,10 +104,9 @@ absl::Status GemvParams::Validate() const {
   EXA_KERNEL_REQUIRE(x_stride >= k && x_stride % 4 == 0, kOp, "x_stride", x_stride,
                      "must be at least k and a multiple of 4");
   EXA_KERNEL_REQUIRE(out_stride >= n, kOp, "out_stride", out_stride, "must be at least n");
-  EXA_KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
-                         reinterpret_cast<uintptr_t>(x) % 16 == 0,
-                     kOp, "w / x alignment", reinterpret_cast<uintptr_t>(w) % 16,
-                     "must be 16 bytes");
+  EXA_KERNEL_REQUIRE(
+      reinterpret_cast<uintptr_t>(w) % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0, kOp,
+      "w / x alignment", reinterpret_cast<uintptr_t>(w) % 16, "must be 16 bytes");
   return absl::OkStatus();
 }
 

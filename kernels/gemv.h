@@ -22,14 +22,14 @@ namespace exa::kernels {
 inline constexpr int64_t kGemvMaxRows = 4;
 
 struct GemvParams {
-  const void* w = nullptr;   // [n, k] in w_dtype (bf16 or fp16), row-major, dense
+  const void* w = nullptr;  // [n, k] in w_dtype (bf16 or fp16), row-major, dense
   Dtype w_dtype = Dtype::kBF16;
   const float* x = nullptr;  // [rows, k] fp32, row stride x_stride (16-byte aligned rows)
   float* out = nullptr;      // [rows, n] fp32, row stride out_stride
   int64_t rows = 0;          // 1 .. kGemvMaxRows
   int64_t n = 0;
-  int64_t k = 0;             // a multiple of 8
-  int64_t x_stride = 0;      // a multiple of 4
+  int64_t k = 0;         // a multiple of 8
+  int64_t x_stride = 0;  // a multiple of 4
   int64_t out_stride = 0;
 
   // INVALID_ARGUMENT naming the field that rules the product out: callers with another path

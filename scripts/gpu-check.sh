@@ -128,6 +128,12 @@ step bench 150 sh -c "'$TOOLS/exaserve-bench' engine --backend cuda --model '$MO
   --batch-sizes 1 16 64 --decode-tokens 32 --prefill-tokens 512 --repeats 2 \
   --kv-cache-bytes 1073741824 >'$BENCH'"
 
+# 4b. Where a decode step's device time goes (EXA_CUDA_PROFILE_OPS: an event between ops; the
+#     per-op JSON goes to the log). A diagnostic beside the figures above, not one of them.
+step op_profile 60 sh -c "EXA_CUDA_PROFILE_OPS=1 '$TOOLS/exaserve-bench' engine --backend cuda \
+  --model '$MODEL_DIR' --batch-sizes 1 64 --decode-tokens 32 --prefill-tokens 512 --repeats 1 \
+  --kv-cache-bytes 1073741824 >/dev/null"
+
 # 5. The daemon's GPU paths: inventory (NVML), burn-in, and serving on the CUDA backend.
 step gpu_inventory 30 sh -c "'$TOOLS/exaserved' --gpu-inventory >'$OUT/inventory.json'"
 step burn_in 90 sh -c "'$TOOLS/exaserved' --burn-in >'$OUT/burn-in.json'"

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -24,6 +26,7 @@
 #include "kernels/rope.h"
 #include "kernels/sampling.h"
 #include "kernels/silu_mul.h"
+#include "nlohmann/json.hpp"
 
 namespace exa::engine::cuda {
 namespace {
@@ -113,6 +116,12 @@ absl::Status CudaBackend::Init(std::shared_ptr<const DeviceWeights> weights,
 
   EXA_CUDA_CHECK(cudaSetDevice(options_.device));
   EXA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  if (const char* env = std::getenv("EXA_CUDA_PROFILE_OPS"); env != nullptr && env[0] == '1') {
+    profile_ = std::make_unique<OpProfile>();
+    profile_->events.resize(1024);
+    profile_->names.resize(1024);
+    for (cudaEvent_t& e : profile_->events) EXA_CUDA_CHECK(cudaEventCreate(&e));
+  }
   pool_bytes_ = ReplicaPoolBytes(config_, options_);
   size_t free_bytes = 0, total_bytes = 0;
   EXA_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
@@ -236,6 +245,10 @@ void CudaBackend::Embedding(const Weight& table, std::span<const int32_t> ids, B
   };
   Record(set_device());
   const int64_t n = static_cast<int64_t>(ids.size());
+  if (profile_ != nullptr) {  // the step's start; its ops are filed under its token count
+    profile_->step = n == 1 ? "[1 token] " : n <= 64 ? "[2-64 tokens] " : "[65+ tokens] ";
+    Mark("");
+  }
   Record(Send(ids_upload_, n, [&](int32_t* h) { std::copy(ids.begin(), ids.end(), h); }));
   kernels::EmbeddingParams p;
   p.table = table.data;
@@ -248,6 +261,7 @@ void CudaBackend::Embedding(const Weight& table, std::span<const int32_t> ids, B
   p.out_stride = out.cols;
   p.count = n;
   if (status_.ok()) Record(kernels::LaunchEmbedding(p, stream_));
+  Mark("embedding");
 }
 
 void CudaBackend::RmsNorm(Buffer x, const Weight& weight, float eps, Buffer out) {
@@ -263,6 +277,7 @@ void CudaBackend::RmsNorm(Buffer x, const Weight& weight, float eps, Buffer out)
   p.out_stride = out.cols;
   p.eps = eps;
   Record(kernels::LaunchRmsNorm(p, stream_));
+  Mark("rms_norm");
 }
 
 void CudaBackend::MatMul(Buffer x, const Weight& w, const Weight* bias, Buffer out) {
@@ -273,6 +288,12 @@ void CudaBackend::MatMul(Buffer x, const Weight& w, const Weight* bias, Buffer o
 void CudaBackend::MatMulShared(Buffer x, std::span<const MatMulTarget> targets) {
   if (!status_.ok()) return;
   Record(RunMatMul(x, targets));
+  if (profile_ != nullptr) {
+    std::string name = StrCat(x.rows <= kernels::kGemvMaxRows ? "gemv" : "gemm", " n=");
+    for (size_t i = 0; i < targets.size(); ++i) StrAppend(&name, i ? "+" : "", targets[i].w->rows);
+    StrAppend(&name, " k=", x.cols);
+    Mark(name);
+  }
 }
 
 absl::Status CudaBackend::RunMatMul(Buffer x, std::span<const MatMulTarget> targets) {
@@ -410,6 +431,7 @@ void CudaBackend::Rope(Buffer q, Buffer k, int32_t head_dim, std::span<const flo
   p.q_stride = q.cols;
   p.k_stride = k.cols;
   Record(kernels::LaunchRope(p, stream_));
+  Mark("rope (+ step layout upload)");
 }
 
 void CudaBackend::StoreKv(int32_t layer, Buffer k, Buffer v, const BatchLayout& layout) {
@@ -434,6 +456,7 @@ void CudaBackend::StoreKv(int32_t layer, Buffer k, Buffer v, const BatchLayout& 
   p.k_stride = k.cols;
   p.v_stride = v.cols;
   Record(kernels::LaunchKvStore(p, stream_));
+  Mark("kv_store");
 }
 
 void CudaBackend::Attention(int32_t layer, Buffer q, const AttentionParams& params,
@@ -472,6 +495,7 @@ void CudaBackend::Attention(int32_t layer, Buffer q, const AttentionParams& para
   p.plan = kernels::PlanPagedAttention(tiles_, n, params.num_heads, params.num_kv_heads,
                                        params.head_dim, max_context_, attention_workspace_floats_);
   Record(kernels::LaunchPagedAttention(p, stream_));
+  Mark("paged_attention");
 }
 
 void CudaBackend::SiluMul(Buffer gate, Buffer up, Buffer out) {
@@ -484,6 +508,7 @@ void CudaBackend::SiluMul(Buffer gate, Buffer up, Buffer out) {
   p.cols = gate.cols;
   p.stride = gate.cols;
   Record(kernels::LaunchSiluMul(p, stream_));
+  Mark("silu_mul");
 }
 
 void CudaBackend::Add(Buffer x, Buffer y) {
@@ -496,6 +521,7 @@ void CudaBackend::Add(Buffer x, Buffer y) {
   p.x_stride = x.cols;
   p.y_stride = y.cols;
   Record(kernels::LaunchAdd(p, stream_));
+  Mark("add");
 }
 
 void CudaBackend::GatherRows(Buffer x, std::span<const int32_t> rows, Buffer out) {
@@ -514,6 +540,7 @@ void CudaBackend::GatherRows(Buffer x, std::span<const int32_t> rows, Buffer out
   p.out_stride = out.cols;
   p.count = n;
   Record(kernels::LaunchEmbedding(p, stream_));
+  Mark("gather_rows (+ rows upload)");
 }
 
 void CudaBackend::CopyToHost(Buffer x, float* host) {
@@ -528,6 +555,7 @@ void CudaBackend::CopyToHost(Buffer x, float* host) {
       }
       EXA_CUDA_CHECK(cudaMemcpyAsync(logits_host_, x.data, static_cast<size_t>(floats) * 4,
                                      cudaMemcpyDeviceToHost, stream_));
+      Mark("logits to host");
       EXA_RETURN_IF_ERROR(WaitForStream());
       std::memcpy(host, logits_host_, static_cast<size_t>(floats) * 4);
       return absl::OkStatus();
@@ -544,6 +572,7 @@ absl::Status CudaBackend::WaitForStream() {
   device_wait_seconds_ +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXA_CUDA_CHECK(synced);
+  if (profile_ != nullptr) profile_->Fold();
   return absl::OkStatus();
 }
 
@@ -581,6 +610,7 @@ absl::Status CudaBackend::RunSampling(Buffer logits, std::span<const DeviceSampl
   EXA_RETURN_IF_ERROR(kernels::LaunchSampling(p, stream_));
   EXA_CUDA_CHECK(cudaMemcpyAsync(sampled_host_, sampled_device_, static_cast<size_t>(n) * 4,
                                  cudaMemcpyDeviceToHost, stream_));
+  Mark("sampling (+ parameters upload, ids to host)");
   EXA_RETURN_IF_ERROR(WaitForStream());
   std::copy(sampled_host_, sampled_host_ + n, tokens);
   return absl::OkStatus();
@@ -589,6 +619,34 @@ absl::Status CudaBackend::RunSampling(Buffer logits, std::span<const DeviceSampl
 void CudaBackend::SampleRows(Buffer logits, std::span<const DeviceSampling> rows, int32_t* tokens) {
   if (status_.ok()) Record(RunSampling(logits, rows, tokens));
   if (!status_.ok()) std::fill(tokens, tokens + rows.size(), 0);
+}
+
+void CudaBackend::Mark(std::string_view op) {
+  if (profile_ == nullptr || !status_.ok()) return;
+  auto& prof = *profile_;
+  if (prof.used == prof.events.size()) return;  // a step longer than the event pool: cut off
+  if (cudaEventRecord(prof.events[prof.used], stream_) != cudaSuccess) return;
+  prof.names[prof.used++] = StrCat(prof.step, op);
+}
+
+void CudaBackend::OpProfile::Fold() {
+  for (size_t i = 1; i < used; ++i) {
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, events[i - 1], events[i]) != cudaSuccess) continue;
+    auto& [calls, total_ms] = totals[names[i]];
+    ++calls;
+    total_ms += ms;
+  }
+  used = 0;
+}
+
+CudaBackend::OpProfile::~OpProfile() {
+  nlohmann::json ops = nlohmann::json::object();
+  for (const auto& [name, t] : totals) {
+    ops[name] = {{"calls", t.first}, {"ms", t.second}, {"us_per_call", 1e3 * t.second / t.first}};
+  }
+  std::fprintf(stderr, "%s\n", nlohmann::json{{"cuda_op_profile", ops}}.dump().c_str());
+  for (cudaEvent_t e : events) cudaEventDestroy(e);
 }
 
 }  // namespace exa::engine::cuda

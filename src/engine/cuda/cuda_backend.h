@@ -25,7 +25,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -109,6 +111,19 @@ class CudaBackend final : public Backend {
   absl::Status Send(Upload& u, int64_t n, const std::function<void(int32_t*)>& fill);
   absl::Status EnsureLayout(const BatchLayout& layout);
   absl::Status EnsureInvFreq(std::span<const float> inv_freq);
+  // EXA_CUDA_PROFILE_OPS=1 (a diagnostic): device time between consecutive ops, summed per op
+  // name and printed as one JSON line on stderr when the backend is destroyed. Adds an event
+  // per op; never on in production.
+  struct OpProfile {
+    std::vector<cudaEvent_t> events;
+    std::vector<std::string> names;
+    size_t used = 0;
+    std::string step;  // the current step's size class, prefixed to its op names
+    std::map<std::string, std::pair<int64_t, double>> totals;  // name -> (calls, ms)
+    void Fold();  // after a stream sync: the step's intervals into totals
+    ~OpProfile();
+  };
+  void Mark(std::string_view op);
   absl::Status RunMatMul(Buffer x, std::span<const MatMulTarget> targets);
   absl::Status AddBias(const MatMulTarget& t);
   absl::Status RunSampling(Buffer logits, std::span<const DeviceSampling> rows, int32_t* tokens);
@@ -149,6 +164,7 @@ class CudaBackend final : public Backend {
   int32_t tiles_ = 0, block_table_stride_ = 0, max_context_ = 0;
   std::vector<float> uploaded_inv_freq_;
   double device_wait_seconds_ = 0;  // in cudaStreamSynchronize at the end of steps
+  std::unique_ptr<OpProfile> profile_;
 };
 
 }  // namespace exa::engine::cuda
