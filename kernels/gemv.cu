@@ -22,9 +22,23 @@ __device__ __forceinline__ void Widen8(const uint4& packed, float (&out)[8]) {
 template <typename T, int kRows>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) GemvKernel(GemvParams p) {
   const int lane = threadIdx.x & 31;
-  const int64_t row_n = int64_t{blockIdx.x} * kWarpsPerBlock + (threadIdx.x >> 5);
-  if (row_n >= p.n) return;
-  const uint4* w = reinterpret_cast<const uint4*>(static_cast<const T*>(p.w) + row_n * p.k);
+  // This warp's weight row across the targets laid end to end.
+  int64_t row_n = int64_t{blockIdx.x} * kWarpsPerBlock + (threadIdx.x >> 5);
+  // Unrolled with constant indices, so the parameters stay out of local memory.
+  GemvTarget target;
+  bool found = false;
+#pragma unroll
+  for (int t = 0; t < kGemvMaxTargets; ++t) {
+    if (found || t >= p.num_targets) continue;
+    if (row_n < p.targets[t].n) {
+      target = p.targets[t];
+      found = true;
+    } else {
+      row_n -= p.targets[t].n;
+    }
+  }
+  if (!found) return;
+  const uint4* w = reinterpret_cast<const uint4*>(static_cast<const T*>(target.w) + row_n * p.k);
   const int64_t chunks = p.k / 8;  // 16-byte chunks of the weight row
   float acc[kRows] = {};
   int64_t c = lane;
@@ -64,13 +78,15 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) GemvKernel(GemvParams p) 
     float v = acc[r];
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane == 0) p.out[r * p.out_stride + row_n] = v;
+    if (lane == 0) target.out[r * target.out_stride + row_n] = v;
   }
 }
 
 template <typename T>
 cudaError_t Launch(const GemvParams& p, cudaStream_t stream) {
-  const unsigned blocks = static_cast<unsigned>((p.n + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  int64_t n = 0;
+  for (int t = 0; t < p.num_targets; ++t) n += p.targets[t].n;
+  const unsigned blocks = static_cast<unsigned>((n + kWarpsPerBlock - 1) / kWarpsPerBlock);
   const unsigned threads = kWarpsPerBlock * 32;
   switch (p.rows) {
     case 1:
@@ -93,20 +109,31 @@ cudaError_t Launch(const GemvParams& p, cudaStream_t stream) {
 
 absl::Status GemvParams::Validate() const {
   constexpr const char* kOp = "gemv";
-  EXA_KERNEL_REQUIRE_PTR(w, kOp);
   EXA_KERNEL_REQUIRE_PTR(x, kOp);
-  EXA_KERNEL_REQUIRE_PTR(out, kOp);
+  EXA_KERNEL_REQUIRE(num_targets >= 1 && num_targets <= kGemvMaxTargets, kOp, "num_targets",
+                     num_targets, "must be in [1, 3]");
+  int64_t total_n = 0;
+  for (int t = 0; t < num_targets; ++t) {
+    const GemvTarget& g = targets[t];
+    EXA_KERNEL_REQUIRE(g.w != nullptr && g.out != nullptr, kOp, "target", t,
+                       "needs w and out pointers");
+    EXA_KERNEL_REQUIRE(g.n >= 1, kOp, "n", g.n, "must be at least 1");
+    EXA_KERNEL_REQUIRE(g.out_stride >= g.n, kOp, "out_stride", g.out_stride, "must be at least n");
+    EXA_KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(g.w) % 16 == 0, kOp, "w alignment",
+                       static_cast<int64_t>(reinterpret_cast<uintptr_t>(g.w) % 16),
+                       "must be 16 bytes");
+    total_n += g.n;
+  }
+  EXA_KERNEL_REQUIRE(total_n <= (int64_t{1} << 31) - 1, kOp, "n (all targets)", total_n,
+                     "must be below 2^31");
   EXA_KERNEL_REQUIRE(w_dtype != Dtype::kF32, kOp, "w_dtype", static_cast<int64_t>(w_dtype),
                      "must be bf16 or f16");
   EXA_KERNEL_REQUIRE(rows >= 1 && rows <= kGemvMaxRows, kOp, "rows", rows, "must be in [1, 4]");
-  EXA_KERNEL_REQUIRE(n >= 1 && n <= (int64_t{1} << 31) - 1, kOp, "n", n, "must be in [1, 2^31)");
   EXA_KERNEL_REQUIRE(k >= 8 && k % 8 == 0, kOp, "k", k, "must be a positive multiple of 8");
   EXA_KERNEL_REQUIRE(x_stride >= k && x_stride % 4 == 0, kOp, "x_stride", x_stride,
                      "must be at least k and a multiple of 4");
-  EXA_KERNEL_REQUIRE(out_stride >= n, kOp, "out_stride", out_stride, "must be at least n");
-  EXA_KERNEL_REQUIRE(
-      reinterpret_cast<uintptr_t>(w) % 16 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0, kOp,
-      "w / x alignment", reinterpret_cast<uintptr_t>(w) % 16, "must be 16 bytes");
+  EXA_KERNEL_REQUIRE(reinterpret_cast<uintptr_t>(x) % 16 == 0, kOp, "x alignment",
+                     static_cast<int64_t>(reinterpret_cast<uintptr_t>(x) % 16), "must be 16 bytes");
   return absl::OkStatus();
 }
 

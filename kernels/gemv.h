@@ -6,7 +6,9 @@
 // `exaserve-bench engine --backend cuda` "gemm"), and the activations do not need narrowing to
 // the weights' type first (no convert launch, no bf16 rounding of x).
 //
-// One warp per weight row, 16-byte loads of the weights, the x rows read through the cache.
+// One warp per weight row, 16-byte loads of the weights, the x rows read through the cache. Up to
+// kGemvMaxTargets products of the same x (q/k/v, gate/up) run as one launch: small matrices
+// (k/v projections) alone leave the GPU idle between launches.
 // Requirements: k a multiple of 8 and 16-byte aligned rows (every checkpoint's linear layers).
 #pragma once
 
@@ -20,17 +22,24 @@
 namespace exa::kernels {
 
 inline constexpr int64_t kGemvMaxRows = 4;
+inline constexpr int kGemvMaxTargets = 3;
+
+// One product: out[r, i] = sum_k x[r, k] * w[i, k].
+struct GemvTarget {
+  const void* w = nullptr;  // [n, k] in GemvParams::w_dtype, row-major, dense, 16-byte aligned
+  float* out = nullptr;     // [rows, n] fp32, row stride out_stride
+  int64_t n = 0;
+  int64_t out_stride = 0;
+};
 
 struct GemvParams {
-  const void* w = nullptr;  // [n, k] in w_dtype (bf16 or fp16), row-major, dense
-  Dtype w_dtype = Dtype::kBF16;
-  const float* x = nullptr;  // [rows, k] fp32, row stride x_stride (16-byte aligned rows)
-  float* out = nullptr;      // [rows, n] fp32, row stride out_stride
-  int64_t rows = 0;          // 1 .. kGemvMaxRows
-  int64_t n = 0;
-  int64_t k = 0;         // a multiple of 8
-  int64_t x_stride = 0;  // a multiple of 4
-  int64_t out_stride = 0;
+  GemvTarget targets[kGemvMaxTargets];
+  int32_t num_targets = 1;
+  Dtype w_dtype = Dtype::kBF16;  // every target's (bf16 or fp16)
+  const float* x = nullptr;      // [rows, k] fp32, row stride x_stride (16-byte aligned rows)
+  int64_t rows = 0;              // 1 .. kGemvMaxRows
+  int64_t k = 0;                 // a multiple of 8
+  int64_t x_stride = 0;          // a multiple of 4
 
   // INVALID_ARGUMENT naming the field that rules the product out: callers with another path
   // (cuBLAS through kernels/gemm.h) take it when this fails.

@@ -297,29 +297,35 @@ void CudaBackend::MatMulShared(Buffer x, std::span<const MatMulTarget> targets) 
 }
 
 absl::Status CudaBackend::RunMatMul(Buffer x, std::span<const MatMulTarget> targets) {
+  // Decode-sized batches against half weights: the bandwidth-bound GEMV on fp32 x, every target
+  // in one launch.
+  if (x.rows <= kernels::kGemvMaxRows &&
+      static_cast<int64_t>(targets.size()) <= kernels::kGemvMaxTargets) {
+    kernels::GemvParams v;
+    v.num_targets = static_cast<int32_t>(targets.size());
+    v.w_dtype = ToKernel(targets[0].w->dtype);
+    v.x = x.data;
+    v.rows = x.rows;
+    v.k = x.cols;
+    v.x_stride = x.cols;
+    bool same_shape = true;
+    for (size_t i = 0; i < targets.size(); ++i) {
+      const MatMulTarget& t = targets[i];
+      same_shape = same_shape && t.w->dtype == targets[0].w->dtype && t.w->cols == x.cols &&
+                   t.out.cols == t.w->rows && t.out.rows == x.rows;
+      v.targets[i] = {t.w->data, t.out.data, t.w->rows, t.out.cols};
+    }
+    if (same_shape && v.Validate().ok()) {
+      EXA_RETURN_IF_ERROR(kernels::LaunchGemv(v, stream_));
+      for (const MatMulTarget& t : targets) EXA_RETURN_IF_ERROR(AddBias(t));
+      return absl::OkStatus();
+    }
+  }
   DType narrowed = DType::kF32;  // the type half_scratch_ holds x in; f32: not yet narrowed
   for (const MatMulTarget& t : targets) {
     EXA_CHECK(x.cols == t.w->cols && t.out.cols == t.w->rows && t.out.rows == x.rows)
         << "matmul shapes x[" << x.rows << "," << x.cols << "] w[" << t.w->rows << "," << t.w->cols
         << "] out[" << t.out.rows << "," << t.out.cols << "]";
-    // Decode-sized batches against half weights: the bandwidth-bound GEMV on fp32 x.
-    if (x.rows <= kernels::kGemvMaxRows) {
-      kernels::GemvParams v;
-      v.w = t.w->data;
-      v.w_dtype = ToKernel(t.w->dtype);
-      v.x = x.data;
-      v.out = t.out.data;
-      v.rows = x.rows;
-      v.n = t.w->rows;
-      v.k = t.w->cols;
-      v.x_stride = x.cols;
-      v.out_stride = t.out.cols;
-      if (v.Validate().ok()) {
-        EXA_RETURN_IF_ERROR(kernels::LaunchGemv(v, stream_));
-        EXA_RETURN_IF_ERROR(AddBias(t));
-        continue;
-      }
-    }
     const void* input = x.data;
     if (t.w->dtype != DType::kF32) {
       if (narrowed != t.w->dtype) {

@@ -370,15 +370,12 @@ absl::StatusOr<nlohmann::json> MeasureGemm(int device, int64_t rows, int64_t n, 
   EXA_CUDA_CHECK(cudaMalloc(&xf.ptr, static_cast<size_t>(rows * k * 4)));
   EXA_CUDA_CHECK(cudaMemset(xf.ptr, 0, static_cast<size_t>(rows * k * 4)));
   kernels::GemvParams v;
-  v.w = w.ptr;
+  v.targets[0] = {w.ptr, static_cast<float*>(out.ptr), n, n};
   v.w_dtype = kernels::Dtype::kBF16;
   v.x = static_cast<const float*>(xf.ptr);
-  v.out = static_cast<float*>(out.ptr);
   v.rows = rows;
-  v.n = n;
   v.k = k;
   v.x_stride = k;
-  v.out_stride = n;
   if (v.Validate().ok()) {
     EXA_RETURN_IF_ERROR(kernels::LaunchGemv(v, s.stream));
     EXA_CUDA_CHECK(cudaEventRecord(s.start, s.stream));

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <random>
 #include <vector>
 
@@ -95,6 +96,17 @@ double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
     scale = std::max(scale, std::fabs(double{b[i]}));
   }
   return diff / scale;
+}
+
+// ||a - b||_2 / ||b||_2: the textbook relative error of a vector.
+double RelativeErrorL2(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double diff = 0, norm = 1e-60;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff += (double{a[i]} - b[i]) * (double{a[i]} - b[i]);
+    norm += double{b[i]} * b[i];
+  }
+  return std::sqrt(diff / norm);
 }
 
 Weight HostWeight(const std::vector<uint16_t>& bf16, int64_t rows, int64_t cols) {
@@ -260,44 +272,52 @@ TEST_CASE("cuBLAS linear layers match the CPU backend at every batch size", "[gp
 }
 
 // The decode GEMV (fp32 x, half weights) against the CPU's fp32 x bf16 product: the same
-// arithmetic, so the tolerance is fp32 summation order, not bf16 rounding. Odd n (a partial last
-// block of warps), k not a multiple of 256 (the unrolled loop's tail), and every row count.
+// arithmetic, so the tolerance is fp32 summation order, not bf16 rounding. Three targets in one
+// launch (q/k/v-like, odd sizes so a block of warps straddles two targets), k not a multiple of
+// 256 (the unrolled loop's tail), every row count.
 TEST_CASE("the GEMV matches the CPU backend for 1 to 4 rows and rejects what it cannot take",
           "[gpu]") {
   std::mt19937 rng(5);
-  const int64_t n = 203, k = 328;
-  const auto w = ToBf16(Random(n * k, rng, 0.05f));
-  DeviceVector<uint16_t> dw(w);
+  const int64_t k = 328;
+  const int64_t ns[] = {203, 37, 61};
+  std::vector<std::vector<uint16_t>> w;
+  std::deque<DeviceVector<uint16_t>> dw;  // DeviceVector owns device memory: never relocated
+  for (int64_t n : ns) {
+    w.push_back(ToBf16(Random(n * k, rng, 0.05f)));
+    dw.emplace_back(w.back());
+  }
   cpu::CpuBackend cpu(2);
   for (int64_t rows = 1; rows <= kernels::kGemvMaxRows; ++rows) {
     INFO("rows " << rows);
     auto x = Random(rows * k, rng);
-    std::vector<float> want(rows * n);
-    cpu.MatMul({x.data(), rows, k}, HostWeight(w, n, k), nullptr, {want.data(), rows, n});
-    DeviceVector<float> dx(x), dout(rows * n);
+    DeviceVector<float> dx(x);
+    std::deque<DeviceVector<float>> dout;
     kernels::GemvParams v;
-    v.w = dw.get();
+    v.num_targets = 3;
     v.w_dtype = Dtype::kBF16;
     v.x = dx.get();
-    v.out = dout.get();
     v.rows = rows;
-    v.n = n;
     v.k = k;
     v.x_stride = k;
-    v.out_stride = n;
+    for (int t = 0; t < 3; ++t) {
+      dout.emplace_back(static_cast<size_t>(rows * ns[t]));
+      v.targets[t] = {dw[t].get(), dout[t].get(), ns[t], ns[t]};
+    }
     REQUIRE(kernels::LaunchGemv(v, nullptr).ok());
     REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-    CHECK(RelativeError(dout.Host(), want) <= 1e-5);
+    for (int t = 0; t < 3; ++t) {
+      INFO("target " << t);
+      std::vector<float> want(rows * ns[t]);
+      cpu.MatMul({x.data(), rows, k}, HostWeight(w[t], ns[t], k), nullptr,
+                 {want.data(), rows, ns[t]});
+      CHECK(RelativeError(dout[t].Host(), want) <= 1e-5);
+    }
   }
   kernels::GemvParams bad;
-  bad.w = dw.get();
-  bad.x = reinterpret_cast<const float*>(dw.get());
-  bad.out = reinterpret_cast<float*>(dw.get());
+  bad.targets[0] = {dw[0].get(), reinterpret_cast<float*>(dw[0].get()), ns[0], ns[0]};
+  bad.x = reinterpret_cast<const float*>(dw[0].get());
   bad.rows = 5;
-  bad.n = n;
-  bad.k = k;
-  bad.x_stride = k;
-  bad.out_stride = n;
+  bad.k = bad.x_stride = k;
   CHECK(bad.Validate().code() == absl::StatusCode::kInvalidArgument);  // rows > 4
   bad.rows = 1;
   bad.k = bad.x_stride = 327;
@@ -305,6 +325,11 @@ TEST_CASE("the GEMV matches the CPU backend for 1 to 4 rows and rejects what it 
   bad.k = bad.x_stride = k;
   bad.w_dtype = Dtype::kF32;
   CHECK(bad.Validate().code() == absl::StatusCode::kInvalidArgument);
+  bad.w_dtype = Dtype::kBF16;
+  bad.num_targets = 4;
+  CHECK(bad.Validate().code() == absl::StatusCode::kInvalidArgument);
+  bad.num_targets = 1;
+  CHECK(bad.Validate().ok());
 }
 
 // Prefill chunks, decodes and a long sequence in one step, GQA 8 heads over 2, bf16 cache.
@@ -531,9 +556,10 @@ TEST_CASE("a bf16 model's logits match the CPU backend through prefill and decod
       REQUIRE((*cpu_model)->Forward(run, layout, rows, want.data()).ok());
       REQUIRE((*gpu_model)->Forward(run, layout, rows, got.data()).ok());
       const double error = RelativeError(got, want);
-      std::printf("bf16 model, %s KV cache%s, step %d: relative error %.6f\n",
+      std::printf("bf16 model, %s KV cache%s, step %d: relative error %.6f (L2 %.6f)\n",
                   std::string(DTypeName(kv_dtype)).c_str(),
-                  token_by_token ? ", token by token" : "", step, error);
+                  token_by_token ? ", token by token" : "", step, error,
+                  RelativeErrorL2(got, want));
       CHECK(error <= 1e-2);
       if (prompt_step) continue;
       tokens.push_back(
