@@ -78,7 +78,10 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) GemvKernel(GemvParams p) 
     float v = acc[r];
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane == 0) target.out[r * target.out_stride + row_n] = v;
+    if (lane == 0) {
+      float* o = target.out + r * target.out_stride + row_n;
+      *o = p.accumulate ? *o + v : v;
+    }
   }
 }
 

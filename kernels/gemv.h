@@ -40,6 +40,7 @@ struct GemvParams {
   int64_t rows = 0;              // 1 .. kGemvMaxRows
   int64_t k = 0;                 // a multiple of 8
   int64_t x_stride = 0;          // a multiple of 4
+  bool accumulate = false;       // out += product (a residual connection) instead of out =
 
   // INVALID_ARGUMENT naming the field that rules the product out: callers with another path
   // (cuBLAS through kernels/gemm.h) take it when this fails.

@@ -6,7 +6,7 @@
 namespace exa::kernels {
 namespace {
 
-constexpr int kThreads = 128;
+constexpr int kThreads = 256;  // a decode step stores one row: its loads go out together
 
 template <typename T>
 __global__ void KvStoreKernel(KvStoreParams p) {
@@ -14,6 +14,7 @@ __global__ void KvStoreKernel(KvStoreParams p) {
   const int64_t slot = p.slots[t];
   T* kc = static_cast<T*>(p.k_cache) + slot * p.kv_dim;
   T* vc = static_cast<T*>(p.v_cache) + slot * p.kv_dim;
+#pragma unroll 4
   for (int64_t i = threadIdx.x; i < p.kv_dim; i += blockDim.x) {
     kc[i] = device::FromFloat<T>(p.k[t * p.k_stride + i]);
     vc[i] = device::FromFloat<T>(p.v[t * p.v_stride + i]);

@@ -134,6 +134,18 @@ class Backend {
   virtual void SiluMul(Buffer gate, Buffer up, Buffer out) = 0;
   // x += y.
   virtual void Add(Buffer x, Buffer y) = 0;
+  // accum += x @ w^T (a residual connection), `scratch` [T, N] free for the product. The same
+  // values as MatMul into scratch then Add (the default); a backend may fuse the two.
+  virtual void MatMulAdd(Buffer x, const Weight& w, Buffer scratch, Buffer accum) {
+    MatMul(x, w, nullptr, scratch);
+    Add(accum, scratch);
+  }
+  // Called by Model before a step's first op with everything the step will need (tokens, layout,
+  // logit rows, and the device sampling rows when ForwardSample): a device backend sends it all
+  // in one copy instead of one per op. Optional: ops work without it.
+  virtual void BeginStep(std::span<const int32_t> /*tokens*/, const BatchLayout& /*layout*/,
+                         std::span<const int32_t> /*logit_rows*/,
+                         std::span<const DeviceSampling> /*sampling*/) {}
   // out[i] = x[rows[i]].
   virtual void GatherRows(Buffer x, std::span<const int32_t> rows, Buffer out) = 0;
   // Copies x to host memory (x.rows * x.cols floats); waits for preceding ops.

@@ -106,19 +106,18 @@ void Model::RunLayer(int32_t index, int64_t n, const BatchLayout& layout) {
   b.Attention(index, q,
               AttentionParams{c.num_heads, c.num_kv_heads, c.head_dim, limits_.kv_block_size},
               layout, attn);
-  b.MatMul(attn, l.o, nullptr, proj);
-  b.Add(x, proj);
+  b.MatMulAdd(attn, l.o, proj, x);
 
   b.RmsNorm(x, l.post_norm, c.rms_norm_eps, normed);
   const MatMulTarget gate_up[] = {{&l.gate, nullptr, gate}, {&l.up, nullptr, up}};
   b.MatMulShared(normed, gate_up);
   b.SiluMul(gate, up, gate);
-  b.MatMul(gate, l.down, nullptr, proj);
-  b.Add(x, proj);
+  b.MatMulAdd(gate, l.down, proj, x);
 }
 
 absl::Status Model::RunToLogits(std::span<const int32_t> tokens, const BatchLayout& layout,
-                                std::span<const int32_t> logit_rows) {
+                                std::span<const int32_t> logit_rows,
+                                std::span<const DeviceSampling> sampling) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0 || n > limits_.max_step_tokens ||
       logit_rows.size() > static_cast<size_t>(limits_.max_logit_rows)) {
@@ -131,6 +130,7 @@ absl::Status Model::RunToLogits(std::span<const int32_t> tokens, const BatchLayo
           StrCat("token id ", id, " is outside the vocabulary of ", config_.vocab_size));
     }
   }
+  backend_->BeginStep(tokens, layout, logit_rows, sampling);
   backend_->Embedding(embed_, tokens, act_.x.Rows(n));
   for (int32_t i = 0; i < config_.num_layers; ++i) RunLayer(i, n, layout);
   const int64_t s = static_cast<int64_t>(logit_rows.size());
@@ -144,7 +144,7 @@ absl::Status Model::RunToLogits(std::span<const int32_t> tokens, const BatchLayo
 
 absl::Status Model::Forward(std::span<const int32_t> tokens, const BatchLayout& layout,
                             std::span<const int32_t> logit_rows, float* logits) {
-  EXA_RETURN_IF_ERROR(RunToLogits(tokens, layout, logit_rows));
+  EXA_RETURN_IF_ERROR(RunToLogits(tokens, layout, logit_rows, {}));
   const int64_t s = static_cast<int64_t>(logit_rows.size());
   if (s > 0) backend_->CopyToHost(act_.logits.Rows(s), logits);
   return backend_->status();
@@ -161,7 +161,7 @@ absl::Status Model::ForwardSample(std::span<const int32_t> tokens, const BatchLa
     return absl::InvalidArgumentError(
         StrCat(sampling.size(), " sampling rows for ", logit_rows.size(), " logit rows"));
   }
-  EXA_RETURN_IF_ERROR(RunToLogits(tokens, layout, logit_rows));
+  EXA_RETURN_IF_ERROR(RunToLogits(tokens, layout, logit_rows, sampling));
   const int64_t s = static_cast<int64_t>(logit_rows.size());
   if (s > 0) backend_->SampleRows(act_.logits.Rows(s), sampling, sampled);
   return backend_->status();

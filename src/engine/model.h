@@ -67,7 +67,8 @@ class Model {
   void RunLayer(int32_t index, int64_t tokens, const BatchLayout& layout);
   // Everything up to the logits of `logit_rows` in act_.logits; the row count through `rows`.
   absl::Status RunToLogits(std::span<const int32_t> tokens, const BatchLayout& layout,
-                           std::span<const int32_t> logit_rows);
+                           std::span<const int32_t> logit_rows,
+                           std::span<const DeviceSampling> sampling);
 
   ModelConfig config_;
   Backend* backend_;

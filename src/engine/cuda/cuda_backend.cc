@@ -86,9 +86,10 @@ int64_t ReplicaPoolBytes(const ModelConfig& c, const CudaBackendOptions& o) {
   const int64_t kv = int64_t{CudaKvBlocks(c, o.kv_cache_bytes, o.kv_block_size, element)} *
                      o.kv_block_size * 2 * c.num_layers * c.kv_dim() * element;
   // Layout, token ids, logit rows, RoPE frequencies, 4 sampling parameters and 1 chosen id per
-  // sequence.
+  // sequence; and the combined step inputs of BeginStep (layout, ids, rows, sampling).
   const int64_t metadata =
-      4 * (LayoutInts(o) + o.max_step_tokens + o.max_sequences + c.head_dim + 5 * o.max_sequences);
+      4 * (LayoutInts(o) + o.max_step_tokens + o.max_sequences + c.head_dim + 5 * o.max_sequences) +
+      4 * (LayoutInts(o) + o.max_step_tokens + 5 * o.max_sequences);
   return kv + 4 * ActivationFloats(c, o) + kernels::kCublasWorkspaceBytes + HalfScratchBytes(c, o) +
          kAttentionWorkspaceBytes + metadata + kPoolSlackBytes;
 }
@@ -143,6 +144,10 @@ absl::Status CudaBackend::Init(std::shared_ptr<const DeviceWeights> weights,
   EXA_ASSIGN_OR_RETURN(void* ws, Take(kAttentionWorkspaceBytes, "attention workspace"));
   attention_workspace_ = static_cast<float*>(ws);
 
+  EXA_RETURN_IF_ERROR(MakeUpload(
+      &step_upload_,
+      LayoutInts(options_) + options_.max_step_tokens + int64_t{5} * options_.max_sequences,
+      "step inputs"));
   EXA_RETURN_IF_ERROR(MakeUpload(&layout_upload_, LayoutInts(options_), "step layout"));
   EXA_RETURN_IF_ERROR(MakeUpload(&ids_upload_, options_.max_step_tokens, "token ids"));
   EXA_RETURN_IF_ERROR(MakeUpload(&rows_upload_, options_.max_sequences, "logit rows"));
@@ -169,8 +174,8 @@ CudaBackend::~CudaBackend() {
     cudaStreamSynchronize(stream_);
   }
   cublas_.reset();  // before the pool that holds its workspace
-  for (Upload* u :
-       {&layout_upload_, &ids_upload_, &rows_upload_, &inv_freq_upload_, &sampling_upload_}) {
+  for (Upload* u : {&step_upload_, &layout_upload_, &ids_upload_, &rows_upload_, &inv_freq_upload_,
+                    &sampling_upload_}) {
     if (u->done != nullptr) cudaEventDestroy(u->done);
     if (u->host != nullptr) cudaFreeHost(u->host);
   }
@@ -249,14 +254,19 @@ void CudaBackend::Embedding(const Weight& table, std::span<const int32_t> ids, B
     profile_->step = n == 1 ? "[1 token] " : n <= 64 ? "[2-64 tokens] " : "[65+ tokens] ";
     Mark("");
   }
-  Record(Send(ids_upload_, n, [&](int32_t* h) { std::copy(ids.begin(), ids.end(), h); }));
+  const int32_t* ids_device = prepared_.ids;
+  if (ids_device == nullptr || prepared_.ids_count != n) {  // no BeginStep for this step
+    Record(Send(ids_upload_, n, [&](int32_t* h) { std::copy(ids.begin(), ids.end(), h); }));
+    ids_device = ids_upload_.device;
+  }
+  prepared_.ids = nullptr;
   kernels::EmbeddingParams p;
   p.table = table.data;
   p.table_dtype = ToKernel(table.dtype);
   p.table_rows = table.rows;
   p.cols = table.cols;
   p.table_stride = table.cols;
-  p.ids = ids_upload_.device;
+  p.ids = ids_device;
   p.out = out.data;
   p.out_stride = out.cols;
   p.count = n;
@@ -294,6 +304,28 @@ void CudaBackend::MatMulShared(Buffer x, std::span<const MatMulTarget> targets) 
     StrAppend(&name, " k=", x.cols);
     Mark(name);
   }
+}
+
+void CudaBackend::MatMulAdd(Buffer x, const Weight& w, Buffer scratch, Buffer accum) {
+  if (!status_.ok()) return;
+  if (x.rows <= kernels::kGemvMaxRows && w.cols == x.cols && accum.cols == w.rows &&
+      accum.rows == x.rows) {
+    // The residual add folded into the GEMV's store: one launch instead of two.
+    kernels::GemvParams v;
+    v.targets[0] = {w.data, accum.data, w.rows, accum.cols};
+    v.w_dtype = ToKernel(w.dtype);
+    v.x = x.data;
+    v.rows = x.rows;
+    v.k = x.cols;
+    v.x_stride = x.cols;
+    v.accumulate = true;
+    if (v.Validate().ok()) {
+      Record(kernels::LaunchGemv(v, stream_));
+      if (profile_ != nullptr) Mark(StrCat("gemv+add n=", w.rows, " k=", x.cols));
+      return;
+    }
+  }
+  Backend::MatMulAdd(x, w, scratch, accum);
 }
 
 absl::Status CudaBackend::RunMatMul(Buffer x, std::span<const MatMulTarget> targets) {
@@ -386,6 +418,32 @@ absl::Status CudaBackend::EnsureInvFreq(std::span<const float> inv_freq) {
   return absl::OkStatus();
 }
 
+int64_t CudaBackend::LayoutTotal(const BatchLayout& l) {
+  const int64_t n = static_cast<int64_t>(l.positions.size());
+  size_t widest = 1;
+  for (const auto& table : l.block_tables) widest = std::max(widest, table.size());
+  block_table_stride_ = static_cast<int32_t>(widest);
+  max_context_ = 0;
+  for (int32_t p : l.positions) max_context_ = std::max(max_context_, p + 1);
+  return 5 * n + static_cast<int64_t>(l.block_tables.size()) * block_table_stride_;
+}
+
+void CudaBackend::FillLayout(const BatchLayout& l, int32_t* h) {
+  const int64_t n = static_cast<int64_t>(l.positions.size());
+  const int32_t group = config_.num_heads / config_.num_kv_heads;
+  std::copy(l.positions.begin(), l.positions.end(), h);
+  std::copy(l.slots.begin(), l.slots.end(), h + n);
+  std::copy(l.token_seq.begin(), l.token_seq.end(), h + 2 * n);
+  // Query tiles: runs of consecutive positions of one sequence, at most tile_tokens long.
+  tiles_ = kernels::BuildAttentionTiles(l.positions, l.token_seq, group, h + 3 * n, h + 4 * n);
+  int32_t* tables = h + 5 * n;
+  for (size_t s = 0; s < l.block_tables.size(); ++s) {
+    int32_t* row = tables + s * block_table_stride_;
+    std::fill(row, row + block_table_stride_, 0);
+    std::copy(l.block_tables[s].begin(), l.block_tables[s].end(), row);
+  }
+}
+
 absl::Status CudaBackend::EnsureLayout(const BatchLayout& l) {
   if (layout_valid_ && l.positions == uploaded_layout_.positions &&
       l.slots == uploaded_layout_.slots && l.token_seq == uploaded_layout_.token_seq &&
@@ -393,30 +451,70 @@ absl::Status CudaBackend::EnsureLayout(const BatchLayout& l) {
     return absl::OkStatus();
   }
   layout_valid_ = false;
-  const int64_t n = static_cast<int64_t>(l.positions.size());
-  const int32_t group = config_.num_heads / config_.num_kv_heads;
-  size_t widest = 1;
-  for (const auto& table : l.block_tables) widest = std::max(widest, table.size());
-  block_table_stride_ = static_cast<int32_t>(widest);
-  const int64_t total = 5 * n + static_cast<int64_t>(l.block_tables.size()) * block_table_stride_;
-  max_context_ = 0;
-  for (int32_t p : l.positions) max_context_ = std::max(max_context_, p + 1);
-  EXA_RETURN_IF_ERROR(Send(layout_upload_, total, [&](int32_t* h) {
-    std::copy(l.positions.begin(), l.positions.end(), h);
-    std::copy(l.slots.begin(), l.slots.end(), h + n);
-    std::copy(l.token_seq.begin(), l.token_seq.end(), h + 2 * n);
-    // Query tiles: runs of consecutive positions of one sequence, at most tile_tokens long.
-    tiles_ = kernels::BuildAttentionTiles(l.positions, l.token_seq, group, h + 3 * n, h + 4 * n);
-    int32_t* tables = h + 5 * n;
-    for (size_t s = 0; s < l.block_tables.size(); ++s) {
-      int32_t* row = tables + s * block_table_stride_;
-      std::fill(row, row + block_table_stride_, 0);
-      std::copy(l.block_tables[s].begin(), l.block_tables[s].end(), row);
-    }
-  }));
+  const int64_t total = LayoutTotal(l);
+  EXA_RETURN_IF_ERROR(Send(layout_upload_, total, [&](int32_t* h) { FillLayout(l, h); }));
+  layout_device_ = layout_upload_.device;
   uploaded_layout_ = l;
   layout_valid_ = true;
   return absl::OkStatus();
+}
+
+void CudaBackend::BeginStep(std::span<const int32_t> tokens, const BatchLayout& layout,
+                            std::span<const int32_t> logit_rows,
+                            std::span<const DeviceSampling> sampling) {
+  if (!status_.ok()) return;
+  Record(PrepareStep(tokens, layout, logit_rows, sampling));
+}
+
+absl::Status CudaBackend::PrepareStep(std::span<const int32_t> tokens, const BatchLayout& layout,
+                                      std::span<const int32_t> logit_rows,
+                                      std::span<const DeviceSampling> sampling) {
+  EXA_CUDA_CHECK(cudaSetDevice(options_.device));
+  prepared_ = {};
+  layout_valid_ = false;
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const int64_t rows = static_cast<int64_t>(logit_rows.size());
+  const int64_t stride = options_.max_sequences;
+  if (rows > stride || static_cast<int64_t>(sampling.size()) > stride) {
+    return absl::InternalError(
+        StrCat("cuda backend: a step of ", rows, " logit rows exceeds ", stride, " sequences"));
+  }
+  // [layout | ids | logit rows | temperature | top_k | top_p | uniform], one copy.
+  const int64_t layout_ints = LayoutTotal(layout);
+  const int64_t total = layout_ints + n + rows + (sampling.empty() ? 0 : 4 * stride);
+  EXA_RETURN_IF_ERROR(Send(step_upload_, total, [&](int32_t* h) {
+    FillLayout(layout, h);
+    std::copy(tokens.begin(), tokens.end(), h + layout_ints);
+    std::copy(logit_rows.begin(), logit_rows.end(), h + layout_ints + n);
+    if (!sampling.empty()) FillSampling(sampling, h + layout_ints + n + rows);
+  }));
+  const int32_t* d = step_upload_.device;
+  layout_device_ = d;
+  uploaded_layout_ = layout;
+  layout_valid_ = true;
+  prepared_.ids = d + layout_ints;
+  prepared_.ids_count = n;
+  prepared_.rows = d + layout_ints + n;
+  prepared_.rows_count = rows;
+  if (!sampling.empty()) {
+    prepared_.sampling = d + layout_ints + n + rows;
+    prepared_.sampling_count = static_cast<int64_t>(sampling.size());
+  }
+  return absl::OkStatus();
+}
+
+void CudaBackend::FillSampling(std::span<const DeviceSampling> rows, int32_t* h) const {
+  const int64_t stride = options_.max_sequences;
+  auto* temperature = reinterpret_cast<float*>(h);
+  int32_t* top_k = h + stride;
+  auto* top_p = reinterpret_cast<float*>(h + 2 * stride);
+  auto* uniform = reinterpret_cast<float*>(h + 3 * stride);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    temperature[i] = rows[i].temperature;
+    top_k[i] = rows[i].top_k;
+    top_p[i] = rows[i].top_p;
+    uniform[i] = rows[i].uniform;
+  }
 }
 
 void CudaBackend::Rope(Buffer q, Buffer k, int32_t head_dim, std::span<const float> inv_freq,
@@ -428,7 +526,7 @@ void CudaBackend::Rope(Buffer q, Buffer k, int32_t head_dim, std::span<const flo
   kernels::RopeParams p;
   p.q = q.data;
   p.k = k.data;
-  p.positions = layout_upload_.device;
+  p.positions = layout_device_;
   p.inv_freq = reinterpret_cast<const float*>(inv_freq_upload_.device);
   p.tokens = q.rows;
   p.q_heads = static_cast<int32_t>(q.cols / head_dim);
@@ -454,7 +552,7 @@ void CudaBackend::StoreKv(int32_t layer, Buffer k, Buffer v, const BatchLayout& 
   p.v = v.data;
   p.k_cache = base;
   p.v_cache = base + half_bytes;
-  p.slots = layout_upload_.device + n;
+  p.slots = layout_device_ + n;
   p.cache_dtype = ToKernel(options_.kv_dtype);
   p.tokens = k.rows;
   p.kv_dim = kv_shape_.kv_dim;
@@ -481,11 +579,11 @@ void CudaBackend::Attention(int32_t layer, Buffer q, const AttentionParams& para
   p.k_cache = base;
   p.v_cache = base + half_bytes;
   p.cache_dtype = ToKernel(options_.kv_dtype);
-  p.positions = layout_upload_.device;
-  p.token_seq = layout_upload_.device + 2 * n;
-  p.tile_first = layout_upload_.device + 3 * n;
-  p.tile_count = layout_upload_.device + 4 * n;
-  p.block_tables = layout_upload_.device + 5 * n;
+  p.positions = layout_device_;
+  p.token_seq = layout_device_ + 2 * n;
+  p.tile_first = layout_device_ + 3 * n;
+  p.tile_count = layout_device_ + 4 * n;
+  p.block_tables = layout_device_ + 5 * n;
   p.workspace = attention_workspace_;
   p.workspace_floats = attention_workspace_floats_;
   p.tokens = n;
@@ -533,7 +631,12 @@ void CudaBackend::Add(Buffer x, Buffer y) {
 void CudaBackend::GatherRows(Buffer x, std::span<const int32_t> rows, Buffer out) {
   if (!status_.ok()) return;
   const int64_t n = static_cast<int64_t>(rows.size());
-  Record(Send(rows_upload_, n, [&](int32_t* h) { std::copy(rows.begin(), rows.end(), h); }));
+  const int32_t* rows_device = prepared_.rows;
+  if (rows_device == nullptr || prepared_.rows_count != n) {
+    Record(Send(rows_upload_, n, [&](int32_t* h) { std::copy(rows.begin(), rows.end(), h); }));
+    rows_device = rows_upload_.device;
+  }
+  prepared_.rows = nullptr;
   if (!status_.ok()) return;
   kernels::EmbeddingParams p;
   p.table = x.data;
@@ -541,7 +644,7 @@ void CudaBackend::GatherRows(Buffer x, std::span<const int32_t> rows, Buffer out
   p.table_rows = x.rows;
   p.cols = x.cols;
   p.table_stride = x.cols;
-  p.ids = rows_upload_.device;
+  p.ids = rows_device;
   p.out = out.data;
   p.out_stride = out.cols;
   p.count = n;
@@ -590,19 +693,13 @@ absl::Status CudaBackend::RunSampling(Buffer logits, std::span<const DeviceSampl
                                       " logit rows (at most ", options_.max_sequences, ")"));
   }
   const int64_t stride = options_.max_sequences;
-  EXA_RETURN_IF_ERROR(Send(sampling_upload_, 4 * stride, [&](int32_t* h) {
-    auto* temperature = reinterpret_cast<float*>(h);
-    int32_t* top_k = h + stride;
-    auto* top_p = reinterpret_cast<float*>(h + 2 * stride);
-    auto* uniform = reinterpret_cast<float*>(h + 3 * stride);
-    for (int64_t i = 0; i < n; ++i) {
-      temperature[i] = rows[i].temperature;
-      top_k[i] = rows[i].top_k;
-      top_p[i] = rows[i].top_p;
-      uniform[i] = rows[i].uniform;
-    }
-  }));
-  const int32_t* d = sampling_upload_.device;
+  const int32_t* d = prepared_.sampling;
+  if (d == nullptr || prepared_.sampling_count != n) {
+    EXA_RETURN_IF_ERROR(
+        Send(sampling_upload_, 4 * stride, [&](int32_t* h) { FillSampling(rows, h); }));
+    d = sampling_upload_.device;
+  }
+  prepared_.sampling = nullptr;
   kernels::SamplingParams p;
   p.logits = logits.data;
   p.tokens = sampled_device_;

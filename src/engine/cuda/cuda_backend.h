@@ -89,6 +89,10 @@ class CudaBackend final : public Backend {
                  Buffer out) override;
   void SiluMul(Buffer gate, Buffer up, Buffer out) override;
   void Add(Buffer x, Buffer y) override;
+  void MatMulAdd(Buffer x, const Weight& w, Buffer scratch, Buffer accum) override;
+  void BeginStep(std::span<const int32_t> tokens, const BatchLayout& layout,
+                 std::span<const int32_t> logit_rows,
+                 std::span<const DeviceSampling> sampling) override;
   void GatherRows(Buffer x, std::span<const int32_t> rows, Buffer out) override;
   void CopyToHost(Buffer x, float* host) override;
   bool can_sample_on_device() const override { return true; }
@@ -110,6 +114,13 @@ class CudaBackend final : public Backend {
   // Copies `n` int32 (already written by `fill` into the pinned buffer) to the device twin.
   absl::Status Send(Upload& u, int64_t n, const std::function<void(int32_t*)>& fill);
   absl::Status EnsureLayout(const BatchLayout& layout);
+  // The layout's size in int32 (sets block_table_stride_ and max_context_), and its image.
+  int64_t LayoutTotal(const BatchLayout& layout);
+  void FillLayout(const BatchLayout& layout, int32_t* host);
+  void FillSampling(std::span<const DeviceSampling> rows, int32_t* host) const;
+  absl::Status PrepareStep(std::span<const int32_t> tokens, const BatchLayout& layout,
+                           std::span<const int32_t> logit_rows,
+                           std::span<const DeviceSampling> sampling);
   absl::Status EnsureInvFreq(std::span<const float> inv_freq);
   // EXA_CUDA_PROFILE_OPS=1 (a diagnostic): device time between consecutive ops, summed per op
   // name and printed as one JSON line on stderr when the backend is destroyed. Adds an event
@@ -155,6 +166,17 @@ class CudaBackend final : public Backend {
 
   // Step metadata: positions | slots | token_seq | tile_first | tile_count | block tables.
   Upload layout_upload_, ids_upload_, rows_upload_, inv_freq_upload_;
+  // BeginStep's one copy of the step's inputs, and where each part landed (consumed once).
+  Upload step_upload_;
+  struct Prepared {
+    const int32_t* ids = nullptr;
+    int64_t ids_count = 0;
+    const int32_t* rows = nullptr;
+    int64_t rows_count = 0;
+    const int32_t* sampling = nullptr;
+    int64_t sampling_count = 0;
+  } prepared_;
+  const int32_t* layout_device_ = nullptr;  // the uploaded layout (step_upload_ or layout_upload_)
   // Per-row sampling parameters: temperature | top_k | top_p | uniform, max_sequences each.
   Upload sampling_upload_;
   int32_t* sampled_device_ = nullptr;  // [max_sequences] chosen ids
