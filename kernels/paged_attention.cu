@@ -42,6 +42,7 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(PagedAttentionParams
   __shared__ float q_s[kMaxRows * kAttentionMaxHeadDim];
   __shared__ float p_s[kMaxRows][kThreads];
   __shared__ float red_s[kMaxRows][kWarps];
+  __shared__ int64_t slot_s[kThreads];  // the chunk's cache slots, looked up once while scoring
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int32_t kvh = blockIdx.y, split = blockIdx.z;
   const int32_t first = p.tile_first[blockIdx.x], count = p.tile_count[blockIdx.x];
@@ -56,6 +57,7 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(PagedAttentionParams
   const T* v_cache = static_cast<const T*>(p.v_cache) + kvh * dim;
 
   const float scale = rsqrtf(static_cast<float>(dim));
+#pragma unroll 4
   for (int i = tid; i < rows * dim; i += kThreads) {
     const int r = i / dim;
     const int64_t t = first + r / group;
@@ -80,10 +82,13 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(PagedAttentionParams
     float s[kMaxRows];
 #pragma unroll
     for (int r = 0; r < kMaxRows; ++r) s[r] = 0.0f;
+    const int64_t slot = j < end ? SlotOf(table, j, p.block_size) : 0;
+    slot_s[tid] = slot;
     if (j < end) {
-      const T* krow = k_cache + SlotOf(table, j, p.block_size) * kv_dim;
+      const T* krow = k_cache + slot * kv_dim;
       // Four 16-byte loads of the key issued before any use: one load per iteration left a
       // decode step latency-bound (29 us for 40 keys on an H200; EXA_CUDA_PROFILE_OPS).
+#pragma unroll 2
       for (int d = 0; d < dim; d += 32) {
         float kf[4][8];
 #pragma unroll
@@ -144,10 +149,12 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(PagedAttentionParams
     }
     // Accumulate: thread owns dims tid, tid + kThreads; keys in order.
     const int32_t n = min(kThreads, end - chunk);
-    // Unrolled so eight keys' V loads are in flight at once (the loop is latency-bound otherwise).
-#pragma unroll 8
+    // Unrolled so sixteen keys' V loads are in flight at once, their slots from shared memory
+    // (a block-table load before each V load made a decode step a chain of dependent loads:
+    // 31 us for 40 keys on an H200, EXA_CUDA_PROFILE_OPS).
+#pragma unroll 16
     for (int32_t jj = 0; jj < n; ++jj) {
-      const T* vrow = v_cache + SlotOf(table, chunk + jj, p.block_size) * kv_dim;
+      const T* vrow = v_cache + slot_s[jj] * kv_dim;
 #pragma unroll
       for (int d = 0; d < kDimsPerThread; ++d) {
         const int dd = tid + d * kThreads;

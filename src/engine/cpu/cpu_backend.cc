@@ -106,6 +106,16 @@ void CpuBackend::MatMul(Buffer x, const Weight& w, const Weight* bias, Buffer ou
 }
 
 void CpuBackend::MatMulShared(Buffer x, std::span<const MatMulTarget> targets) {
+  if (matmul_input_rounding_ != DType::kF32 && x.rows >= matmul_rounding_min_rows_ &&
+      !targets.empty() && targets[0].w->dtype != DType::kF32) {
+    // The device's numerics (set_matmul_input_rounding): x narrowed to the weights' half type.
+    rounded_x_.resize(static_cast<size_t>(x.rows * x.cols));
+    for (int64_t i = 0; i < x.rows * x.cols; ++i) {
+      rounded_x_[i] = matmul_input_rounding_ == DType::kBF16 ? Bf16ToF32(F32ToBf16(x.data[i]))
+                                                             : F16ToF32(F32ToF16(x.data[i]));
+    }
+    x.data = rounded_x_.data();
+  }
   // Work is split in groups of 16 weight rows across all targets: enough pieces to balance the
   // threads, each a whole number of kernel blocks so the split never changes a result.
   constexpr int64_t kGroup = 16;

@@ -26,6 +26,14 @@ class CpuBackend final : public Backend {
   // cross-backend tests compare like with like this way.
   explicit CpuBackend(int threads, DType kv_storage = DType::kF32);
 
+  // A reference for a device's precision policy, for cross-backend tests: products of x with at
+  // least `min_rows` rows round x to `type` (bf16 / fp16) first, as the CUDA backend narrows
+  // activations for cuBLAS above its GEMV's rows (kernels/gemv.h). Default: never.
+  void set_matmul_input_rounding(DType type, int64_t min_rows) {
+    matmul_input_rounding_ = type;
+    matmul_rounding_min_rows_ = min_rows;
+  }
+
   std::string_view name() const override { return "cpu"; }
   int threads() const { return pool_.size(); }
 
@@ -61,6 +69,9 @@ class CpuBackend final : public Backend {
 
   ThreadPool pool_;
   DType kv_storage_;  // the precision K and V are rounded to when stored
+  DType matmul_input_rounding_ = DType::kF32;
+  int64_t matmul_rounding_min_rows_ = 0;
+  std::vector<float> rounded_x_;  // scratch for the rounded x
   std::vector<std::unique_ptr<float[]>> buffers_;
   KvCacheShape kv_shape_;
   std::unique_ptr<float[]> kv_;  // [layer][K|V][slot][kv_dim]
