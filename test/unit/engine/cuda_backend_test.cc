@@ -332,10 +332,12 @@ TEST_CASE("the GEMV matches the CPU backend for 1 to 4 rows and rejects what it 
   CHECK(bad.Validate().ok());
 }
 
-// Prefill chunks, decodes and a long sequence in one step, GQA 8 heads over 2, bf16 cache.
-void CheckAttention(int64_t workspace_floats) {
+// Prefill chunks, decodes and a long sequence in one step, GQA, bf16 cache. `decode_only`: one
+// query token per sequence (the last position), the step shape DecodeAttentionKernel takes.
+void CheckAttention(int64_t workspace_floats, int32_t heads = 8, int32_t kv_heads = 2,
+                    int32_t dim = 64, bool decode_only = false) {
   std::mt19937 rng(5);
-  const int32_t heads = 8, kv_heads = 2, dim = 64, bs = 16, num_blocks = 64;
+  const int32_t bs = 16, num_blocks = 64;
   const int32_t kv_dim = kv_heads * dim;
   // Three sequences with scattered blocks: prefill 0..39, decode at 700, chunk 100..105.
   std::vector<int32_t> order(num_blocks);
@@ -391,9 +393,15 @@ void CheckAttention(int64_t workspace_floats) {
       step.slots.push_back(layout.block_tables[seq][p / bs] * bs + p % bs);
     }
   };
-  query(0, 0, 40);
-  query(1, 700, 701);
-  query(2, 100, 106);
+  if (decode_only) {
+    query(0, 39, 40);
+    query(1, 700, 701);
+    query(2, 105, 106);
+  } else {
+    query(0, 0, 40);
+    query(1, 700, 701);
+    query(2, 100, 106);
+  }
   const int32_t t = static_cast<int32_t>(step.positions.size());
   const auto q = Random(int64_t{t} * heads * dim, rng);
   std::vector<float> want(q.size());
@@ -440,6 +448,11 @@ void CheckAttention(int64_t workspace_floats) {
 TEST_CASE("paged attention (prefill tiles, decode, GQA) matches the CPU backend", "[gpu]") {
   SECTION("one partition") { CheckAttention(0); }
   SECTION("split-K partitions merged") { CheckAttention(int64_t{4} << 20); }
+  // Decode-only steps (the warp-per-key kernel): head dims 64, 128 and 256, groups 4 and 8.
+  SECTION("decode, dim 128, 32 heads over 8") { CheckAttention(0, 32, 8, 128, true); }
+  SECTION("decode, dim 128, split-K") { CheckAttention(int64_t{4} << 20, 32, 8, 128, true); }
+  SECTION("decode, dim 64, 8 heads over 1") { CheckAttention(int64_t{4} << 20, 8, 1, 64, true); }
+  SECTION("decode, dim 256, 8 heads over 2") { CheckAttention(0, 8, 2, 256, true); }
 }
 
 TEST_CASE("device sampling: greedy is argmax, top-k and top-p keep their sets", "[gpu]") {
