@@ -21,6 +21,8 @@ struct AdminCallbacks {
       label_replicas;
   std::function<grpc::Status(const exaserve::v1::RoutesRequest&, exaserve::v1::RoutesResponse*)>
       routes;
+  // Runs the GPU burn-in on this node now (blocking, a few seconds) and re-taints it.
+  std::function<grpc::Status(exaserve::v1::BurnInResponse*)> burn_in;
   // Checks the caller's `authorization` metadata for operations that change the node.
   std::function<grpc::Status(std::string_view authorization)> authorize_admin;
 };
@@ -69,6 +71,14 @@ class AdminService final : public exaserve::v1::Admin::CallbackService {
       if (!s.ok()) return Done(context, s);
     }
     return Done(context, callbacks_.routes(*request, response));
+  }
+
+  grpc::ServerUnaryReactor* BurnIn(grpc::CallbackServerContext* context,
+                                   const exaserve::v1::BurnInRequest*,
+                                   exaserve::v1::BurnInResponse* response) override {
+    grpc::Status s = callbacks_.authorize_admin(gateway::AuthorizationMetadata(context));
+    if (!s.ok()) return Done(context, s);
+    return Done(context, callbacks_.burn_in(response));
   }
 
  private:

@@ -67,6 +67,10 @@ absl::Status Daemon::Start() {
   EXA_ASSIGN_OR_RETURN(node_id_, LoadOrCreateNodeId(options_.node.data_dir, options_.node.id));
   metrics::RegisterProcessMetrics(registry_, Version());
   gpus_ = PrepareGpus(registry_);  // GPU hook (issue #5): before replicas load onto the GPUs
+  if (options_.inference.backend == "cuda" && options_.inference.burn_in &&
+      HasRole(roles_, "inference")) {
+    RunNodeBurnIn(gpus_, registry_);  // a failure taints the node: no replicas below
+  }
   registry_.AddGaugeCallback("exaserve_ready", "1 when this node accepts traffic, else 0.",
                              [this] { return state_ == State::kReady ? 1.0 : 0.0; });
   auto& roles_metric = registry_.AddGauge(
@@ -124,9 +128,16 @@ absl::Status Daemon::Start() {
 
 absl::Status Daemon::StartServing() {
   if (HasRole(roles_, "inference")) {
-    replicas_ = std::make_unique<node::ReplicaHost>(node_id_, options_.inference);
+    node::InferenceOptions inference = options_.inference;
+    inference.gpu_count = static_cast<int>(gpus_.inventory.devices.size());
+    replicas_ = std::make_unique<node::ReplicaHost>(node_id_, inference);
     EXA_RETURN_IF_ERROR(replicas_->UseLabelsFile(options_.node.data_dir + "/replica-labels.json"));
-    EXA_RETURN_IF_ERROR(replicas_->Start());
+    if (gpus_.burn_in_failure.empty()) {
+      EXA_RETURN_IF_ERROR(replicas_->Start());
+    } else {
+      EXA_LOG_ERROR("node", "no replica started: the node failed its GPU burn-in",
+                    {{"taint", kBurnInFailedTaint}, {"reason", gpus_.burn_in_failure}});
+    }
     replica_metrics_ = std::make_unique<node::ReplicaMetrics>(*replicas_, registry_);
     node_service_ = std::make_unique<node::NodeService>(
         node_id_, *replicas_, [this](const std::string& id) { return Routable(id); },
@@ -350,7 +361,7 @@ absl::Status Daemon::StartGossip() {
   self.metadata.roles = options_.node.roles;
   self.metadata.rack = options_.node.rack;
   self.metadata.build_version = Version();
-  PublishGpus(gpus_.inventory, &self.metadata);  // GPU hook (issue #5)
+  PublishGpus(gpus_, &self.metadata);  // GPU hook (issue #5): inventory, NVLink, burn-in taint
   self.metadata.grpc_port = static_cast<uint16_t>(grpc_->port());
   self.metadata.http_port = static_cast<uint16_t>(http_->port());
   if (replicas_) {
@@ -417,6 +428,10 @@ AdminCallbacks Daemon::MakeAdminCallbacks() {
       }
       info->set_rack(m.metadata.rack);
       info->set_build_version(m.metadata.build_version);
+      for (const auto& taint : m.metadata.taints) info->add_taints(taint);
+      info->set_gpu_count(m.metadata.gpus.count);
+      info->set_gpu_class(m.metadata.gpus.model);
+      info->set_nvlink_domain(m.metadata.nvlink_domain);
       if (m.metadata.grpc_port != 0) {
         info->set_grpc_address(
             StrCat(membership::AddressHost(m.address), ":", m.metadata.grpc_port));
@@ -461,6 +476,25 @@ AdminCallbacks Daemon::MakeAdminCallbacks() {
       out->set_header(route.header);
       out->set_label(route.label);
       out->set_default_value(route.default_value);
+    }
+    return grpc::Status::OK;
+  };
+  callbacks.burn_in = [this](exaserve::v1::BurnInResponse* resp) {
+    if (gpus_.inventory.devices.empty()) {
+      return grpc::Status(grpc::FAILED_PRECONDITION,
+                          StrCat("this node has no GPU to burn in (", gpus_.inventory.note, ")"));
+    }
+    std::unique_lock<std::mutex> running(burn_in_mu_, std::try_to_lock);
+    if (!running.owns_lock()) {
+      return grpc::Status(grpc::RESOURCE_EXHAUSTED, "a burn-in is already running on this node");
+    }
+    const bool passed = RunNodeBurnIn(gpus_, registry_);
+    resp->set_passed(passed);
+    resp->set_json(BurnInJson(gpus_).dump());
+    if (gossip_) {
+      // The taint follows the latest result: set on a failure, lifted by a pass. Replicas that
+      // are already running keep running; the scheduler stops placing new ones here.
+      gossip_->UpdateMetadata([node = gpus_](membership::Metadata* m) { PublishGpus(node, m); });
     }
     return grpc::Status::OK;
   };

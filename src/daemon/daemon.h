@@ -12,6 +12,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -104,7 +105,8 @@ class Daemon {
   mutable absl::Mutex roles_mu_;
   cluster::Assignment assignment_ ABSL_GUARDED_BY(roles_mu_);
   std::unique_ptr<node::ReplicaHost> replicas_;
-  GpuNode gpus_;  // issue #5: inventory for the gossip metadata, warm-up timings
+  GpuNode gpus_;           // issue #5: inventory for the gossip metadata, warm-up timings, burn-in
+  std::mutex burn_in_mu_;  // one burn-in at a time; held while gpus_.burn_in* change
   std::unique_ptr<node::ReplicaProber> prober_;
   std::unique_ptr<node::ReplicaMetrics> replica_metrics_;
   std::unique_ptr<class LocalReplicaBackend> local_backend_;

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "common/logging.h"
+#include "common/strings.h"
 
 namespace exa::daemon {
 
@@ -37,8 +38,62 @@ GpuNode PrepareGpus(metrics::Registry& registry) {
   return node;
 }
 
-void PublishGpus(const engine::cuda::GpuInventory& inventory, membership::Metadata* metadata) {
+bool RunNodeBurnIn(GpuNode& node, metrics::Registry& registry) {
+  node.burn_in.clear();
+  node.burn_in_failure.clear();
+  if (node.inventory.devices.empty()) return true;
+  auto results = engine::cuda::RunBurnIn({});
+  auto& gauge = registry.AddGauge("exaserve_gpu_burn_in_passed",
+                                  "1 when the GPU passed its last burn-in (GEMM TFLOP/s and copy "
+                                  "bandwidth against its class), else 0.",
+                                  {"device"});
+  if (!results.ok()) {
+    node.burn_in_failure = StrCat("burn-in could not run: ", results.status().message());
+    for (const auto& d : node.inventory.devices) gauge.WithLabels({std::to_string(d.index)}).Set(0);
+  } else {
+    node.burn_in = *results;
+    for (const auto& r : node.burn_in) {
+      gauge.WithLabels({std::to_string(r.device)}).Set(r.passed ? 1 : 0);
+      if (!r.passed && node.burn_in_failure.empty()) {
+        node.burn_in_failure = StrCat("GPU ", r.device, " (", r.name, "): ", r.reason);
+      }
+    }
+  }
+  if (!node.burn_in_failure.empty()) {
+    EXA_LOG_ERROR("node", "GPU burn-in failed: the node is tainted and starts no replica",
+                  {{"taint", kBurnInFailedTaint}, {"reason", node.burn_in_failure}});
+    return false;
+  }
+  for (const auto& r : node.burn_in) {
+    EXA_LOG_INFO("node", "GPU burn-in passed",
+                 {{"device", r.device},
+                  {"gemm_tflops", r.gemm_tflops},
+                  {"copy_gb_per_s", r.copy_bytes_per_s / 1e9}});
+  }
+  return true;
+}
+
+nlohmann::json BurnInJson(const GpuNode& node) {
+  return {{"inventory", engine::cuda::ToJson(node.inventory)},
+          {"burn_in", engine::cuda::ToJson(node.burn_in)},
+          {"passed", node.burn_in_failure.empty()},
+          {"failure", node.burn_in_failure}};
+}
+
+void PublishGpus(const GpuNode& node, membership::Metadata* metadata) {
+  auto& taints = metadata->taints;
+  taints.erase(std::remove(taints.begin(), taints.end(), kBurnInFailedTaint), taints.end());
+  if (!node.burn_in_failure.empty()) taints.push_back(kBurnInFailedTaint);
+  const engine::cuda::GpuInventory& inventory = node.inventory;
   if (inventory.devices.empty()) return;
+  // "nvl<N>": device 0's NVLink group holds N GPUs (what a replica spanning GPUs can use);
+  // empty without NVLink.
+  const int domain = inventory.devices.front().nvlink_domain;
+  if (domain >= 0) {
+    const auto size = std::count_if(inventory.devices.begin(), inventory.devices.end(),
+                                    [&](const auto& d) { return d.nvlink_domain == domain; });
+    metadata->nvlink_domain = StrCat("nvl", size);
+  }
   int64_t smallest = inventory.devices.front().memory_bytes;
   for (const auto& d : inventory.devices) smallest = std::min(smallest, d.memory_bytes);
   const auto& first = inventory.devices.front();

@@ -187,6 +187,15 @@ grpc::ServerUnaryReactor* NodeService::ListReplicas(grpc::CallbackServerContext*
     p->set_kv_blocks_used(load.kv_blocks_used);
     p->set_kv_blocks_total(load.kv_blocks_total);
   }
+  for (const FailedReplica& f : host_.failed_replicas()) {
+    auto* p = response->add_replicas();
+    p->set_replica_id(f.id);
+    p->set_model(f.model);
+    p->set_version(f.version);
+    p->set_backend(f.backend);
+    p->set_state("failed");
+    p->set_reason(f.device >= 0 ? StrCat("GPU ", f.device, ": ", f.error) : f.error);
+  }
   auto* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/numbers.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/strings.h"
@@ -23,9 +24,24 @@ void RegisterConfig(config::Schema& s, std::string_view section, InferenceOption
         "model directories (HF layout), each DIR or DIR@VERSION; empty: the bundled model");
   s.Add<int>(p + ".replicas_per_model", &o->replicas_per_model, "replicas of each model",
              [](const int& v) { return v >= 1 && v <= 64 ? "" : StrCat(v, ": expected 1-64"); });
-  s.AddEnum(
-      p + ".backend", &o->backend, {"cpu", "cuda", "sim"},
-      "engine backend (cuda: GPU 0; without a GPU a replica fails to start, with the reason)");
+  s.AddEnum(p + ".backend", &o->backend, {"cpu", "cuda", "sim"},
+            "engine backend (cuda: replicas spread over inference.gpus; without a GPU a replica "
+            "fails to start, with the reason, and the node keeps serving)");
+  s.Add<std::vector<std::string>>(
+      p + ".gpus", &o->gpus,
+      "cuda backend: GPU indices replicas are spread over, round-robin; empty: every GPU found",
+      [](const std::vector<std::string>& v) {
+        for (const std::string& g : v) {
+          int index = -1;
+          if (!absl::SimpleAtoi(g, &index) || index < 0 || index > 255) {
+            return StrCat("GPU index \"", g, "\": expected an integer 0-255");
+          }
+        }
+        return std::string();
+      });
+  s.Add(p + ".burn_in", &o->burn_in,
+        "cuda backend: GEMM and copy burn-in on every GPU at start; failing taints the node "
+        "(burn-in-failed) and starts no replica");
   s.Add<double>(p + ".sim_slowdown", &o->sim_slowdown,
                 "sim backend: factor on every modeled step time (a slow-replica drill)",
                 [](const double& v) {
@@ -60,6 +76,18 @@ std::string FindBundledModel() {
   return "";
 }
 
+std::vector<int> AssignGpus(int replicas, const std::vector<int>& gpus, int gpu_count) {
+  std::vector<int> out(static_cast<size_t>(std::max(0, replicas)), 0);
+  for (int i = 0; i < replicas; ++i) {
+    if (!gpus.empty()) {
+      out[i] = gpus[static_cast<size_t>(i) % gpus.size()];
+    } else if (gpu_count > 0) {
+      out[i] = i % gpu_count;
+    }
+  }
+  return out;
+}
+
 ReplicaHost::ReplicaHost(std::string node_id, InferenceOptions options)
     : node_id_(std::move(node_id)), options_(std::move(options)) {}
 
@@ -76,6 +104,15 @@ absl::Status ReplicaHost::Start() {
     }
     specs.push_back(bundled);
   }
+  const bool cuda = options_.backend == "cuda";
+  std::vector<int> gpus;
+  for (const std::string& g : options_.gpus) {
+    int index = 0;
+    if (absl::SimpleAtoi(g, &index)) gpus.push_back(index);  // validated by the schema
+  }
+  const std::vector<int> devices = AssignGpus(
+      static_cast<int>(specs.size()) * options_.replicas_per_model, gpus, options_.gpu_count);
+  size_t next_device = 0;
   for (const std::string& spec : specs) {
     size_t at = spec.rfind('@');
     auto model = std::make_unique<ServedModel>();
@@ -100,19 +137,40 @@ absl::Status ReplicaHost::Start() {
     eo.sim.decode_per_context_token_us *= options_.sim_slowdown;
     eo.sim.prefill_per_token_us *= options_.sim_slowdown;
     eo.sim.stall_file = options_.sim_stall_file;
+    bool any = false;
     for (int i = 0; i < options_.replicas_per_model; ++i) {
+      const std::string id =
+          StrCat(node_id_.substr(0, 8), "/", model->name, "@", model->version, "#", i);
+      const int device = cuda ? devices[next_device++] : -1;
+      eo.device = std::max(device, 0);
       auto engine = engine::CreateEngine(eo, model->tokenizer);
-      if (!engine.ok()) return Annotate(engine.status(), StrCat("model ", model->dir));
+      if (!engine.ok()) {
+        // This replica alone: the node and its other replicas keep serving.
+        EXA_LOG_ERROR("node", "replica failed to start",
+                      {{"replica", id},
+                       {"dir", model->dir},
+                       {"backend", options_.backend},
+                       {"device", device},
+                       {"error", std::string(engine.status().message())}});
+        failed_.push_back({id, model->name, model->version, options_.backend, device,
+                           StrCat(absl::StatusCodeToString(engine.status().code()), ": ",
+                                  engine.status().message())});
+        continue;
+      }
       auto replica = std::make_unique<Replica>();
-      replica->id = StrCat(node_id_.substr(0, 8), "/", model->name, "@", model->version, "#", i);
+      replica->id = id;
       replica->model = model.get();
       replica->engine = *std::move(engine);
+      replica->device = device;
       model->info = replica->engine->info();
       by_id_[replica->id] = replica.get();
-      EXA_LOG_INFO("node", "replica ready", {{"replica", replica->id}, {"dir", model->dir}});
+      EXA_LOG_INFO("node", "replica ready",
+                   {{"replica", replica->id}, {"dir", model->dir}, {"device", device}});
       replicas_.push_back(std::move(replica));
+      any = true;
     }
-    models_.push_back(std::move(model));
+    // A model none of whose replicas started is not served here (no model without replicas).
+    if (any) models_.push_back(std::move(model));
   }
   return absl::OkStatus();
 }

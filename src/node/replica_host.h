@@ -34,7 +34,19 @@ struct InferenceOptions {
   double sim_slowdown = 1.0;
   // sim backend only, a drill: while this file exists every replica's step loop hangs.
   std::string sim_stall_file;
+  // cuda backend: the GPUs (CUDA indices) replicas are spread over, round-robin in start order.
+  // Empty: every GPU the node found (gpu_count, set by the daemon from its inventory). Decimal
+  // strings (the config schema's list type), validated as 0-255.
+  std::vector<std::string> gpus;
+  int gpu_count = 0;  // not a config key
+  // cuda backend: run the GEMM and copy burn-in on every GPU at start; a node that fails it is
+  // tainted "burn-in-failed" and starts no replica.
+  bool burn_in = true;
 };
+
+// The GPU of each of `replicas` replicas: `gpus` round-robin, or 0..gpu_count-1 when `gpus` is
+// empty, or GPU 0 when there is neither (the replica then fails with the CUDA reason). Pure.
+std::vector<int> AssignGpus(int replicas, const std::vector<int>& gpus, int gpu_count);
 
 void RegisterConfig(config::Schema& schema, std::string_view section, InferenceOptions* options);
 
@@ -51,6 +63,18 @@ struct Replica {
   std::string id;  // "<node>/<model>@<version>#<n>"
   const ServedModel* model = nullptr;
   std::unique_ptr<engine::Engine> engine;
+  int device = -1;  // cuda backend: the GPU; -1 otherwise
+};
+
+// A replica whose engine could not start (no GPU, too little device memory, a CUDA error): the
+// node and its other replicas keep serving; this one is listed with state "failed" and why.
+struct FailedReplica {
+  std::string id;
+  std::string model;
+  std::string version;
+  std::string backend;
+  int device = -1;
+  std::string error;
 };
 
 class ReplicaHost {
@@ -58,12 +82,14 @@ class ReplicaHost {
   ReplicaHost(std::string node_id, InferenceOptions options);
   ~ReplicaHost();
 
-  // Loads every configured model and starts its replicas. A model that fails to load fails the
-  // start with the directory and the reason.
+  // Loads every configured model and starts its replicas. A model whose directory or tokenizer
+  // cannot be read fails the start with the directory and the reason (a configuration error); a
+  // replica whose engine cannot start (no GPU, too little memory) fails alone: failed_replicas().
   absl::Status Start();
   void Stop();
 
   const std::vector<std::unique_ptr<Replica>>& replicas() const { return replicas_; }
+  const std::vector<FailedReplica>& failed_replicas() const { return failed_; }
   engine::Engine* FindEngine(const std::string& replica_id) const;
   // nullptr when no such model (any version when `version` is empty).
   const ServedModel* FindModel(const std::string& name, const std::string& version) const;
@@ -88,6 +114,7 @@ class ReplicaHost {
   const InferenceOptions options_;
   std::vector<std::unique_ptr<ServedModel>> models_;
   std::vector<std::unique_ptr<Replica>> replicas_;
+  std::vector<FailedReplica> failed_;
   std::map<std::string, Replica*> by_id_;
   mutable absl::Mutex labels_mu_;
   std::map<std::string, Labels> labels_ ABSL_GUARDED_BY(labels_mu_);  // by replica id

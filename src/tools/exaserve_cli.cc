@@ -108,20 +108,31 @@ int RunMembers(const GlobalOptions& g) {
                      {"incarnation", m.incarnation()},
                      {"roles", std::vector<std::string>(m.roles().begin(), m.roles().end())},
                      {"rack", m.rack()},
-                     {"state_age_seconds", m.state_age_seconds()}});
+                     {"state_age_seconds", m.state_age_seconds()},
+                     {"taints", std::vector<std::string>(m.taints().begin(), m.taints().end())},
+                     {"gpus",
+                      {{"count", m.gpu_count()},
+                       {"class", m.gpu_class()},
+                       {"nvlink_domain", m.nvlink_domain()}}}});
     }
     std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return 0;
   }
-  std::printf("%-36s  %-21s  %-7s  %11s  %-24s  %-10s  %s\n", "ID", "ADDRESS", "STATE",
-              "INCARNATION", "ROLES", "RACK", "AGE");
+  std::printf("%-36s  %-21s  %-7s  %11s  %-24s  %-10s  %-8s  %s\n", "ID", "ADDRESS", "STATE",
+              "INCARNATION", "ROLES", "RACK", "AGE", "GPUS / TAINTS");
   for (const auto& m : members) {
-    std::string roles;
+    std::string roles, extra;
     for (const auto& r : m.roles()) exa::StrAppend(&roles, roles.empty() ? "" : ",", r);
+    if (m.gpu_count() > 0) {
+      extra = exa::StrCat(m.gpu_count(), "x ", m.gpu_class());
+      if (!m.nvlink_domain().empty()) exa::StrAppend(&extra, " ", m.nvlink_domain());
+    }
+    for (const auto& t : m.taints()) exa::StrAppend(&extra, extra.empty() ? "" : " ", "[", t, "]");
     std::printf(
-        "%-36s  %-21s  %-7s  %11u  %-24s  %-10s  %s\n", m.node_id().c_str(), m.address().c_str(),
-        m.state().c_str(), m.incarnation(), roles.c_str(), m.rack().c_str(),
-        exa::DurationToString(absl::Seconds(static_cast<int64_t>(m.state_age_seconds()))).c_str());
+        "%-36s  %-21s  %-7s  %11u  %-24s  %-10s  %-8s  %s\n", m.node_id().c_str(),
+        m.address().c_str(), m.state().c_str(), m.incarnation(), roles.c_str(), m.rack().c_str(),
+        exa::DurationToString(absl::Seconds(static_cast<int64_t>(m.state_age_seconds()))).c_str(),
+        extra.c_str());
   }
   return 0;
 }
@@ -140,6 +151,31 @@ int RunGossipKey(const GlobalOptions& g, exaserve::v1::GossipKeyRequest::Op op,
   if (!s.ok()) return RpcFailure(g, s);
   for (int i = 0; i < response.keys_size(); ++i) {
     std::cout << response.keys(i) << (i == 0 ? "  (primary)" : "") << "\n";
+  }
+  return 0;
+}
+
+// `node burn-in`: the node at --addr runs the GPU burn-in now. Prints its JSON; exit 0 passed,
+// 1 failed (the node is now tainted burn-in-failed) or could not run (no GPU: the message says).
+int RunBurnIn(const GlobalOptions& g) {
+  auto stub =
+      exaserve::v1::Admin::NewStub(grpc::CreateChannel(g.addr, grpc::InsecureChannelCredentials()));
+  exaserve::v1::BurnInResponse response;
+  GlobalOptions slow = g;
+  // The GEMM and copy tests take a few seconds per GPU: at least a minute unless --timeout says.
+  slow.timeout_duration = std::max(g.timeout_duration, absl::Minutes(1));
+  auto ctx = MakeContext(slow);
+  grpc::Status s = stub->BurnIn(ctx.get(), {}, &response);
+  if (!s.ok()) return RpcFailure(g, s);
+  auto json = nlohmann::json::parse(response.json(), nullptr, false);
+  std::cout << (json.is_discarded() ? response.json() : json.dump(2)) << "\n";
+  if (!response.passed()) {
+    std::cerr << "exaserve-cli: burn-in failed: "
+              << (json.is_discarded() ? std::string() : json.value("failure", std::string()))
+              << " (the node is tainted "
+              << "burn-in-failed"
+              << ")\n";
+    return 1;
   }
   return 0;
 }
@@ -502,6 +538,12 @@ int main(int argc, char** argv) {
   for (auto* sub : {key_install, key_use, key_remove}) {
     sub->add_option("key", key, "base64 key")->required();
   }
+  auto* node_cmd = app.add_subcommand("node", "this node (--addr)");
+  node_cmd->require_subcommand(1);
+  auto* node_burn_in = node_cmd->add_subcommand(
+      "burn-in",
+      "run the GPU burn-in on the node at --addr now (GEMM TFLOP/s and copy bandwidth against "
+      "the device class); failing taints it burn-in-failed. Exit 0 passed, 1 failed");
   auto* replicas = app.add_subcommand("replicas", "every replica in the cluster: state and load");
   LabelOptions label_options;
   auto* replica = app.add_subcommand("replica", "replicas across the cluster");
@@ -561,6 +603,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   using Op = exaserve::v1::GossipKeyRequest;
+  if (node_burn_in->parsed()) return RunBurnIn(g);
   if (key_list->parsed()) return RunGossipKey(g, Op::OP_LIST, "");
   if (key_install->parsed()) return RunGossipKey(g, Op::OP_INSTALL, key);
   if (key_use->parsed()) return RunGossipKey(g, Op::OP_USE, key);

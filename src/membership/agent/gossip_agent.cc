@@ -393,6 +393,19 @@ absl::Status GossipAgent::Start(SwimCore::LocalNode self) {
   return absl::OkStatus();
 }
 
+void GossipAgent::UpdateMetadata(std::function<void(Metadata*)> change) {
+  asio::post(impl_->strand, [impl = impl_, change = std::move(change)] {
+    if (!impl->core || impl->closed) return;
+    Metadata metadata = impl->core->self().metadata;
+    change(&metadata);
+    if (absl::Status s = impl->core->UpdateMetadata(absl::Now(), std::move(metadata)); !s.ok()) {
+      EXA_LOG_ERROR("membership", "metadata not updated", {{"error", std::string(s.message())}});
+      return;
+    }
+    impl->Flush();
+  });
+}
+
 void GossipAgent::Leave(absl::Time deadline) {
   asio::post(impl_->strand, [impl = impl_] {
     if (!impl->core || impl->closed) return;

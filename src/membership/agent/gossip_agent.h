@@ -49,6 +49,10 @@ class GossipAgent {
   uint16_t port() const { return port_; }
   // Announces a graceful leave and waits for it to spread, at most until `deadline`.
   void Leave(absl::Time deadline);
+  // Changes this node's gossip metadata (a new incarnation spreads it), on the agent's strand;
+  // `change` edits a copy of the current metadata. A change past the size limit is logged and
+  // dropped.
+  void UpdateMetadata(std::function<void(Metadata*)> change);
   void Stop();
 
   // A snapshot of the view, this node included.
