@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # gpu-serve-check.sh TOOLS_DIR OUT_DIR [BACKEND]: exaserved alone on BACKEND (default cuda)
 # serves the bundled model and answers an OpenAI completion over HTTP with the CPU backend's
-# greedy answer ("12+30=" -> "42"). Part of scripts/gpu-check.sh; exit 0 when it did.
+# greedy answer ("12+30=" -> "42"). On cuda it also checks the node side of a GPU node: the
+# start-up burn-in passed (no taint), gossip metadata carries the GPUs, and `exaserve-cli node
+# burn-in` reruns the burn-in (exit 0). Part of scripts/gpu-check.sh; exit 0 when all held.
 set -uo pipefail
 if [ $# -lt 2 ]; then
   echo "usage: scripts/gpu-serve-check.sh TOOLS_DIR OUT_DIR [cuda|cpu]" >&2
@@ -41,6 +43,17 @@ sys.exit(0 if body["choices"][0]["text"].strip() == "42" else 1)
 PY
 else
   echo "exaserved did not become ready on the $BACKEND backend"
+fi
+if [ $ok -eq 0 ] && [ "$BACKEND" = cuda ]; then
+  GRPC=127.0.0.1:17070
+  "$TOOLS/exaserve-cli" --addr $GRPC --json members >"$OUT/members.json" || ok=1
+  "$TOOLS/exaserve-cli" --addr $GRPC --json replicas >>"$OUT/members.json" || ok=1
+  "$TOOLS/exaserve-cli" --addr $GRPC node burn-in >"$OUT/node-burn-in.json" || ok=1
+  grep -q '"ready"' "$OUT/members.json" || { echo "the replica is not ready"; ok=1; }
+  grep -q 'burn-in-failed' "$OUT/members.json" && { echo "the node is tainted"; ok=1; }
+  grep -q '"count": [1-9]' "$OUT/members.json" || { echo "no GPUs in the gossip metadata"; ok=1; }
+  grep -q '"GPU burn-in passed"' "$OUT/daemon.log" || { echo "no burn-in at start"; ok=1; }
+  cat "$OUT/members.json"
 fi
 kill -TERM $PID 2>/dev/null
 wait $PID 2>/dev/null
