@@ -20,7 +20,7 @@
 #
 # Environment: BUILD_DIR (default build-gpu), JOBS (default nproc), MODEL_DIR (default
 # OUTDIR/synthetic-1b; reused when it holds a model). GPU_CHECK_PREBUILT=DIR|FILE.tgz skips the
-# build: DIR holds bin/ (stripped test_engine_cuda_*, exaserve-bench, exaserved) and lib/ (their
+# build: DIR holds bin/ (stripped test_engine_cuda_*, exaserve-bench, exaserved, exaserve-cli) and lib/ (their
 # shared libraries other than glibc, libstdc++ and cuBLAS), as scripts/gpu-bundle.sh makes it on
 # a Debian 12 build machine; for GPU hosts without the Debian build dependencies.
 set -uo pipefail
