@@ -69,7 +69,7 @@ absl::Status Daemon::Start() {
   gpus_ = PrepareGpus(registry_);  // GPU hook (issue #5): before replicas load onto the GPUs
   if (options_.inference.backend == "cuda" && options_.inference.burn_in &&
       HasRole(roles_, "inference")) {
-    RunNodeBurnIn(gpus_, registry_);  // a failure taints the node: no replicas below
+    RunNodeBurnIn(gpus_);  // a failure taints the node: no replicas below
   }
   registry_.AddGaugeCallback("exaserve_ready", "1 when this node accepts traffic, else 0.",
                              [this] { return state_ == State::kReady ? 1.0 : 0.0; });
@@ -488,7 +488,7 @@ AdminCallbacks Daemon::MakeAdminCallbacks() {
     if (!running.owns_lock()) {
       return grpc::Status(grpc::RESOURCE_EXHAUSTED, "a burn-in is already running on this node");
     }
-    const bool passed = RunNodeBurnIn(gpus_, registry_);
+    const bool passed = RunNodeBurnIn(gpus_);
     resp->set_passed(passed);
     resp->set_json(BurnInJson(gpus_).dump());
     if (gossip_) {

@@ -13,6 +13,11 @@ GpuNode PrepareGpus(metrics::Registry& registry) {
   node.inventory = engine::cuda::DiscoverGpus();
   registry.SimpleGauge("exaserve_gpus", "GPUs this node found at start (CUDA runtime + NVML).")
       .Set(static_cast<double>(node.inventory.devices.size()));
+  node.burn_in_gauge = &registry.AddGauge(
+      "exaserve_gpu_burn_in_passed",
+      "1 when the GPU passed its last burn-in (GEMM TFLOP/s and copy bandwidth against its "
+      "class), else 0; absent until a burn-in ran.",
+      {"device"});
   if (node.inventory.devices.empty()) {
     EXA_LOG_INFO("node", "no GPU", {{"reason", node.inventory.note}});
     return node;
@@ -38,22 +43,23 @@ GpuNode PrepareGpus(metrics::Registry& registry) {
   return node;
 }
 
-bool RunNodeBurnIn(GpuNode& node, metrics::Registry& registry) {
+bool RunNodeBurnIn(GpuNode& node) {
   node.burn_in.clear();
   node.burn_in_failure.clear();
   if (node.inventory.devices.empty()) return true;
   auto results = engine::cuda::RunBurnIn({});
-  auto& gauge = registry.AddGauge("exaserve_gpu_burn_in_passed",
-                                  "1 when the GPU passed its last burn-in (GEMM TFLOP/s and copy "
-                                  "bandwidth against its class), else 0.",
-                                  {"device"});
+  auto set = [&](int device, bool passed) {
+    if (node.burn_in_gauge != nullptr) {
+      node.burn_in_gauge->WithLabels({std::to_string(device)}).Set(passed ? 1 : 0);
+    }
+  };
   if (!results.ok()) {
     node.burn_in_failure = StrCat("burn-in could not run: ", results.status().message());
-    for (const auto& d : node.inventory.devices) gauge.WithLabels({std::to_string(d.index)}).Set(0);
+    for (const auto& d : node.inventory.devices) set(d.index, false);
   } else {
     node.burn_in = *results;
     for (const auto& r : node.burn_in) {
-      gauge.WithLabels({std::to_string(r.device)}).Set(r.passed ? 1 : 0);
+      set(r.device, r.passed);
       if (!r.passed && node.burn_in_failure.empty()) {
         node.burn_in_failure = StrCat("GPU ", r.device, " (", r.name, "): ", r.reason);
       }

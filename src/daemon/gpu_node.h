@@ -23,19 +23,22 @@ struct GpuNode {
   // Why the last burn-in failed (a device below its class, or the test itself failing); empty
   // when it passed or never ran. A failing node is tainted kBurnInFailedTaint: no replicas.
   std::string burn_in_failure;
+  // exaserve_gpu_burn_in_passed{device}, registered once by PrepareGpus (burn-ins repeat).
+  metrics::Family<metrics::Gauge>* burn_in_gauge = nullptr;
 };
 
 inline constexpr char kBurnInFailedTaint[] = "burn-in-failed";
 
-// Runs the burn-in on every GPU into `node` and sets exaserve_gpu_burn_in_passed{device}.
-// Returns whether every device passed; a node without GPUs passes trivially (nothing to test).
-bool RunNodeBurnIn(GpuNode& node, metrics::Registry& registry);
+// Runs the burn-in on every GPU into `node` and sets exaserve_gpu_burn_in_passed{device}; may run
+// again (exaserve-cli node burn-in). Returns whether every device passed; a node without GPUs
+// passes trivially (nothing to test).
+bool RunNodeBurnIn(GpuNode& node);
 
 // The JSON of `node`'s last burn-in: {"burn_in": [...], "passed": bool, "failure": "..."}.
 nlohmann::json BurnInJson(const GpuNode& node);
 
 // Discovers the GPUs (an empty inventory without a driver), warms each one up, and registers
-// exaserve_gpus and exaserve_gpu_warm_up_seconds{device}. Never fails: a broken GPU shows in
+// exaserve_gpus, exaserve_gpu_warm_up_seconds{device} and exaserve_gpu_burn_in_passed{device}. Never fails: a broken GPU shows in
 // the warm-up status, the log and the metrics, and its replicas fail on their own.
 GpuNode PrepareGpus(metrics::Registry& registry);
 
