@@ -38,8 +38,9 @@ bool RunNodeBurnIn(GpuNode& node);
 nlohmann::json BurnInJson(const GpuNode& node);
 
 // Discovers the GPUs (an empty inventory without a driver), warms each one up, and registers
-// exaserve_gpus, exaserve_gpu_warm_up_seconds{device} and exaserve_gpu_burn_in_passed{device}. Never fails: a broken GPU shows in
-// the warm-up status, the log and the metrics, and its replicas fail on their own.
+// exaserve_gpus, exaserve_gpu_warm_up_seconds{device} and exaserve_gpu_burn_in_passed{device}.
+// Never fails: a broken GPU shows in the warm-up status, the log and the metrics, and its replicas
+// fail on their own.
 GpuNode PrepareGpus(metrics::Registry& registry);
 
 // Fills metadata.gpus (count, smallest memory, class name such as "H100-SXM"), the NVLink domain
