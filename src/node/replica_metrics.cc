@@ -18,8 +18,14 @@ ReplicaMetrics::ReplicaMetrics(const ReplicaHost& host, metrics::Registry& r) : 
                           "Recent time to first token, 99th percentile.", labels);
   auto& itl = r.AddGauge("exaserve_replica_inter_token_p99_seconds",
                          "Recent inter-token latency, 99th percentile.", labels);
+  auto& load_seconds = r.AddGauge(
+      "exaserve_replica_weight_load_seconds",
+      "Time to bring the replica's weights onto its device at start (cuda: host to GPU through "
+      "pinned staging; 0 when shared with a replica already loaded, or on the CPU).",
+      labels);
   for (const auto& replica : host_.replicas()) {
     std::vector<std::string> v = {replica->id, replica->model->name};
+    load_seconds.WithLabels(v).Set(replica->engine->info().weight_load_seconds);
     series_.push_back({&pending.WithLabels(v), &running.WithLabels(v), &waiting.WithLabels(v),
                        &kv_used.WithLabels(v), &kv_total.WithLabels(v), &ttft.WithLabels(v),
                        &itl.WithLabels(v)});
