@@ -130,6 +130,9 @@ absl::Status Daemon::StartServing() {
   if (HasRole(roles_, "inference")) {
     node::InferenceOptions inference = options_.inference;
     inference.gpu_count = static_cast<int>(gpus_.inventory.devices.size());
+    for (const auto& d : gpus_.inventory.devices)
+      inference.gpu_memory_bytes.push_back(d.memory_bytes);
+    inference.drain_timeout = options_.lifecycle.drain_timeout;
     replicas_ = std::make_unique<node::ReplicaHost>(node_id_, inference);
     EXA_RETURN_IF_ERROR(replicas_->UseLabelsFile(options_.node.data_dir + "/replica-labels.json"));
     if (gpus_.burn_in_failure.empty()) {
@@ -147,7 +150,16 @@ absl::Status Daemon::StartServing() {
           auto it = replica_reason_.find(id);
           return {"unhealthy", it == replica_reason_.end() ? std::string() : it->second};
         },
-        registry_);
+        registry_,
+        [this](std::string_view authorization) {
+          if (!admin_tokens_) return grpc::Status::OK;
+          auto who = admin_tokens_->Check(authorization);
+          if (!who.ok()) {
+            return grpc::Status(grpc::UNAUTHENTICATED,
+                                "admin token: " + std::string(who.status().message()));
+          }
+          return grpc::Status::OK;
+        });
   }
   // A gateway routes to replicas in its own process directly and to every other node's replicas
   // through their Node service, fed by their load streams (gateway/remote_backend.h).
@@ -334,6 +346,15 @@ void Daemon::PumpLoad() {
   replica_metrics_->Update();
   if (local_backend_) local_backend_->ReportLoad(*table_, state_ == State::kReady);
   if (node_service_) node_service_->Publish();
+  // Replicas started or stopped (StartReplica/StopReplica): the gossip summary follows.
+  if (gossip_) {
+    const auto count =
+        static_cast<uint16_t>(std::min<size_t>(replicas_->replicas().size(), 0xffff));
+    if (count != published_replicas_) {
+      published_replicas_ = count;
+      gossip_->UpdateMetadata([count](membership::Metadata* m) { m->replicas = {count, count}; });
+    }
+  }
   timers_->load.expires_after(std::chrono::milliseconds(100));
   timers_->load.async_wait([this](const boost::system::error_code& ec) {
     if (!ec) PumpLoad();
@@ -368,6 +389,7 @@ absl::Status Daemon::StartGossip() {
     // Replicas load before gossip starts, so the first alive message already carries them.
     auto count = static_cast<uint16_t>(std::min<size_t>(replicas_->replicas().size(), 0xffff));
     self.metadata.replicas = {count, count};
+    published_replicas_ = count;
   }
   EXA_ASSIGN_OR_RETURN(self.incarnation, NextIncarnation(options_.node.data_dir));
   if (remote_) {

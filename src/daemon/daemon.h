@@ -107,6 +107,7 @@ class Daemon {
   std::unique_ptr<node::ReplicaHost> replicas_;
   GpuNode gpus_;           // issue #5: inventory for the gossip metadata, warm-up timings, burn-in
   std::mutex burn_in_mu_;  // one burn-in at a time; held while gpus_.burn_in* change
+  uint16_t published_replicas_ = 0;  // the replica count in our gossip metadata (load tick)
   std::unique_ptr<node::ReplicaProber> prober_;
   std::unique_ptr<node::ReplicaMetrics> replica_metrics_;
   std::unique_ptr<class LocalReplicaBackend> local_backend_;

@@ -5,7 +5,10 @@
 #pragma once
 
 #include <atomic>
+#include <set>
+#include <string>
 
+#include "absl/synchronization/mutex.h"
 #include "gateway/frontend.h"
 #include "node/replica_host.h"
 #include "router/replica_table.h"
@@ -25,24 +28,35 @@ class LocalReplicaBackend final : public gateway::ReplicaBackend {
   }
   absl::StatusOr<engine::RequestId> Submit(const std::string& replica_id,
                                            engine::GenerateRequest request) override {
-    engine::Engine* e = host_.FindEngine(replica_id);
+    std::shared_ptr<engine::Engine> e = host_.FindEngine(replica_id);
     if (e == nullptr) return absl::UnavailableError("replica " + replica_id + " is gone");
     return e->Submit(std::move(request));
   }
   void Cancel(const std::string& replica_id, engine::RequestId id) override {
-    if (engine::Engine* e = host_.FindEngine(replica_id)) e->Cancel(id);
+    if (std::shared_ptr<engine::Engine> e = host_.FindEngine(replica_id)) e->Cancel(id);
   }
 
-  // Registers every local replica in the table.
+  // Makes the table's local replicas the host's serving set: new ones in, stopped ones out.
   void Register(router::ReplicaTable& table) const {
+    std::set<std::string> now;
     for (const auto& r : host_.replicas()) {
+      now.insert(r->id);
       table.Upsert({r->id, r->model->name, r->model->version, host_.LabelsOf(r->id)});
     }
+    absl::MutexLock lock(&mu_);
+    for (const std::string& id : registered_) {
+      if (now.count(id) == 0) table.Remove(id);
+    }
+    registered_ = std::move(now);
   }
   // Copies each replica's load into the table: what the load stream does across nodes.
   void ReportLoad(router::ReplicaTable& table, bool ready) const {
-    // Labels changed (exaserve-cli replica label): the router re-reads them.
-    if (uint64_t v = host_.labels_version(); v != registered_labels_.exchange(v)) Register(table);
+    // Labels changed (exaserve-cli replica label) or replicas started or stopped: the router
+    // re-reads them.
+    const uint64_t labels = host_.labels_version(), serving = host_.serving_version();
+    const bool labels_changed = labels != registered_labels_.exchange(labels);
+    const bool serving_changed = serving != registered_serving_.exchange(serving);
+    if (labels_changed || serving_changed) Register(table);
     for (const auto& r : host_.replicas()) {
       engine::EngineLoad load = r->engine->Load();
       table.Report(r->id, {load.pending_tokens, load.running + load.waiting, ready, load.waiting,
@@ -53,6 +67,9 @@ class LocalReplicaBackend final : public gateway::ReplicaBackend {
  private:
   const node::ReplicaHost& host_;
   mutable std::atomic<uint64_t> registered_labels_{0};  // Register at start saw version 0
+  mutable std::atomic<uint64_t> registered_serving_{0};
+  mutable absl::Mutex mu_;
+  mutable std::set<std::string> registered_ ABSL_GUARDED_BY(mu_);  // ids in the table
 };
 
 }  // namespace exa::daemon

@@ -70,8 +70,10 @@ class RemoteBackend::Peer : public std::enable_shared_from_this<Peer> {
     absl::MutexLock lock(&mu_);
     if (shutdown_) return;
     std::set<std::string> seen;
+    bool unknown_model = false;
     for (const auto& r : report.replicas()) {
       seen.insert(r.replica_id());
+      unknown_model |= described_ && described_models_.count(ModelKey(r.model(), r.version())) == 0;
       if (replicas_.insert(r.replica_id()).second) {
         owner_->SetRoute(r.replica_id(), node_id_);
         router::ReplicaInfo info{r.replica_id(), r.model(), r.version(), {}};
@@ -84,6 +86,9 @@ class RemoteBackend::Peer : public std::enable_shared_from_this<Peer> {
                              r.ready() && described_, r.waiting_sequences(), r.ttft_p99_ms(),
                              r.inter_token_p99_ms()});
     }
+    // A replica of a model this node did not serve when we asked (StartReplica since): ask again
+    // for its tokenizer.
+    if (unknown_model && !describing_) Describe();
     for (auto it = replicas_.begin(); it != replicas_.end();) {
       if (seen.count(*it) == 0) {
         owner_->table_.Remove(*it);
@@ -156,6 +161,12 @@ class RemoteBackend::Peer : public std::enable_shared_from_this<Peer> {
             absl::MutexLock lock(&self->mu_);
             self->describing_ = false;
             self->described_ = status.ok();
+            if (status.ok()) {
+              self->described_models_.clear();
+              for (const auto& m : pending->response.models()) {
+                self->described_models_.insert(ModelKey(m.name(), m.version()));
+              }
+            }
           }
           if (!status.ok()) {
             EXA_LOG_WARN("gateway", "DescribeModels failed",
@@ -177,6 +188,7 @@ class RemoteBackend::Peer : public std::enable_shared_from_this<Peer> {
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   bool described_ ABSL_GUARDED_BY(mu_) = false;
   bool describing_ ABSL_GUARDED_BY(mu_) = false;
+  std::set<std::string> described_models_ ABSL_GUARDED_BY(mu_);  // model@version keys
 };
 
 void LoadWatch::Start(exaserve::v1::Node::Stub& stub) {

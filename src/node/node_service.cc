@@ -66,14 +66,29 @@ class NodeService::Watcher final : public grpc::ServerWriteReactor<LoadReport> {
   bool writing_ = false, has_pending_ = false, finished_ = false;
 };
 
-NodeService::NodeService(std::string node_id, const ReplicaHost& host,
+namespace {
+
+// The caller's "authorization" metadata ("Bearer <token>"), empty when absent.
+std::string_view AuthorizationOf(const grpc::CallbackServerContext* context) {
+  const auto& md = context->client_metadata();
+  auto it = md.find("authorization");
+  return it == md.end() ? std::string_view()
+                        : std::string_view(it->second.data(), it->second.size());
+}
+
+}  // namespace
+
+NodeService::NodeService(std::string node_id, ReplicaHost& host,
                          std::function<bool(const std::string&)> routable,
                          std::function<NotRoutable(const std::string&)> why_not,
-                         metrics::Registry& registry)
+                         metrics::Registry& registry,
+                         std::function<grpc::Status(std::string_view)> authorize)
     : node_id_(std::move(node_id)),
       host_(host),
       routable_(std::move(routable)),
       why_not_(std::move(why_not)),
+      authorize_(authorize ? std::move(authorize)
+                           : [](std::string_view) { return grpc::Status::OK; }),
       generate_requests_(
           registry.SimpleCounter("exaserve_node_generate_requests_total",
                                  "Node.Generate calls (the gateway → replica hop).")),
@@ -97,7 +112,7 @@ grpc::ServerWriteReactor<exaserve::v1::GenerateResponse>* NodeService::Generate(
   auto* reactor = new GenerateStreamReactor();
   reactor->Begin([&](engine::StreamCallback sink) -> absl::StatusOr<StreamHandle> {
     const std::string& replica_id = request->replica_id();
-    engine::Engine* engine = host_.FindEngine(replica_id);
+    std::shared_ptr<engine::Engine> engine = host_.FindEngine(replica_id);
     if (engine == nullptr) {
       return absl::NotFoundError(
           StrCat("replica_id: \"", replica_id, "\" is not on node ", node_id_));
@@ -160,42 +175,93 @@ grpc::ServerUnaryReactor* NodeService::DescribeModels(
   return reactor;
 }
 
-grpc::ServerUnaryReactor* NodeService::ListReplicas(grpc::CallbackServerContext* context,
-                                                    const exaserve::v1::ListReplicasRequest*,
-                                                    exaserve::v1::ListReplicasResponse* response) {
-  response->set_node_id(node_id_);
-  for (const auto& r : host_.replicas()) {
-    auto* p = response->add_replicas();
-    p->set_replica_id(r->id);
-    p->set_model(r->model->name);
-    p->set_version(r->model->version);
-    engine::EngineInfo info = r->engine->info();
-    p->set_backend(info.backend);
+void NodeService::FillStatus(const ReplicaView& v, exaserve::v1::ReplicaStatus* p) const {
+  p->set_replica_id(v.id);
+  p->set_model(v.model);
+  p->set_version(v.version);
+  p->set_backend(v.backend);
+  p->set_device(v.device);
+  p->set_generation(v.generation);
+  p->set_memory_budget_bytes(v.budget_bytes);
+  p->set_state_since_unix_ms(absl::ToUnixMillis(v.since));
+  p->set_state(v.state);
+  p->set_reason(v.reason);
+  if (v.state == "ready" && !routable_(v.id)) {
+    NotRoutable why = why_not_(v.id);
+    p->set_state(why.state);
+    p->set_reason(why.reason);
+  }
+  for (const auto& [k, val] : host_.LabelsOf(v.id)) (*p->mutable_labels())[k] = val;
+  if (v.engine) {
+    engine::EngineInfo info = v.engine->info();
     p->set_weight_bytes(info.weight_bytes);
-    if (routable_(r->id)) {
-      p->set_state("ready");
-    } else {
-      NotRoutable why = why_not_(r->id);
-      p->set_state(why.state);
-      p->set_reason(why.reason);
-    }
-    for (const auto& [k, v] : host_.LabelsOf(r->id)) (*p->mutable_labels())[k] = v;
-    engine::EngineLoad load = r->engine->Load();
+    engine::EngineLoad load = v.engine->Load();
     p->set_running_sequences(load.running);
     p->set_waiting_sequences(load.waiting);
     p->set_pending_tokens(load.pending_tokens);
     p->set_kv_blocks_used(load.kv_blocks_used);
     p->set_kv_blocks_total(load.kv_blocks_total);
   }
-  for (const FailedReplica& f : host_.failed_replicas()) {
-    auto* p = response->add_replicas();
-    p->set_replica_id(f.id);
-    p->set_model(f.model);
-    p->set_version(f.version);
-    p->set_backend(f.backend);
-    p->set_state("failed");
-    p->set_reason(f.device >= 0 ? StrCat("GPU ", f.device, ": ", f.error) : f.error);
+}
+
+grpc::ServerUnaryReactor* NodeService::StartReplica(grpc::CallbackServerContext* context,
+                                                    const exaserve::v1::StartReplicaRequest* req,
+                                                    exaserve::v1::ReplicaStatus* response) {
+  auto* reactor = context->DefaultReactor();
+  if (grpc::Status s = authorize_(AuthorizationOf(context)); !s.ok()) {
+    reactor->Finish(s);
+    return reactor;
   }
+  ReplicaSpec spec;
+  spec.model_dir = req->model_dir();
+  if (!req->version().empty()) spec.version = req->version();
+  spec.replica_id = req->replica_id();
+  spec.generation = req->generation();
+  spec.backend = req->backend();
+  spec.device = req->has_device() ? req->device() : -1;
+  spec.kv_cache_bytes = req->kv_cache_bytes();
+  spec.memory_budget_bytes = req->memory_budget_bytes();
+  spec.labels.insert(req->labels().begin(), req->labels().end());
+  absl::StatusOr<ReplicaView> view = host_.StartReplica(spec);
+  if (!view.ok()) {
+    reactor->Finish(StatusToGrpc(view.status()));
+    return reactor;
+  }
+  FillStatus(*view, response);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* NodeService::StopReplica(grpc::CallbackServerContext* context,
+                                                   const exaserve::v1::StopReplicaRequest* req,
+                                                   exaserve::v1::ReplicaStatus* response) {
+  auto* reactor = context->DefaultReactor();
+  if (grpc::Status s = authorize_(AuthorizationOf(context)); !s.ok()) {
+    reactor->Finish(s);
+    return reactor;
+  }
+  if (req->drain_timeout_seconds() < 0 || req->drain_timeout_seconds() > 24 * 3600) {
+    reactor->Finish(grpc::Status(grpc::INVALID_ARGUMENT,
+                                 StrCat("drain_timeout_seconds: ", req->drain_timeout_seconds(),
+                                        ": must be in [0, 86400]")));
+    return reactor;
+  }
+  absl::StatusOr<ReplicaView> view = host_.StopReplica(req->replica_id(), !req->immediate(),
+                                                       absl::Seconds(req->drain_timeout_seconds()));
+  if (!view.ok()) {
+    reactor->Finish(StatusToGrpc(view.status()));
+    return reactor;
+  }
+  FillStatus(*view, response);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* NodeService::ListReplicas(grpc::CallbackServerContext* context,
+                                                    const exaserve::v1::ListReplicasRequest*,
+                                                    exaserve::v1::ListReplicasResponse* response) {
+  response->set_node_id(node_id_);
+  for (const ReplicaView& v : host_.Views()) FillStatus(v, response->add_replicas());
   auto* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;

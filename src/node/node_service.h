@@ -34,9 +34,12 @@ class NodeService final : public exaserve::v1::Node::CallbackService {
     std::string state;  // "unhealthy" or "draining"
     std::string reason;
   };
-  NodeService(std::string node_id, const ReplicaHost& host,
+  // `authorize(authorization metadata)`: StartReplica and StopReplica change the node and need
+  // the admin token (OK when none is configured).
+  NodeService(std::string node_id, ReplicaHost& host,
               std::function<bool(const std::string&)> routable,
-              std::function<NotRoutable(const std::string&)> why_not, metrics::Registry& registry);
+              std::function<NotRoutable(const std::string&)> why_not, metrics::Registry& registry,
+              std::function<grpc::Status(std::string_view)> authorize = {});
   ~NodeService() override;
 
   grpc::ServerWriteReactor<exaserve::v1::GenerateResponse>* Generate(
@@ -50,6 +53,12 @@ class NodeService final : public exaserve::v1::Node::CallbackService {
   grpc::ServerUnaryReactor* DescribeModels(grpc::CallbackServerContext* context,
                                            const exaserve::v1::DescribeModelsRequest* request,
                                            exaserve::v1::DescribeModelsResponse* response) override;
+  grpc::ServerUnaryReactor* StartReplica(grpc::CallbackServerContext* context,
+                                         const exaserve::v1::StartReplicaRequest* request,
+                                         exaserve::v1::ReplicaStatus* response) override;
+  grpc::ServerUnaryReactor* StopReplica(grpc::CallbackServerContext* context,
+                                        const exaserve::v1::StopReplicaRequest* request,
+                                        exaserve::v1::ReplicaStatus* response) override;
 
   // Sends a fresh load snapshot to every watcher that is ready for one.
   void Publish();
@@ -65,13 +74,15 @@ class NodeService final : public exaserve::v1::Node::CallbackService {
 
  private:
   exaserve::v1::LoadReport SnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FillStatus(const ReplicaView& view, exaserve::v1::ReplicaStatus* out) const;
   // Deletes the watchers gRPC is done with.
   void ReapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string node_id_;
-  const ReplicaHost& host_;
+  ReplicaHost& host_;
   std::function<bool(const std::string&)> routable_;
   std::function<NotRoutable(const std::string&)> why_not_;
+  std::function<grpc::Status(std::string_view)> authorize_;
   absl::Mutex mu_;
   std::vector<Watcher*> watchers_ ABSL_GUARDED_BY(mu_);
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;

@@ -39,6 +39,14 @@ void RegisterConfig(config::Schema& s, std::string_view section, InferenceOption
         }
         return std::string();
       });
+  s.Add<double>(p + ".gpu_memory_utilization", &o->gpu_memory_utilization,
+                "share of each GPU's memory the ledger may promise to replicas (weights, KV, "
+                "runtime); the rest is headroom",
+                [](const double& v) {
+                  return v > 0 && v <= 1 ? std::string() : StrCat(v, ": must be in (0, 1]");
+                });
+  s.Add(p + ".host_memory_budget", &o->host_memory_budget,
+        "host memory the ledger may promise to cpu/sim replicas; 0: not accounted");
   s.Add(p + ".burn_in", &o->burn_in,
         "cuda backend: GEMM and copy burn-in on every GPU at start; failing taints the node "
         "(burn-in-failed) and starts no replica");
@@ -89,9 +97,73 @@ std::vector<int> AssignGpus(int replicas, const std::vector<int>& gpus, int gpu_
 }
 
 ReplicaHost::ReplicaHost(std::string node_id, InferenceOptions options)
-    : node_id_(std::move(node_id)), options_(std::move(options)) {}
+    : node_id_(std::move(node_id)), options_(std::move(options)) {
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < options_.gpu_memory_bytes.size(); ++i) {
+    ledger_.SetCapacity(static_cast<int>(i),
+                        static_cast<int64_t>(static_cast<double>(options_.gpu_memory_bytes[i]) *
+                                             options_.gpu_memory_utilization));
+  }
+  ledger_.SetCapacity(-1, static_cast<int64_t>(options_.host_memory_budget.value));
+}
 
 ReplicaHost::~ReplicaHost() { Stop(); }
+
+absl::StatusOr<int64_t> EstimateWeightBytes(const std::string& dir) {
+  std::error_code ec;
+  int64_t bytes = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (entry.path().extension() == ".safetensors") {
+      bytes += static_cast<int64_t>(entry.file_size(ec));
+    }
+  }
+  if (ec) return absl::NotFoundError(StrCat("model_dir: \"", dir, "\": ", ec.message()));
+  return bytes + bytes / 20 + (int64_t{64} << 20);
+}
+
+engine::EngineOptions ReplicaHost::EngineOptionsFor(const ServedModel& model,
+                                                    const std::string& backend, int device,
+                                                    int64_t kv_cache_bytes) const {
+  engine::EngineOptions eo;
+  eo.model_dir = model.dir;
+  eo.backend = backend;
+  eo.device = std::max(device, 0);
+  eo.threads = options_.threads;
+  eo.kv_cache_bytes = kv_cache_bytes;
+  eo.max_batch_tokens = options_.max_batch_tokens;
+  eo.max_running = options_.max_running;
+  eo.max_queue = options_.max_queue;
+  eo.sim.decode_base_ms *= options_.sim_slowdown;
+  eo.sim.decode_per_sequence_ms *= options_.sim_slowdown;
+  eo.sim.decode_per_context_token_us *= options_.sim_slowdown;
+  eo.sim.prefill_per_token_us *= options_.sim_slowdown;
+  eo.sim.stall_file = options_.sim_stall_file;
+  return eo;
+}
+
+absl::StatusOr<ServedModel*> ReplicaHost::ModelFor(const std::string& dir,
+                                                   const std::string& version) {
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& m : models_) {
+      if (m->dir == dir && m->version == version) return m.get();
+    }
+  }
+  auto model = std::make_unique<ServedModel>();
+  model->dir = dir;
+  model->version = version;
+  model->name = std::filesystem::path(dir).filename().string();
+  if (model->name.empty()) model->name = std::filesystem::path(dir).parent_path().filename();
+  auto tokenizer = engine::LoadDetokenizer(dir);
+  if (!tokenizer.ok()) return Annotate(tokenizer.status(), StrCat("model ", dir));
+  model->tokenizer = *tokenizer;
+  absl::MutexLock lock(&mu_);
+  for (const auto& m : models_) {  // loaded meanwhile by another start
+    if (m->dir == dir && m->version == version) return m.get();
+  }
+  models_.push_back(std::move(model));
+  return models_.back().get();
+}
 
 absl::Status ReplicaHost::Start() {
   std::vector<std::string> specs = options_.models;
@@ -113,83 +185,424 @@ absl::Status ReplicaHost::Start() {
   const std::vector<int> devices = AssignGpus(
       static_cast<int>(specs.size()) * options_.replicas_per_model, gpus, options_.gpu_count);
   size_t next_device = 0;
-  for (const std::string& spec : specs) {
-    size_t at = spec.rfind('@');
-    auto model = std::make_unique<ServedModel>();
-    model->dir = spec.substr(0, at);
-    model->version = at == std::string::npos ? "v1" : spec.substr(at + 1);
-    model->name = std::filesystem::path(model->dir).filename().string();
-    if (model->name.empty())
-      model->name = std::filesystem::path(model->dir).parent_path().filename();
-    auto tokenizer = engine::LoadDetokenizer(model->dir);
-    if (!tokenizer.ok()) return Annotate(tokenizer.status(), StrCat("model ", model->dir));
-    model->tokenizer = *tokenizer;
-    engine::EngineOptions eo;
-    eo.model_dir = model->dir;
-    eo.backend = options_.backend;
-    eo.threads = options_.threads;
-    eo.kv_cache_bytes = static_cast<int64_t>(options_.kv_cache_bytes.value);
-    eo.max_batch_tokens = options_.max_batch_tokens;
-    eo.max_running = options_.max_running;
-    eo.max_queue = options_.max_queue;
-    eo.sim.decode_base_ms *= options_.sim_slowdown;
-    eo.sim.decode_per_sequence_ms *= options_.sim_slowdown;
-    eo.sim.decode_per_context_token_us *= options_.sim_slowdown;
-    eo.sim.prefill_per_token_us *= options_.sim_slowdown;
-    eo.sim.stall_file = options_.sim_stall_file;
-    bool any = false;
+  for (const std::string& text : specs) {
+    const size_t at = text.rfind('@');
+    ReplicaSpec spec;
+    spec.model_dir = text.substr(0, at);
+    spec.version = at == std::string::npos ? "v1" : text.substr(at + 1);
+    EXA_ASSIGN_OR_RETURN(ServedModel * model, ModelFor(spec.model_dir, spec.version));
     for (int i = 0; i < options_.replicas_per_model; ++i) {
-      const std::string id =
+      spec.replica_id =
           StrCat(node_id_.substr(0, 8), "/", model->name, "@", model->version, "#", i);
-      const int device = cuda ? devices[next_device++] : -1;
-      eo.device = std::max(device, 0);
-      auto engine = engine::CreateEngine(eo, model->tokenizer);
-      if (!engine.ok()) {
-        // This replica alone: the node and its other replicas keep serving.
-        EXA_LOG_ERROR("node", "replica failed to start",
-                      {{"replica", id},
-                       {"dir", model->dir},
-                       {"backend", options_.backend},
-                       {"device", device},
-                       {"error", std::string(engine.status().message())}});
-        failed_.push_back({id, model->name, model->version, options_.backend, device,
-                           StrCat(absl::StatusCodeToString(engine.status().code()), ": ",
-                                  engine.status().message())});
+      spec.device = cuda ? devices[next_device++] : -1;
+      absl::StatusOr<ReplicaView> admitted = Admit(spec, model);
+      if (!admitted.ok()) {
+        EXA_LOG_ERROR(
+            "node", "replica failed to start",
+            {{"replica", spec.replica_id}, {"error", std::string(admitted.status().message())}});
+        // Listed as failed, with the ledger's numbers, like a replica whose engine failed.
+        absl::MutexLock lock(&mu_);
+        Entry entry;
+        entry.replica = std::make_shared<Replica>();
+        entry.replica->id = spec.replica_id;
+        entry.replica->model = model;
+        entry.replica->device = spec.device;
+        entry.replica->backend = options_.backend;
+        entry.state = "failed";
+        entry.reason = StrCat(absl::StatusCodeToString(admitted.status().code()), ": ",
+                              admitted.status().message());
+        entry.since = absl::Now();
+        entries_[spec.replica_id] = std::move(entry);
+        history_.push_back(spec.replica_id);
         continue;
       }
-      auto replica = std::make_unique<Replica>();
-      replica->id = id;
-      replica->model = model.get();
-      replica->engine = *std::move(engine);
-      replica->device = device;
-      model->info = replica->engine->info();
-      by_id_[replica->id] = replica.get();
-      EXA_LOG_INFO("node", "replica ready",
-                   {{"replica", replica->id}, {"dir", model->dir}, {"device", device}});
-      replicas_.push_back(std::move(replica));
-      any = true;
+      Load(spec.replica_id, EngineOptionsFor(*model, options_.backend, spec.device,
+                                             static_cast<int64_t>(options_.kv_cache_bytes.value)));
     }
-    // A model none of whose replicas started is not served here (no model without replicas).
-    if (any) models_.push_back(std::move(model));
   }
+  NotifyChange();
   return absl::OkStatus();
 }
 
-void ReplicaHost::Stop() {
-  for (auto& r : replicas_) r->engine->Stop();
+absl::StatusOr<ReplicaView> ReplicaHost::StartReplica(const ReplicaSpec& spec) {
+  if (spec.model_dir.empty()) {
+    return absl::InvalidArgumentError("model_dir: empty; give a model directory on this node");
+  }
+  if (spec.version.empty() || spec.version.size() > 64) {
+    return absl::InvalidArgumentError(
+        StrCat("version: \"", spec.version, "\": 1 to 64 characters"));
+  }
+  const std::string backend = spec.backend.empty() ? options_.backend : spec.backend;
+  if (backend != "cpu" && backend != "cuda" && backend != "sim") {
+    return absl::InvalidArgumentError(StrCat("backend: \"", backend, "\": cpu, cuda or sim"));
+  }
+  if (spec.kv_cache_bytes < 0 || spec.memory_budget_bytes < 0 || spec.generation < 0) {
+    return absl::InvalidArgumentError(
+        "kv_cache_bytes, memory_budget_bytes and generation must not be negative");
+  }
+  if (backend != "sim" && !std::filesystem::exists(spec.model_dir + "/config.json")) {
+    return absl::InvalidArgumentError(
+        StrCat("model_dir: \"", spec.model_dir, "\" has no config.json on node ", node_id_));
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::UnavailableError("the node is stopping");
+    auto it = entries_.find(spec.replica_id);
+    if (!spec.replica_id.empty() && it != entries_.end() && it->second.state != "stopped" &&
+        it->second.state != "failed") {
+      if (it->second.replica->generation == spec.generation) return ViewLocked(it->second);
+      return absl::FailedPreconditionError(StrCat("replica ", spec.replica_id, " runs generation ",
+                                                  it->second.replica->generation, ", not ",
+                                                  spec.generation, "; stop it first"));
+    }
+  }
+  EXA_ASSIGN_OR_RETURN(ServedModel * model, ModelFor(spec.model_dir, spec.version));
+  ReplicaSpec admitted = spec;
+  admitted.backend = backend;
+  EXA_ASSIGN_OR_RETURN(ReplicaView view, Admit(admitted, model));
+  const int64_t kv = spec.kv_cache_bytes > 0 ? spec.kv_cache_bytes
+                                             : static_cast<int64_t>(options_.kv_cache_bytes.value);
+  engine::EngineOptions eo = EngineOptionsFor(*model, backend, view.device, kv);
+  absl::MutexLock lock(&mu_);
+  workers_.emplace_back([this, id = view.id, eo] { Load(id, eo); });
+  return view;
 }
 
-engine::Engine* ReplicaHost::FindEngine(const std::string& replica_id) const {
-  auto it = by_id_.find(replica_id);
-  return it == by_id_.end() ? nullptr : it->second->engine.get();
+absl::StatusOr<ReplicaView> ReplicaHost::Admit(const ReplicaSpec& spec, ServedModel* model) {
+  const std::string backend = spec.backend.empty() ? options_.backend : spec.backend;
+  const bool cuda = backend == "cuda";
+  const int64_t kv = spec.kv_cache_bytes > 0 ? spec.kv_cache_bytes
+                                             : static_cast<int64_t>(options_.kv_cache_bytes.value);
+  int64_t weights = 0;
+  if (backend != "sim") {
+    EXA_ASSIGN_OR_RETURN(weights, EstimateWeightBytes(model->dir));
+  }
+  absl::MutexLock lock(&mu_);
+  std::string id = spec.replica_id;
+  if (id.empty()) {
+    for (int n = 0;; ++n) {
+      id = StrCat(node_id_.substr(0, 8), "/", model->name, "@", model->version, "#", n);
+      auto it = entries_.find(id);
+      if (it == entries_.end() || it->second.state == "stopped" || it->second.state == "failed") {
+        break;
+      }
+    }
+  }
+  int device = -1;
+  if (cuda) {
+    device = spec.device;
+    if (device < 0) {
+      std::vector<int> all;
+      for (int g = 0; g < std::max<int>(1, options_.gpu_count); ++g) all.push_back(g);
+      device = std::max(0, ledger_.BestFit(all, kv));
+    }
+  }
+  // Replicas of one model on one GPU share one weight copy (engine/cuda/device_weights.h): the
+  // ledger holds the weights once per (model, GPU) and each replica's own KV cache and runtime.
+  // On the host every replica maps the same checkpoint; the page cache holds it once too.
+  const std::string weights_holder = StrCat("weights:", model->dir, "@", model->version, "/",
+                                            cuda ? StrCat("gpu", device) : std::string("host"));
+  const int64_t own = spec.memory_budget_bytes > 0 ? spec.memory_budget_bytes : kv;
+  const bool first_on_device = !ledger_.Holds(weights_holder);
+  if (first_on_device) {
+    EXA_RETURN_IF_ERROR(ledger_.Reserve(weights_holder, cuda ? device : -1, weights));
+  }
+  if (absl::Status s = ledger_.Reserve(id, cuda ? device : -1, own); !s.ok()) {
+    if (first_on_device) ledger_.Release(weights_holder);
+    if (s.code() == absl::StatusCode::kAlreadyExists) {
+      return absl::FailedPreconditionError(StrCat("replica ", id, " is still stopping"));
+    }
+    return s;
+  }
+  Entry entry;
+  entry.replica = std::make_shared<Replica>();
+  entry.replica->id = id;
+  entry.replica->model = model;
+  entry.replica->device = device;
+  entry.replica->backend = backend;
+  entry.replica->generation = spec.generation;
+  entry.replica->budget_bytes = own;
+  entry.state = "pending";
+  entry.since = absl::Now();
+  entry.weights_holder = weights_holder;
+  history_.erase(std::remove(history_.begin(), history_.end(), id), history_.end());
+  entries_[id] = std::move(entry);
+  if (!spec.labels.empty()) {
+    absl::MutexLock labels_lock(&labels_mu_);
+    for (const auto& [k, v] : spec.labels) labels_[id][k] = v;
+    labels_version_++;
+    (void)SaveLabelsLocked();
+  }
+  EXA_LOG_INFO("node", "replica admitted",
+               {{"replica", id},
+                {"dir", model->dir},
+                {"backend", backend},
+                {"device", device},
+                {"budget_bytes", own},
+                {"generation", spec.generation}});
+  return ViewLocked(entries_[id]);
+}
+
+void ReplicaHost::Load(std::string id, engine::EngineOptions eo) {
+  const ServedModel* model = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(id);
+    if (it == entries_.end() || it->second.state != "pending") return;
+    SetState(id, "loading", "");
+    model = it->second.replica->model;
+  }
+  auto engine = engine::CreateEngine(eo, model->tokenizer);
+  if (!engine.ok()) {
+    EXA_LOG_ERROR("node", "replica failed to start",
+                  {{"replica", id},
+                   {"dir", model->dir},
+                   {"backend", eo.backend},
+                   {"device", eo.device},
+                   {"error", std::string(engine.status().message())}});
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(id);
+    if (it == entries_.end()) return;
+    SetState(
+        id, "failed",
+        StrCat(eo.backend == "cuda" ? StrCat("GPU ", eo.device, ": ") : std::string(),
+               absl::StatusCodeToString(engine.status().code()), ": ", engine.status().message()));
+    ReleaseLocked(it->second);
+    TrimHistoryLocked();
+    return;
+  }
+  std::shared_ptr<engine::Engine> shared(std::move(*engine));
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(id);
+    if (it == entries_.end() || it->second.state != "loading") {  // stopped while loading
+      shared->Stop();
+      return;
+    }
+    it->second.replica->engine = shared;
+    SetState(id, "warming", "");
+  }
+  // Warm-up: one greedy token, so the first real request pays no lazy initialisation (kernel
+  // loading, cuBLAS heuristics, page faults on the weights).
+  {
+    absl::Mutex done_mu;
+    bool done = false;
+    engine::GenerateRequest warm;
+    warm.prompt_tokens = model->tokenizer->tokenizer().Encode("1+1=", true);
+    if (warm.prompt_tokens.empty()) warm.prompt_tokens = {0};
+    warm.max_tokens = 1;
+    warm.ignore_eos = true;
+    warm.callback = [&](const engine::StreamEvent& e) {
+      if (!e.finished) return;
+      absl::MutexLock l(&done_mu);
+      done = true;
+    };
+    if (shared->Submit(std::move(warm)).ok()) {
+      absl::MutexLock l(&done_mu);
+      done_mu.AwaitWithTimeout(absl::Condition(&done), absl::Seconds(60));
+    }
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(id);
+    if (it == entries_.end() || it->second.state != "warming") return;
+    const_cast<ServedModel*>(model)->info = shared->info();
+    SetState(id, "ready", "");
+  }
+  EXA_LOG_INFO("node", "replica ready",
+               {{"replica", id}, {"dir", model->dir}, {"device", eo.device}});
+  NotifyChange();
+}
+
+absl::StatusOr<ReplicaView> ReplicaHost::StopReplica(const std::string& id, bool drain,
+                                                     absl::Duration timeout) {
+  ReplicaView view;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(id);
+    if (it == entries_.end()) {
+      return absl::NotFoundError(StrCat("replica_id: \"", id, "\" is not on node ", node_id_));
+    }
+    Entry& e = it->second;
+    if (e.state == "draining" || e.state == "stopped" || e.state == "failed") {
+      return ViewLocked(e);
+    }
+    const bool loaded = e.replica->engine != nullptr;
+    SetState(id, loaded ? "draining" : "stopped",
+             drain ? "StopReplica (drain)" : "StopReplica (immediate)");
+    if (!loaded) {  // pending or loading: the loader sees the state and discards its engine
+      ReleaseLocked(e);
+      TrimHistoryLocked();
+    }
+    view = ViewLocked(e);
+    if (loaded) {
+      const absl::Duration limit =
+          timeout > absl::ZeroDuration() ? timeout : options_.drain_timeout;
+      workers_.emplace_back([this, id, drain, limit] { Drain(id, drain, limit); });
+    }
+  }
+  NotifyChange();  // out of the serving set now
+  return view;
+}
+
+void ReplicaHost::Drain(std::string id, bool drain, absl::Duration timeout) {
+  std::shared_ptr<engine::Engine> engine;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(id);
+    if (it == entries_.end()) return;
+    engine = it->second.replica->engine;
+  }
+  if (drain && engine) {
+    const absl::Time deadline = absl::Now() + timeout;
+    while (absl::Now() < deadline) {
+      engine::EngineLoad load = engine->Load();
+      if (load.running + load.waiting == 0) break;
+      {
+        absl::MutexLock lock(&mu_);
+        if (stopping_) break;
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  }
+  if (engine) engine->Stop();  // what is left ends CANCELLED
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return;
+  it->second.replica->engine.reset();
+  SetState(id, "stopped", it->second.reason);
+  ReleaseLocked(it->second);
+  TrimHistoryLocked();
+  EXA_LOG_INFO("node", "replica stopped", {{"replica", id}, {"reason", it->second.reason}});
+}
+
+void ReplicaHost::SetState(const std::string& id, std::string state, std::string reason) {
+  Entry& e = entries_.at(id);
+  e.state = std::move(state);
+  e.reason = std::move(reason);
+  e.since = absl::Now();
+}
+
+void ReplicaHost::ReleaseLocked(Entry& e) {
+  ledger_.Release(e.replica->id);
+  // The shared weights go with the last replica of the model on that device.
+  bool others = false;
+  for (const auto& [id, other] : entries_) {
+    if (&other != &e && other.weights_holder == e.weights_holder && other.state != "stopped" &&
+        other.state != "failed") {
+      others = true;
+    }
+  }
+  if (!others) ledger_.Release(e.weights_holder);
+  history_.push_back(e.replica->id);
+}
+
+void ReplicaHost::TrimHistoryLocked() {
+  constexpr size_t kKeep = 64;  // stopped and failed replicas listed, newest last
+  while (history_.size() > kKeep) {
+    auto it = entries_.find(history_.front());
+    if (it != entries_.end() && (it->second.state == "stopped" || it->second.state == "failed")) {
+      entries_.erase(it);
+    }
+    history_.erase(history_.begin());
+  }
+}
+
+ReplicaView ReplicaHost::ViewLocked(const Entry& e) const {
+  ReplicaView v;
+  v.id = e.replica->id;
+  v.model = e.replica->model->name;
+  v.version = e.replica->model->version;
+  v.backend = e.replica->backend;
+  v.device = e.replica->device;
+  v.generation = e.replica->generation;
+  v.budget_bytes = e.replica->budget_bytes;
+  v.state = e.state;
+  v.reason = e.reason;
+  v.since = e.since;
+  v.engine = e.replica->engine;
+  return v;
+}
+
+void ReplicaHost::Stop() {
+  std::vector<std::thread> workers;
+  std::vector<std::shared_ptr<engine::Engine>> engines;
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    workers.swap(workers_);
+    for (auto& [id, e] : entries_) {
+      if (e.replica->engine) engines.push_back(e.replica->engine);
+    }
+  }
+  for (auto& engine : engines) engine->Stop();
+  for (auto& w : workers) {
+    if (w.joinable()) w.join();
+  }
+}
+
+std::vector<std::shared_ptr<const Replica>> ReplicaHost::replicas() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::shared_ptr<const Replica>> out;
+  for (const auto& [id, e] : entries_) {
+    if (e.state == "ready") out.push_back(e.replica);
+  }
+  return out;
+}
+
+std::vector<ReplicaView> ReplicaHost::Views() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<ReplicaView> out;
+  for (const auto& [id, e] : entries_) out.push_back(ViewLocked(e));
+  return out;
+}
+
+std::shared_ptr<engine::Engine> ReplicaHost::FindEngine(const std::string& replica_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find(replica_id);
+  if (it == entries_.end()) return nullptr;
+  const std::string& state = it->second.state;
+  return state == "ready" || state == "draining" ? it->second.replica->engine : nullptr;
 }
 
 const ServedModel* ReplicaHost::FindModel(const std::string& name,
                                           const std::string& version) const {
-  for (const auto& m : models_) {
-    if (m->name == name && (version.empty() || m->version == version)) return m.get();
+  for (const ServedModel* m : models()) {
+    if (m->name == name && (version.empty() || m->version == version)) return m;
   }
   return nullptr;
+}
+
+std::vector<const ServedModel*> ReplicaHost::models() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<const ServedModel*> out;
+  for (const auto& m : models_) {
+    const bool served = std::any_of(entries_.begin(), entries_.end(), [&](const auto& kv) {
+      return kv.second.replica->model == m.get() && kv.second.state == "ready";
+    });
+    if (served) out.push_back(m.get());
+  }
+  return out;
+}
+
+void ReplicaHost::SetOnChange(std::function<void()> on_change) {
+  absl::MutexLock lock(&on_change_mu_);
+  on_change_ = std::move(on_change);
+}
+
+void ReplicaHost::NotifyChange() {
+  serving_version_++;
+  std::function<void()> f;
+  {
+    absl::MutexLock lock(&on_change_mu_);
+    f = on_change_;
+  }
+  if (f) f();
+}
+
+std::pair<int64_t, int64_t> ReplicaHost::LedgerUsage(int device) const {
+  absl::MutexLock lock(&mu_);
+  return {ledger_.used(device), ledger_.capacity(device)};
 }
 
 absl::StatusOr<std::vector<std::pair<std::string, ReplicaHost::Labels>>> ReplicaHost::Relabel(
@@ -201,9 +614,10 @@ absl::StatusOr<std::vector<std::pair<std::string, ReplicaHost::Labels>>> Replica
           StrCat("labels: \"", k, "\": keys are 1 to 64 characters, values at most ", kMaxValue));
     }
   }
+  const auto live = replicas();
   absl::MutexLock lock(&labels_mu_);
   std::vector<std::pair<std::string, Labels>> matched;
-  for (const auto& r : replicas_) {
+  for (const auto& r : live) {
     Labels& labels = labels_[r->id];
     bool match = true;
     for (const auto& [k, v] : selector) {
@@ -276,12 +690,6 @@ absl::Status ReplicaHost::SaveLabelsLocked() const {
   std::filesystem::rename(tmp, labels_path_, ec);
   if (ec) return absl::InternalError(StrCat("cannot rename ", tmp, ": ", ec.message()));
   return absl::OkStatus();
-}
-
-std::vector<const ServedModel*> ReplicaHost::models() const {
-  std::vector<const ServedModel*> out;
-  for (const auto& m : models_) out.push_back(m.get());
-  return out;
 }
 
 }  // namespace exa::node

@@ -1,21 +1,30 @@
 // The inference role's replicas, in-process (DESIGN.md §1): one Engine per replica, each on its
-// own thread, grouped by model@version with one shared tokenizer. Until the scheduler drives
-// StartReplica/StopReplica, replicas come from the node's config (`inference.models`).
+// own thread, grouped by model@version with one shared tokenizer. Replicas come from the node's
+// config (`inference.models`) at start and from StartReplica/StopReplica (exaserve.v1.Node, the
+// scheduler's and the operator's hands) at any time. Each has a state — pending → loading →
+// warming → ready → draining → stopped, or failed — with a reason and the time it entered it. A
+// memory ledger per device (memory_ledger.h) refuses a replica whose budget does not fit before
+// anything loads.
 //
-// Thread safety: Start/Stop on the owning thread; the lookups from any thread after Start.
+// Thread safety: every method may be called from any thread after construction. Engines are
+// shared: a caller holding one keeps it alive across a concurrent stop (its Submit then fails).
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "config/schema.h"
 #include "engine/engine.h"
 #include "engine/tokenizer_detokenizer.h"
+#include "node/memory_ledger.h"
 
 namespace exa::node {
 
@@ -24,7 +33,7 @@ struct InferenceOptions {
   // Empty: the bundled model (models/exa-tiny-arith) when it can be found.
   std::vector<std::string> models;
   int replicas_per_model = 1;
-  std::string backend = "cpu";  // cpu or sim
+  std::string backend = "cpu";  // cpu, cuda or sim
   int threads = 0;              // per replica; 0: one per hardware thread
   config::Bytes kv_cache_bytes{64 << 20};
   int max_batch_tokens = 512;
@@ -42,13 +51,21 @@ struct InferenceOptions {
   // cuda backend: run the GEMM and copy burn-in on every GPU at start; a node that fails it is
   // tainted "burn-in-failed" and starts no replica.
   bool burn_in = true;
+  // The memory ledger: the share of each GPU's memory replicas may be promised, and the host
+  // memory cpu/sim replicas may be promised (0: not accounted).
+  double gpu_memory_utilization = 0.9;
+  config::Bytes host_memory_budget{0};
+  std::vector<int64_t> gpu_memory_bytes;  // per GPU, from the inventory; not a config key
+  // How long StopReplica waits for a draining replica's requests by default (the daemon sets
+  // lifecycle.drain_timeout; not a key of its own).
+  absl::Duration drain_timeout = absl::Seconds(30);
 };
+
+void RegisterConfig(config::Schema& schema, std::string_view section, InferenceOptions* options);
 
 // The GPU of each of `replicas` replicas: `gpus` round-robin, or 0..gpu_count-1 when `gpus` is
 // empty, or GPU 0 when there is neither (the replica then fails with the CUDA reason). Pure.
 std::vector<int> AssignGpus(int replicas, const std::vector<int>& gpus, int gpu_count);
-
-void RegisterConfig(config::Schema& schema, std::string_view section, InferenceOptions* options);
 
 // A model@version served here: what the gateway needs to turn text into a request.
 struct ServedModel {
@@ -59,22 +76,39 @@ struct ServedModel {
   engine::EngineInfo info;
 };
 
+// What StartReplica is asked for (exaserve.v1.StartReplicaRequest).
+struct ReplicaSpec {
+  std::string model_dir;  // a model directory on this node (HF layout)
+  std::string version = "v1";
+  std::string replica_id;           // empty: "<node>/<model>@<version>#<n>", the first free n
+  int64_t generation = 0;           // StartReplica is idempotent on (replica_id, generation)
+  std::string backend;              // empty: the node's inference.backend
+  int device = -1;                  // cuda: the GPU; -1: the one with the most free memory
+  int64_t kv_cache_bytes = 0;       // 0: the node's inference.kv_cache_bytes
+  int64_t memory_budget_bytes = 0;  // 0: estimated (weights + KV cache + runtime)
+  std::map<std::string, std::string> labels;
+};
+
 struct Replica {
   std::string id;  // "<node>/<model>@<version>#<n>"
   const ServedModel* model = nullptr;
-  std::unique_ptr<engine::Engine> engine;
-  int device = -1;  // cuda backend: the GPU; -1 otherwise
+  std::shared_ptr<engine::Engine> engine;  // null until loaded, and after a failure
+  int device = -1;                         // cuda backend: the GPU; -1 otherwise
+  std::string backend;
+  int64_t generation = 0;
+  int64_t budget_bytes = 0;  // what the ledger holds for it (shared weights apart)
 };
 
-// A replica whose engine could not start (no GPU, too little device memory, a CUDA error): the
-// node and its other replicas keep serving; this one is listed with state "failed" and why.
-struct FailedReplica {
-  std::string id;
-  std::string model;
-  std::string version;
-  std::string backend;
+// A replica's state as ListReplicas shows it.
+struct ReplicaView {
+  std::string id, model, version, backend;
   int device = -1;
-  std::string error;
+  int64_t generation = 0;
+  int64_t budget_bytes = 0;
+  std::string state;  // pending, loading, warming, ready, draining, stopped, failed
+  std::string reason;
+  absl::Time since;
+  std::shared_ptr<engine::Engine> engine;  // set while loaded (warming, ready, draining)
 };
 
 class ReplicaHost {
@@ -82,18 +116,42 @@ class ReplicaHost {
   ReplicaHost(std::string node_id, InferenceOptions options);
   ~ReplicaHost();
 
-  // Loads every configured model and starts its replicas. A model whose directory or tokenizer
-  // cannot be read fails the start with the directory and the reason (a configuration error); a
-  // replica whose engine cannot start (no GPU, too little memory) fails alone: failed_replicas().
+  // Loads every configured model and starts its replicas, synchronously. A model whose
+  // directory or tokenizer cannot be read fails the start with the directory and the reason (a
+  // configuration error); a replica whose engine cannot start (no GPU, too little memory) fails
+  // alone, listed with state "failed" and why.
   absl::Status Start();
+  // Stops every replica at once (their requests end CANCELLED) and joins the loaders.
   void Stop();
 
-  const std::vector<std::unique_ptr<Replica>>& replicas() const { return replicas_; }
-  const std::vector<FailedReplica>& failed_replicas() const { return failed_; }
-  engine::Engine* FindEngine(const std::string& replica_id) const;
+  // Starts a replica in the background: returns its view at once (pending), then it loads,
+  // warms up (one greedy token) and becomes ready, or fails with the reason. INVALID_ARGUMENT
+  // for a bad spec (naming the field), FAILED_PRECONDITION when the ledger has no room (the
+  // numbers in the message) or the id runs another generation; the same (id, generation) again
+  // returns the replica's current view.
+  absl::StatusOr<ReplicaView> StartReplica(const ReplicaSpec& spec);
+  // Takes the replica out of the serving set at once, then (drain) lets its admitted requests
+  // finish for at most `drain_timeout` (0: the node's default) or (immediate) cancels them, and
+  // frees its memory. NOT_FOUND for an unknown id; a replica already stopping returns its view.
+  absl::StatusOr<ReplicaView> StopReplica(const std::string& replica_id, bool drain,
+                                          absl::Duration drain_timeout = absl::ZeroDuration());
+
+  // The serving set: replicas that are ready.
+  std::vector<std::shared_ptr<const Replica>> replicas() const;
+  // Every replica the node knows, in any state (recent stopped and failed ones included).
+  std::vector<ReplicaView> Views() const;
+  // The engine of a loaded replica (ready, or draining with requests still running).
+  std::shared_ptr<engine::Engine> FindEngine(const std::string& replica_id) const;
   // nullptr when no such model (any version when `version` is empty).
   const ServedModel* FindModel(const std::string& name, const std::string& version) const;
+  // Models with at least one ready replica.
   std::vector<const ServedModel*> models() const;
+  // Called (from any thread, no lock held) whenever the serving set changes.
+  void SetOnChange(std::function<void()> on_change);
+  // Moves on every change of the serving set (a poller re-reads replicas() only then).
+  uint64_t serving_version() const { return serving_version_.load(); }
+  // Bytes promised on `device` (-1: host) and its capacity (0: not accounted).
+  std::pair<int64_t, int64_t> LedgerUsage(int device) const;
 
   // Replica labels (version routing). The selector's "model" and "version" keys match the
   // served model, other keys the replica's labels; every key must match (empty: all). Returns
@@ -108,18 +166,46 @@ class ReplicaHost {
   absl::Status UseLabelsFile(std::string path);
 
  private:
+  struct Entry {
+    std::shared_ptr<Replica> replica;
+    std::string state, reason;
+    absl::Time since;
+    std::string weights_holder;  // the ledger's shared-weights hold this replica counts on
+  };
+
   absl::Status SaveLabelsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(labels_mu_);
+  // The ServedModel for dir@version, loading its tokenizer the first time.
+  absl::StatusOr<ServedModel*> ModelFor(const std::string& dir, const std::string& version);
+  // Validates and reserves; on success the entry exists in state pending.
+  absl::StatusOr<ReplicaView> Admit(const ReplicaSpec& spec, ServedModel* model);
+  // pending → loading → warming → ready (or failed): the engine is created and warmed up.
+  void Load(std::string replica_id, engine::EngineOptions options);
+  void Drain(std::string replica_id, bool drain, absl::Duration timeout);
+  void SetState(const std::string& id, std::string state, std::string reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  ReplicaView ViewLocked(const Entry& e) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void ReleaseLocked(Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TrimHistoryLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NotifyChange();
+  engine::EngineOptions EngineOptionsFor(const ServedModel& model, const std::string& backend,
+                                         int device, int64_t kv_cache_bytes) const;
 
   const std::string node_id_;
   const InferenceOptions options_;
-  std::vector<std::unique_ptr<ServedModel>> models_;
-  std::vector<std::unique_ptr<Replica>> replicas_;
-  std::vector<FailedReplica> failed_;
-  std::map<std::string, Replica*> by_id_;
+  mutable absl::Mutex mu_;
+  std::vector<std::unique_ptr<ServedModel>> models_ ABSL_GUARDED_BY(mu_);  // never shrinks
+  std::map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);              // by replica id
+  std::vector<std::string> history_ ABSL_GUARDED_BY(mu_);  // stopped/failed ids, oldest first
+  MemoryLedger ledger_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> workers_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Mutex on_change_mu_;
+  std::function<void()> on_change_ ABSL_GUARDED_BY(on_change_mu_);
   mutable absl::Mutex labels_mu_;
   std::map<std::string, Labels> labels_ ABSL_GUARDED_BY(labels_mu_);  // by replica id
   std::string labels_path_ ABSL_GUARDED_BY(labels_mu_);
   std::atomic<uint64_t> labels_version_{0};
+  std::atomic<uint64_t> serving_version_{0};
 };
 
 // The model shipped in models/ (it adds numbers: the probe "1+1=" must answer "2").
@@ -128,5 +214,9 @@ inline constexpr char kBundledModelName[] = "exa-tiny-arith";
 // Where the bundled model is: next to the binary (build tree or install prefix) or under the
 // current directory. Empty when none is found.
 std::string FindBundledModel();
+
+// Bytes a replica of the model in `dir` needs besides its KV cache: the checkpoint's tensors
+// plus the runtime's activations and workspaces (an estimate: 5% of the weights + 64 MiB).
+absl::StatusOr<int64_t> EstimateWeightBytes(const std::string& dir);
 
 }  // namespace exa::node

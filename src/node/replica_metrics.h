@@ -1,9 +1,11 @@
 // Per-replica load as Prometheus gauges (MISSION.md §10: pending tokens, KV usage, queue and
-// latency per replica), refreshed by the daemon's load tick.
+// latency per replica) and replica states (exaserve_replicas{state}), refreshed by the daemon's
+// load tick; replicas started later get their series on their first tick.
 //
 // Thread safety: Update from one thread at a time; the gauges are read by /metrics any time.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,8 +29,19 @@ class ReplicaMetrics {
     metrics::Gauge* ttft_p99;
     metrics::Gauge* itl_p99;
   };
+  Series& SeriesFor(const Replica& replica);
+
   const ReplicaHost& host_;
-  std::vector<Series> series_;  // one per host_.replicas(), same order
+  metrics::Family<metrics::Gauge>* pending_ = nullptr;
+  metrics::Family<metrics::Gauge>* running_ = nullptr;
+  metrics::Family<metrics::Gauge>* waiting_ = nullptr;
+  metrics::Family<metrics::Gauge>* kv_used_ = nullptr;
+  metrics::Family<metrics::Gauge>* kv_total_ = nullptr;
+  metrics::Family<metrics::Gauge>* ttft_ = nullptr;
+  metrics::Family<metrics::Gauge>* itl_ = nullptr;
+  metrics::Family<metrics::Gauge>* load_seconds_ = nullptr;
+  metrics::Family<metrics::Gauge>* state_ = nullptr;
+  std::map<std::string, Series> series_;  // by replica id; a replica's series outlive it
 };
 
 }  // namespace exa::node

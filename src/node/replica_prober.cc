@@ -15,16 +15,20 @@ ReplicaProber::ReplicaProber(const ReplicaHost& host, HealthOptions options,
       probes_(registry.AddCounter("exaserve_replica_probes_total", "Model-level probes by result.",
                                   {"replica", "result"})) {
   absl::MutexLock states_lock(&states_mu_);
-  for (const auto& r : host_.replicas()) {
-    HealthOptions o = options_;
-    // probe_expect is the bundled model's answer. Other models, and the sim backend (synthetic
-    // tokens whatever the model), are held to their own first greedy answer (MISSION.md §4).
-    if (r->model->name != kBundledModelName || r->engine->info().backend == "sim") {
-      o.probe_expect.clear();
-    }
-    states_.emplace(r->id, State(o));
-    healthy_gauge_.WithLabels({r->id}).Set(1);
+  for (const auto& r : host_.replicas()) StateFor(*r);
+}
+
+ReplicaProber::State& ReplicaProber::StateFor(const Replica& r) {
+  auto it = states_.find(r.id);
+  if (it != states_.end()) return it->second;
+  HealthOptions o = options_;
+  // probe_expect is the bundled model's answer. Other models, and the sim backend (synthetic
+  // tokens whatever the model), are held to their own first greedy answer (MISSION.md §4).
+  if (r.model->name != kBundledModelName || r.engine->info().backend == "sim") {
+    o.probe_expect.clear();
   }
+  healthy_gauge_.WithLabels({r.id}).Set(1);
+  return states_.emplace(r.id, State(o)).first->second;
 }
 
 void ReplicaProber::Report(const Replica& replica, State& state) {
@@ -45,7 +49,7 @@ void ReplicaProber::CheckProcesses() {
   absl::MutexLock states_lock(&states_mu_);
   for (const auto& r : host_.replicas()) {
     engine::EngineLoad load = r->engine->Load();
-    State& state = states_.at(r->id);
+    State& state = StateFor(*r);
     state.health.OnProcessCheck(load.steps, load.running + load.waiting > 0);
     Report(*r, state);
   }
@@ -54,7 +58,7 @@ void ReplicaProber::CheckProcesses() {
 void ReplicaProber::SendProbes() {
   absl::MutexLock states_lock(&states_mu_);
   for (const auto& r : host_.replicas()) {
-    State& state = states_.at(r->id);
+    State& state = StateFor(*r);
     auto probe = std::make_shared<Probe>();
     engine::GenerateRequest request;
     request.prompt_tokens = r->model->tokenizer->tokenizer().Encode(options_.probe_prompt, true);
@@ -80,7 +84,7 @@ void ReplicaProber::SendProbes() {
 void ReplicaProber::CollectProbes() {
   absl::MutexLock states_lock(&states_mu_);
   for (const auto& r : host_.replicas()) {
-    State& state = states_.at(r->id);
+    State& state = StateFor(*r);
     if (!state.probe) continue;
     std::optional<std::string> answer;
     bool cancel = false;

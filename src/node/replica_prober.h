@@ -52,6 +52,9 @@ class ReplicaProber {
     std::shared_ptr<Probe> probe;
   };
   void Report(const Replica& replica, State& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(states_mu_);
+  // The replica's health state, created healthy the first time a check sees it (replicas start
+  // and stop at any time).
+  State& StateFor(const Replica& replica) ABSL_EXCLUSIVE_LOCKS_REQUIRED(states_mu_);
 
   const ReplicaHost& host_;
   const HealthOptions options_;

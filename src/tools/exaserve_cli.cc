@@ -10,6 +10,8 @@
 #include <iostream>
 #include <map>
 #include <optional>
+#include <set>
+#include <tuple>
 
 #include "CLI/CLI.hpp"
 #include "absl/time/time.h"
@@ -368,6 +370,139 @@ int RunGatewayRoute(const GlobalOptions& g, const RouteOptions& o, bool list) {
 }
 
 // Every replica in the cluster with its state and load (Node.ListReplicas on each live node).
+// ---- Replica lifecycle on the node at --addr (the scheduler's StartReplica/StopReplica) --------
+
+struct LifecycleOptions {
+  std::string model;  // DIR or DIR@VERSION
+  std::string id;
+  int64_t generation = 0;
+  std::string backend;
+  int device = -1;
+  std::string kv_cache_bytes, memory_budget, drain_timeout;
+  std::vector<std::string> labels;
+  bool now = false;
+  bool wait = false;
+  std::string wait_timeout = "5m";
+};
+
+nlohmann::json StatusJson(const exaserve::v1::ReplicaStatus& r) {
+  return {{"replica_id", r.replica_id()},
+          {"state", r.state()},
+          {"reason", r.reason()},
+          {"model", r.model()},
+          {"version", r.version()},
+          {"backend", r.backend()},
+          {"device", r.device()},
+          {"generation", r.generation()},
+          {"memory_budget_bytes", r.memory_budget_bytes()}};
+}
+
+void PrintStatus(const GlobalOptions& g, const exaserve::v1::ReplicaStatus& r) {
+  if (g.json) {
+    std::cout << StatusJson(r).dump() << "\n";
+  } else {
+    std::cout << "replica " << r.replica_id() << ": " << r.state()
+              << (r.reason().empty() ? "" : " (" + r.reason() + ")") << "\n";
+  }
+}
+
+// Polls the node until replica `id` is in one of `states`; returns its last status.
+std::optional<exaserve::v1::ReplicaStatus> WaitForState(const GlobalOptions& g,
+                                                        const std::string& id,
+                                                        const std::set<std::string>& states,
+                                                        absl::Duration timeout) {
+  auto stub =
+      exaserve::v1::Node::NewStub(grpc::CreateChannel(g.addr, grpc::InsecureChannelCredentials()));
+  const absl::Time deadline = absl::Now() + timeout;
+  std::optional<exaserve::v1::ReplicaStatus> last;
+  while (absl::Now() < deadline) {
+    exaserve::v1::ListReplicasResponse response;
+    auto ctx = MakeContext(g);
+    if (stub->ListReplicas(ctx.get(), {}, &response).ok()) {
+      for (const auto& r : response.replicas()) {
+        if (r.replica_id() != id) continue;
+        last = r;
+        if (states.count(r.state()) > 0) return last;
+      }
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return last;
+}
+
+int RunReplicaStart(const GlobalOptions& g, const LifecycleOptions& o) {
+  exaserve::v1::StartReplicaRequest req;
+  const size_t at = o.model.rfind('@');
+  req.set_model_dir(o.model.substr(0, at));
+  if (at != std::string::npos) req.set_version(o.model.substr(at + 1));
+  req.set_replica_id(o.id);
+  req.set_generation(o.generation);
+  req.set_backend(o.backend);
+  if (o.device >= 0) req.set_device(o.device);
+  for (const auto& [flag, text, setter] :
+       {std::tuple<const char*, const std::string&,
+                   void (exaserve::v1::StartReplicaRequest::*)(int64_t)>{
+            "--kv-cache-bytes", o.kv_cache_bytes,
+            &exaserve::v1::StartReplicaRequest::set_kv_cache_bytes},
+        {"--memory-budget", o.memory_budget,
+         &exaserve::v1::StartReplicaRequest::set_memory_budget_bytes}}) {
+    if (text.empty()) continue;
+    auto bytes = exa::ParseBytes(text);
+    if (!bytes.ok()) return Usage(std::string(flag) + " " + std::string(bytes.status().message()));
+    (req.*setter)(static_cast<int64_t>(*bytes));
+  }
+  for (const std::string& kv : o.labels) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) return Usage("--label " + kv + ": expected KEY=VALUE");
+    (*req.mutable_labels())[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  auto wait_timeout = exa::ParseDuration(o.wait_timeout);
+  if (!wait_timeout.ok()) {
+    return Usage("--wait-timeout " + std::string(wait_timeout.status().message()));
+  }
+  auto stub =
+      exaserve::v1::Node::NewStub(grpc::CreateChannel(g.addr, grpc::InsecureChannelCredentials()));
+  exaserve::v1::ReplicaStatus status;
+  auto ctx = MakeContext(g);
+  grpc::Status s = stub->StartReplica(ctx.get(), req, &status);
+  if (s.error_code() == grpc::INVALID_ARGUMENT) return Usage(s.error_message());
+  if (!s.ok()) return RpcFailure(g, s);
+  if (o.wait) {
+    auto last = WaitForState(g, status.replica_id(), {"ready", "failed", "stopped"}, *wait_timeout);
+    if (last) status = *last;
+  }
+  PrintStatus(g, status);
+  return status.state() == "failed" || (o.wait && status.state() != "ready") ? 1 : 0;
+}
+
+int RunReplicaStop(const GlobalOptions& g, const LifecycleOptions& o) {
+  exaserve::v1::StopReplicaRequest req;
+  req.set_replica_id(o.id);
+  req.set_immediate(o.now);
+  if (!o.drain_timeout.empty()) {
+    auto d = exa::ParseDuration(o.drain_timeout);
+    if (!d.ok()) return Usage("--drain-timeout " + std::string(d.status().message()));
+    req.set_drain_timeout_seconds(absl::ToDoubleSeconds(*d));
+  }
+  auto wait_timeout = exa::ParseDuration(o.wait_timeout);
+  if (!wait_timeout.ok()) {
+    return Usage("--wait-timeout " + std::string(wait_timeout.status().message()));
+  }
+  auto stub =
+      exaserve::v1::Node::NewStub(grpc::CreateChannel(g.addr, grpc::InsecureChannelCredentials()));
+  exaserve::v1::ReplicaStatus status;
+  auto ctx = MakeContext(g);
+  grpc::Status s = stub->StopReplica(ctx.get(), req, &status);
+  if (s.error_code() == grpc::INVALID_ARGUMENT) return Usage(s.error_message());
+  if (!s.ok()) return RpcFailure(g, s);
+  if (o.wait) {
+    auto last = WaitForState(g, o.id, {"stopped", "failed"}, *wait_timeout);
+    if (last) status = *last;
+  }
+  PrintStatus(g, status);
+  return o.wait && status.state() != "stopped" ? 1 : 0;
+}
+
 int RunReplicas(const GlobalOptions& g) {
   auto nodes = LiveNodesOrReport(g);
   if (!nodes) return 1;
@@ -399,7 +534,11 @@ int RunReplicas(const GlobalOptions& g) {
                        {"waiting", r.waiting_sequences()},
                        {"pending_tokens", r.pending_tokens()},
                        {"kv_blocks_used", r.kv_blocks_used()},
-                       {"kv_blocks_total", r.kv_blocks_total()}});
+                       {"kv_blocks_total", r.kv_blocks_total()},
+                       {"device", r.device()},
+                       {"generation", r.generation()},
+                       {"memory_budget_bytes", r.memory_budget_bytes()},
+                       {"state_since_unix_ms", r.state_since_unix_ms()}});
         continue;
       }
       std::string extra;
@@ -556,6 +695,33 @@ int main(int argc, char** argv) {
   replica_label->add_option("--version", label_options.version, "set the version label");
   replica_label->add_option("--label", label_options.labels, "KEY=VALUE to set (repeatable)");
   replica_label->add_option("--remove", label_options.remove, "label KEY to remove (repeatable)");
+  LifecycleOptions life;
+  auto* replica_start = replica->add_subcommand(
+      "start",
+      "start a replica on the node at --addr (loads, warms up, then serves); refused when the "
+      "node's memory ledger has no room");
+  replica_start->add_option("--model", life.model, "model directory on that node, DIR[@VERSION]")
+      ->required();
+  replica_start->add_option("--id", life.id, "replica id (default: <node>/<model>@<version>#<n>)");
+  replica_start->add_option("--generation", life.generation,
+                            "generation; the same id and generation again is a no-op");
+  replica_start->add_option("--backend", life.backend, "cpu, cuda or sim (default: the node's)");
+  replica_start->add_option("--device", life.device, "cuda: the GPU (default: most free memory)");
+  replica_start->add_option("--kv-cache-bytes", life.kv_cache_bytes,
+                            "KV cache, e.g. 2Gi (default: the node's)");
+  replica_start->add_option("--memory-budget", life.memory_budget,
+                            "what the ledger holds for it besides shared weights (default: KV)");
+  replica_start->add_option("--label", life.labels, "KEY=VALUE (repeatable)");
+  replica_start->add_flag("--wait", life.wait, "wait until it is ready (exit 1 if it fails)");
+  replica_start->add_option("--wait-timeout", life.wait_timeout, "how long --wait waits (5m)");
+  auto* replica_stop = replica->add_subcommand(
+      "stop", "take a replica out of routing, drain its requests and free its memory");
+  replica_stop->add_option("id", life.id, "replica id")->required();
+  replica_stop->add_flag("--now", life.now, "cancel its requests instead of draining them");
+  replica_stop->add_option("--drain-timeout", life.drain_timeout,
+                           "how long draining may take (default: the node's drain_timeout)");
+  replica_stop->add_flag("--wait", life.wait, "wait until it has stopped");
+  replica_stop->add_option("--wait-timeout", life.wait_timeout, "how long --wait waits (5m)");
   RouteOptions route_options;
   auto* gateway = app.add_subcommand("gateway", "gateway settings across the cluster");
   gateway->require_subcommand(1);
@@ -588,6 +754,8 @@ int main(int argc, char** argv) {
   if (status->parsed()) return RunStatus(g);
   if (replicas->parsed()) return RunReplicas(g);
   if (replica_label->parsed()) return RunReplicaLabel(g, label_options);
+  if (replica_start->parsed()) return RunReplicaStart(g, life);
+  if (replica_stop->parsed()) return RunReplicaStop(g, life);
   if (gateway_route->parsed()) return RunGatewayRoute(g, route_options, false);
   if (gateway_routes->parsed()) return RunGatewayRoute(g, route_options, true);
   if (members->parsed()) return RunMembers(g);

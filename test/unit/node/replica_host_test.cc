@@ -1,20 +1,52 @@
-// ReplicaHost: replicas spread over the node's GPUs, and a replica whose engine cannot start
-// (here: the cuda backend on a machine without a GPU, or a GPU that does not exist) fails alone,
-// listed with its reason, while the node and its other replicas keep serving.
+// ReplicaHost: replicas spread over the node's GPUs; a replica whose engine cannot start fails
+// alone; and the lifecycle StartReplica/StopReplica drive (pending → loading → warming → ready →
+// draining → stopped), with the memory ledger refusing what does not fit.
 #include "node/replica_host.h"
 
 #include <catch2/catch.hpp>
 
 #include "common/strings.h"
+#include "unit/engine/engine_test_util.h"
 
 namespace exa::node {
 namespace {
+
+std::string StateOf(const ReplicaHost& host, const std::string& id) {
+  for (const ReplicaView& v : host.Views()) {
+    if (v.id == id) return v.state;
+  }
+  return "";
+}
+
+bool WaitState(const ReplicaHost& host, const std::string& id, const std::string& state) {
+  return engine::testing::Eventually([&] { return StateOf(host, id) == state; }, absl::Seconds(30));
+}
 
 TEST_CASE("replicas are spread over the configured GPUs, else over every GPU found", "[node]") {
   CHECK(AssignGpus(5, {}, 2) == std::vector<int>{0, 1, 0, 1, 0});
   CHECK(AssignGpus(4, {3, 5}, 8) == std::vector<int>{3, 5, 3, 5});  // the list wins
   CHECK(AssignGpus(3, {}, 0) == std::vector<int>{0, 0, 0});  // no inventory: GPU 0, fails there
   CHECK(AssignGpus(0, {1}, 2).empty());
+}
+
+TEST_CASE("the memory ledger refuses over-commit, naming the numbers", "[node]") {
+  MemoryLedger ledger;
+  ledger.SetCapacity(0, int64_t{80} << 30);
+  REQUIRE(ledger.Reserve("weights:llama/gpu0", 0, int64_t{26} << 30).ok());
+  REQUIRE(ledger.Reserve("r1", 0, int64_t{27} << 30).ok());
+  absl::Status s = ledger.Reserve("r2", 0, int64_t{30} << 30);
+  CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(std::string(s.message()) ==
+        "GPU 0: r2 needs 30Gi but only 27Gi of 80Gi are free (53Gi promised to other replicas)");
+  CHECK(ledger.Reserve("r1", 0, 1).code() == absl::StatusCode::kAlreadyExists);
+  CHECK(ledger.Release("r1") == int64_t{27} << 30);
+  CHECK(ledger.Reserve("r2", 0, int64_t{30} << 30).ok());
+  CHECK(ledger.used(0) == int64_t{56} << 30);
+  // Device -1 (host) is not accounted unless given a capacity.
+  CHECK(ledger.Reserve("cpu", -1, int64_t{1} << 40).ok());
+  ledger.SetCapacity(1, int64_t{80} << 30);
+  CHECK(ledger.BestFit({0, 1}, int64_t{10} << 30) == 1);  // the emptier GPU
+  CHECK(ledger.BestFit({0, 1}, int64_t{90} << 30) == -1);
 }
 
 TEST_CASE("a replica that cannot start fails alone, with the CUDA reason", "[node]") {
@@ -32,16 +64,113 @@ TEST_CASE("a replica that cannot start fails alone, with the CUDA reason", "[nod
     SUCCEED("this machine has 8+ GPUs: every replica started on GPU 7");
     return;
   }
-  CHECK(host.models().empty());  // a model with no replica is not served
-  REQUIRE(host.failed_replicas().size() == 4);
-  for (const FailedReplica& f : host.failed_replicas()) {
-    INFO(f.id << ": " << f.error);
-    CHECK(f.device == 7);
-    CHECK(f.backend == "cuda");
-    CHECK(f.error.find("FAILED_PRECONDITION") == 0);
-    CHECK(f.id.find("01234567/" + std::string(kBundledModelName)) == 0);
+  CHECK(host.models().empty());  // a model with no ready replica is not served
+  const auto views = host.Views();
+  REQUIRE(views.size() == 4);
+  for (const ReplicaView& v : views) {
+    INFO(v.id << ": " << v.reason);
+    CHECK(v.state == "failed");
+    CHECK(v.device == 7);
+    CHECK(v.backend == "cuda");
+    CHECK(v.reason.find("GPU 7: FAILED_PRECONDITION") == 0);
+    CHECK(v.id.find("01234567/" + std::string(kBundledModelName)) == 0);
   }
-  CHECK(host.failed_replicas()[2].version == "v2");
+  CHECK(views[2].version == "v2");
+  CHECK(host.LedgerUsage(7).first == 0);  // a failed replica holds no memory
+}
+
+TEST_CASE("StartReplica and StopReplica: states, idempotence, the ledger, draining", "[node]") {
+  const std::string bundled = FindBundledModel();
+  REQUIRE_FALSE(bundled.empty());
+  InferenceOptions o;
+  o.models = {bundled};
+  o.backend = "cpu";
+  o.threads = 1;
+  o.kv_cache_bytes.value = 8 << 20;
+  o.host_memory_budget.value = 256 << 20;
+  ReplicaHost host("0123456789abcdef", o);
+  REQUIRE(host.Start().ok());
+  REQUIRE(host.replicas().size() == 1);
+  const auto [used_at_start, capacity] = host.LedgerUsage(-1);
+  CHECK(capacity == 256 << 20);
+  CHECK(used_at_start > 8 << 20);  // weights (once, with runtime) + the replica's KV cache
+
+  ReplicaSpec spec;
+  spec.model_dir = bundled;
+  spec.version = "v2";
+  spec.generation = 1;
+  spec.labels = {{"track", "canary"}};
+  auto started = host.StartReplica(spec);
+  REQUIRE(started.ok());
+  const std::string id = started->id;
+  CHECK(id == "01234567/exa-tiny-arith@v2#0");
+  CHECK((started->state == "pending" || started->state == "loading"));
+  REQUIRE(WaitState(host, id, "ready"));
+  CHECK(host.FindEngine(id) != nullptr);
+  CHECK(host.FindModel("exa-tiny-arith", "v2") != nullptr);
+  CHECK(host.LabelsOf(id).at("track") == "canary");
+  CHECK(host.replicas().size() == 2);
+
+  // The same (id, generation) again: its current view, nothing new.
+  spec.replica_id = id;
+  auto again = host.StartReplica(spec);
+  REQUIRE(again.ok());
+  CHECK(again->state == "ready");
+  CHECK(host.replicas().size() == 2);
+  // Another generation under the same id: refused until the replica is stopped.
+  spec.generation = 2;
+  auto other = host.StartReplica(spec);
+  CHECK(other.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(std::string(other.status().message()).find("runs generation 1") != std::string::npos);
+
+  // Over-commit: refused before anything loads, with the numbers.
+  ReplicaSpec big;
+  big.model_dir = bundled;
+  big.version = "v3";
+  big.memory_budget_bytes = int64_t{1} << 30;
+  auto refused = host.StartReplica(big);
+  CHECK(refused.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(std::string(refused.status().message()).find("host memory") == 0);
+  CHECK(std::string(refused.status().message()).find("are free") != std::string::npos);
+
+  // Bad input names the field.
+  ReplicaSpec bad;
+  CHECK(std::string(host.StartReplica(bad).status().message()).find("model_dir") == 0);
+  bad.model_dir = bundled;
+  bad.backend = "tpu";
+  CHECK(std::string(host.StartReplica(bad).status().message()).find("backend") == 0);
+  bad.backend = "";
+  bad.model_dir = "/nonexistent";
+  CHECK(host.StartReplica(bad).status().code() == absl::StatusCode::kInvalidArgument);
+
+  // Drain: a request admitted before the stop runs to completion.
+  engine::testing::Collector c;
+  engine::GenerateRequest r;
+  r.prompt_tokens = {0, 5, 6, 5, 7};
+  r.max_tokens = 48;
+  r.ignore_eos = true;
+  r.callback = c.Callback(0);
+  REQUIRE(host.FindEngine(id)->Submit(std::move(r)).ok());
+  auto stopping = host.StopReplica(id, /*drain=*/true);
+  REQUIRE(stopping.ok());
+  CHECK(stopping->state == "draining");
+  CHECK(host.replicas().size() == 1);  // out of the serving set at once
+  REQUIRE(c.WaitFinished(1));
+  CHECK(c.Get(0).status.ok());
+  CHECK(c.Get(0).tokens.size() == 48);
+  REQUIRE(WaitState(host, id, "stopped"));
+  CHECK(host.FindEngine(id) == nullptr);
+  CHECK(host.LedgerUsage(-1).first == used_at_start);  // its KV budget is free again
+  CHECK(host.StopReplica("no/such#0", true).status().code() == absl::StatusCode::kNotFound);
+
+  // A stopped id can start again (a new generation), and an immediate stop cancels.
+  spec.generation = 3;
+  auto restarted = host.StartReplica(spec);
+  REQUIRE(restarted.ok());
+  REQUIRE(WaitState(host, id, "ready"));
+  REQUIRE(host.StopReplica(id, /*drain=*/false).ok());
+  REQUIRE(WaitState(host, id, "stopped"));
+  host.Stop();
 }
 
 TEST_CASE("a model directory that cannot be read still fails the start, naming it", "[node]") {
