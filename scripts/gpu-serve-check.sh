@@ -53,6 +53,16 @@ if [ $ok -eq 0 ] && [ "$BACKEND" = cuda ]; then
   grep -q 'burn-in-failed' "$OUT/members.json" && { echo "the node is tainted"; ok=1; }
   grep -q '"count": [1-9]' "$OUT/members.json" || { echo "no GPUs in the gossip metadata"; ok=1; }
   grep -q '"GPU burn-in passed"' "$OUT/daemon.log" || { echo "no burn-in at start"; ok=1; }
+  # The replica lifecycle on the GPU: a second replica of the model shares its weights and
+  # starts; one asking for more than the GPU has is refused by the ledger, naming GPU 0.
+  "$TOOLS/exaserve-cli" --addr $GRPC replica start --model "$PWD/models/exa-tiny-arith@v2" \
+    --kv-cache-bytes 1Gi --wait >>"$OUT/members.json" 2>&1 || { echo "replica start failed"; ok=1; }
+  if "$TOOLS/exaserve-cli" --addr $GRPC replica start --model "$PWD/models/exa-tiny-arith@v3" \
+    --memory-budget 1000Gi >>"$OUT/members.json" 2>&1; then
+    echo "the ledger admitted 1000Gi"
+    ok=1
+  fi
+  grep -q 'GPU 0: .* needs 1000Gi' "$OUT/members.json" || { echo "no ledger refusal"; ok=1; }
   cat "$OUT/members.json"
 fi
 kill -TERM $PID 2>/dev/null
