@@ -1,12 +1,33 @@
 #include "node/memory_ledger.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <limits>
+#include <utility>
 
 #include "common/strings.h"
-#include "common/units.h"
 
 namespace exa::node {
 namespace {
+
+// "80Gi", "124.37Gi", "512Mi": two decimals at most, for people (BytesToString prefers exact
+// forms such as "131932512Ki").
+std::string Human(int64_t v) {
+  v = std::max<int64_t>(0, v);
+  const std::pair<int64_t, const char*> units[] = {{int64_t{1} << 40, "Ti"},
+                                                   {int64_t{1} << 30, "Gi"},
+                                                   {int64_t{1} << 20, "Mi"},
+                                                   {int64_t{1} << 10, "Ki"}};
+  for (const auto& [unit, name] : units) {
+    if (v < unit) continue;
+    if (v % unit == 0) return StrCat(v / unit, name);
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f%s", static_cast<double>(v) / static_cast<double>(unit),
+                  name);
+    return buf;
+  }
+  return StrCat(v);
+}
 
 std::string DeviceName(int device) {
   return device < 0 ? std::string("host memory") : StrCat("GPU ", device);
@@ -39,7 +60,7 @@ absl::Status MemoryLedger::Reserve(const std::string& holder, int device, int64_
   }
   const int64_t cap = capacity(device);
   if (cap > 0 && used(device) + bytes > cap) {
-    auto b = [](int64_t v) { return BytesToString(static_cast<uint64_t>(std::max<int64_t>(0, v))); };
+    auto b = Human;
     return absl::FailedPreconditionError(StrCat(
         DeviceName(device), ": ", holder, " needs ", b(bytes), " but only ", b(cap - used(device)),
         " of ", b(cap), " are free (", b(used(device)), " promised to other replicas)"));
