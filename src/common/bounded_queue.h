@@ -35,6 +35,16 @@ class BoundedQueue {
     return PushResult::kOk;
   }
 
+  // As TryPush, with room for `headroom` items beyond the capacity: a small, still bounded lane
+  // for work ordinary overload must not refuse (a replica's health probes).
+  PushResult TryPushWithHeadroom(T item, size_t headroom) {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return PushResult::kClosed;
+    if (items_.size() >= capacity_ + headroom) return PushResult::kFull;
+    items_.push_back(std::move(item));
+    return PushResult::kOk;
+  }
+
   // Non-blocking pop.
   std::optional<T> TryPop() {
     absl::MutexLock lock(&mu_);

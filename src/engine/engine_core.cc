@@ -86,7 +86,11 @@ void EngineCore::Admit(std::unique_ptr<Sequence> seq) {
     seq->sampler = Sampler(seq->request.sampling, options_.seed + ++seed_counter_);
   }
   if (detokenizer_ != nullptr) seq->text_stream = detokenizer_->NewStream();
-  scheduler_.Enqueue(std::move(seq));
+  if (seq->request.priority) {
+    scheduler_.EnqueueFront(std::move(seq));  // ahead of every waiting request
+  } else {
+    scheduler_.Enqueue(std::move(seq));
+  }
 }
 
 void EngineCore::Cancel(RequestId id) {

@@ -38,7 +38,12 @@ absl::StatusOr<RequestId> LlmEngine::Submit(GenerateRequest request) {
   const int64_t cap = DecodeCap(*seq, core_.info().max_context);
   queued_prompt_tokens_.fetch_add(prompt);
   queued_decode_caps_.fetch_add(cap);
-  const PushResult pushed = queue_.TryPush(std::move(seq));
+  // Probes get a lane of kPriorityHeadroom beyond the queue's bound (MISSION.md §4: overload must
+  // not fail health checks); everything else is refused when the queue is full.
+  constexpr size_t kPriorityHeadroom = 16;
+  const bool priority = seq->request.priority;
+  const PushResult pushed = priority ? queue_.TryPushWithHeadroom(std::move(seq), kPriorityHeadroom)
+                                     : queue_.TryPush(std::move(seq));
   if (pushed == PushResult::kOk) return id;
   queued_prompt_tokens_.fetch_sub(prompt);
   queued_decode_caps_.fetch_sub(cap);

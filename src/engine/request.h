@@ -52,6 +52,9 @@ struct GenerateRequest {
   bool ignore_eos = false;
   std::vector<std::string> stop_strings;  // matched on decoded text; needs a detokenizer
   StreamCallback callback;
+  // Health probes and warm-ups: admitted past a full queue (a small bounded lane of their own)
+  // and scheduled ahead of every waiting request, so overload does not fail a probe.
+  bool priority = false;
 };
 
 }  // namespace exa::engine

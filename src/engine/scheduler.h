@@ -41,6 +41,8 @@ class Scheduler {
   Scheduler(SchedulerOptions options, KvCache* cache) : options_(options), cache_(cache) {}
 
   void Enqueue(std::unique_ptr<Sequence> seq) { waiting_.push_back(std::move(seq)); }
+  // Ahead of every waiting sequence (health probes).
+  void EnqueueFront(std::unique_ptr<Sequence> seq) { waiting_.push_front(std::move(seq)); }
   // Chunks for the next step (empty when there is nothing to do).
   std::vector<ScheduledChunk> Schedule();
   // Records that a step ran its chunks (their tokens are now in the cache).

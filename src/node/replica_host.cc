@@ -392,6 +392,7 @@ void ReplicaHost::Load(std::string id, engine::EngineOptions eo) {
     if (warm.prompt_tokens.empty()) warm.prompt_tokens = {0};
     warm.max_tokens = 1;
     warm.ignore_eos = true;
+    warm.priority = true;
     warm.callback = [&](const engine::StreamEvent& e) {
       if (!e.finished) return;
       absl::MutexLock l(&done_mu);

@@ -63,6 +63,7 @@ void ReplicaProber::SendProbes() {
     engine::GenerateRequest request;
     request.prompt_tokens = r->model->tokenizer->tokenizer().Encode(options_.probe_prompt, true);
     request.max_tokens = options_.probe_max_tokens;
+    request.priority = true;  // past a full queue, ahead of waiting requests
     request.callback = [this, probe](const engine::StreamEvent& e) {
       absl::MutexLock lock(&mu_);
       probe->text += e.text;

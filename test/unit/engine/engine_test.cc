@@ -259,5 +259,30 @@ TEST_CASE("sim engine reports load and rejects when its queue is full", "[engine
   CHECK(c.Get(2).reason == FinishReason::kCancelled);
 }
 
+TEST_CASE("a priority request (a health probe) passes a full queue and runs next",
+          "[engine][sim]") {
+  EngineOptions o = SimOptions();
+  o.sim.decode_base_ms = 100;  // slow steps keep requests queued while we look
+  o.max_queue = 2;
+  o.max_running = 1;
+  Collector c;
+  auto engine = CreateEngine(o);
+  REQUIRE(engine.ok());
+  REQUIRE((*engine)->Submit(Greedy({20, 21}, 4, c, 0)).ok());
+  REQUIRE(testing::Eventually([&] { return (*engine)->Load().running == 1; }));
+  REQUIRE((*engine)->Submit(Greedy({20, 21}, 50, c, 1)).ok());
+  REQUIRE((*engine)->Submit(Greedy({20, 21}, 50, c, 2)).ok());
+  CHECK((*engine)->Submit(Greedy({20, 21}, 50, c, 3)).status().code() ==
+        absl::StatusCode::kResourceExhausted);
+  GenerateRequest probe = Greedy({20, 21}, 1, c, 4);
+  probe.priority = true;
+  REQUIRE((*engine)->Submit(std::move(probe)).ok());  // past the full queue
+  REQUIRE(c.WaitFinished(2));                         // request 0, then the probe
+  CHECK(c.Get(4).status.ok());
+  CHECK(c.Get(4).tokens.size() == 1);
+  CHECK(c.Get(1).tokens.size() <= 1);  // the probe went ahead of the waiting requests
+  (*engine)->Stop();
+}
+
 }  // namespace
 }  // namespace exa::engine
