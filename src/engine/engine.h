@@ -73,6 +73,9 @@ struct EngineLoad {
   double itl_p50_ms = 0, itl_p99_ms = 0;    // inter-token latency, recent tokens
   uint64_t preemptions = 0;                 // since start
   uint64_t steps = 0;
+  // Requests accepted and not finished, counted exactly at the call (queued ones included); what
+  // a drain waits on.
+  int64_t in_flight = 0;
   // Where the engine thread's time went, summed since start (seconds): choosing the step's
   // chunks, running the model (op launches and waiting for the device), and sampling plus
   // streaming the tokens. device_wait is the part of execute spent blocked on the device.

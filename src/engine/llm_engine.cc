@@ -32,6 +32,11 @@ absl::StatusOr<RequestId> LlmEngine::Submit(GenerateRequest request) {
   absl::Status valid = core_.Validate(request);  // reads only immutable info
   if (!valid.ok()) return valid;
   const RequestId id = next_id_.fetch_add(1);
+  in_flight_.fetch_add(1);
+  request.callback = [this, callback = std::move(request.callback)](const StreamEvent& e) {
+    if (callback) callback(e);
+    if (e.finished) in_flight_.fetch_sub(1);
+  };
   auto seq =
       std::make_unique<Sequence>(id, std::move(request), 0, SystemClock::Get().MonotonicNow());
   const int64_t prompt = seq->uncomputed();
@@ -45,6 +50,7 @@ absl::StatusOr<RequestId> LlmEngine::Submit(GenerateRequest request) {
   const PushResult pushed = priority ? queue_.TryPushWithHeadroom(std::move(seq), kPriorityHeadroom)
                                      : queue_.TryPush(std::move(seq));
   if (pushed == PushResult::kOk) return id;
+  in_flight_.fetch_sub(1);
   queued_prompt_tokens_.fetch_sub(prompt);
   queued_decode_caps_.fetch_sub(cap);
   if (pushed == PushResult::kFull) {
@@ -72,6 +78,7 @@ EngineLoad LlmEngine::Load() const {
   }
   load.pending_tokens += queued_prompt_tokens_.load() + std::max<int64_t>(0, decode);
   load.waiting += static_cast<int32_t>(queued);
+  load.in_flight = in_flight_.load();
   return load;
 }
 

@@ -47,6 +47,9 @@ class LlmEngine final : public Engine {
   std::atomic<int64_t> queued_prompt_tokens_{0};
   std::atomic<int64_t> queued_decode_caps_{0};
   std::atomic<bool> stopping_{false};
+  // Requests accepted and not yet finished (queued, admitted or running): exact at any moment,
+  // unlike the load snapshot, so a drain never mistakes a request in hand-over for idle.
+  std::atomic<int64_t> in_flight_{0};
 
   absl::Mutex cancel_mu_;
   absl::flat_hash_set<RequestId> cancelled_ ABSL_GUARDED_BY(cancel_mu_);

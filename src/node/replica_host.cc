@@ -279,6 +279,14 @@ absl::StatusOr<ReplicaView> ReplicaHost::Admit(const ReplicaSpec& spec, ServedMo
   }
   absl::MutexLock lock(&mu_);
   std::string id = spec.replica_id;
+  if (auto it = entries_.find(id); !id.empty() && it != entries_.end() &&
+                                   it->second.state != "stopped" && it->second.state != "failed") {
+    // A concurrent StartReplica of the same id got here first.
+    if (it->second.replica->generation == spec.generation) return ViewLocked(it->second);
+    return absl::FailedPreconditionError(StrCat("replica ", id, " runs generation ",
+                                                it->second.replica->generation, ", not ",
+                                                spec.generation, "; stop it first"));
+  }
   if (id.empty()) {
     for (int n = 0;; ++n) {
       id = StrCat(node_id_.substr(0, 8), "/", model->name, "@", model->version, "#", n);
@@ -407,7 +415,9 @@ void ReplicaHost::Load(std::string id, engine::EngineOptions eo) {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(id);
     if (it == entries_.end() || it->second.state != "warming") return;
-    const_cast<ServedModel*>(model)->info = shared->info();
+    // The model's info (context length for the gateway) comes from its first ready replica;
+    // readers see the model only once a replica is ready (models() reads under mu_).
+    if (model->info.vocab_size == 0) const_cast<ServedModel*>(model)->info = shared->info();
     SetState(id, "ready", "");
   }
   EXA_LOG_INFO("node", "replica ready",
@@ -457,8 +467,7 @@ void ReplicaHost::Drain(std::string id, bool drain, absl::Duration timeout) {
   if (drain && engine) {
     const absl::Time deadline = absl::Now() + timeout;
     while (absl::Now() < deadline) {
-      engine::EngineLoad load = engine->Load();
-      if (load.running + load.waiting == 0) break;
+      if (engine->Load().in_flight == 0) break;
       {
         absl::MutexLock lock(&mu_);
         if (stopping_) break;
