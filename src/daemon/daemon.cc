@@ -392,6 +392,7 @@ absl::Status Daemon::StartGossip() {
     published_replicas_ = count;
   }
   EXA_ASSIGN_OR_RETURN(self.incarnation, NextIncarnation(options_.node.data_dir));
+  if (node_service_) node_service_->set_boot_id(self.incarnation);
   if (remote_) {
     // Membership changes reach the router at once (a suspected node leaves routing now); the
     // work runs on the io threads, off the gossip strand.

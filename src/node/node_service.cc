@@ -261,6 +261,7 @@ grpc::ServerUnaryReactor* NodeService::ListReplicas(grpc::CallbackServerContext*
                                                     const exaserve::v1::ListReplicasRequest*,
                                                     exaserve::v1::ListReplicasResponse* response) {
   response->set_node_id(node_id_);
+  response->set_boot_id(boot_id_.load());
   for (const ReplicaView& v : host_.Views()) FillStatus(v, response->add_replicas());
   auto* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);

@@ -10,6 +10,7 @@
 // daemon's 10 Hz load timer). Stop() ends every watch stream; call it before destruction.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -60,6 +61,9 @@ class NodeService final : public exaserve::v1::Node::CallbackService {
                                         const exaserve::v1::StopReplicaRequest* request,
                                         exaserve::v1::ReplicaStatus* response) override;
 
+  // The daemon's boot id (its starting gossip incarnation), listed by ListReplicas.
+  void set_boot_id(uint64_t boot_id) { boot_id_.store(boot_id); }
+
   // Sends a fresh load snapshot to every watcher that is ready for one.
   void Publish();
   // Ends every watch stream (drain, shutdown); new watches are refused afterwards.
@@ -83,6 +87,7 @@ class NodeService final : public exaserve::v1::Node::CallbackService {
   std::function<bool(const std::string&)> routable_;
   std::function<NotRoutable(const std::string&)> why_not_;
   std::function<grpc::Status(std::string_view)> authorize_;
+  std::atomic<uint64_t> boot_id_{0};
   absl::Mutex mu_;
   std::vector<Watcher*> watchers_ ABSL_GUARDED_BY(mu_);
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
