@@ -96,6 +96,12 @@ absl::Status Daemon::Start() {
   if (node_service_) grpc_->RegisterService(node_service_.get());
   weights_ = std::make_unique<WeightsRole>(options_, registry_);
   EXA_RETURN_IF_ERROR(weights_->Start(HasRole(roles_, "storage")));
+  if (replicas_) {
+    // StartReplica by model name pulls through the node cache: local → rack peer → origin.
+    replicas_->SetModelFetch([this](const std::string& name, const std::string& version) {
+      return weights_->PullModel(name, version, [this] { return RackStoragePeer(); });
+    });
+  }
   if (weights_->service()) grpc_->RegisterService(weights_->service());
   if (absl::Status s = grpc_->Start(); !s.ok()) {
     return absl::UnavailableError(StrCat(ToStd(s.message()), "; set another with --grpc-port"));

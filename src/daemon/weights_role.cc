@@ -7,6 +7,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "weights/fetcher.h"
+#include "weights/layout.h"
 #include "weights/rack_cache.h"
 #include "weights/source.h"
 #include "weights/tier.h"
@@ -119,24 +120,66 @@ void WeightsRole::StartPrestage(std::function<std::string()> rack_peer) {
   prestage_ = std::thread([this, rack_peer = std::move(rack_peer)] { Prestage(rack_peer); });
 }
 
-void WeightsRole::Prestage(const std::function<std::string()>& rack_peer) {
+std::vector<std::unique_ptr<weights::Tier>> WeightsRole::PullTiers(
+    const std::function<std::string()>& rack_peer, absl::Duration wait, std::string* peer_out) {
   const WeightsOptions& w = options_.weights;
   std::vector<std::unique_ptr<weights::Tier>> tiers;
   weights::GrpcTierOptions grpc{.connections = w.parallel};
   // Right after start the membership view may not yet hold the rack's peer: give gossip a
   // moment (bounded) before settling for the origin alone.
   std::string peer = rack_peer();
-  for (absl::Time deadline = absl::Now() + absl::Seconds(5);
+  for (absl::Time deadline = absl::Now() + wait;
        peer.empty() && !options_.network.join.empty() && !stopping_ && absl::Now() < deadline;
        peer = rack_peer()) {
     absl::SleepFor(absl::Milliseconds(100));
   }
   if (!peer.empty()) tiers.push_back(weights::MakeGrpcTier("rack-cache", peer, grpc));
+  if (!w.origin.empty()) tiers.push_back(weights::MakeGrpcTier("origin", w.origin, grpc));
+  if (peer_out != nullptr) *peer_out = peer;
+  return tiers;
+}
+
+absl::StatusOr<std::string> WeightsRole::PullModel(const std::string& name,
+                                                   const std::string& version,
+                                                   const std::function<std::string()>& rack_peer) {
+  const WeightsOptions& w = options_.weights;
+  std::string peer;
+  auto tiers = PullTiers(rack_peer, absl::Seconds(5), &peer);
+  std::vector<weights::Tier*> order;
+  for (auto& t : tiers) order.push_back(t.get());
+  if (order.empty() &&
+      !std::filesystem::exists(weights::ModelDir(options_.node.cache_dir, name, version))) {
+    return absl::FailedPreconditionError(
+        StrCat("model ", name, ":", version,
+               " is not in the node cache and no weights source is "
+               "configured (weights.origin, or a storage node in rack ",
+               options_.node.rack, ")"));
+  }
+  weights::FetchOptions fetch;
+  fetch.cache_dir = options_.node.cache_dir;
+  fetch.parallel = w.parallel;
+  fetch.tier_timeout = w.tier_timeout;
+  fetch.cancelled = [this] { return stopping_.load(); };
+  weights::Fetcher fetcher(order, fetch, fetch_metrics_.get());
+  EXA_ASSIGN_OR_RETURN(weights::PullResult result, fetcher.Pull(name, version));
+  EXA_LOG_INFO("weights", "pulled for a replica",
+               {{"model", StrCat(result.manifest.name, ":", result.manifest.version)},
+                {"rack_peer", peer.empty() ? std::string("none") : peer},
+                {"bytes", static_cast<int64_t>(result.manifest.TotalBytes())},
+                {"local_bytes", static_cast<int64_t>(result.local_bytes)},
+                {"seconds", absl::ToDoubleSeconds(result.elapsed)}});
+  return weights::ModelDir(options_.node.cache_dir, result.manifest.name, result.manifest.version)
+      .string();
+}
+
+void WeightsRole::Prestage(const std::function<std::string()>& rack_peer) {
+  const WeightsOptions& w = options_.weights;
+  std::string peer;
+  auto tiers = PullTiers(rack_peer, absl::Seconds(5), &peer);
   EXA_LOG_INFO("weights", "pre-staging",
                {{"models", static_cast<int64_t>(w.prestage.size())},
                 {"rack_peer", peer.empty() ? std::string("none") : peer},
                 {"origin", w.origin.empty() ? std::string("none") : w.origin}});
-  if (!w.origin.empty()) tiers.push_back(weights::MakeGrpcTier("origin", w.origin, grpc));
   std::vector<weights::Tier*> order;
   for (auto& t : tiers) order.push_back(t.get());
   weights::FetchOptions fetch;

@@ -53,10 +53,19 @@ class WeightsRole {
   grpc::Service* service();  // null when not serving
   // Pulls weights.prestage in the background; `rack_peer` is asked for the peer's address.
   void StartPrestage(std::function<std::string()> rack_peer);
+  // Pulls NAME:VERSION into the node cache (local → the rack's storage peer → weights.origin,
+  // every chunk verified) and returns the model's directory there: what StartReplica loads from a
+  // model name. Blocks for the pull; FAILED_PRECONDITION when no tier is configured.
+  absl::StatusOr<std::string> PullModel(const std::string& name, const std::string& version,
+                                        const std::function<std::string()>& rack_peer);
   void Stop();
 
  private:
   void Prestage(const std::function<std::string()>& rack_peer);
+  // The tiers a node pulls from, in order: the rack peer (waiting up to `wait` for membership
+  // to name one), then the origin.
+  std::vector<std::unique_ptr<weights::Tier>> PullTiers(
+      const std::function<std::string()>& rack_peer, absl::Duration wait, std::string* peer_out);
 
   const DaemonOptions& options_;
   metrics::Registry& registry_;

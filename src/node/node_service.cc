@@ -214,6 +214,7 @@ grpc::ServerUnaryReactor* NodeService::StartReplica(grpc::CallbackServerContext*
   }
   ReplicaSpec spec;
   spec.model_dir = req->model_dir();
+  spec.model = req->model();
   if (!req->version().empty()) spec.version = req->version();
   spec.replica_id = req->replica_id();
   spec.generation = req->generation();

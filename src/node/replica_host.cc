@@ -142,7 +142,8 @@ engine::EngineOptions ReplicaHost::EngineOptionsFor(const ServedModel& model,
 }
 
 absl::StatusOr<ServedModel*> ReplicaHost::ModelFor(const std::string& dir,
-                                                   const std::string& version) {
+                                                   const std::string& version,
+                                                   const std::string& name) {
   {
     absl::MutexLock lock(&mu_);
     for (const auto& m : models_) {
@@ -152,7 +153,7 @@ absl::StatusOr<ServedModel*> ReplicaHost::ModelFor(const std::string& dir,
   auto model = std::make_unique<ServedModel>();
   model->dir = dir;
   model->version = version;
-  model->name = std::filesystem::path(dir).filename().string();
+  model->name = name.empty() ? std::filesystem::path(dir).filename().string() : name;
   if (model->name.empty()) model->name = std::filesystem::path(dir).parent_path().filename();
   auto tokenizer = engine::LoadDetokenizer(dir);
   if (!tokenizer.ok()) return Annotate(tokenizer.status(), StrCat("model ", dir));
@@ -225,8 +226,9 @@ absl::Status ReplicaHost::Start() {
 }
 
 absl::StatusOr<ReplicaView> ReplicaHost::StartReplica(const ReplicaSpec& spec) {
-  if (spec.model_dir.empty()) {
-    return absl::InvalidArgumentError("model_dir: empty; give a model directory on this node");
+  if (spec.model_dir.empty() && spec.model.empty()) {
+    return absl::InvalidArgumentError(
+        "model_dir: empty; give a model directory on this node, or model: a name to pull");
   }
   if (spec.version.empty() || spec.version.size() > 64) {
     return absl::InvalidArgumentError(
@@ -239,6 +241,11 @@ absl::StatusOr<ReplicaView> ReplicaHost::StartReplica(const ReplicaSpec& spec) {
   if (spec.kv_cache_bytes < 0 || spec.memory_budget_bytes < 0 || spec.generation < 0) {
     return absl::InvalidArgumentError(
         "kv_cache_bytes, memory_budget_bytes and generation must not be negative");
+  }
+  if (spec.model_dir.empty()) {
+    ReplicaSpec pulled = spec;
+    pulled.backend = backend;
+    return StartFromStore(pulled);
   }
   if (backend != "sim" && !std::filesystem::exists(spec.model_dir + "/config.json")) {
     return absl::InvalidArgumentError(
@@ -268,11 +275,153 @@ absl::StatusOr<ReplicaView> ReplicaHost::StartReplica(const ReplicaSpec& spec) {
   return view;
 }
 
-absl::StatusOr<ReplicaView> ReplicaHost::Admit(const ReplicaSpec& spec, ServedModel* model) {
-  const std::string backend = spec.backend.empty() ? options_.backend : spec.backend;
-  const bool cuda = backend == "cuda";
+std::string ReplicaHost::NextIdLocked(const std::string& name, const std::string& version) const {
+  for (int n = 0;; ++n) {
+    std::string id = StrCat(node_id_.substr(0, 8), "/", name, "@", version, "#", n);
+    auto it = entries_.find(id);
+    if (it == entries_.end() || it->second.state == "stopped" || it->second.state == "failed") {
+      return id;
+    }
+  }
+}
+
+absl::Status ReplicaHost::ReserveLocked(Entry& entry, const ReplicaSpec& spec, int64_t weights) {
+  Replica& r = *entry.replica;
+  const bool cuda = r.backend == "cuda";
   const int64_t kv = spec.kv_cache_bytes > 0 ? spec.kv_cache_bytes
                                              : static_cast<int64_t>(options_.kv_cache_bytes.value);
+  int device = -1;
+  if (cuda) {
+    device = spec.device;
+    if (device < 0) {
+      std::vector<int> all;
+      for (int g = 0; g < std::max<int>(1, options_.gpu_count); ++g) all.push_back(g);
+      device = std::max(0, ledger_.BestFit(all, kv));
+    }
+  }
+  // Replicas of one model on one GPU share one weight copy (engine/cuda/device_weights.h): the
+  // ledger holds the weights once per (model, GPU) and each replica's own KV cache and runtime.
+  // On the host every replica maps the same checkpoint; the page cache holds it once too.
+  const std::string holder = StrCat("weights:", r.model->dir, "@", r.model->version, "/",
+                                    cuda ? StrCat("gpu", device) : std::string("host"));
+  const int64_t own = spec.memory_budget_bytes > 0 ? spec.memory_budget_bytes : kv;
+  const bool first_on_device = !ledger_.Holds(holder);
+  if (first_on_device) EXA_RETURN_IF_ERROR(ledger_.Reserve(holder, cuda ? device : -1, weights));
+  if (absl::Status s = ledger_.Reserve(r.id, cuda ? device : -1, own); !s.ok()) {
+    if (first_on_device) ledger_.Release(holder);
+    if (s.code() == absl::StatusCode::kAlreadyExists) {
+      return absl::FailedPreconditionError(StrCat("replica ", r.id, " is still stopping"));
+    }
+    return s;
+  }
+  r.device = device;
+  r.budget_bytes = own;
+  entry.weights_holder = holder;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ReplicaView> ReplicaHost::StartFromStore(const ReplicaSpec& spec) {
+  const bool name_ok = !spec.model.empty() && spec.model.size() <= 128 &&
+                       spec.model.find('/') == std::string::npos && spec.model != "." &&
+                       spec.model != "..";
+  if (!name_ok) {
+    return absl::InvalidArgumentError(
+        StrCat("model: \"", spec.model, "\": a model name (1-128 characters, no '/')"));
+  }
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return absl::UnavailableError("the node is stopping");
+  if (!fetch_) {
+    return absl::FailedPreconditionError(
+        "model: this node has no weights fetcher; give model_dir, a directory on the node");
+  }
+  std::string id = spec.replica_id;
+  if (auto it = entries_.find(id); !id.empty() && it != entries_.end() &&
+                                   it->second.state != "stopped" && it->second.state != "failed") {
+    if (it->second.replica->generation == spec.generation) return ViewLocked(it->second);
+    return absl::FailedPreconditionError(StrCat("replica ", id, " runs generation ",
+                                                it->second.replica->generation, ", not ",
+                                                spec.generation, "; stop it first"));
+  }
+  placeholders_.push_back(std::make_unique<ServedModel>());
+  ServedModel* placeholder = placeholders_.back().get();
+  placeholder->name = spec.model;
+  placeholder->version = spec.version;
+  if (id.empty()) id = NextIdLocked(spec.model, spec.version);
+  Entry entry;
+  entry.replica = std::make_shared<Replica>();
+  entry.replica->id = id;
+  entry.replica->model = placeholder;
+  entry.replica->backend = spec.backend;
+  entry.replica->generation = spec.generation;
+  entry.state = "pending";
+  entry.since = absl::Now();
+  history_.erase(std::remove(history_.begin(), history_.end(), id), history_.end());
+  entries_[id] = std::move(entry);
+  if (!spec.labels.empty()) {
+    absl::MutexLock labels_lock(&labels_mu_);
+    for (const auto& [k, v] : spec.labels) labels_[id][k] = v;
+    labels_version_++;
+    (void)SaveLabelsLocked();
+  }
+  EXA_LOG_INFO("node", "replica admitted, pulling its model",
+               {{"replica", id}, {"model", StrCat(spec.model, ":", spec.version)}});
+  workers_.emplace_back([this, id, spec] { PullAndLoad(id, spec); });
+  return ViewLocked(entries_[id]);
+}
+
+void ReplicaHost::PullAndLoad(std::string id, ReplicaSpec spec) {
+  ModelFetch fetch;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(id);
+    if (it == entries_.end() || it->second.state != "pending") return;
+    SetState(id, "loading",
+             StrCat("pulling ", spec.model, ":", spec.version, " into the node cache"));
+    fetch = fetch_;
+  }
+  auto fail = [&](const absl::Status& s) {
+    EXA_LOG_ERROR("node", "replica failed to start",
+                  {{"replica", id}, {"model", spec.model}, {"error", std::string(s.message())}});
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(id);
+    if (it == entries_.end() || it->second.state != "loading") return;
+    SetState(id, "failed", StrCat(absl::StatusCodeToString(s.code()), ": ", s.message()));
+    ReleaseLocked(it->second);
+    TrimHistoryLocked();
+  };
+  absl::StatusOr<std::string> dir = fetch(spec.model, spec.version);
+  if (!dir.ok()) return fail(dir.status());
+  absl::StatusOr<ServedModel*> model = ModelFor(*dir, spec.version, spec.model);
+  if (!model.ok()) return fail(model.status());
+  absl::StatusOr<int64_t> weights = spec.backend == "sim" ? 0 : EstimateWeightBytes(*dir);
+  if (!weights.ok()) return fail(weights.status());
+  const int64_t kv = spec.kv_cache_bytes > 0 ? spec.kv_cache_bytes
+                                             : static_cast<int64_t>(options_.kv_cache_bytes.value);
+  engine::EngineOptions eo;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(id);
+    if (it == entries_.end() || it->second.state != "loading") return;  // stopped meanwhile
+    it->second.replica->model = *model;
+    // The ledger, now that the size is known: refused here, before anything loads.
+    if (absl::Status s = ReserveLocked(it->second, spec, *weights); !s.ok()) {
+      SetState(id, "failed", StrCat(absl::StatusCodeToString(s.code()), ": ", s.message()));
+      history_.push_back(id);
+      TrimHistoryLocked();
+      return;
+    }
+    eo = EngineOptionsFor(**model, spec.backend, it->second.replica->device, kv);
+  }
+  Load(id, eo);
+}
+
+void ReplicaHost::SetModelFetch(ModelFetch fetch) {
+  absl::MutexLock lock(&mu_);
+  fetch_ = std::move(fetch);
+}
+
+absl::StatusOr<ReplicaView> ReplicaHost::Admit(const ReplicaSpec& spec, ServedModel* model) {
+  const std::string backend = spec.backend.empty() ? options_.backend : spec.backend;
   int64_t weights = 0;
   if (backend != "sim") {
     EXA_ASSIGN_OR_RETURN(weights, EstimateWeightBytes(model->dir));
@@ -287,54 +436,20 @@ absl::StatusOr<ReplicaView> ReplicaHost::Admit(const ReplicaSpec& spec, ServedMo
                                                 it->second.replica->generation, ", not ",
                                                 spec.generation, "; stop it first"));
   }
-  if (id.empty()) {
-    for (int n = 0;; ++n) {
-      id = StrCat(node_id_.substr(0, 8), "/", model->name, "@", model->version, "#", n);
-      auto it = entries_.find(id);
-      if (it == entries_.end() || it->second.state == "stopped" || it->second.state == "failed") {
-        break;
-      }
-    }
-  }
-  int device = -1;
-  if (cuda) {
-    device = spec.device;
-    if (device < 0) {
-      std::vector<int> all;
-      for (int g = 0; g < std::max<int>(1, options_.gpu_count); ++g) all.push_back(g);
-      device = std::max(0, ledger_.BestFit(all, kv));
-    }
-  }
-  // Replicas of one model on one GPU share one weight copy (engine/cuda/device_weights.h): the
-  // ledger holds the weights once per (model, GPU) and each replica's own KV cache and runtime.
-  // On the host every replica maps the same checkpoint; the page cache holds it once too.
-  const std::string weights_holder = StrCat("weights:", model->dir, "@", model->version, "/",
-                                            cuda ? StrCat("gpu", device) : std::string("host"));
-  const int64_t own = spec.memory_budget_bytes > 0 ? spec.memory_budget_bytes : kv;
-  const bool first_on_device = !ledger_.Holds(weights_holder);
-  if (first_on_device) {
-    EXA_RETURN_IF_ERROR(ledger_.Reserve(weights_holder, cuda ? device : -1, weights));
-  }
-  if (absl::Status s = ledger_.Reserve(id, cuda ? device : -1, own); !s.ok()) {
-    if (first_on_device) ledger_.Release(weights_holder);
-    if (s.code() == absl::StatusCode::kAlreadyExists) {
-      return absl::FailedPreconditionError(StrCat("replica ", id, " is still stopping"));
-    }
-    return s;
-  }
+  if (id.empty()) id = NextIdLocked(model->name, model->version);
   Entry entry;
   entry.replica = std::make_shared<Replica>();
   entry.replica->id = id;
   entry.replica->model = model;
-  entry.replica->device = device;
   entry.replica->backend = backend;
   entry.replica->generation = spec.generation;
-  entry.replica->budget_bytes = own;
+  EXA_RETURN_IF_ERROR(ReserveLocked(entry, spec, weights));
   entry.state = "pending";
   entry.since = absl::Now();
-  entry.weights_holder = weights_holder;
   history_.erase(std::remove(history_.begin(), history_.end(), id), history_.end());
   entries_[id] = std::move(entry);
+  const int device = entries_[id].replica->device;
+  const int64_t own = entries_[id].replica->budget_bytes;
   if (!spec.labels.empty()) {
     absl::MutexLock labels_lock(&labels_mu_);
     for (const auto& [k, v] : spec.labels) labels_[id][k] = v;
@@ -356,7 +471,9 @@ void ReplicaHost::Load(std::string id, engine::EngineOptions eo) {
   {
     absl::MutexLock lock(&mu_);
     auto it = entries_.find(id);
-    if (it == entries_.end() || it->second.state != "pending") return;
+    const bool startable =
+        it != entries_.end() && (it->second.state == "pending" || it->second.state == "loading");
+    if (!startable) return;
     SetState(id, "loading", "");
     model = it->second.replica->model;
   }

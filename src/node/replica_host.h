@@ -78,7 +78,8 @@ struct ServedModel {
 
 // What StartReplica is asked for (exaserve.v1.StartReplicaRequest).
 struct ReplicaSpec {
-  std::string model_dir;  // a model directory on this node (HF layout)
+  std::string model_dir;  // a model directory on this node (HF layout); or, when empty:
+  std::string model;      // a model name in the weights store, pulled into the node cache first
   std::string version = "v1";
   std::string replica_id;           // empty: "<node>/<model>@<version>#<n>", the first free n
   int64_t generation = 0;           // StartReplica is idempotent on (replica_id, generation)
@@ -148,6 +149,11 @@ class ReplicaHost {
   std::vector<const ServedModel*> models() const;
   // Called (from any thread, no lock held) whenever the serving set changes.
   void SetOnChange(std::function<void()> on_change);
+  // Pulls NAME:VERSION into the node cache and returns its directory (the daemon's weights
+  // fetcher: local → rack peer → origin, verified). Without one, StartReplica needs model_dir.
+  using ModelFetch =
+      std::function<absl::StatusOr<std::string>(const std::string&, const std::string&)>;
+  void SetModelFetch(ModelFetch fetch);
   // Moves on every change of the serving set (a poller re-reads replicas() only then).
   uint64_t serving_version() const { return serving_version_.load(); }
   // Bytes promised on `device` (-1: host) and its capacity (0: not accounted).
@@ -174,10 +180,22 @@ class ReplicaHost {
   };
 
   absl::Status SaveLabelsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(labels_mu_);
-  // The ServedModel for dir@version, loading its tokenizer the first time.
-  absl::StatusOr<ServedModel*> ModelFor(const std::string& dir, const std::string& version);
+  // The ServedModel for dir@version, loading its tokenizer the first time. Its name is the
+  // directory's, unless `name` is given (a model pulled into <cache>/NAME/VERSION).
+  absl::StatusOr<ServedModel*> ModelFor(const std::string& dir, const std::string& version,
+                                        const std::string& name = "");
   // Validates and reserves; on success the entry exists in state pending.
   absl::StatusOr<ReplicaView> Admit(const ReplicaSpec& spec, ServedModel* model);
+  // The ledger's holds for replica `id` of `model` (weights once per model and device, then its
+  // own budget); sets the entry's device and weights holder.
+  absl::Status ReserveLocked(Entry& entry, const ReplicaSpec& spec, int64_t weights)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The next free "<node>/<name>@<version>#<n>".
+  std::string NextIdLocked(const std::string& name, const std::string& version) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // StartReplica by model name: pull, then admit against the ledger, then load (background).
+  absl::StatusOr<ReplicaView> StartFromStore(const ReplicaSpec& spec);
+  void PullAndLoad(std::string replica_id, ReplicaSpec spec);
   // pending → loading → warming → ready (or failed): the engine is created and warmed up.
   void Load(std::string replica_id, engine::EngineOptions options);
   void Drain(std::string replica_id, bool drain, absl::Duration timeout);
@@ -194,8 +212,11 @@ class ReplicaHost {
   const InferenceOptions options_;
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<ServedModel>> models_ ABSL_GUARDED_BY(mu_);  // never shrinks
-  std::map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);              // by replica id
-  std::vector<std::string> history_ ABSL_GUARDED_BY(mu_);  // stopped/failed ids, oldest first
+  // Name-only stand-ins for models still being pulled (never served; never shrinks).
+  std::vector<std::unique_ptr<ServedModel>> placeholders_ ABSL_GUARDED_BY(mu_);
+  ModelFetch fetch_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);  // by replica id
+  std::vector<std::string> history_ ABSL_GUARDED_BY(mu_);      // stopped/failed ids, oldest first
   MemoryLedger ledger_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> workers_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

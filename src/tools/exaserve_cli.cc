@@ -374,6 +374,7 @@ int RunGatewayRoute(const GlobalOptions& g, const RouteOptions& o, bool list) {
 
 struct LifecycleOptions {
   std::string model;  // DIR or DIR@VERSION
+  std::string pull;   // NAME or NAME:VERSION, pulled through the node cache
   std::string id;
   int64_t generation = 0;
   std::string backend;
@@ -432,9 +433,18 @@ std::optional<exaserve::v1::ReplicaStatus> WaitForState(const GlobalOptions& g,
 
 int RunReplicaStart(const GlobalOptions& g, const LifecycleOptions& o) {
   exaserve::v1::StartReplicaRequest req;
-  const size_t at = o.model.rfind('@');
-  req.set_model_dir(o.model.substr(0, at));
-  if (at != std::string::npos) req.set_version(o.model.substr(at + 1));
+  if (!o.model.empty() && !o.pull.empty()) return Usage("give --model or --pull, not both");
+  if (o.model.empty() && o.pull.empty())
+    return Usage("--model DIR[@V] or --pull NAME[:V] is required");
+  if (!o.model.empty()) {
+    const size_t at = o.model.rfind('@');
+    req.set_model_dir(o.model.substr(0, at));
+    if (at != std::string::npos) req.set_version(o.model.substr(at + 1));
+  } else {
+    const size_t colon = o.pull.rfind(':');
+    req.set_model(o.pull.substr(0, colon));
+    if (colon != std::string::npos) req.set_version(o.pull.substr(colon + 1));
+  }
   req.set_replica_id(o.id);
   req.set_generation(o.generation);
   req.set_backend(o.backend);
@@ -700,8 +710,10 @@ int main(int argc, char** argv) {
       "start",
       "start a replica on the node at --addr (loads, warms up, then serves); refused when the "
       "node's memory ledger has no room");
-  replica_start->add_option("--model", life.model, "model directory on that node, DIR[@VERSION]")
-      ->required();
+  replica_start->add_option("--model", life.model, "model directory on that node, DIR[@VERSION]");
+  replica_start->add_option("--pull", life.pull,
+                            "or a model NAME[:VERSION] the node pulls through its cache (rack "
+                            "peer, then origin) before loading");
   replica_start->add_option("--id", life.id, "replica id (default: <node>/<model>@<version>#<n>)");
   replica_start->add_option("--generation", life.generation,
                             "generation; the same id and generation again is a no-op");

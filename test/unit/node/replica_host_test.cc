@@ -173,6 +173,49 @@ TEST_CASE("StartReplica and StopReplica: states, idempotence, the ledger, draini
   host.Stop();
 }
 
+TEST_CASE("StartReplica by model name pulls first, then admits and loads", "[node]") {
+  const std::string bundled = FindBundledModel();
+  REQUIRE_FALSE(bundled.empty());
+  InferenceOptions o;
+  o.models = {bundled};
+  o.backend = "cpu";
+  o.threads = 1;
+  o.kv_cache_bytes.value = 8 << 20;
+  ReplicaHost host("0123456789abcdef", o);
+  REQUIRE(host.Start().ok());
+  ReplicaSpec spec;
+  spec.model = "exa-tiny-arith";
+  spec.version = "v9";
+  // Without a fetcher a name cannot be resolved.
+  CHECK(host.StartReplica(spec).status().code() == absl::StatusCode::kFailedPrecondition);
+  std::vector<std::string> asked;
+  absl::Mutex mu;
+  host.SetModelFetch(
+      [&](const std::string& name, const std::string& version) -> absl::StatusOr<std::string> {
+        absl::MutexLock lock(&mu);
+        asked.push_back(name + ":" + version);
+        if (name == "missing")
+          return absl::NotFoundError("model missing:" + version + " not found");
+        return bundled;  // as if pulled into the node cache
+      });
+  auto started = host.StartReplica(spec);
+  REQUIRE(started.ok());
+  CHECK(started->id == "01234567/exa-tiny-arith@v9#0");
+  REQUIRE(WaitState(host, started->id, "ready"));
+  CHECK(host.FindModel("exa-tiny-arith", "v9") != nullptr);
+  spec.model = "missing";
+  auto missing = host.StartReplica(spec);
+  REQUIRE(missing.ok());  // accepted: the pull fails in the background
+  REQUIRE(WaitState(host, missing->id, "failed"));
+  for (const ReplicaView& v : host.Views()) {
+    if (v.id == missing->id) CHECK(v.reason == "NOT_FOUND: model missing:v9 not found");
+  }
+  spec.model = "../etc";
+  CHECK(host.StartReplica(spec).status().code() == absl::StatusCode::kInvalidArgument);
+  absl::MutexLock lock(&mu);
+  CHECK(asked == std::vector<std::string>{"exa-tiny-arith:v9", "missing:v9"});
+}
+
 TEST_CASE("a model directory that cannot be read still fails the start, naming it", "[node]") {
   InferenceOptions o;
   o.models = {"/nonexistent/model"};
