@@ -322,9 +322,13 @@ absl::StatusOr<nlohmann::json> RunWeightsBench(const WeightsBenchOptions& o) {
     by_streams[std::to_string(streams)] = gbps;
     // Cores this process kept busy (peer and node together), and bytes per CPU second: what
     // the pull costs, independent of how much of a shared machine the run got.
+    const double node_cpu = absl::ToDoubleSeconds(r.fetch_cpu);
     cpu_by_streams[std::to_string(streams)] = {
         {"cores_busy", cpu / std::max(1e-9, absl::ToDoubleSeconds(r.elapsed))},
-        {"gb_per_cpu_second_peer_and_node", double(model_bytes) / 1e9 / std::max(1e-9, cpu)}};
+        {"gb_per_cpu_second_peer_and_node", double(model_bytes) / 1e9 / std::max(1e-9, cpu)},
+        // The fetch threads alone (receive, hash, write): what the node would spend with the
+        // peer on another machine. gRPC's own threads are not in it.
+        {"node_fetch_threads_cpu_seconds_per_gb", node_cpu / (double(model_bytes) / 1e9)}};
     best = std::max(best, gbps);
     if (!last_node.empty()) fs::remove_all(last_node);
     last_node = f.cache_dir;

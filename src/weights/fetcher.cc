@@ -1,6 +1,7 @@
 #include "weights/fetcher.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -243,6 +244,7 @@ class PullRun {
       result.bytes_by_tier[tiers_[t]->name()] = tier_bytes_[t].load();
     }
     result.elapsed = absl::Now() - start_;
+    result.fetch_cpu = absl::Nanoseconds(fetch_cpu_ns_.load());
     if (!failure_.ok()) {
       // Disk full: nothing half-written stays behind. Other failures keep verified chunks, so
       // the next pull resumes.
@@ -315,7 +317,20 @@ class PullRun {
     }
   }
 
+  // CPU this thread has used so far.
+  static absl::Duration ThreadCpu() {
+    rusage u{};
+    ::getrusage(RUSAGE_THREAD, &u);
+    return absl::DurationFromTimeval(u.ru_utime) + absl::DurationFromTimeval(u.ru_stime);
+  }
+
   void Work() {
+    const absl::Duration cpu_before = ThreadCpu();
+    WorkLoop();
+    fetch_cpu_ns_ += absl::ToInt64Nanoseconds(ThreadCpu() - cpu_before);
+  }
+
+  void WorkLoop() {
     while (!stop_) {
       if (Cancelled()) {
         Fail(absl::CancelledError("pull cancelled"));
@@ -502,6 +517,7 @@ class PullRun {
   std::atomic<uint64_t> done_bytes_{0};
   std::atomic<uint64_t> corrupt_{0};
   std::atomic<uint64_t> tier_failures_{0};
+  std::atomic<int64_t> fetch_cpu_ns_{0};
   std::vector<std::atomic<uint64_t>> tier_bytes_;
 };
 

@@ -67,6 +67,9 @@ struct PullResult {
   uint64_t corrupt_chunks = 0;
   uint64_t tier_failures = 0;
   absl::Duration elapsed;
+  // CPU time (user + system) of the fetch threads: receiving, hashing, writing. What the pull
+  // cost this node, apart from the peer it pulled from when both share a machine.
+  absl::Duration fetch_cpu;
 };
 
 // Pull metrics, registered once per registry and shared by every Fetcher of the process.
