@@ -762,7 +762,8 @@ int main(int argc, char** argv) {
     return Usage(std::string("--timeout ") + std::string(timeout.status().message()));
   g.timeout_duration = *timeout;
   if (plan->parsed()) return exa::tools::RunPlan(plan_options, g.json);
-  if (auto rc = exa::tools::RunModelCommands(model, g.json)) return *rc;
+  if (auto rc = exa::tools::RunModelCommands(model, g.json, {g.addr, g.token, g.timeout_duration}))
+    return *rc;
   if (status->parsed()) return RunStatus(g);
   if (replicas->parsed()) return RunReplicas(g);
   if (replica_label->parsed()) return RunReplicaLabel(g, label_options);

@@ -1,7 +1,9 @@
 #include "tools/model_commands.h"
 
+#include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <thread>
@@ -9,11 +11,13 @@
 #include "absl/time/clock.h"
 #include "common/strings.h"
 #include "common/units.h"
+#include "exaserve/v1/admin.grpc.pb.h"
 #include "nlohmann/json.hpp"
 #include "weights/fetcher.h"
 #include "weights/layout.h"
 #include "weights/model_cache.h"
 #include "weights/publish.h"
+#include "weights/rack_peer.h"
 #include "weights/tier.h"
 
 namespace exa::tools {
@@ -67,18 +71,75 @@ void DrawBar(const w::PullProgress& p) {
   if (p.finished) std::fprintf(stderr, "\n");
 }
 
-// The tiers --source selects, in fetch order: the rack's storage peer, then the origin.
-absl::StatusOr<std::vector<std::unique_ptr<w::Tier>>> Tiers(const ModelCommandOptions& o) {
+std::unique_ptr<grpc::ClientContext> AdminContext(const ClusterAccess& cluster) {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(cluster.timeout));
+  if (!cluster.token.empty()) ctx->AddMetadata("authorization", "Bearer " + cluster.token);
+  return ctx;
+}
+
+// The storage peer of the rack of the node at --addr, through that node's membership view
+// (MISSION.md §7: a node finds its rack's storage peer through membership). An error says why
+// there is none; the caller then goes to the origin.
+absl::StatusOr<w::RackPeerChoice> DiscoverRackPeer(const ClusterAccess& cluster) {
+  auto stub = exaserve::v1::Admin::NewStub(
+      grpc::CreateChannel(cluster.addr, grpc::InsecureChannelCredentials()));
+  exaserve::v1::StatusResponse status;
+  grpc::Status s = stub->Status(AdminContext(cluster).get(), {}, &status);
+  if (!s.ok()) {
+    return absl::UnavailableError(StrCat("cannot ask the node at --addr ", cluster.addr,
+                                         " for its rack: ", s.error_message()));
+  }
+  exaserve::v1::MembersResponse members;
+  s = stub->Members(AdminContext(cluster).get(), {}, &members);
+  if (!s.ok()) {
+    return absl::UnavailableError(StrCat("cannot ask the node at --addr ", cluster.addr,
+                                         " for its members: ", s.error_message()));
+  }
+  std::vector<w::MemberView> view;
+  for (const auto& m : members.members()) {
+    view.push_back(
+        {m.node_id(), m.state(), {m.roles().begin(), m.roles().end()}, m.rack(), m.grpc_address()});
+  }
+  w::RackPeerChoice choice = w::PickRackPeer(view, status.rack());
+  if (choice.grpc_address.empty()) {
+    return absl::NotFoundError(StrCat(choice.reason, ", as node ", status.node_id(), " at ",
+                                      cluster.addr, " sees the cluster"));
+  }
+  choice.reason = StrCat("storage node ", choice.node_id, " of rack \"", status.rack(),
+                         "\", found through ", cluster.addr);
+  return choice;
+}
+
+// The tiers --source selects, in fetch order: the rack's storage peer, then the origin. The
+// peer is --rack-cache, else $EXASERVE_RACK_CACHE, else found through the node at --addr.
+absl::StatusOr<std::vector<std::unique_ptr<w::Tier>>> Tiers(const ModelCommandOptions& o,
+                                                            const ClusterAccess& cluster) {
   std::vector<std::unique_ptr<w::Tier>> tiers;
   w::GrpcTierOptions grpc{.connections = std::max(1, o.parallel)};
   auto from_env = [](const std::string& flag, const char* env) {
     const char* v = std::getenv(env);
     return !flag.empty() || v == nullptr ? flag : std::string(v);
   };
-  const std::string rack_cache = from_env(o.rack_cache, "EXASERVE_RACK_CACHE");
+  std::string rack_cache = from_env(o.rack_cache, "EXASERVE_RACK_CACHE");
   const std::string origin = from_env(o.origin, "EXASERVE_WEIGHTS_ORIGIN");
   bool want_rack = o.source == "auto" || o.source == "rack-cache";
   bool want_origin = o.source == "auto" || o.source == "origin";
+  if (want_rack && rack_cache.empty() && !cluster.addr.empty()) {
+    auto found = DiscoverRackPeer(cluster);
+    if (found.ok()) {
+      std::fprintf(stderr, "exaserve-cli model: rack cache peer %s (%s)\n",
+                   found->grpc_address.c_str(), found->reason.c_str());
+      rack_cache = found->grpc_address;
+    } else if (o.source == "rack-cache") {
+      return absl::UnavailableError(
+          StrCat("--source rack-cache without --rack-cache: ", ToStd(found.status().message())));
+    } else {
+      std::fprintf(stderr, "exaserve-cli model: no rack cache peer: %s; %s\n",
+                   std::string(found.status().message()).c_str(),
+                   origin.empty() ? "and no --origin" : "fetching from the origin");
+    }
+  }
   if (want_rack && !rack_cache.empty()) {
     tiers.push_back(w::MakeGrpcTier("rack-cache", rack_cache, grpc));
   }
@@ -91,6 +152,11 @@ absl::StatusOr<std::vector<std::unique_ptr<w::Tier>>> Tiers(const ModelCommandOp
                                         : "--rack-cache HOST:PORT and/or --origin HOST:PORT"));
   }
   return tiers;
+}
+
+// Usage for bad flags, 1 when the rack's peer was required and none was found.
+int TierFailure(const absl::Status& s) {
+  return absl::IsInvalidArgument(s) ? Usage(ToStd(s.message())) : Failure(s);
 }
 
 int PullOne(const ModelCommandOptions& o, const std::string& cache_dir, const w::ModelSpec& spec,
@@ -150,21 +216,21 @@ int PullOne(const ModelCommandOptions& o, const std::string& cache_dir, const w:
   return 0;
 }
 
-int RunPull(const ModelCommandOptions& o, bool json) {
+int RunPull(const ModelCommandOptions& o, bool json, const ClusterAccess& cluster) {
   auto spec = w::ParseModelSpec(o.model);
   if (!spec.ok()) return Usage(StrCat("--model ", ToStd(spec.status().message())));
-  auto tiers = Tiers(o);
-  if (!tiers.ok()) return Usage(ToStd(tiers.status().message()));
+  auto tiers = Tiers(o, cluster);
+  if (!tiers.ok()) return TierFailure(tiers.status());
   std::vector<w::Tier*> order;
   for (auto& t : *tiers) order.push_back(t.get());
   return PullOne(o, CacheDir(o), *spec, order, json);
 }
 
 // Every model the source lists (or --model) into the target cache.
-int RunSync(const ModelCommandOptions& o, bool json) {
+int RunSync(const ModelCommandOptions& o, bool json, const ClusterAccess& cluster) {
   std::string target = o.target == "local-nvme" ? CacheDir(o) : o.target;
-  auto tiers = Tiers(o);
-  if (!tiers.ok()) return Usage(ToStd(tiers.status().message()));
+  auto tiers = Tiers(o, cluster);
+  if (!tiers.ok()) return TierFailure(tiers.status());
   std::vector<w::Tier*> order;
   for (auto& t : *tiers) order.push_back(t.get());
   std::vector<w::ModelSpec> specs;
@@ -287,7 +353,8 @@ int RunPublish(const ModelCommandOptions& o, bool json) {
 
 void CheckSource(CLI::App* cmd, ModelCommandOptions& o) {
   cmd->add_option("--rack-cache", o.rack_cache,
-                  "host:port of the rack's storage peer (default $EXASERVE_RACK_CACHE)");
+                  "host:port of the rack's storage peer (default $EXASERVE_RACK_CACHE, else "
+                  "the storage node of the rack of the node at --addr)");
   cmd->add_option("--origin", o.origin,
                   "host:port of the origin (default $EXASERVE_WEIGHTS_ORIGIN)");
   cmd->add_option("--parallel", o.parallel, "parallel chunk streams (default 8)")
@@ -350,12 +417,13 @@ void AddModelCommands(CLI::App& app, ModelCommands* c) {
   }
 }
 
-std::optional<int> RunModelCommands(const ModelCommands& c, bool json) {
+std::optional<int> RunModelCommands(const ModelCommands& c, bool json,
+                                    const ClusterAccess& cluster) {
   const ModelCommandOptions& o = c.options;
   json = json || o.json;
   if (c.publish->parsed()) return RunPublish(o, json);
-  if (c.pull->parsed()) return RunPull(o, json);
-  if (c.sync->parsed()) return RunSync(o, json);
+  if (c.pull->parsed()) return RunPull(o, json, cluster);
+  if (c.sync->parsed()) return RunSync(o, json, cluster);
   if (c.verify->parsed()) return RunVerify(o, json);
   if (c.ls->parsed()) return RunLs(o, json);
   for (auto [cmd, op] : {std::pair{c.rm, 0}, std::pair{c.pin, 1}, std::pair{c.unpin, 2}}) {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "absl/time/time.h"
 
 namespace exa::tools {
 
@@ -42,8 +43,17 @@ struct ModelCommands {
   CLI::App* unpin = nullptr;
 };
 
+// The node the CLI's global flags point at: `model pull|sync` without --rack-cache ask it
+// (Admin.Status, Admin.Members) for the storage peer of its rack.
+struct ClusterAccess {
+  std::string addr;   // --addr, host:port of any node's gRPC
+  std::string token;  // admin token, sent as "authorization: Bearer ..." when set
+  absl::Duration timeout = absl::Seconds(5);
+};
+
 void AddModelCommands(CLI::App& app, ModelCommands* commands);
 // The exit code when a model command was parsed; nullopt otherwise. `json` is the global flag.
-std::optional<int> RunModelCommands(const ModelCommands& commands, bool json);
+std::optional<int> RunModelCommands(const ModelCommands& commands, bool json,
+                                    const ClusterAccess& cluster);
 
 }  // namespace exa::tools

@@ -1,16 +1,20 @@
 #include "weights/fetcher.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/check.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/strings.h"
@@ -29,6 +33,7 @@ struct FileJob {
   fs::path part_path;
   fs::path done_path;
   int fd = -1;
+  int direct_fd = -1;  // the same file opened O_DIRECT; -1 where the file system refuses it
   std::mutex mu;
   std::vector<bool> done;
   size_t remaining = 0;
@@ -41,14 +46,65 @@ struct ChunkTask {
   uint32_t index;
 };
 
-absl::Status WriteAll(int fd, const fs::path& path, uint64_t offset, std::string_view data) {
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n =
-        ::pwrite(fd, data.data() + done, data.size() - done, static_cast<off_t>(offset + done));
+void CloseFds(FileJob& job) {
+  if (job.fd >= 0) ::close(job.fd);
+  if (job.direct_fd >= 0) ::close(job.direct_fd);
+  job.fd = -1;
+  job.direct_fd = -1;
+}
+
+// O_DIRECT needs the file offset, the length and the buffer aligned; 4 KiB covers every common
+// logical block size and DMA alignment.
+constexpr uint64_t kDirectAlign = 4096;
+
+// A 4 KiB-aligned buffer a fetch thread reuses for O_DIRECT writes: the received pieces are
+// copied into it (a hot, reused buffer) instead of into fresh page-cache pages.
+class AlignedBuffer {
+ public:
+  ~AlignedBuffer() { std::free(data_); }
+  char* Reserve(size_t n) {
+    if (n > capacity_) {
+      std::free(data_);
+      capacity_ = (n + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
+      data_ = static_cast<char*>(std::aligned_alloc(kDirectAlign, capacity_));
+      EXA_CHECK(data_ != nullptr) << "out of memory for a " << capacity_ << "-byte write buffer";
+    }
+    return data_;
+  }
+
+ private:
+  char* data_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+// Writes one message's pieces at `offset`: through O_DIRECT when the job has a direct fd and
+// the range is block-aligned (every full message of a chunk), buffered otherwise (a file's tail,
+// odd resume offsets). A direct write the file system refuses falls back to buffered.
+absl::Status WriteMessage(FileJob& job, uint64_t offset, absl::Span<const std::string_view> pieces,
+                          uint64_t size, AlignedBuffer& buffer) {
+  if (job.direct_fd < 0 || offset % kDirectAlign != 0 || size % kDirectAlign != 0 || size == 0) {
+    return WritePiecesAt(job.fd, job.part_path, offset, pieces);
+  }
+  char* out = buffer.Reserve(size);
+  size_t at = 0;
+  for (std::string_view p : pieces) {
+    std::memcpy(out + at, p.data(), p.size());
+    at += p.size();
+  }
+  for (size_t done = 0; done < size;) {
+    ssize_t n = ::pwrite(job.direct_fd, out + done, size - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoStatus(errno, "write", path);
+    if (n < 0 && errno == EINVAL) {
+      // Alignment the device wants more of than 4 KiB: buffered from here on.
+      std::string_view rest(out + done, size - done);
+      return WritePiecesAt(job.fd, job.part_path, offset + done, {&rest, 1});
+    }
+    if (n < 0) return ErrnoStatus(errno, "write", job.part_path);
     done += static_cast<size_t>(n);
+    if (done < size && done % kDirectAlign != 0) {
+      std::string_view rest(out + done, size - done);
+      return WritePiecesAt(job.fd, job.part_path, offset + done, {&rest, 1});
+    }
   }
   return absl::OkStatus();
 }
@@ -149,9 +205,7 @@ class PullRun {
         tier_bytes_(tiers.size()) {}
 
   ~PullRun() {
-    for (auto& job : jobs_) {
-      if (job->fd >= 0) ::close(job->fd);
-    }
+    for (auto& job : jobs_) CloseFds(*job);
   }
 
   // Files already verified are the local tier; the rest become chunk tasks, with their space
@@ -190,6 +244,7 @@ class PullRun {
       result.bytes_by_tier[tiers_[t]->name()] = tier_bytes_[t].load();
     }
     result.elapsed = absl::Now() - start_;
+    result.fetch_cpu = absl::Nanoseconds(fetch_cpu_ns_.load());
     if (!failure_.ok()) {
       // Disk full: nothing half-written stays behind. Other failures keep verified chunks, so
       // the next pull resumes.
@@ -232,6 +287,10 @@ class PullRun {
       }
       if (err != 0) return ErrnoStatus(err, "reserve space for", j.part_path);
     }
+    if (options_.direct_io) {
+      // EINVAL: the file system has no O_DIRECT (tmpfs); buffered writes only.
+      j.direct_fd = ::open(j.part_path.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_DIRECT);
+    }
     for (uint32_t i = 0; i < f.chunks.size(); ++i) {
       if (j.done[i]) {
         local_bytes_ += f.chunks[i].size_bytes;
@@ -247,8 +306,7 @@ class PullRun {
   void FinishEmptyFiles() {
     for (auto& job : jobs_) {
       if (!job->file->chunks.empty()) continue;
-      ::close(job->fd);
-      job->fd = -1;
+      CloseFds(*job);
       if (::rename(job->part_path.c_str(), job->final_path.c_str()) != 0) {
         Fail(ErrnoStatus(errno, "rename into", job->final_path));
         continue;
@@ -259,7 +317,20 @@ class PullRun {
     }
   }
 
+  // CPU this thread has used so far.
+  static absl::Duration ThreadCpu() {
+    rusage u{};
+    ::getrusage(RUSAGE_THREAD, &u);
+    return absl::DurationFromTimeval(u.ru_utime) + absl::DurationFromTimeval(u.ru_stime);
+  }
+
   void Work() {
+    const absl::Duration cpu_before = ThreadCpu();
+    WorkLoop();
+    fetch_cpu_ns_ += absl::ToInt64Nanoseconds(ThreadCpu() - cpu_before);
+  }
+
+  void WorkLoop() {
     while (!stop_) {
       if (Cancelled()) {
         Fail(absl::CancelledError("pull cancelled"));
@@ -297,6 +368,7 @@ class PullRun {
     const ChunkRef& c = f.chunks[task.index];
     const ChunkKey key{m_.name, m_.version, f.path, task.index};
     Sha256 hash;
+    AlignedBuffer buffer;
     uint64_t at = 0;
     std::string errors;
     for (int round = 0; round < 2; ++round) {
@@ -309,15 +381,20 @@ class PullRun {
           absl::Status local_error;
           absl::Status s = tier.FetchChunk(
               key, at, c.size_bytes, options_.tier_timeout,
-              [&](uint64_t offset, std::string_view data) -> absl::Status {
+              [&](uint64_t offset, absl::Span<const std::string_view> pieces) -> absl::Status {
                 if (stop_ || Cancelled()) return local_error = absl::CancelledError("pull stopped");
-                local_error = WriteAll(task.job->fd, task.job->part_path, c.offset + offset, data);
+                // Hash first, while the received bytes are in cache; the write reads them again.
+                uint64_t size = 0;
+                for (std::string_view p : pieces) {
+                  hash.Update(p);
+                  size += p.size();
+                }
+                local_error = WriteMessage(*task.job, c.offset + offset, pieces, size, buffer);
                 if (!local_error.ok()) return local_error;
-                hash.Update(data);
-                at = offset + data.size();
-                tier_bytes_[t] += data.size();
+                at = offset + size;
+                tier_bytes_[t] += size;
                 if (metrics_ != nullptr) {
-                  metrics_->bytes.WithLabels({tier.name()}).Increment(double(data.size()));
+                  metrics_->bytes.WithLabels({tier.name()}).Increment(double(size));
                 }
                 return absl::OkStatus();
               });
@@ -388,9 +465,9 @@ class PullRun {
       if (::fdatasync(job.fd) != 0) return ErrnoStatus(errno, "fsync", job.part_path);
       return WriteDone(job);
     }
+    // Also makes the O_DIRECT writes durable: their extents and the device's write cache.
     if (::fdatasync(job.fd) != 0) return ErrnoStatus(errno, "fsync", job.part_path);
-    ::close(job.fd);
-    job.fd = -1;
+    CloseFds(job);
     if (::rename(job.part_path.c_str(), job.final_path.c_str()) != 0) {
       return ErrnoStatus(errno, "rename into", job.final_path);
     }
@@ -403,8 +480,7 @@ class PullRun {
 
   void RemovePartials() {
     for (auto& job : jobs_) {
-      if (job->fd >= 0) ::close(job->fd);
-      job->fd = -1;
+      CloseFds(*job);
       if (!job->finished) {
         ::unlink(job->part_path.c_str());
         ::unlink(job->done_path.c_str());
@@ -417,8 +493,7 @@ class PullRun {
     for (auto& job : jobs_) {
       if (job->fd < 0) continue;
       if (::fdatasync(job->fd) == 0) WriteDone(*job).IgnoreError();
-      ::close(job->fd);
-      job->fd = -1;
+      CloseFds(*job);
     }
   }
 
@@ -442,6 +517,7 @@ class PullRun {
   std::atomic<uint64_t> done_bytes_{0};
   std::atomic<uint64_t> corrupt_{0};
   std::atomic<uint64_t> tier_failures_{0};
+  std::atomic<int64_t> fetch_cpu_ns_{0};
   std::vector<std::atomic<uint64_t>> tier_bytes_;
 };
 

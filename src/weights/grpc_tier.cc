@@ -1,4 +1,6 @@
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/sync_stream.h>
 
 #include <atomic>
 #include <chrono>
@@ -6,6 +8,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "exaserve/v1/weights.grpc.pb.h"
+#include "weights/chunk_wire.h"
 #include "weights/proto_convert.h"
 #include "weights/tier.h"
 
@@ -33,6 +36,7 @@ class GrpcTier final : public Tier {
       args.SetInt("exaserve.channel_index", i);
       auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
       stubs_.push_back(exaserve::v1::Weights::NewStub(channel));
+      channels_.push_back(std::move(channel));
     }
   }
 
@@ -68,6 +72,8 @@ class GrpcTier final : public Tier {
     return m;
   }
 
+  // Reads the stream as raw ByteBuffers (the generated stub would copy each message's data into
+  // a protobuf string first) and hands the sink views into the received slices.
   absl::Status FetchChunk(const ChunkKey& key, uint64_t offset, uint64_t chunk_size,
                           absl::Duration timeout, const ChunkSink& sink) override {
     grpc::ClientContext ctx;
@@ -78,21 +84,42 @@ class GrpcTier final : public Tier {
     req.set_path(key.path);
     req.set_chunk_index(key.chunk_index);
     req.set_offset_in_chunk(offset);
-    auto reader = Stub().FetchChunk(&ctx, req);
-    exaserve::v1::ChunkData msg;
+    grpc::Channel* channel = channels_[next_++ % channels_.size()].get();
+    const grpc::internal::RpcMethod method(kFetchChunkMethod,
+                                           grpc::internal::RpcMethod::SERVER_STREAMING);
+    std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader(
+        grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(channel, method, &ctx, req));
+    grpc::ByteBuffer buffer;
+    std::vector<grpc::Slice> slices;
+    std::vector<std::string_view> pieces;
+    ChunkDataView view;
+    exaserve::v1::ChunkData fallback;
     uint64_t at = offset;
     absl::Status failure;
-    while (failure.ok() && reader->Read(&msg)) {
-      if (msg.offset_in_chunk() != at) {
-        failure = absl::DataLossError(
-            StrCat(name_, " sent bytes at ", msg.offset_in_chunk(), ", expected ", at));
-      } else if (msg.data().size() > chunk_size - at) {
-        failure = absl::DataLossError(StrCat(name_, " sent ", at + msg.data().size(),
-                                             " bytes of a ", chunk_size, "-byte chunk"));
-      } else {
-        failure = sink(at, msg.data());
-        at += msg.data().size();
+    while (failure.ok() && reader->Read(&buffer)) {
+      slices.clear();
+      pieces.clear();
+      if (!buffer.Dump(&slices).ok()) {
+        failure = absl::DataLossError(StrCat(name_, " sent an unreadable message"));
+        break;
       }
+      for (const grpc::Slice& s : slices) {
+        pieces.emplace_back(reinterpret_cast<const char*>(s.begin()), s.size());
+      }
+      if (!ParseChunkDataSlices(pieces, &view)) {
+        // Not the canonical layout: let protobuf parse it (one copy, as before).
+        std::string whole;
+        for (std::string_view p : pieces) whole.append(p);
+        if (!fallback.ParseFromString(whole)) {
+          failure = absl::DataLossError(StrCat(name_, " sent a message that is not ChunkData"));
+          break;
+        }
+        view = ChunkDataView();
+        view.offset_in_chunk = fallback.offset_in_chunk();
+        view.data_bytes = fallback.data().size();
+        if (!fallback.data().empty()) view.data.push_back(fallback.data());
+      }
+      failure = Deliver(view, chunk_size, &at, sink);
     }
     if (!failure.ok()) {
       ctx.TryCancel();
@@ -109,10 +136,31 @@ class GrpcTier final : public Tier {
   }
 
  private:
+  static constexpr char kFetchChunkMethod[] = "/exaserve.v1.Weights/FetchChunk";
+
+  // One message's bytes into the sink, after checking they continue the chunk where the last
+  // message ended and do not run past it.
+  absl::Status Deliver(const ChunkDataView& view, uint64_t chunk_size, uint64_t* at,
+                       const ChunkSink& sink) {
+    if (view.offset_in_chunk != *at) {
+      return absl::DataLossError(
+          StrCat(name_, " sent bytes at ", view.offset_in_chunk, ", expected ", *at));
+    }
+    if (view.data_bytes > chunk_size - *at) {
+      return absl::DataLossError(StrCat(name_, " sent ", *at + view.data_bytes, " bytes of a ",
+                                        chunk_size, "-byte chunk"));
+    }
+    if (view.data_bytes == 0) return absl::OkStatus();
+    EXA_RETURN_IF_ERROR(sink(*at, view.data));
+    *at += view.data_bytes;
+    return absl::OkStatus();
+  }
+
   exaserve::v1::Weights::Stub& Stub() { return *stubs_[next_++ % stubs_.size()]; }
 
   const std::string name_;
   std::vector<std::unique_ptr<exaserve::v1::Weights::Stub>> stubs_;
+  std::vector<std::shared_ptr<grpc::Channel>> channels_;  // stubs_[i] is over channels_[i]
   std::atomic<size_t> next_{0};
 };
 

@@ -1,6 +1,7 @@
 #include "weights/layout.h"
 
 #include <fcntl.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -223,6 +224,42 @@ absl::StatusOr<FileDigest> HashFile(const fs::path& path, uint64_t chunk_bytes) 
   if (in_chunk > 0) out.chunk_sha256.push_back(chunk_hash.FinalHex());
   out.sha256 = file_hash.FinalHex();
   return out;
+}
+
+absl::Status WritePiecesAt(int fd, const fs::path& path, uint64_t offset,
+                           absl::Span<const std::string_view> pieces) {
+  // IOV_MAX is 1024 on Linux; a 1 MiB message in 16 KiB HTTP/2 frames is 64 pieces.
+  constexpr size_t kMaxIov = 1024;
+  iovec iov[kMaxIov];
+  size_t next = 0;  // first piece not yet written
+  size_t skip = 0;  // bytes of pieces[next] already written
+  while (next < pieces.size()) {
+    size_t n = 0;
+    for (size_t i = next; i < pieces.size() && n < kMaxIov; ++i) {
+      size_t from = i == next ? skip : 0;
+      if (pieces[i].size() == from) continue;
+      iov[n].iov_base = const_cast<char*>(pieces[i].data() + from);
+      iov[n].iov_len = pieces[i].size() - from;
+      ++n;
+    }
+    if (n == 0) break;
+    ssize_t wrote = ::pwritev(fd, iov, static_cast<int>(n), static_cast<off_t>(offset));
+    if (wrote < 0 && errno == EINTR) continue;
+    if (wrote < 0) return ErrnoStatus(errno, "write", path);
+    offset += static_cast<uint64_t>(wrote);
+    // Advance past what was written.
+    for (auto left = static_cast<size_t>(wrote); next < pieces.size();) {
+      size_t rest = pieces[next].size() - skip;
+      if (left < rest) {
+        skip += left;
+        break;
+      }
+      left -= rest;
+      ++next;
+      skip = 0;
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace exa::weights

@@ -21,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "weights/manifest.h"
 
 namespace exa::weights {
@@ -55,6 +56,10 @@ bool VersionLess(std::string_view a, std::string_view b);
 absl::Status WriteFileAtomically(const fs::path& path, std::string_view content);
 absl::StatusOr<std::string> ReadSmallFile(const fs::path& path, uint64_t max_bytes);
 absl::Status FsyncDirectory(const fs::path& dir);
+// Writes `pieces` back to back at `offset` of `fd` (pwritev, retried on short writes and EINTR);
+// an error names `path`.
+absl::Status WritePiecesAt(int fd, const fs::path& path, uint64_t offset,
+                           absl::Span<const std::string_view> pieces);
 
 // An errno as a Status whose code says what the caller should do (ENOSPC: RESOURCE_EXHAUSTED).
 absl::Status ErrnoStatus(int err, std::string_view what, const fs::path& path);

@@ -209,20 +209,19 @@ absl::Status RackCache::FetchUpstream(const ChunkKey& key, const ChunkRef& chunk
   Sha256 hash;
   uint64_t at = 0;
   absl::Status s;
-  auto sink = [&](uint64_t offset, std::string_view data) -> absl::Status {
-    size_t done = 0;
-    while (done < data.size()) {
-      ssize_t n =
-          ::pwrite(fd, data.data() + done, data.size() - done, static_cast<off_t>(offset + done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return ErrnoStatus(errno, "write", tmp);
-      done += static_cast<size_t>(n);
+  auto sink = [&](uint64_t offset, absl::Span<const std::string_view> pieces) -> absl::Status {
+    // Written before hashed: a failed write leaves the hash over exactly the bytes kept, so
+    // the next attempt resumes it.
+    EXA_RETURN_IF_ERROR(WritePiecesAt(fd, tmp, offset, pieces));
+    uint64_t size = 0;
+    for (std::string_view p : pieces) {
+      hash.Update(p);
+      size += p.size();
     }
-    hash.Update(data);
-    at = offset + data.size();
-    upstream_bytes_metric_.Increment(static_cast<double>(data.size()));
+    at = offset + size;
+    upstream_bytes_metric_.Increment(static_cast<double>(size));
     absl::MutexLock lock(&mu_);
-    stats_.upstream_bytes += data.size();
+    stats_.upstream_bytes += size;
     return absl::OkStatus();
   };
   for (int attempt = 0; attempt < options_.upstream_attempts; ++attempt) {

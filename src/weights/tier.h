@@ -15,13 +15,17 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "weights/manifest.h"
 #include "weights/source.h"
 
 namespace exa::weights {
 
-// Receives chunk bytes in order: `offset_in_chunk` of the first byte, then the bytes.
-using ChunkSink = std::function<absl::Status(uint64_t offset_in_chunk, std::string_view data)>;
+// Receives chunk bytes in order: `offset_in_chunk` of the first byte, then the bytes of one
+// message as the pieces they arrived in (views into the transport's buffers, valid only during
+// the call: a sink writes them with one pwritev and hashes them while they are in cache).
+using ChunkSink = std::function<absl::Status(uint64_t offset_in_chunk,
+                                             absl::Span<const std::string_view> pieces)>;
 
 class Tier {
  public:

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Weight distribution through real processes: a model published into an origin directory, an
 # origin node (--origin-dir) and a rack cache node (--origin), and `exaserve-cli model pull`
-# through the rack cache into a node cache. Then `model verify` passes, and after one byte is
-# flipped in the node's copy it exits 1 naming the chunk; ls, pin, rm and bad flags behave.
+# through the rack cache into a node cache, also with the rack cache found through membership
+# (--addr) and, with no node to ask, from the origin. Then `model verify` passes, and after one
+# byte is flipped in the node's copy it exits 1 naming the chunk; ls, pin, rm and bad flags
+# behave.
 source "$(dirname "$0")/lib.sh"
 BIN=$1
 root=$(mktemp -d)
@@ -30,7 +32,7 @@ mkdir -p "$root/n"
 work=$root/n EXASERVE_WEIGHTS_PRESTAGE=tiny:v1 EXASERVE_INFERENCE_BACKEND=sim start_daemon \
   --role inference --rack r1 --origin "$origin" --cache-dir "$root/n/cache" \
   --join "127.0.0.1:$(json_field "$root/p/data/endpoints.json" gossip_port)"
-pids+=("$pid"); node_http=$http
+pids+=("$pid"); node_http=$http; node_grpc=$grpc
 wait_for 30 test -e "$root/n/cache/tiny/v1.state/model-00002-of-00002.safetensors.ok" ||
   fail "pre-staging: $(grep weights "$root/n/log")"
 grep -q "\"rack_peer\":\"$peer\"" "$root/n/log" || fail "rack peer not found: $(grep weights "$root/n/log")"
@@ -48,6 +50,21 @@ cmp "$root/src/model-00001-of-00002.safetensors" \
 # (Into a file first: with pipefail, grep -q closing the pipe early would fail curl.)
 curl -s "http://127.0.0.1:$(json_field "$root/p/data/endpoints.json" http_port)/metrics" >"$root/pm"
 grep -q "^exaserve_weights_cache_misses_total 14" "$root/pm" || fail "rack cache metrics: $(grep weights_cache "$root/pm")"
+
+# Without --rack-cache the CLI asks the node at --addr for its rack's storage peer (membership):
+# node n is in rack r1, whose storage node is the peer. An unreachable --addr: the origin, said.
+cli --addr "$node_grpc" model pull --model tiny:v1 --cache-dir "$root/found" --origin "$origin" \
+  --json >"$root/found.jsonl" 2>"$root/found.err" || fail "pull via membership: $(cat "$root/found.err")"
+tail -1 "$root/found.jsonl" | grep -q "\"rack-cache $peer\":750019" ||
+  fail "pull via membership did not use the rack cache: $(cat "$root/found.err" "$root/found.jsonl")"
+grep -q "rack cache peer $peer (storage node .* of rack \"r1\", found through $node_grpc)" \
+  "$root/found.err" || fail "rack peer message: $(cat "$root/found.err")"
+cli --addr 127.0.0.1:1 model pull --model tiny:v1 --cache-dir "$root/fallback" --origin "$origin" \
+  --json >"$root/fallback.jsonl" 2>"$root/fallback.err" || fail "fallback: $(cat "$root/fallback.err")"
+grep -q 'no rack cache peer: cannot ask the node at --addr 127.0.0.1:1.*fetching from the origin' \
+  "$root/fallback.err" || fail "fallback message: $(cat "$root/fallback.err")"
+tail -1 "$root/fallback.jsonl" | grep -q "\"origin $origin\":750019" ||
+  fail "fallback did not use the origin: $(cat "$root/fallback.jsonl")"
 
 cli model verify --model tiny:v1 --cache-dir "$root/node" >"$root/verify" || fail "verify: $(cat "$root/verify")"
 # Flip one byte in chunk 3 of the first shard (offset 200000 / 64 KiB).

@@ -3,7 +3,9 @@
 // and nothing written outside the cache directory.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <csignal>
 
@@ -185,6 +187,43 @@ TEST_CASE("Unknown models are NOT_FOUND and bad names INVALID_ARGUMENT", "[weigh
   CHECK(absl::IsNotFound(fetcher.Pull("m", "v7").status()));
   CHECK(absl::IsInvalidArgument(fetcher.Pull("../etc", "v1").status()));
   CHECK(absl::IsInvalidArgument(fetcher.Pull("m", "../../x").status()));
+}
+
+TEST_CASE("O_DIRECT and buffered writes, aligned or not, give the same verified copy",
+          "[weights]") {
+  for (bool direct : {true, false}) {
+    for (size_t piece : {size_t{4096}, size_t{1000}}) {
+      Fixture fx;
+      fx.peer.piece_bytes = piece;  // 1000: unaligned offsets, written buffered
+      FetchOptions o = fx.Options();
+      o.direct_io = direct;
+      Fetcher fetcher({&fx.peer}, o);
+      auto r = fetcher.Pull("m", "v1");
+      REQUIRE(r.ok());
+      auto report = VerifyModel(fx.tmp.path / "node", "m", "v1", 2);
+      REQUIRE(report.ok());
+      CHECK(report->bad.empty());
+    }
+  }
+}
+
+TEST_CASE("WritePiecesAt writes more pieces than one pwritev takes, in order", "[weights]") {
+  TempDir tmp;
+  const fs::path path = tmp.path / "f";
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  REQUIRE(fd >= 0);
+  std::string expected;
+  std::vector<std::string> storage;
+  for (int i = 0; i < 3000; ++i) storage.push_back(std::string(1 + i % 7, char('a' + i % 26)));
+  storage.push_back("");  // empty pieces are skipped
+  std::vector<std::string_view> pieces(storage.begin(), storage.end());
+  for (const auto& p : storage) expected += p;
+  REQUIRE(WritePiecesAt(fd, path, 10, pieces).ok());
+  ::close(fd);
+  auto got = ReadSmallFile(path, 1 << 20);
+  REQUIRE(got.ok());
+  CHECK(got->substr(10) == expected);
+  CHECK(got->size() == expected.size() + 10);
 }
 
 }  // namespace

@@ -171,7 +171,7 @@ TEST_CASE("Streams over the per-client bound are refused at once, not queued", "
                          "rack-cache");
   auto server = Serve(&service);
   auto peer = MakeGrpcTier("rack-cache", Address(*server));
-  auto sink = [](uint64_t, std::string_view) { return absl::OkStatus(); };
+  auto sink = [](uint64_t, absl::Span<const std::string_view>) { return absl::OkStatus(); };
   // The first stream waits on the (held) upstream fetch and holds the client's only slot.
   absl::Status first;
   std::thread holder([&] {
@@ -196,7 +196,7 @@ TEST_CASE("Streams over the per-client bound are refused at once, not queued", "
 TEST_CASE("Bad requests get precise gRPC errors", "[weights]") {
   Rack rack;
   auto origin = MakeGrpcTier("origin", Address(*rack.origin_server));
-  auto sink = [](uint64_t, std::string_view) { return absl::OkStatus(); };
+  auto sink = [](uint64_t, absl::Span<const std::string_view>) { return absl::OkStatus(); };
   absl::Status s =
       origin->FetchChunk({"m", "v1", "../../etc/passwd", 0}, 0, 10, absl::Seconds(5), sink);
   CHECK(absl::IsInvalidArgument(s));

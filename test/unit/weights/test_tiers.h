@@ -44,7 +44,8 @@ class SourceTier : public Tier {
       auto n = (*reader)->ReadAt(at, buf.data(), buf.size());
       if (!n.ok()) return n.status();
       if (corrupt) buf[0] ^= 0x01;
-      absl::Status s = sink(at, buf);
+      std::string_view piece = buf;
+      absl::Status s = sink(at, {&piece, 1});
       if (!s.ok()) return s;
       at += *n;
       sent += static_cast<int64_t>(*n);
