@@ -87,8 +87,9 @@ class RemoteBackend::Peer : public std::enable_shared_from_this<Peer> {
                              r.inter_token_p99_ms()});
     }
     // A replica of a model this node did not serve when we asked (StartReplica since): ask again
-    // for its tokenizer.
-    if (unknown_model && !describing_) Describe();
+    // for its tokenizer, at most once a second (a tokenizer we refuse stays unknown).
+    const absl::Time now = absl::Now();
+    if (unknown_model && !describing_ && now - last_describe_ >= absl::Seconds(1)) Describe();
     for (auto it = replicas_.begin(); it != replicas_.end();) {
       if (seen.count(*it) == 0) {
         owner_->table_.Remove(*it);
@@ -145,6 +146,7 @@ class RemoteBackend::Peer : public std::enable_shared_from_this<Peer> {
  private:
   void Describe() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     describing_ = true;
+    last_describe_ = absl::Now();
     struct Pending {
       grpc::ClientContext context;
       exaserve::v1::DescribeModelsRequest request;
@@ -189,6 +191,7 @@ class RemoteBackend::Peer : public std::enable_shared_from_this<Peer> {
   bool described_ ABSL_GUARDED_BY(mu_) = false;
   bool describing_ ABSL_GUARDED_BY(mu_) = false;
   std::set<std::string> described_models_ ABSL_GUARDED_BY(mu_);  // model@version keys
+  absl::Time last_describe_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
 void LoadWatch::Start(exaserve::v1::Node::Stub& stub) {
