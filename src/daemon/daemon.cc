@@ -146,6 +146,8 @@ absl::Status Daemon::StartServing() {
     } else {
       EXA_LOG_ERROR("node", "no replica started: the node failed its GPU burn-in",
                     {{"taint", kBurnInFailedTaint}, {"reason", gpus_.burn_in_failure}});
+      replicas_->SetRefusal(
+          StrCat("this node is tainted ", kBurnInFailedTaint, ": ", gpus_.burn_in_failure));
     }
     replica_metrics_ = std::make_unique<node::ReplicaMetrics>(*replicas_, registry_);
     node_service_ = std::make_unique<node::NodeService>(
@@ -519,6 +521,11 @@ AdminCallbacks Daemon::MakeAdminCallbacks() {
     }
     const bool passed = RunNodeBurnIn(gpus_);
     resp->set_passed(passed);
+    if (replicas_) {
+      replicas_->SetRefusal(passed ? std::string()
+                                   : StrCat("this node is tainted ", kBurnInFailedTaint, ": ",
+                                            gpus_.burn_in_failure));
+    }
     resp->set_json(BurnInJson(gpus_).dump());
     if (gossip_) {
       // The taint follows the latest result: set on a failure, lifted by a pass. Replicas that

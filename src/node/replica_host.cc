@@ -254,6 +254,7 @@ absl::StatusOr<ReplicaView> ReplicaHost::StartReplica(const ReplicaSpec& spec) {
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) return absl::UnavailableError("the node is stopping");
+    if (!refusal_.empty()) return absl::FailedPreconditionError(refusal_);
     auto it = entries_.find(spec.replica_id);
     if (!spec.replica_id.empty() && it != entries_.end() && it->second.state != "stopped" &&
         it->second.state != "failed") {
@@ -330,6 +331,7 @@ absl::StatusOr<ReplicaView> ReplicaHost::StartFromStore(const ReplicaSpec& spec)
   }
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("the node is stopping");
+  if (!refusal_.empty()) return absl::FailedPreconditionError(refusal_);
   if (!fetch_) {
     return absl::FailedPreconditionError(
         "model: this node has no weights fetcher; give model_dir, a directory on the node");
@@ -413,6 +415,11 @@ void ReplicaHost::PullAndLoad(std::string id, ReplicaSpec spec) {
     eo = EngineOptionsFor(**model, spec.backend, it->second.replica->device, kv);
   }
   Load(id, eo);
+}
+
+void ReplicaHost::SetRefusal(std::string reason) {
+  absl::MutexLock lock(&mu_);
+  refusal_ = std::move(reason);
 }
 
 void ReplicaHost::SetModelFetch(ModelFetch fetch) {

@@ -147,6 +147,9 @@ class ReplicaHost {
   const ServedModel* FindModel(const std::string& name, const std::string& version) const;
   // Models with at least one ready replica.
   std::vector<const ServedModel*> models() const;
+  // A reason this node takes no new replica (a failed GPU burn-in); empty lifts it. StartReplica
+  // is then refused with FAILED_PRECONDITION and the reason; running replicas keep running.
+  void SetRefusal(std::string reason);
   // Called (from any thread, no lock held) whenever the serving set changes.
   void SetOnChange(std::function<void()> on_change);
   // Pulls NAME:VERSION into the node cache and returns its directory (the daemon's weights
@@ -215,6 +218,7 @@ class ReplicaHost {
   // Name-only stand-ins for models still being pulled (never served; never shrinks).
   std::vector<std::unique_ptr<ServedModel>> placeholders_ ABSL_GUARDED_BY(mu_);
   ModelFetch fetch_ ABSL_GUARDED_BY(mu_);
+  std::string refusal_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);  // by replica id
   std::vector<std::string> history_ ABSL_GUARDED_BY(mu_);      // stopped/failed ids, oldest first
   MemoryLedger ledger_ ABSL_GUARDED_BY(mu_);

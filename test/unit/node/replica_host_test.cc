@@ -123,6 +123,17 @@ TEST_CASE("StartReplica and StopReplica: states, idempotence, the ledger, draini
   CHECK(other.status().code() == absl::StatusCode::kFailedPrecondition);
   CHECK(std::string(other.status().message()).find("runs generation 1") != std::string::npos);
 
+  // A tainted node (failed GPU burn-in) takes no new replica until the taint is lifted.
+  host.SetRefusal("this node is tainted burn-in-failed: GPU 0 below its class");
+  ReplicaSpec tainted = spec;
+  tainted.replica_id = "";
+  tainted.version = "v4";
+  auto refused_tainted = host.StartReplica(tainted);
+  CHECK(refused_tainted.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(std::string(refused_tainted.status().message()).find("burn-in-failed") !=
+        std::string::npos);
+  host.SetRefusal("");
+
   // Over-commit: refused before anything loads, with the numbers.
   ReplicaSpec big;
   big.model_dir = bundled;
