@@ -576,7 +576,7 @@ absl::StatusOr<nlohmann::json> RunRouteOverhead(const RouteLiveOptions& o) {
     return absl::InvalidArgumentError("route overhead starts its own node and gateway");
   }
   EXA_ASSIGN_OR_RETURN(Cluster cluster, StartCluster(o, 1, o.replicas_per_node));
-  EXA_ASSIGN_OR_RETURN(auto gw, StartGateway(o, cluster, "token-aware", 0));
+  EXA_ASSIGN_OR_RETURN(auto gw, StartGateway(o, cluster, o.overhead_policy, 0));
   // The node's replica ids, from its load stream's first report.
   std::vector<std::string> replicas;
   {
@@ -643,6 +643,7 @@ absl::StatusOr<nlohmann::json> RunRouteOverhead(const RouteLiveOptions& o) {
   };
   return nlohmann::json{
       {"mode", "overhead"},
+      {"gateway_policy", o.overhead_policy},
       {"rate_requests_per_s", o.overhead_rate},
       {"duration_s", o.overhead_duration_s},
       {"replicas", replicas.size()},

@@ -106,6 +106,11 @@ int main(int argc, char** argv) {
                       "live: a last token-aware run that kills -9 one inference process under "
                       "load and counts what happened to the requests");
   route_cmd->add_option("--rate", route_live.overhead_rate, "overhead: requests per second");
+  route_cmd
+      ->add_option("--overhead-policy", route_live.overhead_policy,
+                   "overhead: the gateway's policy (default round-robin, as the direct calls)")
+      ->check(CLI::IsMember(
+          {"token-aware", "least-connections", "least-requests", "round-robin", "random"}));
   route_cmd->add_option("--max-tokens", route_live.overhead_max_tokens,
                         "overhead: tokens generated per request (default 4)");
   try {
