@@ -133,7 +133,7 @@ class Simulation {
     for (int32_t r = begin; r < end; ++r) {
       const engine::EngineLoad load = replicas_[r]->Load();
       const router::LoadReport report{load.pending_tokens, load.running + load.waiting, true,
-                                      load.waiting};
+                                      load.blocked};
       for (auto& t : tables_) t->Report(ids_[r], report);
     }
   }

@@ -59,7 +59,9 @@ class LocalReplicaBackend final : public gateway::ReplicaBackend {
     if (labels_changed || serving_changed) Register(table);
     for (const auto& r : host_.replicas()) {
       engine::EngineLoad load = r->engine->Load();
-      table.Report(r->id, {load.pending_tokens, load.running + load.waiting, ready, load.waiting,
+      // The router avoids replicas with requests blocked for a slot, not those whose admission
+      // queue merely holds this step's arrivals.
+      table.Report(r->id, {load.pending_tokens, load.running + load.waiting, ready, load.blocked,
                            load.ttft_p99_ms, load.itl_p99_ms});
     }
   }

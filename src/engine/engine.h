@@ -67,6 +67,10 @@ struct EngineLoad {
   double expected_output_tokens = 0;
   int32_t running = 0;
   int32_t waiting = 0;  // admitted but not running (queued, or preempted)
+  // Of `waiting`, those the scheduler holds for want of a batch slot or KV blocks (preempted
+  // ones included), not requests merely in the admission queue until the next step: what a
+  // router should avoid. A request queued for admission waits at most one step.
+  int32_t blocked = 0;
   int32_t kv_blocks_used = 0;
   int32_t kv_blocks_total = 0;
   double ttft_p50_ms = 0, ttft_p99_ms = 0;  // time to first token, recent requests

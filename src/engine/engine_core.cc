@@ -253,6 +253,7 @@ EngineLoad EngineCore::Load() const {
   }
   load.running = static_cast<int32_t>(scheduler_.running().size());
   load.waiting = static_cast<int32_t>(scheduler_.waiting().size());
+  load.blocked = load.waiting;  // the scheduler's own waiting line: no slot or KV this step
   load.kv_blocks_used = cache_.used_blocks();
   load.kv_blocks_total = cache_.total_blocks();
   load.ttft_p50_ms = ttft_ms_.Quantile(0.5);

@@ -83,7 +83,7 @@ class RemoteBackend::Peer : public std::enable_shared_from_this<Peer> {
       }
       owner_->table_.Report(r.replica_id(),
                             {r.pending_tokens(), r.running_sequences() + r.waiting_sequences(),
-                             r.ready() && described_, r.waiting_sequences(), r.ttft_p99_ms(),
+                             r.ready() && described_, r.blocked_sequences(), r.ttft_p99_ms(),
                              r.inter_token_p99_ms()});
     }
     // A replica of a model this node did not serve when we asked (StartReplica since): ask again

@@ -285,6 +285,7 @@ LoadReport NodeService::SnapshotLocked() {
     p->set_pending_tokens(load.pending_tokens);
     p->set_running_sequences(load.running);
     p->set_waiting_sequences(load.waiting);
+    p->set_blocked_sequences(load.blocked);
     p->set_kv_blocks_used(load.kv_blocks_used);
     p->set_kv_blocks_total(load.kv_blocks_total);
     p->set_ttft_p50_ms(load.ttft_p50_ms);
