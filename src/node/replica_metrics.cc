@@ -1,5 +1,7 @@
 #include "node/replica_metrics.h"
 
+#include <set>
+
 namespace exa::node {
 
 ReplicaMetrics::ReplicaMetrics(const ReplicaHost& host, metrics::Registry& r) : host_(host) {
@@ -28,10 +30,10 @@ ReplicaMetrics::ReplicaMetrics(const ReplicaHost& host, metrics::Registry& r) : 
   Update();
 }
 
-ReplicaMetrics::Series& ReplicaMetrics::SeriesFor(const Replica& replica) {
+ReplicaMetrics::Series& ReplicaMetrics::SeriesFor(const ReplicaView& replica) {
   auto it = series_.find(replica.id);
   if (it != series_.end()) return it->second;
-  std::vector<std::string> v = {replica.id, replica.model->name};
+  std::vector<std::string> v = {replica.id, replica.model};
   load_seconds_->WithLabels(v).Set(replica.engine->info().weight_load_seconds);
   Series s{&pending_->WithLabels(v), &running_->WithLabels(v),  &waiting_->WithLabels(v),
            &kv_used_->WithLabels(v), &kv_total_->WithLabels(v), &ttft_->WithLabels(v),
@@ -45,11 +47,14 @@ void ReplicaMetrics::Update() {
        {"pending", "loading", "warming", "ready", "draining", "stopped", "failed"}) {
     states[s] = 0;
   }
-  for (const ReplicaView& v : host_.Views()) states[v.state]++;
-  for (const auto& [state, n] : states) state_->WithLabels({state}).Set(n);
-  for (const auto& replica : host_.replicas()) {
-    engine::EngineLoad load = replica->engine->Load();
-    Series& s = SeriesFor(*replica);
+  std::set<std::string> loaded;
+  for (const ReplicaView& v : host_.Views()) {
+    states[v.state]++;
+    // Ready and draining replicas (the latter finishing their requests) report their load.
+    if (v.engine == nullptr || (v.state != "ready" && v.state != "draining")) continue;
+    loaded.insert(v.id);
+    engine::EngineLoad load = v.engine->Load();
+    Series& s = SeriesFor(v);
     s.pending_tokens->Set(static_cast<double>(load.pending_tokens));
     s.running->Set(load.running);
     s.waiting->Set(load.waiting);
@@ -57,6 +62,12 @@ void ReplicaMetrics::Update() {
     s.kv_total->Set(load.kv_blocks_total);
     s.ttft_p99->Set(load.ttft_p99_ms / 1000.0);
     s.itl_p99->Set(load.itl_p99_ms / 1000.0);
+  }
+  for (const auto& [state, n] : states) state_->WithLabels({state}).Set(n);
+  // A stopped replica holds nothing: its series read 0, not the last value they had.
+  for (auto& [id, s] : series_) {
+    if (loaded.count(id) > 0) continue;
+    for (metrics::Gauge* g : {s.pending_tokens, s.running, s.waiting, s.kv_used}) g->Set(0);
   }
 }
 

@@ -29,7 +29,7 @@ class ReplicaMetrics {
     metrics::Gauge* ttft_p99;
     metrics::Gauge* itl_p99;
   };
-  Series& SeriesFor(const Replica& replica);
+  Series& SeriesFor(const ReplicaView& replica);
 
   const ReplicaHost& host_;
   metrics::Family<metrics::Gauge>* pending_ = nullptr;
