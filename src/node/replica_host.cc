@@ -255,14 +255,8 @@ absl::StatusOr<ReplicaView> ReplicaHost::StartReplica(const ReplicaSpec& spec) {
     absl::MutexLock lock(&mu_);
     if (stopping_) return absl::UnavailableError("the node is stopping");
     if (!refusal_.empty()) return absl::FailedPreconditionError(refusal_);
-    auto it = entries_.find(spec.replica_id);
-    if (!spec.replica_id.empty() && it != entries_.end() && it->second.state != "stopped" &&
-        it->second.state != "failed") {
-      if (it->second.replica->generation == spec.generation) return ViewLocked(it->second);
-      return absl::FailedPreconditionError(StrCat("replica ", spec.replica_id, " runs generation ",
-                                                  it->second.replica->generation, ", not ",
-                                                  spec.generation, "; stop it first"));
-    }
+    // Fast path: the same (id, generation) again returns before any model is read.
+    if (auto existing = ExistingLocked(spec.replica_id, spec.generation)) return *existing;
   }
   EXA_ASSIGN_OR_RETURN(ServedModel * model, ModelFor(spec.model_dir, spec.version));
   ReplicaSpec admitted = spec;
@@ -274,6 +268,30 @@ absl::StatusOr<ReplicaView> ReplicaHost::StartReplica(const ReplicaSpec& spec) {
   absl::MutexLock lock(&mu_);
   workers_.emplace_back([this, id = view.id, eo] { Load(id, eo); });
   return view;
+}
+
+std::optional<absl::StatusOr<ReplicaView>> ReplicaHost::ExistingLocked(const std::string& id,
+                                                                       int64_t generation) const {
+  if (id.empty()) return std::nullopt;
+  auto it = entries_.find(id);
+  if (it == entries_.end() || it->second.state == "stopped" || it->second.state == "failed") {
+    return std::nullopt;
+  }
+  if (it->second.replica->generation == generation) return ViewLocked(it->second);
+  return absl::FailedPreconditionError(StrCat("replica ", id, " runs generation ",
+                                              it->second.replica->generation, ", not ", generation,
+                                              "; stop it first"));
+}
+
+void ReplicaHost::AddLabels(const std::string& id, const Labels& labels) {
+  if (labels.empty()) return;
+  absl::MutexLock lock(&labels_mu_);
+  for (const auto& [k, v] : labels) labels_[id][k] = v;
+  labels_version_++;
+  if (absl::Status s = SaveLabelsLocked(); !s.ok()) {
+    EXA_LOG_ERROR("node", "replica labels not saved (they hold until restart)",
+                  {{"replica", id}, {"error", std::string(s.message())}});
+  }
 }
 
 std::string ReplicaHost::NextIdLocked(const std::string& name, const std::string& version) const {
@@ -337,13 +355,7 @@ absl::StatusOr<ReplicaView> ReplicaHost::StartFromStore(const ReplicaSpec& spec)
         "model: this node has no weights fetcher; give model_dir, a directory on the node");
   }
   std::string id = spec.replica_id;
-  if (auto it = entries_.find(id); !id.empty() && it != entries_.end() &&
-                                   it->second.state != "stopped" && it->second.state != "failed") {
-    if (it->second.replica->generation == spec.generation) return ViewLocked(it->second);
-    return absl::FailedPreconditionError(StrCat("replica ", id, " runs generation ",
-                                                it->second.replica->generation, ", not ",
-                                                spec.generation, "; stop it first"));
-  }
+  if (auto existing = ExistingLocked(id, spec.generation)) return *existing;
   placeholders_.push_back(std::make_unique<ServedModel>());
   ServedModel* placeholder = placeholders_.back().get();
   placeholder->name = spec.model;
@@ -359,12 +371,7 @@ absl::StatusOr<ReplicaView> ReplicaHost::StartFromStore(const ReplicaSpec& spec)
   entry.since = absl::Now();
   history_.erase(std::remove(history_.begin(), history_.end(), id), history_.end());
   entries_[id] = std::move(entry);
-  if (!spec.labels.empty()) {
-    absl::MutexLock labels_lock(&labels_mu_);
-    for (const auto& [k, v] : spec.labels) labels_[id][k] = v;
-    labels_version_++;
-    (void)SaveLabelsLocked();
-  }
+  AddLabels(id, spec.labels);
   EXA_LOG_INFO("node", "replica admitted, pulling its model",
                {{"replica", id}, {"model", StrCat(spec.model, ":", spec.version)}});
   workers_.emplace_back([this, id, spec] { PullAndLoad(id, spec); });
@@ -435,14 +442,8 @@ absl::StatusOr<ReplicaView> ReplicaHost::Admit(const ReplicaSpec& spec, ServedMo
   }
   absl::MutexLock lock(&mu_);
   std::string id = spec.replica_id;
-  if (auto it = entries_.find(id); !id.empty() && it != entries_.end() &&
-                                   it->second.state != "stopped" && it->second.state != "failed") {
-    // A concurrent StartReplica of the same id got here first.
-    if (it->second.replica->generation == spec.generation) return ViewLocked(it->second);
-    return absl::FailedPreconditionError(StrCat("replica ", id, " runs generation ",
-                                                it->second.replica->generation, ", not ",
-                                                spec.generation, "; stop it first"));
-  }
+  // Again under the lock that admits: a concurrent StartReplica of the same id may have won.
+  if (auto existing = ExistingLocked(id, spec.generation)) return *existing;
   if (id.empty()) id = NextIdLocked(model->name, model->version);
   Entry entry;
   entry.replica = std::make_shared<Replica>();
@@ -457,12 +458,7 @@ absl::StatusOr<ReplicaView> ReplicaHost::Admit(const ReplicaSpec& spec, ServedMo
   entries_[id] = std::move(entry);
   const int device = entries_[id].replica->device;
   const int64_t own = entries_[id].replica->budget_bytes;
-  if (!spec.labels.empty()) {
-    absl::MutexLock labels_lock(&labels_mu_);
-    for (const auto& [k, v] : spec.labels) labels_[id][k] = v;
-    labels_version_++;
-    (void)SaveLabelsLocked();
-  }
+  AddLabels(id, spec.labels);
   EXA_LOG_INFO("node", "replica admitted",
                {{"replica", id},
                 {"dir", model->dir},

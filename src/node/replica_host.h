@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -193,6 +194,14 @@ class ReplicaHost {
   // own budget); sets the entry's device and weights holder.
   absl::Status ReserveLocked(Entry& entry, const ReplicaSpec& spec, int64_t weights)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The replica running under `id` (neither stopped nor failed): its view when it runs
+  // `generation` (StartReplica is idempotent), FAILED_PRECONDITION when another; nullopt when
+  // the id is free or empty.
+  std::optional<absl::StatusOr<ReplicaView>> ExistingLocked(const std::string& id,
+                                                            int64_t generation) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Sets labels on `id` and persists them (a failed save is logged; they hold until restart).
+  void AddLabels(const std::string& id, const Labels& labels);
   // The next free "<node>/<name>@<version>#<n>".
   std::string NextIdLocked(const std::string& name, const std::string& version) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
