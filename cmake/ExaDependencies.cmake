@@ -12,6 +12,7 @@ find_package(spdlog CONFIG REQUIRED)
 find_package(OpenSSL REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(SYSTEMD REQUIRED IMPORTED_TARGET libsystemd)
+pkg_check_modules(ROCKSDB REQUIRED IMPORTED_TARGET rocksdb)
 
 find_program(EXA_PROTOC protoc REQUIRED)
 find_program(EXA_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)

@@ -3,6 +3,8 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include <fstream>
+
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -16,10 +18,12 @@
 #include "daemon/local_backend.h"
 #include "daemon/node_identity.h"
 #include "daemon/weights_role.h"
+#include "engine/model_config.h"
 #include "gateway/openai_api.h"
 #include "nlohmann/json.hpp"
 #include "node/generate_stream.h"
 #include "router/outliers.h"
+#include "scheduler/node_view.h"
 
 namespace exa::daemon {
 
@@ -103,11 +107,13 @@ absl::Status Daemon::Start() {
     });
   }
   if (weights_->service()) grpc_->RegisterService(weights_->service());
+  if (HasRole(roles_, "scheduler")) EXA_RETURN_IF_ERROR(OpenScheduler());
   if (absl::Status s = grpc_->Start(); !s.ok()) {
     return absl::UnavailableError(StrCat(ToStd(s.message()), "; set another with --grpc-port"));
   }
   // Gossip starts last: the first alive message carries the bound service ports.
   EXA_RETURN_IF_ERROR(StartGossip());
+  if (scheduler_) scheduler_->Start();
   WatchSignals();
   StartWatchdog();
   io_.Start();
@@ -129,6 +135,50 @@ absl::Status Daemon::Start() {
                 {"http", StrCat(options_.network.bind, ":", http_->port())},
                 {"grpc", StrCat(options_.network.bind, ":", grpc_->port())},
                 {"data_dir", options_.node.data_dir}});
+  return absl::OkStatus();
+}
+
+// The scheduler role (scheduler/scheduler_service.h): the spec store under the data dir, the
+// Scheduler API and the control loop. Schedulers are the members pinned to the role, and this
+// node (a lone node with every role schedules for itself).
+absl::Status Daemon::OpenScheduler() {
+  scheduler::SchedulerServiceOptions o;
+  o.node_id = node_id_;
+  o.data_dir = options_.node.data_dir;
+  o.reconcile_interval = options_.scheduler.reconcile_interval;
+  o.rpc_timeout = options_.scheduler.rpc_timeout;
+  o.placement.small_cluster_max_nodes = options_.scheduler.small_cluster_max_nodes;
+  if (!options_.scheduler.node_token_file.empty()) {
+    std::ifstream in(options_.scheduler.node_token_file);
+    if (!in || !std::getline(in, o.node_token) || o.node_token.empty()) {
+      return absl::InvalidArgumentError(
+          StrCat("scheduler.node_token_file: cannot read a token from ",
+                 options_.scheduler.node_token_file));
+    }
+  }
+  scheduler::SchedulerEnv env;
+  env.members = [this] { return gossip_ ? gossip_->Members() : std::vector<membership::Member>{}; };
+  env.is_scheduler = [this](const membership::Member& m) {
+    return m.id == node_id_ || HasRole(m.metadata.roles, "scheduler");
+  };
+  env.authorize = [this](std::string_view authorization) {
+    if (!admin_tokens_) return grpc::Status::OK;
+    auto who = admin_tokens_->Check(authorization);
+    if (!who.ok()) {
+      return grpc::Status(grpc::UNAUTHENTICATED,
+                          "admin token: " + std::string(who.status().message()));
+    }
+    return grpc::Status::OK;
+  };
+  env.model_shape = [this](const std::string& model,
+                           const std::string& version) -> absl::StatusOr<scheduler::ModelShape> {
+    EXA_ASSIGN_OR_RETURN(std::string dir,
+                         weights_->PullModel(model, version, [this] { return RackStoragePeer(); }));
+    EXA_ASSIGN_OR_RETURN(engine::ModelConfig config, engine::LoadModelConfig(dir));
+    return scheduler::ShapeFromConfig(model, config);
+  };
+  EXA_ASSIGN_OR_RETURN(scheduler_, scheduler::SchedulerService::Open(o, std::move(env)));
+  grpc_->RegisterService(scheduler_.get());
   return absl::OkStatus();
 }
 
@@ -226,7 +276,7 @@ bool Daemon::GatewayActive() const {
 // Process and model levels of health for local replicas (MISSION.md §4). An unhealthy replica
 // leaves routing at once and returns when it passes again.
 void Daemon::StartHealthChecks() {
-  if (!replicas_ || replicas_->replicas().empty()) return;
+  if (!replicas_) return;
   prober_ = std::make_unique<node::ReplicaProber>(
       *replicas_, options_.health, registry_,
       [this](const std::string& id, bool healthy, const std::string& reason) {
@@ -391,6 +441,14 @@ absl::Status Daemon::StartGossip() {
   self.metadata.rack = options_.node.rack;
   self.metadata.build_version = Version();
   PublishGpus(gpus_, &self.metadata);  // GPU hook (issue #5): inventory, NVLink, burn-in taint
+  if (replicas_ && options_.inference.backend != "cuda" &&
+      options_.inference.host_memory_budget.value > 0) {
+    // A CPU node offers its host memory budget to the scheduler as one device (node_view.h).
+    self.metadata.gpus.count = 1;
+    self.metadata.gpus.memory_mib_each = static_cast<uint32_t>(std::min<uint64_t>(
+        options_.inference.host_memory_budget.value >> 20, std::numeric_limits<uint32_t>::max()));
+    self.metadata.gpus.model = std::string(scheduler::kCpuDeviceModel);
+  }
   self.metadata.grpc_port = static_cast<uint16_t>(grpc_->port());
   self.metadata.http_port = static_cast<uint16_t>(http_->port());
   if (replicas_) {
@@ -666,6 +724,7 @@ void Daemon::Drain() {
                  {{"in_flight", http_->in_flight()}});
   }
   weights_->Stop();
+  if (scheduler_) scheduler_->Stop();
   grpc_->Shutdown(drain_forced_.HasBeenNotified() ? absl::Now() : deadline);
   if (remote_) remote_->Stop();
   // Tell the cluster we are leaving on purpose, so peers mark us left, not dead.

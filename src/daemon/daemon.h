@@ -34,6 +34,7 @@
 #include "node/replica_metrics.h"
 #include "node/replica_prober.h"
 #include "router/replica_table.h"
+#include "scheduler/scheduler_service.h"
 
 namespace exa::daemon {
 
@@ -68,6 +69,7 @@ class Daemon {
   absl::Status WriteEndpointsFile();
   absl::Status StartGossip();
   absl::Status StartServing();
+  absl::Status OpenScheduler();
   void PumpLoad();
   // A local replica may take traffic: the node is ready and the replica passes its checks.
   bool Routable(const std::string& replica_id) const;
@@ -124,6 +126,7 @@ class Daemon {
   std::unique_ptr<gateway::InferenceService> inference_service_;
   std::unique_ptr<AdminService> admin_;
   std::unique_ptr<class WeightsRole> weights_;
+  std::unique_ptr<scheduler::SchedulerService> scheduler_;
   std::unique_ptr<gateway::ApiKeys> admin_tokens_;
   struct Timers;
   std::unique_ptr<Timers> timers_;

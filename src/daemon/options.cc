@@ -112,6 +112,18 @@ void RegisterConfig(config::Schema& s, DaemonOptions* o) {
   node::RegisterConfig(s, "health", &o->health);
   gateway::RegisterConfig(s, "gateway", &o->gateway);
   RegisterWeightsConfig(s, &o->weights);
+  s.Add("scheduler.node_token_file", &o->scheduler.node_token_file,
+        "file with the admin token a scheduler presents to node agents and peer schedulers");
+  auto positive = [](const absl::Duration& d) {
+    return d > absl::ZeroDuration() ? std::string() : std::string("must be positive");
+  };
+  s.Add<absl::Duration>("scheduler.reconcile_interval", &o->scheduler.reconcile_interval,
+                        "how often the reconciler compares desired and actual state", positive);
+  s.Add<absl::Duration>("scheduler.rpc_timeout", &o->scheduler.rpc_timeout,
+                        "deadline of the scheduler's calls to node agents and peers", positive);
+  s.Add<int>("scheduler.small_cluster_max_nodes", &o->scheduler.small_cluster_max_nodes,
+             "role purity (no replicas on control nodes) applies above this many nodes",
+             [](const int& v) { return v >= 0 ? "" : StrCat(v, ": must not be negative"); });
 }
 
 void ResolveDefaults(DaemonOptions* o) {

@@ -76,6 +76,17 @@ struct WeightsOptions {
   std::vector<std::string> prestage;
 };
 
+// The scheduler role's service (scheduler/scheduler_service.h).
+struct SchedulerOptions {
+  // A file holding the admin token this node presents to node agents and peer schedulers (the
+  // token itself, not its hash); empty: none (their admin RPCs must be open).
+  std::string node_token_file;
+  absl::Duration reconcile_interval = absl::Seconds(1);
+  absl::Duration rpc_timeout = absl::Seconds(2);
+  // Role purity (no replicas on control nodes) applies above this many nodes.
+  int small_cluster_max_nodes = 4;
+};
+
 struct DaemonOptions {
   NodeOptions node;
   NetworkOptions network;
@@ -89,6 +100,7 @@ struct DaemonOptions {
   node::HealthOptions health;
   gateway::GatewayOptions gateway;
   WeightsOptions weights;
+  SchedulerOptions scheduler;
 };
 
 inline bool HasRole(const std::vector<std::string>& roles, std::string_view role) {

@@ -23,7 +23,7 @@ void RegisterConfig(config::Schema& s, std::string_view section, InferenceOption
   s.Add(p + ".models", &o->models,
         "model directories (HF layout), each DIR or DIR@VERSION; empty: the bundled model");
   s.Add<int>(p + ".replicas_per_model", &o->replicas_per_model, "replicas of each model",
-             [](const int& v) { return v >= 1 && v <= 64 ? "" : StrCat(v, ": expected 1-64"); });
+             [](const int& v) { return v >= 0 && v <= 64 ? "" : StrCat(v, ": expected 0-64"); });
   s.AddEnum(p + ".backend", &o->backend, {"cpu", "cuda", "sim"},
             "engine backend (cuda: replicas spread over inference.gpus; without a GPU a replica "
             "fails to start, with the reason, and the node keeps serving)");

@@ -15,6 +15,7 @@ NodeInventory InventoryFromMember(const membership::Member& m) {
   // as an inference node.
   if (inv.roles.empty()) inv.roles.Add(cluster::Role::kInference);
   inv.taints = m.metadata.taints;
+  if (m.metadata.gpus.model == kCpuDeviceModel) inv.device_kind = "cpu";
   // Gossip carries a summary: every GPU alike and in the node's NVLink domain. A summary that
   // contradicts itself (GPUs without memory, or too many) fails ValidateInventory in placement.
   inv.gpus.assign(m.metadata.gpus.count,

@@ -15,6 +15,10 @@
 
 namespace exa::scheduler {
 
+// The GPU summary's model on a node that offers its host memory budget to cpu/sim replicas as one
+// device.
+inline constexpr std::string_view kCpuDeviceModel = "cpu";
+
 NodeInventory InventoryFromMember(const membership::Member& member);
 NodeLiveness LivenessFromState(membership::MemberState state);
 

@@ -13,7 +13,7 @@
 namespace exa::scheduler {
 namespace {
 
-enum class Ineligible { kNone, kInvalid, kCordoned, kTainted, kControlRole, kNoGpus };
+enum class Ineligible { kNone, kInvalid, kCordoned, kTainted, kControlRole, kNoGpus, kDeviceKind };
 
 struct NodeState {
   const NodeInventory* inventory = nullptr;
@@ -39,12 +39,13 @@ std::vector<GpuFree> FreeMemory(const NodeInventory& node, const MemoryLedger& l
   return free;
 }
 
-Ineligible Classify(const NodeInventory& node, bool role_purity) {
+Ineligible Classify(const NodeInventory& node, const PlacementRequest& request, bool role_purity) {
   if (!ValidateInventory(node).ok()) return Ineligible::kInvalid;
-  if (node.cordoned) return Ineligible::kCordoned;
+  if (node.cordoned || node.draining) return Ineligible::kCordoned;
   if (!node.taints.empty()) return Ineligible::kTainted;
   if (role_purity && node.roles.HasControlRole()) return Ineligible::kControlRole;
   if (node.gpus.empty()) return Ineligible::kNoGpus;
+  if (node.device_kind != request.device_kind) return Ineligible::kDeviceKind;
   return Ineligible::kNone;
 }
 
@@ -52,7 +53,7 @@ Ineligible Classify(const NodeInventory& node, bool role_purity) {
 // domain), 11 hold a control role (role purity), 5 are tainted (burn-in-failed)".
 std::string Explain(const std::vector<NodeState>& states, const PlacementRequest& request,
                     bool allow_cross_domain) {
-  int counts[6] = {};
+  int counts[7] = {};
   int too_small = 0;
   uint64_t most_gpu = 0, most_domain = 0;
   std::set<std::string> taints;
@@ -96,6 +97,8 @@ std::string Explain(const std::vector<NodeState>& states, const PlacementRequest
   for (const std::string& t : taints) StrAppend(&taint_list, taint_list.empty() ? "" : ", ", t);
   add(counts[static_cast<int>(Ineligible::kTainted)], StrCat("are tainted (", taint_list, ")"));
   add(counts[static_cast<int>(Ineligible::kNoGpus)], "have no GPUs");
+  add(counts[static_cast<int>(Ineligible::kDeviceKind)],
+      StrCat("offer no ", request.device_kind, " devices (their replicas run on another backend)"));
   add(counts[static_cast<int>(Ineligible::kInvalid)],
       StrCat("report an inconsistent inventory (", invalid, ")"));
   if (states.empty()) out = "no nodes are known";
@@ -157,6 +160,10 @@ uint64_t MemoryLedger::TotalUsed() const {
   return total;
 }
 
+std::string DeviceKindForBackend(const std::string& backend) {
+  return backend == "cuda" ? "gpu" : "cpu";
+}
+
 PlacementResult Place(const std::vector<NodeInventory>& nodes, MemoryLedger& ledger,
                       const PlacementRequest& request, const PlacementOptions& options) {
   PlacementResult result;
@@ -169,7 +176,7 @@ PlacementResult Place(const std::vector<NodeInventory>& nodes, MemoryLedger& led
     NodeState& s = states[i];
     s.inventory = &nodes[i];
     s.rack = rack_index.emplace(nodes[i].rack, static_cast<int>(rack_index.size())).first->second;
-    s.why = Classify(nodes[i], purity);
+    s.why = Classify(nodes[i], request, purity);
     if (s.why == Ineligible::kNone) s.free = FreeMemory(nodes[i], ledger);
     auto it = request.existing_per_node.find(nodes[i].id);
     s.deployment_count = it == request.existing_per_node.end() ? 0 : it->second;

@@ -43,6 +43,11 @@ struct NodeInventory {
   std::vector<GpuDevice> gpus;
   std::vector<std::string> taints;
   bool cordoned = false;
+  // Drained by an operator (`exaserve-cli node drain`): cordoned, and its replicas move away.
+  bool draining = false;
+  // What its devices are: "gpu", or "cpu" for a node whose cpu/sim replicas draw on a host
+  // memory budget, offered as one device (gossip's GPU summary with model "cpu").
+  std::string device_kind = "gpu";
 };
 
 // Bounds a self-report must respect: one node with more than this is lying or broken.
@@ -84,6 +89,7 @@ struct PlacementRequest {
   int count = 0;  // replicas to place
   uint64_t replica_bytes = 0;
   int min_gpus = 1;
+  std::string device_kind = "gpu";  // DeviceKindForBackend(spec.backend)
   TopologySpec topology;
   // The deployment's replicas already running, per node id (for spreading or grouping).
   std::map<std::string, int> existing_per_node;
@@ -94,6 +100,9 @@ struct PlacementResult {
   int unplaced = 0;
   std::string reason;  // why the rest could not be placed; empty when all were
 };
+
+// "gpu" for the cuda backend, "cpu" for cpu and sim: the devices a replica draws memory from.
+std::string DeviceKindForBackend(const std::string& backend);
 
 // Places up to request.count replicas on `nodes`, reserving them in `ledger` as it goes.
 PlacementResult Place(const std::vector<NodeInventory>& nodes, MemoryLedger& ledger,

@@ -114,6 +114,12 @@ void Step::Deployment(const DesiredDeployment& d) {
     uint64_t& g = generations[l.record->ordinal];
     g = std::max(g, l.record->generation);
     if (!Counts(*l.node, now_, spec.dead_grace)) continue;  // dead past its grace: rebuild
+    if (l.node->inventory.draining) {
+      // The drain checked the availability floor when the operator asked; the ordinal is placed
+      // again elsewhere in this step.
+      if (Reachable(*l.node)) result_.actions.push_back(Stop(l, "node drained"));
+      continue;
+    }
     if (l.record->ordinal < 0 || l.record->ordinal >= spec.replicas) {
       if (Reachable(*l.node)) result_.actions.push_back(Stop(l, "scale down"));
       continue;
@@ -173,6 +179,7 @@ void Step::PlaceMissing(const DesiredDeployment& d, const std::vector<int>& ordi
   request.count = static_cast<int>(ordinals.size());
   request.replica_bytes = d.replica_bytes;
   request.min_gpus = spec.resources.gpu;
+  request.device_kind = DeviceKindForBackend(spec.backend);
   request.topology = spec.topology;
   for (const auto& [o, l] : keepers) request.existing_per_node[l.node->inventory.id]++;
   PlacementResult placed = Place(usable_, ledger_, request, options_);

@@ -19,6 +19,11 @@ void HybridClock::Observe(const Hlc& remote) { last_ = std::max(last_, remote); 
 ReplicatedStore::ReplicatedStore(std::string self_id, StoreConfig config)
     : self_(std::move(self_id)), config_(config), members_{self_} {}
 
+void ReplicatedStore::Restore(const std::vector<StoreRecord>& records) {
+  for (const StoreRecord& r : records) Apply(r);
+  persist_.clear();
+}
+
 void ReplicatedStore::SetMembers(absl::Time now, std::vector<std::string> members) {
   if (std::find(members.begin(), members.end(), self_) == members.end()) members.push_back(self_);
   std::sort(members.begin(), members.end());

@@ -88,6 +88,10 @@ class ReplicatedStore {
  public:
   ReplicatedStore(std::string self_id, StoreConfig config = {});
 
+  // Loads what this node persisted before a restart: applied, not persisted again, not sent
+  // (anti-entropy repairs what peers lack).
+  void Restore(const std::vector<StoreRecord>& records);
+
   // The scheduler nodes, this one included; a change triggers anti-entropy.
   void SetMembers(absl::Time now, std::vector<std::string> members);
 

@@ -26,6 +26,7 @@
 #include "nlohmann/json.hpp"
 #include "tools/cli_plan.h"
 #include "tools/model_commands.h"
+#include "tools/scheduler_commands.h"
 
 namespace {
 
@@ -687,7 +688,10 @@ int main(int argc, char** argv) {
   for (auto* sub : {key_install, key_use, key_remove}) {
     sub->add_option("key", key, "base64 key")->required();
   }
-  auto* node_cmd = app.add_subcommand("node", "this node (--addr)");
+  auto* node_cmd = app.add_subcommand(
+      "node",
+      "node operations: burn-in (the node at --addr); cordon, drain, taint (through the "
+      "scheduler at --addr)");
   node_cmd->require_subcommand(1);
   auto* node_burn_in = node_cmd->add_subcommand(
       "burn-in",
@@ -750,6 +754,8 @@ int main(int argc, char** argv) {
   auto* plan = exa::tools::AddPlanCommand(app, plan_options);
   exa::tools::ModelCommands model;
   exa::tools::AddModelCommands(app, &model);
+  exa::tools::SchedulerCommands sched;
+  exa::tools::AddSchedulerCommands(app, *node_cmd, &sched);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -763,6 +769,9 @@ int main(int argc, char** argv) {
   g.timeout_duration = *timeout;
   if (plan->parsed()) return exa::tools::RunPlan(plan_options, g.json);
   if (auto rc = exa::tools::RunModelCommands(model, g.json, {g.addr, g.token, g.timeout_duration}))
+    return *rc;
+  if (auto rc =
+          exa::tools::RunSchedulerCommands(sched, g.json, {g.addr, g.token, g.timeout_duration}))
     return *rc;
   if (status->parsed()) return RunStatus(g);
   if (replicas->parsed()) return RunReplicas(g);

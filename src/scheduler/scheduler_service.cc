@@ -1,0 +1,901 @@
+#include "scheduler/scheduler_service.h"
+
+#include <grpcpp/grpcpp.h>
+#include <rocksdb/db.h>
+#include <rocksdb/write_batch.h>
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "common/logging.h"
+#include "common/strings.h"
+#include "exaserve/v1/node.grpc.pb.h"
+#include "nlohmann/json.hpp"
+#include "scheduler/node_view.h"
+
+namespace exa::scheduler {
+namespace {
+
+namespace pb = exaserve::v1;
+using nlohmann::json;
+
+constexpr std::string_view kSpecPrefix = "spec/";
+constexpr std::string_view kNodePrefix = "node/";
+// Set on every replica this service starts: only labelled replicas are managed (and stopped when
+// their deployment goes away); a node's own replicas are left alone.
+constexpr std::string_view kDeploymentLabel = "exaserve.io/deployment";
+
+std::string VersionString(const Version& v) {
+  return StrCat(v.hlc.wall_us, ".", v.hlc.logical, "@", v.writer);
+}
+
+void ToProto(const Version& v, pb::StoreVersion* out) {
+  out->set_wall_us(v.hlc.wall_us);
+  out->set_logical(v.hlc.logical);
+  out->set_writer(v.writer);
+}
+
+Version FromProto(const pb::StoreVersion& v) {
+  return Version{Hlc{v.wall_us(), v.logical()}, v.writer()};
+}
+
+void ToProto(const StoreRecord& r, pb::StoreRecordProto* out) {
+  out->set_key(r.key);
+  out->set_value(r.value);
+  out->set_deleted(r.deleted);
+  ToProto(r.version, out->mutable_version());
+}
+
+StoreRecord FromProto(const pb::StoreRecordProto& r) {
+  return StoreRecord{r.key(), r.value(), r.deleted(), FromProto(r.version())};
+}
+
+pb::ReplicateRequest ToProto(const std::string& from, const StoreMessage& m) {
+  pb::ReplicateRequest out;
+  out.set_from(from);
+  out.set_type(static_cast<pb::ReplicateRequest::Type>(m.type));
+  for (const StoreRecord& r : m.records) ToProto(r, out.add_records());
+  for (const auto& [k, v] : m.versions) {
+    pb::KeyVersion* kv = out.add_versions();
+    kv->set_key(k);
+    ToProto(v, kv->mutable_version());
+  }
+  for (const std::string& k : m.keys) out.add_keys(k);
+  return out;
+}
+
+StoreMessage FromProto(const pb::ReplicateRequest& m) {
+  StoreMessage out;
+  out.type = static_cast<StoreMessage::Type>(m.type());
+  for (const auto& r : m.records()) out.records.push_back(FromProto(r));
+  for (const auto& kv : m.versions()) out.versions.emplace_back(kv.key(), FromProto(kv.version()));
+  for (const auto& k : m.keys()) out.keys.push_back(k);
+  return out;
+}
+
+grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, const grpc::Status& s) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(s);
+  return reactor;
+}
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+std::string MemberGrpcAddress(const membership::Member& m) {
+  if (m.metadata.grpc_port == 0) return "";
+  return StrCat(membership::AddressHost(m.address), ":", m.metadata.grpc_port);
+}
+
+bool Live(const membership::Member& m) {
+  return m.state == membership::MemberState::kAlive || m.state == membership::MemberState::kSuspect;
+}
+
+// "-old" / "+new" lines between two canonical YAML texts (a line-set diff: canonical YAML keeps
+// every field in a fixed order, so changed lines are what changed).
+std::string LineDiff(const std::string& before, const std::string& after) {
+  auto lines = [](const std::string& s) {
+    std::vector<std::string> out;
+    std::istringstream in(s);
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    return out;
+  };
+  std::vector<std::string> a = lines(before), b = lines(after);
+  std::multiset<std::string> in_a(a.begin(), a.end()), in_b(b.begin(), b.end());
+  std::string out;
+  for (const std::string& l : a) {
+    if (!in_b.count(l)) StrAppend(&out, "-", l, "\n");
+  }
+  for (const std::string& l : b) {
+    if (!in_a.count(l)) StrAppend(&out, "+", l, "\n");
+  }
+  return out;
+}
+
+ReplicaPhase PhaseOf(const std::string& state) {
+  if (state == "ready" || state == "unhealthy") return ReplicaPhase::kReady;
+  if (state == "failed") return ReplicaPhase::kFailed;
+  return ReplicaPhase::kStarting;
+}
+
+// "<deployment>-<ordinal>" back into its parts; false when `id` is not of that form.
+bool ParseReplicaId(const std::string& id, std::string* deployment, int* ordinal) {
+  size_t dash = id.rfind('-');
+  if (dash == std::string::npos || dash == 0 || dash + 1 == id.size() || id.size() - dash > 8) {
+    return false;
+  }
+  int n = 0;
+  for (size_t i = dash + 1; i < id.size(); ++i) {
+    if (id[i] < '0' || id[i] > '9') return false;
+    n = n * 10 + (id[i] - '0');
+  }
+  *deployment = id.substr(0, dash);
+  *ordinal = n;
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SchedulerService>> SchedulerService::Open(
+    SchedulerServiceOptions options, SchedulerEnv env) {
+  rocksdb::Options db_options;
+  db_options.create_if_missing = true;
+  db_options.max_open_files = 64;
+  const std::string path = StrCat(options.data_dir, "/scheduler-store");
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s = rocksdb::DB::Open(db_options, path, &raw);
+  if (!s.ok()) {
+    return absl::UnavailableError(
+        StrCat("spec store ", path, ": ", s.ToString(), " (node.data_dir sets the folder)"));
+  }
+  std::unique_ptr<rocksdb::DB> db(raw);
+  std::vector<StoreRecord> records;
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    pb::StoreRecordProto r;
+    if (!r.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) {
+      return absl::DataLossError(
+          StrCat("spec store ", path, ": record ", it->key().ToString(), " does not parse"));
+    }
+    records.push_back(FromProto(r));
+  }
+  if (!it->status().ok()) {
+    return absl::DataLossError(StrCat("spec store ", path, ": ", it->status().ToString()));
+  }
+  it.reset();
+  auto service = std::unique_ptr<SchedulerService>(
+      new SchedulerService(std::move(options), std::move(env), std::move(db)));
+  service->store_.Restore(records);
+  EXA_LOG_INFO("scheduler", "spec store opened",
+               {{"path", path}, {"records", static_cast<int64_t>(records.size())}});
+  return service;
+}
+
+SchedulerService::SchedulerService(SchedulerServiceOptions options, SchedulerEnv env,
+                                   std::unique_ptr<rocksdb::DB> db)
+    : options_(std::move(options)),
+      env_(std::move(env)),
+      db_(std::move(db)),
+      store_(options_.node_id, options_.store),
+      catalog_(ModelCatalog::WithPresets()) {}
+
+SchedulerService::~SchedulerService() { Stop(); }
+
+void SchedulerService::Start() {
+  thread_ = std::thread([this] { Run(); });
+}
+
+void SchedulerService::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  // Calls still waiting for acknowledgements end now rather than hang.
+  std::vector<std::shared_ptr<WriteWaiter>> waiting;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::set<WriteWaiter*> seen;
+    for (auto& [id, w] : waiters_) {
+      if (seen.insert(w.get()).second) waiting.push_back(w);
+    }
+    waiters_.clear();
+  }
+  for (auto& w : waiting) {
+    w->reactor->Finish(grpc::Status(grpc::UNAVAILABLE, "the scheduler is stopping"));
+  }
+  // Outstanding RPCs hold `this` in their callbacks.
+  for (int i = 0; i < 500 && actions_in_flight_.load() > 0; ++i)
+    absl::SleepFor(absl::Milliseconds(10));
+}
+
+grpc::Status SchedulerService::Authorize(grpc::CallbackServerContext* context) const {
+  const auto& md = context->client_metadata();
+  auto it = md.find("authorization");
+  std::string_view auth =
+      it == md.end() ? std::string_view() : std::string_view(it->second.data(), it->second.size());
+  return env_.authorize ? env_.authorize(auth) : grpc::Status::OK;
+}
+
+void SchedulerService::FlushLocked(std::unique_lock<std::mutex>& lock) {
+  std::vector<StoreRecord> persist = store_.TakePersist();
+  bool persisted = true;
+  if (!persist.empty()) {
+    rocksdb::WriteBatch batch;
+    for (const StoreRecord& r : persist) {
+      pb::StoreRecordProto p;
+      ToProto(r, &p);
+      batch.Put(r.key, p.SerializeAsString());
+    }
+    rocksdb::WriteOptions wo;
+    wo.sync = true;  // acknowledged means on disk (DESIGN.md §4)
+    rocksdb::Status s = db_->Write(wo, &batch);
+    if (!s.ok()) {
+      persisted = false;
+      EXA_LOG_ERROR("scheduler", "spec store write failed: nothing of this step is acknowledged",
+                    {{"error", s.ToString()}, {"records", static_cast<int64_t>(persist.size())}});
+    }
+  }
+  std::vector<uint64_t> acked = store_.TakeAcknowledged();
+  std::vector<uint64_t> failed = store_.TakeFailed();
+  std::vector<OutStoreMessage> out = store_.TakeMessages();
+  if (!persisted) {
+    // Peers must not count this node as holding what it could not write; the writes fail.
+    out.clear();
+    for (uint64_t id : acked) failed.push_back(id);
+    acked.clear();
+  }
+  std::vector<std::pair<std::shared_ptr<WriteWaiter>, grpc::Status>> done;
+  auto settle = [&](uint64_t id, bool ok) {
+    auto it = waiters_.find(id);
+    if (it == waiters_.end()) return;
+    std::shared_ptr<WriteWaiter> w = it->second;
+    waiters_.erase(it);
+    w->ids.erase(id);
+    if (!ok && w->failure.empty()) {
+      w->failure = "a majority of the scheduler nodes did not persist the write in time";
+    }
+    if (!w->ids.empty()) return;
+    done.emplace_back(
+        w, w->failure.empty() ? grpc::Status::OK : grpc::Status(grpc::UNAVAILABLE, w->failure));
+  };
+  for (uint64_t id : acked) settle(id, true);
+  for (uint64_t id : failed) settle(id, false);
+  lock.unlock();
+  Send(std::move(out));
+  for (auto& [w, status] : done) w->reactor->Finish(status);
+  lock.lock();
+}
+
+void SchedulerService::Send(std::vector<OutStoreMessage> messages) {
+  if (messages.empty()) return;
+  std::map<std::string, std::string> addresses;
+  for (const membership::Member& m : env_.members()) addresses[m.id] = MemberGrpcAddress(m);
+  for (OutStoreMessage& m : messages) {
+    auto a = addresses.find(m.to);
+    if (a == addresses.end() || a->second.empty()) continue;  // retried by the store
+    struct Call {
+      grpc::ClientContext context;
+      pb::ReplicateRequest request;
+      pb::ReplicateResponse response;
+      std::shared_ptr<grpc::Channel> channel;
+    };
+    auto call = std::make_shared<Call>();
+    call->request = ToProto(options_.node_id, m.message);
+    call->context.set_deadline(std::chrono::system_clock::now() +
+                               absl::ToChronoNanoseconds(options_.rpc_timeout));
+    if (!options_.node_token.empty()) {
+      call->context.AddMetadata("authorization", StrCat("Bearer ", options_.node_token));
+    }
+    call->channel = grpc::CreateChannel(a->second, grpc::InsecureChannelCredentials());
+    auto stub = pb::Scheduler::NewStub(call->channel);
+    actions_in_flight_++;
+    stub->async()->Replicate(&call->context, &call->request, &call->response,
+                             [this, call](grpc::Status) { actions_in_flight_--; });
+  }
+}
+
+void SchedulerService::WriteLocked(
+    const std::vector<std::pair<std::string, std::optional<std::string>>>& writes,
+    grpc::ServerUnaryReactor* reactor, std::unique_lock<std::mutex>& lock) {
+  auto waiter = std::make_shared<WriteWaiter>();
+  waiter->reactor = reactor;
+  absl::Time now = absl::Now();
+  for (const auto& [key, value] : writes) {
+    std::optional<uint64_t> id = value ? store_.Put(now, key, *value) : store_.Delete(now, key);
+    if (!id) {
+      waiter->failure = StrCat("the spec store refused ", key,
+                               " (full, value over its size limit, or too many writes in flight)");
+      continue;
+    }
+    waiter->ids.insert(*id);
+    waiters_[*id] = waiter;
+  }
+  if (waiter->ids.empty()) {
+    lock.unlock();
+    reactor->Finish(waiter->failure.empty()
+                        ? grpc::Status::OK
+                        : grpc::Status(grpc::RESOURCE_EXHAUSTED, waiter->failure));
+    lock.lock();
+    return;
+  }
+  FlushLocked(lock);
+}
+
+absl::StatusOr<uint64_t> SchedulerService::ReplicaBytes(const InferenceReplicaSpec& spec) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (catalog_.Find(spec.model).ok()) return ReplicaBytesForSpec(spec, catalog_);
+  }
+  if (!env_.model_shape) return catalog_.Find(spec.model).status();
+  absl::StatusOr<ModelShape> shape = env_.model_shape(spec.model, spec.version);
+  if (!shape.ok()) {
+    return absl::NotFoundError(StrCat("spec.model: ", spec.model, "@", spec.version,
+                                      " is neither a preset nor in the weights store (",
+                                      shape.status().message(), ")"));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  catalog_.Add(spec.model, *shape);
+  return ReplicaBytesForSpec(spec, catalog_);
+}
+
+const SchedulerService::CachedSpec& SchedulerService::SpecLocked(const StoreRecord& record) {
+  auto it = specs_.find(record.key);
+  if (it != specs_.end() && it->second.version == record.version) return it->second;
+  CachedSpec c{record.version, absl::UnknownError("")};
+  auto specs = ParseSpecs(record.value, record.key);
+  if (!specs.ok()) {
+    c.desired = specs.status();
+  } else if (specs->size() != 1) {
+    c.desired = absl::DataLossError(StrCat(record.key, " holds ", specs->size(), " specs"));
+  } else {
+    // Apply planned the spec before storing it; a model learned by another scheduler is found
+    // here only when its shape is known (presets, or looked up on Apply / first use).
+    auto bytes = catalog_.Find(specs->front().model).ok()
+                     ? ReplicaBytesForSpec(specs->front(), catalog_)
+                     : absl::StatusOr<uint64_t>(absl::NotFoundError("model shape not loaded"));
+    if (bytes.ok()) {
+      c.desired = DesiredDeployment{specs->front(), *bytes};
+    } else {
+      c.desired = bytes.status();
+    }
+  }
+  return specs_.insert_or_assign(record.key, std::move(c)).first->second;
+}
+
+std::map<std::string, SchedulerService::NodeOps> SchedulerService::NodeOpsLocked() const {
+  std::map<std::string, NodeOps> out;
+  for (const StoreRecord& r : store_.Live()) {
+    if (r.key.rfind(kNodePrefix, 0) != 0) continue;
+    json j = json::parse(r.value, nullptr, false);
+    if (!j.is_object()) continue;
+    NodeOps ops;
+    ops.cordoned = j.value("cordoned", false);
+    ops.draining = j.value("draining", false);
+    if (j.contains("taints") && j["taints"].is_array()) {
+      for (const auto& t : j["taints"]) {
+        if (t.is_string()) ops.taints.push_back(t.get<std::string>());
+      }
+    }
+    out[r.key.substr(kNodePrefix.size())] = std::move(ops);
+  }
+  return out;
+}
+
+void SchedulerService::AddEventLocked(const std::string& deployment, std::string message) {
+  std::deque<Event>& q = events_[deployment];
+  q.push_back({absl::Now(), std::move(message)});
+  while (q.size() > options_.max_events) q.pop_front();
+}
+
+void SchedulerService::Run() {
+  absl::Time next_reconcile = absl::Now();
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    lock.unlock();
+    std::vector<membership::Member> members = env_.members();
+    std::vector<std::string> live_schedulers;
+    for (const membership::Member& m : members) {
+      if (Live(m) && env_.is_scheduler(m)) live_schedulers.push_back(m.id);
+    }
+    lock.lock();
+    absl::Time now = absl::Now();
+    MergeView(now, members, nodes_);
+    // Schedulers remembered dead still count toward the majority (a scheduler cut off with a
+    // minority must not acknowledge writes alone).
+    std::vector<std::string> store_members = live_schedulers;
+    for (const auto& [id, st] : nodes_) {
+      if (st.liveness == NodeLiveness::kDead && st.inventory.roles.Has(cluster::Role::kScheduler)) {
+        store_members.push_back(id);
+      }
+    }
+    store_.SetMembers(now, store_members);
+    store_.Tick(now);
+    FlushLocked(lock);
+    if (now >= next_reconcile && actions_in_flight_.load() == 0) {
+      lock.unlock();
+      ReconcileStep();
+      lock.lock();
+      next_reconcile = absl::Now() + options_.reconcile_interval;
+    }
+    wake_.wait_for(lock, absl::ToChronoNanoseconds(options_.tick), [this] { return stopping_; });
+  }
+}
+
+void SchedulerService::LearnModels() {
+  std::vector<InferenceReplicaSpec> unknown;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const StoreRecord& r : store_.Live()) {
+      if (r.key.rfind(kSpecPrefix, 0) != 0) continue;
+      auto specs = ParseSpecs(r.value, r.key);
+      if (specs.ok() && specs->size() == 1 && !catalog_.Find(specs->front().model).ok()) {
+        unknown.push_back(specs->front());
+      }
+    }
+  }
+  for (const InferenceReplicaSpec& spec : unknown) {
+    if (!ReplicaBytes(spec).ok()) continue;  // the status says why (SpecLocked)
+    std::lock_guard<std::mutex> lock(mu_);
+    specs_.erase(StrCat(kSpecPrefix, spec.name));
+  }
+}
+
+void SchedulerService::ReconcileStep() {
+  LearnModels();
+  std::vector<membership::Member> members = env_.members();
+  // Every scheduler asks every node offering devices for its replicas, so whichever takes over
+  // as reconciler already has reports.
+  struct Poll {
+    std::string node;
+    grpc::ClientContext context;
+    pb::ListReplicasRequest request;
+    pb::ListReplicasResponse response;
+    grpc::Status status;
+    bool done = false;
+  };
+  struct Polls {
+    std::mutex mu;
+    std::condition_variable cv;
+    int outstanding = 0;
+  };
+  auto polls = std::make_shared<Polls>();
+  std::vector<std::shared_ptr<Poll>> calls;
+  std::map<std::string, std::string> addresses;
+  std::set<std::string> live_schedulers;
+  for (const membership::Member& m : members) {
+    if (!Live(m)) continue;
+    if (env_.is_scheduler(m)) live_schedulers.insert(m.id);
+    std::string address = MemberGrpcAddress(m);
+    if (address.empty() || m.metadata.gpus.count == 0) continue;
+    addresses[m.id] = address;
+    auto poll = std::make_shared<Poll>();
+    poll->node = m.id;
+    poll->context.set_deadline(std::chrono::system_clock::now() +
+                               absl::ToChronoNanoseconds(options_.rpc_timeout));
+    calls.push_back(poll);
+  }
+  polls->outstanding = static_cast<int>(calls.size());
+  for (const auto& poll : calls) {
+    auto stub = pb::Node::NewStub(
+        grpc::CreateChannel(addresses[poll->node], grpc::InsecureChannelCredentials()));
+    stub->async()->ListReplicas(&poll->context, &poll->request, &poll->response,
+                                [poll, polls](grpc::Status s) {
+                                  std::lock_guard<std::mutex> l(polls->mu);
+                                  poll->status = std::move(s);
+                                  poll->done = true;
+                                  if (--polls->outstanding == 0) polls->cv.notify_all();
+                                });
+  }
+  {
+    std::unique_lock<std::mutex> l(polls->mu);
+    polls->cv.wait(l, [&] { return polls->outstanding == 0; });  // each call has a deadline
+  }
+
+  std::unique_lock<std::mutex> lock(mu_);
+  absl::Time now = absl::Now();
+  MergeView(now, members, nodes_);
+  // Desired state: every spec in the store that parses and plans.
+  std::vector<DesiredDeployment> desired;
+  std::set<std::string> weights;
+  for (const StoreRecord& r : store_.Live()) {
+    if (r.key.rfind(kSpecPrefix, 0) != 0) continue;
+    const CachedSpec& c = SpecLocked(r);
+    if (!c.desired.ok()) {
+      const std::string name = r.key.substr(kSpecPrefix.size());
+      auto& st = status_[name];
+      st.name = name;
+      st.pending_reason = std::string(c.desired.status().message());
+      continue;
+    }
+    desired.push_back(*c.desired);
+    weights.insert(WeightsKey(c.desired->spec));
+  }
+  std::map<std::string, const DesiredDeployment*> by_name;
+  for (const DesiredDeployment& d : desired) by_name[d.spec.name] = &d;
+  for (const auto& poll : calls) {
+    if (!poll->done || !poll->status.ok()) continue;  // keeps its last report
+    NodeStatus& st = nodes_[poll->node];
+    st.reported = true;
+    st.boot_id = poll->response.boot_id();
+    st.replicas.clear();
+    // StartReplica pulls the weights itself: every node counts as staged (see the header).
+    st.staged_models = weights;
+    for (const pb::ReplicaStatus& r : poll->response.replicas()) {
+      auto label = r.labels().find(std::string(kDeploymentLabel));
+      if (label == r.labels().end()) continue;
+      if (r.state() == "stopped" || r.state() == "draining") continue;
+      ReplicaRecord rec;
+      if (!ParseReplicaId(r.replica_id(), &rec.deployment, &rec.ordinal) ||
+          rec.deployment != label->second) {
+        continue;
+      }
+      rec.generation = static_cast<uint64_t>(std::max<int64_t>(0, r.generation()));
+      rec.phase = PhaseOf(r.state());
+      rec.phase_since = absl::FromUnixMillis(r.state_since_unix_ms());
+      rec.allocation.node = poll->node;
+      rec.allocation.gpus = {std::max(0, r.device())};
+      auto d = by_name.find(rec.deployment);
+      rec.allocation.bytes_per_gpu = d == by_name.end() ? 0 : d->second->replica_bytes;
+      std::string key = StrCat(poll->node, "/", r.replica_id());
+      std::string phase = StrCat(r.state(), r.reason().empty() ? "" : ": ", r.reason());
+      auto [it, inserted] = replica_phase_.try_emplace(key, phase);
+      if (inserted || it->second != phase) {
+        it->second = phase;
+        AddEventLocked(rec.deployment, StrCat(r.replica_id(), " on ", poll->node, " (generation ",
+                                              rec.generation, "): ", phase));
+      }
+      st.replicas.push_back(std::move(rec));
+    }
+  }
+  std::map<std::string, NodeOps> ops = NodeOpsLocked();
+  std::vector<NodeStatus> statuses;
+  std::vector<SchedulerCandidate> candidates;
+  for (auto& [id, st] : nodes_) {
+    auto o = ops.find(id);
+    if (o != ops.end()) {
+      st.inventory.cordoned = o->second.cordoned;
+      st.inventory.draining = o->second.draining;
+      for (const std::string& t : o->second.taints) st.inventory.taints.push_back(t);
+    }
+    if (live_schedulers.count(id)) {
+      candidates.push_back({id, true});
+    } else if (st.liveness == NodeLiveness::kDead &&
+               st.inventory.roles.Has(cluster::Role::kScheduler)) {
+      candidates.push_back({id, false});
+    }
+    if (!st.inventory.gpus.empty()) statuses.push_back(st);
+  }
+  std::optional<std::string> chosen = ChooseReconciler(candidates);
+  if (chosen.value_or("") != reconciler_) {
+    EXA_LOG_INFO("scheduler", "reconciler",
+                 {{"node", chosen.value_or("none (no live majority of schedulers)")},
+                  {"this_node", options_.node_id}});
+    reconciler_ = chosen.value_or("");
+  }
+  ReconcileResult result = Reconcile(now, desired, statuses, options_.placement);
+  for (auto it = status_.begin(); it != status_.end();) {
+    it = by_name.count(it->first) || store_.Get(StrCat(kSpecPrefix, it->first)) ? std::next(it)
+                                                                                : status_.erase(it);
+  }
+  for (DeploymentStatus& s : result.deployments) {
+    auto& old = status_[s.name];
+    if (s.pending > 0 && s.pending_reason != old.pending_reason) {
+      AddEventLocked(s.name, StrCat("pending ", s.pending, ": ", s.pending_reason));
+    }
+    old = s;
+  }
+  if (reconciler_ != options_.node_id || result.actions.empty()) return;
+  for (const Action& a : result.actions) {
+    if (a.kind == ActionKind::kPrestage) continue;
+    AddEventLocked(a.deployment.empty() ? a.weights : a.deployment,
+                   StrCat(ActionKindName(a.kind), " ", a.replica_id(), " on ", a.node,
+                          a.kind == ActionKind::kStart ? StrCat(" (generation ", a.generation, ")")
+                                                       : std::string(),
+                          ": ", a.reason));
+  }
+  lock.unlock();
+  Execute(result.actions, addresses, by_name);
+}
+
+void SchedulerService::Execute(const std::vector<Action>& actions,
+                               const std::map<std::string, std::string>& addresses,
+                               const std::map<std::string, const DesiredDeployment*>& desired) {
+  struct Call {
+    grpc::ClientContext context;
+    pb::StartReplicaRequest start;
+    pb::StopReplicaRequest stop;
+    pb::ReplicaStatus response;
+    std::string deployment;
+    std::string what;
+  };
+  for (const Action& a : actions) {
+    if (a.kind == ActionKind::kPrestage) continue;
+    auto address = addresses.find(a.node);
+    if (address == addresses.end()) continue;  // unreachable: the next step retries
+    auto call = std::make_shared<Call>();
+    call->deployment = a.deployment;
+    call->what = StrCat(ActionKindName(a.kind), " ", a.replica_id(), " on ", a.node);
+    call->context.set_deadline(std::chrono::system_clock::now() +
+                               absl::ToChronoNanoseconds(options_.rpc_timeout));
+    if (!options_.node_token.empty()) {
+      call->context.AddMetadata("authorization", StrCat("Bearer ", options_.node_token));
+    }
+    auto stub =
+        pb::Node::NewStub(grpc::CreateChannel(address->second, grpc::InsecureChannelCredentials()));
+    auto done = [this, call](grpc::Status s) {
+      if (!s.ok()) {
+        EXA_LOG_WARN("scheduler", "action failed",
+                     {{"action", call->what}, {"error", s.error_message()}});
+        std::lock_guard<std::mutex> lock(mu_);
+        AddEventLocked(call->deployment, StrCat(call->what, " failed: ", s.error_message()));
+      }
+      actions_in_flight_--;
+    };
+    actions_in_flight_++;
+    if (a.kind == ActionKind::kStart) {
+      const InferenceReplicaSpec& spec = desired.at(a.deployment)->spec;
+      pb::StartReplicaRequest& r = call->start;
+      r.set_model(spec.model);
+      r.set_version(spec.version);
+      r.set_replica_id(a.replica_id());
+      r.set_generation(static_cast<int64_t>(a.generation));
+      r.set_backend(spec.backend);
+      if (spec.backend == "cuda" && !a.allocation.gpus.empty()) r.set_device(a.allocation.gpus[0]);
+      for (const auto& [k, v] : spec.labels) (*r.mutable_labels())[k] = v;
+      (*r.mutable_labels())["version"] = spec.version;
+      (*r.mutable_labels())[std::string(kDeploymentLabel)] = spec.name;
+      stub->async()->StartReplica(&call->context, &call->start, &call->response, done);
+    } else {
+      call->stop.set_replica_id(a.replica_id());
+      stub->async()->StopReplica(&call->context, &call->stop, &call->response, done);
+    }
+  }
+}
+
+grpc::ServerUnaryReactor* SchedulerService::Apply(grpc::CallbackServerContext* context,
+                                                  const pb::ApplyRequest* request,
+                                                  pb::ApplyResponse* response) {
+  if (grpc::Status s = Authorize(context); !s.ok()) return Finish(context, s);
+  const std::string source = request->source().empty() ? "spec" : request->source();
+  absl::StatusOr<std::vector<InferenceReplicaSpec>> specs = ParseSpecs(request->yaml(), source);
+  if (!specs.ok()) return Finish(context, ToGrpc(specs.status()));
+  if (specs->empty()) {
+    return Finish(context, grpc::Status(grpc::INVALID_ARGUMENT,
+                                        StrCat(source, ": no InferenceReplica document")));
+  }
+  // Every spec must plan (a known model, memory that covers the estimate) before any is written.
+  for (const InferenceReplicaSpec& spec : *specs) {
+    absl::StatusOr<uint64_t> bytes = ReplicaBytes(spec);
+    if (!bytes.ok()) return Finish(context, ToGrpc(bytes.status()));
+  }
+  std::vector<std::pair<std::string, std::optional<std::string>>> writes;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (const InferenceReplicaSpec& spec : *specs) {
+    const std::string key = StrCat(kSpecPrefix, spec.name);
+    const std::string yaml = SpecToYaml(spec);
+    pb::SpecChange* change = response->add_changes();
+    change->set_name(spec.name);
+    const StoreRecord* old = store_.Get(key);
+    if (old && old->value == yaml) {
+      change->set_action("unchanged");
+      continue;
+    }
+    change->set_action(old ? "updated" : "created");
+    change->set_diff(LineDiff(old ? old->value : std::string(), yaml));
+    writes.emplace_back(key, yaml);
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (request->dry_run() || writes.empty()) {
+    lock.unlock();
+    reactor->Finish(grpc::Status::OK);
+    return reactor;
+  }
+  for (const auto& [key, value] : writes) {
+    AddEventLocked(key.substr(kSpecPrefix.size()), StrCat("spec written on ", options_.node_id));
+  }
+  WriteLocked(writes, reactor, lock);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* SchedulerService::GetSpecs(grpc::CallbackServerContext* context,
+                                                     const pb::GetSpecsRequest* request,
+                                                     pb::GetSpecsResponse* response) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const StoreRecord& r : store_.Live()) {
+    if (r.key.rfind(kSpecPrefix, 0) != 0) continue;
+    std::string name = r.key.substr(kSpecPrefix.size());
+    if (!request->name().empty() && name != request->name()) continue;
+    pb::StoredSpec* s = response->add_specs();
+    s->set_name(name);
+    s->set_yaml(r.value);
+    s->set_version(VersionString(r.version));
+  }
+  if (!request->name().empty() && response->specs().empty()) {
+    return Finish(context,
+                  grpc::Status(grpc::NOT_FOUND, StrCat("no spec named ", request->name())));
+  }
+  return Finish(context, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* SchedulerService::Describe(grpc::CallbackServerContext* context,
+                                                     const pb::DescribeRequest* request,
+                                                     pb::DescribeResponse* response) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const StoreRecord* r = store_.Get(StrCat(kSpecPrefix, request->name()));
+  if (!r) {
+    return Finish(context,
+                  grpc::Status(grpc::NOT_FOUND, StrCat("no spec named ", request->name())));
+  }
+  json out;
+  out["name"] = request->name();
+  out["version"] = VersionString(r->version);
+  out["reconciler"] = reconciler_;
+  out["described_by"] = options_.node_id;
+  json status = json::object();
+  auto st = status_.find(request->name());
+  if (st != status_.end()) {
+    const DeploymentStatus& s = st->second;
+    status = {{"desired", s.desired},
+              {"present", s.present},
+              {"ready", s.ready},
+              {"lost", s.lost},
+              {"failed", s.failed},
+              {"wave", s.wave},
+              {"wave_target", s.wave_target},
+              {"pending", s.pending},
+              {"reason", s.pending_reason}};
+  }
+  out["status"] = status;
+  json replicas = json::array();
+  for (const auto& [id, node] : nodes_) {
+    for (const ReplicaRecord& rec : node.replicas) {
+      if (rec.deployment != request->name()) continue;
+      replicas.push_back(
+          {{"id", ReplicaId(rec.deployment, rec.ordinal)},
+           {"node", id},
+           {"generation", rec.generation},
+           {"phase", ReplicaPhaseName(rec.phase)},
+           {"node_state",
+            membership::MemberStateName(
+                node.liveness == NodeLiveness::kAlive     ? membership::MemberState::kAlive
+                : node.liveness == NodeLiveness::kSuspect ? membership::MemberState::kSuspect
+                : node.liveness == NodeLiveness::kDead    ? membership::MemberState::kDead
+                                                          : membership::MemberState::kLeft)}});
+    }
+  }
+  out["replicas"] = replicas;
+  json events = json::array();
+  auto ev = events_.find(request->name());
+  if (ev != events_.end()) {
+    for (const Event& e : ev->second) {
+      events.push_back({{"time", absl::FormatTime(absl::RFC3339_sec, e.time, absl::UTCTimeZone())},
+                        {"message", e.message}});
+    }
+  }
+  out["events"] = events;
+  response->set_json(out.dump());
+  return Finish(context, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* SchedulerService::DeleteSpec(grpc::CallbackServerContext* context,
+                                                       const pb::DeleteSpecRequest* request,
+                                                       pb::DeleteSpecResponse*) {
+  if (grpc::Status s = Authorize(context); !s.ok()) return Finish(context, s);
+  std::unique_lock<std::mutex> lock(mu_);
+  const std::string key = StrCat(kSpecPrefix, request->name());
+  if (!store_.Get(key)) {
+    return Finish(context,
+                  grpc::Status(grpc::NOT_FOUND, StrCat("no spec named ", request->name())));
+  }
+  AddEventLocked(request->name(), StrCat("spec deleted on ", options_.node_id));
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  WriteLocked({{key, std::nullopt}}, reactor, lock);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* SchedulerService::NodeOp(grpc::CallbackServerContext* context,
+                                                   const pb::NodeOpRequest* request,
+                                                   pb::NodeOpResponse* response) {
+  auto list = [&](const std::map<std::string, NodeOps>& ops) {
+    json out = json::array();
+    for (const auto& [id, o] : ops) {
+      out.push_back(
+          {{"node", id}, {"cordoned", o.cordoned}, {"draining", o.draining}, {"taints", o.taints}});
+    }
+    response->set_json(out.dump());
+  };
+  if (request->op() == pb::NodeOpRequest::OP_LIST) {
+    std::lock_guard<std::mutex> lock(mu_);
+    list(NodeOpsLocked());
+    return Finish(context, grpc::Status::OK);
+  }
+  if (grpc::Status s = Authorize(context); !s.ok()) return Finish(context, s);
+  if (request->node().empty()) {
+    return Finish(context, grpc::Status(grpc::INVALID_ARGUMENT, "node: a node id is required"));
+  }
+  const bool taint_op = request->op() == pb::NodeOpRequest::OP_TAINT ||
+                        request->op() == pb::NodeOpRequest::OP_UNTAINT;
+  if (taint_op && (request->taint().empty() || request->taint().size() > 63)) {
+    return Finish(context, grpc::Status(grpc::INVALID_ARGUMENT,
+                                        "taint: 1 to 63 characters, e.g. \"maintenance\""));
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!nodes_.count(request->node())) {
+    return Finish(context,
+                  grpc::Status(grpc::NOT_FOUND, StrCat("node ", request->node(),
+                                                       " is not in this scheduler's view")));
+  }
+  std::map<std::string, NodeOps> all = NodeOpsLocked();
+  NodeOps ops = all[request->node()];
+  switch (request->op()) {
+    case pb::NodeOpRequest::OP_CORDON:
+      ops.cordoned = true;
+      break;
+    case pb::NodeOpRequest::OP_UNCORDON:
+      ops.cordoned = false;
+      ops.draining = false;
+      break;
+    case pb::NodeOpRequest::OP_TAINT:
+      if (std::find(ops.taints.begin(), ops.taints.end(), request->taint()) == ops.taints.end()) {
+        ops.taints.push_back(request->taint());
+      }
+      break;
+    case pb::NodeOpRequest::OP_UNTAINT:
+      ops.taints.erase(std::remove(ops.taints.begin(), ops.taints.end(), request->taint()),
+                       ops.taints.end());
+      break;
+    case pb::NodeOpRequest::OP_DRAIN: {
+      // The availability floor (issue 8 part 6): every deployment keeps ≥ 99 % of its desired
+      // replicas ready once this node's are gone, or the drain is refused.
+      std::map<std::string, int> on_node;
+      for (const ReplicaRecord& r : nodes_[request->node()].replicas) {
+        if (r.phase == ReplicaPhase::kReady) on_node[r.deployment]++;
+      }
+      for (const auto& [name, count] : on_node) {
+        auto st = status_.find(name);
+        if (st == status_.end()) continue;
+        const int after = st->second.ready - count;
+        if (after * 100 < st->second.desired * 99) {
+          return Finish(context, grpc::Status(grpc::FAILED_PRECONDITION,
+                                              StrCat("drain ", request->node(), " refused: ", name,
+                                                     " would have ", after, " of ",
+                                                     st->second.desired, " replicas ready (", count,
+                                                     " on this node), below the 99 % floor; add "
+                                                     "capacity or scale it down first")));
+        }
+      }
+      ops.cordoned = true;
+      ops.draining = true;
+      break;
+    }
+    default:
+      return Finish(context, grpc::Status(grpc::INVALID_ARGUMENT,
+                                          "op: cordon, uncordon, drain, taint, untaint or list"));
+  }
+  all[request->node()] = ops;
+  list(all);
+  json value = {{"cordoned", ops.cordoned}, {"draining", ops.draining}, {"taints", ops.taints}};
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  WriteLocked({{StrCat(kNodePrefix, request->node()), value.dump()}}, reactor, lock);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* SchedulerService::Replicate(grpc::CallbackServerContext* context,
+                                                      const pb::ReplicateRequest* request,
+                                                      pb::ReplicateResponse*) {
+  if (grpc::Status s = Authorize(context); !s.ok()) return Finish(context, s);
+  if (request->from().empty() || request->type() < pb::ReplicateRequest::PUT ||
+      request->type() > pb::ReplicateRequest::PULL) {
+    return Finish(context, grpc::Status(grpc::INVALID_ARGUMENT, "from and type are required"));
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  store_.Handle(absl::Now(), request->from(), FromProto(*request));
+  FlushLocked(lock);
+  return Finish(context, grpc::Status::OK);
+}
+
+}  // namespace exa::scheduler

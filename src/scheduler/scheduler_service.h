@@ -1,0 +1,173 @@
+// The scheduler role as a service (issue 8; DESIGN.md §2 control plane, §4): the adapter around
+// the sans-IO cores. It owns
+//   - the spec store: ReplicatedStore (replicated_store.h) persisted in RocksDB under
+//     <data_dir>/scheduler-store, every record written with sync=true before the messages and
+//     acknowledgements of the same step leave; restored at start;
+//   - exaserve.v1.Scheduler: Apply / GetSpecs / Describe / DeleteSpec / NodeOp for exaserve-cli,
+//     Replicate between schedulers. Apply answers only once a majority of the scheduler nodes
+//     persisted every changed spec;
+//   - the control loop, on its own thread: every `tick` it feeds the store the scheduler set from
+//     membership and flushes it; every `reconcile_interval` it asks every node that offers devices
+//     for its replicas (Node.ListReplicas, in parallel, bounded by `rpc_timeout`), merges the
+//     answers with the membership view and node operations, runs Reconcile and — when this node is
+//     the lowest-id live scheduler (ChooseReconciler) — carries out its actions through
+//     Node.StartReplica / StopReplica. Every scheduler computes the status, so Describe answers
+//     anywhere; only one acts. A new step waits for the previous step's actions to finish.
+//
+// Replica ids are `<deployment>-<ordinal>` with a generation (reconciler.h); the replicas this
+// service starts carry the label exaserve.io/deployment, and only those are managed. In real
+// processes a start pulls the weights as part of StartReplica (the node cache: local, rack peer,
+// origin), so a wave's readiness includes its pull; the reconciler's separate pre-stage step is
+// used by the simulator.
+//
+// Thread safety: the RPC handlers and the control thread share the state under `mu_`.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "exaserve/v1/scheduler.grpc.pb.h"
+#include "membership/member.h"
+#include "scheduler/memory_planner.h"
+#include "scheduler/reconciler.h"
+#include "scheduler/replicated_store.h"
+
+namespace rocksdb {
+class DB;
+}
+
+namespace exa::scheduler {
+
+struct SchedulerServiceOptions {
+  std::string node_id;
+  std::string data_dir;
+  absl::Duration tick = absl::Milliseconds(200);
+  absl::Duration reconcile_interval = absl::Seconds(1);
+  absl::Duration rpc_timeout = absl::Seconds(2);
+  // "Bearer" token presented to node agents and peer schedulers; empty: none.
+  std::string node_token;
+  StoreConfig store;
+  PlacementOptions placement;
+  size_t max_events = 50;  // kept per deployment for Describe
+};
+
+struct SchedulerEnv {
+  // The membership view (this node included).
+  std::function<std::vector<membership::Member>()> members;
+  // Whether a member holds the scheduler role (pinned or elected).
+  std::function<bool(const membership::Member&)> is_scheduler;
+  // Checks the caller's "authorization" metadata for operations that change state.
+  std::function<grpc::Status(std::string_view authorization)> authorize;
+  // The shape of a model that is not a preset (the weights store's config.json); NOT_FOUND when
+  // the store does not have it. May block (a pull).
+  std::function<absl::StatusOr<ModelShape>(const std::string& model, const std::string& version)>
+      model_shape;
+};
+
+class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
+ public:
+  // Opens (or creates) the store under options.data_dir and restores it.
+  static absl::StatusOr<std::unique_ptr<SchedulerService>> Open(SchedulerServiceOptions options,
+                                                                SchedulerEnv env);
+  ~SchedulerService() override;
+
+  void Start();  // the control thread
+  void Stop();
+
+  grpc::ServerUnaryReactor* Apply(grpc::CallbackServerContext* context,
+                                  const exaserve::v1::ApplyRequest* request,
+                                  exaserve::v1::ApplyResponse* response) override;
+  grpc::ServerUnaryReactor* GetSpecs(grpc::CallbackServerContext* context,
+                                     const exaserve::v1::GetSpecsRequest* request,
+                                     exaserve::v1::GetSpecsResponse* response) override;
+  grpc::ServerUnaryReactor* Describe(grpc::CallbackServerContext* context,
+                                     const exaserve::v1::DescribeRequest* request,
+                                     exaserve::v1::DescribeResponse* response) override;
+  grpc::ServerUnaryReactor* DeleteSpec(grpc::CallbackServerContext* context,
+                                       const exaserve::v1::DeleteSpecRequest* request,
+                                       exaserve::v1::DeleteSpecResponse* response) override;
+  grpc::ServerUnaryReactor* NodeOp(grpc::CallbackServerContext* context,
+                                   const exaserve::v1::NodeOpRequest* request,
+                                   exaserve::v1::NodeOpResponse* response) override;
+  grpc::ServerUnaryReactor* Replicate(grpc::CallbackServerContext* context,
+                                      const exaserve::v1::ReplicateRequest* request,
+                                      exaserve::v1::ReplicateResponse* response) override;
+
+ private:
+  SchedulerService(SchedulerServiceOptions options, SchedulerEnv env,
+                   std::unique_ptr<rocksdb::DB> db);
+
+  // A client call that finishes when a set of store writes is acknowledged (or one failed).
+  struct WriteWaiter {
+    grpc::ServerUnaryReactor* reactor = nullptr;
+    std::set<uint64_t> ids;
+    std::string failure;
+  };
+  struct CachedSpec {
+    Version version;
+    absl::StatusOr<DesiredDeployment> desired;
+  };
+  struct NodeOps {
+    bool cordoned = false;
+    bool draining = false;
+    std::vector<std::string> taints;
+  };
+  struct Event {
+    absl::Time time;
+    std::string message;
+  };
+
+  void Run();
+  // Persists, sends and settles what the store produced. Needs mu_.
+  void FlushLocked(std::unique_lock<std::mutex>& lock);
+  void Send(std::vector<OutStoreMessage> messages);
+  // Starts writes for `writes` (key → value; nullopt deletes) and finishes `reactor` once every
+  // one is acknowledged. Needs mu_.
+  void WriteLocked(const std::vector<std::pair<std::string, std::optional<std::string>>>& writes,
+                   grpc::ServerUnaryReactor* reactor, std::unique_lock<std::mutex>& lock);
+  // The spec behind a store record, parsed and planned once per version. Needs mu_.
+  const CachedSpec& SpecLocked(const StoreRecord& record);
+  absl::StatusOr<uint64_t> ReplicaBytes(const InferenceReplicaSpec& spec);
+  std::map<std::string, NodeOps> NodeOpsLocked() const;
+  // Looks up the shapes of stored specs' models that are not presets (a restarted scheduler, or
+  // a spec another scheduler took).
+  void LearnModels();
+  void ReconcileStep();
+  void Execute(const std::vector<Action>& actions,
+               const std::map<std::string, std::string>& addresses,
+               const std::map<std::string, const DesiredDeployment*>& desired);
+  void AddEventLocked(const std::string& deployment, std::string message);
+  grpc::Status Authorize(grpc::CallbackServerContext* context) const;
+
+  const SchedulerServiceOptions options_;
+  const SchedulerEnv env_;
+  std::unique_ptr<rocksdb::DB> db_;
+
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool stopping_ = false;                                     // guarded by mu_
+  ReplicatedStore store_;                                     // guarded by mu_
+  std::map<uint64_t, std::shared_ptr<WriteWaiter>> waiters_;  // write id → waiter; mu_
+  std::map<std::string, CachedSpec> specs_;                   // store key → parsed; mu_
+  ModelCatalog catalog_;                                      // mu_ (lookups outside it)
+  std::map<std::string, NodeStatus> nodes_;                   // mu_
+  std::map<std::string, DeploymentStatus> status_;            // mu_
+  std::map<std::string, std::deque<Event>> events_;           // mu_
+  std::map<std::string, std::string> replica_phase_;          // "node/replica" → phase; mu_
+  std::string reconciler_;                                    // mu_
+
+  std::atomic<int> actions_in_flight_{0};
+  std::thread thread_;
+};
+
+}  // namespace exa::scheduler

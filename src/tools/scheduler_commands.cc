@@ -1,0 +1,236 @@
+#include "tools/scheduler_commands.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "common/strings.h"
+#include "exaserve/v1/scheduler.grpc.pb.h"
+#include "nlohmann/json.hpp"
+#include "scheduler/spec.h"
+
+namespace exa::tools {
+namespace {
+
+namespace pb = exaserve::v1;
+using nlohmann::json;
+
+int Usage(const std::string& message) {
+  std::fprintf(stderr, "exaserve-cli: %s\n", message.c_str());
+  return 2;
+}
+
+// INVALID_ARGUMENT (and an unknown model on apply) is the caller's input: exit 2.
+int Failure(const ClusterAccess& cluster, const grpc::Status& s, bool input_error_is_usage) {
+  std::fprintf(stderr, "exaserve-cli: %s: %s\n", cluster.addr.c_str(), s.error_message().c_str());
+  if (s.error_code() == grpc::INVALID_ARGUMENT) return 2;
+  if (input_error_is_usage && s.error_code() == grpc::NOT_FOUND) return 2;
+  return 1;
+}
+
+std::unique_ptr<pb::Scheduler::Stub> Stub(const ClusterAccess& cluster) {
+  return pb::Scheduler::NewStub(
+      grpc::CreateChannel(cluster.addr, grpc::InsecureChannelCredentials()));
+}
+
+std::unique_ptr<grpc::ClientContext> Context(const ClusterAccess& cluster) {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(cluster.timeout));
+  if (!cluster.token.empty()) ctx->AddMetadata("authorization", "Bearer " + cluster.token);
+  return ctx;
+}
+
+int RunApply(const SchedulerCommands& c, bool as_json, const ClusterAccess& cluster) {
+  std::ifstream in(c.file);
+  if (!in) return Usage(StrCat("apply: -f ", c.file, ": cannot read the file"));
+  std::stringstream text;
+  text << in.rdbuf();
+  // Checked here first: a bad spec is named without a round trip (the scheduler checks again).
+  auto specs = scheduler::ParseSpecs(text.str(), c.file);
+  if (!specs.ok()) return Usage(std::string(specs.status().message()));
+  pb::ApplyRequest request;
+  request.set_yaml(text.str());
+  request.set_source(c.file);
+  request.set_dry_run(c.dry_run);
+  pb::ApplyResponse response;
+  grpc::Status s = Stub(cluster)->Apply(Context(cluster).get(), request, &response);
+  if (!s.ok()) return Failure(cluster, s, true);
+  json out = json::array();
+  for (const pb::SpecChange& ch : response.changes()) {
+    if (as_json) {
+      out.push_back({{"name", ch.name()}, {"action", ch.action()}, {"diff", ch.diff()}});
+      continue;
+    }
+    std::cout << "inferencereplica/" << ch.name() << " " << ch.action()
+              << (c.dry_run ? " (dry run)" : "") << "\n"
+              << ch.diff();
+  }
+  if (as_json) std::cout << out.dump() << "\n";
+  return 0;
+}
+
+int RunGet(const SchedulerCommands& c, bool as_json, const ClusterAccess& cluster) {
+  if (c.output != "yaml" && c.output != "table") {
+    return Usage(StrCat("get: -o ", c.output, ": expected yaml or table"));
+  }
+  pb::GetSpecsRequest request;
+  request.set_name(c.name);
+  pb::GetSpecsResponse response;
+  grpc::Status s = Stub(cluster)->GetSpecs(Context(cluster).get(), request, &response);
+  if (!s.ok()) return Failure(cluster, s, false);
+  if (as_json) {
+    json out = json::array();
+    for (const pb::StoredSpec& spec : response.specs()) {
+      out.push_back({{"name", spec.name()}, {"yaml", spec.yaml()}, {"version", spec.version()}});
+    }
+    std::cout << out.dump() << "\n";
+    return 0;
+  }
+  if (c.output == "yaml") {
+    bool first = true;
+    for (const pb::StoredSpec& spec : response.specs()) {
+      std::cout << (first ? "" : "---\n") << spec.yaml();
+      first = false;
+    }
+    return 0;
+  }
+  std::printf("%-32s %-28s %9s %-8s\n", "NAME", "MODEL", "REPLICAS", "BACKEND");
+  for (const pb::StoredSpec& stored : response.specs()) {
+    auto specs = scheduler::ParseSpecs(stored.yaml(), stored.name());
+    if (!specs.ok() || specs->size() != 1) continue;
+    const scheduler::InferenceReplicaSpec& spec = specs->front();
+    std::printf("%-32s %-28s %9d %-8s\n", spec.name.c_str(),
+                StrCat(spec.model, "@", spec.version).c_str(), spec.replicas, spec.backend.c_str());
+  }
+  return 0;
+}
+
+int RunDescribe(const SchedulerCommands& c, bool as_json, const ClusterAccess& cluster) {
+  pb::DescribeRequest request;
+  request.set_name(c.name);
+  pb::DescribeResponse response;
+  grpc::Status s = Stub(cluster)->Describe(Context(cluster).get(), request, &response);
+  if (!s.ok()) return Failure(cluster, s, false);
+  json d = json::parse(response.json(), nullptr, false);
+  if (as_json || d.is_discarded()) {
+    std::cout << response.json() << "\n";
+    return 0;
+  }
+  const json& st = d["status"];
+  std::cout << "Name:        " << d.value("name", "") << "\n"
+            << "Reconciler:  " << d.value("reconciler", "") << " (described by "
+            << d.value("described_by", "") << ")\n";
+  if (st.is_object() && !st.empty()) {
+    std::cout << "Replicas:    " << st.value("ready", 0) << " ready, " << st.value("present", 0)
+              << " present, " << st.value("desired", 0) << " desired (" << st.value("lost", 0)
+              << " on unreachable nodes, " << st.value("failed", 0) << " failed)\n"
+              << "Wave:        " << st.value("wave", 0) << " (up to " << st.value("wave_target", 0)
+              << " replicas)\n";
+    if (st.value("pending", 0) > 0 || !st.value("reason", std::string()).empty()) {
+      std::cout << "Pending:     " << st.value("pending", 0) << ": "
+                << st.value("reason", std::string()) << "\n";
+    }
+  }
+  std::cout << "Placed:\n";
+  for (const json& r : d["replicas"]) {
+    std::cout << "  " << r.value("id", "") << "  " << r.value("node", "") << "  generation "
+              << r.value("generation", 0) << "  " << r.value("phase", "") << "  (node "
+              << r.value("node_state", "") << ")\n";
+  }
+  std::cout << "Events:\n";
+  for (const json& e : d["events"]) {
+    std::cout << "  " << e.value("time", "") << "  " << e.value("message", "") << "\n";
+  }
+  return 0;
+}
+
+int RunDelete(const SchedulerCommands& c, const ClusterAccess& cluster) {
+  pb::DeleteSpecRequest request;
+  request.set_name(c.name);
+  pb::DeleteSpecResponse response;
+  grpc::Status s = Stub(cluster)->DeleteSpec(Context(cluster).get(), request, &response);
+  if (!s.ok()) return Failure(cluster, s, false);
+  std::cout << "inferencereplica/" << c.name << " deleted\n";
+  return 0;
+}
+
+int RunNodeOp(const SchedulerCommands& c, pb::NodeOpRequest::Op op, bool as_json,
+              const ClusterAccess& cluster) {
+  pb::NodeOpRequest request;
+  request.set_node(c.node);
+  request.set_op(op);
+  request.set_taint(c.taint_value);
+  pb::NodeOpResponse response;
+  grpc::Status s = Stub(cluster)->NodeOp(Context(cluster).get(), request, &response);
+  if (!s.ok()) return Failure(cluster, s, false);
+  json all = json::parse(response.json(), nullptr, false);
+  if (as_json || all.is_discarded()) {
+    std::cout << response.json() << "\n";
+    return 0;
+  }
+  for (const json& n : all) {
+    if (op != pb::NodeOpRequest::OP_LIST && n.value("node", "") != c.node) continue;
+    std::string taints;
+    for (const json& t : n["taints"])
+      StrAppend(&taints, taints.empty() ? "" : ",", t.get<std::string>());
+    std::cout << n.value("node", "") << (n.value("draining", false) ? "  draining" : "")
+              << (n.value("cordoned", false) ? "  cordoned" : "  schedulable")
+              << (taints.empty() ? "" : "  taints=") << taints << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+void AddSchedulerCommands(CLI::App& app, CLI::App& node_cmd, SchedulerCommands* c) {
+  c->apply = app.add_subcommand(
+      "apply",
+      "create or update InferenceReplica specs on the scheduler at --addr (prints a diff)");
+  c->apply->add_option("-f,--file", c->file, "spec YAML (one or more documents)")->required();
+  c->apply->add_flag("--dry-run", c->dry_run, "validate and diff only");
+  c->get = app.add_subcommand("get", "InferenceReplica specs stored on the schedulers");
+  c->get->add_option("name", c->name, "one spec (default: all)");
+  c->get->add_option("-o,--output", c->output, "table (default) or yaml");
+  c->output = "table";
+  c->describe = app.add_subcommand(
+      "describe", "a deployment: status, where its replicas are, recent events (why pending...)");
+  c->describe->add_option("name", c->name, "spec name")->required();
+  c->del = app.add_subcommand("delete", "delete a spec; its replicas are stopped");
+  c->del->add_option("name", c->name, "spec name")->required();
+  c->cordon = node_cmd.add_subcommand("cordon", "no new replicas on NODE (scheduler at --addr)");
+  c->uncordon = node_cmd.add_subcommand("uncordon", "NODE takes new replicas again");
+  c->drain = node_cmd.add_subcommand(
+      "drain",
+      "cordon NODE and move its replicas away; refused when a deployment would fall "
+      "below 99 % of its desired replicas ready");
+  c->taint = node_cmd.add_subcommand("taint", "taint NODE: no new replicas until untainted");
+  c->untaint = node_cmd.add_subcommand("untaint", "remove a taint from NODE");
+  for (CLI::App* sub : {c->cordon, c->uncordon, c->drain, c->taint, c->untaint}) {
+    sub->add_option("node", c->node, "node id")->required();
+  }
+  for (CLI::App* sub : {c->taint, c->untaint}) {
+    sub->add_option("taint", c->taint_value, "e.g. maintenance")->required();
+  }
+  c->ops = node_cmd.add_subcommand("ops", "nodes cordoned, draining or tainted by operators");
+}
+
+std::optional<int> RunSchedulerCommands(const SchedulerCommands& c, bool json,
+                                        const ClusterAccess& cluster) {
+  using Op = pb::NodeOpRequest;
+  if (c.apply->parsed()) return RunApply(c, json, cluster);
+  if (c.get->parsed()) return RunGet(c, json, cluster);
+  if (c.describe->parsed()) return RunDescribe(c, json, cluster);
+  if (c.del->parsed()) return RunDelete(c, cluster);
+  if (c.cordon->parsed()) return RunNodeOp(c, Op::OP_CORDON, json, cluster);
+  if (c.uncordon->parsed()) return RunNodeOp(c, Op::OP_UNCORDON, json, cluster);
+  if (c.drain->parsed()) return RunNodeOp(c, Op::OP_DRAIN, json, cluster);
+  if (c.taint->parsed()) return RunNodeOp(c, Op::OP_TAINT, json, cluster);
+  if (c.untaint->parsed()) return RunNodeOp(c, Op::OP_UNTAINT, json, cluster);
+  if (c.ops->parsed()) return RunNodeOp(c, Op::OP_LIST, json, cluster);
+  return std::nullopt;
+}
+
+}  // namespace exa::tools

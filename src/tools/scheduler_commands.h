@@ -1,0 +1,43 @@
+// exaserve-cli's scheduler commands: `apply -f FILE`, `get [NAME]`, `describe NAME`,
+// `delete NAME` and `node cordon|uncordon|drain|taint|untaint|ops` — against any scheduler node
+// (--addr), which stores and replicates the change (scheduler/scheduler_service.h).
+//
+// Exit codes: 0 success, 1 the node could not be reached or refused, 2 usage or an invalid spec
+// (the error names the file, line, field path, value and what is allowed).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "tools/model_commands.h"
+
+namespace exa::tools {
+
+struct SchedulerCommands {
+  CLI::App* apply = nullptr;
+  CLI::App* get = nullptr;
+  CLI::App* describe = nullptr;
+  CLI::App* del = nullptr;
+  CLI::App* cordon = nullptr;
+  CLI::App* uncordon = nullptr;
+  CLI::App* drain = nullptr;
+  CLI::App* taint = nullptr;
+  CLI::App* untaint = nullptr;
+  CLI::App* ops = nullptr;
+  std::string file;
+  bool dry_run = false;
+  std::string name;
+  std::string node;
+  std::string taint_value;
+  std::string output = "yaml";
+};
+
+// `node_cmd` is the existing `node` subcommand the node operations join.
+void AddSchedulerCommands(CLI::App& app, CLI::App& node_cmd, SchedulerCommands* commands);
+
+// The exit code when one of these commands was given, else nullopt.
+std::optional<int> RunSchedulerCommands(const SchedulerCommands& commands, bool json,
+                                        const ClusterAccess& cluster);
+
+}  // namespace exa::tools

@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# The scheduler as a service with real processes (issue 8): 3 schedulers, 3 CPU inference nodes
+# and a storage node (origin + gateway) on loopback. `apply` → replicas placed by the reconciler
+# and ready (pulled from the origin); a request answered through the gateway; kill -9 the
+# reconciling scheduler → another takes over within 15 s with the spec intact; kill -9 an
+# inference node → its replica rebuilt elsewhere only after deadGrace; stop and restart every
+# scheduler → specs still there; a write acknowledged to the CLI survives kill -9 of the node
+# that took it; invalid specs and unknown models are refused with exit 2, nothing written.
+source "$(dirname "$0")/lib.sh"
+BIN=$1
+work=$(mktemp -d)
+trap 'kill_nodes; rm -rf "$work"' EXIT
+cli() { "$BIN/exaserve-cli" "$@"; }
+model_dir=$(cd "$(dirname "$0")/../../models/exa-tiny-arith" && pwd)
+now() { date +%s.%N; }
+since() { python3 -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 1))" "$1" "$(now)"; }
+
+cli model publish --dir "$model_dir" --name exa-tiny-arith --version v1 --origin "$work/origin" \
+  --json >/dev/null || fail "publish"
+start_node 1 --role storage,gateway --origin-dir "$work/origin"
+seed="127.0.0.1:$(port_of 1 gossip_port)"
+origin="127.0.0.1:$(port_of 1 grpc_port)"
+for n in 2 3 4; do
+  EXASERVE_SCHEDULER_RECONCILE_INTERVAL=500ms start_node $n --role scheduler --join "$seed" \
+    --node-id "sched-$n"
+done
+for n in 5 6 7; do
+  EXASERVE_INFERENCE_REPLICAS_PER_MODEL=0 EXASERVE_INFERENCE_HOST_MEMORY_BUDGET=4Gi \
+    EXASERVE_INFERENCE_THREADS=1 EXASERVE_INFERENCE_KV_CACHE_BYTES=8Mi \
+    start_node $n --role inference --join "$seed" --origin "$origin" --node-id "infer-$n"
+done
+sched() { echo "127.0.0.1:$(port_of "$1" grpc_port)"; }
+all_alive() { [ "$(cli --addr "$(sched "$1")" --json members | python3 -c "import json,sys; print(sum(1 for m in json.load(sys.stdin) if m['state']=='alive'))")" = 7 ]; }
+for n in 2 3 4; do wait_for 30 all_alive $n || fail "sched-$n does not see 7 members"; done
+
+# Bad input: nothing is written.
+cat >"$work/bad.yaml" <<'YAML'
+apiVersion: exaserve.io/v1
+kind: InferenceReplica
+metadata: {name: tiny}
+spec: {model: exa-tiny-arith, replicas: -3, backend: cpu}
+YAML
+set +e
+cli --addr "$(sched 3)" apply -f "$work/bad.yaml" >"$work/bad.out" 2>&1; rc=$?
+set -e
+[ $rc -eq 2 ] || fail "negative replicas: exit $rc $(cat "$work/bad.out")"
+grep -q "spec.replicas" "$work/bad.out" || fail "the error does not name spec.replicas: $(cat "$work/bad.out")"
+sed 's/replicas: -3/replicas: 1/; s/exa-tiny-arith/no-such-model/' "$work/bad.yaml" >"$work/unknown.yaml"
+set +e
+cli --addr "$(sched 3)" apply -f "$work/unknown.yaml" >"$work/unknown.out" 2>&1; rc=$?
+set -e
+[ $rc -eq 2 ] || fail "unknown model: exit $rc $(cat "$work/unknown.out")"
+grep -q "no-such-model" "$work/unknown.out" || fail "unknown model error: $(cat "$work/unknown.out")"
+[ "$(cli --addr "$(sched 3)" get -o yaml)" = "" ] || fail "a refused spec was stored"
+
+cat >"$work/tiny.yaml" <<'YAML'
+apiVersion: exaserve.io/v1
+kind: InferenceReplica
+metadata: {name: tiny}
+spec:
+  model: exa-tiny-arith
+  version: v1
+  backend: cpu
+  replicas: 3
+  resources: {gpu: 1}
+  scheduling: {batchSize: 2, warmupReplicas: 1}
+  deadGrace: 6s
+  context: 256
+  concurrency: 4
+YAML
+# Written to the highest-id scheduler: the reconciler (lowest id) learns it by replication.
+cli --addr "$(sched 4)" apply -f "$work/tiny.yaml" >"$work/apply.out" || fail "apply: $(cat "$work/apply.out")"
+grep -q "inferencereplica/tiny created" "$work/apply.out" || fail "apply output: $(cat "$work/apply.out")"
+grep -q "^+  replicas: 3" "$work/apply.out" || fail "apply printed no diff: $(cat "$work/apply.out")"
+describe() { cli --addr "$(sched "$1")" --json describe tiny; }
+status_of() { describe "$1" | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['status'].get('$2', ''))"; }
+ready_is() { [ "$(status_of "$1" ready)" = "$2" ] && [ "$(status_of "$1" present)" = "$2" ]; }
+wait_for 60 ready_is 3 3 || fail "not 3 ready: $(describe 3) $(grep -h scheduler "$work"/n2.log | tail -5)"
+reconciler=$(describe 3 | python3 -c "import json,sys; print(json.load(sys.stdin)['reconciler'])")
+[ "$reconciler" = sched-2 ] || fail "the reconciler is $reconciler, not the lowest id sched-2"
+describe 3 | python3 -c "
+import json,sys
+d=json.load(sys.stdin)
+nodes=sorted(r['node'] for r in d['replicas'])
+assert nodes == ['infer-5','infer-6','infer-7'], nodes  # spread, none on control nodes
+" || fail "placement: $(describe 3)"
+cli --addr "$(sched 2)" get | grep -q "tiny .*exa-tiny-arith@v1 .* 3 cpu" || fail "get: $(cli --addr "$(sched 2)" get)"
+
+answer() {
+  curl -s -o "$work/body" -w '%{http_code}' --max-time 10 "http://127.0.0.1:$(port_of 1 http_port)/v1/completions" \
+    -d '{"model":"exa-tiny-arith","prompt":"12+30=","max_tokens":4,"temperature":0}' | grep -q 200
+}
+wait_for 20 answer || fail "no answer through the gateway: $(cat "$work/body")"
+grep -q '"text":"42"' "$work/body" || fail "answer: $(cat "$work/body")"
+
+# kill -9 the reconciler, then scale up through another scheduler: the next one acts.
+kill -9 "${pids[2]}"
+killed_at=$(now)
+sed 's/replicas: 3/replicas: 4/' "$work/tiny.yaml" >"$work/tiny4.yaml"
+wait_for 10 cli --addr "$(sched 3)" apply -f "$work/tiny4.yaml" || fail "apply with one scheduler down"
+takeover() { [ "$(describe 3 | python3 -c "import json,sys; print(json.load(sys.stdin)['reconciler'])")" = sched-3 ] && [ "$(status_of 3 present)" = 4 ]; }
+wait_for 20 takeover || fail "no take-over: $(describe 3)"
+takeover_s=$(since "$killed_at")
+python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) <= 15 else 1)" "$takeover_s" ||
+  fail "take-over took ${takeover_s}s (> 15)"
+cli --addr "$(sched 4)" get -o yaml | grep -q "replicas: 4" || fail "spec not intact on sched-4"
+wait_for 30 ready_is 3 4 || fail "not 4 ready: $(describe 3)"
+
+# kill -9 an inference node: its replica(s) are rebuilt elsewhere, only after death + deadGrace.
+victim_ids=$(describe 3 | python3 -c "import json,sys; print(' '.join(r['id'] for r in json.load(sys.stdin)['replicas'] if r['node']=='infer-7'))")
+[ -n "$victim_ids" ] || fail "no replica on infer-7: $(describe 3)"
+kill -9 "${pids[7]}"
+infer_killed=$(now)
+rebuilt() {
+  describe 3 | python3 -c "
+import json,sys
+d=json.load(sys.stdin)
+ready=[r for r in d['replicas'] if r['phase']=='ready' and r['node']!='infer-7']
+sys.exit(0 if len(ready)==4 else 1)"
+}
+# Not before the grace: the node must first be declared dead, then 6 s pass.
+sleep 5
+rebuilt && fail "rebuilt within 5 s of the kill (before death + deadGrace): $(describe 3)"
+wait_for 60 rebuilt || fail "not rebuilt: $(describe 3)"
+rebuild_s=$(since "$infer_killed")
+describe 3 | grep -q "rebuild" || fail "no rebuild event: $(describe 3)"
+
+# Stop and restart every scheduler (sched-2 was killed): the specs are still there.
+for n in 3 4; do kill -TERM "${pids[$n]}"; done
+for n in 3 4; do wait "${pids[$n]}" 2>/dev/null || true; done
+for n in 2 3 4; do
+  rm -f "$work/n$n/endpoints.json"
+  EXASERVE_SCHEDULER_RECONCILE_INTERVAL=500ms start_node $n --role scheduler --join "$seed" \
+    --node-id "sched-$n"
+done
+for n in 2 3 4; do
+  cli --addr "$(sched "$n")" get -o yaml | grep -q "replicas: 4" ||
+    fail "sched-$n lost the spec over a restart: $(cli --addr "$(sched "$n")" get -o yaml)"
+done
+
+# A write acknowledged to the CLI survives kill -9 of the node that took it.
+sed 's/replicas: 3/replicas: 2/; s/name: tiny/name: tiny-b/' "$work/tiny.yaml" >"$work/b.yaml"
+wait_for 20 all_alive 4 || true
+cli --addr "$(sched 4)" apply -f "$work/b.yaml" >/dev/null || fail "apply tiny-b"
+kill -9 "${pids[4]}"
+cli --addr "$(sched 3)" get tiny-b >/dev/null || fail "tiny-b not on sched-3 after its writer died"
+rm -f "$work/n4/endpoints.json"
+start_node 4 --role scheduler --join "$seed" --node-id sched-4
+cli --addr "$(sched 4)" get tiny-b >/dev/null || fail "tiny-b not persisted on its writer"
+
+echo "{\"takeover_s\": $takeover_s, \"rebuild_s\": $rebuild_s}"
+echo "ok: apply → 3 ready and answering; reconciler kill → sched-3 took over in ${takeover_s}s; inference node kill → rebuilt in ${rebuild_s}s (grace 6s); specs survived restarts and kill -9 of the writer"
