@@ -74,3 +74,19 @@ TEST_CASE("A live node missing from the view counts as dead from then") {
 
 }  // namespace
 }  // namespace exa::scheduler
+
+namespace exa::scheduler {
+namespace {
+
+TEST_CASE("A node offering its host memory as a cpu device is a cpu node") {
+  membership::Member m = GpuMember();
+  m.metadata.gpus = membership::GpuSummary{1, 4096, std::string(kCpuDeviceModel)};
+  NodeInventory inv = InventoryFromMember(m);
+  CHECK(inv.device_kind == "cpu");
+  REQUIRE(inv.gpus.size() == 1);
+  CHECK(inv.gpus[0].memory_bytes == uint64_t{4} << 30);
+  CHECK(InventoryFromMember(GpuMember()).device_kind == "gpu");
+}
+
+}  // namespace
+}  // namespace exa::scheduler

@@ -280,3 +280,60 @@ TEST_CASE("WaveTarget walks 256, 768, ... up to the replicas") {
 
 }  // namespace
 }  // namespace exa::scheduler
+
+namespace exa::scheduler {
+namespace {
+
+TEST_CASE("A drained node's replicas are stopped and placed again elsewhere") {
+  World w(3, 3, 3, 3);
+  w.Apply(w.Step(kT0), true);
+  REQUIRE(w.Hosted() == 3);
+  NodeStatus& drained = w.Node("node-00");
+  REQUIRE(drained.replicas.size() == 1);
+  const int ordinal = drained.replicas[0].ordinal;
+  const uint64_t generation = drained.replicas[0].generation;
+  drained.inventory.draining = true;
+  auto r = w.Step(kT0 + absl::Seconds(1));
+  REQUIRE(w.Count(ActionKind::kStop, r) == 1);
+  REQUIRE(w.Count(ActionKind::kStart, r) == 1);
+  for (const Action& a : r.actions) {
+    CHECK(a.ordinal == ordinal);
+    if (a.kind == ActionKind::kStop) {
+      CHECK(a.node == "node-00");
+      CHECK(a.reason == "node drained");
+    } else {
+      CHECK(a.node != "node-00");
+      CHECK(a.generation == generation + 1);
+    }
+  }
+  w.Apply(r, true);
+  CHECK(w.Step(kT0 + absl::Seconds(2)).actions.empty());
+  CHECK(w.Node("node-00").replicas.empty());
+}
+
+TEST_CASE("cpu and sim replicas go only to nodes offering cpu devices, and back") {
+  World w(2, 2, 2, 2);
+  w.Node("node-00").inventory.device_kind = "cpu";
+  SECTION("cuda") {
+    auto r = w.Step(kT0);
+    REQUIRE(w.Count(ActionKind::kStart, r) == 2);
+    for (const Action& a : r.actions) CHECK(a.node == "node-01");
+  }
+  SECTION("cpu") {
+    w.desired[0].spec.backend = "cpu";
+    auto r = w.Step(kT0);
+    REQUIRE(w.Count(ActionKind::kStart, r) == 2);
+    for (const Action& a : r.actions) CHECK(a.node == "node-00");
+  }
+  SECTION("sim, with no cpu node: pending with the reason") {
+    w.desired[0].spec.backend = "sim";
+    w.Node("node-00").inventory.device_kind = "gpu";
+    auto r = w.Step(kT0);
+    CHECK(w.Count(ActionKind::kStart, r) == 0);
+    CHECK(r.deployments[0].pending == 2);
+    CHECK(r.deployments[0].pending_reason.find("2 offer no cpu devices") != std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace exa::scheduler

@@ -143,3 +143,31 @@ TEST_CASE("Limits: oversized values and a full store are refused") {
 
 }  // namespace
 }  // namespace exa::scheduler
+
+namespace exa::scheduler {
+namespace {
+
+TEST_CASE("Restored records are served, not persisted or sent again, and later writes win") {
+  ReplicatedStore before("a");
+  before.SetMembers(kT0, {"a"});
+  REQUIRE(before.Put(kT0 + absl::Seconds(10), "spec/x", "old"));
+  std::vector<StoreRecord> disk = before.TakePersist();
+  REQUIRE(disk.size() == 1);
+
+  // A restart with a clock that went backwards: the restored version still orders the next write.
+  ReplicatedStore after("a");
+  after.Restore(disk);
+  CHECK(after.TakePersist().empty());
+  CHECK(after.TakeMessages().empty());
+  REQUIRE(after.Get("spec/x"));
+  CHECK(after.Get("spec/x")->value == "old");
+  after.SetMembers(kT0, {"a"});
+  REQUIRE(after.Put(kT0, "spec/x", "new"));
+  std::vector<StoreRecord> written = after.TakePersist();
+  REQUIRE(written.size() == 1);
+  CHECK(written[0].version > disk[0].version);
+  CHECK(after.Get("spec/x")->value == "new");
+}
+
+}  // namespace
+}  // namespace exa::scheduler
