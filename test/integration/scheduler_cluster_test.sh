@@ -125,6 +125,23 @@ wait_for 60 rebuilt || fail "not rebuilt: $(describe 3)"
 rebuild_s=$(since "$infer_killed")
 describe 3 | grep -q "rebuild" || fail "no rebuild event: $(describe 3)"
 
+# Node operations through a scheduler: a drain that would drop below 99 % ready is refused; a
+# cordon is stored, listed and lifted.
+set +e
+cli --addr "$(sched 3)" node drain infer-5 >"$work/drain.out" 2>&1; rc=$?
+set -e
+[ $rc -eq 1 ] || fail "drain below the floor: exit $rc $(cat "$work/drain.out")"
+grep -q "below the 99 % floor" "$work/drain.out" || fail "drain refusal: $(cat "$work/drain.out")"
+cli --addr "$(sched 3)" node cordon infer-5 | grep -q "infer-5  cordoned" || fail "cordon"
+cli --addr "$(sched 4)" node ops | grep -q "infer-5  cordoned" || fail "cordon not replicated"
+cli --addr "$(sched 3)" node taint infer-6 maintenance >/dev/null || fail "taint"
+set +e
+cli --addr "$(sched 3)" node taint infer-6 "" >"$work/taint.out" 2>&1; rc=$?
+set -e
+[ $rc -eq 2 ] || fail "an empty taint: exit $rc $(cat "$work/taint.out")"
+cli --addr "$(sched 3)" node uncordon infer-5 | grep -q "infer-5  schedulable" || fail "uncordon"
+cli --addr "$(sched 3)" node untaint infer-6 maintenance >/dev/null || fail "untaint"
+
 # Stop and restart every scheduler (sched-2 was killed): the specs are still there.
 for n in 3 4; do kill -TERM "${pids[$n]}"; done
 for n in 3 4; do wait "${pids[$n]}" 2>/dev/null || true; done
