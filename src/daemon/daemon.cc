@@ -157,6 +157,7 @@ absl::Status Daemon::OpenScheduler() {
     }
   }
   scheduler::SchedulerEnv env;
+  env.registry = &registry_;
   env.members = [this] { return gossip_ ? gossip_->Members() : std::vector<membership::Member>{}; };
   env.is_scheduler = [this](const membership::Member& m) {
     return m.id == node_id_ || HasRole(m.metadata.roles, "scheduler");

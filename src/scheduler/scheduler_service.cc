@@ -179,7 +179,21 @@ SchedulerService::SchedulerService(SchedulerServiceOptions options, SchedulerEnv
       env_(std::move(env)),
       db_(std::move(db)),
       store_(options_.node_id, options_.store),
-      catalog_(ModelCatalog::WithPresets()) {}
+      catalog_(ModelCatalog::WithPresets()) {
+  if (metrics::Registry* r = env_.registry) {
+    desired_gauge_ =
+        &r->AddGauge("exaserve_deployment_replicas_desired",
+                     "Replicas a deployment's spec asks for (0 once deleted).", {"deployment"});
+    ready_gauge_ = &r->AddGauge("exaserve_deployment_replicas_ready",
+                                "Replicas of a deployment ready, as the scheduler last saw them.",
+                                {"deployment"});
+    pending_gauge_ =
+        &r->AddGauge("exaserve_deployment_replicas_pending",
+                     "Replicas of a deployment that could not be placed.", {"deployment"});
+    reconciler_gauge_ = &r->SimpleGauge("exaserve_scheduler_reconciling",
+                                        "1 on the scheduler that reconciles, else 0.");
+  }
+}
 
 SchedulerService::~SchedulerService() { Stop(); }
 

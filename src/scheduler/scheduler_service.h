@@ -38,6 +38,7 @@
 #include "absl/time/time.h"
 #include "exaserve/v1/scheduler.grpc.pb.h"
 #include "membership/member.h"
+#include "metrics/registry.h"
 #include "scheduler/memory_planner.h"
 #include "scheduler/reconciler.h"
 #include "scheduler/replicated_store.h"
@@ -68,6 +69,8 @@ struct SchedulerEnv {
   std::function<bool(const membership::Member&)> is_scheduler;
   // Checks the caller's "authorization" metadata for operations that change state.
   std::function<grpc::Status(std::string_view authorization)> authorize;
+  // Where the deployment gauges go (exaserve_deployment_replicas_*); may be null.
+  metrics::Registry* registry = nullptr;
   // The shape of a model that is not a preset (the weights store's config.json); NOT_FOUND when
   // the store does not have it. May block (a pull).
   std::function<absl::StatusOr<ModelShape>(const std::string& model, const std::string& version)>
@@ -165,6 +168,13 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   std::map<std::string, std::deque<Event>> events_;           // mu_
   std::map<std::string, std::string> replica_phase_;          // "node/replica" → phase; mu_
   std::string reconciler_;                                    // mu_
+
+  // Per deployment, as this scheduler last computed them (every scheduler exports the same
+  // figures; alerts take the max over schedulers).
+  metrics::Family<metrics::Gauge>* desired_gauge_ = nullptr;
+  metrics::Family<metrics::Gauge>* ready_gauge_ = nullptr;
+  metrics::Family<metrics::Gauge>* pending_gauge_ = nullptr;
+  metrics::Gauge* reconciler_gauge_ = nullptr;
 
   std::atomic<int> actions_in_flight_{0};
   std::thread thread_;
