@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -303,11 +304,102 @@ absl::Status ParseProbe(const Reader& r, const YAML::Node& n, ProbeSpec& out) {
   return absl::OkStatus();
 }
 
-absl::Status ParseSpecBody(const Reader& r, const YAML::Node& n, InferenceReplicaSpec& s) {
+// "10%" or "0.1" (a fraction) → 0.1.
+absl::StatusOr<double> ParseFraction(const Reader& r, const YAML::Node& n, std::string_view path) {
+  if (!n.IsScalar()) return r.Error(n, path, "must be a percentage like 10%");
+  std::string text = n.Scalar();
+  bool percent = !text.empty() && text.back() == '%';
+  if (percent) text.pop_back();
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v)) {
+    return r.Error(n, path, StrCat("\"", n.Scalar(), "\": expected a percentage like 10%"));
+  }
+  return percent ? v / 100 : v;
+}
+
+absl::Status ParseRollout(const Reader& r, const YAML::Node& n, RolloutSpec& out) {
   EXA_RETURN_IF_ERROR(r.CheckMap(
-      n, "spec",
-      {"model", "version", "backend", "replicas", "resources", "topology", "healthCheck",
-       "scheduling", "labels", "probe", "deadGrace", "maxLifetime", "context", "concurrency"}));
+      n, "spec.rollout",
+      {"stages", "observe", "regressionThreshold", "metrics", "keepRollbackTarget", "minSamples"}));
+  if (n["stages"]) {
+    const YAML::Node& st = n["stages"];
+    if (!st.IsSequence() || st.size() == 0 || st.size() > 20) {
+      return r.Error(st, "spec.rollout.stages",
+                     "must be a list of 1-20 stages, each a replica count (12) or a "
+                     "percentage (10%)");
+    }
+    for (size_t i = 0; i < st.size(); ++i) {
+      const std::string path = StrCat("spec.rollout.stages[", i, "]");
+      if (!st[i].IsScalar()) return r.Error(st[i], path, "must be a count or a percentage");
+      RolloutStage stage;
+      if (!st[i].Scalar().empty() && st[i].Scalar().back() == '%') {
+        EXA_ASSIGN_OR_RETURN(double f, ParseFraction(r, st[i], path));
+        if (f <= 0 || f > 1) {
+          return r.Error(st[i], path, StrCat("\"", st[i].Scalar(), "\": must be in (0%, 100%]"));
+        }
+        stage.percent = f * 100;
+      } else {
+        EXA_ASSIGN_OR_RETURN(stage.replicas, r.Int(st[i], path, 1, kMaxReplicas));
+      }
+      out.stages.push_back(stage);
+    }
+  }
+  if (n["observe"]) {
+    EXA_ASSIGN_OR_RETURN(out.observe, r.Duration(n["observe"], "spec.rollout.observe"));
+    if (out.observe < absl::Seconds(1)) {
+      return r.Error(n["observe"], "spec.rollout.observe", "must be at least 1s");
+    }
+  }
+  if (n["regressionThreshold"]) {
+    EXA_ASSIGN_OR_RETURN(
+        out.regression_threshold,
+        ParseFraction(r, n["regressionThreshold"], "spec.rollout.regressionThreshold"));
+    if (out.regression_threshold <= 0 || out.regression_threshold > 10) {
+      return r.Error(n["regressionThreshold"], "spec.rollout.regressionThreshold",
+                     StrCat("\"", n["regressionThreshold"].Scalar(),
+                            "\": must be above 0% and at most 1000%"));
+    }
+  }
+  if (n["metrics"]) {
+    const YAML::Node& m = n["metrics"];
+    if (!m.IsSequence() || m.size() == 0) {
+      return r.Error(m, "spec.rollout.metrics", "must be a non-empty list");
+    }
+    out.metrics.clear();
+    for (size_t i = 0; i < m.size(); ++i) {
+      const std::string path = StrCat("spec.rollout.metrics[", i, "]");
+      EXA_ASSIGN_OR_RETURN(std::string name, r.String(m[i], path));
+      if (std::find(std::begin(kRolloutMetrics), std::end(kRolloutMetrics), name) ==
+          std::end(kRolloutMetrics)) {
+        return r.Error(m[i], path,
+                       StrCat("\"", name, "\": expected p99Latency, errorRate, memory or ttft"));
+      }
+      if (std::find(out.metrics.begin(), out.metrics.end(), name) != out.metrics.end()) {
+        return r.Error(m[i], path, StrCat("\"", name, "\" appears twice"));
+      }
+      out.metrics.push_back(name);
+    }
+  }
+  if (n["keepRollbackTarget"]) {
+    EXA_ASSIGN_OR_RETURN(
+        out.keep_rollback_target,
+        r.Int(n["keepRollbackTarget"], "spec.rollout.keepRollbackTarget", 0, kMaxReplicas));
+  }
+  if (n["minSamples"]) {
+    EXA_ASSIGN_OR_RETURN(out.min_samples,
+                         r.Int(n["minSamples"], "spec.rollout.minSamples", 1, 1'000'000));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseSpecBody(const Reader& r, const YAML::Node& n, InferenceReplicaSpec& s) {
+  EXA_RETURN_IF_ERROR(
+      r.CheckMap(n, "spec",
+                 {"model", "version", "backend", "replicas", "resources", "topology", "healthCheck",
+                  "scheduling", "labels", "probe", "deadGrace", "maxLifetime", "context",
+                  "concurrency", "rollout", "maxUnavailable"}));
   if (!n["model"]) return r.Error(n, "spec.model", "is required");
   EXA_ASSIGN_OR_RETURN(s.model, r.String(n["model"], "spec.model"));
   if (!ValidModelName(s.model)) {
@@ -350,6 +442,11 @@ absl::Status ParseSpecBody(const Reader& r, const YAML::Node& n, InferenceReplic
   if (n["concurrency"]) {
     EXA_ASSIGN_OR_RETURN(s.concurrency,
                          r.Int(n["concurrency"], "spec.concurrency", 1, kMaxConcurrency));
+  }
+  if (n["rollout"]) EXA_RETURN_IF_ERROR(ParseRollout(r, n["rollout"], s.rollout));
+  if (n["maxUnavailable"]) {
+    EXA_ASSIGN_OR_RETURN(s.max_unavailable,
+                         r.Int(n["maxUnavailable"], "spec.maxUnavailable", 1, kMaxReplicas));
   }
   return absl::OkStatus();
 }
@@ -424,7 +521,61 @@ absl::Status ValidateSpec(const InferenceReplicaSpec& s) {
   if (s.context < 1 || s.concurrency < 1) {
     return absl::InvalidArgumentError("spec.context and spec.concurrency: must be at least 1");
   }
+  if (!s.rollout.stages.empty()) {
+    // Stages the operator wrote must grow strictly and end at 100 %.
+    int previous = 0;
+    for (size_t i = 0; i < s.rollout.stages.size(); ++i) {
+      const RolloutStage& st = s.rollout.stages[i];
+      int count =
+          st.percent > 0 ? static_cast<int>(std::ceil(st.percent * s.replicas / 100)) : st.replicas;
+      if (count <= previous) {
+        return absl::InvalidArgumentError(
+            StrCat("spec.rollout.stages[", i, "] ",
+                   st.percent > 0 ? StrCat(st.percent, "%") : StrCat(st.replicas), " is ", count,
+                   " of ", s.replicas, " replicas, not more than the stage before (", previous,
+                   "): stages must increase"));
+      }
+      if (count > s.replicas && s.replicas > 0) {
+        return absl::InvalidArgumentError(StrCat("spec.rollout.stages[", i, "] ", count,
+                                                 ": more than spec.replicas (", s.replicas, ")"));
+      }
+      previous = count;
+    }
+    if (previous != s.replicas) {
+      return absl::InvalidArgumentError(StrCat("spec.rollout.stages: the last stage is ", previous,
+                                               " of ", s.replicas, " replicas; it must be 100%"));
+    }
+  }
+  if (s.rollout.regression_threshold <= 0) {
+    return absl::InvalidArgumentError("spec.rollout.regressionThreshold: must be above 0%");
+  }
+  if (s.rollout.min_samples < 1) {
+    return absl::InvalidArgumentError("spec.rollout.minSamples: must be at least 1");
+  }
+  if (s.rollout.keep_rollback_target < 0 || s.max_unavailable < 0) {
+    return absl::InvalidArgumentError(
+        "spec.rollout.keepRollbackTarget and spec.maxUnavailable: must not be negative");
+  }
   return absl::OkStatus();
+}
+
+std::vector<int> RolloutStageCounts(const InferenceReplicaSpec& spec) {
+  const int n = spec.replicas;
+  std::vector<RolloutStage> stages = spec.rollout.stages;
+  if (stages.empty()) stages = {{12, 0}, {0, 10}, {0, 50}, {0, 100}};
+  std::vector<int> out;
+  for (const RolloutStage& st : stages) {
+    int count = st.percent > 0 ? static_cast<int>(std::ceil(st.percent * n / 100)) : st.replicas;
+    count = std::min(count, n);
+    if (count > (out.empty() ? 0 : out.back())) out.push_back(count);
+  }
+  if (out.empty() || out.back() != n) out.push_back(n);
+  return out;
+}
+
+int MaxUnavailable(const InferenceReplicaSpec& spec) {
+  if (spec.max_unavailable > 0) return spec.max_unavailable;
+  return std::max(1, spec.replicas / 100);
 }
 
 absl::StatusOr<std::vector<InferenceReplicaSpec>> ParseSpecs(std::string_view yaml_text,
@@ -476,6 +627,13 @@ absl::StatusOr<std::vector<InferenceReplicaSpec>> LoadSpecFile(const std::string
   return ParseSpecs(text.str(), path);
 }
 
+// "10%" when that reads back as exactly `f`, else the fraction itself ("0.07").
+std::string FractionText(double f) {
+  std::string pct = StrCat(f * 100);
+  if (std::strtod(pct.c_str(), nullptr) / 100 == f) return StrCat(pct, "%");
+  return StrCat(f);
+}
+
 std::string SpecToYaml(const InferenceReplicaSpec& s) {
   std::string out = StrCat("apiVersion: ", kApiVersion, "\nkind: ", kKindInferenceReplica,
                            "\nmetadata:\n  name: ", s.name, "\nspec:\n");
@@ -503,6 +661,24 @@ std::string SpecToYaml(const InferenceReplicaSpec& s) {
   StrAppend(&out, "  deadGrace: ", DurationToString(s.dead_grace),
             "\n  maxLifetime: ", DurationToString(s.max_lifetime), "\n  context: ", s.context,
             "\n  concurrency: ", s.concurrency, "\n");
+  StrAppend(&out, "  rollout:\n");
+  if (!s.rollout.stages.empty()) {
+    std::string stages;
+    for (const RolloutStage& st : s.rollout.stages) {
+      StrAppend(&stages, stages.empty() ? "" : ", ",
+                st.percent > 0 ? StrCat(st.percent, "%") : StrCat(st.replicas));
+    }
+    StrAppend(&out, "    stages: [", stages, "]\n");
+  }
+  std::string metrics;
+  for (const std::string& m : s.rollout.metrics)
+    StrAppend(&metrics, metrics.empty() ? "" : ", ", m);
+  StrAppend(&out, "    observe: ", DurationToString(s.rollout.observe),
+            "\n    regressionThreshold: ", FractionText(s.rollout.regression_threshold),
+            "\n    metrics: [", metrics,
+            "]\n    keepRollbackTarget: ", s.rollout.keep_rollback_target,
+            "\n    minSamples: ", s.rollout.min_samples, "\n");
+  if (s.max_unavailable > 0) StrAppend(&out, "  maxUnavailable: ", s.max_unavailable, "\n");
   return out;
 }
 

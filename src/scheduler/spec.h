@@ -81,6 +81,32 @@ struct ProbeSpec {
   bool operator==(const ProbeSpec&) const = default;
 };
 
+// One rollout stage: how many replicas run the new version once the stage is reached, as a count
+// or a percentage of spec.replicas (exactly one is set).
+struct RolloutStage {
+  int replicas = 0;
+  double percent = 0;
+  bool operator==(const RolloutStage&) const = default;
+};
+
+// Metrics a rollout compares between the new and the old version over each observation window.
+inline constexpr std::string_view kRolloutMetrics[] = {"p99Latency", "errorRate", "memory", "ttft"};
+
+// Issue 9: a change of version (or model) is rolled out stage by stage, each stage observed and
+// compared with the old version before the next; a regression rolls it back by itself.
+struct RolloutSpec {
+  // Empty: one node group (12 replicas), 10 %, 50 %, 100 %.
+  std::vector<RolloutStage> stages;
+  absl::Duration observe = absl::Minutes(30);
+  double regression_threshold = 0.10;  // new worse than old by more than this → rollback
+  std::vector<std::string> metrics = {"p99Latency", "errorRate", "memory"};
+  // Replicas of the old version kept until the rollout completes (the rollback target).
+  int keep_rollback_target = 12;
+  // Samples each version needs in a window before it is judged; fewer → the window extends.
+  int min_samples = 10;
+  bool operator==(const RolloutSpec&) const = default;
+};
+
 struct InferenceReplicaSpec {
   std::string name;  // metadata.name
   std::string model;
@@ -97,6 +123,10 @@ struct InferenceReplicaSpec {
   absl::Duration max_lifetime = absl::ZeroDuration();  // 0: unlimited (MISSION.md §12)
   int context = 4096;                                  // tokens per sequence (MISSION.md §3)
   int concurrency = 4;                                 // sequences per replica (MISSION.md §3)
+  RolloutSpec rollout;
+  // Replicas a rollout or a lifetime restart may take out of service at once; 0: 1 % of
+  // replicas, at least 1 (the 99 % availability floor).
+  int max_unavailable = 0;
   bool operator==(const InferenceReplicaSpec&) const = default;
 };
 
@@ -112,6 +142,13 @@ absl::Status ValidateSpec(const InferenceReplicaSpec& spec);
 // The spec as canonical YAML (every field, defaults included): what `get -o yaml` prints and
 // what a diff compares.
 std::string SpecToYaml(const InferenceReplicaSpec& spec);
+
+// The replicas a spec's rollout stages put on the new version, resolved against spec.replicas:
+// strictly increasing, the last equal to spec.replicas. Defaults are clamped and deduplicated.
+std::vector<int> RolloutStageCounts(const InferenceReplicaSpec& spec);
+
+// spec.max_unavailable, or its default.
+int MaxUnavailable(const InferenceReplicaSpec& spec);
 
 // Replicas of the first bring-up wave and of each later one, capped by `replicas`.
 int WarmupWave(const InferenceReplicaSpec& spec);
