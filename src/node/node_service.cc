@@ -201,6 +201,8 @@ void NodeService::FillStatus(const ReplicaView& v, exaserve::v1::ReplicaStatus* 
     p->set_pending_tokens(load.pending_tokens);
     p->set_kv_blocks_used(load.kv_blocks_used);
     p->set_kv_blocks_total(load.kv_blocks_total);
+    p->set_ttft_p99_ms(load.ttft_p99_ms);
+    p->set_inter_token_p99_ms(load.itl_p99_ms);
   }
 }
 

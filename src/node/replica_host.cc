@@ -55,6 +55,9 @@ void RegisterConfig(config::Schema& s, std::string_view section, InferenceOption
                 [](const double& v) {
                   return v >= 1 && v <= 100 ? std::string() : StrCat(v, ": must be in [1, 100]");
                 });
+  s.Add<std::vector<std::string>>(
+      p + ".sim_slow_versions", &o->sim_slow_versions,
+      "sim backend: versions sim_slowdown applies to (a bad-release drill); empty: every replica");
   s.Add(p + ".sim_stall_file", &o->sim_stall_file,
         "sim backend: while this file exists every step loop hangs (a drill); empty: off");
   s.Add<int>(p + ".threads", &o->threads, "CPU threads per replica; 0: one per hardware thread",
@@ -133,10 +136,15 @@ engine::EngineOptions ReplicaHost::EngineOptionsFor(const ServedModel& model,
   eo.max_batch_tokens = options_.max_batch_tokens;
   eo.max_running = options_.max_running;
   eo.max_queue = options_.max_queue;
-  eo.sim.decode_base_ms *= options_.sim_slowdown;
-  eo.sim.decode_per_sequence_ms *= options_.sim_slowdown;
-  eo.sim.decode_per_context_token_us *= options_.sim_slowdown;
-  eo.sim.prefill_per_token_us *= options_.sim_slowdown;
+  const auto& slow = options_.sim_slow_versions;
+  const double slowdown =
+      slow.empty() || std::find(slow.begin(), slow.end(), model.version) != slow.end()
+          ? options_.sim_slowdown
+          : 1.0;
+  eo.sim.decode_base_ms *= slowdown;
+  eo.sim.decode_per_sequence_ms *= slowdown;
+  eo.sim.decode_per_context_token_us *= slowdown;
+  eo.sim.prefill_per_token_us *= slowdown;
   eo.sim.stall_file = options_.sim_stall_file;
   return eo;
 }

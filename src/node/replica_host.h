@@ -42,6 +42,8 @@ struct InferenceOptions {
   int max_queue = 256;
   // sim backend only: every modeled step takes this many times longer (a slow-replica drill).
   double sim_slowdown = 1.0;
+  // sim backend: the versions sim_slowdown applies to (a bad-release drill); empty: every replica.
+  std::vector<std::string> sim_slow_versions;
   // sim backend only, a drill: while this file exists every replica's step loop hangs.
   std::string sim_stall_file;
   // cuda backend: the GPUs (CUDA indices) replicas are spread over, round-robin in start order.

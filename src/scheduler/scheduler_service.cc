@@ -22,6 +22,8 @@ using nlohmann::json;
 
 constexpr std::string_view kSpecPrefix = "spec/";
 constexpr std::string_view kNodePrefix = "node/";
+constexpr std::string_view kRolloutPrefix = "rollout/";
+constexpr std::string_view kRolloutCommandPrefix = "rollout-command/";
 // Set on every replica this service starts: only labelled replicas are managed (and stopped when
 // their deployment goes away); a node's own replicas are left alone.
 constexpr std::string_view kDeploymentLabel = "exaserve.io/deployment";
@@ -190,6 +192,9 @@ SchedulerService::SchedulerService(SchedulerServiceOptions options, SchedulerEnv
     pending_gauge_ =
         &r->AddGauge("exaserve_deployment_replicas_pending",
                      "Replicas of a deployment that could not be placed.", {"deployment"});
+    rollbacks_ = &r->AddCounter("exaserve_rollout_rollbacks_total",
+                                "Rollouts rolled back (a P1 alert when automatic), by deployment.",
+                                {"deployment"});
     reconciler_gauge_ = &r->SimpleGauge("exaserve_scheduler_reconciling",
                                         "1 on the scheduler that reconciles, else 0.");
   }
@@ -512,32 +517,28 @@ void SchedulerService::ReconcileStep() {
   std::unique_lock<std::mutex> lock(mu_);
   absl::Time now = absl::Now();
   MergeView(now, members, nodes_);
-  // Desired state: every spec in the store that parses and plans.
-  std::vector<DesiredDeployment> desired;
-  std::set<std::string> weights;
+  // The specs in the store that parse and plan.
+  std::map<std::string, const DesiredDeployment*> specs;  // spec name → spec
   for (const StoreRecord& r : store_.Live()) {
     if (r.key.rfind(kSpecPrefix, 0) != 0) continue;
     const CachedSpec& c = SpecLocked(r);
+    const std::string name = r.key.substr(kSpecPrefix.size());
     if (!c.desired.ok()) {
-      const std::string name = r.key.substr(kSpecPrefix.size());
       auto& st = status_[name];
       st.name = name;
       st.pending_reason = std::string(c.desired.status().message());
       continue;
     }
-    desired.push_back(*c.desired);
-    weights.insert(WeightsKey(c.desired->spec));
+    specs[name] = &*c.desired;
   }
-  std::map<std::string, const DesiredDeployment*> by_name;
-  for (const DesiredDeployment& d : desired) by_name[d.spec.name] = &d;
+  // Node reports: managed replicas (tracks "<spec>@<version>") and their latency samples.
+  std::map<std::string, std::map<std::string, int>> ready_by_version;  // spec → version → ready
   for (const auto& poll : calls) {
     if (!poll->done || !poll->status.ok()) continue;  // keeps its last report
     NodeStatus& st = nodes_[poll->node];
     st.reported = true;
     st.boot_id = poll->response.boot_id();
     st.replicas.clear();
-    // StartReplica pulls the weights itself: every node counts as staged (see the header).
-    st.staged_models = weights;
     for (const pb::ReplicaStatus& r : poll->response.replicas()) {
       auto label = r.labels().find(std::string(kDeploymentLabel));
       if (label == r.labels().end()) continue;
@@ -552,36 +553,35 @@ void SchedulerService::ReconcileStep() {
       rec.phase_since = absl::FromUnixMillis(r.state_since_unix_ms());
       rec.allocation.node = poll->node;
       rec.allocation.gpus = {std::max(0, r.device())};
-      auto d = by_name.find(rec.deployment);
-      rec.allocation.bytes_per_gpu = d == by_name.end() ? 0 : d->second->replica_bytes;
+      const std::string spec_name = rec.deployment.substr(0, rec.deployment.rfind('@'));
+      auto d = specs.find(spec_name);
+      rec.allocation.bytes_per_gpu = d == specs.end() ? 0 : d->second->replica_bytes;
+      if (rec.phase == ReplicaPhase::kReady && r.state() == "ready") {
+        ready_by_version[spec_name][r.version()]++;
+        window_.Add(ReplicaSample{now, r.version(),
+                                  r.inter_token_p99_ms() > 0 ? r.inter_token_p99_ms() / 1000 : -1,
+                                  -1, -1, r.ttft_p99_ms() > 0 ? r.ttft_p99_ms() / 1000 : -1});
+      }
       std::string key = StrCat(poll->node, "/", r.replica_id());
       std::string phase = StrCat(r.state(), r.reason().empty() ? "" : ": ", r.reason());
       auto [it, inserted] = replica_phase_.try_emplace(key, phase);
       if (inserted || it->second != phase) {
         it->second = phase;
-        AddEventLocked(rec.deployment, StrCat(r.replica_id(), " on ", poll->node, " (generation ",
-                                              rec.generation, "): ", phase));
+        AddEventLocked(spec_name, StrCat(r.replica_id(), " on ", poll->node, " (generation ",
+                                         rec.generation, "): ", phase));
       }
       st.replicas.push_back(std::move(rec));
     }
   }
   std::map<std::string, NodeOps> ops = NodeOpsLocked();
-  std::vector<NodeStatus> statuses;
   std::vector<SchedulerCandidate> candidates;
   for (auto& [id, st] : nodes_) {
-    auto o = ops.find(id);
-    if (o != ops.end()) {
-      st.inventory.cordoned = o->second.cordoned;
-      st.inventory.draining = o->second.draining;
-      for (const std::string& t : o->second.taints) st.inventory.taints.push_back(t);
-    }
     if (live_schedulers.count(id)) {
       candidates.push_back({id, true});
     } else if (st.liveness == NodeLiveness::kDead &&
                st.inventory.roles.Has(cluster::Role::kScheduler)) {
       candidates.push_back({id, false});
     }
-    if (!st.inventory.gpus.empty()) statuses.push_back(st);
   }
   std::optional<std::string> chosen = ChooseReconciler(candidates);
   if (chosen.value_or("") != reconciler_) {
@@ -590,29 +590,149 @@ void SchedulerService::ReconcileStep() {
                   {"this_node", options_.node_id}});
     reconciler_ = chosen.value_or("");
   }
-  ReconcileResult result = Reconcile(now, desired, statuses, options_.placement);
-  for (auto it = status_.begin(); it != status_.end();) {
-    it = by_name.count(it->first) || store_.Get(StrCat(kSpecPrefix, it->first)) ? std::next(it)
-                                                                                : status_.erase(it);
+  const bool acting = reconciler_ == options_.node_id;
+
+  // Desired state: one track per version of each spec, sized by its rollout (rollout.h). Only
+  // the reconciler advances a rollout and stores it; the others follow the stored state.
+  std::vector<DesiredDeployment> desired;
+  std::set<std::string> weights;
+  for (const auto& [name, d] : specs) {
+    RolloutState state = RolloutStateLocked(name);
+    if (acting) state = ApplyCommandsLocked(now, d->spec, std::move(state));
+    RolloutStep step = AdvanceRollout(now, d->spec, state, ready_by_version[name], window_);
+    if (acting) {
+      for (std::string& e : step.events) AddEventLocked(name, std::move(e));
+      if (step.rolled_back_now) {
+        EXA_LOG_ERROR("scheduler", "rollout rolled back (P1)",
+                      {{"deployment", name},
+                       {"severity", "P1"},
+                       {"version", step.state.failed_version},
+                       {"reason", step.state.failure}});
+        if (rollbacks_) rollbacks_->WithLabels({name}).Increment();
+      }
+      const std::string json = RolloutStateToJson(step.state);
+      const StoreRecord* stored = store_.Get(StrCat(kRolloutPrefix, name));
+      if (!stored || stored->value != json) store_.Put(now, StrCat(kRolloutPrefix, name), json);
+    }
+    for (const auto& [version, count] : step.tracks) {
+      DesiredDeployment track = *d;
+      track.spec.name = TrackName(name, version);
+      track.spec.version = version;
+      track.spec.replicas = count;
+      weights.insert(WeightsKey(track.spec));
+      desired.push_back(std::move(track));
+    }
   }
-  for (DeploymentStatus& s : result.deployments) {
-    auto& old = status_[s.name];
+  std::vector<NodeStatus> statuses;
+  for (auto& [id, st] : nodes_) {
+    auto o = ops.find(id);
+    if (o != ops.end()) {
+      st.inventory.cordoned = o->second.cordoned;
+      st.inventory.draining = o->second.draining;
+      for (const std::string& t : o->second.taints) st.inventory.taints.push_back(t);
+    }
+    // StartReplica pulls the weights itself: every node counts as staged (see the header).
+    st.staged_models = weights;
+    if (!st.inventory.gpus.empty()) statuses.push_back(st);
+  }
+  std::map<std::string, const DesiredDeployment*> by_track;
+  for (const DesiredDeployment& d : desired) by_track[d.spec.name] = &d;
+  ReconcileResult result = Reconcile(now, desired, statuses, options_.placement);
+
+  // Status per spec: its tracks summed.
+  std::map<std::string, DeploymentStatus> sums;
+  for (const DeploymentStatus& t : result.deployments) {
+    const std::string name = t.name.substr(0, t.name.rfind('@'));
+    DeploymentStatus& s = sums[name];
+    s.name = name;
+    s.present += t.present;
+    s.ready += t.ready;
+    s.lost += t.lost;
+    s.failed += t.failed;
+    s.wave = std::max(s.wave, t.wave);
+    s.wave_target += t.wave_target;
+    s.starting_now += t.starting_now;
+    s.waiting_for_weights += t.waiting_for_weights;
+    s.pending += t.pending;
+    if (!t.pending_reason.empty()) s.pending_reason = t.pending_reason;
+  }
+  for (const auto& [name, d] : specs) {
+    sums[name].name = name;
+    sums[name].desired = d->spec.replicas;
+  }
+  for (auto it = status_.begin(); it != status_.end();) {
+    if (sums.count(it->first) || store_.Get(StrCat(kSpecPrefix, it->first))) {
+      ++it;
+      continue;
+    }
+    if (desired_gauge_) {
+      for (auto* g : {desired_gauge_, ready_gauge_, pending_gauge_}) {
+        g->WithLabels({it->first}).Set(0);
+      }
+    }
+    it = status_.erase(it);
+  }
+  for (auto& [name, s] : sums) {
+    auto& old = status_[name];
     if (s.pending > 0 && s.pending_reason != old.pending_reason) {
-      AddEventLocked(s.name, StrCat("pending ", s.pending, ": ", s.pending_reason));
+      AddEventLocked(name, StrCat("pending ", s.pending, ": ", s.pending_reason));
     }
     old = s;
+    if (desired_gauge_) {
+      desired_gauge_->WithLabels({name}).Set(s.desired);
+      ready_gauge_->WithLabels({name}).Set(s.ready);
+      pending_gauge_->WithLabels({name}).Set(s.pending);
+    }
   }
-  if (reconciler_ != options_.node_id || result.actions.empty()) return;
+  if (reconciler_gauge_) reconciler_gauge_->Set(acting ? 1 : 0);
+  FlushLocked(lock);  // rollout state written above
+  if (!acting || result.actions.empty()) return;
   for (const Action& a : result.actions) {
     if (a.kind == ActionKind::kPrestage) continue;
-    AddEventLocked(a.deployment.empty() ? a.weights : a.deployment,
+    AddEventLocked(a.deployment.substr(0, a.deployment.rfind('@')),
                    StrCat(ActionKindName(a.kind), " ", a.replica_id(), " on ", a.node,
                           a.kind == ActionKind::kStart ? StrCat(" (generation ", a.generation, ")")
                                                        : std::string(),
                           ": ", a.reason));
   }
   lock.unlock();
-  Execute(result.actions, addresses, by_name);
+  Execute(result.actions, addresses, by_track);
+}
+
+RolloutState SchedulerService::RolloutStateLocked(const std::string& name) const {
+  const StoreRecord* r = store_.Get(StrCat(kRolloutPrefix, name));
+  if (!r) return RolloutState{};
+  absl::StatusOr<RolloutState> s = RolloutStateFromJson(r->value);
+  if (!s.ok()) {
+    EXA_LOG_ERROR("scheduler", "rollout state unreadable; starting afresh",
+                  {{"deployment", name}, {"error", std::string(s.status().message())}});
+    return RolloutState{};
+  }
+  return *s;
+}
+
+RolloutState SchedulerService::ApplyCommandsLocked(absl::Time now, const InferenceReplicaSpec& spec,
+                                                   RolloutState state) {
+  const StoreRecord* r = store_.Get(StrCat(kRolloutCommandPrefix, spec.name));
+  if (!r) return state;
+  json j = json::parse(r->value, nullptr, false);
+  if (!j.is_object()) return state;
+  const uint64_t id = j.value("id", uint64_t{0});
+  if (id <= state.last_command) return state;
+  state.last_command = id;
+  absl::StatusOr<RolloutCommand> command = ParseRolloutCommand(j.value("command", ""));
+  if (!command.ok()) return state;
+  absl::StatusOr<RolloutState> next = ApplyCommand(now, spec, state, *command, window_);
+  if (!next.ok()) {
+    AddEventLocked(spec.name, StrCat("rollout ", RolloutCommandName(*command),
+                                     " ignored: ", next.status().message()));
+    return state;
+  }
+  AddEventLocked(spec.name, StrCat("rollout ", RolloutCommandName(*command), " by the operator"));
+  if (*command == RolloutCommand::kRollback && rollbacks_) {
+    rollbacks_->WithLabels({spec.name}).Increment();
+  }
+  return *next;
 }
 
 void SchedulerService::Execute(const std::vector<Action>& actions,
@@ -694,6 +814,22 @@ grpc::ServerUnaryReactor* SchedulerService::Apply(grpc::CallbackServerContext* c
     pb::SpecChange* change = response->add_changes();
     change->set_name(spec.name);
     const StoreRecord* old = store_.Get(key);
+    const RolloutState rollout = RolloutStateLocked(spec.name);
+    const bool rolling =
+        rollout.phase == RolloutPhase::kProgressing || rollout.phase == RolloutPhase::kObserving;
+    if (rolling && spec.version != rollout.target_version &&
+        spec.version != rollout.stable_version) {
+      // Refused, not queued: the operator decides what happens to the running rollout.
+      return Finish(
+          context,
+          grpc::Status(grpc::FAILED_PRECONDITION,
+                       StrCat(spec.name, ": spec.version ", spec.version,
+                              " refused: a rollout from ", rollout.stable_version, " to ",
+                              rollout.target_version, " is in progress (stage ", rollout.stage + 1,
+                              "); let it finish, or `exaserve-cli "
+                              "rollout rollback ",
+                              spec.name, "` first")));
+    }
     if (old && old->value == yaml) {
       change->set_action("unchanged");
       continue;
@@ -767,7 +903,7 @@ grpc::ServerUnaryReactor* SchedulerService::Describe(grpc::CallbackServerContext
   json replicas = json::array();
   for (const auto& [id, node] : nodes_) {
     for (const ReplicaRecord& rec : node.replicas) {
-      if (rec.deployment != request->name()) continue;
+      if (rec.deployment.substr(0, rec.deployment.rfind('@')) != request->name()) continue;
       replicas.push_back(
           {{"id", ReplicaId(rec.deployment, rec.ordinal)},
            {"node", id},
@@ -782,6 +918,7 @@ grpc::ServerUnaryReactor* SchedulerService::Describe(grpc::CallbackServerContext
     }
   }
   out["replicas"] = replicas;
+  out["rollout"] = json::parse(RolloutStateToJson(RolloutStateLocked(request->name())));
   json events = json::array();
   auto ev = events_.find(request->name());
   if (ev != events_.end()) {
@@ -807,7 +944,12 @@ grpc::ServerUnaryReactor* SchedulerService::DeleteSpec(grpc::CallbackServerConte
   }
   AddEventLocked(request->name(), StrCat("spec deleted on ", options_.node_id));
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  WriteLocked({{key, std::nullopt}}, reactor, lock);
+  std::vector<std::pair<std::string, std::optional<std::string>>> writes = {{key, std::nullopt}};
+  for (std::string_view prefix : {kRolloutPrefix, kRolloutCommandPrefix}) {
+    std::string k = StrCat(prefix, request->name());
+    if (store_.Get(k)) writes.emplace_back(k, std::nullopt);
+  }
+  WriteLocked(writes, reactor, lock);
   return reactor;
 }
 
@@ -867,7 +1009,8 @@ grpc::ServerUnaryReactor* SchedulerService::NodeOp(grpc::CallbackServerContext* 
       // replicas ready once this node's are gone, or the drain is refused.
       std::map<std::string, int> on_node;
       for (const ReplicaRecord& r : nodes_[request->node()].replicas) {
-        if (r.phase == ReplicaPhase::kReady) on_node[r.deployment]++;
+        if (r.phase == ReplicaPhase::kReady)
+          on_node[r.deployment.substr(0, r.deployment.rfind('@'))]++;
       }
       for (const auto& [name, count] : on_node) {
         auto st = status_.find(name);
@@ -895,6 +1038,71 @@ grpc::ServerUnaryReactor* SchedulerService::NodeOp(grpc::CallbackServerContext* 
   json value = {{"cordoned", ops.cordoned}, {"draining", ops.draining}, {"taints", ops.taints}};
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   WriteLocked({{StrCat(kNodePrefix, request->node()), value.dump()}}, reactor, lock);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* SchedulerService::Rollout(grpc::CallbackServerContext* context,
+                                                    const pb::RolloutRequest* request,
+                                                    pb::RolloutResponse* response) {
+  const bool status_only = request->command().empty() || request->command() == "status";
+  absl::StatusOr<RolloutCommand> command = RolloutCommand::kPause;
+  if (!status_only) {
+    if (grpc::Status s = Authorize(context); !s.ok()) return Finish(context, s);
+    command = ParseRolloutCommand(request->command());
+    if (!command.ok()) return Finish(context, ToGrpc(command.status()));
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  const StoreRecord* r = store_.Get(StrCat(kSpecPrefix, request->name()));
+  if (!r) {
+    return Finish(context,
+                  grpc::Status(grpc::NOT_FOUND, StrCat("no spec named ", request->name())));
+  }
+  const CachedSpec& c = SpecLocked(*r);
+  if (!c.desired.ok()) return Finish(context, ToGrpc(c.desired.status()));
+  const InferenceReplicaSpec& spec = c.desired->spec;
+  RolloutState state = RolloutStateLocked(request->name());
+  const absl::Time now = absl::Now();
+  if (status_only) {
+    json out = json::parse(RolloutStateToJson(state));
+    out["name"] = spec.name;
+    out["spec_version"] = spec.version;
+    std::vector<int> counts = RolloutStageCounts(spec);
+    out["stages"] = counts;
+    out["observe_s"] = absl::ToDoubleSeconds(spec.rollout.observe);
+    out["threshold"] = spec.rollout.regression_threshold;
+    json cmp = json::array();
+    for (const MetricComparison& m : CompareNow(now, spec, state, window_)) {
+      cmp.push_back({{"metric", m.metric},
+                     {"old", m.old_value},
+                     {"new", m.new_value},
+                     {"old_samples", m.old_samples},
+                     {"new_samples", m.new_samples},
+                     {"judged", m.judged},
+                     {"regressed", m.regressed}});
+    }
+    out["window_so_far"] = cmp;
+    json ready = json::object();
+    for (const auto& [id, node] : nodes_) {
+      for (const ReplicaRecord& rec : node.replicas) {
+        if (rec.phase != ReplicaPhase::kReady) continue;
+        const size_t at = rec.deployment.rfind('@');
+        if (at == std::string::npos || rec.deployment.substr(0, at) != spec.name) continue;
+        const std::string version = rec.deployment.substr(at + 1);
+        ready[version] = ready.value(version, 0) + 1;
+      }
+    }
+    out["ready"] = ready;
+    response->set_json(out.dump());
+    return Finish(context, grpc::Status::OK);
+  }
+  // Checked here for a clear answer; the reconciler applies it at its next step.
+  absl::StatusOr<RolloutState> next = ApplyCommand(now, spec, state, *command, window_);
+  if (!next.ok()) return Finish(context, ToGrpc(next.status()));
+  json cmd = {{"id", static_cast<uint64_t>(absl::ToUnixMicros(now))},
+              {"command", RolloutCommandName(*command)}};
+  response->set_json(RolloutStateToJson(*next));
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  WriteLocked({{StrCat(kRolloutCommandPrefix, spec.name), cmd.dump()}}, reactor, lock);
   return reactor;
 }
 

@@ -42,6 +42,7 @@
 #include "scheduler/memory_planner.h"
 #include "scheduler/reconciler.h"
 #include "scheduler/replicated_store.h"
+#include "scheduler/rollout.h"
 
 namespace rocksdb {
 class DB;
@@ -102,6 +103,9 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   grpc::ServerUnaryReactor* NodeOp(grpc::CallbackServerContext* context,
                                    const exaserve::v1::NodeOpRequest* request,
                                    exaserve::v1::NodeOpResponse* response) override;
+  grpc::ServerUnaryReactor* Rollout(grpc::CallbackServerContext* context,
+                                    const exaserve::v1::RolloutRequest* request,
+                                    exaserve::v1::RolloutResponse* response) override;
   grpc::ServerUnaryReactor* Replicate(grpc::CallbackServerContext* context,
                                       const exaserve::v1::ReplicateRequest* request,
                                       exaserve::v1::ReplicateResponse* response) override;
@@ -150,6 +154,11 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
                const std::map<std::string, std::string>& addresses,
                const std::map<std::string, const DesiredDeployment*>& desired);
   void AddEventLocked(const std::string& deployment, std::string message);
+  // The stored rollout state of spec `name` (empty before its first step). Needs mu_.
+  RolloutState RolloutStateLocked(const std::string& name) const;
+  // Applies an operator command stored for the spec and not yet applied. Needs mu_.
+  RolloutState ApplyCommandsLocked(absl::Time now, const InferenceReplicaSpec& spec,
+                                   RolloutState state);
   grpc::Status Authorize(grpc::CallbackServerContext* context) const;
 
   const SchedulerServiceOptions options_;
@@ -168,6 +177,7 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   std::map<std::string, std::deque<Event>> events_;           // mu_
   std::map<std::string, std::string> replica_phase_;          // "node/replica" → phase; mu_
   std::string reconciler_;                                    // mu_
+  MetricWindow window_;  // ready replicas' latency samples, by version; mu_
 
   // Per deployment, as this scheduler last computed them (every scheduler exports the same
   // figures; alerts take the max over schedulers).
@@ -175,6 +185,7 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   metrics::Family<metrics::Gauge>* ready_gauge_ = nullptr;
   metrics::Family<metrics::Gauge>* pending_gauge_ = nullptr;
   metrics::Gauge* reconciler_gauge_ = nullptr;
+  metrics::Family<metrics::Counter>* rollbacks_ = nullptr;
 
   std::atomic<int> actions_in_flight_{0};
   std::thread thread_;

@@ -2,12 +2,14 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "common/strings.h"
+#include "common/units.h"
 #include "exaserve/v1/scheduler.grpc.pb.h"
 #include "nlohmann/json.hpp"
 #include "scheduler/spec.h"
@@ -183,6 +185,73 @@ int RunNodeOp(const SchedulerCommands& c, pb::NodeOpRequest::Op op, bool as_json
   return 0;
 }
 
+std::string Ms(double seconds) { return StrCat(std::round(seconds * 10000) / 10, " ms"); }
+
+int RunRollout(const SchedulerCommands& c, bool as_json, const ClusterAccess& cluster) {
+  pb::RolloutRequest request;
+  request.set_name(c.name);
+  request.set_command(c.rollout_command);
+  pb::RolloutResponse response;
+  grpc::Status s = Stub(cluster)->Rollout(Context(cluster).get(), request, &response);
+  if (!s.ok()) return Failure(cluster, s, false);
+  json r = json::parse(response.json(), nullptr, false);
+  if (as_json || r.is_discarded()) {
+    std::cout << response.json() << "\n";
+    return 0;
+  }
+  if (c.rollout_command != "status") {
+    std::cout << "rollout " << c.rollout_command << " of " << c.name
+              << " stored; the reconciler applies it at its next step\n";
+    return 0;
+  }
+  const std::string phase = r.value("phase", "idle");
+  std::cout << "Deployment:  " << r.value("name", "") << " (spec version "
+            << r.value("spec_version", "") << ")\n"
+            << "Stable:      " << r.value("stable", "") << "\n";
+  if (!r.value("target", std::string()).empty()) {
+    std::cout << "Rolling to:  " << r.value("target", "") << "\n";
+  }
+  std::string stages;
+  for (const json& n : r["stages"]) StrAppend(&stages, stages.empty() ? "" : " → ", n.get<int>());
+  std::cout << "Phase:       " << phase << (r.value("paused", false) ? " (paused)" : "")
+            << ", stage " << r.value("stage", 0) + 1 << " of " << r["stages"].size() << " ["
+            << stages << "], observe " << r.value("observe_s", 0.0) << " s, threshold +"
+            << std::round(r.value("threshold", 0.0) * 1000) / 10 << "%\n";
+  std::cout << "Ready:      ";
+  for (const auto& [v, n] : r["ready"].items()) std::cout << " " << v << "=" << n.get<int>();
+  std::cout << "\n";
+  if (!r.value("failure", std::string()).empty()) {
+    std::cout << "Rolled back: " << r.value("failure", "") << "\n";
+  }
+  auto print_metrics = [](const json& metrics) {
+    for (const json& m : metrics) {
+      const std::string name = m.value("metric", "");
+      auto fmt = [&](double v) {
+        return name == "memory"      ? BytesToString(static_cast<uint64_t>(v))
+               : name == "errorRate" ? StrCat(std::round(v * 10000) / 100, "%")
+                                     : Ms(v);
+      };
+      std::cout << "    " << name << ": old " << fmt(m.value("old", 0.0)) << " ("
+                << m.value("old_samples", 0) << " samples), new " << fmt(m.value("new", 0.0))
+                << " (" << m.value("new_samples", 0) << " samples)"
+                << (m.value("regressed", false) ? "  REGRESSED"
+                    : m.value("judged", false)  ? "  ok"
+                                                : "  (too few samples)")
+                << "\n";
+    }
+  };
+  if (!r["window_so_far"].empty()) {
+    std::cout << "Current window:\n";
+    print_metrics(r["window_so_far"]);
+  }
+  for (const json& d : r["decisions"]) {
+    std::cout << "Stage " << d.value("stage", 0) + 1 << " (" << d.value("replicas", 0)
+              << " replicas): " << d.value("decision", "") << "\n";
+    print_metrics(d["metrics"]);
+  }
+  return 0;
+}
+
 }  // namespace
 
 void AddSchedulerCommands(CLI::App& app, CLI::App& node_cmd, SchedulerCommands* c) {
@@ -215,6 +284,14 @@ void AddSchedulerCommands(CLI::App& app, CLI::App& node_cmd, SchedulerCommands* 
     sub->add_option("taint", c->taint_value, "e.g. maintenance")->required();
   }
   c->ops = node_cmd.add_subcommand("ops", "nodes cordoned, draining or tainted by operators");
+  c->rollout = app.add_subcommand(
+      "rollout",
+      "a deployment's release: status (stages, per-metric comparison), pause, resume, "
+      "promote (skip the wait), rollback");
+  c->rollout->add_option("command", c->rollout_command, "status|pause|resume|promote|rollback")
+      ->required()
+      ->check(CLI::IsMember({"status", "pause", "resume", "promote", "rollback"}));
+  c->rollout->add_option("name", c->name, "spec name")->required();
 }
 
 std::optional<int> RunSchedulerCommands(const SchedulerCommands& c, bool json,
@@ -230,6 +307,7 @@ std::optional<int> RunSchedulerCommands(const SchedulerCommands& c, bool json,
   if (c.taint->parsed()) return RunNodeOp(c, Op::OP_TAINT, json, cluster);
   if (c.untaint->parsed()) return RunNodeOp(c, Op::OP_UNTAINT, json, cluster);
   if (c.ops->parsed()) return RunNodeOp(c, Op::OP_LIST, json, cluster);
+  if (c.rollout->parsed()) return RunRollout(c, json, cluster);
   return std::nullopt;
 }
 

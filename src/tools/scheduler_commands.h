@@ -1,5 +1,6 @@
 // exaserve-cli's scheduler commands: `apply -f FILE`, `get [NAME]`, `describe NAME`,
-// `delete NAME` and `node cordon|uncordon|drain|taint|untaint|ops` — against any scheduler node
+// `delete NAME`, `rollout status|pause|resume|promote|rollback NAME` and
+// `node cordon|uncordon|drain|taint|untaint|ops` — against any scheduler node
 // (--addr), which stores and replicates the change (scheduler/scheduler_service.h).
 //
 // Exit codes: 0 success, 1 the node could not be reached or refused, 2 usage or an invalid spec
@@ -25,6 +26,8 @@ struct SchedulerCommands {
   CLI::App* taint = nullptr;
   CLI::App* untaint = nullptr;
   CLI::App* ops = nullptr;
+  CLI::App* rollout = nullptr;
+  std::string rollout_command;
   std::string file;
   bool dry_run = false;
   std::string name;
