@@ -310,8 +310,9 @@ RolloutStep AdvanceRollout(absl::Time now, const InferenceReplicaSpec& spec,
           worst->metric, " ", Format(worst->metric, worst->new_value), " on ", st.target_version,
           " vs ", Format(worst->metric, worst->old_value), " on ", st.stable_version,
           " (threshold +", std::round(spec.rollout.regression_threshold * 1000) / 10,
-          "%) over the ", DurationToString(now - st.window_start), " window from ",
-          absl::FormatTime("%H:%M:%S", st.window_start, absl::UTCTimeZone()), " UTC");
+          "%) over the ", DurationToString(absl::Trunc(now - st.window_start, absl::Seconds(1))),
+          " window from ", absl::FormatTime("%H:%M:%S", st.window_start, absl::UTCTimeZone()),
+          " UTC");
       StageDecision d;
       d.stage = st.stage;
       d.replicas = target;
