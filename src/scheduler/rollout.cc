@@ -65,6 +65,7 @@ std::vector<MetricComparison> Compare(const InferenceReplicaSpec& spec, const Ro
 
 void RollBack(absl::Time now, RolloutState& st, std::string why, RolloutStep* step) {
   st.failed_version = st.target_version;
+  st.previous_version = st.target_version;
   st.failure = std::move(why);
   st.phase = RolloutPhase::kRolledBack;
   st.finished = now;
@@ -96,6 +97,7 @@ void NextStage(absl::Time now, const InferenceReplicaSpec& spec, RolloutState& s
       step->events.push_back(
           StrCat("rollout to ", st.target_version, " complete: ", st.target_version, " is stable"));
     }
+    st.previous_version = st.stable_version;
     st.stable_version = st.target_version;
     st.target_version.clear();
     st.phase = RolloutPhase::kSucceeded;
@@ -108,6 +110,23 @@ void NextStage(absl::Time now, const InferenceReplicaSpec& spec, RolloutState& s
                                   " of ", counts.size(), " (", NewTarget(spec, counts, st.stage),
                                   " replicas)"));
   }
+}
+
+// Outside a rollout: every replica on the stable version, and the version left behind retired
+// as the stable one becomes ready.
+void SettledTracks(const InferenceReplicaSpec& spec, const RolloutState& st,
+                   const std::map<std::string, int>& ready, RolloutStep& step) {
+  const int n = spec.replicas;
+  step.tracks[st.stable_version] = n;
+  const std::string& prev = st.previous_version;
+  if (prev.empty() || prev == st.stable_version) return;
+  auto get = [&](const std::string& v) {
+    auto it = ready.find(v);
+    return it == ready.end() ? 0 : it->second;
+  };
+  const int keep =
+      std::min(get(prev), n - std::min(n, get(st.stable_version) + MaxUnavailable(spec)));
+  if (keep > 0) step.tracks[prev] = keep;
 }
 
 }  // namespace
@@ -159,6 +178,7 @@ std::string RolloutStateToJson(const RolloutState& s) {
   json j = {{"stable", s.stable_version},
             {"target", s.target_version},
             {"failed", s.failed_version},
+            {"previous", s.previous_version},
             {"phase", RolloutPhaseName(s.phase)},
             {"stage", s.stage},
             {"paused", s.paused},
@@ -179,6 +199,7 @@ absl::StatusOr<RolloutState> RolloutStateFromJson(std::string_view text) {
     s.stable_version = j.value("stable", "");
     s.target_version = j.value("target", "");
     s.failed_version = j.value("failed", "");
+    s.previous_version = j.value("previous", "");
     const std::string phase = j.value("phase", "idle");
     s.phase = RolloutPhase::kIdle;
     for (RolloutPhase p :
@@ -274,7 +295,7 @@ RolloutStep AdvanceRollout(absl::Time now, const InferenceReplicaSpec& spec,
 
   const int n = spec.replicas;
   if (st.phase != RolloutPhase::kProgressing && st.phase != RolloutPhase::kObserving) {
-    step.tracks[st.stable_version] = n;
+    SettledTracks(spec, st, ready, step);
     return step;
   }
   const std::vector<int> counts = RolloutStageCounts(spec);
@@ -322,14 +343,14 @@ RolloutStep AdvanceRollout(absl::Time now, const InferenceReplicaSpec& spec,
       d.metrics = cmp;
       st.decisions.push_back(std::move(d));
       RollBack(now, st, std::move(why), &step);
-      step.tracks[st.stable_version] = n;
+      SettledTracks(spec, st, ready, step);
       return step;
     }
     if (all_judged) NextStage(now, spec, st, std::move(cmp), "promoted", &step);
     // else: too few samples; the window extends
   }
   if (st.phase != RolloutPhase::kProgressing && st.phase != RolloutPhase::kObserving) {
-    step.tracks[st.stable_version] = n;
+    SettledTracks(spec, st, ready, step);
     return step;
   }
   // The new track at its stage; the old one shrinks only as new replicas are ready, at most

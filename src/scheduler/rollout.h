@@ -14,6 +14,9 @@
 //     a P1 alert raised. Otherwise the next stage; after the last, the new version is stable;
 //   - the last stage keeps rollout.keepRollbackTarget old replicas (the rollback target) until it
 //     passes, so a late regression still has somewhere to go back to.
+// After a rollout ends either way, the version left behind is retired at the same pace: its ready
+// replicas stop only while the stable version keeps replicas − maxUnavailable ready, so neither
+// a rollback nor the final switch dips below the floor.
 // A rolled-back version is not retried until the spec names another one. Operator commands
 // (pause, resume, promote, rollback) are applied by ApplyCommand. The state is a value the
 // scheduler keeps in the spec store, so a new reconciler continues where the last one stopped.
@@ -61,6 +64,9 @@ struct RolloutState {
   std::string stable_version;  // what runs outside a rollout
   std::string target_version;  // the version being rolled out; empty when none
   std::string failed_version;  // the last version rolled back
+  // The version a finished rollout moved away from (the old stable after a success, the new one
+  // after a rollback): its replicas stop only as the stable ones become ready.
+  std::string previous_version;
   RolloutPhase phase = RolloutPhase::kIdle;
   int stage = 0;
   bool paused = false;

@@ -23,6 +23,7 @@
 #include "scheduler/node_view.h"
 #include "scheduler/reconciler.h"
 #include "scheduler/replicated_store.h"
+#include "scheduler/rollout.h"
 
 namespace exa::sim {
 namespace {
@@ -130,6 +131,14 @@ class ClusterSim {
   void SchedulerStep(absl::Time now, int s);
   void Apply(absl::Time now, int s, const Action& a);
   void StartFault(absl::Time now);
+  bool Canary() const { return o_.scenario == "canary-bad" || o_.scenario == "canary-good"; }
+  // The reconciler's desired deployments with each spec split into version tracks by its
+  // rollout, advanced and stored in the reconciler's store.
+  std::vector<scheduler::DesiredDeployment> Tracks(absl::Time now, int s,
+                                                   std::vector<scheduler::DesiredDeployment> specs,
+                                                   const std::vector<NodeStatus>& statuses);
+  void SampleLatency(absl::Time now);
+  json RolloutFigures();
   void Heal(absl::Time now);
   void FlushStore(absl::Time now, int i);
   void WriteSpecs(absl::Time now);
@@ -185,6 +194,16 @@ class ClusterSim {
   double all_ready_again_s_ = -1;
   double first_prestage_s_ = -1;  // after the fault: a rebuild target lacked the weights
   absl::Time healed_at_ = absl::InfiniteFuture();
+
+  // Rollout bookkeeping (canary scenarios).
+  scheduler::MetricWindow latency_;
+  std::string new_version_;
+  scheduler::RolloutState rollout_;  // as the reconciler last stored it
+  int new_version_starts_ = 0;
+  int overcommits_ = 0;
+  double min_availability_ = 1.0;
+  double rollout_end_s_ = -1;
+  std::vector<std::string> rollout_events_;
 };
 
 absl::Status ClusterSim::Setup() {
@@ -331,6 +350,20 @@ void ClusterSim::Apply(absl::Time now, int s, const Action& a) {
     if (&other == &n || other.killed) continue;
     if (std::any_of(other.replicas.begin(), other.replicas.end(), same)) duplicate_starts_++;
   }
+  // Memory is never over-committed: what the node's GPUs hold plus this replica fits on each.
+  for (int g : a.allocation.gpus) {
+    uint64_t used = a.allocation.bytes_per_gpu;
+    for (const AgentReplica& r : n.replicas) {
+      for (int rg : r.record.allocation.gpus)
+        used += rg == g ? r.record.allocation.bytes_per_gpu : 0;
+    }
+    if (used > o_.gpu_memory_bytes) overcommits_++;
+  }
+  if (!new_version_.empty() && a.deployment.size() > new_version_.size() &&
+      a.deployment.compare(a.deployment.size() - new_version_.size(), new_version_.size(),
+                           new_version_) == 0) {
+    new_version_starts_++;
+  }
   double load_s = weight_bytes_ / (o_.load_gbps * 1e9) * (0.9 + 0.4 * rng_.UniformDouble());
   if (!n.staged.count(a.weights)) load_s += weight_bytes_ / (o_.stage_gbps * 1e9);
   n.replicas.push_back(AgentReplica{ReplicaRecord{a.deployment, a.ordinal, a.generation,
@@ -392,6 +425,7 @@ void ClusterSim::SchedulerStep(absl::Time now, int s) {
   std::vector<scheduler::DesiredDeployment> desired = DesiredFromStore(me);
   if (desired.empty() || phase_ == Phase::kWarmup) return;
   double cpu0 = CpuSeconds();
+  desired = Tracks(now, s, std::move(desired), statuses);
   scheduler::ReconcileResult r = scheduler::Reconcile(now, desired, statuses, {});
   reconcile_cpu_s_ += CpuSeconds() - cpu0;
   if (!r.actions.empty()) {
@@ -480,6 +514,109 @@ std::vector<scheduler::DesiredDeployment> ClusterSim::DesiredFromStore(SimNode& 
   }
   std::erase_if(n.specs, [&live](const auto& kv) { return !live.count(kv.first); });
   return out;
+}
+
+std::vector<scheduler::DesiredDeployment> ClusterSim::Tracks(
+    absl::Time now, int s, std::vector<scheduler::DesiredDeployment> specs,
+    const std::vector<NodeStatus>& statuses) {
+  SimNode& me = nodes_[s];
+  std::vector<scheduler::DesiredDeployment> out;
+  for (const scheduler::DesiredDeployment& d : specs) {
+    const std::string key = StrCat("rollout/", d.spec.name);
+    scheduler::RolloutState state;
+    if (const scheduler::StoreRecord* r = me.store->Get(key)) {
+      if (auto parsed = scheduler::RolloutStateFromJson(r->value); parsed.ok()) state = *parsed;
+    }
+    std::map<std::string, int> ready;
+    for (const NodeStatus& n : statuses) {
+      if (n.liveness != scheduler::NodeLiveness::kAlive) continue;
+      for (const ReplicaRecord& r : n.replicas) {
+        size_t at = r.deployment.rfind('@');
+        if (r.phase != ReplicaPhase::kReady || at == std::string::npos ||
+            r.deployment.compare(0, at, d.spec.name) != 0) {
+          continue;
+        }
+        ready[r.deployment.substr(at + 1)]++;
+      }
+    }
+    scheduler::RolloutStep step = scheduler::AdvanceRollout(now, d.spec, state, ready, latency_);
+    for (std::string& e : step.events) {
+      rollout_events_.push_back(StrCat(Round3(Since(now, applied_at_)), "s ", e));
+    }
+    const std::string json_state = scheduler::RolloutStateToJson(step.state);
+    const scheduler::StoreRecord* stored = me.store->Get(key);
+    if (!stored || stored->value != json_state) {
+      me.store->Put(now, key, json_state);
+      FlushStore(now, s);
+    }
+    rollout_ = step.state;
+    if (Canary() && rollout_end_s_ < 0 && fault_at_ != absl::InfiniteFuture() &&
+        (step.state.phase == scheduler::RolloutPhase::kRolledBack ||
+         step.state.phase == scheduler::RolloutPhase::kSucceeded)) {
+      rollout_end_s_ = Round3(Since(now, fault_at_));
+      end_ = std::min(end_, now + absl::Seconds(30));  // let the last stops land
+    }
+    for (const auto& [version, count] : step.tracks) {
+      scheduler::DesiredDeployment t = d;
+      t.spec.name = scheduler::TrackName(d.spec.name, version);
+      t.spec.version = version;
+      t.spec.replicas = count;
+      out.push_back(std::move(t));
+    }
+  }
+  return out;
+}
+
+// Ready replicas report a p99 latency every 30 s: a base with ±10 % noise, 30 % higher on the
+// new version in canary-bad.
+void ClusterSim::SampleLatency(absl::Time now) {
+  for (const SimNode& n : nodes_) {
+    if (n.killed) continue;
+    for (const AgentReplica& r : n.replicas) {
+      if (r.record.phase != ReplicaPhase::kReady) continue;
+      const std::string& track = r.record.deployment;
+      const std::string version = track.substr(track.rfind('@') + 1);
+      double p99 = 0.050 * (0.9 + 0.2 * rng_.UniformDouble());
+      if (o_.scenario == "canary-bad" && version == new_version_) p99 *= 1.3;
+      latency_.Add(scheduler::ReplicaSample{
+          now, version, p99, 0.0, static_cast<double>(r.record.allocation.bytes_per_gpu), -1});
+    }
+  }
+}
+
+json ClusterSim::RolloutFigures() {
+  json r;
+  r["new_version"] = new_version_;
+  r["phase"] = scheduler::RolloutPhaseName(rollout_.phase);
+  r["stable_version"] = rollout_.stable_version;
+  r["stages"] = scheduler::RolloutStageCounts(desired_.front().spec);
+  r["stages_passed"] = std::count_if(rollout_.decisions.begin(), rollout_.decisions.end(),
+                                     [](const auto& d) { return d.decision == "promoted"; });
+  json decisions = json::array();
+  for (const scheduler::StageDecision& d : rollout_.decisions) {
+    json metrics = json::array();
+    for (const scheduler::MetricComparison& m : d.metrics) {
+      metrics.push_back({{"metric", m.metric},
+                         {"old", m.old_value},
+                         {"new", m.new_value},
+                         {"old_samples", m.old_samples},
+                         {"new_samples", m.new_samples},
+                         {"regressed", m.regressed}});
+    }
+    decisions.push_back({{"stage", d.stage + 1},
+                         {"replicas", d.replicas},
+                         {"decision", d.decision},
+                         {"at_s", Round3(Since(d.at, fault_at_))},
+                         {"metrics", metrics}});
+  }
+  r["decisions"] = decisions;
+  r["failure"] = rollout_.failure;
+  r["new_version_replicas_created"] = new_version_starts_;
+  r["end_s"] = rollout_end_s_ >= 0 ? json(rollout_end_s_) : json(nullptr);
+  r["min_availability"] = Round3(min_availability_);
+  r["memory_overcommits"] = overcommits_;
+  r["events"] = rollout_events_;
+  return r;
 }
 
 json ClusterSim::PlacementFigures() {
@@ -590,6 +727,18 @@ void ClusterSim::StartFault(absl::Time now) {
     }
     healed_at_ = now + absl::Seconds(o_.partition_s);
     Push(healed_at_, Kind::kHeal, -1);
+  } else if (Canary()) {
+    // `exaserve-cli apply` of the same spec with a new version, to the highest-id scheduler.
+    scheduler::InferenceReplicaSpec spec = desired_.front().spec;
+    new_version_ = StrCat(spec.version, "-new");
+    spec.version = new_version_;
+    end_ = now + absl::Seconds(o_.duration_s);
+    for (int i = static_cast<int>(nodes_.size()) - 1; i >= 0; --i) {
+      if (!nodes_[i].scheduler || nodes_[i].killed) continue;
+      nodes_[i].store->Put(now, StrCat("spec/", spec.name), scheduler::SpecToYaml(spec));
+      FlushStore(now, i);
+      break;
+    }
   } else if (o_.scenario == "kill-scheduler-leader") {
     killed_leader_ = last_reconciler_;
     int i = by_id_.at(killed_leader_);
@@ -634,6 +783,12 @@ void ClusterSim::Check(absl::Time now) {
   }
   int ready = ReadyReplicas();
   int desired = desired_.empty() ? 0 : desired_.front().spec.replicas;
+  if (Canary() && phase_ == Phase::kFault) {
+    if (checks_ % 120 == 0) SampleLatency(now);  // every 30 s
+    if (desired > 0) min_availability_ = std::min(min_availability_, double(ready) / desired);
+  } else if (Canary() && phase_ == Phase::kSteady && checks_ % 120 == 0) {
+    SampleLatency(now);  // the old version's baseline
+  }
   int cumulative = 0;
   for (auto& [i, w] : waves_) {
     cumulative += w.replicas;
@@ -779,7 +934,11 @@ absl::StatusOr<json> ClusterSim::Run() {
     if (o_.scenario == "rack-partition" || o_.scenario == "blip-20s") {
       f["stale_replicas_stopped_after_heal"] = stale_stopped_;
     }
-    out["fault"] = f;
+    if (Canary()) {
+      out["rollout"] = RolloutFigures();
+    } else {
+      out["fault"] = f;
+    }
   }
   int duplicates_at_end = 0;
   std::map<std::string, int> copies;

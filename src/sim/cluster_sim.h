@@ -15,6 +15,11 @@
 // Timeline: nodes join; once every node sees every other alive the spec is applied (t = 0 of
 // the bring-up); once all replicas are ready (or bring-up stalls) the scenario's fault happens
 // (kill-scheduler-leader: as the second wave starts), and the run continues for `--duration`.
+// canary-bad / canary-good (issue 9): instead of a fault the spec's version changes to "<v>-new"
+// and the reconciler rolls it out with the real rollout state machine (scheduler/rollout.h);
+// ready replicas report a p99 latency every 30 s from a latency model in which the new version
+// is 30 % slower (canary-bad) or as fast (canary-good); the run ends when the rollout has been
+// rolled back or has completed (or after --duration).
 //
 // Thread safety: RunClusterSim is a pure function of its options.
 #pragma once
@@ -36,8 +41,9 @@ struct ClusterSimOptions {
   int schedulers = 3;
   std::string spec_file;
   std::string spec_yaml;  // used when spec_file is empty (tests)
-  std::string scenario;   // "", kill-8-nodes, blip-20s, kill-scheduler-leader, rack-partition
-  int fault_nodes = 8;    // nodes killed or cut off by kill-8-nodes and blip-20s
+  // "", kill-8-nodes, blip-20s, kill-scheduler-leader, rack-partition, canary-bad, canary-good
+  std::string scenario;
+  int fault_nodes = 8;  // nodes killed or cut off by kill-8-nodes and blip-20s
   double blip_s = 20;
   double partition_s = 60;
   double duration_s = 120;  // after the fault

@@ -166,7 +166,11 @@ TEST_CASE("Operator commands: pause holds, promote skips the wait, rollback rest
   REQUIRE(back.ok());
   CHECK(back->phase == RolloutPhase::kRolledBack);
   CHECK(back->failed_version == "v2");
+  // v2 is retired only as v1 becomes ready: 95 + 1 unavailable leaves 4 of its 5 running.
   CHECK(AdvanceRollout(kT0, w.spec, *back, w.ready, w.metrics).tracks ==
+        std::map<std::string, int>{{"v1", 100}, {"v2", 4}});
+  std::map<std::string, int> recovered = {{"v1", 100}, {"v2", 4}};
+  CHECK(AdvanceRollout(kT0, w.spec, *back, recovered, w.metrics).tracks ==
         std::map<std::string, int>{{"v1", 100}});
   CHECK_FALSE(ParseRolloutCommand("restart").ok());
 }
