@@ -578,8 +578,10 @@ void ClusterSim::SampleLatency(absl::Time now) {
       const std::string version = track.substr(track.rfind('@') + 1);
       double p99 = 0.050 * (0.9 + 0.2 * rng_.UniformDouble());
       if (o_.scenario == "canary-bad" && version == new_version_) p99 *= 1.3;
-      latency_.Add(scheduler::ReplicaSample{
-          now, version, p99, 0.0, static_cast<double>(r.record.allocation.bytes_per_gpu), -1});
+      // What the replica holds: its share on each of its GPUs.
+      const double bytes = static_cast<double>(r.record.allocation.bytes_per_gpu) *
+                           static_cast<double>(r.record.allocation.gpus.size());
+      latency_.Add(scheduler::ReplicaSample{now, version, p99, 0.0, bytes, -1});
     }
   }
 }
