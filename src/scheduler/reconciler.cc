@@ -146,6 +146,27 @@ void Step::Deployment(const DesiredDeployment& d) {
                              it->second.node->inventory.id, " wins")));
     }
   }
+  if (spec.max_lifetime > absl::ZeroDuration()) {
+    int ready = 0;
+    std::vector<std::pair<absl::Duration, int>> expired;  // (overdue by, ordinal)
+    for (const auto& [o, l] : keepers) {
+      if (l.record->phase != ReplicaPhase::kReady || !Reachable(*l.node)) continue;
+      ready++;
+      absl::Duration life = JitteredLifetime(spec, ReplicaId(spec.name, o), l.record->generation);
+      absl::Duration age = now_ - l.record->phase_since;
+      if (age >= life) expired.emplace_back(age - life, o);
+    }
+    int budget = MaxUnavailable(spec) - (spec.replicas - ready);
+    std::sort(expired.begin(), expired.end(), [](const auto& a, const auto& b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    });
+    for (const auto& [overdue, o] : expired) {
+      if (budget-- <= 0) break;
+      result_.actions.push_back(Stop(keepers.at(o), "max lifetime"));
+      keepers.erase(o);
+      status.lifetime_restarts++;
+    }
+  }
   std::vector<int> missing;
   for (int o = 0; o < spec.replicas; ++o) {
     auto it = keepers.find(o);
@@ -265,6 +286,16 @@ std::string ReplicaId(std::string_view deployment, int ordinal) {
 
 std::string WeightsKey(const InferenceReplicaSpec& spec) {
   return StrCat(spec.model, "@", spec.version);
+}
+
+absl::Duration JitteredLifetime(const InferenceReplicaSpec& spec, std::string_view replica_id,
+                                uint64_t generation) {
+  if (spec.max_lifetime <= absl::ZeroDuration()) return absl::InfiniteDuration();
+  uint64_t h = 1469598103934665603ull;  // FNV-1a: stable across builds and machines
+  for (char c : replica_id) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ull;
+  h = (h ^ generation) * 1099511628211ull;
+  const double fraction = 0.9 + 0.1 * static_cast<double>(h % 10007) / 10007.0;
+  return spec.max_lifetime * fraction;
 }
 
 absl::Duration CrashBackoff(uint64_t generation) {

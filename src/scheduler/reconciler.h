@@ -14,6 +14,11 @@
 // rebuilt elsewhere; a node back with the same boot keeps its replicas (a stale generation is
 // stopped); a node back with a new boot id is a restart: only what it reports now counts.
 //
+// Max lifetime (MISSION.md §12): a ready replica older than its JitteredLifetime is stopped and
+// recreated (next generation), oldest first, only while fewer than maxUnavailable of the
+// deployment are out of service — a rolling restart that never dips below the floor. It is
+// stop-then-start: a full cluster has no memory for a surge copy.
+//
 // Bring-up in waves (MISSION.md §2): warmupReplicas first, then batchSize per wave; a wave starts
 // only when every replica of the earlier waves is ready, and only once the deployment's weights
 // are pre-staged on every target node of the wave (Prestage actions first).
@@ -93,9 +98,10 @@ struct DeploymentStatus {
   int desired = 0;
   int present = 0;  // replicas that count (ready, starting, or on a node within its grace)
   int ready = 0;
-  int lost = 0;    // counted, but on a suspected or recently dead node
-  int failed = 0;  // failed and held in place until their crash backoff has passed
-  int wave = 0;    // 1-based bring-up wave the deployment is in
+  int lost = 0;               // counted, but on a suspected or recently dead node
+  int failed = 0;             // failed and held in place until their crash backoff has passed
+  int lifetime_restarts = 0;  // stopped this step for outliving spec.maxLifetime
+  int wave = 0;               // 1-based bring-up wave the deployment is in
   int wave_target = 0;
   int starting_now = 0;
   int waiting_for_weights = 0;  // placed this step, held until weights are pre-staged
@@ -110,6 +116,12 @@ struct ReconcileResult {
 
 ReconcileResult Reconcile(absl::Time now, const std::vector<DesiredDeployment>& desired,
                           const std::vector<NodeStatus>& nodes, const PlacementOptions& options);
+
+// How long a replica may stay ready under spec.maxLifetime: 90-100 % of it, fixed per replica id
+// and generation (the same on every reconciler), so a fleet started together restarts spread
+// out (MISSION.md §12). Infinite when maxLifetime is 0.
+absl::Duration JitteredLifetime(const InferenceReplicaSpec& spec, std::string_view replica_id,
+                                uint64_t generation);
 
 // How long a failed replica of `generation` stays failed before it is stopped and recreated
 // (MISSION.md §11: a crash loop must neither hammer its node nor hide its cause): 10 s, doubling

@@ -337,3 +337,58 @@ TEST_CASE("cpu and sim replicas go only to nodes offering cpu devices, and back"
 
 }  // namespace
 }  // namespace exa::scheduler
+
+namespace exa::scheduler {
+namespace {
+
+TEST_CASE("Max lifetime: rolling restarts, never more than maxUnavailable out, jittered") {
+  World w(4, 20, 20, 20);
+  w.desired[0].spec.max_lifetime = absl::Hours(24);
+  w.desired[0].spec.max_unavailable = 2;
+  w.Apply(w.Step(kT0), true);
+  for (NodeStatus& n : w.nodes) {
+    for (ReplicaRecord& r : n.replicas) r.phase_since = kT0;
+  }
+  REQUIRE(w.Hosted() == 20);
+  CHECK(w.Step(kT0 + absl::Hours(21)).actions.empty());  // below 90 % of the lifetime
+  std::map<std::string, int> restarts;
+  int max_out = 0;
+  absl::Time t = kT0 + absl::Hours(21);
+  for (; t < kT0 + absl::Hours(25); t += absl::Minutes(1)) {
+    auto r = w.Step(t);
+    for (const Action& a : r.actions) {
+      if (a.kind == ActionKind::kStop) {
+        CHECK(a.reason == "max lifetime");
+        restarts[a.replica_id()]++;
+      }
+    }
+    int stopping = w.Count(ActionKind::kStop, r);
+    max_out = std::max(max_out, stopping);
+    // Obedient nodes: stopped at once; a restarted replica becomes ready a minute later.
+    w.Apply(r, false);
+    for (NodeStatus& n : w.nodes) {
+      for (ReplicaRecord& rec : n.replicas) {
+        if (rec.phase == ReplicaPhase::kStarting && rec.phase_since + absl::Minutes(1) <= t) {
+          rec.phase = ReplicaPhase::kReady;
+          rec.phase_since = t;
+        }
+        if (rec.phase == ReplicaPhase::kStarting && rec.phase_since == absl::InfinitePast()) {
+          rec.phase_since = t;
+        }
+      }
+    }
+  }
+  CHECK(restarts.size() == 20);  // every replica once
+  for (const auto& [id, n] : restarts) CHECK(n == 1);
+  CHECK(max_out <= 2);
+  // Jitter: not every replica has the same lifetime.
+  std::set<int64_t> lifetimes;
+  for (int o = 0; o < 20; ++o) {
+    lifetimes.insert(
+        absl::ToInt64Seconds(JitteredLifetime(w.desired[0].spec, ReplicaId("llama", o), 1)));
+  }
+  CHECK(lifetimes.size() > 10);
+}
+
+}  // namespace
+}  // namespace exa::scheduler

@@ -1,0 +1,55 @@
+// Memory-leak detection (issue 9 part 5, MISSION.md §12), pure: each replica's memory when it
+// became ready is its baseline; a sample is kept every `interval` (default an hour). A replica is
+// flagged when its last `rising_samples` samples each rose (by more than `noise` of the
+// baseline) and the latest is at least `min_growth` above the baseline — growth that keeps rising
+// and never comes back. Memory that grows and returns (a cache filling and draining) is not
+// flagged; a flag clears when memory falls back near the baseline. A new generation of a replica
+// (a restart) starts a new baseline.
+//
+// Thread safety: none; one owner.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace exa::scheduler {
+
+struct LeakOptions {
+  absl::Duration interval = absl::Hours(1);
+  int rising_samples = 4;
+  double min_growth = 0.10;  // of the baseline
+  double noise = 0.01;       // of the baseline: a smaller rise does not count as rising
+  size_t max_replicas = 100'000;
+};
+
+class LeakDetector {
+ public:
+  explicit LeakDetector(LeakOptions options = {}) : options_(options) {}
+
+  // A reading of replica `id` (generation `generation`) at `now`; kept when `interval` has
+  // passed since the last kept one. Returns true when it flipped the replica's flag on.
+  bool Observe(const std::string& id, uint64_t generation, absl::Time now, uint64_t bytes);
+  void Forget(const std::string& id);
+
+  bool Flagged(const std::string& id) const;
+  std::vector<std::string> FlaggedIds() const;
+  // Growth over the baseline of a tracked replica (0 when unknown).
+  double Growth(const std::string& id) const;
+
+ private:
+  struct Track {
+    uint64_t generation = 0;
+    uint64_t baseline = 0;
+    absl::Time last = absl::InfinitePast();
+    std::vector<uint64_t> samples;  // the last rising_samples + 1 kept ones
+    bool flagged = false;
+  };
+  LeakOptions options_;
+  std::map<std::string, Track> tracks_;
+};
+
+}  // namespace exa::scheduler

@@ -1,0 +1,43 @@
+// Leak detection: steady growth that never returns is flagged; noise, a cache that fills and
+// drains, and a restart are not.
+#include <catch2/catch.hpp>
+
+#include "scheduler/leak_detector.h"
+
+namespace exa::scheduler {
+namespace {
+
+const absl::Time kT0 = absl::FromUnixSeconds(1'700'000'000);
+constexpr uint64_t kGi = uint64_t{1} << 30;
+
+TEST_CASE("Growth that keeps rising is flagged; noise and a filling-draining cache are not") {
+  LeakDetector d;
+  for (int h = 0; h <= 8; ++h) {
+    const absl::Time t = kT0 + absl::Hours(h);
+    d.Observe("leaky", 1, t, 10 * kGi + h * kGi / 2);              // +5 % of the baseline an hour
+    d.Observe("noisy", 1, t, 10 * kGi + (h % 2 ? kGi / 200 : 0));  // ±0.5 %
+    d.Observe("cache", 1, t, 10 * kGi + (h % 4 < 2 ? h % 4 : 0) * kGi);  // fills, drains
+  }
+  CHECK(d.FlaggedIds() == std::vector<std::string>{"leaky"});
+  CHECK(d.Growth("leaky") == Approx(0.4));
+}
+
+TEST_CASE("Samples closer than the interval are ignored; a restart resets the baseline") {
+  LeakDetector d;
+  // Rising every 10 minutes, but only hourly samples count: four rises need four hours.
+  for (int m = 0; m < 240; m += 10)
+    d.Observe("r", 1, kT0 + absl::Minutes(m), 10 * kGi + m * kGi / 60);
+  CHECK_FALSE(d.Flagged("r"));
+  d.Observe("r", 1, kT0 + absl::Minutes(240), 14 * kGi);
+  CHECK(d.Flagged("r"));
+  LeakDetector e;
+  for (int h = 0; h <= 5; ++h) e.Observe("r", 1, kT0 + absl::Hours(h), 10 * kGi + h * kGi);
+  CHECK(e.Flagged("r"));
+  e.Observe("r", 2, kT0 + absl::Hours(6), 10 * kGi);  // restarted: a new baseline
+  CHECK_FALSE(e.Flagged("r"));
+  e.Forget("r");
+  CHECK(e.FlaggedIds().empty());
+}
+
+}  // namespace
+}  // namespace exa::scheduler
