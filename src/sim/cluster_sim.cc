@@ -19,6 +19,7 @@
 #include "fmt/format.h"
 #include "membership/swim_core.h"
 #include "scheduler/device_fit.h"
+#include "scheduler/leak_detector.h"
 #include "scheduler/memory_planner.h"
 #include "scheduler/node_view.h"
 #include "scheduler/reconciler.h"
@@ -204,6 +205,16 @@ class ClusterSim {
   double min_availability_ = 1.0;
   double rollout_end_s_ = -1;
   std::vector<std::string> rollout_events_;
+
+  // lifetime and leak scenarios.
+  std::map<std::string, int> lifetime_restarts_;  // replica id → restarts
+  std::vector<double> lifetime_restart_s_;
+  int max_out_of_service_ = 0;
+  scheduler::LeakDetector leaks_;
+  std::string leaking_;  // replica id
+  absl::Time next_memory_sample_ = absl::InfiniteFuture();
+  std::map<std::string, double> flagged_at_s_;
+  void SampleMemory(absl::Time now);
 };
 
 absl::Status ClusterSim::Setup() {
@@ -333,6 +344,10 @@ void ClusterSim::Apply(absl::Time now, int s, const Action& a) {
     return r.record.deployment == a.deployment && r.record.ordinal == a.ordinal;
   };
   if (a.kind == ActionKind::kStop) {
+    if (a.reason == "max lifetime") {
+      lifetime_restarts_[a.replica_id()]++;
+      lifetime_restart_s_.push_back(Since(now, fault_at_));
+    }
     size_t before = n.replicas.size();
     std::erase_if(n.replicas, [&](const AgentReplica& r) {
       return same(r) && r.record.generation == a.generation;
@@ -586,6 +601,26 @@ void ClusterSim::SampleLatency(absl::Time now) {
   }
 }
 
+// Every ready replica's memory: its reservation ±0.5 %; the leaking one grows 3 % of its baseline
+// an hour.
+void ClusterSim::SampleMemory(absl::Time now) {
+  const double hours = absl::ToDoubleHours(now - fault_at_);
+  for (const SimNode& n : nodes_) {
+    if (n.killed) continue;
+    for (const AgentReplica& r : n.replicas) {
+      if (r.record.phase != ReplicaPhase::kReady) continue;
+      const std::string id = scheduler::ReplicaId(r.record.deployment, r.record.ordinal);
+      double bytes = static_cast<double>(r.record.allocation.bytes_per_gpu) *
+                     static_cast<double>(r.record.allocation.gpus.size()) * 0.8;
+      bytes *= 0.995 + 0.01 * rng_.UniformDouble();
+      if (id == leaking_) bytes *= 1 + 0.03 * hours;
+      if (leaks_.Observe(id, r.record.generation, now, static_cast<uint64_t>(bytes))) {
+        flagged_at_s_[id] = Round3(Since(now, fault_at_));
+      }
+    }
+  }
+}
+
 json ClusterSim::RolloutFigures() {
   json r;
   r["new_version"] = new_version_;
@@ -729,6 +764,19 @@ void ClusterSim::StartFault(absl::Time now) {
     }
     healed_at_ = now + absl::Seconds(o_.partition_s);
     Push(healed_at_, Kind::kHeal, -1);
+  } else if (o_.scenario == "lifetime") {
+    end_ = now + absl::Seconds(o_.duration_s);
+  } else if (o_.scenario == "leak") {
+    end_ = now + absl::Seconds(o_.duration_s);
+    std::vector<std::string> ids;
+    for (const SimNode& n : nodes_) {
+      for (const AgentReplica& r : n.replicas) {
+        ids.push_back(scheduler::ReplicaId(r.record.deployment, r.record.ordinal));
+      }
+    }
+    std::sort(ids.begin(), ids.end());
+    if (!ids.empty()) leaking_ = ids[rng_.Uniform(ids.size())];
+    next_memory_sample_ = now;
   } else if (Canary()) {
     // `exaserve-cli apply` of the same spec with a new version, to the highest-id scheduler.
     scheduler::InferenceReplicaSpec spec = desired_.front().spec;
@@ -785,6 +833,14 @@ void ClusterSim::Check(absl::Time now) {
   }
   int ready = ReadyReplicas();
   int desired = desired_.empty() ? 0 : desired_.front().spec.replicas;
+  if ((o_.scenario == "lifetime" || o_.scenario == "leak") && phase_ == Phase::kFault) {
+    max_out_of_service_ = std::max(max_out_of_service_, desired - ready);
+    if (desired > 0) min_availability_ = std::min(min_availability_, double(ready) / desired);
+    if (now >= next_memory_sample_) {
+      SampleMemory(now);
+      next_memory_sample_ = now + absl::Hours(1);
+    }
+  }
   if (Canary() && phase_ == Phase::kFault) {
     if (checks_ % 120 == 0) SampleLatency(now);  // every 30 s
     if (desired > 0) min_availability_ = std::min(min_availability_, double(ready) / desired);
@@ -938,6 +994,39 @@ absl::StatusOr<json> ClusterSim::Run() {
     }
     if (Canary()) {
       out["rollout"] = RolloutFigures();
+    } else if (o_.scenario == "lifetime") {
+      json l;
+      int once = 0, more = 0;
+      for (const auto& [id, c] : lifetime_restarts_) (c == 1 ? once : more)++;
+      std::sort(lifetime_restart_s_.begin(), lifetime_restart_s_.end());
+      const double hours = absl::ToDoubleHours(end_ - fault_at_);
+      l["max_lifetime_h"] = absl::ToDoubleHours(d.spec.max_lifetime);
+      l["simulated_h"] = Round3(hours);
+      l["replicas_restarted_once"] = once;
+      l["replicas_restarted_more_than_once"] = more;
+      l["restarts"] = lifetime_restart_s_.size();
+      l["restarts_per_hour"] = Round3(lifetime_restart_s_.size() / std::max(hours, 1e-9));
+      l["first_restart_h"] = lifetime_restart_s_.empty()
+                                 ? json(nullptr)
+                                 : json(Round3(lifetime_restart_s_.front() / 3600));
+      l["last_restart_h"] = lifetime_restart_s_.empty()
+                                ? json(nullptr)
+                                : json(Round3(lifetime_restart_s_.back() / 3600));
+      l["max_unavailable"] = scheduler::MaxUnavailable(d.spec);
+      l["max_out_of_service"] = max_out_of_service_;
+      l["min_availability"] = Round3(min_availability_);
+      l["memory_overcommits"] = overcommits_;
+      out["lifetime"] = l;
+    } else if (o_.scenario == "leak") {
+      json k;
+      k["leaking_replica"] = leaking_;
+      k["flagged"] = leaks_.FlaggedIds();
+      k["flagged_at_h"] = json::object();
+      for (const auto& [id, s] : flagged_at_s_) k["flagged_at_h"][id] = Round3(s / 3600);
+      k["only_the_leaking_replica_flagged"] =
+          leaks_.FlaggedIds() == std::vector<std::string>{leaking_};
+      k["simulated_h"] = Round3(absl::ToDoubleHours(end_ - fault_at_));
+      out["leak"] = k;
     } else {
       out["fault"] = f;
     }

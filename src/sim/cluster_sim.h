@@ -20,6 +20,11 @@
 // ready replicas report a p99 latency every 30 s from a latency model in which the new version
 // is 30 % slower (canary-bad) or as fast (canary-good); the run ends when the rollout has been
 // rolled back or has completed (or after --duration).
+// lifetime: the run goes on for --duration (give 24 h and more) with the spec's maxLifetime;
+// it counts restarts per replica, the most replicas out of service at once and the lowest
+// availability. leak: every ready replica reports its memory hourly (±0.5 % noise); one, chosen
+// at random, grows 3 % of its baseline an hour; the leak detector (scheduler/leak_detector.h)
+// must flag that one only.
 //
 // Thread safety: RunClusterSim is a pure function of its options.
 #pragma once
@@ -41,7 +46,8 @@ struct ClusterSimOptions {
   int schedulers = 3;
   std::string spec_file;
   std::string spec_yaml;  // used when spec_file is empty (tests)
-  // "", kill-8-nodes, blip-20s, kill-scheduler-leader, rack-partition, canary-bad, canary-good
+  // "", kill-8-nodes, blip-20s, kill-scheduler-leader, rack-partition, canary-bad, canary-good,
+  // lifetime, leak
   std::string scenario;
   int fault_nodes = 8;  // nodes killed or cut off by kill-8-nodes and blip-20s
   double blip_s = 20;

@@ -60,11 +60,11 @@ absl::Status Apply(const std::string& key, const std::string& value, ClusterSimO
   if (key == "--scenario") {
     if (value != "kill-8-nodes" && value != "blip-20s" && value != "kill-scheduler-leader" &&
         value != "rack-partition" && value != "canary-bad" && value != "canary-good" &&
-        value != "none") {
+        value != "lifetime" && value != "leak" && value != "none") {
       return absl::InvalidArgumentError(
           StrCat("--scenario \"", value,
                  "\": expected kill-8-nodes, blip-20s, kill-scheduler-leader, rack-partition, "
-                 "canary-bad, canary-good or none"));
+                 "canary-bad, canary-good, lifetime, leak or none"));
     }
     o->scenario = value == "none" ? "" : value;
     return absl::OkStatus();
@@ -75,7 +75,8 @@ absl::Status Apply(const std::string& key, const std::string& value, ClusterSimO
 constexpr const char* kUsage =
     "usage: exaserve-sim cluster -f SPEC [--nodes 256] [--racks 16] [--gpus-per-node 8] "
     "[--gpu-memory 80Gi] [--schedulers 3] [--scenario kill-8-nodes|blip-20s|"
-    "kill-scheduler-leader|rack-partition|canary-bad|canary-good] [--fault-nodes 8] "
+    "kill-scheduler-leader|rack-partition|canary-bad|canary-good|lifetime|leak] "
+    "[--fault-nodes 8] "
     "[--duration 120] [--seed S]";
 
 }  // namespace
