@@ -146,5 +146,67 @@ TEST_CASE("Bad simulator input is refused") {
   CHECK(RunClusterSim(o).contains("error"));
 }
 
+// Releases (issue 9) at small N: the same rollout state machine, placement and reconciler.
+constexpr const char* kReleaseSpec = R"(apiVersion: exaserve.io/v1
+kind: InferenceReplica
+metadata: {name: llama}
+spec:
+  model: llama-13b
+  replicas: 240
+  resources: {gpu: 1, memory: 53Gi}
+  scheduling: {batchSize: 48, warmupReplicas: 24}
+  maxLifetime: 1h
+  rollout: {stages: [12, 50%, 100%], observe: 2m, minSamples: 5, keepRollbackTarget: 6}
+)";
+
+ClusterSimOptions Full(uint64_t seed, std::string scenario, double duration_s) {
+  ClusterSimOptions o = Small(seed, std::move(scenario));
+  o.spec_yaml = kReleaseSpec;  // 240 replicas fill the 20 nodes: no spare memory
+  o.duration_s = duration_s;
+  return o;
+}
+
+TEST_CASE("canary-bad: rolled back at stage 1, never over-committed, availability at the floor") {
+  for (uint64_t seed : {1, 2}) {
+    INFO("seed " << seed);
+    nlohmann::json r = RunClusterSim(Full(seed, "canary-bad", 1800))["rollout"];
+    INFO(r.dump());
+    CHECK(r["phase"] == "rolled-back");
+    CHECK(r["stages_passed"] == 0);
+    CHECK(r["new_version_replicas_created"].get<int>() <= 12);
+    CHECK(r["failure"].get<std::string>().find("p99Latency") != std::string::npos);
+    CHECK(r["memory_overcommits"] == 0);
+    CHECK(r["min_availability"].get<double>() >= 0.99);
+  }
+}
+
+TEST_CASE("canary-good: promoted through every stage at the availability floor") {
+  nlohmann::json r = RunClusterSim(Full(1, "canary-good", 7200))["rollout"];
+  INFO(r.dump());
+  CHECK(r["phase"] == "succeeded");
+  CHECK(r["stages_passed"] == 3);
+  CHECK(r["memory_overcommits"] == 0);
+  CHECK(r["min_availability"].get<double>() >= 0.99);
+}
+
+TEST_CASE("lifetime: every replica restarted once, never more than maxUnavailable out") {
+  nlohmann::json r = RunClusterSim(Full(1, "lifetime", 5400))["lifetime"];
+  INFO(r.dump());
+  CHECK(r["replicas_restarted_once"] == 240);
+  CHECK(r["replicas_restarted_more_than_once"] == 0);
+  CHECK(r["max_out_of_service"].get<int>() <= r["max_unavailable"].get<int>());
+  CHECK(r["min_availability"].get<double>() >= 0.99);
+  CHECK(r["memory_overcommits"] == 0);
+}
+
+TEST_CASE("leak: only the leaking replica is flagged") {
+  for (uint64_t seed : {1, 2}) {
+    INFO("seed " << seed);
+    nlohmann::json r = RunClusterSim(Full(seed, "leak", 6 * 3600))["leak"];
+    INFO(r.dump());
+    CHECK(r["only_the_leaking_replica_flagged"] == true);
+  }
+}
+
 }  // namespace
 }  // namespace exa::sim
