@@ -40,7 +40,7 @@ absl::Status Apply(const std::string& key, const std::string& value, ClusterSimO
   if (key == "--gpus-per-node") return set_int(&o->gpus_per_node, 1, 64);
   if (key == "--schedulers") return set_int(&o->schedulers, 1, 15);
   if (key == "--fault-nodes") return set_int(&o->fault_nodes, 1, 100000);
-  if (key == "--duration") return set_double(&o->duration_s, 1, 86400);
+  if (key == "--duration") return set_double(&o->duration_s, 1, 7 * 86400);
   if (key == "--seed") {
     EXA_ASSIGN_OR_RETURN(double v, Number(key, value, 0, 1e15));
     o->seed = static_cast<uint64_t>(v);
