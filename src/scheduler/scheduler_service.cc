@@ -231,6 +231,17 @@ void SchedulerService::Stop() {
     absl::SleepFor(absl::Milliseconds(10));
 }
 
+std::shared_ptr<grpc::Channel> SchedulerService::ChannelFor(const std::string& address) {
+  std::lock_guard<std::mutex> lock(channels_mu_);
+  auto it = channels_.find(address);
+  if (it != channels_.end()) return it->second;
+  // Bounded: nodes come and go; a full cache starts over (channels reconnect lazily).
+  if (channels_.size() >= 4096) channels_.clear();
+  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  channels_.emplace(address, channel);
+  return channel;
+}
+
 grpc::Status SchedulerService::Authorize(grpc::CallbackServerContext* context) const {
   const auto& md = context->client_metadata();
   auto it = md.find("authorization");
@@ -309,7 +320,7 @@ void SchedulerService::Send(std::vector<OutStoreMessage> messages) {
     if (!options_.node_token.empty()) {
       call->context.AddMetadata("authorization", StrCat("Bearer ", options_.node_token));
     }
-    call->channel = grpc::CreateChannel(a->second, grpc::InsecureChannelCredentials());
+    call->channel = ChannelFor(a->second);
     auto stub = pb::Scheduler::NewStub(call->channel);
     actions_in_flight_++;
     stub->async()->Replicate(&call->context, &call->request, &call->response,
@@ -499,8 +510,7 @@ void SchedulerService::ReconcileStep() {
   }
   polls->outstanding = static_cast<int>(calls.size());
   for (const auto& poll : calls) {
-    auto stub = pb::Node::NewStub(
-        grpc::CreateChannel(addresses[poll->node], grpc::InsecureChannelCredentials()));
+    auto stub = pb::Node::NewStub(ChannelFor(addresses[poll->node]));
     stub->async()->ListReplicas(&poll->context, &poll->request, &poll->response,
                                 [poll, polls](grpc::Status s) {
                                   std::lock_guard<std::mutex> l(polls->mu);
@@ -758,8 +768,7 @@ void SchedulerService::Execute(const std::vector<Action>& actions,
     if (!options_.node_token.empty()) {
       call->context.AddMetadata("authorization", StrCat("Bearer ", options_.node_token));
     }
-    auto stub =
-        pb::Node::NewStub(grpc::CreateChannel(address->second, grpc::InsecureChannelCredentials()));
+    auto stub = pb::Node::NewStub(ChannelFor(address->second));
     auto done = [this, call](grpc::Status s) {
       if (!s.ok()) {
         EXA_LOG_WARN("scheduler", "action failed",

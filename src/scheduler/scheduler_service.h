@@ -160,6 +160,8 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   RolloutState ApplyCommandsLocked(absl::Time now, const InferenceReplicaSpec& spec,
                                    RolloutState state);
   grpc::Status Authorize(grpc::CallbackServerContext* context) const;
+  // One channel per address, reused by every call (polls run each second to every node).
+  std::shared_ptr<grpc::Channel> ChannelFor(const std::string& address);
 
   const SchedulerServiceOptions options_;
   const SchedulerEnv env_;
@@ -186,6 +188,9 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   metrics::Family<metrics::Gauge>* pending_gauge_ = nullptr;
   metrics::Gauge* reconciler_gauge_ = nullptr;
   metrics::Family<metrics::Counter>* rollbacks_ = nullptr;
+
+  std::mutex channels_mu_;
+  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;  // guarded by channels_mu_
 
   std::atomic<int> actions_in_flight_{0};
   std::thread thread_;
