@@ -19,6 +19,7 @@
 #include "daemon/node_identity.h"
 #include "daemon/weights_role.h"
 #include "engine/model_config.h"
+#include "exaserve/v1/scheduler.grpc.pb.h"
 #include "gateway/openai_api.h"
 #include "nlohmann/json.hpp"
 #include "node/generate_stream.h"
@@ -158,6 +159,13 @@ absl::Status Daemon::OpenScheduler() {
   }
   scheduler::SchedulerEnv env;
   env.registry = &registry_;
+  env.normalize_route = [](exaserve::v1::VersionRoute* r) -> absl::Status {
+    EXA_ASSIGN_OR_RETURN(gateway::VersionRoute n,
+                         gateway::NormalizeRoute({r->header(), r->label(), r->default_value()}));
+    r->set_header(n.header);
+    r->set_label(n.label);
+    return absl::OkStatus();
+  };
   env.members = [this] { return gossip_ ? gossip_->Members() : std::vector<membership::Member>{}; };
   env.is_scheduler = [this](const membership::Member& m) {
     return m.id == node_id_ || HasRole(m.metadata.roles, "scheduler");
@@ -372,10 +380,55 @@ void Daemon::RunElection() {
     }
   }
   FeedMembership();  // also retries broken load streams
+  if (++election_ticks_ % 2 == 0) SyncRoutes();
   timers_->election.expires_after(std::chrono::seconds(1));
   timers_->election.async_wait([this](const boost::system::error_code& ec) {
     if (!ec) RunElection();
   });
+}
+
+// A gateway in a cluster with schedulers follows the version routes of the spec store: every 2 s
+// it asks the lowest-id live scheduler (Scheduler.Routes) and takes its list. Without a scheduler
+// the gateway's own routes (Admin.Routes) stand.
+void Daemon::SyncRoutes() {
+  if (!routes_ || !gossip_ || !GatewayActive() || route_syncs_in_flight_.load() > 0) return;
+  std::string target, target_id;
+  for (const membership::Member& m : gossip_->Members()) {
+    if (m.state != membership::MemberState::kAlive || m.metadata.grpc_port == 0 ||
+        !HasRole(m.metadata.roles, "scheduler")) {
+      continue;
+    }
+    if (target_id.empty() || m.id < target_id) {
+      target_id = m.id;
+      target = StrCat(membership::AddressHost(m.address), ":", m.metadata.grpc_port);
+    }
+  }
+  if (target.empty()) return;
+  struct Call {
+    grpc::ClientContext context;
+    exaserve::v1::RoutesRequest request;
+    exaserve::v1::RoutesResponse response;
+    std::unique_ptr<exaserve::v1::Scheduler::Stub> stub;
+  };
+  auto call = std::make_shared<Call>();
+  call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  call->stub = exaserve::v1::Scheduler::NewStub(
+      grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  route_syncs_in_flight_++;
+  call->stub->async()->Routes(
+      &call->context, &call->request, &call->response, [this, call](grpc::Status s) {
+        if (s.ok()) {
+          std::vector<gateway::VersionRoute> routes;
+          for (const auto& r : call->response.routes()) {
+            routes.push_back({r.header(), r.label(), r.default_value()});
+          }
+          if (absl::Status st = routes_->ReplaceAll(routes); !st.ok()) {
+            EXA_LOG_WARN("gateway", "routes from the spec store not applied",
+                         {{"error", std::string(st.message())}});
+          }
+        }
+        route_syncs_in_flight_--;
+      });
 }
 
 // The rack's storage peer for weight pulls: a live member of this rack with the storage role,
@@ -726,6 +779,9 @@ void Daemon::Drain() {
   }
   weights_->Stop();
   if (scheduler_) scheduler_->Stop();
+  for (int i = 0; i < 200 && route_syncs_in_flight_.load() > 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
   grpc_->Shutdown(drain_forced_.HasBeenNotified() ? absl::Now() : deadline);
   if (remote_) remote_->Stop();
   // Tell the cluster we are leaving on purpose, so peers mark us left, not dead.

@@ -79,6 +79,7 @@ class Daemon {
   // Pinned gateway, or an auto node the election made a gateway.
   bool GatewayActive() const;
   void RunElection();
+  void SyncRoutes();
   void StartHealthChecks();
   void ScheduleProcessCheck();
   void SchedulePerformanceCheck();
@@ -127,6 +128,8 @@ class Daemon {
   std::unique_ptr<AdminService> admin_;
   std::unique_ptr<class WeightsRole> weights_;
   std::unique_ptr<scheduler::SchedulerService> scheduler_;
+  uint64_t election_ticks_ = 0;  // on the io strand timer
+  std::atomic<int> route_syncs_in_flight_{0};
   std::unique_ptr<gateway::ApiKeys> admin_tokens_;
   struct Timers;
   std::unique_ptr<Timers> timers_;

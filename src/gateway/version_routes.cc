@@ -57,13 +57,33 @@ absl::Status VersionRoutes::Load() {
   return absl::OkStatus();
 }
 
-absl::Status VersionRoutes::Set(VersionRoute route) {
+absl::StatusOr<VersionRoute> NormalizeRoute(VersionRoute route) {
   EXA_ASSIGN_OR_RETURN(route.header, NormalizeName("header", route.header));
   if (route.label.empty()) route.label = "version";
   EXA_ASSIGN_OR_RETURN(route.label, NormalizeName("label", route.label));
   if (route.default_value.size() > 128) {
     return absl::InvalidArgumentError("default_value: at most 128 characters");
   }
+  return route;
+}
+
+absl::Status VersionRoutes::ReplaceAll(const std::vector<VersionRoute>& routes) {
+  if (routes.size() > kMaxRoutes) {
+    return absl::ResourceExhaustedError(StrCat("at most ", kMaxRoutes, " version routes"));
+  }
+  std::vector<VersionRoute> normalized;
+  for (const VersionRoute& r : routes) {
+    EXA_ASSIGN_OR_RETURN(VersionRoute n, NormalizeRoute(r));
+    normalized.push_back(std::move(n));
+  }
+  absl::MutexLock lock(&mu_);
+  if (normalized == routes_) return absl::OkStatus();
+  routes_ = std::move(normalized);
+  return SaveLocked();
+}
+
+absl::Status VersionRoutes::Set(VersionRoute route) {
+  EXA_ASSIGN_OR_RETURN(route, NormalizeRoute(std::move(route)));
   absl::MutexLock lock(&mu_);
   auto it = std::find_if(routes_.begin(), routes_.end(),
                          [&](const VersionRoute& r) { return r.header == route.header; });

@@ -36,6 +36,9 @@ class VersionRoutes {
   // Adds or replaces the route for route.header. INVALID_ARGUMENT names a bad field.
   absl::Status Set(VersionRoute route);
   absl::Status Remove(std::string_view header);
+  // Replaces every route with `routes` (the spec store's, on a gateway of a cluster with
+  // schedulers); nothing changes unless all are valid.
+  absl::Status ReplaceAll(const std::vector<VersionRoute>& routes);
   std::vector<VersionRoute> List() const;
   // Header names to extract from requests (lower case).
   std::vector<std::string> Headers() const;
@@ -51,6 +54,9 @@ class VersionRoutes {
   mutable absl::Mutex mu_;
   std::vector<VersionRoute> routes_ ABSL_GUARDED_BY(mu_);
 };
+
+// A route with its header and label normalized; INVALID_ARGUMENT names a bad field.
+absl::StatusOr<VersionRoute> NormalizeRoute(VersionRoute route);
 
 // Validates a header name or label key: [a-z0-9._-], 1..64 characters after lower-casing.
 absl::StatusOr<std::string> NormalizeName(std::string_view field, std::string_view value);

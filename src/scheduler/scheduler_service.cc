@@ -24,6 +24,8 @@ constexpr std::string_view kSpecPrefix = "spec/";
 constexpr std::string_view kNodePrefix = "node/";
 constexpr std::string_view kRolloutPrefix = "rollout/";
 constexpr std::string_view kRolloutCommandPrefix = "rollout-command/";
+constexpr std::string_view kRoutePrefix = "route/";
+constexpr size_t kMaxRoutes = 16;  // the gateway's bound
 // Set on every replica this service starts: only labelled replicas are managed (and stopped when
 // their deployment goes away); a node's own replicas are left alone.
 constexpr std::string_view kDeploymentLabel = "exaserve.io/deployment";
@@ -1112,6 +1114,82 @@ grpc::ServerUnaryReactor* SchedulerService::Rollout(grpc::CallbackServerContext*
   response->set_json(RolloutStateToJson(*next));
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   WriteLocked({{StrCat(kRolloutCommandPrefix, spec.name), cmd.dump()}}, reactor, lock);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* SchedulerService::Routes(grpc::CallbackServerContext* context,
+                                                   const pb::RoutesRequest* request,
+                                                   pb::RoutesResponse* response) {
+  auto list = [&](const std::vector<std::pair<std::string, std::optional<std::string>>>& pending) {
+    std::map<std::string, std::string> routes;  // header → JSON
+    for (const StoreRecord& r : store_.Live()) {
+      if (r.key.rfind(kRoutePrefix, 0) == 0) routes[r.key.substr(kRoutePrefix.size())] = r.value;
+    }
+    for (const auto& [key, value] : pending) {
+      std::string header = key.substr(kRoutePrefix.size());
+      if (value) {
+        routes[header] = *value;
+      } else {
+        routes.erase(header);
+      }
+    }
+    if (routes.empty()) {
+      pb::VersionRoute* d = response->add_routes();  // the gateways' default
+      d->set_header("x-model-version");
+      d->set_label("version");
+      return;
+    }
+    for (const auto& [header, value] : routes) {
+      json j = json::parse(value, nullptr, false);
+      if (!j.is_object()) continue;
+      pb::VersionRoute* r = response->add_routes();
+      r->set_header(header);
+      r->set_label(j.value("label", "version"));
+      r->set_default_value(j.value("default", ""));
+    }
+  };
+  if (request->op() == pb::RoutesRequest::OP_LIST) {
+    std::lock_guard<std::mutex> lock(mu_);
+    list({});
+    return Finish(context, grpc::Status::OK);
+  }
+  if (grpc::Status s = Authorize(context); !s.ok()) return Finish(context, s);
+  if (!env_.normalize_route) {
+    return Finish(context, grpc::Status(grpc::FAILED_PRECONDITION, "routes are not enabled here"));
+  }
+  pb::VersionRoute route = request->route();
+  if (request->op() == pb::RoutesRequest::OP_SET) {
+    if (absl::Status s = env_.normalize_route(&route); !s.ok()) return Finish(context, ToGrpc(s));
+  } else if (request->op() == pb::RoutesRequest::OP_REMOVE) {
+    pb::VersionRoute probe = route;
+    probe.set_label("version");
+    if (absl::Status s = env_.normalize_route(&probe); !s.ok()) return Finish(context, ToGrpc(s));
+    route.set_header(probe.header());
+  } else {
+    return Finish(context, grpc::Status(grpc::INVALID_ARGUMENT, "op: list, set or remove"));
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  const std::string key = StrCat(kRoutePrefix, route.header());
+  std::vector<std::pair<std::string, std::optional<std::string>>> writes;
+  if (request->op() == pb::RoutesRequest::OP_SET) {
+    size_t stored = 0;
+    for (const StoreRecord& r : store_.Live()) stored += r.key.rfind(kRoutePrefix, 0) == 0;
+    if (!store_.Get(key) && stored >= kMaxRoutes) {
+      return Finish(context, grpc::Status(grpc::RESOURCE_EXHAUSTED,
+                                          StrCat("at most ", kMaxRoutes, " routes; remove one")));
+    }
+    writes.emplace_back(key,
+                        json{{"label", route.label()}, {"default", route.default_value()}}.dump());
+  } else {
+    if (!store_.Get(key)) {
+      return Finish(context,
+                    grpc::Status(grpc::NOT_FOUND, StrCat("no route for header ", route.header())));
+    }
+    writes.emplace_back(key, std::nullopt);
+  }
+  list(writes);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  WriteLocked(writes, reactor, lock);
   return reactor;
 }
 

@@ -70,6 +70,9 @@ struct SchedulerEnv {
   std::function<bool(const membership::Member&)> is_scheduler;
   // Checks the caller's "authorization" metadata for operations that change state.
   std::function<grpc::Status(std::string_view authorization)> authorize;
+  // Validates and normalizes a version route (the gateway's rules); INVALID_ARGUMENT names the
+  // field. Null: routes are refused.
+  std::function<absl::Status(exaserve::v1::VersionRoute*)> normalize_route;
   // Where the deployment gauges go (exaserve_deployment_replicas_*); may be null.
   metrics::Registry* registry = nullptr;
   // The shape of a model that is not a preset (the weights store's config.json); NOT_FOUND when
@@ -106,6 +109,9 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   grpc::ServerUnaryReactor* Rollout(grpc::CallbackServerContext* context,
                                     const exaserve::v1::RolloutRequest* request,
                                     exaserve::v1::RolloutResponse* response) override;
+  grpc::ServerUnaryReactor* Routes(grpc::CallbackServerContext* context,
+                                   const exaserve::v1::RoutesRequest* request,
+                                   exaserve::v1::RoutesResponse* response) override;
   grpc::ServerUnaryReactor* Replicate(grpc::CallbackServerContext* context,
                                       const exaserve::v1::ReplicateRequest* request,
                                       exaserve::v1::ReplicateResponse* response) override;

@@ -21,6 +21,7 @@
 #include "exaserve/v1/admin.grpc.pb.h"
 #include "exaserve/v1/inference.grpc.pb.h"
 #include "exaserve/v1/node.grpc.pb.h"
+#include "exaserve/v1/scheduler.grpc.pb.h"
 #include "gateway/api_keys.h"
 #include "membership/agent/keyring.h"
 #include "nlohmann/json.hpp"
@@ -305,6 +306,38 @@ struct RouteOptions {
 };
 
 // Sets or removes a version route on every gateway; lists the routes of the node at --addr.
+void PrintRoutes(const GlobalOptions& g, const exaserve::v1::RoutesResponse& routes) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : routes.routes()) {
+    if (g.json) {
+      out.push_back({{"header", r.header()}, {"label", r.label()}, {"default", r.default_value()}});
+    } else {
+      std::cout << r.header() << " -> label " << r.label()
+                << (r.default_value().empty() ? "" : " (default " + r.default_value() + ")")
+                << "\n";
+    }
+  }
+  if (g.json) std::cout << out.dump() << "\n";
+}
+
+// The gRPC address of the lowest-id alive scheduler in the membership view of the node at
+// --addr; nullopt when there is none (or the node cannot be asked).
+std::optional<std::string> FirstScheduler(const GlobalOptions& g) {
+  auto stub =
+      exaserve::v1::Admin::NewStub(grpc::CreateChannel(g.addr, grpc::InsecureChannelCredentials()));
+  exaserve::v1::MembersResponse response;
+  auto ctx = MakeContext(g);
+  if (!stub->Members(ctx.get(), {}, &response).ok()) return std::nullopt;
+  std::optional<std::pair<std::string, std::string>> best;  // (id, address)
+  for (const auto& m : response.members()) {
+    if (m.state() != "alive" || m.grpc_address().empty()) continue;
+    if (std::find(m.roles().begin(), m.roles().end(), "scheduler") == m.roles().end()) continue;
+    if (!best || m.node_id() < best->first) best = {m.node_id(), m.grpc_address()};
+  }
+  if (!best) return std::nullopt;
+  return best->second;
+}
+
 int RunGatewayRoute(const GlobalOptions& g, const RouteOptions& o, bool list) {
   exaserve::v1::RoutesRequest request;
   if (!list) {
@@ -327,6 +360,26 @@ int RunGatewayRoute(const GlobalOptions& g, const RouteOptions& o, bool list) {
       request.mutable_route()->set_header(o.header);
       request.mutable_route()->set_label(label);
       request.mutable_route()->set_default_value(o.default_value);
+    }
+  }
+  if (!list) {
+    // A cluster with schedulers keeps its routes in the spec store; every gateway follows it.
+    if (auto scheduler = FirstScheduler(g)) {
+      auto stub = exaserve::v1::Scheduler::NewStub(
+          grpc::CreateChannel(*scheduler, grpc::InsecureChannelCredentials()));
+      exaserve::v1::RoutesResponse response;
+      auto ctx = MakeContext(g);
+      grpc::Status s = stub->Routes(ctx.get(), request, &response);
+      if (!s.ok()) {
+        GlobalOptions at = g;
+        at.addr = *scheduler;
+        return s.error_code() == grpc::INVALID_ARGUMENT ? (RpcFailure(at, s), 2)
+                                                        : RpcFailure(at, s);
+      }
+      std::cerr << "exaserve-cli: stored on scheduler " << *scheduler
+                << "; every gateway follows within 2 s\n";
+      PrintRoutes(g, response);
+      return 0;
     }
   }
   std::vector<std::string> nodes{g.addr};
@@ -355,17 +408,7 @@ int RunGatewayRoute(const GlobalOptions& g, const RouteOptions& o, bool list) {
     std::fprintf(stderr, "exaserve-cli: no gateway answered\n");
     return 1;
   }
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& r : last.routes()) {
-    if (g.json) {
-      out.push_back({{"header", r.header()}, {"label", r.label()}, {"default", r.default_value()}});
-    } else {
-      std::cout << r.header() << " -> label " << r.label()
-                << (r.default_value().empty() ? "" : " (default " + r.default_value() + ")")
-                << "\n";
-    }
-  }
-  if (g.json) std::cout << out.dump() << "\n";
+  PrintRoutes(g, last);
   if (!list && !g.json) std::cerr << "applied on " << gateways << " gateways\n";
   return rc;
 }

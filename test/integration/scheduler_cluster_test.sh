@@ -93,6 +93,18 @@ answer() {
 wait_for 20 answer || fail "no answer through the gateway: $(cat "$work/body")"
 grep -q '"text":"42"' "$work/body" || fail "answer: $(cat "$work/body")"
 
+# Version routes live in the spec store: set through any node, followed by the gateway.
+gw="127.0.0.1:$(port_of 1 grpc_port)"
+cli --addr "$gw" gateway route --header X-Canary --target label:track --default stable \
+  >"$work/route.out" 2>&1 || fail "route: $(cat "$work/route.out")"
+grep -q "stored on scheduler" "$work/route.out" || fail "route not stored: $(cat "$work/route.out")"
+gateway_follows() { cli --addr "$gw" gateway routes | grep -q "x-canary -> label track (default stable)"; }
+wait_for 10 gateway_follows || fail "the gateway did not follow: $(cli --addr "$gw" gateway routes)"
+set +e
+cli --addr "$gw" gateway route --header "bad header!" --target replica-version >"$work/badroute.out" 2>&1; rc=$?
+set -e
+[ $rc -eq 2 ] || fail "a bad header: exit $rc $(cat "$work/badroute.out")"
+
 # kill -9 the reconciler, then scale up through another scheduler: the next one acts.
 kill -9 "${pids[2]}"
 killed_at=$(now)
