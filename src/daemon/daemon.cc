@@ -394,10 +394,9 @@ void Daemon::SyncRoutes() {
   if (!routes_ || !gossip_ || !GatewayActive() || route_syncs_in_flight_.load() > 0) return;
   std::string target, target_id;
   for (const membership::Member& m : gossip_->Members()) {
-    if (m.state != membership::MemberState::kAlive || m.metadata.grpc_port == 0 ||
-        !HasRole(m.metadata.roles, "scheduler")) {
-      continue;
-    }
+    // Schedulers that run the service: pinned ones, and this node when it runs one (a lone node).
+    const bool runs = HasRole(m.metadata.roles, "scheduler") || (m.id == node_id_ && scheduler_);
+    if (m.state != membership::MemberState::kAlive || m.metadata.grpc_port == 0 || !runs) continue;
     if (target_id.empty() || m.id < target_id) {
       target_id = m.id;
       target = StrCat(membership::AddressHost(m.address), ":", m.metadata.grpc_port);

@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <thread>
 #include <tuple>
 
 #include "CLI/CLI.hpp"
@@ -370,16 +371,30 @@ int RunGatewayRoute(const GlobalOptions& g, const RouteOptions& o, bool list) {
       exaserve::v1::RoutesResponse response;
       auto ctx = MakeContext(g);
       grpc::Status s = stub->Routes(ctx.get(), request, &response);
-      if (!s.ok()) {
-        GlobalOptions at = g;
-        at.addr = *scheduler;
-        return s.error_code() == grpc::INVALID_ARGUMENT ? (RpcFailure(at, s), 2)
-                                                        : RpcFailure(at, s);
+      // UNIMPLEMENTED: an elected scheduler that does not run the service; the gateways' own
+      // routes then.
+      if (s.error_code() != grpc::UNIMPLEMENTED) {
+        if (!s.ok()) {
+          GlobalOptions at = g;
+          at.addr = *scheduler;
+          RpcFailure(at, s);
+          return s.error_code() == grpc::INVALID_ARGUMENT ? 2 : 1;
+        }
+        std::cerr << "exaserve-cli: stored on scheduler " << *scheduler
+                  << "; every gateway follows within 2 s\n";
+        // When --addr is a gateway, return once it follows (so the next command sees it).
+        auto gateway = exaserve::v1::Admin::NewStub(
+            grpc::CreateChannel(g.addr, grpc::InsecureChannelCredentials()));
+        for (int i = 0; i < 50; ++i) {
+          exaserve::v1::RoutesResponse now;
+          auto c = MakeContext(g);
+          if (!gateway->Routes(c.get(), {}, &now).ok()) break;
+          if (now.SerializeAsString() == response.SerializeAsString()) break;
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        PrintRoutes(g, response);
+        return 0;
       }
-      std::cerr << "exaserve-cli: stored on scheduler " << *scheduler
-                << "; every gateway follows within 2 s\n";
-      PrintRoutes(g, response);
-      return 0;
     }
   }
   std::vector<std::string> nodes{g.addr};
