@@ -93,9 +93,10 @@ struct DeploymentStatus {
   int desired = 0;
   int present = 0;  // replicas that count (ready, starting, or on a node within its grace)
   int ready = 0;
-  int lost = 0;    // counted, but on a suspected or recently dead node
-  int failed = 0;  // failed and held in place until their crash backoff has passed
-  int wave = 0;    // 1-based bring-up wave the deployment is in
+  int lost = 0;        // counted, but on a suspected or recently dead node
+  int ready_lost = 0;  // of `ready`, those on a suspected or recently dead node
+  int failed = 0;      // failed and held in place until their crash backoff has passed
+  int wave = 0;        // 1-based bring-up wave the deployment is in
   int wave_target = 0;
   int starting_now = 0;
   int waiting_for_weights = 0;  // placed this step, held until weights are pre-staged

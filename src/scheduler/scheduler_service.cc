@@ -602,6 +602,7 @@ void SchedulerService::ReconcileStep() {
     }
     old = s;
   }
+  ExportGaugesLocked();
   if (reconciler_ != options_.node_id || result.actions.empty()) return;
   for (const Action& a : result.actions) {
     if (a.kind == ActionKind::kPrestage) continue;
@@ -613,6 +614,26 @@ void SchedulerService::ReconcileStep() {
   }
   lock.unlock();
   Execute(result.actions, addresses, by_name);
+}
+
+// Every scheduler computes the same figures from its own polls; alerts take the max over
+// schedulers. Ready counts only replicas on nodes that are alive now: a suspected node's replicas
+// keep their place (deadGrace) but serve no one.
+void SchedulerService::ExportGaugesLocked() {
+  if (desired_gauge_ == nullptr) return;
+  std::set<std::string> current;
+  for (const auto& [name, s] : status_) {
+    current.insert(name);
+    desired_gauge_->WithLabels({name}).Set(s.desired);
+    ready_gauge_->WithLabels({name}).Set(s.ready - s.ready_lost);
+    pending_gauge_->WithLabels({name}).Set(s.pending);
+  }
+  for (const std::string& name : exported_) {
+    if (current.count(name) > 0) continue;
+    for (auto* g : {desired_gauge_, ready_gauge_, pending_gauge_}) g->WithLabels({name}).Set(0);
+  }
+  exported_ = std::move(current);
+  reconciler_gauge_->Set(reconciler_ == options_.node_id ? 1 : 0);
 }
 
 void SchedulerService::Execute(const std::vector<Action>& actions,

@@ -30,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -146,6 +147,7 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   // a spec another scheduler took).
   void LearnModels();
   void ReconcileStep();
+  void ExportGaugesLocked();  // the exaserve_deployment_* and reconciling gauges; mu_ held
   void Execute(const std::vector<Action>& actions,
                const std::map<std::string, std::string>& addresses,
                const std::map<std::string, const DesiredDeployment*>& desired);
@@ -175,6 +177,7 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   metrics::Family<metrics::Gauge>* ready_gauge_ = nullptr;
   metrics::Family<metrics::Gauge>* pending_gauge_ = nullptr;
   metrics::Gauge* reconciler_gauge_ = nullptr;
+  std::set<std::string> exported_;  // deployments with gauges (a deleted one reads 0); mu_
 
   std::atomic<int> actions_in_flight_{0};
   std::thread thread_;
