@@ -127,6 +127,7 @@ class Daemon {
   std::unique_ptr<AdminService> admin_;
   std::unique_ptr<class WeightsRole> weights_;
   std::unique_ptr<scheduler::SchedulerService> scheduler_;
+  std::unique_ptr<class ObserverRole> observer_;  // daemon/observer_role.h
   std::unique_ptr<gateway::ApiKeys> admin_tokens_;
   struct Timers;
   std::unique_ptr<Timers> timers_;
