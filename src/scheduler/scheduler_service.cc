@@ -778,6 +778,7 @@ grpc::ServerUnaryReactor* SchedulerService::Describe(grpc::CallbackServerContext
               {"present", s.present},
               {"ready", s.ready},
               {"lost", s.lost},
+              {"ready_lost", s.ready_lost},
               {"failed", s.failed},
               {"wave", s.wave},
               {"wave_target", s.wave_target},

@@ -317,7 +317,12 @@ json Deployments(const ClusterAccess& a, const std::vector<std::string>& schedul
       pb::DescribeResponse described;
       if (stub->Describe(Context(a, kExtraTimeout).get(), request, &described).ok()) {
         json full = json::parse(described.json(), nullptr, false);
-        if (!full.is_discarded() && full["status"].is_object()) d["status"] = full["status"];
+        if (!full.is_discarded() && full["status"].is_object()) {
+          d["status"] = full["status"];
+          // Ready on live nodes: a suspected node's replicas keep their place but serve no one.
+          d["status"]["ready"] = full["status"].value("ready", 0) -
+                                 full["status"].value("ready_lost", 0);
+        }
       }
       list.push_back(std::move(d));
     }
