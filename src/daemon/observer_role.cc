@@ -61,9 +61,7 @@ std::string Fingerprint(const metrics::LabelSet& labels) {
   return fmt::format("{:016x}", h);
 }
 
-int64_t UnixMillis(absl::Time t) {
-  return t == absl::InfinitePast() ? 0 : absl::ToUnixMillis(t);
-}
+int64_t UnixMillis(absl::Time t) { return t == absl::InfinitePast() ? 0 : absl::ToUnixMillis(t); }
 
 }  // namespace
 
@@ -72,8 +70,8 @@ void RegisterObserverConfig(config::Schema& s, ObserverOptions* o) {
                         "how often an observer scrapes every member's /metrics", Positive);
   s.Add<absl::Duration>("observer.scrape_timeout", &o->scrape_timeout,
                         "deadline of one scrape (at most scrape_interval is used)", Positive);
-  s.Add<int>("observer.scrape_concurrency", &o->scrape_concurrency,
-             "scrapes in flight at once", AtLeastOne);
+  s.Add<int>("observer.scrape_concurrency", &o->scrape_concurrency, "scrapes in flight at once",
+             AtLeastOne);
   s.Add("observer.scrape_max_bytes", &o->scrape_max_bytes,
         "largest /metrics body read from one member");
   s.Add<int>("observer.history_samples", &o->history_samples,
@@ -83,8 +81,7 @@ void RegisterObserverConfig(config::Schema& s, ObserverOptions* o) {
   s.Add<double>("observer.replicas_threshold", &o->replicas_threshold,
                 "replica alert: ready / desired below this ratio", Ratio);
   s.Add<absl::Duration>("observer.replicas_for", &o->replicas_for,
-                        "replica alert: fires after the ratio stayed below this long",
-                        NotNegative);
+                        "replica alert: fires after the ratio stayed below this long", NotNegative);
   s.Add<absl::Duration>("observer.replicas_interval", &o->replicas_interval,
                         "replica alert: evaluated this often", Positive);
   s.Add<std::string>("observer.replicas_severity", &o->replicas_severity,
@@ -127,8 +124,7 @@ void RegisterObserverConfig(config::Schema& s, ObserverOptions* o) {
                         "model load alert: a load (weight pull or device load) longer than this",
                         Positive);
   s.Add<absl::Duration>("observer.model_load_keep", &o->model_load_keep,
-                        "model load alert: stays firing this long after the slow load",
-                        Positive);
+                        "model load alert: stays firing this long after the slow load", Positive);
   s.Add<absl::Duration>("observer.model_load_interval", &o->model_load_interval,
                         "model load alert: evaluated this often", Positive);
   s.Add<std::string>("observer.model_load_severity", &o->model_load_severity,
@@ -148,8 +144,7 @@ void RegisterObserverConfig(config::Schema& s, ObserverOptions* o) {
   s.Add<absl::Duration>("observer.webhook_timeout", &o->webhook_timeout,
                         "deadline of one webhook POST", Positive);
   s.Add<int>("observer.webhook_queue", &o->webhook_queue,
-             "webhook messages waiting at most; further ones are dropped and counted",
-             AtLeastOne);
+             "webhook messages waiting at most; further ones are dropped and counted", AtLeastOne);
 }
 
 metrics::AlertRulesConfig RulesConfig(const ObserverOptions& o) {
@@ -325,23 +320,22 @@ void ObserverRole::Impl::Register(metrics::Registry& r) {
                        "Series refused because observer.max_series were kept.",
                        stat(&Stats::series_dropped));
   // Prometheus' own shape: one series per pending or firing alert, value 1.
-  r.AddCollector("ALERTS", "Alerts pending or firing on this observer (value 1).", "gauge",
-                 [weak] {
-                   std::vector<metrics::Registry::Collected> out;
-                   auto self = weak.lock();
-                   if (!self) return out;
-                   absl::MutexLock lock(&self->mu);
-                   for (const Alert& a : self->eval.Alerts()) {
-                     if (a.state == AlertState::kResolved) continue;
-                     metrics::Registry::Collected c;
-                     c.labels.assign(a.labels.begin(), a.labels.end());
-                     c.labels.emplace_back("alertstate", std::string(AlertStateName(a.state)));
-                     std::sort(c.labels.begin(), c.labels.end());
-                     c.value = 1;
-                     out.push_back(std::move(c));
-                   }
-                   return out;
-                 });
+  r.AddCollector("ALERTS", "Alerts pending or firing on this observer (value 1).", "gauge", [weak] {
+    std::vector<metrics::Registry::Collected> out;
+    auto self = weak.lock();
+    if (!self) return out;
+    absl::MutexLock lock(&self->mu);
+    for (const Alert& a : self->eval.Alerts()) {
+      if (a.state == AlertState::kResolved) continue;
+      metrics::Registry::Collected c;
+      c.labels.assign(a.labels.begin(), a.labels.end());
+      c.labels.emplace_back("alertstate", std::string(AlertStateName(a.state)));
+      std::sort(c.labels.begin(), c.labels.end());
+      c.value = 1;
+      out.push_back(std::move(c));
+    }
+    return out;
+  });
 }
 
 void ObserverRole::Impl::Arm(absl::Duration delay) {
@@ -445,7 +439,8 @@ void ObserverRole::Impl::OnScrape(const metrics::ScrapeTarget& target,
       last_round = now;
       round_seconds->Set(absl::ToDoubleSeconds(now - round_start));
       Announce(eval.Evaluate(now));
-      if (round_due) asio::post(io.context(), [self = shared_from_this()] { self->StartRound(false); });
+      if (round_due)
+        asio::post(io.context(), [self = shared_from_this()] { self->StartRound(false); });
     }
   }
   Launch(launch);
@@ -458,9 +453,9 @@ void ObserverRole::Impl::Announce(const std::vector<Alert>& changed) {
   for (const Alert& a : changed) {
     const bool firing = a.state == AlertState::kFiring;
     std::initializer_list<LogField> fields = {
-        {"alertname", a.name},        {"severity", a.severity}, {"labels", RulesText(a.labels)},
-        {"value", a.value},           {"summary", a.summary},
-        {"since", Rfc3339(firing ? a.active_since : a.fired_at)}};
+        {"alertname", a.name},           {"severity", a.severity},
+        {"labels", RulesText(a.labels)}, {"value", a.value},
+        {"summary", a.summary},          {"since", Rfc3339(firing ? a.active_since : a.fired_at)}};
     if (firing) {
       EXA_LOG_WARN("observer", "alert firing", fields);
     } else {
@@ -528,8 +523,8 @@ void ObserverRole::Impl::OnWebhook(const absl::StatusOr<net::HttpClientResponse>
 }
 
 ObserverRole::ObserverRole(const ObserverOptions& options, std::string node_id,
-                           std::string external_url, net::IoRunner& io,
-                           metrics::Registry& registry, Targets targets, Clock& clock)
+                           std::string external_url, net::IoRunner& io, metrics::Registry& registry,
+                           Targets targets, Clock& clock)
     : impl_(std::make_shared<Impl>(options, std::move(node_id), std::move(external_url), io,
                                    std::move(targets), clock)) {
   impl_->Register(registry);

@@ -112,8 +112,8 @@ AlertEvaluator::AlertEvaluator(AlertRulesConfig config)
 
 bool AlertEvaluator::Wants(std::string_view name) const {
   static const std::set<std::string_view, std::less<>> kFixed = {
-      kDesired, kReady,     kGpuUsed,  kGpuTotal,    kResident,   kHostBudget,
-      kReceive, kTransmit,  kSpeed,    kLoadSeconds, kPullCount,  kPullBucket};
+      kDesired, kReady,    kGpuUsed, kGpuTotal,    kResident,  kHostBudget,
+      kReceive, kTransmit, kSpeed,   kLoadSeconds, kPullCount, kPullBucket};
   if (kFixed.count(name) > 0) return true;
   const std::string& h = config_.latency_histogram;
   return name.size() == h.size() + 7 && name.substr(0, h.size()) == h &&
@@ -325,9 +325,9 @@ std::optional<std::vector<AlertEvaluator::Candidate>> AlertEvaluator::GpuMemory(
     c.labels = {{"device", device}, {"instance", instance}, {"node", targets_.at(instance).node}};
     c.value = used / total;
     c.active = c.value > config_.gpu_memory.threshold;
-    c.summary = StrCat("node ", targets_.at(instance).node, " device ", device, ": ",
-                       Percent(c.value), " of its memory used (threshold ",
-                       Percent(config_.gpu_memory.threshold), ")");
+    c.summary =
+        StrCat("node ", targets_.at(instance).node, " device ", device, ": ", Percent(c.value),
+               " of its memory used (threshold ", Percent(config_.gpu_memory.threshold), ")");
     out.push_back(std::move(c));
   };
   const SeriesMap* used = Find(kGpuUsed);
@@ -382,10 +382,8 @@ std::optional<std::vector<AlertEvaluator::Candidate>> AlertEvaluator::Network(
       const std::string device(LabelValue(key.second, "device"));
       const std::string& node = targets_.at(key.first).node;
       Candidate c;
-      c.labels = {{"device", device},
-                  {"direction", direction},
-                  {"instance", key.first},
-                  {"node", node}};
+      c.labels = {
+          {"device", device}, {"direction", direction}, {"instance", key.first}, {"node", node}};
       c.value = inc->first / absl::ToDoubleSeconds(inc->second) / *bytes_per_second;
       c.active = c.value > config_.network.threshold;
       c.summary = StrCat("node ", node, " NIC ", device, " ", direction, " at ", Percent(c.value),
@@ -406,11 +404,11 @@ std::vector<AlertEvaluator::Candidate> AlertEvaluator::ModelLoads(absl::Time now
     c.value = seen.second;
     c.active = true;
     const std::string_view stage = LabelValue(labels, "stage");
-    c.summary = fmt::format(
-        "node {}: {} took {}{:.1f} s (threshold {:.1f} s)", LabelValue(labels, "node"),
-        stage == "pull" ? std::string("a weight pull")
-                        : StrCat("loading replica ", LabelValue(labels, "replica")),
-        stage == "pull" ? "over " : "", seen.second, config_.model_load.threshold);
+    c.summary =
+        fmt::format("node {}: {} took {}{:.1f} s (threshold {:.1f} s)", LabelValue(labels, "node"),
+                    stage == "pull" ? std::string("a weight pull")
+                                    : StrCat("loading replica ", LabelValue(labels, "replica")),
+                    stage == "pull" ? "over " : "", seen.second, config_.model_load.threshold);
     out.push_back(std::move(c));
   }
   return out;

@@ -84,9 +84,9 @@ struct Alert {
   // device; direction; replica and model or stage), sorted by name.
   LabelSet labels;
   AlertState state = AlertState::kPending;
-  double value = 0;      // at the last evaluation: the ratio, or seconds
-  double threshold = 0;  // what `value` was compared with
-  std::string summary;   // one line for people
+  double value = 0;                                // at the last evaluation: the ratio, or seconds
+  double threshold = 0;                            // what `value` was compared with
+  std::string summary;                             // one line for people
   absl::Time active_since = absl::InfinitePast();  // the condition first held (pending)
   absl::Time fired_at = absl::InfinitePast();
   absl::Time resolved_at = absl::InfinitePast();

@@ -37,8 +37,7 @@ std::vector<NetworkInterface> ReadNetworkInterfaces(const std::string& sys_class
     nic.speed_bytes_per_second = mbits > 0 ? mbits * 125000 : 0;  // Mbit/s → bytes/s
     out.push_back(std::move(nic));
   }
-  std::sort(out.begin(), out.end(),
-            [](const auto& a, const auto& b) { return a.name < b.name; });
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   return out;
 }
 

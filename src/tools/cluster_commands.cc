@@ -155,7 +155,8 @@ absl::StatusOr<AlertsFrom> FetchAlerts(const ClusterAccess& a, absl::Duration ti
 int RunAlerts(bool as_json, const ClusterAccess& a) {
   auto found = FetchAlerts(a, a.timeout);
   if (!found.ok()) {
-    std::fprintf(stderr, "exaserve-cli: alerts: %s\n", std::string(found.status().message()).c_str());
+    std::fprintf(stderr, "exaserve-cli: alerts: %s\n",
+                 std::string(found.status().message()).c_str());
     return 1;
   }
   const pb::AlertsResponse& r = found->response;
@@ -296,7 +297,8 @@ void PrintMembers(const std::vector<pb::MemberInfo>& nodes, const json& summary)
 json Deployments(const ClusterAccess& a, const std::vector<std::string>& schedulers) {
   std::string errors;
   for (const std::string& addr : schedulers) {
-    auto stub = pb::Scheduler::NewStub(grpc::CreateChannel(addr, grpc::InsecureChannelCredentials()));
+    auto stub =
+        pb::Scheduler::NewStub(grpc::CreateChannel(addr, grpc::InsecureChannelCredentials()));
     pb::GetSpecsResponse specs;
     grpc::Status s = stub->GetSpecs(Context(a, kExtraTimeout).get(), {}, &specs);
     if (!s.ok()) {
@@ -320,8 +322,8 @@ json Deployments(const ClusterAccess& a, const std::vector<std::string>& schedul
         if (!full.is_discarded() && full["status"].is_object()) {
           d["status"] = full["status"];
           // Ready on live nodes: a suspected node's replicas keep their place but serve no one.
-          d["status"]["ready"] = full["status"].value("ready", 0) -
-                                 full["status"].value("ready_lost", 0);
+          d["status"]["ready"] =
+              full["status"].value("ready", 0) - full["status"].value("ready_lost", 0);
         }
       }
       list.push_back(std::move(d));
@@ -345,9 +347,9 @@ void PrintDeployments(const json& d) {
               "PENDING");
   for (const json& x : d["deployments"]) {
     const json st = x.value("status", json::object());
-    const std::string rollout = st.empty() ? std::string("-")
-                                           : StrCat("wave ", st.value("wave", 0), " (",
-                                                    st.value("wave_target", 0), ")");
+    const std::string rollout =
+        st.empty() ? std::string("-")
+                   : StrCat("wave ", st.value("wave", 0), " (", st.value("wave_target", 0), ")");
     std::string pending = StrCat(st.value("pending", 0));
     if (!st.value("reason", std::string()).empty()) {
       StrAppend(&pending, ": ", st.value("reason", std::string()));
@@ -392,9 +394,8 @@ int RunStatus(const ClusterCommands& c, bool as_json, const ClusterAccess& a) {
     for (const pb::Alert& alert : found->response.alerts()) {
       if (alert.state() != "resolved") firing.push_back(AlertJson(alert));
     }
-    alerts = {{"observer", found->response.node_id()},
-              {"address", found->addr},
-              {"alerts", firing}};
+    alerts = {
+        {"observer", found->response.node_id()}, {"address", found->addr}, {"alerts", firing}};
   } else {
     alerts = {{"error", std::string(found.status().message())}};
   }

@@ -83,9 +83,10 @@ TEST_CASE("The observer fires after the duration, notifies, and resolves", "[obs
   std::vector<std::string> hooks;
   auto set_ready = [&](int ready) {
     std::lock_guard<std::mutex> lock(mu);
-    metrics_text = "exaserve_deployment_replicas_desired{deployment=\"tiny\"} 3\n"
-                   "exaserve_deployment_replicas_ready{deployment=\"tiny\"} " +
-                   std::to_string(ready) + "\n";
+    metrics_text =
+        "exaserve_deployment_replicas_desired{deployment=\"tiny\"} 3\n"
+        "exaserve_deployment_replicas_ready{deployment=\"tiny\"} " +
+        std::to_string(ready) + "\n";
   };
   set_ready(3);
   net::HttpServerOptions http;

@@ -141,7 +141,8 @@ TEST_CASE("The replica rule takes the max over schedulers and holds without data
   REQUIRE(h.Alerts().size() == 1);
   CHECK(h.Alerts()[0].state == AlertState::kFiring);
   // A deleted deployment (desired 0) resolves.
-  h.Run(Seconds(10), Seconds(10), [&](absl::Duration) { h.Scrape("sched:2", Deployment("a", 0, 0)); });
+  h.Run(Seconds(10), Seconds(10),
+        [&](absl::Duration) { h.Scrape("sched:2", Deployment("a", 0, 0)); });
   CHECK(h.First("ExaServeReplicasShort", AlertState::kResolved) != nullptr);
 }
 
@@ -158,7 +159,8 @@ TEST_CASE("Rules are evaluated at their own sampling interval", "[metrics][alert
   CHECK(fired->at == Seconds(40));
 }
 
-std::string Histogram(const std::string& name, const std::vector<std::pair<std::string, double>>& b) {
+std::string Histogram(const std::string& name,
+                      const std::vector<std::pair<std::string, double>>& b) {
   std::string out;
   for (const auto& [le, count] : b) StrAppend(&out, name, "_bucket{le=\"", le, "\"} ", count, "\n");
   return out;
@@ -181,9 +183,11 @@ TEST_CASE("Latency P99 over 2 s at the gateways fires P1 after 3 minutes", "[met
     fast += 95;
     slow += t > Minutes(1) && t <= Minutes(9) ? 5 : 0;
     for (const char* gw : {"gw:1", "gw:2"}) {
-      h.Scrape(gw, Histogram("exaserve_gateway_ttft_seconds",
-                             {{"0.5", fast}, {"2", fast}, {"2.5", fast}, {"5", fast + slow},
-                              {"+Inf", fast + slow}}));
+      h.Scrape(gw, Histogram("exaserve_gateway_ttft_seconds", {{"0.5", fast},
+                                                               {"2", fast},
+                                                               {"2.5", fast},
+                                                               {"5", fast + slow},
+                                                               {"+Inf", fast + slow}}));
     }
   });
   const Transition* fired = h.First("ExaServeLatencyP99High", AlertState::kFiring);
@@ -218,8 +222,8 @@ TEST_CASE("GPU memory over 90 % for 10 minutes fires P2; CPU nodes compare RSS w
     CHECK(t.alert.name == "ExaServeGpuMemoryHigh");
     CHECK(t.alert.severity == "P2");
     CHECK(t.at == Minutes(10) + Seconds(30));  // first seen at 30 s
-    fired.push_back(StrCat(LabelValue(t.alert.labels, "node"), "/",
-                           LabelValue(t.alert.labels, "device")));
+    fired.push_back(
+        StrCat(LabelValue(t.alert.labels, "node"), "/", LabelValue(t.alert.labels, "device")));
   }
   std::sort(fired.begin(), fired.end());
   CHECK(fired == std::vector<std::string>{"node-cpu:1/host", "node-gpu:1/0"});
@@ -257,9 +261,8 @@ TEST_CASE("A model load over 30 s fires at once, per load, and resolves later",
     if (t == Seconds(50)) pulls += 1;  // one pull slower than 30 s
     h.Scrape("n:1", replicas + StrCat("exaserve_weights_pull_seconds_bucket{le=\"15\"} ", fast,
                                       "\nexaserve_weights_pull_seconds_bucket{le=\"30\"} ", fast,
-                                      "\nexaserve_weights_pull_seconds_bucket{le=\"+Inf\"} ",
-                                      pulls, "\nexaserve_weights_pull_seconds_count ", pulls,
-                                      "\n"));
+                                      "\nexaserve_weights_pull_seconds_bucket{le=\"+Inf\"} ", pulls,
+                                      "\nexaserve_weights_pull_seconds_count ", pulls, "\n"));
   });
   REQUIRE(h.transitions().size() == 2);
   CHECK(h.transitions()[0].at == Seconds(30));
@@ -310,8 +313,10 @@ TEST_CASE("Resolved alerts are remembered for a bounded time and number", "[metr
   for (int i = 0; i < 5; ++i) {
     const std::string name = StrCat("d", i);
     h.Run(Seconds(20), Seconds(10), [&](absl::Duration) {});
-    h.Run(Seconds(10), Seconds(10), [&](absl::Duration) { h.Scrape("s:1", Deployment(name, 1, 0)); });
-    h.Run(Seconds(10), Seconds(10), [&](absl::Duration) { h.Scrape("s:1", Deployment(name, 1, 1)); });
+    h.Run(Seconds(10), Seconds(10),
+          [&](absl::Duration) { h.Scrape("s:1", Deployment(name, 1, 0)); });
+    h.Run(Seconds(10), Seconds(10),
+          [&](absl::Duration) { h.Scrape("s:1", Deployment(name, 1, 1)); });
   }
   auto alerts = h.Alerts();
   REQUIRE(alerts.size() == 3);

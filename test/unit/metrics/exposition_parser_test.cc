@@ -68,8 +68,7 @@ TEST_CASE("Malformed exposition is refused with the line", "[metrics]") {
         absl::StatusCode::kResourceExhausted);
 }
 
-TEST_CASE("Network interfaces come from sysfs, loopback left out, speed where known",
-          "[metrics]") {
+TEST_CASE("Network interfaces come from sysfs, loopback left out, speed where known", "[metrics]") {
   namespace fs = std::filesystem;
   const fs::path root = fs::temp_directory_path() / "exa_host_metrics_test";
   fs::remove_all(root);

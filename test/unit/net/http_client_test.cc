@@ -28,8 +28,8 @@ struct Server {
       return HttpResponse{200, "text/plain", "up 1\n", {}};
     });
     server->AddRoute("POST", "/hook", [](const HttpRequest& r) {
-      return HttpResponse{202, "application/json", std::string(r.Header("content-type")) + " " +
-                                                       r.body, {}};
+      return HttpResponse{
+          202, "application/json", std::string(r.Header("content-type")) + " " + r.body, {}};
     });
     server->AddRoute("GET", "/big", [](const HttpRequest&) {
       return HttpResponse{200, "text/plain", std::string(100000, 'x'), {}};
