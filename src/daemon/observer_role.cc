@@ -359,6 +359,7 @@ void ObserverRole::Impl::StartRound(bool from_timer) {
     round_due = false;
     round_active = true;
     round_start = clock.Now();
+    eval.SetTargets(found);
     queue.assign(found.begin(), found.end());
     launch = TakeLaunchesLocked();
     if (launch.empty()) {  // nothing to scrape: still evaluate (rules hold without data)

@@ -177,6 +177,21 @@ void AlertEvaluator::ScrapeFailed(absl::Time now, const ScrapeTarget& target) {
   t.last_attempt = now;
 }
 
+bool AlertEvaluator::Unanswered(const Alert& alert) const {
+  const std::string_view instance = LabelValue(alert.labels, "instance");
+  if (instance.empty()) return false;
+  auto t = targets_.find(std::string(instance));
+  return t != targets_.end() && !t->second.up;
+}
+
+void AlertEvaluator::SetTargets(const std::vector<ScrapeTarget>& targets) {
+  std::set<std::string_view> current;
+  for (const ScrapeTarget& t : targets) current.insert(t.instance);
+  for (auto& [instance, state] : targets_) {
+    if (current.count(instance) == 0) state.up = false;
+  }
+}
+
 const AlertEvaluator::SeriesMap* AlertEvaluator::Find(std::string_view name) const {
   auto it = series_.find(name);
   return it == series_.end() || it->second.empty() ? nullptr : &it->second;
@@ -448,7 +463,7 @@ void AlertEvaluator::Apply(Rule rule, absl::Time now, const std::vector<Candidat
     }
   }
   for (auto it = active_.begin(); it != active_.end();) {
-    if (it->first.first != name || seen.count(it->first) > 0) {
+    if (it->first.first != name || seen.count(it->first) > 0 || Unanswered(it->second)) {
       ++it;
       continue;
     }

@@ -25,7 +25,8 @@
 // Each alert (a rule and its labels) moves inactive → pending (condition true) → firing (true
 // for `for`) → resolved (false again); a pending alert whose condition clears is dropped. A rule
 // with no data at all (no scheduler, gateway or node exporting its metrics answered) keeps its
-// alerts as they are: silence is not recovery.
+// alerts as they are, and so does an alert about one node whose last scrape failed: silence is
+// not recovery.
 //
 // Memory is bounded: only the metrics the rules read are kept (Wants), at most
 // `history_samples` points per series and `max_series` series (further ones are counted and
@@ -108,6 +109,9 @@ class AlertEvaluator {
   void Ingest(absl::Time now, const ScrapeTarget& target, const std::vector<ParsedSample>& samples);
   // A failed scrape: the target's gauges count as absent until it answers again.
   void ScrapeFailed(absl::Time now, const ScrapeTarget& target);
+  // The targets of a new scrape round: any other target (gone from membership) counts as not
+  // answering, so its last values stop counting at once; it is forgotten later.
+  void SetTargets(const std::vector<ScrapeTarget>& targets);
   // Runs the rules due at `now` (each at its interval); returns the alerts that started firing
   // or resolved at this evaluation, in that state.
   std::vector<Alert> Evaluate(absl::Time now);
@@ -156,6 +160,8 @@ class AlertEvaluator {
   // A gauge's value from the last scrape of a target that answered it; nullopt when stale.
   std::optional<double> Fresh(const std::string& instance, const Series& s) const;
   const SeriesMap* Find(std::string_view name) const;
+  // An alert about one node whose last scrape failed: it holds (silence is not recovery).
+  bool Unanswered(const Alert& alert) const;
   void DetectSlowLoads(absl::Time now, const std::string& instance);
   void Forget(absl::Time now);
 

@@ -140,6 +140,19 @@ TEST_CASE("The replica rule takes the max over schedulers and holds without data
   CHECK(h.First("ExaServeReplicasShort", AlertState::kResolved) == nullptr);
   REQUIRE(h.Alerts().size() == 1);
   CHECK(h.Alerts()[0].state == AlertState::kFiring);
+  // A scheduler that leaves the cluster stops counting at once: its last figures (all ready)
+  // would otherwise hide the shortage the other one sees.
+  h.Run(Seconds(10), Seconds(10), [&](absl::Duration) {
+    h.eval().SetTargets({{"sched:2", "node-sched:2"}});
+    h.Scrape("sched:2", Deployment("a", 2, 1));
+  });
+  CHECK(h.First("ExaServeReplicasShort", AlertState::kResolved) == nullptr);
+  h.Run(Seconds(10), Seconds(10), [&](absl::Duration) {
+    h.Scrape("sched:1", Deployment("a", 2, 2));  // still reported by the departed scheduler
+    h.eval().SetTargets({{"sched:2", "node-sched:2"}});
+    h.Scrape("sched:2", Deployment("a", 2, 1));
+  });
+  CHECK(h.First("ExaServeReplicasShort", AlertState::kResolved) == nullptr);
   // A deleted deployment (desired 0) resolves.
   h.Run(Seconds(10), Seconds(10),
         [&](absl::Duration) { h.Scrape("sched:2", Deployment("a", 0, 0)); });
@@ -227,6 +240,18 @@ TEST_CASE("GPU memory over 90 % for 10 minutes fires P2; CPU nodes compare RSS w
   }
   std::sort(fired.begin(), fired.end());
   CHECK(fired == std::vector<std::string>{"node-cpu:1/host", "node-gpu:1/0"});
+  // The GPU node stops answering: its alert holds; it answers again below the threshold:
+  // resolved.
+  h.Run(Minutes(2), Seconds(30), [&](absl::Duration) { h.Fail("gpu:1"); });
+  CHECK(h.First("ExaServeGpuMemoryHigh", AlertState::kResolved) == nullptr);
+  h.Run(Seconds(30), Seconds(30), [&](absl::Duration) {
+    h.Scrape("gpu:1",
+             "exaserve_gpu_memory_used_bytes{device=\"0\"} 50\n"
+             "exaserve_gpu_memory_total_bytes{device=\"0\"} 100\n");
+  });
+  const Transition* resolved = h.First("ExaServeGpuMemoryHigh", AlertState::kResolved);
+  REQUIRE(resolved != nullptr);
+  CHECK(LabelValue(resolved->alert.labels, "node") == "node-gpu:1");
 }
 
 TEST_CASE("Network over 80 % of link speed for 5 minutes fires", "[metrics][alerts]") {
