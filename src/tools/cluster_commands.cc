@@ -268,8 +268,9 @@ void PrintMembers(const std::vector<pb::MemberInfo>& nodes, const json& summary)
   for (const std::string& role : kRoleOrder) {
     if (!summary["by_role"].contains(role)) continue;
     const json& r = summary["by_role"][role];
-    std::printf("  %-10s %d nodes (%d alive), %d GPUs, %d replicas\n", role.c_str(),
-                r["nodes"].get<int>(), r["alive"].get<int>(), r["gpus"].get<int>(),
+    const int n = r["nodes"].get<int>();
+    std::printf("  %-10s %d node%s (%d alive), %d GPUs, %d replicas\n", role.c_str(), n,
+                n == 1 ? "" : "s", r["alive"].get<int>(), r["gpus"].get<int>(),
                 r["replicas"].get<int>());
   }
   std::vector<std::array<std::string, 3>> rows;  // roles, rack, node: the columns that vary
