@@ -23,6 +23,8 @@ struct AdminCallbacks {
       routes;
   // Runs the GPU burn-in on this node now (blocking, a few seconds) and re-taints it.
   std::function<grpc::Status(exaserve::v1::BurnInResponse*)> burn_in;
+  // The observer's alerts; FAILED_PRECONDITION on a node that is not an observer.
+  std::function<grpc::Status(exaserve::v1::AlertsResponse*)> alerts;
   // Checks the caller's `authorization` metadata for operations that change the node.
   std::function<grpc::Status(std::string_view authorization)> authorize_admin;
 };
@@ -79,6 +81,12 @@ class AdminService final : public exaserve::v1::Admin::CallbackService {
     grpc::Status s = callbacks_.authorize_admin(gateway::AuthorizationMetadata(context));
     if (!s.ok()) return Done(context, s);
     return Done(context, callbacks_.burn_in(response));
+  }
+
+  grpc::ServerUnaryReactor* Alerts(grpc::CallbackServerContext* context,
+                                   const exaserve::v1::AlertsRequest*,
+                                   exaserve::v1::AlertsResponse* response) override {
+    return Done(context, callbacks_.alerts(response));
   }
 
  private:

@@ -17,10 +17,12 @@
 #include "daemon/admin_service.h"
 #include "daemon/local_backend.h"
 #include "daemon/node_identity.h"
+#include "daemon/observer_role.h"
 #include "daemon/weights_role.h"
 #include "engine/model_config.h"
 #include "exaserve/v1/scheduler.grpc.pb.h"
 #include "gateway/openai_api.h"
+#include "metrics/host_metrics.h"
 #include "nlohmann/json.hpp"
 #include "node/generate_stream.h"
 #include "router/outliers.h"
@@ -71,6 +73,7 @@ absl::Status Daemon::Start() {
   start_time_ = absl::Now();
   EXA_ASSIGN_OR_RETURN(node_id_, LoadOrCreateNodeId(options_.node.data_dir, options_.node.id));
   metrics::RegisterProcessMetrics(registry_, Version());
+  metrics::RegisterNetworkMetrics(registry_);  // NIC counters for the network alert
   gpus_ = PrepareGpus(registry_);  // GPU hook (issue #5): before replicas load onto the GPUs
   if (options_.inference.backend == "cuda" && options_.inference.burn_in &&
       HasRole(roles_, "inference")) {
@@ -109,6 +112,15 @@ absl::Status Daemon::Start() {
   }
   if (weights_->service()) grpc_->RegisterService(weights_->service());
   if (HasRole(roles_, "scheduler")) EXA_RETURN_IF_ERROR(OpenScheduler());
+  if (HasRole(roles_, "observer")) {
+    // Scrapes every member found through gossip (which starts below, before the first round).
+    observer_ = std::make_unique<ObserverRole>(
+        options_.observer, node_id_,
+        StrCat("http://", options_.network.advertise, ":", http_->port()), io_, registry_, [this] {
+          return ScrapeTargets(gossip_ ? gossip_->Members() : std::vector<membership::Member>{});
+        });
+    EXA_RETURN_IF_ERROR(observer_->Start());
+  }
   if (absl::Status s = grpc_->Start(); !s.ok()) {
     return absl::UnavailableError(StrCat(ToStd(s.message()), "; set another with --grpc-port"));
   }
@@ -208,7 +220,10 @@ absl::Status Daemon::StartServing() {
       replicas_->SetRefusal(
           StrCat("this node is tainted ", kBurnInFailedTaint, ": ", gpus_.burn_in_failure));
     }
-    replica_metrics_ = std::make_unique<node::ReplicaMetrics>(*replicas_, registry_);
+    const bool cuda = options_.inference.backend == "cuda";
+    replica_metrics_ = std::make_unique<node::ReplicaMetrics>(
+        *replicas_, registry_, cuda ? inference.gpu_count : 0,
+        cuda ? 0 : options_.inference.host_memory_budget.value);
     node_service_ = std::make_unique<node::NodeService>(
         node_id_, *replicas_, [this](const std::string& id) { return Routable(id); },
         [this](const std::string& id) -> node::NodeService::NotRoutable {
@@ -574,6 +589,11 @@ AdminCallbacks Daemon::MakeAdminCallbacks() {
       info->set_gpu_count(m.metadata.gpus.count);
       info->set_gpu_class(m.metadata.gpus.model);
       info->set_nvlink_domain(m.metadata.nvlink_domain);
+      info->set_replicas(m.metadata.replicas.hosted);
+      if (m.metadata.http_port != 0) {
+        info->set_http_address(
+            StrCat(membership::AddressHost(m.address), ":", m.metadata.http_port));
+      }
       if (m.metadata.grpc_port != 0) {
         info->set_grpc_address(
             StrCat(membership::AddressHost(m.address), ":", m.metadata.grpc_port));
@@ -643,6 +663,14 @@ AdminCallbacks Daemon::MakeAdminCallbacks() {
       // are already running keep running; the scheduler stops placing new ones here.
       gossip_->UpdateMetadata([node = gpus_](membership::Metadata* m) { PublishGpus(node, m); });
     }
+    return grpc::Status::OK;
+  };
+  callbacks.alerts = [this](exaserve::v1::AlertsResponse* r) {
+    if (!observer_) {
+      return grpc::Status(grpc::FAILED_PRECONDITION,
+                          "this node is not an observer (start one with --role observer)");
+    }
+    observer_->FillAlerts(r);
     return grpc::Status::OK;
   };
   callbacks.authorize_admin = [this](std::string_view authorization) {
@@ -776,6 +804,7 @@ void Daemon::Drain() {
     EXA_LOG_WARN("daemon", "drain timeout: cutting off requests",
                  {{"in_flight", http_->in_flight()}});
   }
+  if (observer_) observer_->Stop();
   weights_->Stop();
   if (scheduler_) scheduler_->Stop();
   for (int i = 0; i < 200 && route_syncs_in_flight_.load() > 0; ++i) {

@@ -130,6 +130,7 @@ class Daemon {
   std::unique_ptr<scheduler::SchedulerService> scheduler_;
   uint64_t election_ticks_ = 0;  // on the io strand timer
   std::atomic<int> route_syncs_in_flight_{0};
+  std::unique_ptr<class ObserverRole> observer_;  // daemon/observer_role.h
   std::unique_ptr<gateway::ApiKeys> admin_tokens_;
   struct Timers;
   std::unique_ptr<Timers> timers_;

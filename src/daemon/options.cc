@@ -9,6 +9,7 @@
 #include <cstdlib>
 
 #include "common/strings.h"
+#include "daemon/observer_role.h"
 #include "daemon/weights_role.h"
 
 namespace exa::daemon {
@@ -124,6 +125,7 @@ void RegisterConfig(config::Schema& s, DaemonOptions* o) {
   s.Add<int>("scheduler.small_cluster_max_nodes", &o->scheduler.small_cluster_max_nodes,
              "role purity (no replicas on control nodes) applies above this many nodes",
              [](const int& v) { return v >= 0 ? "" : StrCat(v, ": must not be negative"); });
+  RegisterObserverConfig(s, &o->observer);
 }
 
 void ResolveDefaults(DaemonOptions* o) {

@@ -147,6 +147,7 @@ struct Registry::Entry {
   std::unique_ptr<Family<Gauge>> gauges;
   std::unique_ptr<Family<Histogram>> histograms;
   std::function<double()> callback;
+  std::function<std::vector<Registry::Collected>()> collect;
 };
 
 Registry::Registry() = default;
@@ -200,6 +201,13 @@ void Registry::AddCounterCallback(std::string name, std::string help,
   e.callback = std::move(read);
 }
 
+void Registry::AddCollector(std::string name, std::string help, std::string type,
+                            std::function<std::vector<Collected>()> collect) {
+  EXA_CHECK(type == "gauge" || type == "counter") << "collector type " << type;
+  Entry& e = AddEntry(std::move(name), std::move(help), std::move(type));
+  e.collect = std::move(collect);
+}
+
 Counter& Registry::SimpleCounter(std::string name, std::string help) {
   return AddCounter(std::move(name), std::move(help)).WithLabels({});
 }
@@ -216,6 +224,15 @@ std::string Registry::Expose() const {
               e->type, "\n");
     if (e->callback) {
       StrAppend(&out, e->name, " ", FormatValue(e->callback()), "\n");
+    } else if (e->collect) {
+      for (const Collected& c : e->collect()) {
+        std::string labels;
+        for (const auto& [k, v] : c.labels) {
+          StrAppend(&labels, labels.empty() ? "{" : ",", k, "=\"", EscapeLabelValue(v), "\"");
+        }
+        if (!labels.empty()) labels.push_back('}');
+        StrAppend(&out, e->name, labels, " ", FormatValue(c.value), "\n");
+      }
     } else if (e->counters) {
       absl::MutexLock family_lock(&e->counters->mu_);
       for (const auto& [values, c] : e->counters->series_) {

@@ -107,6 +107,15 @@ class Registry {
   void AddGaugeCallback(std::string name, std::string help, std::function<double()> read);
   // A counter read from elsewhere (e.g. the kernel's CPU time) when metrics are exposed.
   void AddCounterCallback(std::string name, std::string help, std::function<double()> read);
+  // A family whose series are read when metrics are exposed, for label sets that come and go
+  // (network interfaces, alerts). `type` is "gauge" or "counter". `collect` runs under the
+  // registry's lock: it must not call back into the registry.
+  struct Collected {
+    std::vector<std::pair<std::string, std::string>> labels;
+    double value = 0;
+  };
+  void AddCollector(std::string name, std::string help, std::string type,
+                    std::function<std::vector<Collected>()> collect);
 
   // Unlabelled shorthands.
   Counter& SimpleCounter(std::string name, std::string help);

@@ -4,7 +4,9 @@
 
 namespace exa::node {
 
-ReplicaMetrics::ReplicaMetrics(const ReplicaHost& host, metrics::Registry& r) : host_(host) {
+ReplicaMetrics::ReplicaMetrics(const ReplicaHost& host, metrics::Registry& r, int gpu_count,
+                               uint64_t host_memory_budget_bytes)
+    : host_(host) {
   std::vector<std::string> labels = {"replica", "model"};
   pending_ = &r.AddGauge("exaserve_replica_pending_tokens",
                          "Prompt tokens not yet prefilled plus expected decode tokens.", labels);
@@ -27,6 +29,25 @@ ReplicaMetrics::ReplicaMetrics(const ReplicaHost& host, metrics::Registry& r) : 
                        "Replicas on this node by state (pending, loading, warming, ready, "
                        "draining, stopped, failed; stopped and failed: the recent ones).",
                        {"state"});
+  if (gpu_count > 0) {
+    auto& used = r.AddGauge("exaserve_gpu_memory_used_bytes",
+                            "GPU memory promised to replicas by the node's memory ledger (shared "
+                            "weights, KV caches, runtime).",
+                            {"device"});
+    auto& total = r.AddGauge("exaserve_gpu_memory_total_bytes",
+                             "GPU memory replicas may be promised: the device's memory times "
+                             "inference.gpu_memory_utilization.",
+                             {"device"});
+    for (int i = 0; i < gpu_count; ++i) {
+      const std::string device = std::to_string(i);
+      gpu_memory_.emplace_back(&used.WithLabels({device}), &total.WithLabels({device}));
+    }
+  }
+  if (host_memory_budget_bytes > 0) {
+    r.SimpleGauge("exaserve_host_memory_budget_bytes",
+                  "inference.host_memory_budget: the host memory CPU replicas may be promised.")
+        .Set(static_cast<double>(host_memory_budget_bytes));
+  }
   Update();
 }
 
@@ -64,6 +85,11 @@ void ReplicaMetrics::Update() {
     s.itl_p99->Set(load.itl_p99_ms / 1000.0);
   }
   for (const auto& [state, n] : states) state_->WithLabels({state}).Set(n);
+  for (size_t i = 0; i < gpu_memory_.size(); ++i) {
+    auto [used, capacity] = host_.LedgerUsage(static_cast<int>(i));
+    gpu_memory_[i].first->Set(static_cast<double>(used));
+    gpu_memory_[i].second->Set(static_cast<double>(capacity));
+  }
   // A stopped replica holds nothing: its series read 0, not the last value they had.
   for (auto& [id, s] : series_) {
     if (loaded.count(id) > 0) continue;

@@ -1,6 +1,9 @@
 // Per-replica load as Prometheus gauges (MISSION.md §10: pending tokens, KV usage, queue and
 // latency per replica) and replica states (exaserve_replicas{state}), refreshed by the daemon's
-// load tick; replicas started later get their series on their first tick.
+// load tick; replicas started later get their series on their first tick. Memory for the
+// memory alert (MISSION.md §10): on GPU nodes each GPU's ledger, promised against what replicas may
+// be promised (exaserve_gpu_memory_{used,total}_bytes{device}); on CPU nodes the host memory
+// budget (exaserve_host_memory_budget_bytes), which alerts compare with the process's RSS.
 //
 // Thread safety: Update from one thread at a time; the gauges are read by /metrics any time.
 #pragma once
@@ -16,7 +19,9 @@ namespace exa::node {
 
 class ReplicaMetrics {
  public:
-  ReplicaMetrics(const ReplicaHost& host, metrics::Registry& registry);
+  // `gpu_count` GPUs get memory series; a `host_memory_budget_bytes` above 0 is exported.
+  ReplicaMetrics(const ReplicaHost& host, metrics::Registry& registry, int gpu_count = 0,
+                 uint64_t host_memory_budget_bytes = 0);
   void Update();
 
  private:
@@ -42,6 +47,7 @@ class ReplicaMetrics {
   metrics::Family<metrics::Gauge>* load_seconds_ = nullptr;
   metrics::Family<metrics::Gauge>* state_ = nullptr;
   std::map<std::string, Series> series_;  // by replica id; a replica's series outlive it
+  std::vector<std::pair<metrics::Gauge*, metrics::Gauge*>> gpu_memory_;  // used, total per GPU
 };
 
 }  // namespace exa::node

@@ -175,8 +175,12 @@ void Step::Deployment(const DesiredDeployment& d) {
       continue;
     }
     status.present++;
-    if (it->second.record->phase == ReplicaPhase::kReady) status.ready++;
-    if (!Reachable(*it->second.node)) status.lost++;
+    const bool ready = it->second.record->phase == ReplicaPhase::kReady;
+    if (ready) status.ready++;
+    if (!Reachable(*it->second.node)) {
+      status.lost++;
+      if (ready) status.ready_lost++;
+    }
   }
   status.wave_target = WaveTarget(spec, status.ready);
   int first = std::max(1, std::min(spec.replicas, spec.scheduling.warmup_replicas > 0

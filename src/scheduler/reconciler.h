@@ -99,6 +99,7 @@ struct DeploymentStatus {
   int present = 0;  // replicas that count (ready, starting, or on a node within its grace)
   int ready = 0;
   int lost = 0;               // counted, but on a suspected or recently dead node
+  int ready_lost = 0;         // of `ready`, those on a suspected or recently dead node
   int failed = 0;             // failed and held in place until their crash backoff has passed
   int lifetime_restarts = 0;  // stopped this step for outliving spec.maxLifetime
   int wave = 0;               // 1-based bring-up wave the deployment is in

@@ -660,6 +660,7 @@ void SchedulerService::ReconcileStep() {
     s.present += t.present;
     s.ready += t.ready;
     s.lost += t.lost;
+    s.ready_lost += t.ready_lost;
     s.failed += t.failed;
     s.wave = std::max(s.wave, t.wave);
     s.wave_target += t.wave_target;
@@ -692,7 +693,9 @@ void SchedulerService::ReconcileStep() {
     old = s;
     if (desired_gauge_) {
       desired_gauge_->WithLabels({name}).Set(s.desired);
-      ready_gauge_->WithLabels({name}).Set(s.ready);
+      // Ready on live nodes only: a suspected node's replicas keep their place (deadGrace) but
+      // serve no one, and the replica alert must see them short at once.
+      ready_gauge_->WithLabels({name}).Set(s.ready - s.ready_lost);
       pending_gauge_->WithLabels({name}).Set(s.pending);
     }
   }
@@ -904,6 +907,7 @@ grpc::ServerUnaryReactor* SchedulerService::Describe(grpc::CallbackServerContext
               {"present", s.present},
               {"ready", s.ready},
               {"lost", s.lost},
+              {"ready_lost", s.ready_lost},
               {"failed", s.failed},
               {"wave", s.wave},
               {"wave_target", s.wave_target},

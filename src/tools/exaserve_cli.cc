@@ -27,6 +27,7 @@
 #include "membership/agent/keyring.h"
 #include "nlohmann/json.hpp"
 #include "tools/cli_plan.h"
+#include "tools/cluster_commands.h"
 #include "tools/model_commands.h"
 #include "tools/scheduler_commands.h"
 
@@ -57,41 +58,6 @@ std::unique_ptr<grpc::ClientContext> MakeContext(const GlobalOptions& g) {
                     absl::ToChronoNanoseconds(g.timeout_duration));
   if (!g.token.empty()) ctx->AddMetadata("authorization", "Bearer " + g.token);
   return ctx;
-}
-
-int RunStatus(const GlobalOptions& g) {
-  auto channel = grpc::CreateChannel(g.addr, grpc::InsecureChannelCredentials());
-  auto stub = exaserve::v1::Admin::NewStub(channel);
-  exaserve::v1::StatusResponse response;
-  auto ctx = MakeContext(g);
-  grpc::Status s = stub->Status(ctx.get(), exaserve::v1::StatusRequest(), &response);
-  if (!s.ok()) return RpcFailure(g, s);
-  std::vector<std::string> roles(response.roles().begin(), response.roles().end());
-  if (g.json) {
-    nlohmann::json j = {{"node_id", response.node_id()},
-                        {"roles", roles},
-                        {"version", response.version()},
-                        {"uptime_seconds", response.uptime_seconds()},
-                        {"rack", response.rack()},
-                        {"state", response.state()},
-                        {"grpc_address", response.grpc_address()},
-                        {"http_address", response.http_address()}};
-    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-    return 0;
-  }
-  std::string role_list;
-  for (const auto& r : roles) exa::StrAppend(&role_list, role_list.empty() ? "" : ",", r);
-  std::cout << "node     " << response.node_id() << "\n"
-            << "state    " << response.state() << "\n"
-            << "roles    " << role_list << "\n"
-            << "rack     " << response.rack() << "\n"
-            << "version  " << response.version() << "\n"
-            << "uptime   "
-            << exa::DurationToString(absl::Seconds(static_cast<int64_t>(response.uptime_seconds())))
-            << "\n"
-            << "grpc     " << response.grpc_address() << "\n"
-            << "http     " << response.http_address() << "\n";
-  return 0;
 }
 
 int RunMembers(const GlobalOptions& g) {
@@ -714,7 +680,8 @@ int main(int argc, char** argv) {
   apikey->require_subcommand(1);
   auto* apikey_new = apikey->add_subcommand(
       "new", "print a new key (give it to the client) and its hash line (for the key file)");
-  auto* status = app.add_subcommand("status", "this node's id, roles, version and uptime");
+  exa::tools::ClusterCommands cluster;
+  exa::tools::AddClusterCommands(app, &cluster);
   GenerateOptions gen;
   auto* generate = app.add_subcommand("generate", "generate text through a gateway (streams)");
   generate->add_option("--prompt,prompt", gen.prompt, "prompt text")->required();
@@ -831,7 +798,9 @@ int main(int argc, char** argv) {
   if (auto rc =
           exa::tools::RunSchedulerCommands(sched, g.json, {g.addr, g.token, g.timeout_duration}))
     return *rc;
-  if (status->parsed()) return RunStatus(g);
+  if (auto rc =
+          exa::tools::RunClusterCommands(cluster, g.json, {g.addr, g.token, g.timeout_duration}))
+    return *rc;
   if (replicas->parsed()) return RunReplicas(g);
   if (replica_label->parsed()) return RunReplicaLabel(g, label_options);
   if (replica_start->parsed()) return RunReplicaStart(g, life);
