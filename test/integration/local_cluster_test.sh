@@ -6,7 +6,7 @@ BIN=$1
 root=$(cd "$(dirname "$0")/../.." && pwd)
 export CLUSTER_DIR BASE_PORT BIN
 CLUSTER_DIR=$(mktemp -d)
-BASE_PORT=$((20000 + ($$ % 3000) * 10))
+BASE_PORT=$((20000 + ($$ % 1200) * 10))  # below the ephemeral range (32768+)
 trap '"$root/scripts/local-cluster.sh" down >/dev/null 2>&1 || true; rm -rf "$CLUSTER_DIR"' EXIT
 "$root/scripts/local-cluster.sh" up 5 >"$CLUSTER_DIR/up.out" 2>&1 ||
   fail "up: $(cat "$CLUSTER_DIR/up.out")"
