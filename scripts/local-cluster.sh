@@ -3,7 +3,8 @@
 # machine (README "Try the distributed mode").
 #
 #   scripts/local-cluster.sh up [N]   start N nodes (default 6, at least 4): node 1 storage (the
-#                                     origin, with the bundled model published) + gateway,
+#                                     origin, with the bundled model published) + gateway +
+#                                     observer (alerts: exaserve-cli alerts),
 #                                     node 2 (and 3, 4 when N >= 8) scheduler, the rest inference
 #                                     (CPU, 4Gi host memory budget each); then applies
 #                                     config/specs/local-tiny.yaml and waits for its replicas
@@ -63,14 +64,14 @@ up() {
   fi
   local schedulers=1
   [ "$n" -ge 8 ] && schedulers=3
-  start 1 storage,gateway --origin-dir "$DIR/origin"
+  start 1 storage,gateway,observer --origin-dir "$DIR/origin"
   for i in $(seq 2 $((1 + schedulers))); do start "$i" scheduler; done
   local inference=$((n - 1 - schedulers))
   for i in $(seq $((2 + schedulers)) "$n"); do
     EXASERVE_INFERENCE_REPLICAS_PER_MODEL=0 EXASERVE_INFERENCE_HOST_MEMORY_BUDGET=4Gi \
       EXASERVE_INFERENCE_THREADS=1 start "$i" inference --origin "127.0.0.1:$(grpc_port 1)"
   done
-  echo "$n nodes up: 1 storage+gateway, $schedulers scheduler(s), $inference inference"
+  echo "$n nodes up: 1 storage+gateway+observer, $schedulers scheduler(s), $inference inference"
   local spec="$DIR/local-tiny.yaml"
   sed "s/replicas: 3/replicas: $inference/" config/specs/local-tiny.yaml >"$spec"
   for _ in $(seq 1 50); do
@@ -101,6 +102,8 @@ status() {
   cli --addr "127.0.0.1:$(grpc_port 2)" get
   echo
   cli --addr "127.0.0.1:$(grpc_port 2)" describe local-tiny
+  echo
+  cli --addr "127.0.0.1:$(grpc_port 1)" alerts || true
 }
 
 down() {

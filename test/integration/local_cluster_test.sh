@@ -14,7 +14,9 @@ grep -q "local-tiny: 3 of 3 replicas ready" "$CLUSTER_DIR/up.out" || fail "$(cat
 curl -s --max-time 10 "http://127.0.0.1:$((BASE_PORT + 11))/v1/completions" \
   -d '{"model":"exa-tiny-arith","prompt":"12+30=","max_tokens":4,"temperature":0}' |
   grep -q '"text":"42"' || fail "no answer through the gateway"
-"$root/scripts/local-cluster.sh" status | grep -q "3 ready, 3 present, 3 desired" || fail "status"
+"$root/scripts/local-cluster.sh" status >"$CLUSTER_DIR/status.out" 2>&1 || fail "status: $(cat "$CLUSTER_DIR/status.out")"
+grep -q "3 ready, 3 present, 3 desired" "$CLUSTER_DIR/status.out" || fail "status: $(cat "$CLUSTER_DIR/status.out")"
+grep -q "observer node-1" "$CLUSTER_DIR/status.out" || fail "no observer: $(cat "$CLUSTER_DIR/status.out")"
 "$root/scripts/local-cluster.sh" down | grep -q "stopped 5 nodes" || fail "down"
 for i in 1 2 3 4 5; do
   ! curl -sf "http://127.0.0.1:$((BASE_PORT + 10 * i + 1))/healthz" >/dev/null 2>&1 ||
