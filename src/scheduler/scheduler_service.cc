@@ -26,6 +26,9 @@ constexpr std::string_view kRolloutPrefix = "rollout/";
 constexpr std::string_view kRolloutCommandPrefix = "rollout-command/";
 constexpr std::string_view kRoutePrefix = "route/";
 constexpr size_t kMaxRoutes = 16;  // the gateway's bound
+// After a majority of schedulers is first in view, how long anti-entropy gets before this node
+// acts on its store (the digest round trip is milliseconds; retries come every second).
+constexpr absl::Duration kSyncGrace = absl::Seconds(3);
 // Set on every replica this service starts: only labelled replicas are managed (and stopped when
 // their deployment goes away); a node's own replicas are left alone.
 constexpr std::string_view kDeploymentLabel = "exaserve.io/deployment";
@@ -445,6 +448,16 @@ void SchedulerService::Run() {
       }
     }
     store_.SetMembers(now, store_members);
+    if (synced_at_ == absl::InfiniteFuture() &&
+        live_schedulers.size() >= store_members.size() / 2 + 1) {
+      // A majority is in view and the digests of the member change are out: give the answers
+      // (records newer than this node's, persisted elsewhere while it was down) time to land
+      // before this node may act on what it holds.
+      synced_at_ = now + kSyncGrace;
+      EXA_LOG_INFO("scheduler", "spec store: a majority of schedulers in view; repairing",
+                   {{"schedulers", static_cast<int64_t>(store_members.size())},
+                    {"live", static_cast<int64_t>(live_schedulers.size())}});
+    }
     store_.Tick(now);
     FlushLocked(lock);
     if (now >= next_reconcile && actions_in_flight_.load() == 0) {
@@ -602,7 +615,9 @@ void SchedulerService::ReconcileStep() {
                   {"this_node", options_.node_id}});
     reconciler_ = chosen.value_or("");
   }
-  const bool acting = reconciler_ == options_.node_id;
+  // A (re)started scheduler acts only once its store has been repaired from its peers: it may
+  // hold specs older than the cluster's.
+  const bool acting = reconciler_ == options_.node_id && now >= synced_at_;
 
   // Desired state: one track per version of each spec, sized by its rollout (rollout.h). Only
   // the reconciler advances a rollout and stores it; the others follow the stored state.
