@@ -193,10 +193,16 @@ absl::Status Daemon::OpenScheduler() {
   };
   env.model_shape = [this](const std::string& model,
                            const std::string& version) -> absl::StatusOr<scheduler::ModelShape> {
-    EXA_ASSIGN_OR_RETURN(std::string dir,
-                         weights_->PullModel(model, version, [this] { return RackStoragePeer(); }));
-    EXA_ASSIGN_OR_RETURN(engine::ModelConfig config, engine::LoadModelConfig(dir));
-    return scheduler::ShapeFromConfig(model, config);
+    // config.json alone (not the weights): a scheduler node plans, it does not serve.
+    EXA_ASSIGN_OR_RETURN(WeightsRole::ModelFile file,
+                         weights_->ReadModelFile(model, version, "config.json", 1 << 20,
+                                                 [this] { return RackStoragePeer(); }));
+    EXA_ASSIGN_OR_RETURN(
+        engine::ModelConfig config,
+        engine::ParseModelConfig(file.text, StrCat(model, ":", version, "/config.json")));
+    scheduler::ModelShape shape = scheduler::ShapeFromConfig(model, config);
+    if (file.checkpoint_bytes > 0) shape.checkpoint_bytes = file.checkpoint_bytes;
+    return shape;
   };
   EXA_ASSIGN_OR_RETURN(scheduler_, scheduler::SchedulerService::Open(o, std::move(env)));
   grpc_->RegisterService(scheduler_.get());

@@ -9,6 +9,7 @@
 #include "weights/fetcher.h"
 #include "weights/layout.h"
 #include "weights/rack_cache.h"
+#include "weights/sha256.h"
 #include "weights/source.h"
 #include "weights/tier.h"
 #include "weights/weights_service.h"
@@ -137,6 +138,61 @@ std::vector<std::unique_ptr<weights::Tier>> WeightsRole::PullTiers(
   if (!w.origin.empty()) tiers.push_back(weights::MakeGrpcTier("origin", w.origin, grpc));
   if (peer_out != nullptr) *peer_out = peer;
   return tiers;
+}
+
+absl::StatusOr<WeightsRole::ModelFile> WeightsRole::ReadModelFile(
+    const std::string& name, const std::string& version, const std::string& path,
+    uint64_t max_bytes, const std::function<std::string()>& rack_peer) {
+  auto tiers = PullTiers(rack_peer, absl::Seconds(2), nullptr);
+  if (tiers.empty()) {
+    return absl::NotFoundError(
+        StrCat("no weights source is configured (weights.origin, or a "
+               "storage node in rack ",
+               options_.node.rack, ")"));
+  }
+  const absl::Duration timeout = absl::Seconds(10);
+  std::string errors;
+  for (const auto& tier : tiers) {
+    absl::StatusOr<weights::Manifest> manifest = tier->GetManifest(name, version, timeout);
+    if (!manifest.ok()) {
+      StrAppend(&errors, errors.empty() ? "" : "; ", tier->name(), ": ",
+                manifest.status().message());
+      continue;
+    }
+    const weights::FileEntry* file = manifest->FindFile(path);
+    if (file == nullptr) {
+      return absl::NotFoundError(StrCat(name, ":", version, " has no ", path));
+    }
+    if (file->size_bytes > max_bytes) {
+      return absl::FailedPreconditionError(StrCat(name, ":", version, " ", path, " is ",
+                                                  file->size_bytes, " bytes; at most ", max_bytes));
+    }
+    ModelFile out;
+    for (const weights::FileEntry& f : manifest->files) {
+      if (f.path.size() > 12 && f.path.ends_with(".safetensors"))
+        out.checkpoint_bytes += f.size_bytes;
+    }
+    bool ok = true;
+    for (uint32_t i = 0; i < file->chunks.size() && ok; ++i) {
+      const weights::ChunkRef& chunk = file->chunks[i];
+      std::string bytes;
+      absl::Status s = tier->FetchChunk(
+          weights::ChunkKey{manifest->name, manifest->version, path, i}, 0, chunk.size_bytes,
+          timeout, [&](uint64_t, absl::Span<const std::string_view> pieces) {
+            for (std::string_view p : pieces) bytes.append(p);
+            return absl::OkStatus();
+          });
+      if (!s.ok() || weights::Sha256Hex(bytes) != chunk.sha256) {
+        StrAppend(&errors, errors.empty() ? "" : "; ", tier->name(), ": ", path, " chunk ", i,
+                  s.ok() ? std::string(" failed its sha256") : std::string(s.message()));
+        ok = false;
+        break;
+      }
+      out.text += bytes;
+    }
+    if (ok) return out;
+  }
+  return absl::NotFoundError(StrCat(name, ":", version, ": ", errors));
 }
 
 absl::StatusOr<std::string> WeightsRole::PullModel(const std::string& name,

@@ -58,6 +58,16 @@ class WeightsRole {
   // model name. Blocks for the pull; FAILED_PRECONDITION when no tier is configured.
   absl::StatusOr<std::string> PullModel(const std::string& name, const std::string& version,
                                         const std::function<std::string()>& rack_peer);
+  // One small file of a model in the weights store (the rack peer, then the origin), every
+  // chunk verified, without pulling the model: what the scheduler plans from (config.json).
+  // NOT_FOUND when no tier has the model or the file; FAILED_PRECONDITION above `max_bytes`.
+  struct ModelFile {
+    std::string text;
+    uint64_t checkpoint_bytes = 0;  // the model's *.safetensors, summed from its manifest
+  };
+  absl::StatusOr<ModelFile> ReadModelFile(const std::string& name, const std::string& version,
+                                          const std::string& path, uint64_t max_bytes,
+                                          const std::function<std::string()>& rack_peer);
   void Stop();
 
  private:
