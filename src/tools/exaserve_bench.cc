@@ -8,6 +8,7 @@
 //   exaserve-bench route --mode live [--nodes 4] [--node-replicas 3] [--rho 0.85]
 //                        [--duration 60] [--kill-one] [--gateway HOST:PORT]
 //   exaserve-bench route --mode overhead [--rate 500] [--duration 20]
+//   exaserve-bench soak [--minutes 10] [--nodes 6] [--concurrency 6] [--fault-every 30]
 //
 // Exit codes: 0 success, 1 the benchmark failed, 2 usage.
 #include <cstdio>
@@ -20,6 +21,7 @@
 #include "common/logging.h"
 #include "common/units.h"
 #include "engine/bench/engine_bench.h"
+#include "tools/soak_bench.h"
 #include "tools/weights_bench.h"
 
 int main(int argc, char** argv) {
@@ -113,6 +115,27 @@ int main(int argc, char** argv) {
           {"token-aware", "least-connections", "least-requests", "round-robin", "random"}));
   route_cmd->add_option("--max-tokens", route_live.overhead_max_tokens,
                         "overhead: tokens generated per request (default 4)");
+  exa::tools::SoakOptions soak;
+  soak.bin_dir = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path().string();
+  auto* soak_cmd = app.add_subcommand(
+      "soak",
+      "a local cluster under steady traffic while inference nodes are paused and killed: "
+      "requests by outcome (hangs must be 0), memory per node, alerts");
+  soak_cmd->add_option("--minutes", soak.minutes, "how long (default 10)")
+      ->check(CLI::Range(0.1, 1440.0));
+  soak_cmd->add_option("--nodes", soak.nodes, "cluster size, 2 of them control (default 6)")
+      ->check(CLI::Range(5, 32));
+  soak_cmd->add_option("--concurrency", soak.concurrency, "requests in flight (default 6)")
+      ->check(CLI::Range(1, 256));
+  soak_cmd->add_option("--fault-every", soak.fault_every_s, "seconds between faults (default 30)")
+      ->check(CLI::Range(1.0, 3600.0));
+  soak_cmd->add_option("--max-kills", soak.max_kills, "inference nodes killed at most (default 2)")
+      ->check(CLI::Range(0, 30));
+  soak_cmd->add_option("--script", soak.script,
+                       "the cluster script (default scripts/local-cluster.sh, from the repo root)");
+  soak_cmd->add_option("--base-port", soak.base_port, "the cluster's BASE_PORT (default 27000)")
+      ->check(CLI::Range(1024, 60000));
+  soak_cmd->add_option("--seed", soak.seed, "traffic and fault seed");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -122,6 +145,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   exa::InitLogging(exa::LogFormat::kText, exa::LogLevel::kWarn);
+  if (soak_cmd->parsed()) {
+    nlohmann::json result;
+    int rc = exa::tools::RunSoak(soak, &result);
+    if (rc != 0) return rc;
+    std::cout << result.dump(2) << "\n";
+    return result.value("passed", false) ? 0 : 1;
+  }
   if (engine_cmd->parsed()) {
     auto result = exa::engine::RunEngineBench(engine);
     if (!result.ok()) {
