@@ -583,9 +583,20 @@ void SchedulerService::ReconcileStep() {
       rec.allocation.bytes_per_gpu = d == specs.end() ? 0 : d->second->replica_bytes;
       if (rec.phase == ReplicaPhase::kReady && r.state() == "ready") {
         ready_by_version[spec_name][r.version()]++;
-        window_.Add(ReplicaSample{now, r.version(),
-                                  r.inter_token_p99_ms() > 0 ? r.inter_token_p99_ms() / 1000 : -1,
-                                  -1, -1, r.ttft_p99_ms() > 0 ? r.ttft_p99_ms() / 1000 : -1});
+        // One sample per replica every observe/20 (1-30 s): the window then holds a whole
+        // observation period of a large deployment (3072 replicas at 30 s: ~100 a second).
+        const absl::Duration every = d == specs.end()
+                                         ? absl::Seconds(30)
+                                         : std::clamp(d->second->spec.rollout.observe / 20,
+                                                      absl::Seconds(1), absl::Seconds(30));
+        if (sampled_at_.size() > 100'000) sampled_at_.clear();  // bounded; refills in a step
+        absl::Time& last = sampled_at_[StrCat(poll->node, "/", r.replica_id())];
+        if (now - last >= every - absl::Milliseconds(100)) {
+          last = now;
+          window_.Add(ReplicaSample{now, r.version(),
+                                    r.inter_token_p99_ms() > 0 ? r.inter_token_p99_ms() / 1000 : -1,
+                                    -1, -1, r.ttft_p99_ms() > 0 ? r.ttft_p99_ms() / 1000 : -1});
+        }
       }
       std::string key = StrCat(poll->node, "/", r.replica_id());
       std::string phase = StrCat(r.state(), r.reason().empty() ? "" : ": ", r.reason());

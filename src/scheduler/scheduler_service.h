@@ -187,7 +187,8 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   std::map<std::string, std::string> replica_phase_;          // "node/replica" → phase; mu_
   std::string reconciler_;                                    // mu_
   absl::Time synced_at_ = absl::InfiniteFuture();             // may act from then on (see Run); mu_
-  MetricWindow window_;  // ready replicas' latency samples, by version; mu_
+  MetricWindow window_{400'000};  // ready replicas' latency samples, by version; mu_
+  std::map<std::string, absl::Time> sampled_at_;  // "node/replica" → last sample; mu_
 
   // Per deployment, as this scheduler last computed them (every scheduler exports the same
   // figures; alerts take the max over schedulers).
