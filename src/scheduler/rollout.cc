@@ -317,10 +317,12 @@ RolloutStep AdvanceRollout(absl::Time now, const InferenceReplicaSpec& spec,
       now - st.window_start >= spec.rollout.observe) {
     std::vector<MetricComparison> cmp = Compare(spec, st, metrics, st.window_start, now);
     const MetricComparison* worst = nullptr;
-    bool all_judged = true;
+    bool all_judged = true, any_judged = false;
     for (const MetricComparison& c : cmp) {
-      // A metric no replica reports (no samples on either side) is not judged and not waited for.
+      // A metric no replica reports (no samples on either side) is not judged and not waited for;
+      // but at least one metric must be (no traffic: the window extends).
       if (!c.judged && (c.old_samples > 0 || c.new_samples > 0)) all_judged = false;
+      any_judged = any_judged || c.judged;
       if (c.regressed && (!worst || c.new_value / std::max(1e-12, c.old_value) >
                                         worst->new_value / std::max(1e-12, worst->old_value))) {
         worst = &c;
@@ -346,7 +348,7 @@ RolloutStep AdvanceRollout(absl::Time now, const InferenceReplicaSpec& spec,
       SettledTracks(spec, st, ready, step);
       return step;
     }
-    if (all_judged) NextStage(now, spec, st, std::move(cmp), "promoted", &step);
+    if (all_judged && any_judged) NextStage(now, spec, st, std::move(cmp), "promoted", &step);
     // else: too few samples; the window extends
   }
   if (st.phase != RolloutPhase::kProgressing && st.phase != RolloutPhase::kObserving) {

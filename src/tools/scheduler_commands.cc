@@ -213,10 +213,11 @@ int RunRollout(const SchedulerCommands& c, bool as_json, const ClusterAccess& cl
   }
   std::string stages;
   for (const json& n : r["stages"]) StrAppend(&stages, stages.empty() ? "" : " → ", n.get<int>());
+  const int stage = std::min<int>(r.value("stage", 0) + 1, static_cast<int>(r["stages"].size()));
   std::cout << "Phase:       " << phase << (r.value("paused", false) ? " (paused)" : "")
-            << ", stage " << r.value("stage", 0) + 1 << " of " << r["stages"].size() << " ["
-            << stages << "], observe " << r.value("observe_s", 0.0) << " s, threshold +"
-            << std::round(r.value("threshold", 0.0) * 1000) / 10 << "%\n";
+            << (phase == "succeeded" ? ", every stage" : StrCat(", stage ", stage)) << " of "
+            << r["stages"].size() << " [" << stages << "], observe " << r.value("observe_s", 0.0)
+            << " s, threshold +" << std::round(r.value("threshold", 0.0) * 1000) / 10 << "%\n";
   std::cout << "Ready:      ";
   for (const auto& [v, n] : r["ready"].items()) std::cout << " " << v << "=" << n.get<int>();
   std::cout << "\n";

@@ -238,3 +238,24 @@ TEST_CASE("Rollout fields: parsed, written back, and bad input named") {
 
 }  // namespace
 }  // namespace exa::scheduler
+
+namespace exa::scheduler {
+namespace {
+
+TEST_CASE("No samples at all (no traffic): not promoted, the window extends") {
+  InferenceReplicaSpec spec = Spec(10, "v2");
+  RolloutState state;
+  state.stable_version = "v1";
+  std::map<std::string, int> ready{{"v1", 10}};
+  MetricWindow empty;
+  RolloutStep step = AdvanceRollout(kT0, spec, state, ready, empty);
+  ready = {{"v1", 9}, {"v2", step.tracks["v2"]}};
+  step = AdvanceRollout(kT0 + absl::Seconds(1), spec, step.state, ready, empty);
+  REQUIRE(step.state.phase == RolloutPhase::kObserving);
+  step = AdvanceRollout(kT0 + absl::Hours(2), spec, step.state, ready, empty);
+  CHECK(step.state.phase == RolloutPhase::kObserving);
+  CHECK(step.state.decisions.empty());
+}
+
+}  // namespace
+}  // namespace exa::scheduler
