@@ -372,6 +372,9 @@ class PullRun {
     uint64_t at = 0;
     std::string errors;
     for (int round = 0; round < 2; ++round) {
+      // Every tier failed once: a transient failure (a connection refused while a peer
+      // restarts, a socket error under load) gets a moment to clear before the last try.
+      if (round == 1 && !errors.empty()) absl::SleepFor(absl::Milliseconds(300));
       for (size_t t = 0; t < tiers_.size(); ++t) {
         if (stop_) return absl::CancelledError("pull stopped");
         // First round: skip tiers that failed recently. Second: ask every tier again.
