@@ -151,6 +151,19 @@ absl::Status Daemon::Start() {
   return absl::OkStatus();
 }
 
+// One check of the caller's admin token for every service that changes state (Admin, Node,
+// Scheduler): UNAUTHENTICATED naming why; open when no token file is configured.
+grpc::Status Daemon::AuthorizeAdmin(std::string_view authorization) const {
+  if (!admin_tokens_) return grpc::Status::OK;
+  auto who = admin_tokens_->Check(authorization);
+  if (!who.ok()) {
+    return grpc::Status(grpc::UNAUTHENTICATED,
+                        "admin token: " + std::string(who.status().message()));
+  }
+  EXA_LOG_INFO("admin", "authorized", {{"token", *who}});
+  return grpc::Status::OK;
+}
+
 // The scheduler role (scheduler/scheduler_service.h): the spec store under the data dir, the
 // Scheduler API and the control loop. Schedulers are the members pinned to the role, and this
 // node (a lone node with every role schedules for itself).
@@ -182,15 +195,7 @@ absl::Status Daemon::OpenScheduler() {
   env.is_scheduler = [this](const membership::Member& m) {
     return m.id == node_id_ || HasRole(m.metadata.roles, "scheduler");
   };
-  env.authorize = [this](std::string_view authorization) {
-    if (!admin_tokens_) return grpc::Status::OK;
-    auto who = admin_tokens_->Check(authorization);
-    if (!who.ok()) {
-      return grpc::Status(grpc::UNAUTHENTICATED,
-                          "admin token: " + std::string(who.status().message()));
-    }
-    return grpc::Status::OK;
-  };
+  env.authorize = [this](std::string_view authorization) { return AuthorizeAdmin(authorization); };
   env.model_shape = [this](const std::string& model,
                            const std::string& version) -> absl::StatusOr<scheduler::ModelShape> {
     // config.json alone (not the weights): a scheduler node plans, it does not serve.
@@ -239,15 +244,7 @@ absl::Status Daemon::StartServing() {
           return {"unhealthy", it == replica_reason_.end() ? std::string() : it->second};
         },
         registry_,
-        [this](std::string_view authorization) {
-          if (!admin_tokens_) return grpc::Status::OK;
-          auto who = admin_tokens_->Check(authorization);
-          if (!who.ok()) {
-            return grpc::Status(grpc::UNAUTHENTICATED,
-                                "admin token: " + std::string(who.status().message()));
-          }
-          return grpc::Status::OK;
-        });
+        [this](std::string_view authorization) { return AuthorizeAdmin(authorization); });
   }
   // A gateway routes to replicas in its own process directly and to every other node's replicas
   // through their Node service, fed by their load streams (gateway/remote_backend.h).
@@ -432,8 +429,11 @@ void Daemon::SyncRoutes() {
   };
   auto call = std::make_shared<Call>();
   call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
-  call->stub = exaserve::v1::Scheduler::NewStub(
-      grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  if (target != route_sync_target_) {  // one channel per scheduler, not one per 2 s tick
+    route_sync_target_ = target;
+    route_sync_channel_ = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+  }
+  call->stub = exaserve::v1::Scheduler::NewStub(route_sync_channel_);
   route_syncs_in_flight_++;
   call->stub->async()->Routes(
       &call->context, &call->request, &call->response, [this, call](grpc::Status s) {
@@ -680,14 +680,7 @@ AdminCallbacks Daemon::MakeAdminCallbacks() {
     return grpc::Status::OK;
   };
   callbacks.authorize_admin = [this](std::string_view authorization) {
-    if (!admin_tokens_) return grpc::Status::OK;
-    auto who = admin_tokens_->Check(authorization);
-    if (!who.ok()) {
-      return grpc::Status(grpc::UNAUTHENTICATED,
-                          "admin token: " + std::string(who.status().message()));
-    }
-    EXA_LOG_INFO("admin", "authorized", {{"token", *who}});
-    return grpc::Status::OK;
+    return AuthorizeAdmin(authorization);
   };
   callbacks.gossip_key = [this](const exaserve::v1::GossipKeyRequest& req,
                                 exaserve::v1::GossipKeyResponse* resp) {

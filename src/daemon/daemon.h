@@ -70,6 +70,7 @@ class Daemon {
   absl::Status StartGossip();
   absl::Status StartServing();
   absl::Status OpenScheduler();
+  grpc::Status AuthorizeAdmin(std::string_view authorization) const;
   void PumpLoad();
   // A local replica may take traffic: the node is ready and the replica passes its checks.
   bool Routable(const std::string& replica_id) const;
@@ -130,7 +131,9 @@ class Daemon {
   std::unique_ptr<scheduler::SchedulerService> scheduler_;
   uint64_t election_ticks_ = 0;  // on the io strand timer
   std::atomic<int> route_syncs_in_flight_{0};
-  std::unique_ptr<class ObserverRole> observer_;  // daemon/observer_role.h
+  std::string route_sync_target_;                      // on the io strand timer
+  std::shared_ptr<grpc::Channel> route_sync_channel_;  // on the io strand timer
+  std::unique_ptr<class ObserverRole> observer_;       // daemon/observer_role.h
   std::unique_ptr<gateway::ApiKeys> admin_tokens_;
   struct Timers;
   std::unique_ptr<Timers> timers_;

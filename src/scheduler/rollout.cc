@@ -155,6 +155,13 @@ std::string TrackName(std::string_view deployment, std::string_view version) {
   return StrCat(deployment, "@", version);
 }
 
+std::string_view SpecOfTrack(std::string_view track) { return track.substr(0, track.rfind('@')); }
+
+std::string_view VersionOfTrack(std::string_view track) {
+  const size_t at = track.rfind('@');
+  return at == std::string_view::npos ? std::string_view() : track.substr(at + 1);
+}
+
 std::string RolloutStateToJson(const RolloutState& s) {
   json decisions = json::array();
   for (const StageDecision& d : s.decisions) {

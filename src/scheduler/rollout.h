@@ -42,6 +42,10 @@ std::string_view RolloutPhaseName(RolloutPhase phase);
 
 // "llama@v2": the reconciler's deployment for one version of a spec.
 std::string TrackName(std::string_view deployment, std::string_view version);
+// The spec and the version of a track ("llama@v2" → "llama", "v2"); a name without '@' is all
+// spec, no version.
+std::string_view SpecOfTrack(std::string_view track);
+std::string_view VersionOfTrack(std::string_view track);
 
 struct MetricComparison {
   std::string metric;

@@ -578,7 +578,7 @@ void SchedulerService::ReconcileStep() {
       rec.phase_since = absl::FromUnixMillis(r.state_since_unix_ms());
       rec.allocation.node = poll->node;
       rec.allocation.gpus = {std::max(0, r.device())};
-      const std::string spec_name = rec.deployment.substr(0, rec.deployment.rfind('@'));
+      const std::string spec_name(SpecOfTrack(rec.deployment));
       auto d = specs.find(spec_name);
       rec.allocation.bytes_per_gpu = d == specs.end() ? 0 : d->second->replica_bytes;
       if (rec.phase == ReplicaPhase::kReady && r.state() == "ready") {
@@ -680,7 +680,7 @@ void SchedulerService::ReconcileStep() {
   // Status per spec: its tracks summed.
   std::map<std::string, DeploymentStatus> sums;
   for (const DeploymentStatus& t : result.deployments) {
-    const std::string name = t.name.substr(0, t.name.rfind('@'));
+    const std::string name(SpecOfTrack(t.name));
     DeploymentStatus& s = sums[name];
     s.name = name;
     s.present += t.present;
@@ -730,7 +730,7 @@ void SchedulerService::ReconcileStep() {
   if (!acting || result.actions.empty()) return;
   for (const Action& a : result.actions) {
     if (a.kind == ActionKind::kPrestage) continue;
-    AddEventLocked(a.deployment.substr(0, a.deployment.rfind('@')),
+    AddEventLocked(std::string(SpecOfTrack(a.deployment)),
                    StrCat(ActionKindName(a.kind), " ", a.replica_id(), " on ", a.node,
                           a.kind == ActionKind::kStart ? StrCat(" (generation ", a.generation, ")")
                                                        : std::string(),
@@ -944,7 +944,7 @@ grpc::ServerUnaryReactor* SchedulerService::Describe(grpc::CallbackServerContext
   json replicas = json::array();
   for (const auto& [id, node] : nodes_) {
     for (const ReplicaRecord& rec : node.replicas) {
-      if (rec.deployment.substr(0, rec.deployment.rfind('@')) != request->name()) continue;
+      if (SpecOfTrack(rec.deployment) != request->name()) continue;
       replicas.push_back(
           {{"id", ReplicaId(rec.deployment, rec.ordinal)},
            {"node", id},
@@ -1050,8 +1050,7 @@ grpc::ServerUnaryReactor* SchedulerService::NodeOp(grpc::CallbackServerContext* 
       // replicas ready once this node's are gone, or the drain is refused.
       std::map<std::string, int> on_node;
       for (const ReplicaRecord& r : nodes_[request->node()].replicas) {
-        if (r.phase == ReplicaPhase::kReady)
-          on_node[r.deployment.substr(0, r.deployment.rfind('@'))]++;
+        if (r.phase == ReplicaPhase::kReady) on_node[std::string(SpecOfTrack(r.deployment))]++;
       }
       for (const auto& [name, count] : on_node) {
         auto st = status_.find(name);
@@ -1126,10 +1125,9 @@ grpc::ServerUnaryReactor* SchedulerService::Rollout(grpc::CallbackServerContext*
     for (const auto& [id, node] : nodes_) {
       for (const ReplicaRecord& rec : node.replicas) {
         if (rec.phase != ReplicaPhase::kReady) continue;
-        const size_t at = rec.deployment.rfind('@');
-        if (at == std::string::npos || rec.deployment.substr(0, at) != spec.name) continue;
-        const std::string version = rec.deployment.substr(at + 1);
-        ready[version] = ready.value(version, 0) + 1;
+        if (SpecOfTrack(rec.deployment) != spec.name) continue;
+        const std::string version(VersionOfTrack(rec.deployment));
+        if (!version.empty()) ready[version] = ready.value(version, 0) + 1;
       }
     }
     out["ready"] = ready;

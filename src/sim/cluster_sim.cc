@@ -546,12 +546,12 @@ std::vector<scheduler::DesiredDeployment> ClusterSim::Tracks(
     for (const NodeStatus& n : statuses) {
       if (n.liveness != scheduler::NodeLiveness::kAlive) continue;
       for (const ReplicaRecord& r : n.replicas) {
-        size_t at = r.deployment.rfind('@');
-        if (r.phase != ReplicaPhase::kReady || at == std::string::npos ||
-            r.deployment.compare(0, at, d.spec.name) != 0) {
+        const std::string_view version = scheduler::VersionOfTrack(r.deployment);
+        if (r.phase != ReplicaPhase::kReady || version.empty() ||
+            scheduler::SpecOfTrack(r.deployment) != d.spec.name) {
           continue;
         }
-        ready[r.deployment.substr(at + 1)]++;
+        ready[std::string(version)]++;
       }
     }
     scheduler::RolloutStep step = scheduler::AdvanceRollout(now, d.spec, state, ready, latency_);
@@ -590,7 +590,7 @@ void ClusterSim::SampleLatency(absl::Time now) {
     for (const AgentReplica& r : n.replicas) {
       if (r.record.phase != ReplicaPhase::kReady) continue;
       const std::string& track = r.record.deployment;
-      const std::string version = track.substr(track.rfind('@') + 1);
+      const std::string version(scheduler::VersionOfTrack(track));
       double p99 = 0.050 * (0.9 + 0.2 * rng_.UniformDouble());
       if (o_.scenario == "canary-bad" && version == new_version_) p99 *= 1.3;
       // What the replica holds: its share on each of its GPUs.
