@@ -27,6 +27,7 @@
 #include "exaserve/v1/inference.grpc.pb.h"
 #include "exaserve/v1/node.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "net/tls.h"
 #include "router/policy.h"
 
 extern char** environ;
@@ -288,7 +289,7 @@ exaserve::v1::GenerateRequest ToProto(const std::vector<int32_t>& prompt, int32_
 std::shared_ptr<grpc::Channel> Channel(const std::string& target) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_MAX_CONCURRENT_STREAMS, 100000);
-  auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  auto channel = net::NewChannel(target, args);
   // Every channel lives until the process exits (one per phase, a handful). gRPC 1.51 shares a
   // refcounted completion queue among the channels that use the callback API; destroying the
   // last one while its threads wind down and creating the next phase's channel double-frees it

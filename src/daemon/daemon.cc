@@ -23,6 +23,7 @@
 #include "exaserve/v1/scheduler.grpc.pb.h"
 #include "gateway/openai_api.h"
 #include "metrics/host_metrics.h"
+#include "net/tls.h"
 #include "nlohmann/json.hpp"
 #include "node/generate_stream.h"
 #include "router/outliers.h"
@@ -71,6 +72,9 @@ Daemon::~Daemon() {
 
 absl::Status Daemon::Start() {
   start_time_ = absl::Now();
+  // Every channel this node opens (to peers' Node, Weights, Scheduler and Admin services)
+  // presents its certificate when TLS is configured; exaserved checked the files already.
+  if (options_.tls.enabled()) EXA_RETURN_IF_ERROR(net::UseClientTls(options_.tls));
   EXA_ASSIGN_OR_RETURN(node_id_, LoadOrCreateNodeId(options_.node.data_dir, options_.node.id));
   metrics::RegisterProcessMetrics(registry_, Version());
   metrics::RegisterNetworkMetrics(registry_);  // NIC counters for the network alert
@@ -431,7 +435,7 @@ void Daemon::SyncRoutes() {
   call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
   if (target != route_sync_target_) {  // one channel per scheduler, not one per 2 s tick
     route_sync_target_ = target;
-    route_sync_channel_ = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
+    route_sync_channel_ = net::NewChannel(target);
   }
   call->stub = exaserve::v1::Scheduler::NewStub(route_sync_channel_);
   route_syncs_in_flight_++;

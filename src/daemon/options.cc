@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "common/status.h"
 #include "common/strings.h"
 #include "daemon/observer_role.h"
 #include "daemon/weights_role.h"
@@ -107,6 +108,9 @@ void RegisterConfig(config::Schema& s, DaemonOptions* o) {
              [](const int& v) { return v >= 1 && v <= 64 ? "" : StrCat(v, ": expected 1-64"); });
   s.Add("admin.token_file", &o->admin.token_file,
         "SHA-256 hashes of admin tokens for RPCs that change a node; empty: open");
+  s.Add("security.secure", &o->security.secure,
+        "refuse to start without mutual TLS, a gossip key and admin tokens (--secure)");
+  net::RegisterConfig(s, "tls", &o->tls);
   net::RegisterConfig(s, "http", &o->http);
   net::RegisterConfig(s, "grpc", &o->grpc);
   node::RegisterConfig(s, "inference", &o->inference);
@@ -143,6 +147,30 @@ void ResolveDefaults(DaemonOptions* o) {
   o->http.port = o->network.http_port;
   o->grpc.bind_address = o->network.bind;
   o->grpc.port = o->network.grpc_port;
+  o->grpc.tls = o->tls;
+}
+
+absl::Status ValidateSecurity(const DaemonOptions& o) {
+  if (o.tls.enabled()) EXA_RETURN_IF_ERROR(net::LoadTls(o.tls).status());
+  if (!o.security.secure) return absl::OkStatus();
+  std::vector<std::string> missing;
+  if (!o.tls.enabled()) {
+    missing.push_back(
+        "TLS certificates (--tls-ca, --tls-cert, --tls-key; exaserve-cli certs init)");
+  }
+  if (o.gossip.key_file.empty()) missing.push_back("a gossip key (--gossip-key-file)");
+  if (o.admin.token_file.empty()) missing.push_back("admin tokens (--admin-token-file)");
+  const std::vector<std::string> roles = ResolveRoles(o);
+  if (HasRole(roles, "scheduler") && o.scheduler.node_token_file.empty()) {
+    missing.push_back("the scheduler's node token (--node-token-file)");
+  }
+  if (HasRole(roles, "gateway") && o.gateway.api_keys_file.empty()) {
+    missing.push_back("API keys for the public API (--api-keys-file)");
+  }
+  if (missing.empty()) return absl::OkStatus();
+  std::string list;
+  for (const std::string& m : missing) StrAppend(&list, list.empty() ? "" : "; ", m);
+  return absl::InvalidArgumentError(StrCat("--secure: missing ", list));
 }
 
 membership::Config GossipCoreConfig(const DaemonOptions& o) {

@@ -14,6 +14,7 @@
 #include "membership/config.h"
 #include "net/grpc_server.h"
 #include "net/http_server.h"
+#include "net/tls.h"
 #include "node/replica_health.h"
 #include "node/replica_host.h"
 
@@ -51,6 +52,12 @@ struct GossipOptions {
 struct LogOptions {
   std::string format = "json";
   std::string level = "info";
+};
+
+struct SecurityOptions {
+  // --secure: refuse to start unless every channel is authenticated (mutual TLS, gossip key,
+  // admin tokens; API keys where the node can be a gateway). See ValidateSecure.
+  bool secure = false;
 };
 
 struct AdminOptions {
@@ -135,6 +142,8 @@ struct DaemonOptions {
   LogOptions log;
   LifecycleOptions lifecycle;
   AdminOptions admin;
+  SecurityOptions security;
+  net::TlsOptions tls;  // copied into grpc.tls and used for every outgoing channel
   net::HttpServerOptions http;
   net::GrpcServerOptions grpc;
   node::InferenceOptions inference;
@@ -154,6 +163,11 @@ void RegisterConfig(config::Schema& schema, DaemonOptions* options);
 // Fills derived defaults (data and cache dirs, advertise address) and copies the network
 // section into the servers' options.
 void ResolveDefaults(DaemonOptions* options);
+
+// With security.secure, every missing piece at once (TLS files, gossip key, admin tokens, the
+// scheduler's node token, gateway API keys), each named with its flag; OK otherwise. TLS files
+// are also checked to parse and match whenever they are set.
+absl::Status ValidateSecurity(const DaemonOptions& options);
 
 // The SWIM core's tunables for the configured profile.
 membership::Config GossipCoreConfig(const DaemonOptions& options);

@@ -7,6 +7,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "net/tls.h"
 #include "node/generate_stream.h"
 
 namespace exa::gateway {
@@ -337,7 +338,7 @@ std::shared_ptr<grpc::Channel> RemoteBackend::ChannelFor(const std::string& targ
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 5000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  auto channel = net::NewChannel(target, args);
   channels_.emplace(target, channel);
   return channel;
 }

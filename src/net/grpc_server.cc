@@ -7,6 +7,7 @@
 
 #include "absl/time/clock.h"
 #include "common/check.h"
+#include "common/status.h"
 #include "common/strings.h"
 
 namespace exa::net {
@@ -41,7 +42,9 @@ absl::Status GrpcServer::Start() {
                          : options_.bind_address;
   std::string address = StrCat(host, ":", options_.port);
   int selected_port = 0;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &selected_port);
+  EXA_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                       ServerCredentials(options_.tls));
+  builder.AddListeningPort(address, credentials, &selected_port);
   int max_message =
       static_cast<int>(std::min<uint64_t>(options_.max_message_bytes.value, INT32_MAX));
   builder.SetMaxReceiveMessageSize(max_message);

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "config/schema.h"
+#include "net/tls.h"
 
 namespace grpc {
 class Server;
@@ -26,6 +27,7 @@ struct GrpcServerOptions {
   config::Bytes max_message_bytes{16 << 20};  // a 4k-token prompt as ids is ~16 KiB; room to spare
   int max_concurrent_streams = 1024;          // per HTTP/2 connection
   absl::Duration keepalive_time = absl::Seconds(30);
+  TlsOptions tls;  // enabled: mutual TLS, every client must present a certificate the CA signed
 };
 
 void RegisterConfig(config::Schema& schema, std::string_view section, GrpcServerOptions* options);

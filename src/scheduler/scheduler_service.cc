@@ -11,6 +11,7 @@
 #include "common/logging.h"
 #include "common/strings.h"
 #include "exaserve/v1/node.grpc.pb.h"
+#include "net/tls.h"
 #include "nlohmann/json.hpp"
 #include "scheduler/node_view.h"
 
@@ -242,7 +243,7 @@ std::shared_ptr<grpc::Channel> SchedulerService::ChannelFor(const std::string& a
   if (it != channels_.end()) return it->second;
   // Bounded: nodes come and go; a full cache starts over (channels reconnect lazily).
   if (channels_.size() >= 4096) channels_.clear();
-  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  auto channel = net::NewChannel(address);
   channels_.emplace(address, channel);
   return channel;
 }

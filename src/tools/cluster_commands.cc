@@ -15,6 +15,7 @@
 #include "common/units.h"
 #include "exaserve/v1/admin.grpc.pb.h"
 #include "exaserve/v1/scheduler.grpc.pb.h"
+#include "net/tls.h"
 #include "nlohmann/json.hpp"
 #include "scheduler/spec.h"
 
@@ -40,7 +41,7 @@ std::unique_ptr<grpc::ClientContext> Context(const ClusterAccess& a, absl::Durat
 }
 
 std::unique_ptr<pb::Admin::Stub> Admin(const std::string& addr) {
-  return pb::Admin::NewStub(grpc::CreateChannel(addr, grpc::InsecureChannelCredentials()));
+  return pb::Admin::NewStub(net::NewChannel(addr));
 }
 
 int Failure(const std::string& addr, const grpc::Status& s) {
@@ -298,8 +299,7 @@ void PrintMembers(const std::vector<pb::MemberInfo>& nodes, const json& summary)
 json Deployments(const ClusterAccess& a, const std::vector<std::string>& schedulers) {
   std::string errors;
   for (const std::string& addr : schedulers) {
-    auto stub =
-        pb::Scheduler::NewStub(grpc::CreateChannel(addr, grpc::InsecureChannelCredentials()));
+    auto stub = pb::Scheduler::NewStub(net::NewChannel(addr));
     pb::GetSpecsResponse specs;
     grpc::Status s = stub->GetSpecs(Context(a, kExtraTimeout).get(), {}, &specs);
     if (!s.ok()) {

@@ -25,6 +25,8 @@
 #include "exaserve/v1/scheduler.grpc.pb.h"
 #include "gateway/api_keys.h"
 #include "membership/agent/keyring.h"
+#include "net/cert_authority.h"
+#include "net/tls.h"
 #include "nlohmann/json.hpp"
 #include "tools/cli_plan.h"
 #include "tools/cluster_commands.h"
@@ -61,8 +63,7 @@ std::unique_ptr<grpc::ClientContext> MakeContext(const GlobalOptions& g) {
 }
 
 int RunMembers(const GlobalOptions& g) {
-  auto stub =
-      exaserve::v1::Admin::NewStub(grpc::CreateChannel(g.addr, grpc::InsecureChannelCredentials()));
+  auto stub = exaserve::v1::Admin::NewStub(exa::net::NewChannel(g.addr));
   exaserve::v1::MembersResponse response;
   auto ctx = MakeContext(g);
   grpc::Status s = stub->Members(ctx.get(), exaserve::v1::MembersRequest(), &response);
@@ -110,8 +111,7 @@ int RunMembers(const GlobalOptions& g) {
 
 int RunGossipKey(const GlobalOptions& g, exaserve::v1::GossipKeyRequest::Op op,
                  const std::string& key) {
-  auto stub =
-      exaserve::v1::Admin::NewStub(grpc::CreateChannel(g.addr, grpc::InsecureChannelCredentials()));
+  auto stub = exaserve::v1::Admin::NewStub(exa::net::NewChannel(g.addr));
   exaserve::v1::GossipKeyRequest request;
   request.set_op(op);
   request.set_key(key);
@@ -129,8 +129,7 @@ int RunGossipKey(const GlobalOptions& g, exaserve::v1::GossipKeyRequest::Op op,
 // `node burn-in`: the node at --addr runs the GPU burn-in now. Prints its JSON; exit 0 passed,
 // 1 failed (the node is now tainted burn-in-failed) or could not run (no GPU: the message says).
 int RunBurnIn(const GlobalOptions& g) {
-  auto stub =
-      exaserve::v1::Admin::NewStub(grpc::CreateChannel(g.addr, grpc::InsecureChannelCredentials()));
+  auto stub = exaserve::v1::Admin::NewStub(exa::net::NewChannel(g.addr));
   exaserve::v1::BurnInResponse response;
   GlobalOptions slow = g;
   // The GEMM and copy tests take a few seconds per GPU: at least a minute unless --timeout says.
@@ -155,8 +154,7 @@ int RunBurnIn(const GlobalOptions& g) {
 
 // The gRPC addresses of the live members the node at --addr knows (itself included).
 absl::StatusOr<std::vector<std::string>> LiveNodeAddresses(const GlobalOptions& g) {
-  auto stub =
-      exaserve::v1::Admin::NewStub(grpc::CreateChannel(g.addr, grpc::InsecureChannelCredentials()));
+  auto stub = exaserve::v1::Admin::NewStub(exa::net::NewChannel(g.addr));
   exaserve::v1::MembersResponse members;
   auto ctx = MakeContext(g);
   grpc::Status s = stub->Members(ctx.get(), {}, &members);
@@ -243,8 +241,7 @@ int RunReplicaLabel(const GlobalOptions& g, const LabelOptions& o) {
   int matched = 0;
   nlohmann::json out = nlohmann::json::array();
   int rc = FanOut(g, *nodes, grpc::FAILED_PRECONDITION, [&](const GlobalOptions& node) {
-    auto stub = exaserve::v1::Admin::NewStub(
-        grpc::CreateChannel(node.addr, grpc::InsecureChannelCredentials()));
+    auto stub = exaserve::v1::Admin::NewStub(exa::net::NewChannel(node.addr));
     exaserve::v1::LabelReplicasResponse response;
     auto ctx = MakeContext(node);
     grpc::Status s = stub->LabelReplicas(ctx.get(), request, &response);
@@ -290,8 +287,7 @@ void PrintRoutes(const GlobalOptions& g, const exaserve::v1::RoutesResponse& rou
 // The gRPC address of the lowest-id alive scheduler in the membership view of the node at
 // --addr; nullopt when there is none (or the node cannot be asked).
 std::optional<std::string> FirstScheduler(const GlobalOptions& g) {
-  auto stub =
-      exaserve::v1::Admin::NewStub(grpc::CreateChannel(g.addr, grpc::InsecureChannelCredentials()));
+  auto stub = exaserve::v1::Admin::NewStub(exa::net::NewChannel(g.addr));
   exaserve::v1::MembersResponse response;
   auto ctx = MakeContext(g);
   if (!stub->Members(ctx.get(), {}, &response).ok()) return std::nullopt;
@@ -332,8 +328,7 @@ int RunGatewayRoute(const GlobalOptions& g, const RouteOptions& o, bool list) {
   if (!list) {
     // A cluster with schedulers keeps its routes in the spec store; every gateway follows it.
     if (auto scheduler = FirstScheduler(g)) {
-      auto stub = exaserve::v1::Scheduler::NewStub(
-          grpc::CreateChannel(*scheduler, grpc::InsecureChannelCredentials()));
+      auto stub = exaserve::v1::Scheduler::NewStub(exa::net::NewChannel(*scheduler));
       exaserve::v1::RoutesResponse response;
       auto ctx = MakeContext(g);
       grpc::Status s = stub->Routes(ctx.get(), request, &response);
@@ -349,8 +344,7 @@ int RunGatewayRoute(const GlobalOptions& g, const RouteOptions& o, bool list) {
         std::cerr << "exaserve-cli: stored on scheduler " << *scheduler
                   << "; every gateway follows within 2 s\n";
         // When --addr is a gateway, return once it follows (so the next command sees it).
-        auto gateway = exaserve::v1::Admin::NewStub(
-            grpc::CreateChannel(g.addr, grpc::InsecureChannelCredentials()));
+        auto gateway = exaserve::v1::Admin::NewStub(exa::net::NewChannel(g.addr));
         for (int i = 0; i < 50; ++i) {
           exaserve::v1::RoutesResponse now;
           auto c = MakeContext(g);
@@ -375,8 +369,7 @@ int RunGatewayRoute(const GlobalOptions& g, const RouteOptions& o, bool list) {
   int rc = FanOut(
       g, nodes, list ? std::nullopt : std::optional(grpc::FAILED_PRECONDITION),
       [&](const GlobalOptions& node) {
-        auto stub = exaserve::v1::Admin::NewStub(
-            grpc::CreateChannel(node.addr, grpc::InsecureChannelCredentials()));
+        auto stub = exaserve::v1::Admin::NewStub(exa::net::NewChannel(node.addr));
         exaserve::v1::RoutesResponse response;
         auto ctx = MakeContext(node);
         grpc::Status s = stub->Routes(ctx.get(), request, &response);
@@ -437,8 +430,7 @@ std::optional<exaserve::v1::ReplicaStatus> WaitForState(const GlobalOptions& g,
                                                         const std::string& id,
                                                         const std::set<std::string>& states,
                                                         absl::Duration timeout) {
-  auto stub =
-      exaserve::v1::Node::NewStub(grpc::CreateChannel(g.addr, grpc::InsecureChannelCredentials()));
+  auto stub = exaserve::v1::Node::NewStub(exa::net::NewChannel(g.addr));
   const absl::Time deadline = absl::Now() + timeout;
   std::optional<exaserve::v1::ReplicaStatus> last;
   while (absl::Now() < deadline) {
@@ -495,8 +487,7 @@ int RunReplicaStart(const GlobalOptions& g, const LifecycleOptions& o) {
   if (!wait_timeout.ok()) {
     return Usage("--wait-timeout " + std::string(wait_timeout.status().message()));
   }
-  auto stub =
-      exaserve::v1::Node::NewStub(grpc::CreateChannel(g.addr, grpc::InsecureChannelCredentials()));
+  auto stub = exaserve::v1::Node::NewStub(exa::net::NewChannel(g.addr));
   exaserve::v1::ReplicaStatus status;
   auto ctx = MakeContext(g);
   grpc::Status s = stub->StartReplica(ctx.get(), req, &status);
@@ -523,8 +514,7 @@ int RunReplicaStop(const GlobalOptions& g, const LifecycleOptions& o) {
   if (!wait_timeout.ok()) {
     return Usage("--wait-timeout " + std::string(wait_timeout.status().message()));
   }
-  auto stub =
-      exaserve::v1::Node::NewStub(grpc::CreateChannel(g.addr, grpc::InsecureChannelCredentials()));
+  auto stub = exaserve::v1::Node::NewStub(exa::net::NewChannel(g.addr));
   exaserve::v1::ReplicaStatus status;
   auto ctx = MakeContext(g);
   grpc::Status s = stub->StopReplica(ctx.get(), req, &status);
@@ -548,8 +538,7 @@ int RunReplicas(const GlobalOptions& g) {
   }
   // Nodes without the Node service (no inference role) answer UNIMPLEMENTED.
   int rc = FanOut(g, *nodes, grpc::UNIMPLEMENTED, [&](const GlobalOptions& node) {
-    auto stub = exaserve::v1::Node::NewStub(
-        grpc::CreateChannel(node.addr, grpc::InsecureChannelCredentials()));
+    auto stub = exaserve::v1::Node::NewStub(exa::net::NewChannel(node.addr));
     exaserve::v1::ListReplicasResponse response;
     auto ctx = MakeContext(node);
     grpc::Status s = stub->ListReplicas(ctx.get(), {}, &response);
@@ -605,8 +594,7 @@ struct GenerateOptions {
 
 // Streams a generation to stdout as it arrives; --json prints one object per message.
 int RunGenerate(const GlobalOptions& g, const GenerateOptions& o) {
-  auto stub = exaserve::v1::Inference::NewStub(
-      grpc::CreateChannel(g.addr, grpc::InsecureChannelCredentials()));
+  auto stub = exaserve::v1::Inference::NewStub(exa::net::NewChannel(g.addr));
   exaserve::v1::GenerateRequest request;
   request.set_model(o.model);
   request.set_version(o.version);
@@ -664,6 +652,46 @@ int RunTokenize(const std::string& tokenizer_path, bool decode) {
   return 0;
 }
 
+// `certs init`: everything `exaserved --secure` needs, in one directory.
+int RunCertsInit(exa::net::CertsInitOptions options, const std::string& nodes) {
+  for (size_t start = 0; start <= nodes.size();) {
+    size_t comma = std::min(nodes.find(',', start), nodes.size());
+    options.nodes.push_back(nodes.substr(start, comma - start));
+    start = comma + 1;
+  }
+  const std::string admin_token = exa::gateway::ApiKeys::NewKey();
+  const std::string api_key = exa::gateway::ApiKeys::NewKey();
+  options.secret_files = {
+      {"gossip.key", exa::membership::Keyring::GenerateBase64() + "\n"},
+      {"admin.token", admin_token + "\n"},
+      {"admin-tokens", "admin:" + exa::gateway::ApiKeys::Sha256Hex(admin_token) + "\n"},
+      {"api.key", api_key + "\n"},
+      {"api-keys", "default:" + exa::gateway::ApiKeys::Sha256Hex(api_key) + "\n"},
+  };
+  auto written = exa::net::WriteClusterCerts(options);
+  if (!written.ok()) {
+    if (written.status().code() == absl::StatusCode::kInvalidArgument ||
+        written.status().code() == absl::StatusCode::kAlreadyExists) {
+      return Usage(std::string(written.status().message()));
+    }
+    std::fprintf(stderr, "exaserve-cli: %s\n", std::string(written.status().message()).c_str());
+    return 1;
+  }
+  for (const std::string& path : *written) std::cout << "wrote " << path << "\n";
+  const std::string& d = options.out_dir;
+  std::cout << "\nstart a node (here " << options.nodes.front() << ") with:\n  exaserved --secure"
+            << " --node-id " << options.nodes.front() << " --tls-ca " << d << "/ca.pem --tls-cert "
+            << d << "/" << options.nodes.front() << ".pem --tls-key " << d << "/"
+            << options.nodes.front() << "-key.pem --gossip-key-file " << d
+            << "/gossip.key --admin-token-file " << d << "/admin-tokens --api-keys-file " << d
+            << "/api-keys --node-token-file " << d
+            << "/admin.token\nand call it with:\n  EXASERVE_TLS_CA=" << d
+            << "/ca.pem EXASERVE_TLS_CERT=" << d << "/client.pem EXASERVE_TLS_KEY=" << d
+            << "/client-key.pem EXASERVE_TOKEN=$(cat " << d
+            << "/admin.token) exaserve-cli members\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -676,6 +704,30 @@ int main(int argc, char** argv) {
   app.add_option("--token", g.token,
                  "API key or admin token (default: $EXASERVE_TOKEN), sent as a Bearer token");
   if (const char* env = std::getenv("EXASERVE_TOKEN")) g.token = env;
+  // Mutual TLS toward a --secure cluster (exaserve-cli certs init writes client.pem).
+  exa::net::TlsOptions tls;
+  if (const char* env = std::getenv("EXASERVE_TLS_CA")) tls.ca_file = env;
+  if (const char* env = std::getenv("EXASERVE_TLS_CERT")) tls.cert_file = env;
+  if (const char* env = std::getenv("EXASERVE_TLS_KEY")) tls.key_file = env;
+  app.add_option("--tls-ca", tls.ca_file, "PEM cluster CA (default: $EXASERVE_TLS_CA)");
+  app.add_option("--tls-cert", tls.cert_file,
+                 "PEM client certificate signed by the CA (default: $EXASERVE_TLS_CERT)");
+  app.add_option("--tls-key", tls.key_file, "PEM key of --tls-cert (default: $EXASERVE_TLS_KEY)");
+  app.add_option("--tls-server-name", tls.server_name,
+                 "name checked on the server's certificate (default exaserve-node)");
+  exa::net::CertsInitOptions certs;
+  std::string certs_nodes;
+  auto* certs_cmd = app.add_subcommand("certs", "certificates for mutual TLS");
+  certs_cmd->require_subcommand(1);
+  auto* certs_init = certs_cmd->add_subcommand(
+      "init",
+      "create a cluster CA, a certificate per node and one for this tool, plus a gossip key, an "
+      "admin token and an API key, for a quick --secure set-up");
+  certs_init->add_option("--out", certs.out_dir, "directory to write into")->required();
+  certs_init->add_option("--nodes", certs_nodes, "comma list of node names, e.g. a,b,c")
+      ->required();
+  certs_init->add_option("--days", certs.days, "validity in days (default 365)");
+  certs_init->add_flag("--force", certs.force, "overwrite existing files");
   auto* apikey = app.add_subcommand("apikey", "API keys and admin tokens");
   apikey->require_subcommand(1);
   auto* apikey_new = apikey->add_subcommand(
@@ -787,6 +839,12 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     return Usage(std::string(e.what()) + "\nRun with --help for the commands.");
+  }
+  if (certs_init->parsed()) return RunCertsInit(certs, certs_nodes);
+  if (tls.enabled()) {
+    if (absl::Status s = exa::net::UseClientTls(tls); !s.ok()) {
+      return Usage(std::string(s.message()));
+    }
   }
   auto timeout = exa::ParseDuration(g.timeout);
   if (!timeout.ok())

@@ -45,6 +45,15 @@ constexpr FlagBinding kFlags[] = {
     {"--http-port", "network.http_port", "HTTP port (default 8080; 0 picks a free one)"},
     {"--gossip-key-file", "gossip.key_file",
      "File of base64 gossip keys, primary first (exaserve-cli gossip keygen)"},
+    {"--tls-ca", "tls.ca_file", "PEM cluster CA: with --tls-cert/--tls-key, gRPC is mutual TLS"},
+    {"--tls-cert", "tls.cert_file", "PEM certificate of this node (exaserve-cli certs init)"},
+    {"--tls-key", "tls.key_file", "PEM private key of --tls-cert"},
+    {"--admin-token-file", "admin.token_file",
+     "SHA-256 hashes of admin tokens; admin RPCs need one (exaserve-cli certs init writes one)"},
+    {"--node-token-file", "scheduler.node_token_file",
+     "File with the admin token a scheduler presents to node agents (certs init: admin.token)"},
+    {"--api-keys-file", "gateway.api_keys_file",
+     "SHA-256 hashes of API keys; the public API needs one (exaserve-cli apikey new)"},
     {"--log-format", "log.format", "json or text"},
     {"--log-level", "log.level", "trace, debug, info, warn, error or off"},
 };
@@ -84,6 +93,10 @@ int main(int argc, char** argv) {
   app.add_option("--config", config_path, "YAML config file (see config/exaserved.yaml)");
   app.add_flag("--print-config", print_config,
                "Print the effective configuration as YAML and exit");
+  bool secure = false;
+  app.add_flag("--secure", secure,
+               "Refuse to start unless gRPC is mutual TLS, gossip is encrypted and admin RPCs "
+               "(and the public API on gateways) need credentials");
   bool burn_in = false, gpu_inventory = false;
   app.add_flag("--burn-in", burn_in,
                "Run the GPU burn-in (cuBLAS GEMM TFLOP/s, copy bandwidth vs the device class), "
@@ -128,6 +141,11 @@ int main(int argc, char** argv) {
         schema.Set(kFlags[i].key, flag_values[i], exa::StrCat("flag ", kFlags[i].flag));
     if (!s.ok()) return Fail(2, std::string(s.message()));
   }
+  if (secure) {
+    if (absl::Status s = schema.Set("security.secure", "true", "flag --secure"); !s.ok()) {
+      return Fail(2, std::string(s.message()));
+    }
+  }
   if (print_config) {
     std::cout << schema.ToYaml();
     return 0;
@@ -138,6 +156,9 @@ int main(int argc, char** argv) {
   (void)exa::ParseLogLevel(options.log.level, &level);
   exa::InitLogging(format, level);
   exa::daemon::ResolveDefaults(&options);
+  if (absl::Status s = exa::daemon::ValidateSecurity(options); !s.ok()) {
+    return Fail(2, std::string(s.message()));
+  }
 
   exa::daemon::Daemon daemon(options);
   if (absl::Status s = daemon.Start(); !s.ok()) {

@@ -12,6 +12,7 @@
 #include "common/strings.h"
 #include "common/units.h"
 #include "exaserve/v1/admin.grpc.pb.h"
+#include "net/tls.h"
 #include "nlohmann/json.hpp"
 #include "weights/fetcher.h"
 #include "weights/layout.h"
@@ -82,8 +83,7 @@ std::unique_ptr<grpc::ClientContext> AdminContext(const ClusterAccess& cluster) 
 // (MISSION.md §7: a node finds its rack's storage peer through membership). An error says why
 // there is none; the caller then goes to the origin.
 absl::StatusOr<w::RackPeerChoice> DiscoverRackPeer(const ClusterAccess& cluster) {
-  auto stub = exaserve::v1::Admin::NewStub(
-      grpc::CreateChannel(cluster.addr, grpc::InsecureChannelCredentials()));
+  auto stub = exaserve::v1::Admin::NewStub(net::NewChannel(cluster.addr));
   exaserve::v1::StatusResponse status;
   grpc::Status s = stub->Status(AdminContext(cluster).get(), {}, &status);
   if (!s.ok()) {

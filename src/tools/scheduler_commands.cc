@@ -11,6 +11,7 @@
 #include "common/strings.h"
 #include "common/units.h"
 #include "exaserve/v1/scheduler.grpc.pb.h"
+#include "net/tls.h"
 #include "nlohmann/json.hpp"
 #include "scheduler/spec.h"
 
@@ -27,15 +28,19 @@ int Usage(const std::string& message) {
 
 // INVALID_ARGUMENT (and an unknown model on apply) is the caller's input: exit 2.
 int Failure(const ClusterAccess& cluster, const grpc::Status& s, bool input_error_is_usage) {
-  std::fprintf(stderr, "exaserve-cli: %s: %s\n", cluster.addr.c_str(), s.error_message().c_str());
+  std::string message = s.error_message();
+  if (s.error_code() == grpc::UNIMPLEMENTED) {
+    message = "this node runs no scheduler; point --addr at a scheduler node";
+  }
+  std::fprintf(stderr, "exaserve-cli: %s: %s (%d)\n", cluster.addr.c_str(), message.c_str(),
+               static_cast<int>(s.error_code()));
   if (s.error_code() == grpc::INVALID_ARGUMENT) return 2;
   if (input_error_is_usage && s.error_code() == grpc::NOT_FOUND) return 2;
   return 1;
 }
 
 std::unique_ptr<pb::Scheduler::Stub> Stub(const ClusterAccess& cluster) {
-  return pb::Scheduler::NewStub(
-      grpc::CreateChannel(cluster.addr, grpc::InsecureChannelCredentials()));
+  return pb::Scheduler::NewStub(net::NewChannel(cluster.addr));
 }
 
 std::unique_ptr<grpc::ClientContext> Context(const ClusterAccess& cluster) {

@@ -8,6 +8,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "exaserve/v1/weights.grpc.pb.h"
+#include "net/tls.h"
 #include "weights/chunk_wire.h"
 #include "weights/proto_convert.h"
 #include "weights/tier.h"
@@ -34,7 +35,7 @@ class GrpcTier final : public Tier {
       // Each channel its own subchannel pool, hence its own TCP connection.
       args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
       args.SetInt("exaserve.channel_index", i);
-      auto channel = grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+      auto channel = net::NewChannel(address, args);
       stubs_.push_back(exaserve::v1::Weights::NewStub(channel));
       channels_.push_back(std::move(channel));
     }

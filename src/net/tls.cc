@@ -1,0 +1,195 @@
+#include "net/tls.h"
+
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509_vfy.h>
+
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "common/status.h"
+#include "common/strings.h"
+
+namespace exa::net {
+namespace {
+
+struct BioFree {
+  void operator()(BIO* b) const { BIO_free(b); }
+};
+struct X509Free {
+  void operator()(X509* x) const { X509_free(x); }
+};
+struct PkeyFree {
+  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
+};
+struct StoreFree {
+  void operator()(X509_STORE* s) const { X509_STORE_free(s); }
+};
+struct StoreCtxFree {
+  void operator()(X509_STORE_CTX* c) const { X509_STORE_CTX_free(c); }
+};
+using UniqueX509 = std::unique_ptr<X509, X509Free>;
+
+// The newest OpenSSL error as text, cleared from the queue.
+std::string OpenSslError() {
+  unsigned long code = ERR_get_error();
+  ERR_clear_error();
+  if (code == 0) return "unknown error";
+  char buf[256];
+  ERR_error_string_n(code, buf, sizeof(buf));
+  return buf;
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path, std::string_view key) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(StrCat(key, " ", path, ": cannot be read"));
+  std::stringstream s;
+  s << in.rdbuf();
+  if (s.str().empty()) return absl::InvalidArgumentError(StrCat(key, " ", path, ": empty"));
+  return s.str();
+}
+
+std::unique_ptr<BIO, BioFree> PemBio(const std::string& pem) {
+  return std::unique_ptr<BIO, BioFree>(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+}
+
+absl::StatusOr<UniqueX509> ParseCert(const std::string& pem, std::string_view what) {
+  auto bio = PemBio(pem);
+  UniqueX509 cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
+  if (!cert) {
+    return absl::InvalidArgumentError(
+        StrCat(what, ": not a PEM certificate (", OpenSslError(), ")"));
+  }
+  return cert;
+}
+
+}  // namespace
+
+void RegisterConfig(config::Schema& schema, std::string_view section, TlsOptions* options) {
+  std::string s(section);
+  schema.Add(s + ".ca_file", &options->ca_file,
+             "PEM cluster CA; with cert_file and key_file, every gRPC connection is mutual TLS");
+  schema.Add(s + ".cert_file", &options->cert_file,
+             "PEM certificate of this node, signed by the CA (exaserve-cli certs init)");
+  schema.Add(s + ".key_file", &options->key_file, "PEM private key of cert_file");
+  schema.Add<std::string>(
+      s + ".server_name", &options->server_name,
+      "name checked on servers' certificates (certs init puts exaserve-node "
+      "in every node certificate)",
+      [](const std::string& v) { return v.empty() ? "must not be empty" : ""; });
+}
+
+absl::StatusOr<TlsMaterial> LoadTls(const TlsOptions& o, bool require_cert) {
+  if (o.ca_file.empty()) {
+    return absl::InvalidArgumentError(
+        "tls.ca_file is required with tls.cert_file / tls.key_file (the CA that signs peers)");
+  }
+  if (require_cert && (o.cert_file.empty() || o.key_file.empty())) {
+    return absl::InvalidArgumentError(
+        StrCat("TLS needs tls.ca_file, tls.cert_file and tls.key_file together; missing ",
+               o.cert_file.empty() ? "tls.cert_file" : "",
+               o.cert_file.empty() && o.key_file.empty() ? " and " : "",
+               o.key_file.empty() ? "tls.key_file" : ""));
+  }
+  if (o.cert_file.empty() != o.key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "tls.cert_file and tls.key_file go together: set both or neither");
+  }
+  TlsMaterial m;
+  EXA_ASSIGN_OR_RETURN(m.ca_pem, ReadFile(o.ca_file, "tls.ca_file"));
+  EXA_ASSIGN_OR_RETURN(UniqueX509 ca, ParseCert(m.ca_pem, StrCat("tls.ca_file ", o.ca_file)));
+  if (o.cert_file.empty()) return m;
+  EXA_ASSIGN_OR_RETURN(m.cert_pem, ReadFile(o.cert_file, "tls.cert_file"));
+  EXA_ASSIGN_OR_RETURN(m.key_pem, ReadFile(o.key_file, "tls.key_file"));
+  EXA_ASSIGN_OR_RETURN(UniqueX509 cert,
+                       ParseCert(m.cert_pem, StrCat("tls.cert_file ", o.cert_file)));
+  auto key_bio = PemBio(m.key_pem);
+  std::unique_ptr<EVP_PKEY, PkeyFree> key(
+      PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr));
+  if (!key) {
+    return absl::InvalidArgumentError(
+        StrCat("tls.key_file ", o.key_file, ": not a PEM private key (", OpenSslError(), ")"));
+  }
+  if (X509_check_private_key(cert.get(), key.get()) != 1) {
+    ERR_clear_error();
+    return absl::InvalidArgumentError(
+        StrCat("tls.key_file ", o.key_file, ": does not match tls.cert_file ", o.cert_file));
+  }
+  // Verify the chain now, so an expired or foreign certificate fails at start with its name
+  // instead of as an opaque handshake error on every peer.
+  std::unique_ptr<X509_STORE, StoreFree> store(X509_STORE_new());
+  std::unique_ptr<X509_STORE_CTX, StoreCtxFree> ctx(X509_STORE_CTX_new());
+  if (!store || !ctx || X509_STORE_add_cert(store.get(), ca.get()) != 1 ||
+      X509_STORE_CTX_init(ctx.get(), store.get(), cert.get(), nullptr) != 1) {
+    return absl::InternalError(StrCat("TLS: cannot set up verification: ", OpenSslError()));
+  }
+  if (X509_verify_cert(ctx.get()) != 1) {
+    int err = X509_STORE_CTX_get_error(ctx.get());
+    ERR_clear_error();
+    return absl::InvalidArgumentError(StrCat("tls.cert_file ", o.cert_file,
+                                             ": not valid under tls.ca_file ", o.ca_file, ": ",
+                                             X509_verify_cert_error_string(err)));
+  }
+  return m;
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(const TlsOptions& o) {
+  if (!o.enabled()) return grpc::InsecureServerCredentials();
+  EXA_ASSIGN_OR_RETURN(TlsMaterial m, LoadTls(o));
+  grpc::SslServerCredentialsOptions ssl(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  ssl.pem_root_certs = m.ca_pem;
+  ssl.pem_key_cert_pairs.push_back({m.key_pem, m.cert_pem});
+  return grpc::SslServerCredentials(ssl);
+}
+
+namespace {
+
+struct ClientTls {
+  std::mutex mu;
+  std::shared_ptr<grpc::ChannelCredentials> credentials;  // null: plain
+  std::string server_name;
+};
+
+ClientTls& Client() {
+  static ClientTls* client = new ClientTls;  // never destroyed: channels may outlive main
+  return *client;
+}
+
+}  // namespace
+
+absl::Status UseClientTls(const TlsOptions& o) {
+  EXA_ASSIGN_OR_RETURN(TlsMaterial m, LoadTls(o, /*require_cert=*/false));
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = m.ca_pem;
+  ssl.pem_private_key = m.key_pem;
+  ssl.pem_cert_chain = m.cert_pem;
+  ClientTls& c = Client();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.credentials = grpc::SslCredentials(ssl);
+  c.server_name = o.server_name;
+  return absl::OkStatus();
+}
+
+std::shared_ptr<grpc::ChannelCredentials> ClientCredentials() {
+  ClientTls& c = Client();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return c.credentials ? c.credentials : grpc::InsecureChannelCredentials();
+}
+
+std::shared_ptr<grpc::Channel> NewChannel(const std::string& target, grpc::ChannelArguments args) {
+  ClientTls& c = Client();
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    credentials = c.credentials;
+    if (credentials) args.SetSslTargetNameOverride(c.server_name);
+  }
+  if (!credentials) credentials = grpc::InsecureChannelCredentials();
+  return grpc::CreateCustomChannel(target, credentials, args);
+}
+
+}  // namespace exa::net
