@@ -12,7 +12,12 @@ trap 'kill_nodes; rm -rf "$work"' EXIT
 C=$work/certs
 cli() { "$BIN/exaserve-cli" --timeout 5s "$@"; }
 
-cli certs init --out "$C" --nodes node-1,node-2 >/dev/null || fail "certs init"
+cli certs init --out "$C" --nodes node-1,node-2,node-3 >/dev/null || fail "certs init"
+set +e
+cli certs init --out "$C" --nodes node-1 >/dev/null 2>&1; again=$?
+cli certs init --out "$work/bad" --nodes "a/b" >/dev/null 2>&1; bad=$?
+set -e
+[ "$again" = 2 ] && [ "$bad" = 2 ] || fail "certs init over existing files: $again, bad name: $bad (want 2, 2)"
 secure() {  # the flags of a --secure node N
   echo --secure --node-id "node-$1" --tls-ca "$C/ca.pem" --tls-cert "$C/node-$1.pem" \
     --tls-key "$C/node-$1-key.pem" --gossip-key-file "$C/gossip.key" \
@@ -38,23 +43,45 @@ set -e
 [ "$rc" = 2 ] && grep -q "does not match" <<<"$out" || fail "mismatched key: exit $rc: $out"
 echo "ok: --secure refuses to start without credentials, and with a key that does not match"
 
-# 2. A secure cluster: node-1 takes every role, node-2 joins as an inference node.
-start_node 1 $(secure 1)
-start_node 2 $(secure 2) --role inference --join "127.0.0.1:$(port_of 1 gossip_port)"
-g1="127.0.0.1:$(port_of 1 grpc_port)"
+# 2. A secure cluster: node-1 is the origin, node-2 scheduler and gateway, node-3 inference. Every
+# internal hop is mutual TLS: the scheduler starts the replica on node-3 (with its node token),
+# node-3 pulls the weights from node-1's origin, the gateway watches node-3's load and streams
+# the request through it.
+model_dir=$(cd "$(dirname "$0")/../../models/exa-tiny-arith" && pwd)
+cli model publish --dir "$model_dir" --name exa-tiny-arith --version v1 --origin "$work/origin" \
+  --json >/dev/null || fail "publish"
+start_node 1 $(secure 1) --role storage --origin-dir "$work/origin"
+seed="127.0.0.1:$(port_of 1 gossip_port)"
+start_node 2 $(secure 2) --role scheduler,gateway --join "$seed"
+EXASERVE_INFERENCE_REPLICAS_PER_MODEL=0 EXASERVE_INFERENCE_HOST_MEMORY_BUDGET=4Gi \
+  EXASERVE_INFERENCE_KV_CACHE_BYTES=8Mi start_node 3 $(secure 3) --role inference \
+  --join "$seed" --origin "127.0.0.1:$(port_of 1 grpc_port)"
+g1="127.0.0.1:$(port_of 2 grpc_port)"
 tls=(--tls-ca "$C/ca.pem" --tls-cert "$C/client.pem" --tls-key "$C/client-key.pem")
 admin=(--token "$(cat "$C/admin.token")")
-two_alive() { [ "$(cli "${tls[@]}" --addr "$g1" --json members | grep -c '"alive"')" = 2 ]; }
-wait_for 30 two_alive || { cli "${tls[@]}" --addr "$g1" members; fail "node-2 did not join"; }
-# Node-to-node gRPC is mutual TLS too: the gateway on node-1 sees node-2's replica load.
-ready_replicas() {
-  [ "$(cli "${tls[@]}" --addr "$g1" replicas | grep -c ' ready ')" -ge 2 ]
+all_alive() { [ "$(cli "${tls[@]}" --addr "$g1" --json members | grep -c '"alive"')" = 3 ]; }
+wait_for 30 all_alive || { cli "${tls[@]}" --addr "$g1" members; fail "the nodes did not join"; }
+cat >"$work/tiny.yaml" <<'YAML'
+apiVersion: exaserve.io/v1
+kind: InferenceReplica
+metadata: {name: tiny}
+spec: {model: exa-tiny-arith, version: v1, backend: cpu, replicas: 1, context: 256, concurrency: 4}
+YAML
+if cli "${tls[@]}" --addr "$g1" apply -f "$work/tiny.yaml" >/dev/null 2>&1; then
+  fail "apply without the admin token was accepted"
+fi
+cli "${tls[@]}" "${admin[@]}" --addr "$g1" apply -f "$work/tiny.yaml" >/dev/null || fail "apply"
+ready_one() {
+  cli "${tls[@]}" --addr "$g1" --json describe tiny |
+    python3 -c "import json,sys; sys.exit(0 if json.load(sys.stdin)['status'].get('ready') == 1 else 1)"
 }
-wait_for 60 ready_replicas || { cli "${tls[@]}" --addr "$g1" replicas; fail "replicas not ready"; }
+wait_for 60 ready_one || { cli "${tls[@]}" --addr "$g1" describe tiny; tail -5 "$work/n3.log"; fail "replica not ready"; }
+in_routing() { cli "${tls[@]}" --addr "$g1" replicas | grep -q ' ready '; }
+wait_for 30 in_routing || fail "the gateway does not see node-3's replica"
 answer=$(cli "${tls[@]}" --token "$(cat "$C/api.key")" --addr "$g1" generate "1+1=" \
   --max-tokens 4) || fail "generate with a certificate and an API key"
-echo "ok: 2 nodes over mutual TLS and encrypted gossip; generate answered: $answer"
-http1="http://127.0.0.1:$(port_of 1 http_port)"
+echo "ok: scheduler -> node, node -> origin, gateway -> node all over mutual TLS; answer: $answer"
+http1="http://127.0.0.1:$(port_of 2 http_port)"
 code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $(cat "$C/api.key")" \
   -H 'content-type: application/json' -d '{"prompt":"1+1=","max_tokens":2}' "$http1/v1/completions")
 [ "$code" = 200 ] || fail "HTTP completion with an API key: $code"
@@ -88,7 +115,7 @@ PY
 }
 known_tcp() { echo "$(port_of "$1" grpc_port) $(port_of "$1" http_port) $(port_of "$1" gossip_port)"; }
 refused_grpc=0 refused_http=0 checked=0
-for n in 1 2; do
+for n in 1 2 3; do
   pid=${pids[$n]}
   for port in $(listening t "$pid"); do
     checked=$((checked + 1))
@@ -119,7 +146,7 @@ for n in 1 2; do
         "replica stop bundled@local-0 --now"
         "replica label --selector model=bundled --version evil"
         "gateway route --header x-model-version --target replica-version --default evil"
-        "node cordon node-2"
+        "node cordon node-3"
         "delete llama"
         "rollout pause llama"
       )
@@ -142,11 +169,11 @@ for n in 1 2; do
     [ "$port" = "$(port_of "$n" gossip_port)" ] || fail "node-$n listens on unexpected UDP port $port"
   done
 done
-[ "$checked" -ge 8 ] || fail "the walk found only $checked listening sockets"
+[ "$checked" -ge 12 ] || fail "the walk found only $checked listening sockets"
 echo "ok: walked $checked listening sockets; none answered without credentials"
 
 # 4. Forged gossip: plaintext packets claiming a new member over UDP and TCP are dropped.
-gp="$(port_of 1 gossip_port)"
+gp="$(port_of 2 gossip_port)"
 python3 - "$gp" <<'EOF'
 import socket, sys
 port = int(sys.argv[1])
@@ -166,7 +193,7 @@ EOF
 sleep 2
 members=$(cli "${tls[@]}" --addr "$g1" --json members)
 grep -q intruder <<<"$members" && fail "a forged gossip packet added a member"
-two_alive || fail "forged packets disturbed the membership: $members"
+all_alive || fail "forged packets disturbed the membership: $members"
 gossip_drops() {
   curl -s "$http1/metrics" | grep -E '^exaserve_gossip_(decrypt_failures|bad_packets)_total' |
     awk '{s+=$2} END {print s+0}'
@@ -176,7 +203,7 @@ drops=$(gossip_drops)
 echo "ok: forged gossip dropped (decrypt/packet failure counters: $drops), membership unchanged"
 
 # 5. The authorized path acts: a certificate and the admin token can cordon and uncordon.
-cli "${tls[@]}" "${admin[@]}" --addr "$g1" node cordon node-2 >/dev/null || fail "cordon with credentials"
-cli "${tls[@]}" "${admin[@]}" --addr "$g1" node uncordon node-2 >/dev/null || fail "uncordon"
+cli "${tls[@]}" "${admin[@]}" --addr "$g1" node cordon node-3 >/dev/null || fail "cordon with credentials"
+cli "${tls[@]}" "${admin[@]}" --addr "$g1" node uncordon node-3 >/dev/null || fail "uncordon"
 echo "ok: a certificate and the admin token can act"
 echo "PASS"
