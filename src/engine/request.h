@@ -55,6 +55,9 @@ struct GenerateRequest {
   // Health probes and warm-ups: admitted past a full queue (a small bounded lane of their own)
   // and scheduled ahead of every waiting request, so overload does not fail a probe.
   bool priority = false;
+  // The gateway's id for the request, carried to the replica's node so one request can be
+  // followed through the logs of every node it crossed. Not used by the engine.
+  std::string request_id;
 };
 
 }  // namespace exa::engine

@@ -1,8 +1,10 @@
 #include "gateway/frontend.h"
 
+#include <cctype>
 #include <random>
 
 #include "absl/time/clock.h"
+#include "common/logging.h"
 #include "common/status.h"
 #include "common/strings.h"
 
@@ -181,6 +183,18 @@ absl::Status Frontend::Validate(const TextRequest& r) const {
   }
   if (s.top_k < 0) return absl::InvalidArgumentError(StrCat("top_k: ", s.top_k, " is negative"));
   if (r.stop.size() > 8) return absl::InvalidArgumentError("stop: at most 8 stop strings");
+  // A caller's request id ends up in every node's logs: short and printable only.
+  if (r.request_id.size() > 128) {
+    return absl::InvalidArgumentError(
+        StrCat("request_id: ", r.request_id.size(), " characters; at most 128"));
+  }
+  for (char c : r.request_id) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.' &&
+        c != ':') {
+      return absl::InvalidArgumentError(
+          "request_id: only letters, digits, '-', '_', '.' and ':' are allowed");
+    }
+  }
   return engine::ValidateSamplingParams(s);
 }
 
@@ -251,6 +265,7 @@ absl::StatusOr<std::shared_ptr<Call>> Frontend::Start(TextRequest r, EventSink s
   call->backend_ = &backend_;
   call->tried_.push_back(*replica);
   call->labels_ = std::move(labels);
+  g.request_id = call->request_id_;
   call->request_ = g;  // kept for a retry (no callback yet)
   g.callback = MakeCallback(call, std::move(sink), absl::Now());
   auto id = backend_.Submit(*replica, std::move(g));
@@ -288,7 +303,9 @@ engine::StreamCallback Frontend::MakeCallback(std::shared_ptr<Call> call, EventS
     }
     if (e.finished) {
       call->finished_ = true;
-      e2e_seconds_.Observe(absl::ToDoubleSeconds(absl::Now() - admitted));
+      const absl::Duration e2e = absl::Now() - admitted;
+      e2e_seconds_.Observe(absl::ToDoubleSeconds(e2e));
+      LogFinished(*call, e, e2e);
       prompt_tokens_total_.Increment(e.prompt_tokens);
       completion_tokens_total_.Increment(e.completion_tokens);
       requests_.WithLabels({e.status.ok() ? "ok" : "engine_error"}).Increment();
@@ -297,6 +314,31 @@ engine::StreamCallback Frontend::MakeCallback(std::shared_ptr<Call> call, EventS
     }
     sink(e);
   };
+}
+
+// One line per finished request, keyed by its request id (the node that served it logs the same
+// id): debug when it succeeded, warn when it failed, so `--log-level debug` traces every request
+// and the default level still shows every failure.
+void Frontend::LogFinished(const Call& call, const engine::StreamEvent& e, absl::Duration e2e) {
+  if (e.status.ok()) {
+    EXA_LOG_DEBUG("gateway", "request finished",
+                  {{"request_id", call.request_id()},
+                   {"model", call.model()},
+                   {"replica", call.replica_id()},
+                   {"attempts", call.tried_.size()},
+                   {"prompt_tokens", e.prompt_tokens},
+                   {"completion_tokens", e.completion_tokens},
+                   {"e2e_ms", absl::ToInt64Milliseconds(e2e)}});
+  } else {
+    EXA_LOG_WARN("gateway", "request failed",
+                 {{"request_id", call.request_id()},
+                  {"model", call.model()},
+                  {"replica", call.replica_id()},
+                  {"attempts", call.tried_.size()},
+                  {"completion_tokens", e.completion_tokens},
+                  {"e2e_ms", absl::ToInt64Milliseconds(e2e)},
+                  {"error", ToStd(e.status.message())}});
+  }
 }
 
 bool Frontend::Retry(const std::shared_ptr<Call>& call, const engine::StreamCallback& callback) {
@@ -338,6 +380,8 @@ bool Frontend::Retry(const std::shared_ptr<Call>& call, const engine::StreamCall
     return false;
   }
   retries_.WithLabels({"sent"}).Increment();
+  EXA_LOG_INFO("gateway", "request retried on another replica",
+               {{"request_id", call->request_id()}, {"failed", failed}, {"replica", *replica}});
   call->engine_id_ = static_cast<int64_t>(*id);
   if (call->cancel_requested_) call->Cancel();
   return true;

@@ -137,6 +137,7 @@ class Frontend {
   // After `call`'s replica failed before its first token: resubmits it to another replica.
   // False when the attempt or retry budget is spent or no other replica is ready.
   bool Retry(const std::shared_ptr<Call>& call, const engine::StreamCallback& callback);
+  void LogFinished(const Call& call, const engine::StreamEvent& e, absl::Duration e2e);
   absl::Status Validate(const TextRequest& request) const;
 
   const GatewayOptions options_;

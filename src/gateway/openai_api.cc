@@ -331,6 +331,8 @@ void HandleGenerate(Frontend& frontend, bool chat, net::HttpRequest req,
   for (const std::string& name : frontend.RouteHeaders()) {
     if (auto value = req.Header(name); !value.empty()) request.headers[name] = std::string(value);
   }
+  // A caller's trace id (as proxies set it) becomes the request id every node logs.
+  request.request_id = std::string(req.Header("x-request-id"));
   exchange->created = UnixNow();
   // Events can arrive on the engine thread as soon as Start submits; holding the exchange's
   // lock until its id and call are set makes them wait for that.

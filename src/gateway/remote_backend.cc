@@ -232,6 +232,9 @@ class RemoteBackend::RemoteCall final : public grpc::ClientReadReactor<GenerateR
     request_ = std::move(request);
     // Fail at once when the node cannot be reached, so the gateway retries elsewhere.
     context_.set_wait_for_ready(false);
+    if (!request_.request().request_id().empty()) {
+      context_.AddMetadata("x-request-id", request_.request().request_id());
+    }
     stub.async()->Generate(&context_, &request_, this);
     StartRead(&response_);
     StartCall();
@@ -490,6 +493,7 @@ absl::StatusOr<engine::RequestId> RemoteBackend::Submit(const std::string& repli
   g->set_max_tokens(request.max_tokens);
   node::SamplingToProto(request.sampling, g->mutable_sampling());
   for (const std::string& stop : request.stop_strings) g->add_stop(stop);
+  g->set_request_id(request.request_id);
   remote_calls_.Increment();
   call->Start(peer->stub(), std::move(p));
   return id;

@@ -3,6 +3,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/time/clock.h"
+#include "common/logging.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "node/generate_stream.h"
@@ -129,7 +131,34 @@ grpc::ServerWriteReactor<exaserve::v1::GenerateResponse>* NodeService::Generate(
     g.max_tokens = p.max_tokens();
     g.sampling = SamplingFromProto(p.sampling());
     g.stop_strings.assign(p.stop().begin(), p.stop().end());
-    g.callback = std::move(sink);
+    g.request_id = p.request_id();
+    EXA_LOG_DEBUG("node", "request started",
+                  {{"request_id", g.request_id},
+                   {"replica", replica_id},
+                   {"prompt_tokens", g.prompt_tokens.size()},
+                   {"max_tokens", g.max_tokens}});
+    // The same request id as the gateway's line: one request followed across nodes.
+    g.callback = [sink = std::move(sink), rid = g.request_id, replica_id,
+                  started = absl::Now()](const engine::StreamEvent& e) {
+      if (e.finished) {
+        const int64_t ms = absl::ToInt64Milliseconds(absl::Now() - started);
+        if (e.status.ok()) {
+          EXA_LOG_DEBUG("node", "request finished",
+                        {{"request_id", rid},
+                         {"replica", replica_id},
+                         {"completion_tokens", e.completion_tokens},
+                         {"ms", ms}});
+        } else {
+          EXA_LOG_WARN("node", "request failed",
+                       {{"request_id", rid},
+                        {"replica", replica_id},
+                        {"completion_tokens", e.completion_tokens},
+                        {"ms", ms},
+                        {"error", ToStd(e.status.message())}});
+        }
+      }
+      sink(e);
+    };
     EXA_ASSIGN_OR_RETURN(engine::RequestId id, engine->Submit(std::move(g)));
     StreamHandle handle;
     handle.cancel = [engine, id] { engine->Cancel(id); };

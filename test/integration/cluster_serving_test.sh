@@ -10,13 +10,13 @@ CLI="$BIN/exaserve-cli"
 work=$(mktemp -d)
 trap 'kill_nodes; rm -rf "$work"' EXIT
 
-start_node 1 --role gateway
+start_node 1 --role gateway --log-level debug
 seed="127.0.0.1:$(port_of 1 gossip_port)"
 gw="http://127.0.0.1:$(port_of 1 http_port)"
 # The sim backend (~20 ms a token) keeps requests in flight long enough for the kill to hit them.
 for n in 2 3; do
   EXASERVE_INFERENCE_BACKEND=sim EXASERVE_INFERENCE_KV_CACHE_BYTES=8Gi \
-    start_node $n --role inference --join "$seed"
+    start_node $n --role inference --join "$seed" --log-level debug
 done
 
 answers() {  # the gateway answers through a remote replica
@@ -24,6 +24,18 @@ answers() {  # the gateway answers through a remote replica
 }
 wait_for 15 answers || { tail -5 "$work/n1.log"; fail "the gateway never answered through the inference nodes"; }
 curl -s "$gw/v1/models" | grep -q exa-tiny-arith || fail "/v1/models does not list the remote model"
+# One request followed across nodes: the caller's x-request-id is in the gateway's log line and in
+# the serving node's start and finish lines.
+rid="trace-$$-$RANDOM"
+curl -s -o /dev/null -H "x-request-id: $rid" "$gw/v1/completions" -d '{"prompt":"1+1=","max_tokens":2}'
+traced() {
+  grep "\"request_id\":\"$rid\"" "$work/n1.log" | grep -q "request finished" &&
+    [ "$(cat "$work/n2.log" "$work/n3.log" | grep "\"request_id\":\"$rid\"" | grep -c -E "request (started|finished)")" = 2 ]
+}
+wait_for 5 traced || fail "request $rid is not in the gateway's and the serving node's logs"
+code=$(curl -s -o "$work/badid.json" -w '%{http_code}' -H 'x-request-id: a b' "$gw/v1/completions" \
+  -d '{"prompt":"1+1=","max_tokens":2}')
+[ "$code" = 400 ] && grep -q request_id "$work/badid.json" || fail "a bad x-request-id: $code $(cat "$work/badid.json")"
 "$CLI" --addr "127.0.0.1:$(port_of 1 grpc_port)" generate --max-tokens 3 "1+1=" >/dev/null ||
   fail "gRPC generate through the gateway"
 
