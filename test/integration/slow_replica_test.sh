@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Performance level of health (MISSION.md §4): of three inference nodes, one runs its replica 3×
+# Performance level of health (MISSION.md §4): of three inference nodes, one runs its replica 2×
 # slower (the sim backend's slowdown drill). The gateway compares inter-token P99 with the
 # model's median and ejects the slow replica from routing — reported in the log and /metrics,
 # not killed — while the other two keep serving.
@@ -8,13 +8,15 @@ BIN=$1
 work=$(mktemp -d)
 trap 'kill_nodes; rm -rf "$work"' EXIT
 
-EXASERVE_HEALTH_PERFORMANCE_INTERVAL=2s start_node 1 --role gateway
+# The ejection factor is 1.3 here, not the default 1.5: on a loaded 2-core CI machine scheduling
+# noise inflates the healthy replicas' inter-token P99 (29 ms against 20 ms modeled) more than
+# the slow one's, so a 2× modeled slowdown has measured 1.5–2.3× the median.
+EXASERVE_HEALTH_PERFORMANCE_INTERVAL=2s EXASERVE_HEALTH_PERFORMANCE_FACTOR=1.3 \
+  start_node 1 --role gateway
 seed="127.0.0.1:$(port_of 1 gossip_port)"
 gw="http://127.0.0.1:$(port_of 1 http_port)"
 for n in 2 3 4; do
-  # 3×: on a loaded 2-core CI machine fixed per-token overheads dilute a 2× modeled slowdown to
-  # about 1.5× measured, right at the ejection factor.
-  slow=1; [ $n = 4 ] && slow=3
+  slow=1; [ $n = 4 ] && slow=2
   EXASERVE_INFERENCE_BACKEND=sim EXASERVE_INFERENCE_KV_CACHE_BYTES=8Gi \
     EXASERVE_INFERENCE_SIM_SLOWDOWN=$slow start_node $n --role inference --join "$seed"
 done
