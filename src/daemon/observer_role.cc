@@ -1,8 +1,15 @@
 #include "daemon/observer_role.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <deque>
+#include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <boost/asio/post.hpp>
@@ -145,6 +152,11 @@ void RegisterObserverConfig(config::Schema& s, ObserverOptions* o) {
                         "deadline of one webhook POST", Positive);
   s.Add<int>("observer.webhook_queue", &o->webhook_queue,
              "webhook messages waiting at most; further ones are dropped and counted", AtLeastOne);
+  s.Add("observer.file_sd_path", &o->file_sd_path,
+        "Prometheus file_sd targets file (every live member); empty: "
+        "<data_dir>/observer/targets.json");
+  s.Add("observer.write_file_sd", &o->write_file_sd,
+        "write file_sd_path when the member set changes");
 }
 
 metrics::AlertRulesConfig RulesConfig(const ObserverOptions& o) {
@@ -174,11 +186,49 @@ std::vector<metrics::ScrapeTarget> ScrapeTargets(const std::vector<membership::M
     const bool live =
         m.state == membership::MemberState::kAlive || m.state == membership::MemberState::kSuspect;
     if (!live || m.metadata.http_port == 0) continue;
-    out.push_back({StrCat(membership::AddressHost(m.address), ":", m.metadata.http_port), m.id});
+    std::string roles;
+    for (const std::string& r : m.metadata.roles) StrAppend(&roles, roles.empty() ? "" : ",", r);
+    out.push_back({StrCat(membership::AddressHost(m.address), ":", m.metadata.http_port), m.id,
+                   m.metadata.rack, roles});
   }
   std::sort(out.begin(), out.end(),
             [](const auto& a, const auto& b) { return a.instance < b.instance; });
   return out;
+}
+
+namespace {
+
+// tmp + fsync + rename, so Prometheus never reads half a file.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  const std::string tmp = StrCat(path, ".tmp");
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return absl::UnavailableError(StrCat(tmp, ": ", std::strerror(errno)));
+  bool ok =
+      ::write(fd, contents.data(), contents.size()) == static_cast<ssize_t>(contents.size()) &&
+      ::fsync(fd) == 0;
+  int saved = errno;
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    if (ok) saved = errno;
+    ::unlink(tmp.c_str());
+    return absl::UnavailableError(StrCat(path, ": ", std::strerror(saved)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string FileSdJson(const std::vector<metrics::ScrapeTarget>& targets) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const metrics::ScrapeTarget& t : targets) {
+    nlohmann::json labels = {{"node", t.node}};
+    if (!t.rack.empty()) labels["rack"] = t.rack;
+    if (!t.roles.empty()) labels["roles"] = t.roles;
+    out.push_back({{"targets", {t.instance}}, {"labels", labels}});
+  }
+  return out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::string AlertmanagerWebhookJson(const std::vector<Alert>& alerts,
@@ -274,6 +324,7 @@ struct ObserverRole::Impl : std::enable_shared_from_this<Impl> {
   metrics::AlertEvaluator eval ABSL_GUARDED_BY(mu);
   bool stopped ABSL_GUARDED_BY(mu) = false;
   bool round_active ABSL_GUARDED_BY(mu) = false;
+  std::optional<std::vector<metrics::ScrapeTarget>> file_sd_written ABSL_GUARDED_BY(mu);
   bool round_due ABSL_GUARDED_BY(mu) = false;  // the timer fired during a round
   std::deque<metrics::ScrapeTarget> queue ABSL_GUARDED_BY(mu);
   int in_flight ABSL_GUARDED_BY(mu) = 0;
@@ -357,6 +408,15 @@ void ObserverRole::Impl::StartRound(bool from_timer) {
       return;
     }
     round_due = false;
+    if (options.write_file_sd && file_sd_written != found) {
+      // Small and rare (the member set changed): written here, on the io thread.
+      if (absl::Status s = WriteFileAtomically(options.file_sd_path, FileSdJson(found)); s.ok()) {
+        file_sd_written = found;
+      } else {
+        EXA_LOG_WARN("observer", "file_sd not written", {{"error", ToStd(s.message())}});
+        file_sd_written = found;  // not retried every round; the next change tries again
+      }
+    }
     round_active = true;
     round_start = clock.Now();
     eval.SetTargets(found);

@@ -39,6 +39,10 @@ metrics::AlertRulesConfig RulesConfig(const ObserverOptions& options);
 // port; the instance is "host:http_port" with the host of the member's gossip address.
 std::vector<metrics::ScrapeTarget> ScrapeTargets(const std::vector<membership::Member>& members);
 
+// Prometheus file_sd: one entry per target with node, rack and roles labels (`roles`, not
+// `role`, which would clash with exaserve_node_role{role}). Pure; exposed for tests.
+std::string FileSdJson(const std::vector<metrics::ScrapeTarget>& targets);
+
 // One Alertmanager webhook message (version 4) for `alerts` of one alertname: status "firing"
 // when any of them fires, else "resolved". Pure; exposed for tests.
 std::string AlertmanagerWebhookJson(const std::vector<metrics::Alert>& alerts,

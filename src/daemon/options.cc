@@ -139,6 +139,9 @@ void ResolveDefaults(DaemonOptions* o) {
                                                          : StrCat(home, "/.local/state/exaserve");
   }
   if (o->node.cache_dir.empty()) o->node.cache_dir = o->node.data_dir + "/cache";
+  if (o->observer.file_sd_path.empty()) {
+    o->observer.file_sd_path = o->node.data_dir + "/observer/targets.json";
+  }
   if (o->network.advertise.empty()) {
     bool any = o->network.bind == "0.0.0.0" || o->network.bind == "::";
     o->network.advertise = any ? FirstInterfaceAddress() : o->network.bind;

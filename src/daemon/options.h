@@ -131,6 +131,10 @@ struct ObserverOptions {
   absl::Duration resolved_retention = absl::Hours(1);
   int max_resolved = 100;
   std::string webhook_url;  // http://host[:port]/path; empty: no webhook
+  // Prometheus file_sd of every live member, rewritten (atomically) when the set changes;
+  // empty: <data_dir>/observer/targets.json. write_file_sd false: not written.
+  std::string file_sd_path;
+  bool write_file_sd = true;
   absl::Duration webhook_timeout = absl::Seconds(5);
   int webhook_queue = 256;
 };

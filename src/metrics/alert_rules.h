@@ -97,6 +97,10 @@ struct Alert {
 struct ScrapeTarget {
   std::string instance;
   std::string node;
+  std::string rack;   // labels for Prometheus file_sd (the observer writes them)
+  std::string roles;  // comma list
+
+  friend bool operator==(const ScrapeTarget&, const ScrapeTarget&) = default;
 };
 
 class AlertEvaluator {

@@ -70,6 +70,11 @@ all_up() {
   alerts_json | python3 -c "import json,sys; d=json.load(sys.stdin); sys.exit(0 if d['targets']==6 and d['targets_up']==6 else 1)"
 }
 wait_for 20 all_up || fail "the observer does not scrape all 6 nodes: $(alerts_json)"
+# The observer also writes the members as Prometheus file_sd targets.
+sd_has_all() {
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if len(d)==6 and all(e['labels']['node'] for e in d) else 1)" "$work/n6/observer/targets.json"
+}
+wait_for 10 sd_has_all || fail "observer file_sd: $(cat "$work/n6/observer/targets.json" 2>&1)"
 # While replicas come up the rule may be pending (ready < desired), or even fire and resolve on
 # a slow machine; once they are ready nothing may be active.
 no_alert() { case "$(state_of)" in "" | resolved*) return 0 ;; *) return 1 ;; esac; }

@@ -47,6 +47,19 @@ TEST_CASE("Scrape targets come from live members with an HTTP port", "[observer]
   CHECK(targets[1].instance == "10.0.0.2:8081");
 }
 
+TEST_CASE("The file_sd file lists every target with node, rack and roles labels", "[observer]") {
+  std::vector<metrics::ScrapeTarget> targets = {{"10.0.0.1:8080", "a", "r1", "inference"},
+                                                {"10.0.0.2:8080", "b", "", ""}};
+  auto j = nlohmann::json::parse(FileSdJson(targets));
+  REQUIRE(j.size() == 2);
+  CHECK(j[0]["targets"] == nlohmann::json::array({"10.0.0.1:8080"}));
+  CHECK(j[0]["labels"]["node"] == "a");
+  CHECK(j[0]["labels"]["rack"] == "r1");
+  CHECK(j[0]["labels"]["roles"] == "inference");
+  CHECK_FALSE(j[1]["labels"].contains("rack"));  // no empty labels
+  CHECK(nlohmann::json::parse(FileSdJson({})).empty());
+}
+
 TEST_CASE("Webhook messages follow the Alertmanager format", "[observer]") {
   metrics::Alert a;
   a.name = "ExaServeReplicasShort";
