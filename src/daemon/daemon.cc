@@ -435,7 +435,7 @@ void Daemon::SyncRoutes() {
   call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
   if (target != route_sync_target_) {  // one channel per scheduler, not one per 2 s tick
     route_sync_target_ = target;
-    route_sync_channel_ = net::NewChannel(target);
+    route_sync_channel_ = net::NewChannel(target, net::PeerChannelArgs());
   }
   call->stub = exaserve::v1::Scheduler::NewStub(route_sync_channel_);
   route_syncs_in_flight_++;

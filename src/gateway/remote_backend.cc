@@ -335,12 +335,9 @@ std::shared_ptr<grpc::Channel> RemoteBackend::ChannelFor(const std::string& targ
   if (it != channels_.end()) return it->second;
   // Bounded: a cluster that churned through this many addresses starts over.
   if (channels_.size() >= kMaxChannels) channels_.clear();
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(kMaxDescribeBytes);
   // Notice a dead peer on an idle connection within seconds, not at the TCP timeout.
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 5000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  grpc::ChannelArguments args = net::PeerChannelArgs();
+  args.SetMaxReceiveMessageSize(kMaxDescribeBytes);
   auto channel = net::NewChannel(target, args);
   channels_.emplace(target, channel);
   return channel;

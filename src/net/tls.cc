@@ -180,6 +180,16 @@ std::shared_ptr<grpc::ChannelCredentials> ClientCredentials() {
   return c.credentials ? c.credentials : grpc::InsecureChannelCredentials();
 }
 
+grpc::ChannelArguments PeerChannelArgs() {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 5000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 2000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);  // back within 5 s of a heal
+  return args;
+}
+
 std::shared_ptr<grpc::Channel> NewChannel(const std::string& target, grpc::ChannelArguments args) {
   ClientTls& c = Client();
   std::shared_ptr<grpc::ChannelCredentials> credentials;

@@ -1,5 +1,7 @@
 #include "node/replica_prober.h"
 
+#include <set>
+
 #include "common/logging.h"
 
 namespace exa::node {
@@ -47,11 +49,23 @@ void ReplicaProber::Report(const Replica& replica, State& state) {
 
 void ReplicaProber::CheckProcesses() {
   absl::MutexLock states_lock(&states_mu_);
+  std::set<std::string> serving;
   for (const auto& r : host_.replicas()) {
+    serving.insert(r->id);
     engine::EngineLoad load = r->engine->Load();
     State& state = StateFor(*r);
     state.health.OnProcessCheck(load.steps, load.running + load.waiting > 0);
     Report(*r, state);
+  }
+  // A replica that left the serving set (stopped, failed) is not healthy: its series reads 0
+  // instead of its last verdict, and its state is forgotten (a restart starts afresh).
+  for (auto it = states_.begin(); it != states_.end();) {
+    if (serving.count(it->first) != 0) {
+      ++it;
+      continue;
+    }
+    healthy_gauge_.WithLabels({it->first}).Set(0);
+    it = states_.erase(it);
   }
 }
 

@@ -243,7 +243,9 @@ std::shared_ptr<grpc::Channel> SchedulerService::ChannelFor(const std::string& a
   if (it != channels_.end()) return it->second;
   // Bounded: nodes come and go; a full cache starts over (channels reconnect lazily).
   if (channels_.size() >= 4096) channels_.clear();
-  auto channel = net::NewChannel(address);
+  // Keepalive: after a partition heals, a stop of a stale copy must not wait behind the old,
+  // dead TCP connection (the network fault test saw 20-50 s without it).
+  auto channel = net::NewChannel(address, net::PeerChannelArgs());
   channels_.emplace(address, channel);
   return channel;
 }
