@@ -272,10 +272,11 @@ sleep 5
 wait_for 30 ready || fail "not ready after the 20 s cut: $(scli describe tiny)"
 echo "20 s cut of $victim: 0 rebuilds"
 
-# After a heal the scheduler's stop of a stale copy can wait for its old connection to the node:
-# the scheduler's node channels have no HTTP/2 keepalive, so RPCs queue on a TCP connection in
-# retransmission backoff (up to ~50 s after a 60 s cut) until it recovers or resets.
-stale_bound=${EXA_NETNS_STALE_SECONDS:-120}
+# After a heal the scheduler stops the stale copy once gossip has the node alive again and its
+# channel to the node has reconnected: HTTP/2 keepalive (net::PeerChannelArgs) drops the
+# connection lost in the cut within ~7 s and reconnects back off at most 5 s. (Without
+# keepalive, stops queued on the old TCP connection in retransmission backoff for up to ~53 s.)
+stale_bound=${EXA_NETNS_STALE_SECONDS:-30}
 
 # 60 s cut: dead (≈ 10 s) + deadGrace 30 s < 60 s — rebuilt elsewhere; on return the stale copy
 # (lower generation) is stopped.
