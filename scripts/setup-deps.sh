@@ -13,6 +13,8 @@ packages=(
   libspdlog-dev libfmt-dev libssl-dev libpcre2-dev libutf8proc-dev libsystemd-dev
   # tests and checks
   catch2 curl prometheus clang-format systemd
+  # fuzzing (scripts/fuzz.sh): clang and its libFuzzer + sanitizer runtimes
+  clang libclang-rt-dev
 )
 # The official openai npm client runs against the OpenAI-compatible API in an integration test.
 # A node/npm from elsewhere (e.g. NodeSource, which bundles npm) counts as present.
