@@ -15,6 +15,8 @@ packages=(
   catch2 curl prometheus clang-format systemd
   # packet loss in the network-namespace fault test (the kernel may lack sch_netem)
   nftables
+  # fuzzing (scripts/fuzz.sh): clang and its libFuzzer + sanitizer runtimes
+  clang libclang-rt-dev
 )
 # The official openai npm client runs against the OpenAI-compatible API in an integration test.
 # A node/npm from elsewhere (e.g. NodeSource, which bundles npm) counts as present.

@@ -48,10 +48,11 @@ std::string ParseInt(std::string_view text, Int* out) {
   errno = 0;
   long long v = std::strtoll(s.c_str(), &end, 10);
   if (*end != '\0' || errno == ERANGE) return StrCat("\"", s, "\": expected an integer");
+  // Compared as unsigned only when positive: a negative value cast to unsigned is huge, which
+  // refused every negative setting of a signed key (-1 was "out of range [-2147483648, ...]").
   if (v < static_cast<long long>(std::numeric_limits<Int>::min()) ||
-      static_cast<unsigned long long>(v) >
-          static_cast<unsigned long long>(std::numeric_limits<Int>::max()) ||
-      (v < 0 && !std::numeric_limits<Int>::is_signed)) {
+      (v > 0 && static_cast<unsigned long long>(v) >
+                    static_cast<unsigned long long>(std::numeric_limits<Int>::max()))) {
     return StrCat("\"", s, "\": out of range [", +std::numeric_limits<Int>::min(), ", ",
                   +std::numeric_limits<Int>::max(), "]");
   }
@@ -118,7 +119,13 @@ std::string Print(int64_t v) { return StrCat(v); }
 std::string Print(uint16_t v) { return StrCat(v); }
 std::string Print(uint32_t v) { return StrCat(v); }
 std::string Print(double v) { return StrCat(v); }
-std::string Print(const Bytes& v) { return BytesToString(v.value); }
+// --print-config output must load back to the same value: BytesToString rounds a value that is
+// no whole binary unit ("15.62Ki" for 16000), so such a value prints as its plain byte count.
+std::string Print(const Bytes& v) {
+  std::string text = BytesToString(v.value);
+  absl::StatusOr<uint64_t> parsed = ParseBytes(text);
+  return parsed.ok() && *parsed == v.value ? text : StrCat(v.value);
+}
 std::string Print(const absl::Duration& v) { return DurationToString(v); }
 std::string Print(const std::vector<std::string>& v) {
   std::string out = "[";

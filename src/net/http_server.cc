@@ -16,15 +16,10 @@
 #include "common/check.h"
 #include "common/logging.h"
 #include "common/strings.h"
-#include "nlohmann/json.hpp"
+#include "net/http_request_beast.h"
 
 namespace exa::net {
 namespace {
-
-// Invalid UTF-8 from a client must not turn a JSON error body into an exception.
-std::string SafeDump(const nlohmann::json& j) {
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
 
 namespace beast = boost::beast;
 namespace http = beast::http;
@@ -87,18 +82,6 @@ void RegisterConfig(config::Schema& schema, std::string_view section, HttpServer
              "unsent streaming data per response before the stream is treated as stalled");
 }
 
-std::string_view HttpRequest::Header(std::string_view name) const {
-  for (const auto& [k, v] : headers) {
-    if (k == name) return v;
-  }
-  return {};
-}
-
-HttpResponse JsonError(int status, std::string_view message, std::string_view type) {
-  nlohmann::json body = {{"error", {{"message", message}, {"type", type}, {"code", status}}}};
-  return HttpResponse{status, "application/json", SafeDump(body) + "\n", {}};
-}
-
 class Connection;
 
 struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
@@ -109,6 +92,9 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
   const Route* FindRoute(const std::string& method, const std::string& path,
                          bool* path_known) const;
   void Track(const std::shared_ptr<Connection>& c);
+  HttpParseLimits parse_limits() const {
+    return {options.max_body_bytes.value, options.max_header_bytes.value};
+  }
 
   IoRunner& io;
   const HttpServerOptions options;
@@ -173,7 +159,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   asio::steady_timer write_timer_;
   std::shared_ptr<HttpServer::Impl> server_;
   beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<internal::RequestParser> parser_;
   bool first_request_ = true;
   bool read_timed_out_ = false;
   bool keep_alive_ = false;
@@ -247,8 +233,7 @@ class ResponderImpl final : public HttpResponder {
 
 void Connection::DoReadRequest() {
   parser_.emplace();
-  parser_->body_limit(server_->options.max_body_bytes.value);
-  parser_->header_limit(static_cast<uint32_t>(server_->options.max_header_bytes.value));
+  internal::ApplyLimits(server_->parse_limits(), &*parser_);
   read_timed_out_ = false;
   // The first request gets read_timeout; later ones on a kept-alive connection idle_timeout.
   read_timer_.expires_after(
@@ -278,23 +263,8 @@ void Connection::OnRead(beast::error_code ec) {
     Shutdown();
     return;
   }
-  if (ec == http::error::body_limit) {
-    SendAndClose(JsonError(413,
-                           StrCat("request body larger than http.max_body_bytes (",
-                                  server_->options.max_body_bytes.value, " bytes)"),
-                           "invalid_request_error"));
-    return;
-  }
-  if (ec == http::error::header_limit) {
-    SendAndClose(JsonError(431,
-                           StrCat("request head larger than http.max_header_bytes (",
-                                  server_->options.max_header_bytes.value, " bytes)"),
-                           "invalid_request_error"));
-    return;
-  }
   if (ec) {
-    SendAndClose(
-        JsonError(400, StrCat("malformed HTTP request: ", ec.message()), "invalid_request_error"));
+    SendAndClose(internal::RejectionFor(ec, server_->parse_limits()));  // 413, 431 or 400
     return;
   }
   Dispatch();
@@ -302,20 +272,9 @@ void Connection::OnRead(beast::error_code ec) {
 
 void Connection::Dispatch() {
   first_request_ = false;
-  http::request<http::string_body> msg = parser_->release();
+  internal::BeastRequest msg = parser_->release();
   keep_alive_ = msg.keep_alive() && server_->accepting;
-  HttpRequest req;
-  req.method = std::string(msg.method_string());
-  req.target = std::string(msg.target());
-  size_t q = req.target.find('?');
-  req.path = req.target.substr(0, q);
-  if (q != std::string::npos) req.query = req.target.substr(q + 1);
-  for (const auto& field : msg) {
-    std::string name(field.name_string());
-    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    req.headers.emplace_back(std::move(name), std::string(field.value()));
-  }
-  req.body = std::move(msg.body());
+  HttpRequest req = internal::ToHttpRequest(std::move(msg));
   beast::error_code ignored;
   auto remote = socket_.remote_endpoint(ignored);
   if (!ignored) req.remote_address = remote.address().to_string();

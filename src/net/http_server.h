@@ -24,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "config/schema.h"
+#include "net/http_request.h"
 #include "net/io_runner.h"
 
 namespace exa::net {
@@ -42,30 +43,6 @@ struct HttpServerOptions {
 
 // Registers the options under `section` ("http") in a config schema.
 void RegisterConfig(config::Schema& schema, std::string_view section, HttpServerOptions* options);
-
-struct HttpRequest {
-  std::string method;  // "GET", "POST", ...
-  std::string target;  // path and query as sent
-  std::string path;    // target without the query
-  std::string query;
-  std::vector<std::pair<std::string, std::string>> headers;  // names lowercased
-  std::string body;
-  std::string remote_address;
-
-  // The first header named `name` (lowercase), or "".
-  std::string_view Header(std::string_view name) const;
-};
-
-struct HttpResponse {
-  int status = 200;
-  std::string content_type = "application/json";
-  std::string body;
-  std::vector<std::pair<std::string, std::string>> headers;
-};
-
-// A JSON error body: {"error":{"message":..., "type":..., "code":status}}, the shape OpenAI
-// clients parse.
-HttpResponse JsonError(int status, std::string_view message, std::string_view type);
 
 class HttpResponder {
  public:

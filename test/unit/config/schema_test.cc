@@ -2,6 +2,7 @@
 #include "config/schema.h"
 
 #include <fstream>
+#include <limits>
 
 #include <catch2/catch.hpp>
 
@@ -139,6 +140,46 @@ TEST_CASE("ToYaml prints the effective config, which loads back to the same valu
   CHECK(fresh.max_body == o.max_body);
   CHECK(fresh.drain_timeout == o.drain_timeout);
   CHECK(Schema::EnvName("http.max_body_bytes") == "EXASERVE_HTTP_MAX_BODY_BYTES");
+}
+
+// Found by the config fuzz target (test/fuzz/config): 16000 bytes printed as "15.62Ki", which
+// the loader refuses as not a whole number of bytes.
+TEST_CASE("A size that is no whole binary unit prints exactly and loads back", "[config]") {
+  TestOptions o;
+  Schema s;
+  Register(s, &o);
+  REQUIRE(s.Set("http.max_body_bytes", "1.5G", "test").ok());
+  std::string yaml = s.ToYaml();
+  CHECK(yaml.find("  max_body_bytes: 1500000000\n") != std::string::npos);
+  TestOptions fresh;
+  Schema s2;
+  Register(s2, &fresh);
+  REQUIRE(s2.LoadYamlString(yaml, "printed").ok());
+  CHECK(fresh.max_body == o.max_body);
+}
+
+// Found by the config fuzz target: every negative value of a signed key was refused as out of
+// range, so a validator's own message never showed.
+TEST_CASE("Signed keys take negative values; their bounds still hold", "[config]") {
+  int offset = 0;
+  int64_t seed = 0;
+  uint16_t port = 0;
+  Schema s;
+  s.Add<int>("tuning.offset", &offset, "an offset",
+             [](const int& v) { return v >= -10 ? "" : StrCat(v, ": must be at least -10"); });
+  s.Add("tuning.seed", &seed, "a seed");
+  s.Add("tuning.port", &port, "a port");
+  REQUIRE(s.LoadYamlString("tuning: {offset: -3, seed: -9223372036854775808}", "f.yaml").ok());
+  CHECK(offset == -3);
+  CHECK(seed == std::numeric_limits<int64_t>::min());
+  CHECK(Message(s.Set("tuning.offset", "-11", "flag")) ==
+        "flag: tuning.offset -11: must be at least -10");
+  CHECK(Message(s.Set("tuning.offset", "-2147483649", "flag")).find("out of range") !=
+        std::string::npos);
+  CHECK(Message(s.Set("tuning.port", "-1", "flag")).find("out of range [0, 65535]") !=
+        std::string::npos);
+  CHECK(Message(s.Set("tuning.port", "65536", "flag")).find("out of range") != std::string::npos);
+  CHECK(port == 0);
 }
 
 TEST_CASE("EditDistance", "[config]") {

@@ -1,0 +1,68 @@
+// An HTTP/1.1 request as handlers see it, the response they give, and the pure parser that turns
+// a connection's bytes into one or the other (DESIGN.md §3: parsers are pure leaves).
+//
+// ParseHttpRequest is what HttpServer does to the bytes of a connection, without the socket: the
+// same Boost.Beast parser with the same limits, the same conversion into HttpRequest, and the
+// same 400/413/431 answer for a request that must be refused. It exists so the parsing can be
+// tested and fuzzed (test/fuzz/http) without a network.
+//
+// Thread safety: every function here is pure; call it from any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace exa::net {
+
+struct HttpRequest {
+  std::string method;  // "GET", "POST", ...
+  std::string target;  // path and query as sent
+  std::string path;    // target without the query
+  std::string query;
+  std::vector<std::pair<std::string, std::string>> headers;  // names lowercased
+  std::string body;
+  std::string remote_address;
+
+  // The first header named `name` (lowercase), or "".
+  std::string_view Header(std::string_view name) const;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+// A JSON error body: {"error":{"message":..., "type":..., "code":status}}, the shape OpenAI
+// clients parse.
+HttpResponse JsonError(int status, std::string_view message, std::string_view type);
+
+// The limits HttpServer reads a request under (http.max_body_bytes, http.max_header_bytes).
+struct HttpParseLimits {
+  uint64_t max_body_bytes = 1 << 20;
+  uint64_t max_header_bytes = 16 << 10;  // Beast counts it in 32 bits: see ApplyLimits
+};
+
+// What the bytes at the front of a connection amount to.
+struct HttpParseResult {
+  enum class Outcome {
+    kRequest,     // one whole request: `request`, `keep_alive`, `consumed`
+    kIncomplete,  // a valid prefix; the server waits for more (or times out with 408)
+    kRejected,    // refused: `rejection` is the 400, 413 or 431 sent before closing
+  };
+  Outcome outcome = Outcome::kIncomplete;
+  HttpRequest request;      // remote_address is left empty: there is no socket here
+  bool keep_alive = false;  // the client may send another request on the connection
+  size_t consumed = 0;      // bytes the request used; what follows starts the next request
+  HttpResponse rejection;
+};
+
+// Parses the request at the front of `bytes`, as HttpServer would after receiving exactly them.
+HttpParseResult ParseHttpRequest(std::string_view bytes, const HttpParseLimits& limits);
+
+}  // namespace exa::net
