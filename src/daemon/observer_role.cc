@@ -15,6 +15,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include "absl/synchronization/mutex.h"
+#include "common/file_util.h"
 #include "common/logging.h"
 #include "common/strings.h"
 #include "net/http_client.h"
@@ -195,30 +196,6 @@ std::vector<metrics::ScrapeTarget> ScrapeTargets(const std::vector<membership::M
             [](const auto& a, const auto& b) { return a.instance < b.instance; });
   return out;
 }
-
-namespace {
-
-// tmp + fsync + rename, so Prometheus never reads half a file.
-absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) {
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  const std::string tmp = StrCat(path, ".tmp");
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return absl::UnavailableError(StrCat(tmp, ": ", std::strerror(errno)));
-  bool ok =
-      ::write(fd, contents.data(), contents.size()) == static_cast<ssize_t>(contents.size()) &&
-      ::fsync(fd) == 0;
-  int saved = errno;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    if (ok) saved = errno;
-    ::unlink(tmp.c_str());
-    return absl::UnavailableError(StrCat(path, ": ", std::strerror(saved)));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 std::string FileSdJson(const std::vector<metrics::ScrapeTarget>& targets) {
   nlohmann::json out = nlohmann::json::array();
@@ -410,6 +387,9 @@ void ObserverRole::Impl::StartRound(bool from_timer) {
     round_due = false;
     if (options.write_file_sd && file_sd_written != found) {
       // Small and rare (the member set changed): written here, on the io thread.
+      std::error_code ec;
+      std::filesystem::create_directories(std::filesystem::path(options.file_sd_path).parent_path(),
+                                          ec);
       if (absl::Status s = WriteFileAtomically(options.file_sd_path, FileSdJson(found)); s.ok()) {
         file_sd_written = found;
       } else {

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/file_util.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "nlohmann/json.hpp"
@@ -145,15 +146,8 @@ absl::Status VersionRoutes::SaveLocked() const {
     doc.push_back({{"header", r.header}, {"label", r.label}, {"default_value", r.default_value}});
   }
   // Write-then-rename: a crash leaves the old file or the new one, never half of one.
-  std::string tmp = path_ + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << doc.dump(2) << "\n";
-    out.flush();
-    if (!out) return absl::InternalError(StrCat("cannot write ", tmp));
-  }
-  if (std::rename(tmp.c_str(), path_.c_str()) != 0) {
-    return absl::InternalError(StrCat("cannot rename ", tmp, " to ", path_));
+  if (absl::Status st = WriteFileAtomically(path_, doc.dump(2) + "\n"); !st.ok()) {
+    return absl::InternalError(StrCat("cannot save version routes: ", ToStd(st.message())));
   }
   return absl::OkStatus();
 }

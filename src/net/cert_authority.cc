@@ -18,6 +18,7 @@
 #include <memory>
 #include <set>
 
+#include "common/file_util.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "net/tls.h"
@@ -132,25 +133,6 @@ absl::StatusOr<std::string> ToPem(X509* cert, EVP_PKEY* key) {
   return std::string(data, static_cast<size_t>(n));
 }
 
-// Writes through a temporary name and renames, so a reader never sees half a key.
-absl::Status WriteFile(const std::string& path, const std::string& contents, mode_t mode) {
-  std::string tmp = StrCat(path, ".tmp");
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) return absl::UnavailableError(StrCat(tmp, ": ", std::strerror(errno)));
-  bool ok =
-      ::fchmod(fd, mode) == 0 &&
-      ::write(fd, contents.data(), contents.size()) == static_cast<ssize_t>(contents.size()) &&
-      ::fsync(fd) == 0;
-  int saved = errno;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    if (ok) saved = errno;
-    ::unlink(tmp.c_str());
-    return absl::UnavailableError(StrCat(path, ": ", std::strerror(saved)));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 std::string ValidateCertName(const std::string& name) {
@@ -224,7 +206,7 @@ absl::StatusOr<std::vector<std::string>> WriteClusterCerts(const CertsInitOption
   }
   std::vector<std::string> written;
   for (const Output& out : outputs) {
-    EXA_RETURN_IF_ERROR(WriteFile(out.path, out.contents, out.mode));
+    EXA_RETURN_IF_ERROR(WriteFileAtomically(out.path, out.contents, out.mode));
     written.push_back(out.path);
   }
   return written;

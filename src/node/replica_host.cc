@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "absl/strings/numbers.h"
+#include "common/file_util.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/strings.h"
@@ -817,17 +818,7 @@ absl::Status ReplicaHost::SaveLabelsLocked() const {
   for (const auto& [id, labels] : labels_) {
     if (!labels.empty()) doc[id] = labels;
   }
-  std::string tmp = labels_path_ + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << doc.dump(2) << "\n";
-    out.flush();
-    if (!out) return absl::InternalError(StrCat("cannot write ", tmp));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, labels_path_, ec);
-  if (ec) return absl::InternalError(StrCat("cannot rename ", tmp, ": ", ec.message()));
-  return absl::OkStatus();
+  return WriteFileAtomically(labels_path_, doc.dump(2) + "\n");
 }
 
 }  // namespace exa::node
