@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +20,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "bench/process.h"
 #include "bench/route_bench.h"
 #include "common/status.h"
 #include "common/strings.h"
@@ -30,125 +30,10 @@
 #include "net/tls.h"
 #include "router/policy.h"
 
-extern char** environ;
-
 namespace exa::bench {
 namespace {
 
 using exaserve::v1::GenerateResponse;
-
-// ---- Processes ---------------------------------------------------------------------------------
-
-class Process {
- public:
-  // Starts `bin args...` with `env` added to this process's environment, logging to
-  // <data_dir>.log, and waits for its endpoints.json.
-  static absl::StatusOr<std::unique_ptr<Process>> Start(
-      const std::string& bin, const std::string& data_dir, std::vector<std::string> args,
-      const std::vector<std::pair<std::string, std::string>>& env) {
-    std::filesystem::remove_all(data_dir);
-    std::filesystem::create_directories(data_dir);
-    auto p = std::unique_ptr<Process>(new Process());
-    p->data_dir_ = data_dir;
-    p->log_ = data_dir + ".log";
-    std::vector<std::string> argv_s = {bin,         "--data-dir",    data_dir, "--bind",
-                                       "127.0.0.1", "--http-port",   "0",      "--grpc-port",
-                                       "0",         "--gossip-port", "0",      "--log-format",
-                                       "text",      "--log-level",   "warn"};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<std::string> env_s;
-    for (char** e = environ; *e != nullptr; ++e) env_s.emplace_back(*e);
-    for (const auto& [k, v] : env) env_s.push_back(StrCat(k, "=", v));
-    std::vector<char*> argv, envp;
-    for (auto& s : argv_s) argv.push_back(s.data());
-    argv.push_back(nullptr);
-    for (auto& s : env_s) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    // posix_spawn, not fork: it runs no pthread_atfork handlers, and gRPC's (this process has
-    // live channels by the second gateway) corrupt its completion queues across a fork.
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, p->log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                     0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    pid_t pid = -1;
-    const int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0) {
-      return absl::InternalError(StrCat("cannot start ", bin, ": ", std::strerror(rc)));
-    }
-    p->pid_ = pid;
-    EXA_RETURN_IF_ERROR(p->WaitReady(absl::Seconds(60)));
-    return p;
-  }
-
-  ~Process() { Stop(); }
-
-  void Kill9() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-
-  // SIGTERM (drain), then SIGKILL after `grace`.
-  void Stop(absl::Duration grace = absl::Seconds(15)) {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    const absl::Time deadline = absl::Now() + grace;
-    while (absl::Now() < deadline) {
-      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = -1;
-        return;
-      }
-      absl::SleepFor(absl::Milliseconds(50));
-    }
-    Kill9();
-  }
-
-  int grpc_port() const { return grpc_port_; }
-  int http_port() const { return http_port_; }
-  int gossip_port() const { return gossip_port_; }
-  std::string grpc_target() const { return StrCat("127.0.0.1:", grpc_port_); }
-
- private:
-  Process() = default;
-
-  std::string LogTail() const {
-    std::ifstream in(log_);
-    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    return all.size() > 2000 ? all.substr(all.size() - 2000) : all;
-  }
-
-  absl::Status WaitReady(absl::Duration timeout) {
-    const absl::Time deadline = absl::Now() + timeout;
-    const std::string path = data_dir_ + "/endpoints.json";
-    while (absl::Now() < deadline) {
-      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = -1;
-        return absl::InternalError(
-            StrCat("exaserved exited during start-up; log ", log_, ":\n", LogTail()));
-      }
-      std::ifstream in(path);
-      if (in) {
-        auto j = nlohmann::json::parse(in, nullptr, false);
-        if (!j.is_discarded() && j.contains("grpc_port")) {
-          grpc_port_ = j["grpc_port"].get<int>();
-          http_port_ = j["http_port"].get<int>();
-          gossip_port_ = j["gossip_port"].get<int>();
-          return absl::OkStatus();
-        }
-      }
-      absl::SleepFor(absl::Milliseconds(50));
-    }
-    return absl::DeadlineExceededError(
-        StrCat("exaserved not ready within ", absl::FormatDuration(timeout), "; log ", log_));
-  }
-
-  pid_t pid_ = -1;
-  std::string data_dir_, log_;
-  int grpc_port_ = 0, http_port_ = 0, gossip_port_ = 0;
-};
 
 // GET http://127.0.0.1:port/path, the body ("" on any failure). Enough for /metrics.
 std::string HttpGet(int port, const std::string& path) {

@@ -19,12 +19,14 @@
 #include "bench/route_bench.h"
 #include "bench/route_live.h"
 #include "common/logging.h"
+#include "common/malloc_tuning.h"
 #include "common/units.h"
 #include "engine/bench/engine_bench.h"
 #include "tools/soak_bench.h"
 #include "tools/weights_bench.h"
 
 int main(int argc, char** argv) {
+  exa::TuneMalloc();
   CLI::App app{"exaserve-bench: ExaServe benchmarks (JSON on stdout)"};
   app.require_subcommand(1);
   exa::engine::EngineBenchOptions engine;
@@ -58,6 +60,14 @@ int main(int argc, char** argv) {
   weights_cmd->add_option("--parallel", weights.parallel, "streams per node (default 8)")
       ->check(CLI::Range(1, 256));
   weights_cmd->add_option("--streams", weights.streams, "stream counts for one node (1 4 8 16)");
+  weights_cmd->add_flag("!--no-split-cores", weights.split_cores,
+                        "skip (d): peer and node as processes pinned to CPUs of their own");
+  weights_cmd->add_option("--peer-cpu", weights.peer_cpu, "(d) the peer's CPU (default 0)")
+      ->check(CLI::Range(0, 4095));
+  weights_cmd->add_option("--node-cpu", weights.node_cpu, "(d) the node's CPU (default 1)")
+      ->check(CLI::Range(0, 4095));
+  weights_cmd->add_option("--repeats", weights.repeats, "(d) pulls per stream count (default 3)")
+      ->check(CLI::Range(1, 20));
 
   std::string route_mode = "sim";
   exa::bench::RouteSimOptions route_sim;

@@ -16,6 +16,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/time/time.h"
+#include "common/malloc_tuning.h"
 #include "common/strings.h"
 #include "common/units.h"
 #include "engine/tokenizer/tokenize_lines.h"
@@ -695,6 +696,7 @@ int RunCertsInit(exa::net::CertsInitOptions options, const std::string& nodes) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  exa::TuneMalloc();
   CLI::App app{"exaserve-cli: operate an ExaServe cluster"};
   app.require_subcommand(1);
   GlobalOptions g;

@@ -9,6 +9,7 @@
 
 #include "CLI/CLI.hpp"
 #include "common/logging.h"
+#include "common/malloc_tuning.h"
 #include "common/strings.h"
 #include "config/schema.h"
 #include "daemon/daemon.h"
@@ -83,6 +84,7 @@ int BurnIn() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  exa::TuneMalloc();
   CLI::App app{
       "exaserved: the ExaServe node daemon. Serves LLM inference; every node runs it and takes "
       "roles (inference, gateway, scheduler, storage, observer).\nAlone with no flags it runs "

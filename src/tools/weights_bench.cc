@@ -3,12 +3,15 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <memory>
@@ -16,6 +19,7 @@
 #include <thread>
 
 #include "absl/time/clock.h"
+#include "bench/process.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "metrics/registry.h"
@@ -96,8 +100,18 @@ struct Rate {
   double cpu_seconds_per_gb = 0;  // this process's CPU (sender and receiver) per GB moved
 };
 
-// Raw single-connection loopback TCP throughput: the network baseline for a pull.
-Rate LoopbackTcp(uint64_t bytes) {
+// Pins the calling thread to `cpu` (no-op for -1).
+void PinThisThread(int cpu) {
+  if (cpu < 0) return;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  ::pthread_setaffinity_np(::pthread_self(), sizeof(one), &one);
+}
+
+// Raw single-connection loopback TCP throughput: the network baseline for a pull. With CPUs
+// given, the sender and the receiver are pinned to them.
+Rate LoopbackTcp(uint64_t bytes, int sender_cpu = -1, int receiver_cpu = -1) {
   const double cpu_before = ProcessCpuSeconds();
   int listener = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
@@ -108,6 +122,7 @@ Rate LoopbackTcp(uint64_t bytes) {
   ::listen(listener, 1);
   ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
   std::thread sender([&] {
+    PinThisThread(sender_cpu);
     int s = ::socket(AF_INET, SOCK_STREAM, 0);
     ::connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
     std::vector<char> buf(1 << 20, 'x');
@@ -120,6 +135,9 @@ Rate LoopbackTcp(uint64_t bytes) {
   });
   int conn = ::accept(listener, nullptr, nullptr);
   std::vector<char> buf(1 << 20);
+  cpu_set_t saved;
+  ::pthread_getaffinity_np(::pthread_self(), sizeof(saved), &saved);
+  PinThisThread(receiver_cpu);
   absl::Time start = absl::Now();
   uint64_t got = 0;
   while (true) {
@@ -128,13 +146,22 @@ Rate LoopbackTcp(uint64_t bytes) {
     got += static_cast<uint64_t>(n);
   }
   absl::Duration took = absl::Now() - start;
+  ::pthread_setaffinity_np(::pthread_self(), sizeof(saved), &saved);
   sender.join();
   ::close(conn);
   ::close(listener);
   return {Gbps(got, took), (ProcessCpuSeconds() - cpu_before) / std::max(1e-9, double(got) / 1e9)};
 }
 
-double Sha256Gbps(uint64_t bytes) {
+double Sha256Gbps(uint64_t bytes, int cpu = -1) {
+  if (cpu >= 0) {
+    double gbps = 0;
+    std::thread([&] {
+      PinThisThread(cpu);
+      gbps = Sha256Gbps(bytes);
+    }).join();
+    return gbps;
+  }
   std::vector<char> buf(64 << 20, 'y');
   w::Sha256 h;
   absl::Time start = absl::Now();
@@ -197,6 +224,110 @@ absl::StatusOr<absl::Duration> LoadVerified(const fs::path& root) {
     ::munmap(map, f.size_bytes);
   }
   return absl::Now() - start;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// (d) The peer in its own process on one CPU and the node in its own on another: a node whose
+// peer is another machine, which is what a rack looks like. The peer is a real `exaserved
+// --role storage --origin-dir` (a warm rack cache serves hits through the same chunk reader);
+// the node is a real `exaserve-cli model pull`. The bound is measured the same way: TCP from a
+// sender on the peer's CPU to a receiver on the node's, sha256 on the node's one CPU.
+absl::StatusOr<nlohmann::json> SplitCoresPull(const WeightsBenchOptions& o, const fs::path& root,
+                                              const fs::path& origin_root, uint64_t model_bytes) {
+  const unsigned hw = std::thread::hardware_concurrency();
+  const std::string bin_dir = o.bin_dir.empty() ? bench::SelfDir() : o.bin_dir;
+  const std::string daemon = StrCat(bin_dir, "/exaserved");
+  const std::string cli = StrCat(bin_dir, "/exaserve-cli");
+  if (hw < 2 || o.peer_cpu == o.node_cpu || unsigned(std::max(o.peer_cpu, o.node_cpu)) >= hw) {
+    return nlohmann::json{{"skipped", StrCat("needs two distinct CPUs below ", hw, ": peer ",
+                                             o.peer_cpu, ", node ", o.node_cpu)}};
+  }
+  if (::access(daemon.c_str(), X_OK) != 0 || ::access(cli.c_str(), X_OK) != 0) {
+    return nlohmann::json{{"skipped", StrCat("exaserved and exaserve-cli not found in ", bin_dir)}};
+  }
+  EXA_ASSIGN_OR_RETURN(
+      auto peer, bench::Process::Start(daemon, (root / "split-peer").string(),
+                                       {"--role", "storage", "--origin-dir", origin_root.string()},
+                                       {}, o.peer_cpu));
+  nlohmann::json by_streams = nlohmann::json::object();
+  double best = 0;
+  for (int streams : o.streams) {
+    std::vector<double> gbps, cpu_per_gb;
+    for (int rep = 0; rep < std::max(1, o.repeats); ++rep) {
+      const fs::path cache = root / "split-node";
+      fs::remove_all(cache);
+      std::vector<std::string> argv = {cli,
+                                       "model",
+                                       "pull",
+                                       "--model",
+                                       StrCat(kName, ":", kVersion),
+                                       "--source",
+                                       "origin",
+                                       "--origin",
+                                       peer->grpc_target(),
+                                       "--cache-dir",
+                                       cache.string(),
+                                       "--parallel",
+                                       std::to_string(streams),
+                                       "--json"};
+      EXA_ASSIGN_OR_RETURN(bench::CommandResult r,
+                           bench::RunCommand(argv, (root / "split-node.out").string(), o.node_cpu,
+                                             absl::Minutes(10)));
+      if (r.exit_code != 0) {
+        return absl::InternalError(
+            StrCat("exaserve-cli model pull exited ", r.exit_code, ": ",
+                   r.output.substr(r.output.size() > 2000 ? r.output.size() - 2000 : 0)));
+      }
+      // The last JSON line is the summary; its elapsed_seconds excludes process start-up.
+      double elapsed = absl::ToDoubleSeconds(r.wall);
+      const size_t at = r.output.rfind("{\"bytes_by_tier\"");
+      if (at != std::string::npos) {
+        auto j = nlohmann::json::parse(r.output.substr(at), nullptr, false);
+        if (!j.is_discarded() && j.contains("elapsed_seconds")) elapsed = j["elapsed_seconds"];
+      }
+      gbps.push_back(double(model_bytes) / 1e9 / std::max(1e-9, elapsed));
+      cpu_per_gb.push_back(r.cpu_seconds / (double(model_bytes) / 1e9));
+    }
+    fs::remove_all(root / "split-node");
+    const double median = Median(gbps);
+    by_streams[std::to_string(streams)] = {{"gbps_median", median},
+                                           {"gbps_runs", gbps},
+                                           {"node_cpu_seconds_per_gb_median", Median(cpu_per_gb)}};
+    best = std::max(best, median);
+  }
+  peer->Stop();
+  std::vector<double> tcp_runs, sha_runs;
+  for (int i = 0; i < 3; ++i) {
+    tcp_runs.push_back(
+        LoopbackTcp(std::min<uint64_t>(model_bytes, 4ull << 30), o.peer_cpu, o.node_cpu).gbps);
+    sha_runs.push_back(Sha256Gbps(1ull << 30, o.node_cpu));
+  }
+  const double tcp = Median(tcp_runs), sha = Median(sha_runs);
+  const double bound = std::min(tcp, sha * 1);
+  return nlohmann::json{
+      {"peer_cpu", o.peer_cpu},
+      {"node_cpu", o.node_cpu},
+      {"node_cores", 1},
+      {"by_streams", by_streams},
+      {"best_median_gbps", best},
+      {"loopback_tcp_gbps_peer_cpu_to_node_cpu", tcp},
+      {"loopback_tcp_runs", tcp_runs},
+      {"sha256_gbps_node_cpu", sha},
+      {"sha256_runs", sha_runs},
+      {"bound_gbps", bound},
+      {"ratio_to_bound", best / bound},
+      {"meets_0_7", best >= 0.7 * bound},
+      {"note",
+       "peer: exaserved --role storage --origin-dir pinned to peer_cpu; node: exaserve-cli model "
+       "pull --source origin pinned to node_cpu (every chunk hashed, written, fsynced, renamed); "
+       "each stream count run `repeats` times, median; bound = min(TCP peer_cpu -> node_cpu, "
+       "sha256 on node_cpu x 1 core)"}};
 }
 
 }  // namespace
@@ -363,6 +494,11 @@ absl::StatusOr<nlohmann::json> RunWeightsBench(const WeightsBenchOptions& o) {
                               "cores / (TCP + sha256 CPU seconds per GB): the most the two "
                               "baselines could do sharing this machine's cores, as the pull "
                               "must; not the target's bound"}}}};
+
+  if (o.split_cores) {
+    EXA_ASSIGN_OR_RETURN(out["pull_split_cores"],
+                         SplitCoresPull(o, root, origin_root, model_bytes));
+  }
 
   // (c) Weights ready vs a raw sequential read of the same files, cold and warm page cache.
   std::vector<fs::path> files;

@@ -2,7 +2,8 @@
 // (DESIGN.md §6). Everything runs in this one process: an origin and a rack cache peer as two
 // gRPC servers on loopback, and K node fetchers as threads, each with its own gRPC channels and
 // cache directory. That is the real code path over real sockets, but all of it shares this
-// machine's cores and disk, which the JSON says.
+// machine's cores and disk, which the JSON says. Phase (d) then runs the peer (`exaserved`) and
+// one node (`exaserve-cli model pull`) as separate processes pinned to separate CPUs.
 #pragma once
 
 #include <string>
@@ -21,6 +22,12 @@ struct WeightsBenchOptions {
   int nodes = 8;
   int parallel = 8;
   std::vector<int> streams{1, 4, 8, 16};
+  // (d) the peer (exaserved) and the node (exaserve-cli) as processes on CPUs of their own.
+  bool split_cores = true;
+  int peer_cpu = 0;
+  int node_cpu = 1;
+  int repeats = 3;      // pulls per stream count in (d); the median is reported
+  std::string bin_dir;  // where exaserved and exaserve-cli are; default: beside this binary
 };
 
 absl::StatusOr<nlohmann::json> RunWeightsBench(const WeightsBenchOptions& options);

@@ -35,6 +35,10 @@ class GrpcTier final : public Tier {
       // Each channel its own subchannel pool, hence its own TCP connection.
       args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
       args.SetInt("exaserve.channel_index", i);
+      if (options.stream_window_bytes > 0) {
+        args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+        args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, options.stream_window_bytes);
+      }
       auto channel = net::NewChannel(address, args);
       stubs_.push_back(exaserve::v1::Weights::NewStub(channel));
       channels_.push_back(std::move(channel));

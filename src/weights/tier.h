@@ -46,6 +46,11 @@ struct GrpcTierOptions {
   // Separate connections, so parallel streams are not all behind one TCP window.
   int connections = 8;
   int max_message_bytes = 4 << 20;  // data messages are at most 1 MiB
+  // Each stream's HTTP/2 receive window, fixed (gRPC's BDP probing off). With probing, a peer
+  // faster than the node's hashing grew the windows until a 2 GiB pull held 400-800 MB of
+  // received, unread messages; fixed, a pull holds at most connections x this, and 8 MiB still
+  // covers 8 streams x 8 MiB / 1 ms = 64 GB/s of bandwidth-delay product. 0: gRPC's default.
+  int stream_window_bytes = 8 << 20;
 };
 
 // Makes "<label> <address>" tier; connections are made lazily by gRPC.
