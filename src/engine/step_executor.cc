@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "common/status.h"
@@ -65,27 +66,41 @@ int32_t SimExecutor::NextToken(int32_t last, int32_t position, int32_t vocab) {
   return 16 + static_cast<int32_t>(h % static_cast<uint64_t>(std::max(1, vocab - 16)));
 }
 
-absl::StatusOr<absl::Duration> SimExecutor::Execute(std::span<const ScheduledChunk> chunks,
-                                                    float* logits) {
+absl::StatusOr<absl::Duration> SimExecutor::Run(std::span<const ScheduledChunk> chunks,
+                                                const std::function<void(int32_t)>& emit) {
   while (!cost_.stall_file.empty() && std::filesystem::exists(cost_.stall_file)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   int64_t prefill = 0, decodes = 0, context = 0;
-  int32_t row = 0;
   for (const ScheduledChunk& c : chunks) {
     (c.seq->prefilling() ? prefill : decodes) += c.seq->prefilling() ? c.count : 1;
     context += c.start + c.count;
     if (!c.sample) continue;
-    float* out = logits + static_cast<int64_t>(row++) * cost_.vocab_size;
-    std::fill(out, out + cost_.vocab_size, 0.0f);
     const int32_t end = c.start + c.count;
     const int32_t directed = DirectedOutputLength(
         std::span<const int32_t>(c.seq->tokens.data(), static_cast<size_t>(c.seq->prompt_len)));
     // The token sampled now is the sequence's (generated + 1)-th.
     const bool last = directed > 0 && c.seq->generated() + 1 >= directed;
-    out[last ? kSimEosToken : NextToken(c.seq->tokens[end - 1], end, cost_.vocab_size)] = 100.0f;
+    emit(last ? kSimEosToken : NextToken(c.seq->tokens[end - 1], end, cost_.vocab_size));
   }
   return cost_.StepTime(prefill, decodes, context);
+}
+
+absl::StatusOr<absl::Duration> SimExecutor::Execute(std::span<const ScheduledChunk> chunks,
+                                                    float* logits) {
+  int64_t row = 0;
+  return Run(chunks, [&](int32_t token) {
+    float* out = logits + row++ * cost_.vocab_size;
+    std::fill(out, out + cost_.vocab_size, 0.0f);
+    out[token] = 100.0f;  // one-hot: every sampler setting picks it
+  });
+}
+
+absl::StatusOr<absl::Duration> SimExecutor::ExecuteSampled(
+    std::span<const ScheduledChunk> chunks, std::span<const DeviceSampling> /*sampling*/,
+    int32_t* tokens) {
+  int64_t row = 0;
+  return Run(chunks, [&](int32_t token) { tokens[row++] = token; });
 }
 
 }  // namespace exa::engine

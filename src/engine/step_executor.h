@@ -5,6 +5,7 @@
 // Thread safety: used by the engine thread only.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -92,12 +93,24 @@ class SimExecutor final : public StepExecutor {
   int32_t vocab_size() const override { return cost_.vocab_size; }
   absl::StatusOr<absl::Duration> Execute(std::span<const ScheduledChunk> chunks,
                                          float* logits) override;
+  // The modeled device chooses the tokens: a one-hot row of vocab_size() logits per sequence,
+  // filled and then sampled on the host, cost more CPU than the rest of a step (12 replicas x 64
+  // sequences x 32000 logits starved the live routing bench's 2 cores). Sampling cannot change
+  // a one-hot choice, so the ids are written directly.
+  bool samples_on_device() const override { return true; }
+  absl::StatusOr<absl::Duration> ExecuteSampled(std::span<const ScheduledChunk> chunks,
+                                                std::span<const DeviceSampling> sampling,
+                                                int32_t* tokens) override;
 
   static int32_t NextToken(int32_t last, int32_t position, int32_t vocab);
   // The directive's output length, or 0 when `prompt` carries none.
   static int32_t DirectedOutputLength(std::span<const int32_t> prompt);
 
  private:
+  // The step's modeled duration; `emit` gets each sampling chunk's token, in chunk order.
+  absl::StatusOr<absl::Duration> Run(std::span<const ScheduledChunk> chunks,
+                                     const std::function<void(int32_t)>& emit);
+
   SimCostModel cost_;
 };
 

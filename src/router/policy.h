@@ -6,8 +6,9 @@
 //     the expected decode) + this request's prompt tokens. Replicas that reported requests
 //     waiting (no batch slot or KV free) are skipped while any other is eligible: tokens measure
 //     work, not slots. The cheapest wins, with power-of-two choices among candidates within
-//     `near_equal_fraction` of the best (the draw with fewer sequences, i.e. more free slots,
-//     then the cheaper), so many gateways acting on the same reports do not herd onto one.
+//     `near_equal_fraction` of the best or within this request's prompt tokens (the draw with
+//     fewer sequences, i.e. more free slots, then the cheaper), so many gateways acting on the
+//     same reports do not herd onto one, and a long prompt favours a replica that prefills fast.
 //   least-connections: fewest requests this gateway has open to the replica.
 //   least-requests: fewest sequences the replica reports running + waiting, plus dispatched.
 //   round-robin, random: the baselines.

@@ -236,6 +236,33 @@ TEST_CASE("sim engine: deterministic tokens, stop tokens and stop strings", "[en
   CHECK(c.Get(2).text == StrCat("<", base.tokens[0], "><", base.tokens[1], "><", base.tokens[2]));
 }
 
+TEST_CASE("sim engine: ids chosen in the modeled device equal the host-sampled ones",
+          "[engine][sim]") {
+  // Greedy and seeded sampling take the on-device path (ids only, no logits); a repetition
+  // penalty or log-probabilities take the host path (one-hot logits sampled here). The sim's
+  // tokens do not depend on the path.
+  Collector c;
+  auto engine = CreateEngine(SimOptions(), std::make_shared<AngleDetokenizer>());
+  REQUIRE(engine.ok());
+  const std::vector<int32_t> prompt = {30, 31, 32, 33};
+  REQUIRE((*engine)->Submit(Greedy(prompt, 8, c, 0)).ok());
+  GenerateRequest sampled = Greedy(prompt, 8, c, 1);
+  sampled.sampling.temperature = 0.9f;
+  sampled.sampling.top_p = 0.8f;
+  sampled.sampling.seed = 7;
+  REQUIRE((*engine)->Submit(sampled).ok());
+  GenerateRequest host = Greedy(prompt, 8, c, 2);
+  host.sampling.temperature = 0.9f;
+  host.sampling.repetition_penalty = 1.1f;
+  host.sampling.logprobs = true;
+  REQUIRE((*engine)->Submit(host).ok());
+  REQUIRE(c.WaitFinished(3));
+  REQUIRE(c.Get(0).tokens.size() == 8);
+  CHECK(c.Get(0).tokens[0] == SimExecutor::NextToken(33, 4, 1000));
+  CHECK(c.Get(1).tokens == c.Get(0).tokens);
+  CHECK(c.Get(2).tokens == c.Get(0).tokens);
+}
+
 TEST_CASE("sim engine reports load and rejects when its queue is full", "[engine][sim]") {
   EngineOptions o = SimOptions();
   o.sim.decode_base_ms = 200;  // slow steps keep requests queued while we look

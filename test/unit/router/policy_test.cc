@@ -76,6 +76,23 @@ TEST_CASE("Among near-equal replicas token-aware prefers more free batch slots",
   CHECK(hits[0] > 50);  // still sharing: no herding onto the emptier one
 }
 
+TEST_CASE("A long prompt counts backlogs within its own size as equal", "[router]") {
+  Random random(7);
+  PolicyState state;
+  // Replica 0 owes 2000 tokens fewer but runs 60 sequences; replica 1 runs 10. For a 50-token
+  // prompt the 2000 tokens decide; for a 3000-token prompt they are within the prompt's own size
+  // and the emptier replica (larger prefill budget per step) wins the draws it is in.
+  std::vector<Candidate> c = {{10000, 0, 60, 0, 0}, {12000, 0, 10, 0, 0}};
+  std::map<size_t, int> short_hits, long_hits;
+  for (int i = 0; i < 400; ++i) {
+    short_hits[*Pick(Policy::kTokenAware, c, 50, {}, state, random)]++;
+    long_hits[*Pick(Policy::kTokenAware, c, 3000, {}, state, random)]++;
+  }
+  CHECK(short_hits[0] == 400);
+  CHECK(long_hits[1] > 250);
+  CHECK(long_hits[0] > 50);
+}
+
 TEST_CASE("Round-robin cycles and an empty list has no pick", "[router]") {
   Random random(4);
   PolicyState state;
