@@ -33,12 +33,14 @@ grep -q "^$r1  version=v2$" <<<"$out" || fail "label output: $out"
 rc=0; "$CLI" --addr "$grpc" gateway route --header x-model-version --target bogus 2>/dev/null || rc=$?
 [ $rc = 2 ] || fail "a bad --target exits $rc, not 2 (usage)"
 
-sleep 0.3  # the next load tick carries the new label to the router
 replica_of() {  # replica_of [--header K=V]: the replica that served one gRPC request
   "$CLI" --addr "$grpc" --json generate --max-tokens 2 "$@" "1+1=" |
     python3 -c "import json,sys; print([j['replica_id'] for j in map(json.loads, sys.stdin) if 'replica_id' in j][0])"
 }
+# The next load tick carries the label to the router (10 Hz; later on a loaded machine).
+v2_routed() { [ "$(replica_of --header x-model-version=v2)" = "$r1" ]; }
 check_routing() {
+  wait_for 10 v2_routed || fail "v2 requests never reached $r1"
   for i in 1 2 3 4 5 6; do
     [ "$(replica_of --header x-model-version=v2)" = "$r1" ] || fail "v2 request not on $r1"
     [ "$(replica_of)" = "$r0" ] || fail "default request not on the v1 replica $r0"
@@ -55,6 +57,5 @@ check_routing
 kill -TERM $pid; wait $pid || true
 rm -f "$work/data/endpoints.json"
 start
-sleep 0.3
 check_routing
 echo "version routing: ok"
