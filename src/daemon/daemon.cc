@@ -111,10 +111,9 @@ absl::Status Daemon::Start() {
   // when the view changes), so with an upstream origin it runs the rack cache service from the
   // start. Its rack's nodes pull from it while the election names it (RackStoragePeer, and the
   // CLI through Members); a cache that is no longer elected only stops being asked.
-  const bool electable_storage = options_.node.roles == std::vector<std::string>{"auto"} &&
-                                 !options_.network.join.empty() &&
-                                 options_.weights.origin_dir.empty() &&
-                                 !options_.weights.origin.empty();
+  const bool electable_storage =
+      options_.node.roles == std::vector<std::string>{"auto"} && !options_.network.join.empty() &&
+      options_.weights.origin_dir.empty() && !options_.weights.origin.empty();
   EXA_RETURN_IF_ERROR(weights_->Start(HasRole(roles_, "storage") || electable_storage));
   if (replicas_) {
     // StartReplica by model name pulls through the node cache: local → rack peer → origin.
