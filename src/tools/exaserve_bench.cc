@@ -62,9 +62,12 @@ int main(int argc, char** argv) {
   weights_cmd->add_option("--streams", weights.streams, "stream counts for one node (1 4 8 16)");
   weights_cmd->add_flag("!--no-split-cores", weights.split_cores,
                         "skip (d): peer and node as processes pinned to CPUs of their own");
-  weights_cmd->add_option("--peer-cpu", weights.peer_cpu, "(d) the peer's CPU (default 0)")
+  weights_cmd
+      ->add_option("--peer-cpu", weights.peer_cpu, "(d) the peer's CPU (default: the first usable)")
       ->check(CLI::Range(0, 4095));
-  weights_cmd->add_option("--node-cpu", weights.node_cpu, "(d) the node's CPU (default 1)")
+  weights_cmd
+      ->add_option("--node-cpu", weights.node_cpu,
+                   "(d) the node's CPU (default: the second usable)")
       ->check(CLI::Range(0, 4095));
   weights_cmd->add_option("--repeats", weights.repeats, "(d) pulls per stream count (default 3)")
       ->check(CLI::Range(1, 20));

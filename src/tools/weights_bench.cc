@@ -240,13 +240,26 @@ double Median(std::vector<double> v) {
 // sender on the peer's CPU to a receiver on the node's, sha256 on the node's one CPU.
 absl::StatusOr<nlohmann::json> SplitCoresPull(const WeightsBenchOptions& o, const fs::path& root,
                                               const fs::path& origin_root, uint64_t model_bytes) {
-  const unsigned hw = std::thread::hardware_concurrency();
   const std::string bin_dir = o.bin_dir.empty() ? bench::SelfDir() : o.bin_dir;
   const std::string daemon = StrCat(bin_dir, "/exaserved");
   const std::string cli = StrCat(bin_dir, "/exaserve-cli");
-  if (hw < 2 || o.peer_cpu == o.node_cpu || unsigned(std::max(o.peer_cpu, o.node_cpu)) >= hw) {
-    return nlohmann::json{{"skipped", StrCat("needs two distinct CPUs below ", hw, ": peer ",
-                                             o.peer_cpu, ", node ", o.node_cpu)}};
+  // The CPUs this process may use (a container's cpuset need not start at 0); by default the
+  // peer gets the first and the node the second.
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  std::vector<int> usable;
+  if (::sched_getaffinity(0, sizeof(allowed), &allowed) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &allowed)) usable.push_back(c);
+    }
+  }
+  const int peer_cpu = o.peer_cpu >= 0 ? o.peer_cpu : (usable.size() >= 2 ? usable[0] : -1);
+  const int node_cpu = o.node_cpu >= 0 ? o.node_cpu : (usable.size() >= 2 ? usable[1] : -1);
+  const auto is_usable = [&](int c) { return c >= 0 && c < CPU_SETSIZE && CPU_ISSET(c, &allowed); };
+  if (peer_cpu == node_cpu || !is_usable(peer_cpu) || !is_usable(node_cpu)) {
+    return nlohmann::json{
+        {"skipped", StrCat("needs two distinct CPUs this process may use (", usable.size(),
+                           " usable): peer ", peer_cpu, ", node ", node_cpu)}};
   }
   if (::access(daemon.c_str(), X_OK) != 0 || ::access(cli.c_str(), X_OK) != 0) {
     return nlohmann::json{{"skipped", StrCat("exaserved and exaserve-cli not found in ", bin_dir)}};
@@ -254,7 +267,7 @@ absl::StatusOr<nlohmann::json> SplitCoresPull(const WeightsBenchOptions& o, cons
   EXA_ASSIGN_OR_RETURN(
       auto peer, bench::Process::Start(daemon, (root / "split-peer").string(),
                                        {"--role", "storage", "--origin-dir", origin_root.string()},
-                                       {}, o.peer_cpu));
+                                       {}, peer_cpu));
   nlohmann::json by_streams = nlohmann::json::object();
   double best = 0;
   for (int streams : o.streams) {
@@ -276,9 +289,9 @@ absl::StatusOr<nlohmann::json> SplitCoresPull(const WeightsBenchOptions& o, cons
                                        "--parallel",
                                        std::to_string(streams),
                                        "--json"};
-      EXA_ASSIGN_OR_RETURN(bench::CommandResult r,
-                           bench::RunCommand(argv, (root / "split-node.out").string(), o.node_cpu,
-                                             absl::Minutes(10)));
+      EXA_ASSIGN_OR_RETURN(
+          bench::CommandResult r,
+          bench::RunCommand(argv, (root / "split-node.out").string(), node_cpu, absl::Minutes(10)));
       if (r.exit_code != 0) {
         return absl::InternalError(
             StrCat("exaserve-cli model pull exited ", r.exit_code, ": ",
@@ -305,14 +318,14 @@ absl::StatusOr<nlohmann::json> SplitCoresPull(const WeightsBenchOptions& o, cons
   std::vector<double> tcp_runs, sha_runs;
   for (int i = 0; i < 3; ++i) {
     tcp_runs.push_back(
-        LoopbackTcp(std::min<uint64_t>(model_bytes, 4ull << 30), o.peer_cpu, o.node_cpu).gbps);
-    sha_runs.push_back(Sha256Gbps(1ull << 30, o.node_cpu));
+        LoopbackTcp(std::min<uint64_t>(model_bytes, 4ull << 30), peer_cpu, node_cpu).gbps);
+    sha_runs.push_back(Sha256Gbps(1ull << 30, node_cpu));
   }
   const double tcp = Median(tcp_runs), sha = Median(sha_runs);
   const double bound = std::min(tcp, sha * 1);
   return nlohmann::json{
-      {"peer_cpu", o.peer_cpu},
-      {"node_cpu", o.node_cpu},
+      {"peer_cpu", peer_cpu},
+      {"node_cpu", node_cpu},
       {"node_cores", 1},
       {"by_streams", by_streams},
       {"best_median_gbps", best},

@@ -24,8 +24,8 @@ struct WeightsBenchOptions {
   std::vector<int> streams{1, 4, 8, 16};
   // (d) the peer (exaserved) and the node (exaserve-cli) as processes on CPUs of their own.
   bool split_cores = true;
-  int peer_cpu = 0;
-  int node_cpu = 1;
+  int peer_cpu = -1;    // -1: the first CPU this process may use
+  int node_cpu = -1;    // -1: the second
   int repeats = 3;      // pulls per stream count in (d); the median is reported
   std::string bin_dir;  // where exaserved and exaserve-cli are; default: beside this binary
 };
