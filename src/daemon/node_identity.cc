@@ -10,6 +10,7 @@
 #include <fstream>
 #include <random>
 
+#include "common/chars.h"
 #include "common/status.h"
 #include "common/strings.h"
 
@@ -21,13 +22,7 @@ absl::Status ErrnoError(std::string_view what, const std::string& path) {
 }
 
 bool ValidId(const std::string& id) {
-  if (id.empty() || id.size() > 64) return false;
-  for (char c : id) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
-      return false;
-    }
-  }
-  return true;
+  return !id.empty() && id.size() <= 64 && OnlyAlnumOr(id, "-_.");
 }
 
 }  // namespace

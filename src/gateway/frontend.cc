@@ -1,9 +1,9 @@
 #include "gateway/frontend.h"
 
-#include <cctype>
 #include <random>
 
 #include "absl/time/clock.h"
+#include "common/chars.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/strings.h"
@@ -188,12 +188,9 @@ absl::Status Frontend::Validate(const TextRequest& r) const {
     return absl::InvalidArgumentError(
         StrCat("request_id: ", r.request_id.size(), " characters; at most 128"));
   }
-  for (char c : r.request_id) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.' &&
-        c != ':') {
-      return absl::InvalidArgumentError(
-          "request_id: only letters, digits, '-', '_', '.' and ':' are allowed");
-    }
+  if (!OnlyAlnumOr(r.request_id, "-_.:")) {
+    return absl::InvalidArgumentError(
+        "request_id: only letters, digits, '-', '_', '.' and ':' are allowed");
   }
   return engine::ValidateSamplingParams(s);
 }

@@ -11,42 +11,24 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <memory>
 #include <set>
 
+#include "common/chars.h"
 #include "common/file_util.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "net/openssl_util.h"
 #include "net/tls.h"
 
 namespace exa::net {
 namespace {
 
-struct X509Free {
-  void operator()(X509* x) const { X509_free(x); }
-};
-struct PkeyFree {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-struct BioFree {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-struct BnFree {
-  void operator()(BIGNUM* b) const { BN_free(b); }
-};
-using UniqueX509 = std::unique_ptr<X509, X509Free>;
-using UniqueKey = std::unique_ptr<EVP_PKEY, PkeyFree>;
-
 absl::Status OpenSslFailure(std::string_view what) {
-  unsigned long code = ERR_get_error();
-  ERR_clear_error();
-  char buf[256] = "unknown error";
-  if (code != 0) ERR_error_string_n(code, buf, sizeof(buf));
-  return absl::InternalError(StrCat("certs: ", what, ": ", buf));
+  return absl::InternalError(StrCat("certs: ", what, ": ", OpenSslErrorText()));
 }
 
 absl::StatusOr<UniqueKey> NewKey() {
@@ -77,7 +59,7 @@ absl::StatusOr<UniqueX509> Issue(Kind kind, const std::string& common_name, EVP_
                                  X509* issuer, EVP_PKEY* issuer_key, int days) {
   UniqueX509 cert(X509_new());
   if (!cert || X509_set_version(cert.get(), 2) != 1) return OpenSslFailure("new certificate");
-  std::unique_ptr<BIGNUM, BnFree> serial(BN_new());
+  UniqueBignum serial(BN_new());
   if (!serial || BN_rand(serial.get(), 127, BN_RAND_TOP_ANY, BN_RAND_BOTTOM_ANY) != 1 ||
       BN_to_ASN1_INTEGER(serial.get(), X509_get_serialNumber(cert.get())) == nullptr) {
     return OpenSslFailure("serial number");
@@ -123,7 +105,7 @@ absl::StatusOr<UniqueX509> Issue(Kind kind, const std::string& common_name, EVP_
 }
 
 absl::StatusOr<std::string> ToPem(X509* cert, EVP_PKEY* key) {
-  std::unique_ptr<BIO, BioFree> bio(BIO_new(BIO_s_mem()));
+  UniqueBio bio(BIO_new(BIO_s_mem()));
   int ok = cert != nullptr
                ? PEM_write_bio_X509(bio.get(), cert)
                : PEM_write_bio_PrivateKey(bio.get(), key, nullptr, nullptr, 0, nullptr, nullptr);
@@ -138,11 +120,8 @@ absl::StatusOr<std::string> ToPem(X509* cert, EVP_PKEY* key) {
 std::string ValidateCertName(const std::string& name) {
   if (name.empty()) return "a node name must not be empty";
   if (name.size() > 64) return StrCat(name, ": longer than 64 characters");
-  for (char c : name) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' ||
-          c == ':')) {
-      return StrCat(name, ": only letters, digits, '.', '-', '_' and ':' are allowed");
-    }
+  if (!OnlyAlnumOr(name, ".-_:")) {
+    return StrCat(name, ": only letters, digits, '.', '-', '_' and ':' are allowed");
   }
   if (name == "ca" || name == "client") return StrCat(name, ": reserved for the CA/client files");
   return "";

@@ -13,36 +13,10 @@
 
 #include "common/status.h"
 #include "common/strings.h"
+#include "net/openssl_util.h"
 
 namespace exa::net {
 namespace {
-
-struct BioFree {
-  void operator()(BIO* b) const { BIO_free(b); }
-};
-struct X509Free {
-  void operator()(X509* x) const { X509_free(x); }
-};
-struct PkeyFree {
-  void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); }
-};
-struct StoreFree {
-  void operator()(X509_STORE* s) const { X509_STORE_free(s); }
-};
-struct StoreCtxFree {
-  void operator()(X509_STORE_CTX* c) const { X509_STORE_CTX_free(c); }
-};
-using UniqueX509 = std::unique_ptr<X509, X509Free>;
-
-// The newest OpenSSL error as text, cleared from the queue.
-std::string OpenSslError() {
-  unsigned long code = ERR_get_error();
-  ERR_clear_error();
-  if (code == 0) return "unknown error";
-  char buf[256];
-  ERR_error_string_n(code, buf, sizeof(buf));
-  return buf;
-}
 
 absl::StatusOr<std::string> ReadFile(const std::string& path, std::string_view key) {
   std::ifstream in(path, std::ios::binary);
@@ -53,8 +27,8 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, std::string_view k
   return s.str();
 }
 
-std::unique_ptr<BIO, BioFree> PemBio(const std::string& pem) {
-  return std::unique_ptr<BIO, BioFree>(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+UniqueBio PemBio(const std::string& pem) {
+  return UniqueBio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
 }
 
 absl::StatusOr<UniqueX509> ParseCert(const std::string& pem, std::string_view what) {
@@ -62,7 +36,7 @@ absl::StatusOr<UniqueX509> ParseCert(const std::string& pem, std::string_view wh
   UniqueX509 cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
   if (!cert) {
     return absl::InvalidArgumentError(
-        StrCat(what, ": not a PEM certificate (", OpenSslError(), ")"));
+        StrCat(what, ": not a PEM certificate (", OpenSslErrorText(), ")"));
   }
   return cert;
 }
@@ -108,11 +82,10 @@ absl::StatusOr<TlsMaterial> LoadTls(const TlsOptions& o, bool require_cert) {
   EXA_ASSIGN_OR_RETURN(UniqueX509 cert,
                        ParseCert(m.cert_pem, StrCat("tls.cert_file ", o.cert_file)));
   auto key_bio = PemBio(m.key_pem);
-  std::unique_ptr<EVP_PKEY, PkeyFree> key(
-      PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr));
+  UniqueKey key(PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr));
   if (!key) {
     return absl::InvalidArgumentError(
-        StrCat("tls.key_file ", o.key_file, ": not a PEM private key (", OpenSslError(), ")"));
+        StrCat("tls.key_file ", o.key_file, ": not a PEM private key (", OpenSslErrorText(), ")"));
   }
   if (X509_check_private_key(cert.get(), key.get()) != 1) {
     ERR_clear_error();
@@ -121,11 +94,11 @@ absl::StatusOr<TlsMaterial> LoadTls(const TlsOptions& o, bool require_cert) {
   }
   // Verify the chain now, so an expired or foreign certificate fails at start with its name
   // instead of as an opaque handshake error on every peer.
-  std::unique_ptr<X509_STORE, StoreFree> store(X509_STORE_new());
-  std::unique_ptr<X509_STORE_CTX, StoreCtxFree> ctx(X509_STORE_CTX_new());
+  UniqueStore store(X509_STORE_new());
+  UniqueStoreCtx ctx(X509_STORE_CTX_new());
   if (!store || !ctx || X509_STORE_add_cert(store.get(), ca.get()) != 1 ||
       X509_STORE_CTX_init(ctx.get(), store.get(), cert.get(), nullptr) != 1) {
-    return absl::InternalError(StrCat("TLS: cannot set up verification: ", OpenSslError()));
+    return absl::InternalError(StrCat("TLS: cannot set up verification: ", OpenSslErrorText()));
   }
   if (X509_verify_cert(ctx.get()) != 1) {
     int err = X509_STORE_CTX_get_error(ctx.get());
