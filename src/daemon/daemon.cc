@@ -62,7 +62,8 @@ Daemon::Daemon(DaemonOptions options)
     : options_(std::move(options)),
       roles_(ResolveRoles(options_)),
       io_(options_.lifecycle.io_threads),
-      election_(cluster::ElectionConfig{}, options_.gossip.election_hold_down),
+      election_(cluster::ElectionConfig{.nodes_per_observer = options_.gossip.nodes_per_observer},
+                options_.gossip.election_hold_down),
       timers_(std::make_unique<Timers>(io_.context())) {}
 
 Daemon::~Daemon() {
@@ -111,9 +112,8 @@ absl::Status Daemon::Start() {
   // when the view changes), so with an upstream origin it runs the rack cache service from the
   // start. Its rack's nodes pull from it while the election names it (RackStoragePeer, and the
   // CLI through Members); a cache that is no longer elected only stops being asked.
-  const bool electable_storage =
-      options_.node.roles == std::vector<std::string>{"auto"} && !options_.network.join.empty() &&
-      options_.weights.origin_dir.empty() && !options_.weights.origin.empty();
+  const bool electable_storage = ElectableControlRoles() && options_.weights.origin_dir.empty() &&
+                                 !options_.weights.origin.empty();
   EXA_RETURN_IF_ERROR(weights_->Start(HasRole(roles_, "storage") || electable_storage));
   if (replicas_) {
     // StartReplica by model name pulls through the node cache: local → rack peer → origin.
@@ -123,14 +123,16 @@ absl::Status Daemon::Start() {
   }
   if (weights_->service()) grpc_->RegisterService(weights_->service());
   if (HasRole(roles_, "scheduler")) EXA_RETURN_IF_ERROR(OpenScheduler());
-  if (HasRole(roles_, "observer")) {
+  // An auto node in a cluster may be elected an observer (one per gossip.nodes_per_observer
+  // live nodes): it holds one ready and starts it while the election names it (RunElection).
+  if (HasRole(roles_, "observer") || ElectableControlRoles()) {
     // Scrapes every member found through gossip (which starts below, before the first round).
     observer_ = std::make_unique<ObserverRole>(
         options_.observer, node_id_,
         StrCat("http://", options_.network.advertise, ":", http_->port()), io_, registry_, [this] {
           return ScrapeTargets(gossip_ ? gossip_->Members() : std::vector<membership::Member>{});
         });
-    EXA_RETURN_IF_ERROR(observer_->Start());
+    if (HasRole(roles_, "observer")) EXA_RETURN_IF_ERROR(observer_->Start());
   }
   if (absl::Status s = grpc_->Start(); !s.ok()) {
     return absl::UnavailableError(StrCat(ToStd(s.message()), "; set another with --grpc-port"));
@@ -408,12 +410,35 @@ void Daemon::RunElection() {
       assignment_ = a;
     }
   }
+  FollowElectedObserver();
   FeedMembership();  // also retries broken load streams
   if (++election_ticks_ % 2 == 0) SyncRoutes();
   timers_->election.expires_after(std::chrono::seconds(1));
   timers_->election.async_wait([this](const boost::system::error_code& ec) {
     if (!ec) RunElection();
   });
+}
+
+bool Daemon::ElectableControlRoles() const {
+  return options_.node.roles == std::vector<std::string>{"auto"} && !options_.network.join.empty();
+}
+
+// An elected observer observes while the election names it and stops when it no longer does
+// (the other observer, or a new one, carries on); never once the node drains.
+void Daemon::FollowElectedObserver() {
+  if (!observer_ || !ElectableControlRoles() || state_ != State::kReady) return;
+  const bool elected = HasRole(CurrentRoles(), "observer");
+  if (elected == observer_->running()) return;
+  if (elected) {
+    if (absl::Status s = observer_->Start(); !s.ok()) {
+      EXA_LOG_ERROR("observer", "elected but cannot observe", {{"error", ToStd(s.message())}});
+      return;
+    }
+    EXA_LOG_INFO("observer", "elected observer: observing");
+  } else {
+    observer_->Stop();
+    EXA_LOG_INFO("observer", "no longer an elected observer: stopped");
+  }
 }
 
 // A gateway in a cluster with schedulers follows the version routes of the spec store: every 2 s
@@ -686,6 +711,11 @@ AdminCallbacks Daemon::MakeAdminCallbacks() {
     if (!observer_) {
       return grpc::Status(grpc::FAILED_PRECONDITION,
                           "this node is not an observer (start one with --role observer)");
+    }
+    if (!observer_->running()) {
+      return grpc::Status(grpc::FAILED_PRECONDITION,
+                          "this node is not an elected observer now (exaserve-cli members shows "
+                          "which nodes are; or pin one with --role observer)");
     }
     observer_->FillAlerts(r);
     return grpc::Status::OK;

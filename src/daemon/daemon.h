@@ -79,6 +79,9 @@ class Daemon {
   void FeedMembership();
   // Pinned gateway, or an auto node the election made a gateway.
   bool GatewayActive() const;
+  // An auto node that joins a cluster: election may give it storage or observer at run time.
+  bool ElectableControlRoles() const;
+  void FollowElectedObserver();
   void RunElection();
   void SyncRoutes();
   void StartHealthChecks();

@@ -300,6 +300,8 @@ struct ObserverRole::Impl : std::enable_shared_from_this<Impl> {
   asio::steady_timer webhook_timer ABSL_GUARDED_BY(mu);
   metrics::AlertEvaluator eval ABSL_GUARDED_BY(mu);
   bool stopped ABSL_GUARDED_BY(mu) = false;
+  bool running ABSL_GUARDED_BY(mu) = false;  // between Start and Stop
+  bool webhook_parsed = false;               // Start's first call; Start and Stop: one thread
   bool round_active ABSL_GUARDED_BY(mu) = false;
   std::optional<std::vector<metrics::ScrapeTarget>> file_sd_written ABSL_GUARDED_BY(mu);
   bool round_due ABSL_GUARDED_BY(mu) = false;  // the timer fired during a round
@@ -574,7 +576,13 @@ ObserverRole::ObserverRole(const ObserverOptions& options, std::string node_id,
 ObserverRole::~ObserverRole() { Stop(); }
 
 absl::Status ObserverRole::Start() {
-  if (!impl_->options.webhook_url.empty()) {
+  {
+    absl::MutexLock lock(&impl_->mu);
+    if (impl_->running) return absl::OkStatus();
+  }
+  // The webhook target is parsed once: a restart (re-elected) reuses it, and a notification
+  // still in flight from the last term may be reading it.
+  if (!impl_->webhook_parsed && !impl_->options.webhook_url.empty()) {
     absl::Status s = net::ParseHttpUrl(impl_->options.webhook_url, &impl_->webhook);
     if (!s.ok()) return absl::InvalidArgumentError(StrCat("observer.webhook_url: ", s.message()));
     impl_->webhook.method = "POST";
@@ -582,7 +590,10 @@ absl::Status ObserverRole::Start() {
     impl_->webhook.timeout = impl_->options.webhook_timeout;
     impl_->webhook.max_response_bytes = 64 << 10;
   }
+  impl_->webhook_parsed = true;
   absl::MutexLock lock(&impl_->mu);
+  impl_->stopped = false;
+  impl_->running = true;
   // The first round soon after start (membership is still converging; later rounds see more).
   impl_->Arm(std::min(impl_->options.scrape_interval, absl::Seconds(1)));
   EXA_LOG_INFO("observer", "observing",
@@ -595,8 +606,20 @@ absl::Status ObserverRole::Start() {
 void ObserverRole::Stop() {
   absl::MutexLock lock(&impl_->mu);
   impl_->stopped = true;
+  impl_->running = false;
+  // A round cut short never completes (its scrapes' completions see `stopped`): forget it, so a
+  // restart (re-elected) begins a fresh one. in_flight stays exact: those completions still
+  // count themselves out.
+  impl_->round_active = false;
+  impl_->round_due = false;
+  impl_->queue.clear();
   impl_->timer.cancel();
   impl_->webhook_timer.cancel();
+}
+
+bool ObserverRole::running() const {
+  absl::MutexLock lock(&impl_->mu);
+  return impl_->running;
 }
 
 void ObserverRole::FillAlerts(exaserve::v1::AlertsResponse* response) const {

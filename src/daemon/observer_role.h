@@ -8,7 +8,8 @@
 //
 // A round whose scrapes outlast the interval delays the next one instead of overlapping it.
 //
-// Thread safety: Start and Stop on the daemon's main thread; FillAlerts from any thread. Scrape
+// Thread safety: Start and Stop from one thread at a time (the daemon's main thread, or its
+// election timer for an elected observer); FillAlerts from any thread. Scrape
 // and webhook completions run on the io threads; all state is behind one mutex, and in-flight
 // work holds the state alive, so Stop need not wait for it.
 #pragma once
@@ -60,9 +61,11 @@ class ObserverRole {
   ObserverRole& operator=(const ObserverRole&) = delete;
 
   // Checks observer.webhook_url and arms the first scrape round (it runs once the io threads do).
+  // After Stop it starts again (an elected observer re-elected); while running, a no-op.
   absl::Status Start();
   // No new rounds or notifications; what is in flight finishes or is dropped with the io threads.
   void Stop();
+  bool running() const;
   void FillAlerts(exaserve::v1::AlertsResponse* response) const;
 
   struct Impl;

@@ -99,6 +99,9 @@ void RegisterConfig(config::Schema& s, DaemonOptions* o) {
                           return d >= absl::ZeroDuration() ? std::string()
                                                            : std::string("must not be negative");
                         });
+  s.Add<int>("gossip.nodes_per_observer", &o->gossip.nodes_per_observer,
+             "elect one observer per this many live nodes, at most 2 (the same on every node)",
+             [](const int& v) { return v >= 1 ? "" : StrCat(v, ": expected 1 or more"); });
   s.AddEnum("log.format", &o->log.format, {"json", "text"}, "log line format");
   s.AddEnum("log.level", &o->log.level, {"trace", "debug", "info", "warn", "error", "off"},
             "lowest level logged");

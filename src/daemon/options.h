@@ -47,6 +47,9 @@ struct GossipOptions {
   std::string cluster_name = "exaserve";  // authenticated with every sealed packet
   // Role election: a changed view must hold this long before roles move (no flapping).
   absl::Duration election_hold_down = absl::Seconds(30);
+  // One observer is elected per this many live nodes (at most 2). Every node must use the same
+  // value: each computes the election itself.
+  int nodes_per_observer = 64;
 };
 
 struct LogOptions {

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# An elected observer observes, and another takes over when it dies (issue #10 through
+# election). A pinned inference seed and four auto nodes with gossip.nodes_per_observer = 4:
+# the election names one auto node observer; it scrapes every member and answers `alerts` (asked
+# through any node). kill -9 of it: the remaining view elects another, which starts observing.
+source "$(dirname "$0")/lib.sh"
+BIN=$1
+CLI="$BIN/exaserve-cli"
+work=$(mktemp -d)
+trap 'kill_nodes; rm -rf "$work"' EXIT
+export EXASERVE_GOSSIP_ELECTION_HOLD_DOWN=1s EXASERVE_GOSSIP_NODES_PER_OBSERVER=4 \
+  EXASERVE_INFERENCE_THREADS=1 EXASERVE_OBSERVER_SCRAPE_INTERVAL=1s
+
+start_node 0 --role inference
+seed="127.0.0.1:$(port_of 0 gossip_port)"
+for n in 1 2 3 4; do start_node $n --join "$seed"; done
+addr0="127.0.0.1:$(port_of 0 grpc_port)"
+
+observer_of() {  # the one alive observer node 0 sees among LIVE members, or ""
+  "$CLI" --addr "$addr0" --json members | python3 -c '
+import json, sys
+ms = [m for m in json.load(sys.stdin) if m["state"] == "alive"]
+o = [m["node_id"] for m in ms if "observer" in m.get("roles", [])]
+print(o[0] if len(ms) == int(sys.argv[1]) and len(o) == 1 else "")' "$1"
+}
+has_observer() { [ -n "$(observer_of "$1")" ]; }
+node_of() { for n in 1 2 3 4; do if [ "$(port_of $n node_id)" = "$1" ]; then echo $n; fi; done; }
+observing() {  # observing ID TARGETS: alerts through node 0 come from ID, scraping TARGETS up
+  "$CLI" --addr "$addr0" --json alerts >"$work/alerts.json" 2>"$work/alerts.err" || return 1
+  python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["observer"] == sys.argv[2] and d["targets_up"] == int(sys.argv[3]), d' \
+    "$work/alerts.json" "$1" "$2"
+}
+
+wait_for 30 has_observer 5 || fail "no single elected observer among 5 live nodes"
+first=$(observer_of 5); n_first=$(node_of "$first")
+[ -n "$n_first" ] || fail "the observer $first is not an auto node"
+wait_for 30 observing "$first" 5 ||
+  fail "elected observer $first (node $n_first) not observing: $(cat "$work/alerts.err" "$work/alerts.json" | tr -d "\n")"
+grep -q "elected observer: observing" "$work/n$n_first.log" || fail "no log line on node $n_first"
+# While the view converged other nodes may have been named for a moment; none observes now.
+last_observer_line() { grep -E "elected observer: observing|no longer an elected observer" "$work/n$1.log" | tail -1; }
+for n in 1 2 3 4; do
+  if [ "$n" != "$n_first" ]; then
+    ! last_observer_line "$n" | grep -q "elected observer: observing" || fail "node $n observes too"
+  fi
+done
+echo "elected observer: node $n_first, scraping 5 targets"
+
+kill -9 "${pids[$n_first]}"
+wait_for 60 has_observer 4 || fail "no observer elected after the first died"
+second=$(observer_of 4); n_second=$(node_of "$second")
+[ "$second" != "$first" ] || fail "the dead observer is still named"
+wait_for 30 observing "$second" 4 ||
+  fail "new observer $second not observing: $(cat "$work/alerts.err" "$work/alerts.json" | tr -d "\n")"
+echo "after kill -9: node $n_second observes 4 targets"
+echo PASS
