@@ -26,7 +26,7 @@ namespace {
 
 // posix_spawn, not fork: it runs no pthread_atfork handlers, and gRPC's (the benches hold live
 // channels) corrupt its completion queues across a fork. The child inherits the CPU mask of the
-// thread that spawns it, so pinning is: narrow this thread's mask, spawn, restore.
+// thread that spawns it (ScopedCpuPin).
 absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv_s, const EnvList& env,
                             const std::string& output_path, int cpu) {
   std::vector<std::string> env_s;
@@ -38,18 +38,8 @@ absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv_s, const EnvLis
   for (std::string& s : env_s) envp.push_back(s.data());
   envp.push_back(nullptr);
 
-  cpu_set_t saved;
-  CPU_ZERO(&saved);
-  if (cpu >= 0) {
-    if (cpu >= CPU_SETSIZE) return absl::InvalidArgumentError(StrCat("cpu ", cpu, " out of range"));
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    ::pthread_getaffinity_np(::pthread_self(), sizeof(saved), &saved);
-    if (const int rc = ::pthread_setaffinity_np(::pthread_self(), sizeof(one), &one); rc != 0) {
-      return absl::InternalError(StrCat("cannot pin to cpu ", cpu, ": ", std::strerror(rc)));
-    }
-  }
+  ScopedCpuPin pin(cpu);
+  EXA_RETURN_IF_ERROR(pin.status());
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
@@ -58,7 +48,6 @@ absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv_s, const EnvLis
   pid_t pid = -1;
   const int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
-  if (cpu >= 0) ::pthread_setaffinity_np(::pthread_self(), sizeof(saved), &saved);
   if (rc != 0)
     return absl::InternalError(StrCat("cannot start ", argv_s[0], ": ", std::strerror(rc)));
   return pid;
@@ -172,6 +161,28 @@ absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
         StrCat(argv[0], " did not finish within ", absl::FormatDuration(timeout)));
   }
   return r;
+}
+
+ScopedCpuPin::ScopedCpuPin(int cpu) {
+  CPU_ZERO(&saved_);
+  if (cpu < 0) return;
+  if (cpu >= CPU_SETSIZE) {
+    status_ = absl::InvalidArgumentError(StrCat("cpu ", cpu, " out of range"));
+    return;
+  }
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  ::pthread_getaffinity_np(::pthread_self(), sizeof(saved_), &saved_);
+  if (const int rc = ::pthread_setaffinity_np(::pthread_self(), sizeof(one), &one); rc != 0) {
+    status_ = absl::InternalError(StrCat("cannot pin to cpu ", cpu, ": ", std::strerror(rc)));
+    return;
+  }
+  pinned_ = true;
+}
+
+ScopedCpuPin::~ScopedCpuPin() {
+  if (pinned_) ::pthread_setaffinity_np(::pthread_self(), sizeof(saved_), &saved_);
 }
 
 std::string SelfDir() {

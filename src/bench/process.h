@@ -2,6 +2,7 @@
 // endpoints.json, drained at the end) and one-shot commands, optionally pinned to a CPU.
 #pragma once
 
+#include <sched.h>
 #include <sys/types.h>
 
 #include <memory>
@@ -9,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
@@ -61,6 +63,23 @@ struct CommandResult {
 absl::StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
                                          const std::string& output_path, int cpu,
                                          absl::Duration timeout);
+
+// Narrows the calling thread to one CPU (and what it spawns: children inherit the mask of the
+// thread that spawns them) until destroyed, then restores its mask. cpu -1: does nothing.
+class ScopedCpuPin {
+ public:
+  explicit ScopedCpuPin(int cpu);
+  ~ScopedCpuPin();
+  ScopedCpuPin(const ScopedCpuPin&) = delete;
+  ScopedCpuPin& operator=(const ScopedCpuPin&) = delete;
+  // OK when pinned or nothing was asked; else why the CPU could not be used.
+  const absl::Status& status() const { return status_; }
+
+ private:
+  bool pinned_ = false;
+  absl::Status status_;
+  cpu_set_t saved_;
+};
 
 // The directory of this executable: the other binaries are installed beside it.
 std::string SelfDir();

@@ -19,6 +19,7 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include "bench/route_workload.h"
 #include "common/strings.h"
 #include "net/http_client.h"
 
@@ -64,12 +65,6 @@ std::map<int, int> Pids(const std::string& dir) {
     if (node > 0 && (in >> pid) && pid > 0) out[node] = pid;
   }
   return out;
-}
-
-double Percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
 }
 
 struct Tally {
@@ -270,9 +265,9 @@ int RunSoak(const SoakOptions& o, json* out) {
                    {"unexplained_errors", tally.unexplained},
                    {"hangs", tally.hangs}};
   r["requests_per_s"] = std::round(10 * static_cast<double>(total) / ran_s) / 10;
-  r["latency_ms"] = {{"p50", std::round(Percentile(tally.latency_ms, 0.5))},
-                     {"p99", std::round(Percentile(tally.latency_ms, 0.99))},
-                     {"max", std::round(Percentile(tally.latency_ms, 1.0))}};
+  r["latency_ms"] = {{"p50", std::round(bench::Quantile(tally.latency_ms, 0.5))},
+                     {"p99", std::round(bench::Quantile(tally.latency_ms, 0.99))},
+                     {"max", std::round(bench::Quantile(tally.latency_ms, 1.0))}};
   r["faults"] = faults;
   r["memory"] = memory;
   r["alerts"] = alerts.is_discarded() ? json(alerts_text) : alerts;

@@ -3,8 +3,6 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <pthread.h>
-#include <sched.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -20,6 +18,7 @@
 
 #include "absl/time/clock.h"
 #include "bench/process.h"
+#include "bench/route_workload.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "metrics/registry.h"
@@ -100,15 +99,6 @@ struct Rate {
   double cpu_seconds_per_gb = 0;  // this process's CPU (sender and receiver) per GB moved
 };
 
-// Pins the calling thread to `cpu` (no-op for -1).
-void PinThisThread(int cpu) {
-  if (cpu < 0) return;
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(cpu, &one);
-  ::pthread_setaffinity_np(::pthread_self(), sizeof(one), &one);
-}
-
 // Raw single-connection loopback TCP throughput: the network baseline for a pull. With CPUs
 // given, the sender and the receiver are pinned to them.
 Rate LoopbackTcp(uint64_t bytes, int sender_cpu = -1, int receiver_cpu = -1) {
@@ -122,7 +112,7 @@ Rate LoopbackTcp(uint64_t bytes, int sender_cpu = -1, int receiver_cpu = -1) {
   ::listen(listener, 1);
   ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
   std::thread sender([&] {
-    PinThisThread(sender_cpu);
+    bench::ScopedCpuPin pin(sender_cpu);
     int s = ::socket(AF_INET, SOCK_STREAM, 0);
     ::connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
     std::vector<char> buf(1 << 20, 'x');
@@ -135,18 +125,18 @@ Rate LoopbackTcp(uint64_t bytes, int sender_cpu = -1, int receiver_cpu = -1) {
   });
   int conn = ::accept(listener, nullptr, nullptr);
   std::vector<char> buf(1 << 20);
-  cpu_set_t saved;
-  ::pthread_getaffinity_np(::pthread_self(), sizeof(saved), &saved);
-  PinThisThread(receiver_cpu);
-  absl::Time start = absl::Now();
+  absl::Duration took;
   uint64_t got = 0;
-  while (true) {
-    ssize_t n = ::recv(conn, buf.data(), buf.size(), 0);
-    if (n <= 0) break;
-    got += static_cast<uint64_t>(n);
+  {
+    bench::ScopedCpuPin pin(receiver_cpu);
+    absl::Time start = absl::Now();
+    while (true) {
+      ssize_t n = ::recv(conn, buf.data(), buf.size(), 0);
+      if (n <= 0) break;
+      got += static_cast<uint64_t>(n);
+    }
+    took = absl::Now() - start;
   }
-  absl::Duration took = absl::Now() - start;
-  ::pthread_setaffinity_np(::pthread_self(), sizeof(saved), &saved);
   sender.join();
   ::close(conn);
   ::close(listener);
@@ -157,7 +147,7 @@ double Sha256Gbps(uint64_t bytes, int cpu = -1) {
   if (cpu >= 0) {
     double gbps = 0;
     std::thread([&] {
-      PinThisThread(cpu);
+      bench::ScopedCpuPin pin(cpu);
       gbps = Sha256Gbps(bytes);
     }).join();
     return gbps;
@@ -224,13 +214,6 @@ absl::StatusOr<absl::Duration> LoadVerified(const fs::path& root) {
     ::munmap(map, f.size_bytes);
   }
   return absl::Now() - start;
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 // (d) The peer in its own process on one CPU and the node in its own on another: a node whose
@@ -308,10 +291,11 @@ absl::StatusOr<nlohmann::json> SplitCoresPull(const WeightsBenchOptions& o, cons
       cpu_per_gb.push_back(r.cpu_seconds / (double(model_bytes) / 1e9));
     }
     fs::remove_all(root / "split-node");
-    const double median = Median(gbps);
-    by_streams[std::to_string(streams)] = {{"gbps_median", median},
-                                           {"gbps_runs", gbps},
-                                           {"node_cpu_seconds_per_gb_median", Median(cpu_per_gb)}};
+    const double median = bench::Quantile(gbps, 0.5);
+    by_streams[std::to_string(streams)] = {
+        {"gbps_median", median},
+        {"gbps_runs", gbps},
+        {"node_cpu_seconds_per_gb_median", bench::Quantile(cpu_per_gb, 0.5)}};
     best = std::max(best, median);
   }
   peer->Stop();
@@ -321,7 +305,7 @@ absl::StatusOr<nlohmann::json> SplitCoresPull(const WeightsBenchOptions& o, cons
         LoopbackTcp(std::min<uint64_t>(model_bytes, 4ull << 30), peer_cpu, node_cpu).gbps);
     sha_runs.push_back(Sha256Gbps(1ull << 30, node_cpu));
   }
-  const double tcp = Median(tcp_runs), sha = Median(sha_runs);
+  const double tcp = bench::Quantile(tcp_runs, 0.5), sha = bench::Quantile(sha_runs, 0.5);
   const double bound = std::min(tcp, sha * 1);
   return nlohmann::json{
       {"peer_cpu", peer_cpu},
@@ -339,8 +323,8 @@ absl::StatusOr<nlohmann::json> SplitCoresPull(const WeightsBenchOptions& o, cons
       {"note",
        "peer: exaserved --role storage --origin-dir pinned to peer_cpu; node: exaserve-cli model "
        "pull --source origin pinned to node_cpu (every chunk hashed, written, fsynced, renamed); "
-       "each stream count run `repeats` times, median; bound = min(TCP peer_cpu -> node_cpu, "
-       "sha256 on node_cpu x 1 core)"}};
+       "each stream count run `repeats` times, median (nearest rank); bound = min(TCP "
+       "peer_cpu -> node_cpu, sha256 on node_cpu x 1 core)"}};
 }
 
 }  // namespace
