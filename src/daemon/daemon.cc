@@ -67,6 +67,7 @@ Daemon::Daemon(DaemonOptions options)
       timers_(std::make_unique<Timers>(io_.context())) {}
 
 Daemon::~Daemon() {
+  JoinSchedulerSwitch();
   if (http_) http_->CloseAll();
   io_.Stop();
 }
@@ -122,7 +123,11 @@ absl::Status Daemon::Start() {
     });
   }
   if (weights_->service()) grpc_->RegisterService(weights_->service());
-  if (HasRole(roles_, "scheduler")) EXA_RETURN_IF_ERROR(OpenScheduler());
+  // An auto node in a cluster may be elected a scheduler: its store is open (and answers peers'
+  // repairs) from the start; the control loop runs while the election names it (RunElection).
+  if (HasRole(roles_, "scheduler") || ElectableControlRoles()) {
+    EXA_RETURN_IF_ERROR(OpenScheduler());
+  }
   // An auto node in a cluster may be elected an observer (one per gossip.nodes_per_observer
   // live nodes): it holds one ready and starts it while the election names it (RunElection).
   if (HasRole(roles_, "observer") || ElectableControlRoles()) {
@@ -139,7 +144,7 @@ absl::Status Daemon::Start() {
   }
   // Gossip starts last: the first alive message carries the bound service ports.
   EXA_RETURN_IF_ERROR(StartGossip());
-  if (scheduler_) scheduler_->Start();
+  if (scheduler_ && HasRole(roles_, "scheduler")) scheduler_->Start();
   WatchSignals();
   StartWatchdog();
   io_.Start();
@@ -178,8 +183,8 @@ grpc::Status Daemon::AuthorizeAdmin(std::string_view authorization) const {
 }
 
 // The scheduler role (scheduler/scheduler_service.h): the spec store under the data dir, the
-// Scheduler API and the control loop. Schedulers are the members pinned to the role, and this
-// node (a lone node with every role schedules for itself).
+// Scheduler API and the control loop. Schedulers are the members pinned to the role or elected
+// to it (RunsScheduler).
 absl::Status Daemon::OpenScheduler() {
   scheduler::SchedulerServiceOptions o;
   o.node_id = node_id_;
@@ -205,9 +210,7 @@ absl::Status Daemon::OpenScheduler() {
     return absl::OkStatus();
   };
   env.members = [this] { return gossip_ ? gossip_->Members() : std::vector<membership::Member>{}; };
-  env.is_scheduler = [this](const membership::Member& m) {
-    return m.id == node_id_ || HasRole(m.metadata.roles, "scheduler");
-  };
+  env.is_scheduler = [this](const membership::Member& m) { return RunsScheduler(m); };
   env.authorize = [this](std::string_view authorization) { return AuthorizeAdmin(authorization); };
   env.model_shape = [this](const std::string& model,
                            const std::string& version) -> absl::StatusOr<scheduler::ModelShape> {
@@ -411,6 +414,7 @@ void Daemon::RunElection() {
     }
   }
   FollowElectedObserver();
+  FollowElectedScheduler();
   FeedMembership();  // also retries broken load streams
   if (++election_ticks_ % 2 == 0) SyncRoutes();
   timers_->election.expires_after(std::chrono::seconds(1));
@@ -441,6 +445,45 @@ void Daemon::FollowElectedObserver() {
   }
 }
 
+// An elected scheduler schedules while the election names it and stops when it no longer does
+// (RunsScheduler then counts whoever the view names instead). Start and Stop run on a thread of
+// their own: stopping waits for the control loop's calls to nodes (up to scheduler.rpc_timeout),
+// which must not hold up an io thread. A change waits for the previous one to finish.
+void Daemon::FollowElectedScheduler() {
+  if (!scheduler_ || !ElectableControlRoles()) return;
+  std::lock_guard<std::mutex> lock(scheduler_switch_mu_);
+  if (state_ != State::kReady || scheduler_switching_.load()) return;
+  const bool elected = HasRole(CurrentRoles(), "scheduler");
+  if (elected == scheduler_->running()) return;
+  if (scheduler_switch_.joinable()) scheduler_switch_.join();  // finished: switching is false
+  scheduler_switching_ = true;
+  scheduler_switch_ = std::thread([this, elected] {
+    if (elected) {
+      scheduler_->Start();
+      EXA_LOG_INFO("scheduler", "elected scheduler: scheduling");
+    } else {
+      scheduler_->Stop();
+      EXA_LOG_INFO("scheduler", "no longer an elected scheduler: stopped");
+    }
+    scheduler_switching_ = false;
+  });
+}
+
+void Daemon::JoinSchedulerSwitch() {
+  std::lock_guard<std::mutex> lock(scheduler_switch_mu_);
+  if (scheduler_switch_.joinable()) scheduler_switch_.join();
+}
+
+// A member runs the scheduler service: this node while its control loop runs; another when it is
+// pinned to the role or the election (this node's view of it) names it.
+bool Daemon::RunsScheduler(const membership::Member& m) const {
+  if (m.id == node_id_) return scheduler_ != nullptr && scheduler_->running();
+  if (HasRole(m.metadata.roles, "scheduler")) return true;
+  absl::MutexLock lock(&roles_mu_);
+  auto it = assignment_.find(m.id);
+  return it != assignment_.end() && HasRole(it->second.Names(), "scheduler");
+}
+
 // A gateway in a cluster with schedulers follows the version routes of the spec store: every 2 s
 // it asks the lowest-id live scheduler (Scheduler.Routes) and takes its list. Without a scheduler
 // the gateway's own routes (Admin.Routes) stand.
@@ -448,9 +491,10 @@ void Daemon::SyncRoutes() {
   if (!routes_ || !gossip_ || !GatewayActive() || route_syncs_in_flight_.load() > 0) return;
   std::string target, target_id;
   for (const membership::Member& m : gossip_->Members()) {
-    // Schedulers that run the service: pinned ones, and this node when it runs one (a lone node).
-    const bool runs = HasRole(m.metadata.roles, "scheduler") || (m.id == node_id_ && scheduler_);
-    if (m.state != membership::MemberState::kAlive || m.metadata.grpc_port == 0 || !runs) continue;
+    if (m.state != membership::MemberState::kAlive || m.metadata.grpc_port == 0 ||
+        !RunsScheduler(m)) {
+      continue;
+    }
     if (target_id.empty() || m.id < target_id) {
       target_id = m.id;
       target = StrCat(membership::AddressHost(m.address), ":", m.metadata.grpc_port);
@@ -846,6 +890,7 @@ void Daemon::Drain() {
   }
   if (observer_) observer_->Stop();
   weights_->Stop();
+  JoinSchedulerSwitch();  // no new switch starts: the node is draining
   if (scheduler_) scheduler_->Stop();
   for (int i = 0; i < 200 && route_syncs_in_flight_.load() > 0; ++i) {
     absl::SleepFor(absl::Milliseconds(10));

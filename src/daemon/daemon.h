@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -79,9 +80,13 @@ class Daemon {
   void FeedMembership();
   // Pinned gateway, or an auto node the election made a gateway.
   bool GatewayActive() const;
-  // An auto node that joins a cluster: election may give it storage or observer at run time.
+  // An auto node that joins a cluster: election may give it storage, observer or scheduler at
+  // run time.
   bool ElectableControlRoles() const;
   void FollowElectedObserver();
+  void FollowElectedScheduler();
+  void JoinSchedulerSwitch();
+  bool RunsScheduler(const membership::Member& m) const;
   void RunElection();
   void SyncRoutes();
   void StartHealthChecks();
@@ -132,6 +137,10 @@ class Daemon {
   std::unique_ptr<AdminService> admin_;
   std::unique_ptr<class WeightsRole> weights_;
   std::unique_ptr<scheduler::SchedulerService> scheduler_;
+  // An elected scheduler's Start or Stop in progress (FollowElectedScheduler).
+  std::mutex scheduler_switch_mu_;
+  std::thread scheduler_switch_;  // guarded by scheduler_switch_mu_
+  std::atomic<bool> scheduler_switching_{false};
   uint64_t election_ticks_ = 0;  // on the io strand timer
   std::atomic<int> route_syncs_in_flight_{0};
   std::string route_sync_target_;                      // on the io strand timer

@@ -167,7 +167,10 @@ absl::Status ValidateSecurity(const DaemonOptions& o) {
   if (o.gossip.key_file.empty()) missing.push_back("a gossip key (--gossip-key-file)");
   if (o.admin.token_file.empty()) missing.push_back("admin tokens (--admin-token-file)");
   const std::vector<std::string> roles = ResolveRoles(o);
-  if (HasRole(roles, "scheduler") && o.scheduler.node_token_file.empty()) {
+  // An auto node that joins a cluster may be elected a scheduler at run time.
+  const bool electable =
+      o.node.roles == std::vector<std::string>{"auto"} && !o.network.join.empty();
+  if ((HasRole(roles, "scheduler") || electable) && o.scheduler.node_token_file.empty()) {
     missing.push_back("the scheduler's node token (--node-token-file)");
   }
   if (HasRole(roles, "gateway") && o.gateway.api_keys_file.empty()) {

@@ -209,10 +209,21 @@ SchedulerService::SchedulerService(SchedulerServiceOptions options, SchedulerEnv
 SchedulerService::~SchedulerService() { Stop(); }
 
 void SchedulerService::Start() {
+  std::lock_guard<std::mutex> serial(start_mu_);
+  if (thread_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = false;
+    // What this node holds may be stale (it was not a scheduler for a while): repair first.
+    synced_at_ = absl::InfiniteFuture();
+  }
+  running_ = true;
   thread_ = std::thread([this] { Run(); });
 }
 
 void SchedulerService::Stop() {
+  std::lock_guard<std::mutex> serial(start_mu_);
+  running_ = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
@@ -228,6 +239,16 @@ void SchedulerService::Stop() {
       if (seen.insert(w.get()).second) waiting.push_back(w);
     }
     waiters_.clear();
+    // A stopped scheduler exports no deployment figures: the replica alert takes the max over
+    // schedulers, and a stale "all ready" here would hide a shortfall the others see.
+    if (desired_gauge_) {
+      for (const auto& [name, st] : status_) {
+        for (auto* g : {desired_gauge_, ready_gauge_, pending_gauge_}) g->WithLabels({name}).Set(0);
+      }
+    }
+    if (reconciler_gauge_) reconciler_gauge_->Set(0);
+    status_.clear();
+    reconciler_.clear();
   }
   for (auto& w : waiting) {
     w->reactor->Finish(grpc::Status(grpc::UNAVAILABLE, "the scheduler is stopping"));
@@ -235,6 +256,23 @@ void SchedulerService::Stop() {
   // Outstanding RPCs hold `this` in their callbacks.
   for (int i = 0; i < 500 && actions_in_flight_.load() > 0; ++i)
     absl::SleepFor(absl::Milliseconds(10));
+}
+
+grpc::Status SchedulerService::CheckRunning() const {
+  if (running_.load()) return grpc::Status::OK;
+  std::string schedulers;
+  for (const membership::Member& m : env_.members()) {
+    if (!Live(m) || m.id == options_.node_id || !env_.is_scheduler(m)) continue;
+    std::string address = MemberGrpcAddress(m);
+    StrAppend(&schedulers, schedulers.empty() ? "" : ", ", m.id,
+              address.empty() ? "" : StrCat(" (", address, ")"));
+  }
+  return grpc::Status(
+      grpc::UNAVAILABLE,
+      StrCat("node ", options_.node_id,
+             " is not a scheduler now (the election moves the role with the membership view); ",
+             schedulers.empty() ? "no live scheduler in its view"
+                                : StrCat("ask one of: ", schedulers)));
 }
 
 std::shared_ptr<grpc::Channel> SchedulerService::ChannelFor(const std::string& address) {
@@ -836,6 +874,7 @@ void SchedulerService::Execute(const std::vector<Action>& actions,
 grpc::ServerUnaryReactor* SchedulerService::Apply(grpc::CallbackServerContext* context,
                                                   const pb::ApplyRequest* request,
                                                   pb::ApplyResponse* response) {
+  if (grpc::Status s = CheckRunning(); !s.ok()) return Finish(context, s);
   if (grpc::Status s = Authorize(context); !s.ok()) return Finish(context, s);
   const std::string source = request->source().empty() ? "spec" : request->source();
   absl::StatusOr<std::vector<InferenceReplicaSpec>> specs = ParseSpecs(request->yaml(), source);
@@ -897,6 +936,7 @@ grpc::ServerUnaryReactor* SchedulerService::Apply(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* SchedulerService::GetSpecs(grpc::CallbackServerContext* context,
                                                      const pb::GetSpecsRequest* request,
                                                      pb::GetSpecsResponse* response) {
+  if (grpc::Status s = CheckRunning(); !s.ok()) return Finish(context, s);
   std::lock_guard<std::mutex> lock(mu_);
   for (const StoreRecord& r : store_.Live()) {
     if (r.key.rfind(kSpecPrefix, 0) != 0) continue;
@@ -917,6 +957,7 @@ grpc::ServerUnaryReactor* SchedulerService::GetSpecs(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* SchedulerService::Describe(grpc::CallbackServerContext* context,
                                                      const pb::DescribeRequest* request,
                                                      pb::DescribeResponse* response) {
+  if (grpc::Status s = CheckRunning(); !s.ok()) return Finish(context, s);
   std::lock_guard<std::mutex> lock(mu_);
   const StoreRecord* r = store_.Get(StrCat(kSpecPrefix, request->name()));
   if (!r) {
@@ -979,6 +1020,7 @@ grpc::ServerUnaryReactor* SchedulerService::Describe(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* SchedulerService::DeleteSpec(grpc::CallbackServerContext* context,
                                                        const pb::DeleteSpecRequest* request,
                                                        pb::DeleteSpecResponse*) {
+  if (grpc::Status s = CheckRunning(); !s.ok()) return Finish(context, s);
   if (grpc::Status s = Authorize(context); !s.ok()) return Finish(context, s);
   std::unique_lock<std::mutex> lock(mu_);
   const std::string key = StrCat(kSpecPrefix, request->name());
@@ -1000,6 +1042,7 @@ grpc::ServerUnaryReactor* SchedulerService::DeleteSpec(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* SchedulerService::NodeOp(grpc::CallbackServerContext* context,
                                                    const pb::NodeOpRequest* request,
                                                    pb::NodeOpResponse* response) {
+  if (grpc::Status s = CheckRunning(); !s.ok()) return Finish(context, s);
   auto list = [&](const std::map<std::string, NodeOps>& ops) {
     json out = json::array();
     for (const auto& [id, o] : ops) {
@@ -1087,6 +1130,7 @@ grpc::ServerUnaryReactor* SchedulerService::NodeOp(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* SchedulerService::Rollout(grpc::CallbackServerContext* context,
                                                     const pb::RolloutRequest* request,
                                                     pb::RolloutResponse* response) {
+  if (grpc::Status s = CheckRunning(); !s.ok()) return Finish(context, s);
   const bool status_only = request->command().empty() || request->command() == "status";
   absl::StatusOr<RolloutCommand> command = RolloutCommand::kPause;
   if (!status_only) {
@@ -1151,6 +1195,7 @@ grpc::ServerUnaryReactor* SchedulerService::Rollout(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* SchedulerService::Routes(grpc::CallbackServerContext* context,
                                                    const pb::RoutesRequest* request,
                                                    pb::RoutesResponse* response) {
+  if (grpc::Status s = CheckRunning(); !s.ok()) return Finish(context, s);
   auto list = [&](const std::vector<std::pair<std::string, std::optional<std::string>>>& pending) {
     std::map<std::string, std::string> routes;  // header → JSON
     for (const StoreRecord& r : store_.Live()) {
@@ -1227,6 +1272,7 @@ grpc::ServerUnaryReactor* SchedulerService::Routes(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* SchedulerService::Replicate(grpc::CallbackServerContext* context,
                                                       const pb::ReplicateRequest* request,
                                                       pb::ReplicateResponse*) {
+  if (grpc::Status s = CheckRunning(); !s.ok()) return Finish(context, s);
   if (grpc::Status s = Authorize(context); !s.ok()) return Finish(context, s);
   if (request->from().empty() || request->type() < pb::ReplicateRequest::PUT ||
       request->type() > pb::ReplicateRequest::PULL) {

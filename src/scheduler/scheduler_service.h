@@ -89,8 +89,13 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
                                                                 SchedulerEnv env);
   ~SchedulerService() override;
 
-  void Start();  // the control thread
+  // The control thread. A node elected scheduler starts and stops it as the election names it
+  // and stops naming it; after Stop it starts again (and repairs its store from the other
+  // schedulers before it acts, as at process start). While stopped every RPC answers
+  // UNAVAILABLE, naming the schedulers this node sees.
+  void Start();
   void Stop();
+  bool running() const { return running_.load(); }
 
   grpc::ServerUnaryReactor* Apply(grpc::CallbackServerContext* context,
                                   const exaserve::v1::ApplyRequest* request,
@@ -167,6 +172,9 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   RolloutState ApplyCommandsLocked(absl::Time now, const InferenceReplicaSpec& spec,
                                    RolloutState state);
   grpc::Status Authorize(grpc::CallbackServerContext* context) const;
+  // UNAVAILABLE while the control thread is stopped (this node is not a scheduler now), naming
+  // the live schedulers in this node's view; OK while running.
+  grpc::Status CheckRunning() const;
   // One channel per address, reused by every call (polls run each second to every node).
   std::shared_ptr<grpc::Channel> ChannelFor(const std::string& address);
 
@@ -203,6 +211,8 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
 
   std::atomic<int> actions_in_flight_{0};
   std::thread thread_;
+  std::atomic<bool> running_{false};
+  std::mutex start_mu_;  // serializes Start and Stop
 };
 
 }  // namespace exa::scheduler
