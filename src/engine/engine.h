@@ -63,6 +63,11 @@ struct EngineLoad {
   // lengths (output_length_history.h): E[L - g | L > g] for a sequence g tokens in, capped by
   // its remaining max_tokens and context; the cap itself until enough requests have finished.
   int64_t pending_tokens = 0;
+  // Of the replica's last requests that ended (up to 256; cancelled ones not counted), the
+  // fraction that ended in an engine error, and how many ended: what a rollout compares as
+  // errorRate (MISSION.md §9).
+  double error_rate = 0;
+  int32_t recent_finished = 0;
   // Mean output length of recently completed requests; 0 until the history has enough samples.
   double expected_output_tokens = 0;
   int32_t running = 0;

@@ -113,6 +113,17 @@ void EngineCore::Finish(RequestId id, FinishReason reason, absl::Status status) 
   if (reason == FinishReason::kStop || reason == FinishReason::kLength) {
     output_lengths_.Add(seq->generated());
   }
+  if (reason != FinishReason::kCancelled && reason != FinishReason::kNone) {
+    const bool error = reason == FinishReason::kError;
+    if (outcome_count_ == kOutcomes) {
+      outcome_errors_ -= outcomes_[outcome_next_] ? 1 : 0;
+    } else {
+      ++outcome_count_;
+    }
+    outcomes_[outcome_next_] = error;
+    outcome_errors_ += error ? 1 : 0;
+    outcome_next_ = (outcome_next_ + 1) % kOutcomes;
+  }
   StreamEvent event;
   event.id = id;
   event.time = clock_->MonotonicNow();
@@ -261,6 +272,8 @@ EngineLoad EngineCore::Load() const {
   load.itl_p50_ms = itl_ms_.Quantile(0.5);
   load.itl_p99_ms = itl_ms_.Quantile(0.99);
   load.expected_output_tokens = output_lengths_.ready() ? output_lengths_.Mean() : 0.0;
+  load.recent_finished = static_cast<int32_t>(outcome_count_);
+  load.error_rate = outcome_count_ == 0 ? 0.0 : double(outcome_errors_) / double(outcome_count_);
   load.preemptions = scheduler_.preemptions();
   load.steps = steps_;
   load.schedule_seconds = schedule_seconds_;

@@ -6,6 +6,7 @@
 // Thread safety: none; one owner drives it (the engine thread, or the simulator).
 #pragma once
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -71,6 +72,10 @@ class EngineCore {
   std::vector<DeviceSampling> device_sampling_;  // the step's rows, when sampled on the device
   std::vector<int32_t> device_tokens_;
   LatencyWindow ttft_ms_, itl_ms_;
+  // How the last requests ended, as a ring: true for an engine error (Load's error_rate).
+  static constexpr size_t kOutcomes = 256;
+  std::array<bool, kOutcomes> outcomes_{};
+  size_t outcome_count_ = 0, outcome_next_ = 0, outcome_errors_ = 0;
   OutputLengthHistory output_lengths_;
   uint64_t steps_ = 0;
   uint64_t seed_counter_ = 0;

@@ -30,6 +30,9 @@ struct SimCostModel {
   int64_t weight_bytes = int64_t{26} * 1000 * 1000 * 1000;
   // Test hook (a hung step loop): while this file exists, every step blocks. Empty: off.
   std::string stall_file;
+  // Test hook (a release that fails requests): every this-many-th step fails, and with it every
+  // request in its batch (FinishReason::kError). 0: off.
+  int64_t fail_every_steps = 0;
 
   // Modeled duration of one step with `prefill_tokens`, `decode_sequences` and the summed
   // context of everything in the batch.

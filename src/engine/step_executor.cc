@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/status.h"
+#include "common/strings.h"
 
 namespace exa::engine {
 
@@ -70,6 +71,10 @@ absl::StatusOr<absl::Duration> SimExecutor::Run(std::span<const ScheduledChunk> 
                                                 const std::function<void(int32_t)>& emit) {
   while (!cost_.stall_file.empty() && std::filesystem::exists(cost_.stall_file)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (cost_.fail_every_steps > 0 && ++steps_ % cost_.fail_every_steps == 0) {
+    return absl::InternalError(StrCat("sim: injected failure of step ", steps_,
+                                      " (fail_every_steps ", cost_.fail_every_steps, ")"));
   }
   int64_t prefill = 0, decodes = 0, context = 0;
   for (const ScheduledChunk& c : chunks) {

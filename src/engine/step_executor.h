@@ -112,6 +112,7 @@ class SimExecutor final : public StepExecutor {
                                      const std::function<void(int32_t)>& emit);
 
   SimCostModel cost_;
+  int64_t steps_ = 0;  // for fail_every_steps
 };
 
 }  // namespace exa::engine

@@ -59,6 +59,13 @@ void RegisterConfig(config::Schema& s, std::string_view section, InferenceOption
   s.Add<std::vector<std::string>>(
       p + ".sim_slow_versions", &o->sim_slow_versions,
       "sim backend: versions sim_slowdown applies to (a bad-release drill); empty: every replica");
+  s.Add<int>(p + ".sim_fail_every_steps", &o->sim_fail_every_steps,
+             "sim backend: every this-many-th step fails with the requests in it (a "
+             "failing-release drill); 0: off",
+             [](const int& v) { return v >= 0 ? "" : StrCat(v, ": must be >= 0"); });
+  s.Add<std::vector<std::string>>(
+      p + ".sim_failing_versions", &o->sim_failing_versions,
+      "sim backend: versions sim_fail_every_steps applies to; empty: every replica");
   s.Add(p + ".sim_stall_file", &o->sim_stall_file,
         "sim backend: while this file exists every step loop hangs (a drill); empty: off");
   s.Add<int>(p + ".threads", &o->threads, "CPU threads per replica; 0: one per hardware thread",
@@ -147,6 +154,11 @@ engine::EngineOptions ReplicaHost::EngineOptionsFor(const ServedModel& model,
   eo.sim.decode_per_context_token_us *= slowdown;
   eo.sim.prefill_per_token_us *= slowdown;
   eo.sim.stall_file = options_.sim_stall_file;
+  const auto& failing = options_.sim_failing_versions;
+  if (failing.empty() ||
+      std::find(failing.begin(), failing.end(), model.version) != failing.end()) {
+    eo.sim.fail_every_steps = options_.sim_fail_every_steps;
+  }
   return eo;
 }
 

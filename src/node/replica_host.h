@@ -44,6 +44,10 @@ struct InferenceOptions {
   double sim_slowdown = 1.0;
   // sim backend: the versions sim_slowdown applies to (a bad-release drill); empty: every replica.
   std::vector<std::string> sim_slow_versions;
+  // sim backend only: every this-many-th step fails with every request in it (a failing-release
+  // drill); 0: off. Applies to sim_failing_versions (empty: every replica).
+  int sim_fail_every_steps = 0;
+  std::vector<std::string> sim_failing_versions;
   // sim backend only, a drill: while this file exists every replica's step loop hangs.
   std::string sim_stall_file;
   // cuda backend: the GPUs (CUDA indices) replicas are spread over, round-robin in start order.

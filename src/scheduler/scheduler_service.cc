@@ -636,7 +636,8 @@ void SchedulerService::ReconcileStep() {
           last = now;
           window_.Add(ReplicaSample{now, r.version(),
                                     r.inter_token_p99_ms() > 0 ? r.inter_token_p99_ms() / 1000 : -1,
-                                    -1, -1, r.ttft_p99_ms() > 0 ? r.ttft_p99_ms() / 1000 : -1});
+                                    r.recent_finished() > 0 ? r.error_rate() : -1, -1,
+                                    r.ttft_p99_ms() > 0 ? r.ttft_p99_ms() / 1000 : -1});
         }
       }
       std::string key = StrCat(poll->node, "/", r.replica_id());

@@ -3,14 +3,16 @@
 # inference nodes on which version v2 is 3x slower (inference.sim_slow_versions, a drill), with
 # traffic flowing. Rolling v1 → v2 is rolled back by itself at stage 1 (p99 inter-token latency
 # compared over the observation window; `rollout status` shows the comparison); a version change
-# during a rollout is refused; rolling v1 → v3 (as fast as v1) is promoted through every stage.
+# during a rollout is refused; rolling v1 → v3 (as fast as v1) is promoted through every stage;
+# rolling v3 → v5, whose replicas fail every 40th step and the requests in it
+# (inference.sim_failing_versions), is rolled back on the error rate the nodes report.
 source "$(dirname "$0")/lib.sh"
 BIN=$1
 work=$(mktemp -d)
 trap 'kill_nodes; kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 cli() { "$BIN/exaserve-cli" "$@"; }
 model_dir=$(cd "$(dirname "$0")/../../models/exa-tiny-arith" && pwd)
-for v in v1 v2 v3; do
+for v in v1 v2 v3 v5; do
   cli model publish --dir "$model_dir" --name exa-tiny-arith --version $v --origin "$work/origin" \
     --json >/dev/null || fail "publish $v"
 done
@@ -20,7 +22,8 @@ EXASERVE_SCHEDULER_RECONCILE_INTERVAL=500ms start_node 2 --role scheduler --join
 for n in 3 4 5; do
   EXASERVE_INFERENCE_REPLICAS_PER_MODEL=0 EXASERVE_INFERENCE_HOST_MEMORY_BUDGET=4Gi \
     EXASERVE_INFERENCE_BACKEND=sim EXASERVE_INFERENCE_SIM_SLOWDOWN=3 \
-    EXASERVE_INFERENCE_SIM_SLOW_VERSIONS=v2 \
+    EXASERVE_INFERENCE_SIM_SLOW_VERSIONS=v2 EXASERVE_INFERENCE_SIM_FAIL_EVERY_STEPS=40 \
+    EXASERVE_INFERENCE_SIM_FAILING_VERSIONS=v5 EXASERVE_HEALTH_MODEL_INTERVAL=10m \
     start_node $n --role inference --join "$seed" --origin "127.0.0.1:$(port_of 1 grpc_port)" \
     --node-id "infer-$n"
 done
@@ -44,7 +47,7 @@ spec:
     stages: [1, 100%]
     observe: 8s
     regressionThreshold: 20%
-    metrics: [p99Latency]
+    metrics: [p99Latency, errorRate]
     keepRollbackTarget: 1
     minSamples: 3
 YAML
@@ -112,5 +115,17 @@ promoted() { [ "$(rollout_field "['phase']")" = succeeded ] && three_ready v3 &&
 wait_for 90 promoted || fail "v3 not promoted: $(cli --addr "$sched" rollout status tiny)"
 cli --addr "$sched" rollout status tiny >"$work/status3.txt"
 [ "$(grep -c "promoted" "$work/status3.txt")" = 2 ] || fail "stages: $(cat "$work/status3.txt")"
-echo "ok: v2 (3x slower) rolled back at stage 1 with $max_v2 replica; v3 promoted through both stages"
+
+# v5 fails requests (every 40th step of its replicas): rolled back on the error rate.
+spec v5 >"$work/v5.yaml"
+cli --addr "$sched" apply -f "$work/v5.yaml" >/dev/null || fail "apply v5"
+v5_rolled_back() { [ "$(rollout_field "['phase']")" = rolled-back ] && [ "$(rollout_field "['failed']")" = v5 ]; }
+wait_for 60 v5_rolled_back || fail "v5 not rolled back: $(cli --addr "$sched" rollout status tiny)"
+cli --addr "$sched" rollout status tiny >"$work/status5.txt"
+grep -q "Rolled back: errorRate .* on v5 vs .* on v3" "$work/status5.txt" ||
+  fail "v5 status: $(cat "$work/status5.txt")"
+back_to_v3() { three_ready v3 && [ "$(ready_of v5)" = 0 ]; }
+wait_for 30 back_to_v3 || fail "not back on v3: $(cli --addr "$sched" rollout status tiny)"
+echo "ok: v2 (3x slower) rolled back at stage 1 with $max_v2 replica; v3 promoted through both stages; v5 (failing requests) rolled back on errorRate"
+grep "errorRate" "$work/status5.txt" | head -3
 sed -n 1,20p "$work/status.txt"

@@ -118,5 +118,44 @@ TEST_CASE("sim replica: a directive fixes the output length; pending tokens lear
   CHECK(finished[17] == 50);
 }
 
+TEST_CASE("sim replica: a failed step fails its requests; the load reports the error rate",
+          "[engine][sim][errors]") {
+  EngineOptions o = Options();
+  o.sim.fail_every_steps = 4;
+  auto replica = SimReplica::Create(o, kStart);
+  REQUIRE(replica.ok());
+  std::vector<FinishReason> reasons;
+  absl::Time now = kStart;
+  // One at a time, two tokens each (a prefill step that samples, then a decode step): steps 1-2
+  // succeed, the request in steps 3-4 fails with step 4, steps 5-6 succeed.
+  for (int i = 0; i < 3; ++i) {
+    GenerateRequest r;
+    r.prompt_tokens.assign(10, 100);
+    r.max_tokens = 2;
+    r.callback = [&reasons](const StreamEvent& e) {
+      if (e.finished) reasons.push_back(e.finish_reason);
+    };
+    REQUIRE((*replica)->Submit(std::move(r), now).ok());
+    now += absl::Seconds(1);
+    (*replica)->RunUntil(now);
+  }
+  REQUIRE(reasons.size() == 3);
+  CHECK(reasons[0] == FinishReason::kLength);
+  CHECK(reasons[1] == FinishReason::kError);
+  CHECK(reasons[2] == FinishReason::kLength);
+  EngineLoad load = (*replica)->Load();
+  CHECK(load.recent_finished == 3);
+  CHECK(load.error_rate == Approx(1.0 / 3));
+  // A cancelled request is not an outcome of the replica's own.
+  GenerateRequest r;
+  r.prompt_tokens.assign(10, 100);
+  r.max_tokens = 100;
+  r.callback = [](const StreamEvent&) {};
+  auto id = (*replica)->Submit(std::move(r), now);
+  REQUIRE(id.ok());
+  (*replica)->Cancel(*id, now + absl::Milliseconds(1));
+  CHECK((*replica)->Load().recent_finished == 3);
+}
+
 }  // namespace
 }  // namespace exa::engine
