@@ -20,6 +20,10 @@ ReplicaMetrics::ReplicaMetrics(const ReplicaHost& host, metrics::Registry& r, in
                       "Recent time to first token, 99th percentile.", labels);
   itl_ = &r.AddGauge("exaserve_replica_inter_token_p99_seconds",
                      "Recent inter-token latency, 99th percentile.", labels);
+  errors_ = &r.AddGauge("exaserve_replica_error_ratio",
+                        "Of the replica's last requests that ended (up to 256, cancellations "
+                        "apart), the fraction that ended in an engine error.",
+                        labels);
   load_seconds_ = &r.AddGauge(
       "exaserve_replica_weight_load_seconds",
       "Time to bring the replica's weights onto its device at start (cuda: host to GPU through "
@@ -58,7 +62,7 @@ ReplicaMetrics::Series& ReplicaMetrics::SeriesFor(const ReplicaView& replica) {
   load_seconds_->WithLabels(v).Set(replica.engine->info().weight_load_seconds);
   Series s{&pending_->WithLabels(v), &running_->WithLabels(v),  &waiting_->WithLabels(v),
            &kv_used_->WithLabels(v), &kv_total_->WithLabels(v), &ttft_->WithLabels(v),
-           &itl_->WithLabels(v)};
+           &itl_->WithLabels(v),     &errors_->WithLabels(v)};
   return series_.emplace(replica.id, s).first->second;
 }
 
@@ -83,6 +87,7 @@ void ReplicaMetrics::Update() {
     s.kv_total->Set(load.kv_blocks_total);
     s.ttft_p99->Set(load.ttft_p99_ms / 1000.0);
     s.itl_p99->Set(load.itl_p99_ms / 1000.0);
+    s.error_ratio->Set(load.error_rate);
   }
   for (const auto& [state, n] : states) state_->WithLabels({state}).Set(n);
   for (size_t i = 0; i < gpu_memory_.size(); ++i) {

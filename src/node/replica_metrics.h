@@ -33,6 +33,7 @@ class ReplicaMetrics {
     metrics::Gauge* kv_total;
     metrics::Gauge* ttft_p99;
     metrics::Gauge* itl_p99;
+    metrics::Gauge* error_ratio;
   };
   Series& SeriesFor(const ReplicaView& replica);
 
@@ -43,6 +44,7 @@ class ReplicaMetrics {
   metrics::Family<metrics::Gauge>* kv_used_ = nullptr;
   metrics::Family<metrics::Gauge>* kv_total_ = nullptr;
   metrics::Family<metrics::Gauge>* ttft_ = nullptr;
+  metrics::Family<metrics::Gauge>* errors_ = nullptr;
   metrics::Family<metrics::Gauge>* itl_ = nullptr;
   metrics::Family<metrics::Gauge>* load_seconds_ = nullptr;
   metrics::Family<metrics::Gauge>* state_ = nullptr;

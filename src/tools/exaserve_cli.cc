@@ -563,6 +563,10 @@ int RunReplicas(const GlobalOptions& g) {
                        {"device", r.device()},
                        {"generation", r.generation()},
                        {"memory_budget_bytes", r.memory_budget_bytes()},
+                       {"ttft_p99_ms", r.ttft_p99_ms()},
+                       {"inter_token_p99_ms", r.inter_token_p99_ms()},
+                       {"recent_finished", r.recent_finished()},
+                       {"error_rate", r.error_rate()},
                        {"state_since_unix_ms", r.state_since_unix_ms()}});
         continue;
       }
