@@ -68,6 +68,7 @@ Daemon::Daemon(DaemonOptions options)
 
 Daemon::~Daemon() {
   JoinSchedulerSwitch();
+  if (https_) https_->CloseAll();
   if (http_) http_->CloseAll();
   io_.Stop();
 }
@@ -93,12 +94,46 @@ absl::Status Daemon::Start() {
   for (const std::string& r : roles_) roles_metric.WithLabels({r}).Set(1);
 
   EXA_RETURN_IF_ERROR(StartServing());
-  http_ = std::make_unique<net::HttpServer>(io_, options_.http);
-  AddHttpRoutes();
-  if (frontend_) gateway::AddOpenAiRoutes(*http_, *frontend_);
+  // With a certificate, the OpenAI API is served over HTTPS on its own port, and the plain HTTP
+  // port keeps the open, read-only endpoints (probes, scrapes) only.
+  net::HttpServerOptions plain = options_.http;
+  plain.tls_cert_file.clear();
+  plain.tls_key_file.clear();
+  http_ = std::make_unique<net::HttpServer>(io_, plain);
+  AddHttpRoutes(*http_);
+  if (net::HttpsConfigured(options_.http)) {
+    net::HttpServerOptions tls = options_.http;
+    tls.port = options_.network.https_port;
+    https_ = std::make_unique<net::HttpServer>(io_, tls);
+    AddHttpRoutes(*https_);
+  }
+  if (frontend_) gateway::AddOpenAiRoutes(https_ ? *https_ : *http_, *frontend_);
+  if (frontend_ && https_) {
+    // A client still on plain HTTP gets told where the API went, not a bare 404.
+    for (const auto& [method, path] :
+         {std::pair<const char*, const char*>{"POST", "/v1/completions"},
+          {"POST", "/v1/chat/completions"},
+          {"GET", "/v1/models"}}) {
+      http_->AddRoute(method, path, [this](const net::HttpRequest&) {
+        net::HttpResponse r = net::JsonError(
+            426,
+            StrCat("this node serves the OpenAI API over HTTPS only, on port ", https_->port()),
+            "invalid_request_error");
+        r.headers.emplace_back("Upgrade", "TLS/1.2, HTTP/1.1");
+        return r;
+      });
+    }
+  }
   if (absl::Status s = http_->Start(); !s.ok()) {
     return absl::UnavailableError(
         StrCat(ToStd(s.message()), " (HTTP; set another with --http-port)"));
+  }
+  if (https_) {
+    if (absl::Status s = https_->Start(); !s.ok()) {
+      if (absl::IsInvalidArgument(s)) return s;  // the certificate or key
+      return absl::UnavailableError(
+          StrCat(ToStd(s.message()), " (HTTPS; set another with --https-port)"));
+    }
   }
   if (!options_.admin.token_file.empty()) {
     EXA_ASSIGN_OR_RETURN(admin_tokens_, gateway::ApiKeys::Load(options_.admin.token_file));
@@ -164,6 +199,7 @@ absl::Status Daemon::Start() {
                 {"roles", roles},
                 {"version", Version()},
                 {"http", StrCat(options_.network.bind, ":", http_->port())},
+                {"https", https_ ? StrCat(options_.network.bind, ":", https_->port()) : "off"},
                 {"grpc", StrCat(options_.network.bind, ":", grpc_->port())},
                 {"data_dir", options_.node.data_dir}});
   return absl::OkStatus();
@@ -802,11 +838,11 @@ AdminCallbacks Daemon::MakeAdminCallbacks() {
   return callbacks;
 }
 
-void Daemon::AddHttpRoutes() {
-  http_->AddRoute("GET", "/healthz", [](const net::HttpRequest&) {
+void Daemon::AddHttpRoutes(net::HttpServer& http) {
+  http.AddRoute("GET", "/healthz", [](const net::HttpRequest&) {
     return net::HttpResponse{200, "application/json", "{\"status\":\"ok\"}\n", {}};
   });
-  http_->AddRoute("GET", "/readyz", [this](const net::HttpRequest&) {
+  http.AddRoute("GET", "/readyz", [this](const net::HttpRequest&) {
     State s = state_;
     if (s == State::kReady) {
       return net::HttpResponse{200, "application/json", "{\"status\":\"ready\"}\n", {}};
@@ -814,7 +850,7 @@ void Daemon::AddHttpRoutes() {
     std::string why = s == State::kDraining ? "draining" : "starting";
     return net::HttpResponse{503, "application/json", StrCat("{\"status\":\"", why, "\"}\n"), {}};
   });
-  http_->AddRoute("GET", "/metrics", [this](const net::HttpRequest&) {
+  http.AddRoute("GET", "/metrics", [this](const net::HttpRequest&) {
     return net::HttpResponse{
         200, "text/plain; version=0.0.4; charset=utf-8", registry_.Expose(), {}};
   });
@@ -846,6 +882,7 @@ absl::Status Daemon::WriteEndpointsFile() {
   nlohmann::json j = {{"node_id", node_id_},
                       {"pid", getpid()},
                       {"http_port", http_->port()},
+                      {"https_port", https_ ? https_->port() : 0},
                       {"grpc_port", grpc_->port()},
                       {"gossip_port", gossip_->port()},
                       {"advertise", options_.network.advertise}};
@@ -872,8 +909,9 @@ void Daemon::Drain() {
   state_ = State::kDraining;
   sd_notify(0, "STOPPING=1\nSTATUS=draining");
   absl::Time deadline = absl::Now() + options_.lifecycle.drain_timeout;
+  const auto in_flight = [this] { return http_->in_flight() + (https_ ? https_->in_flight() : 0); };
   EXA_LOG_INFO("daemon", "draining",
-               {{"in_flight", http_->in_flight()},
+               {{"in_flight", in_flight()},
                 {"drain_timeout", DurationToString(options_.lifecycle.drain_timeout)}});
   grpc_->SetServing(false);
   if (frontend_) frontend_->StartDraining();
@@ -881,12 +919,12 @@ void Daemon::Drain() {
   // Generate calls already running finish below.
   if (node_service_) node_service_->Stop();
   http_->StopAccepting();
-  while (http_->in_flight() > 0 && absl::Now() < deadline &&
+  if (https_) https_->StopAccepting();
+  while (in_flight() > 0 && absl::Now() < deadline &&
          !drain_forced_.WaitForNotificationWithTimeout(absl::Milliseconds(20))) {
   }
-  if (http_->in_flight() > 0) {
-    EXA_LOG_WARN("daemon", "drain timeout: cutting off requests",
-                 {{"in_flight", http_->in_flight()}});
+  if (in_flight() > 0) {
+    EXA_LOG_WARN("daemon", "drain timeout: cutting off requests", {{"in_flight", in_flight()}});
   }
   if (observer_) observer_->Stop();
   weights_->Stop();
@@ -901,6 +939,7 @@ void Daemon::Drain() {
   gossip_->Leave(std::min(deadline, absl::Now() + absl::Seconds(1)));
   gossip_->Stop();
   http_->CloseAll();
+  if (https_) https_->CloseAll();
   timers_->signals.cancel();
   timers_->watchdog.cancel();
   timers_->load.cancel();

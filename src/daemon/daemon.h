@@ -64,7 +64,8 @@ class Daemon {
   const std::string& node_id() const { return node_id_; }
 
  private:
-  void AddHttpRoutes();
+  // The open, read-only endpoints: /healthz, /readyz, /metrics.
+  void AddHttpRoutes(net::HttpServer& http);
   void WatchSignals();
   void StartWatchdog();
   absl::Status WriteEndpointsFile();
@@ -111,6 +112,7 @@ class Daemon {
   metrics::Registry registry_;
   net::IoRunner io_;
   std::unique_ptr<net::HttpServer> http_;
+  std::unique_ptr<net::HttpServer> https_;  // the OpenAI API over TLS, when configured
   std::unique_ptr<net::GrpcServer> grpc_;
   std::unique_ptr<membership::GossipAgent> gossip_;
   cluster::StableElection election_;  // owned by the io strand timer

@@ -85,6 +85,8 @@ void RegisterConfig(config::Schema& s, DaemonOptions* o) {
   s.Add("network.grpc_port", &o->network.grpc_port, "gRPC port (inference, admin, node APIs)");
   s.Add("network.http_port", &o->network.http_port,
         "HTTP port (OpenAI API, /metrics, /healthz, /readyz)");
+  s.Add("network.https_port", &o->network.https_port,
+        "HTTPS port of the OpenAI API, with http.tls_cert_file and http.tls_key_file set");
   s.Add<std::vector<std::string>>("network.join", &o->network.join,
                                   "host:port of cluster members to join through", ValidateJoin);
   s.AddEnum("gossip.profile", &o->gossip.profile, {"lan", "wan"},
@@ -115,6 +117,10 @@ void RegisterConfig(config::Schema& s, DaemonOptions* o) {
         "refuse to start without mutual TLS, a gossip key and admin tokens (--secure)");
   net::RegisterConfig(s, "tls", &o->tls);
   net::RegisterConfig(s, "http", &o->http);
+  s.Add("http.tls_cert_file", &o->http.tls_cert_file,
+        "PEM certificate chain for HTTPS on network.https_port; with it the OpenAI API is served "
+        "there only, and the HTTP port keeps /healthz, /readyz and /metrics. Empty: no HTTPS");
+  s.Add("http.tls_key_file", &o->http.tls_key_file, "PEM private key of http.tls_cert_file");
   net::RegisterConfig(s, "grpc", &o->grpc);
   node::RegisterConfig(s, "inference", &o->inference);
   node::RegisterConfig(s, "health", &o->health);
@@ -158,6 +164,7 @@ void ResolveDefaults(DaemonOptions* o) {
 
 absl::Status ValidateSecurity(const DaemonOptions& o) {
   if (o.tls.enabled()) EXA_RETURN_IF_ERROR(net::LoadTls(o.tls).status());
+  if (net::HttpsConfigured(o.http)) EXA_RETURN_IF_ERROR(net::CheckHttpsFiles(o.http));
   if (!o.security.secure) return absl::OkStatus();
   std::vector<std::string> missing;
   if (!o.tls.enabled()) {

@@ -38,6 +38,8 @@ struct NetworkOptions {
   uint16_t gossip_port = 7946;
   uint16_t grpc_port = 7070;
   uint16_t http_port = 8080;
+  // With http.tls_cert_file and http.tls_key_file: the HTTPS port of the OpenAI API.
+  uint16_t https_port = 8443;
   std::vector<std::string> join;  // host:port of any members to join through
 };
 

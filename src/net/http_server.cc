@@ -5,6 +5,9 @@
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/write.hpp>
@@ -15,6 +18,7 @@
 #include <boost/beast/http/string_body.hpp>
 #include "common/check.h"
 #include "common/logging.h"
+#include "common/status.h"
 #include "common/strings.h"
 #include "net/http_request_beast.h"
 
@@ -24,6 +28,8 @@ namespace {
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
+namespace ssl = asio::ssl;
+using TlsStream = ssl::stream<tcp::socket&>;
 using Headers = std::vector<std::pair<std::string, std::string>>;
 
 std::chrono::nanoseconds ToChrono(absl::Duration d) { return absl::ToChronoNanoseconds(d); }
@@ -98,6 +104,7 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
 
   IoRunner& io;
   const HttpServerOptions options;
+  std::optional<ssl::context> tls;  // set by Start when the options name a certificate
   std::vector<Route> routes;
   tcp::acceptor acceptor;
   std::atomic<bool> accepting{false};
@@ -116,11 +123,24 @@ class Connection : public std::enable_shared_from_this<Connection> {
         write_timer_(socket_.get_executor()),
         server_(std::move(server)) {
     server_->connections++;
+    if (server_->tls) tls_ = std::make_unique<TlsStream>(socket_, *server_->tls);
   }
   ~Connection() { server_->connections--; }
 
-  void Start() { DoReadRequest(); }
-  void Reject(HttpResponse response) { SendAndClose(std::move(response)); }
+  void Start() {
+    if (tls_) {
+      DoHandshake();
+    } else {
+      DoReadRequest();
+    }
+  }
+  void Reject(HttpResponse response) {
+    if (tls_) {
+      Shutdown();  // no handshake yet: nothing can be said to the client
+    } else {
+      SendAndClose(std::move(response));
+    }
+  }
   void Close() {
     asio::post(socket_.get_executor(), [self = shared_from_this()] { self->Shutdown(); });
   }
@@ -144,6 +164,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   size_t max_stream_buffer() const { return server_->options.max_stream_buffer_bytes.value; }
 
  private:
+  void DoHandshake();
   void DoReadRequest();
   void OnRead(beast::error_code ec);
   void Dispatch();
@@ -155,6 +176,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void Shutdown();
 
   tcp::socket socket_;
+  std::unique_ptr<TlsStream> tls_;  // over socket_ when the server speaks HTTPS
   asio::steady_timer read_timer_;
   asio::steady_timer write_timer_;
   std::shared_ptr<HttpServer::Impl> server_;
@@ -231,6 +253,27 @@ class ResponderImpl final : public HttpResponder {
   std::atomic<bool> finished_{false};
 };
 
+void Connection::DoHandshake() {
+  read_timed_out_ = false;
+  read_timer_.expires_after(ToChrono(server_->options.read_timeout));
+  read_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+    if (ec) return;
+    self->read_timed_out_ = true;
+    beast::error_code ignored;
+    self->socket_.cancel(ignored);
+  });
+  tls_->async_handshake(ssl::stream_base::server,
+                        [self = shared_from_this()](beast::error_code ec) {
+                          self->read_timer_.cancel();
+                          if (ec || self->read_timed_out_) {
+                            // Not TLS, a certificate the client refused, or too slow.
+                            self->Shutdown();
+                            return;
+                          }
+                          self->DoReadRequest();
+                        });
+}
+
 void Connection::DoReadRequest() {
   parser_.emplace();
   internal::ApplyLimits(server_->parse_limits(), &*parser_);
@@ -244,8 +287,12 @@ void Connection::DoReadRequest() {
     beast::error_code ignored;
     self->socket_.cancel(ignored);
   });
-  http::async_read(socket_, buffer_, *parser_,
-                   [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); });
+  auto done = [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); };
+  if (tls_) {
+    http::async_read(*tls_, buffer_, *parser_, std::move(done));
+  } else {
+    http::async_read(socket_, buffer_, *parser_, std::move(done));
+  }
 }
 
 void Connection::OnRead(beast::error_code ec) {
@@ -259,7 +306,8 @@ void Connection::OnRead(beast::error_code ec) {
     return;
   }
   if (ec == http::error::end_of_stream || ec == asio::error::eof ||
-      ec == asio::error::connection_reset || ec == asio::error::operation_aborted) {
+      ec == asio::error::connection_reset || ec == asio::error::operation_aborted ||
+      ec == ssl::error::stream_truncated) {
     Shutdown();
     return;
   }
@@ -356,9 +404,12 @@ void Connection::DoWrite() {
   write_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
     if (!ec) self->Shutdown();  // the client stopped reading
   });
-  asio::async_write(
-      socket_, asio::buffer(pending_.front().bytes),
-      [self = shared_from_this()](beast::error_code ec, size_t n) { self->OnWrite(ec, n); });
+  auto done = [self = shared_from_this()](beast::error_code ec, size_t n) { self->OnWrite(ec, n); };
+  if (tls_) {
+    asio::async_write(*tls_, asio::buffer(pending_.front().bytes), std::move(done));
+  } else {
+    asio::async_write(socket_, asio::buffer(pending_.front().bytes), std::move(done));
+  }
 }
 
 void Connection::OnWrite(beast::error_code ec, size_t) {
@@ -447,6 +498,51 @@ const Route* HttpServer::Impl::FindRoute(const std::string& method, const std::s
   return nullptr;
 }
 
+namespace {
+
+// Loads the certificate chain and key of `o` into `tls` (TLS 1.2 or later); errors name the
+// file and what it must hold.
+absl::Status LoadTls(const HttpServerOptions& o, ssl::context& tls) {
+  if (o.tls_cert_file.empty() || o.tls_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "http.tls_cert_file and http.tls_key_file: set both for HTTPS, or neither");
+  }
+  beast::error_code ec;
+  tls.set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                      ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 |
+                      ssl::context::single_dh_use,
+                  ec);
+  if (!ec) tls.use_certificate_chain_file(o.tls_cert_file, ec);
+  if (ec) {
+    return absl::InvalidArgumentError(
+        StrCat("http.tls_cert_file \"", o.tls_cert_file, "\": ", ec.message(),
+               " (a PEM certificate chain, the server's certificate first)"));
+  }
+  tls.use_private_key_file(o.tls_key_file, ssl::context::pem, ec);
+  if (ec) {
+    return absl::InvalidArgumentError(StrCat("http.tls_key_file \"", o.tls_key_file,
+                                             "\": ", ec.message(),
+                                             " (the PEM private key of http.tls_cert_file)"));
+  }
+  if (SSL_CTX_check_private_key(tls.native_handle()) != 1) {
+    return absl::InvalidArgumentError(StrCat("http.tls_key_file \"", o.tls_key_file,
+                                             "\" is not the key of http.tls_cert_file \"",
+                                             o.tls_cert_file, "\""));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool HttpsConfigured(const HttpServerOptions& options) {
+  return !options.tls_cert_file.empty() || !options.tls_key_file.empty();
+}
+
+absl::Status CheckHttpsFiles(const HttpServerOptions& options) {
+  ssl::context tls(ssl::context::tls_server);
+  return LoadTls(options, tls);
+}
+
 HttpServer::HttpServer(IoRunner& io, HttpServerOptions options)
     : impl_(std::make_shared<Impl>(io, std::move(options))), in_flight_(impl_->in_flight) {}
 
@@ -471,6 +567,9 @@ void HttpServer::AddRoute(std::string method, std::string path,
 
 absl::Status HttpServer::Start() {
   beast::error_code ec;
+  if (HttpsConfigured(impl_->options)) {
+    EXA_RETURN_IF_ERROR(LoadTls(impl_->options, impl_->tls.emplace(ssl::context::tls_server)));
+  }
   auto address = asio::ip::make_address(impl_->options.bind_address, ec);
   if (ec) {
     return absl::InvalidArgumentError(

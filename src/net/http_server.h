@@ -1,5 +1,7 @@
 // HTTP/1.1 server on Boost.Beast: keep-alive, request size limits, timeouts, a connection cap,
-// and chunked streaming responses (used for Server-Sent Events by the OpenAI API).
+// and chunked streaming responses (used for Server-Sent Events by the OpenAI API). With a
+// certificate and key it serves HTTPS (TLS 1.2 or later) instead: the handshake must finish
+// within read_timeout, like the first request.
 //
 // A route's handler gets the request and an HttpResponder. It may answer at once (Respond), or
 // later from any thread, or stream (StartStream, Write..., Finish). Bad requests never reach
@@ -39,7 +41,17 @@ struct HttpServerOptions {
   absl::Duration write_timeout = absl::Seconds(60);  // for one write to a slow client
   int max_connections = 4096;
   config::Bytes max_stream_buffer_bytes{4 << 20};  // unsent stream data before Write() fails
+  // PEM certificate chain and private key: both set, the server speaks HTTPS only. Set by the
+  // daemon for its HTTPS listener (http.tls_cert_file / http.tls_key_file), not by section.
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
+
+// Whether `options` name a certificate or key (the server then speaks HTTPS only).
+bool HttpsConfigured(const HttpServerOptions& options);
+// Loads the certificate and key as Start would: INVALID_ARGUMENT naming the file and what is
+// wrong (unreadable, not PEM, key not matching the certificate, one of the two missing).
+absl::Status CheckHttpsFiles(const HttpServerOptions& options);
 
 // Registers the options under `section` ("http") in a config schema.
 void RegisterConfig(config::Schema& schema, std::string_view section, HttpServerOptions* options);
@@ -77,7 +89,8 @@ class HttpServer {
   void AddRoute(std::string method, std::string path,
                 std::function<HttpResponse(const HttpRequest&)> handler);
 
-  // Binds and starts accepting. Fails with the address when the port is taken.
+  // Binds and starts accepting. Fails with the address when the port is taken, and naming the
+  // file when a TLS certificate or key cannot be loaded.
   absl::Status Start();
   uint16_t port() const { return bound_port_; }
   // Stops accepting new connections; existing ones finish their current request.
