@@ -111,4 +111,13 @@ wait_for 20 repaired || fail "auto-$spare has no spec: $(cli --addr "$(addr "$sp
 whole() { ready_is "$spare" 2 && [ "$(field "$spare" reconciler)" != "$first" ]; }
 wait_for 90 whole || fail "not whole again: $(describe "$spare")"
 echo "after kill -9 of $first: auto-$spare elected, repaired and reconciling with $(field "$spare" reconciler); 2 ready"
+
+# SIGTERM of an elected scheduler: its control loop stops with the drain and it exits 0.
+n_last=$(node_of "$last")
+kill -TERM "${pids[$n_last]}"
+set +e
+timeout 30 tail --pid="${pids[$n_last]}" -f /dev/null
+wait "${pids[$n_last]}"; rc=$?
+set -e
+[ $rc -eq 0 ] || fail "$last exited $rc after SIGTERM: $(tail -5 "$work/n$n_last.log")"
 echo PASS
