@@ -34,21 +34,7 @@ EXASERVE_OBSERVER_SCRAPE_INTERVAL=1s EXASERVE_OBSERVER_REPLICAS_INTERVAL=1s \
 obs="127.0.0.1:$(port_of 6 grpc_port)"
 sched="127.0.0.1:$(port_of 2 grpc_port)"
 
-cat >"$work/tiny.yaml" <<'YAML'
-apiVersion: exaserve.io/v1
-kind: InferenceReplica
-metadata: {name: tiny}
-spec:
-  model: exa-tiny-arith
-  version: v1
-  backend: cpu
-  replicas: 3
-  resources: {gpu: 1}
-  scheduling: {batchSize: 3, warmupReplicas: 3}
-  deadGrace: 5m
-  context: 256
-  concurrency: 4
-YAML
+tiny_spec 3 3 3 5m >"$work/tiny.yaml"
 wait_for 20 cli --addr "$sched" apply -f "$work/tiny.yaml" || fail "apply"
 ready() {
   [ "$(cli --addr "$sched" --json describe tiny |

@@ -64,21 +64,7 @@ grep -q "not a scheduler now" "$work/spare.out" || fail "spare's answer: $(cat "
 first=${elected%% *}
 grep -q "$first" "$work/spare.out" || fail "the spare does not name $first: $(cat "$work/spare.out")"
 
-cat >"$work/tiny.yaml" <<'YAML'
-apiVersion: exaserve.io/v1
-kind: InferenceReplica
-metadata: {name: tiny}
-spec:
-  model: exa-tiny-arith
-  version: v1
-  backend: cpu
-  replicas: 2
-  resources: {gpu: 1}
-  scheduling: {batchSize: 2, warmupReplicas: 1}
-  deadGrace: 4s
-  context: 256
-  concurrency: 4
-YAML
+tiny_spec 2 2 1 4s >"$work/tiny.yaml"
 last=${elected##* }
 # Written to the highest-id elected scheduler; the reconciler (lowest id) learns it by replication.
 wait_for 15 cli --addr "$(addr "$(node_of "$last")")" apply -f "$work/tiny.yaml" ||

@@ -40,3 +40,23 @@ start_node() {
 }
 port_of() { json_field "$work/n$1/endpoints.json" "$2"; }
 kill_nodes() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
+
+# tiny_spec REPLICAS BATCH WARMUP DEADGRACE: an InferenceReplica spec "tiny" of the bundled model
+# on CPU nodes (one GPU-equivalent device each), for the scheduler's tests.
+tiny_spec() {
+  cat <<YAML
+apiVersion: exaserve.io/v1
+kind: InferenceReplica
+metadata: {name: tiny}
+spec:
+  model: exa-tiny-arith
+  version: v1
+  backend: cpu
+  replicas: $1
+  resources: {gpu: 1}
+  scheduling: {batchSize: $2, warmupReplicas: $3}
+  deadGrace: $4
+  context: 256
+  concurrency: 4
+YAML
+}

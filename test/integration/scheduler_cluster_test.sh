@@ -53,21 +53,7 @@ set -e
 grep -q "no-such-model" "$work/unknown.out" || fail "unknown model error: $(cat "$work/unknown.out")"
 [ "$(cli --addr "$(sched 3)" get -o yaml)" = "" ] || fail "a refused spec was stored"
 
-cat >"$work/tiny.yaml" <<'YAML'
-apiVersion: exaserve.io/v1
-kind: InferenceReplica
-metadata: {name: tiny}
-spec:
-  model: exa-tiny-arith
-  version: v1
-  backend: cpu
-  replicas: 3
-  resources: {gpu: 1}
-  scheduling: {batchSize: 2, warmupReplicas: 1}
-  deadGrace: 6s
-  context: 256
-  concurrency: 4
-YAML
+tiny_spec 3 2 1 6s >"$work/tiny.yaml"
 # Written to the highest-id scheduler: the reconciler (lowest id) learns it by replication.
 cli --addr "$(sched 4)" apply -f "$work/tiny.yaml" >"$work/apply.out" || fail "apply: $(cat "$work/apply.out")"
 grep -q "inferencereplica/tiny created" "$work/apply.out" || fail "apply output: $(cat "$work/apply.out")"
