@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "absl/strings/numbers.h"
+#include "cluster/label_rule.h"
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "common/status.h"
@@ -758,39 +759,22 @@ std::pair<int64_t, int64_t> ReplicaHost::LedgerUsage(int device) const {
 
 absl::StatusOr<std::vector<std::pair<std::string, ReplicaHost::Labels>>> ReplicaHost::Relabel(
     const Labels& selector, const Labels& set, const std::vector<std::string>& remove) {
-  constexpr size_t kMaxLabels = 32, kMaxValue = 128;
-  for (const auto& [k, v] : set) {
-    if (k.empty() || k.size() > 64 || v.size() > kMaxValue) {
-      return absl::InvalidArgumentError(
-          StrCat("labels: \"", k, "\": keys are 1 to 64 characters, values at most ", kMaxValue));
-    }
-  }
+  EXA_RETURN_IF_ERROR(cluster::ValidateChange(set, remove));
+  const cluster::LabelRule rule{selector, set, remove};
   const auto live = replicas();
   absl::MutexLock lock(&labels_mu_);
   std::vector<std::pair<std::string, Labels>> matched;
   for (const auto& r : live) {
-    Labels& labels = labels_[r->id];
-    bool match = true;
-    for (const auto& [k, v] : selector) {
-      if (k == "model") {
-        match &= r->model->name == v;
-      } else if (k == "replica") {
-        match &= r->id == v;
-      } else if (k == "version" && labels.count("version") == 0) {
-        match &= r->model->version == v;
-      } else {
-        auto it = labels.find(k);
-        match &= it != labels.end() && it->second == v;
-      }
+    const Labels& labels = labels_[r->id];
+    if (!cluster::SelectorMatches(selector, r->id, r->model->name, r->model->version, labels)) {
+      continue;
     }
-    if (!match) continue;
-    Labels updated = labels;
-    for (const auto& [k, v] : set) updated[k] = v;
-    for (const std::string& k : remove) updated.erase(k);
-    if (updated.size() > kMaxLabels) {
-      return absl::InvalidArgumentError(StrCat("labels: at most ", kMaxLabels, " per replica"));
+    Labels updated = cluster::ApplyRule(rule, labels);
+    if (updated.size() > cluster::kMaxLabelsPerReplica) {
+      return absl::InvalidArgumentError(
+          StrCat("labels: at most ", cluster::kMaxLabelsPerReplica, " per replica"));
     }
-    matched.emplace_back(r->id, updated);
+    matched.emplace_back(r->id, std::move(updated));
   }
   for (const auto& [id, labels] : matched) labels_[id] = labels;
   labels_version_++;

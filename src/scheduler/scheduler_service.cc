@@ -10,6 +10,7 @@
 
 #include "common/logging.h"
 #include "common/strings.h"
+#include "exaserve/v1/admin.grpc.pb.h"
 #include "exaserve/v1/node.grpc.pb.h"
 #include "net/tls.h"
 #include "nlohmann/json.hpp"
@@ -26,7 +27,9 @@ constexpr std::string_view kNodePrefix = "node/";
 constexpr std::string_view kRolloutPrefix = "rollout/";
 constexpr std::string_view kRolloutCommandPrefix = "rollout-command/";
 constexpr std::string_view kRoutePrefix = "route/";
-constexpr size_t kMaxRoutes = 16;  // the gateway's bound
+constexpr size_t kMaxRoutes = 16;                            // the gateway's bound
+constexpr std::string_view kLabelRulePrefix = "labelrule/";  // + the selector as JSON
+constexpr size_t kMaxLabelRules = 64;
 // After a majority of schedulers is first in view, how long anti-entropy gets before this node
 // acts on its store (the digest round trip is milliseconds; retries come every second).
 constexpr absl::Duration kSyncGrace = absl::Seconds(3);
@@ -90,6 +93,30 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, const grp
 
 grpc::Status ToGrpc(const absl::Status& s) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+std::string LabelRuleToJson(const cluster::LabelRule& rule) {
+  return json{{"selector", rule.selector}, {"set", rule.set}, {"remove", rule.remove}}.dump();
+}
+
+std::optional<cluster::LabelRule> LabelRuleFromJson(const std::string& text) {
+  json j = json::parse(text, nullptr, false);
+  if (!j.is_object()) return std::nullopt;
+  try {
+    cluster::LabelRule rule;
+    rule.selector = j.value("selector", cluster::Labels{});
+    rule.set = j.value("set", cluster::Labels{});
+    rule.remove = j.value("remove", std::vector<std::string>{});
+    return rule;
+  } catch (const json::exception&) {
+    return std::nullopt;
+  }
+}
+
+void ToProto(const cluster::LabelRule& rule, pb::LabelReplicasRequest* out) {
+  out->mutable_selector()->insert(rule.selector.begin(), rule.selector.end());
+  out->mutable_labels()->insert(rule.set.begin(), rule.set.end());
+  for (const std::string& k : rule.remove) out->add_remove(k);
 }
 
 std::string MemberGrpcAddress(const membership::Member& m) {
@@ -599,6 +626,8 @@ void SchedulerService::ReconcileStep() {
   }
   // Node reports: managed replicas (tracks "<spec>@<version>") and their latency samples.
   std::map<std::string, std::map<std::string, int>> ready_by_version;  // spec → version → ready
+  const std::vector<cluster::LabelRule> rules = LabelRulesLocked();
+  std::vector<Relabel> relabels;
   for (const auto& poll : calls) {
     if (!poll->done || !poll->status.ok()) continue;  // keeps its last report
     NodeStatus& st = nodes_[poll->node];
@@ -622,6 +651,28 @@ void SchedulerService::ReconcileStep() {
       const std::string spec_name(SpecOfTrack(rec.deployment));
       auto d = specs.find(spec_name);
       rec.allocation.bytes_per_gpu = d == specs.end() ? 0 : d->second->replica_bytes;
+      if (!rules.empty() && (r.state() == "ready" || r.state() == "unhealthy")) {
+        // What the stored rules give it, against what it has: a node that missed a
+        // `replica label` (down, partitioned) catches up here.
+        const cluster::Labels current(r.labels().begin(), r.labels().end());
+        const cluster::Labels want =
+            cluster::ApplyRules(rules, r.replica_id(), r.model(), r.version(), current);
+        if (want != current) {
+          Relabel fix{spec_name, poll->node, r.replica_id(), {}};
+          for (const auto& [k, v] : want) {
+            auto it = current.find(k);
+            if (it == current.end() || it->second != v) fix.change.set[k] = v;
+          }
+          for (const auto& [k, v] : current) {
+            if (want.count(k) == 0) fix.change.remove.push_back(k);
+          }
+          fix.change.set.erase(std::string(kDeploymentLabel));  // never a rule's to change
+          std::erase(fix.change.remove, std::string(kDeploymentLabel));
+          if (!fix.change.set.empty() || !fix.change.remove.empty()) {
+            relabels.push_back(std::move(fix));
+          }
+        }
+      }
       if (rec.phase == ReplicaPhase::kReady && r.state() == "ready") {
         ready_by_version[spec_name][r.version()]++;
         // One sample per replica every observe/20 (1-30 s): the window then holds a whole
@@ -769,7 +820,7 @@ void SchedulerService::ReconcileStep() {
   }
   if (reconciler_gauge_) reconciler_gauge_->Set(acting ? 1 : 0);
   FlushLocked(lock);  // rollout state written above
-  if (!acting || result.actions.empty()) return;
+  if (!acting || (result.actions.empty() && relabels.empty())) return;
   for (const Action& a : result.actions) {
     if (a.kind == ActionKind::kPrestage) continue;
     AddEventLocked(std::string(SpecOfTrack(a.deployment)),
@@ -778,8 +829,24 @@ void SchedulerService::ReconcileStep() {
                                                        : std::string(),
                           ": ", a.reason));
   }
+  for (const Relabel& r : relabels) {
+    AddEventLocked(r.spec,
+                   StrCat("relabel ", r.replica_id, " on ", r.node, " (stored label rules)"));
+  }
   lock.unlock();
-  Execute(result.actions, addresses, by_track);
+  Execute(result.actions, addresses, by_track, rules, relabels);
+}
+
+std::vector<cluster::LabelRule> SchedulerService::LabelRulesLocked() const {
+  std::map<std::string, cluster::LabelRule> by_key;  // ordered by selector
+  for (const StoreRecord& r : store_.Live()) {
+    if (r.key.rfind(kLabelRulePrefix, 0) != 0) continue;
+    std::optional<cluster::LabelRule> rule = LabelRuleFromJson(r.value);
+    if (rule) by_key.emplace(r.key, std::move(*rule));
+  }
+  std::vector<cluster::LabelRule> out;
+  for (auto& [key, rule] : by_key) out.push_back(std::move(rule));
+  return out;
 }
 
 RolloutState SchedulerService::RolloutStateLocked(const std::string& name) const {
@@ -820,7 +887,38 @@ RolloutState SchedulerService::ApplyCommandsLocked(absl::Time now, const Inferen
 
 void SchedulerService::Execute(const std::vector<Action>& actions,
                                const std::map<std::string, std::string>& addresses,
-                               const std::map<std::string, const DesiredDeployment*>& desired) {
+                               const std::map<std::string, const DesiredDeployment*>& desired,
+                               const std::vector<cluster::LabelRule>& rules,
+                               const std::vector<Relabel>& relabels) {
+  for (const Relabel& fix : relabels) {
+    auto address = addresses.find(fix.node);
+    if (address == addresses.end()) continue;
+    struct RelabelCall {
+      grpc::ClientContext context;
+      pb::LabelReplicasRequest request;
+      pb::LabelReplicasResponse response;
+    };
+    auto call = std::make_shared<RelabelCall>();
+    call->context.set_deadline(std::chrono::system_clock::now() +
+                               absl::ToChronoNanoseconds(options_.rpc_timeout));
+    if (!options_.node_token.empty()) {
+      call->context.AddMetadata("authorization", StrCat("Bearer ", options_.node_token));
+    }
+    (*call->request.mutable_selector())["replica"] = fix.replica_id;
+    call->request.mutable_labels()->insert(fix.change.set.begin(), fix.change.set.end());
+    for (const std::string& k : fix.change.remove) call->request.add_remove(k);
+    auto stub = pb::Admin::NewStub(ChannelFor(address->second));
+    actions_in_flight_++;
+    stub->async()->LabelReplicas(
+        &call->context, &call->request, &call->response, [this, call, fix](grpc::Status s) {
+          if (!s.ok()) {
+            EXA_LOG_WARN(
+                "scheduler", "relabel failed",
+                {{"replica", fix.replica_id}, {"node", fix.node}, {"error", s.error_message()}});
+          }
+          actions_in_flight_--;
+        });
+  }
   struct Call {
     grpc::ClientContext context;
     pb::StartReplicaRequest start;
@@ -861,9 +959,14 @@ void SchedulerService::Execute(const std::vector<Action>& actions,
       r.set_generation(static_cast<int64_t>(a.generation));
       r.set_backend(spec.backend);
       if (spec.backend == "cuda" && !a.allocation.gpus.empty()) r.set_device(a.allocation.gpus[0]);
-      for (const auto& [k, v] : spec.labels) (*r.mutable_labels())[k] = v;
-      (*r.mutable_labels())["version"] = spec.version;
-      (*r.mutable_labels())[std::string(kDeploymentLabel)] = spec.name;
+      cluster::Labels labels(spec.labels.begin(), spec.labels.end());
+      labels["version"] = spec.version;
+      labels[std::string(kDeploymentLabel)] = spec.name;
+      // The stored label rules (`replica label`), so a rebuilt or added replica carries them.
+      labels =
+          cluster::ApplyRules(rules, a.replica_id(), spec.model, spec.version, std::move(labels));
+      labels[std::string(kDeploymentLabel)] = spec.name;  // what makes it managed: not a rule's
+      r.mutable_labels()->insert(labels.begin(), labels.end());
       stub->async()->StartReplica(&call->context, &call->start, &call->response, done);
     } else {
       call->stop.set_replica_id(a.replica_id());
@@ -1267,6 +1370,69 @@ grpc::ServerUnaryReactor* SchedulerService::Routes(grpc::CallbackServerContext* 
   list(writes);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   WriteLocked(writes, reactor, lock);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* SchedulerService::LabelRules(grpc::CallbackServerContext* context,
+                                                       const pb::LabelReplicasRequest* request,
+                                                       pb::LabelRulesResponse* response) {
+  if (grpc::Status s = CheckRunning(); !s.ok()) return Finish(context, s);
+  const auto list = [&](const std::vector<cluster::LabelRule>& rules) {
+    for (const cluster::LabelRule& r : rules) ToProto(r, response->add_rules());
+  };
+  if (request->labels().empty() && request->remove().empty()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    list(LabelRulesLocked());
+    return Finish(context, grpc::Status::OK);
+  }
+  if (grpc::Status s = Authorize(context); !s.ok()) return Finish(context, s);
+  cluster::LabelRule update;
+  update.selector.insert(request->selector().begin(), request->selector().end());
+  update.set.insert(request->labels().begin(), request->labels().end());
+  update.remove.assign(request->remove().begin(), request->remove().end());
+  if (absl::Status s = cluster::ValidateChange(update.set, update.remove); !s.ok()) {
+    return Finish(context, ToGrpc(s));
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  const std::string key = StrCat(kLabelRulePrefix, json(update.selector).dump());
+  cluster::LabelRule merged = update;
+  if (const StoreRecord* stored = store_.Get(key)) {
+    if (std::optional<cluster::LabelRule> old = LabelRuleFromJson(stored->value)) {
+      merged = cluster::MergeRule(std::move(*old), update);
+    }
+  } else {
+    size_t rules_stored = 0;
+    for (const StoreRecord& r : store_.Live()) {
+      rules_stored += r.key.rfind(kLabelRulePrefix, 0) == 0;
+    }
+    if (rules_stored >= kMaxLabelRules) {
+      return Finish(context, grpc::Status(grpc::RESOURCE_EXHAUSTED,
+                                          StrCat("at most ", kMaxLabelRules,
+                                                 " label rules (one per selector)")));
+    }
+  }
+  if (merged.set.size() > cluster::kMaxLabelsPerReplica) {
+    return Finish(context, grpc::Status(grpc::INVALID_ARGUMENT,
+                                        StrCat("labels: at most ", cluster::kMaxLabelsPerReplica,
+                                               " per rule")));
+  }
+  std::vector<cluster::LabelRule> rules = LabelRulesLocked();
+  bool replaced = false;
+  for (cluster::LabelRule& r : rules) {
+    if (r.selector == merged.selector) {
+      r = merged;
+      replaced = true;
+    }
+  }
+  if (!replaced) {
+    rules.push_back(merged);
+    std::sort(rules.begin(), rules.end(), [](const auto& a, const auto& b) {
+      return json(a.selector).dump() < json(b.selector).dump();
+    });
+  }
+  list(rules);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  WriteLocked({{key, LabelRuleToJson(merged)}}, reactor, lock);
   return reactor;
 }
 

@@ -37,6 +37,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "cluster/label_rule.h"
 #include "exaserve/v1/scheduler.grpc.pb.h"
 #include "membership/member.h"
 #include "metrics/registry.h"
@@ -118,6 +119,9 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   grpc::ServerUnaryReactor* Routes(grpc::CallbackServerContext* context,
                                    const exaserve::v1::RoutesRequest* request,
                                    exaserve::v1::RoutesResponse* response) override;
+  grpc::ServerUnaryReactor* LabelRules(grpc::CallbackServerContext* context,
+                                       const exaserve::v1::LabelReplicasRequest* request,
+                                       exaserve::v1::LabelRulesResponse* response) override;
   grpc::ServerUnaryReactor* Replicate(grpc::CallbackServerContext* context,
                                       const exaserve::v1::ReplicateRequest* request,
                                       exaserve::v1::ReplicateResponse* response) override;
@@ -162,9 +166,20 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   // a spec another scheduler took).
   void LearnModels();
   void ReconcileStep();
+  // A running replica whose labels miss what the stored rules give it: the labels to set and
+  // remove on it (Admin.LabelReplicas with selector {"replica": id}).
+  struct Relabel {
+    std::string spec;
+    std::string node;
+    std::string replica_id;
+    cluster::LabelRule change;
+  };
+  // The stored label rules, in the order they apply. Needs mu_.
+  std::vector<cluster::LabelRule> LabelRulesLocked() const;
   void Execute(const std::vector<Action>& actions,
                const std::map<std::string, std::string>& addresses,
-               const std::map<std::string, const DesiredDeployment*>& desired);
+               const std::map<std::string, const DesiredDeployment*>& desired,
+               const std::vector<cluster::LabelRule>& rules, const std::vector<Relabel>& relabels);
   void AddEventLocked(const std::string& deployment, std::string message);
   // The stored rollout state of spec `name` (empty before its first step). Needs mu_.
   RolloutState RolloutStateLocked(const std::string& name) const;

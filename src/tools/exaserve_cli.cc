@@ -225,6 +225,8 @@ struct LabelOptions {
 };
 
 // Sets labels on the matching replicas of every live node; prints each matched replica.
+std::optional<std::string> FirstScheduler(const GlobalOptions& g);
+
 int RunReplicaLabel(const GlobalOptions& g, const LabelOptions& o) {
   exaserve::v1::LabelReplicasRequest request;
   std::map<std::string, std::string> selector, labels;
@@ -263,6 +265,27 @@ int RunReplicaLabel(const GlobalOptions& g, const LabelOptions& o) {
   if (rc == 2) return rc;
   if (g.json) std::cout << out.dump() << "\n";
   if (!g.json) std::cerr << matched << " replicas matched on " << nodes->size() << " nodes\n";
+  // A cluster with schedulers keeps the rule in the spec store: replicas it starts later (a
+  // rebuild, a scale-up) carry the labels, and a node that missed this call is relabelled.
+  if (auto scheduler = FirstScheduler(g)) {
+    auto stub = exaserve::v1::Scheduler::NewStub(exa::net::NewChannel(*scheduler));
+    exaserve::v1::LabelRulesResponse response;
+    auto ctx = MakeContext(g);
+    grpc::Status s = stub->LabelRules(ctx.get(), request, &response);
+    if (s.error_code() != grpc::UNIMPLEMENTED) {
+      if (!s.ok()) {
+        GlobalOptions at = g;
+        at.addr = *scheduler;
+        std::cerr << "exaserve-cli: live replicas relabelled, but the rule is not stored: ";
+        RpcFailure(at, s);
+        return s.error_code() == grpc::INVALID_ARGUMENT ? 2 : 1;
+      }
+      if (!g.json) {
+        std::cerr << "stored on scheduler " << *scheduler << " (" << response.rules_size()
+                  << " label rules): replicas it starts carry them\n";
+      }
+    }
+  }
   return rc;
 }
 
@@ -333,8 +356,8 @@ int RunGatewayRoute(const GlobalOptions& g, const RouteOptions& o, bool list) {
       exaserve::v1::RoutesResponse response;
       auto ctx = MakeContext(g);
       grpc::Status s = stub->Routes(ctx.get(), request, &response);
-      // UNIMPLEMENTED: an elected scheduler that does not run the service; the gateways' own
-      // routes then.
+      // UNIMPLEMENTED: a scheduler of a release without the service; the gateways' own routes
+      // then.
       if (s.error_code() != grpc::UNIMPLEMENTED) {
         if (!s.ok()) {
           GlobalOptions at = g;

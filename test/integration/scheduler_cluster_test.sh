@@ -72,6 +72,18 @@ assert nodes == ['infer-5','infer-6','infer-7'], nodes  # spread, none on contro
 " || fail "placement: $(describe 3)"
 cli --addr "$(sched 2)" get | grep -q "tiny .*exa-tiny-arith@v1 .* 3 cpu" || fail "get: $(cli --addr "$(sched 2)" get)"
 
+# A label set with `replica label` is stored as a rule in the spec store: every live replica gets
+# it now, and those the scheduler starts later (the rebuild below) carry it too.
+cli --addr "$(sched 3)" replica label --selector model=exa-tiny-arith --label track=canary \
+  >"$work/label.out" 2>&1 || fail "replica label: $(cat "$work/label.out")"
+grep -q "3 replicas matched" "$work/label.out" || fail "label: $(cat "$work/label.out")"
+grep -q "stored on scheduler .* (1 label rules)" "$work/label.out" || fail "rule not stored: $(cat "$work/label.out")"
+set +e
+cli --addr "$(sched 3)" replica label --label exaserve.io/deployment=x >"$work/badlabel.out" 2>&1; rc=$?
+set -e
+[ $rc -eq 2 ] && grep -q "reserved for the scheduler" "$work/badlabel.out" ||
+  fail "a reserved label key: exit $rc $(cat "$work/badlabel.out")"
+
 answer() {
   curl -s -o "$work/body" -w '%{http_code}' --max-time 10 "http://127.0.0.1:$(port_of 1 http_port)/v1/completions" \
     -d '{"model":"exa-tiny-arith","prompt":"12+30=","max_tokens":4,"temperature":0}' | grep -q 200
@@ -121,6 +133,13 @@ sleep 5
 rebuilt && fail "rebuilt within 5 s of the kill (before death + deadGrace): $(describe 3)"
 wait_for 60 rebuilt || fail "not rebuilt: $(describe 3)"
 rebuild_s=$(since "$infer_killed")
+labelled() {  # every ready replica of the deployment carries the stored label
+  cli --addr "$(sched 3)" --json replicas | python3 -c "
+import json, sys
+rs = [r for r in json.load(sys.stdin) if r['state'] == 'ready' and r['labels'].get('exaserve.io/deployment', '').startswith('tiny@')]
+sys.exit(0 if len(rs) == 4 and all(r['labels'].get('track') == 'canary' for r in rs) else 1)"
+}
+wait_for 10 labelled || fail "a rebuilt replica lacks the stored label: $(cli --addr "$(sched 3)" --json replicas)"
 describe 3 | grep -q "rebuild" || fail "no rebuild event: $(describe 3)"
 
 # Node operations through a scheduler: a drain that would drop below 99 % ready is refused; a
