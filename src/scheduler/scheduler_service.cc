@@ -30,6 +30,9 @@ constexpr std::string_view kRoutePrefix = "route/";
 constexpr size_t kMaxRoutes = 16;                            // the gateway's bound
 constexpr std::string_view kLabelRulePrefix = "labelrule/";  // + the selector as JSON
 constexpr size_t kMaxLabelRules = 64;
+// Relabel calls one reconcile step may send (a new rule seen before the nodes report the labels
+// `replica label` just set would otherwise fan out to every replica at once); the rest next step.
+constexpr size_t kMaxRelabelsPerStep = 256;
 // After a majority of schedulers is first in view, how long anti-entropy gets before this node
 // acts on its store (the digest round trip is milliseconds; retries come every second).
 constexpr absl::Duration kSyncGrace = absl::Seconds(3);
@@ -651,7 +654,8 @@ void SchedulerService::ReconcileStep() {
       const std::string spec_name(SpecOfTrack(rec.deployment));
       auto d = specs.find(spec_name);
       rec.allocation.bytes_per_gpu = d == specs.end() ? 0 : d->second->replica_bytes;
-      if (!rules.empty() && (r.state() == "ready" || r.state() == "unhealthy")) {
+      if (!rules.empty() && relabels.size() < kMaxRelabelsPerStep &&
+          (r.state() == "ready" || r.state() == "unhealthy")) {
         // What the stored rules give it, against what it has: a node that missed a
         // `replica label` (down, partitioned) catches up here.
         const cluster::Labels current(r.labels().begin(), r.labels().end());
