@@ -224,9 +224,10 @@ struct LabelOptions {
   std::string version;
 };
 
-// Sets labels on the matching replicas of every live node; prints each matched replica.
 std::optional<std::string> FirstScheduler(const GlobalOptions& g);
 
+// Sets labels on the matching replicas of every live node; prints each matched replica. With a
+// scheduler in the cluster, also stores the rule in the spec store.
 int RunReplicaLabel(const GlobalOptions& g, const LabelOptions& o) {
   exaserve::v1::LabelReplicasRequest request;
   std::map<std::string, std::string> selector, labels;
