@@ -39,6 +39,18 @@ Labels ApplyRules(const std::vector<LabelRule>& rules, std::string_view replica_
   return labels;
 }
 
+LabelRule LabelChange(const Labels& current, const Labels& want) {
+  LabelRule change;
+  for (const auto& [k, v] : want) {
+    auto it = current.find(k);
+    if (it == current.end() || it->second != v) change.set[k] = v;
+  }
+  for (const auto& [k, v] : current) {
+    if (want.count(k) == 0) change.remove.push_back(k);
+  }
+  return change;
+}
+
 absl::Status ValidateChange(const Labels& set, const std::vector<std::string>& remove) {
   constexpr size_t kMaxKey = 64, kMaxValue = 128;
   for (const auto& [k, v] : set) {

@@ -40,6 +40,9 @@ Labels ApplyRule(const LabelRule& rule, Labels labels);
 Labels ApplyRules(const std::vector<LabelRule>& rules, std::string_view replica_id,
                   std::string_view model, std::string_view version, Labels labels);
 
+// What turns `current` into `want`: the labels to set (new or changed) and the keys to remove.
+LabelRule LabelChange(const Labels& current, const Labels& want);
+
 // Keys under this prefix belong to the system (exaserve.io/deployment makes a replica the
 // scheduler's): no rule sets or removes them.
 inline constexpr std::string_view kReservedLabelPrefix = "exaserve.io/";

@@ -514,10 +514,14 @@ void Daemon::JoinSchedulerSwitch() {
 // pinned to the role or the election (this node's view of it) names it.
 bool Daemon::RunsScheduler(const membership::Member& m) const {
   if (m.id == node_id_) return scheduler_ != nullptr && scheduler_->running();
-  if (HasRole(m.metadata.roles, "scheduler")) return true;
+  return HoldsRole(m, "scheduler");
+}
+
+bool Daemon::HoldsRole(const membership::Member& m, std::string_view role) const {
+  if (HasRole(m.metadata.roles, role)) return true;
   absl::MutexLock lock(&roles_mu_);
   auto it = assignment_.find(m.id);
-  return it != assignment_.end() && HasRole(it->second.Names(), "scheduler");
+  return it != assignment_.end() && HasRole(it->second.Names(), role);
 }
 
 // A gateway in a cluster with schedulers follows the version routes of the spec store: every 2 s
@@ -572,12 +576,7 @@ void Daemon::SyncRoutes() {
 std::string Daemon::RackStoragePeer() const {
   if (!gossip_) return "";
   return FindRackPeer(gossip_->Members(), node_id_, options_.node.rack,
-                      [this](const membership::Member& m) {
-                        if (HasRole(m.metadata.roles, "storage")) return true;
-                        absl::MutexLock lock(&roles_mu_);
-                        auto it = assignment_.find(m.id);
-                        return it != assignment_.end() && HasRole(it->second.Names(), "storage");
-                      });
+                      [this](const membership::Member& m) { return HoldsRole(m, "storage"); });
 }
 
 std::vector<std::string> Daemon::CurrentRoles() const {

@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -88,6 +89,8 @@ class Daemon {
   void FollowElectedScheduler();
   void JoinSchedulerSwitch();
   bool RunsScheduler(const membership::Member& m) const;
+  // `m` is pinned to `role` or, in this node's view, elected to it.
+  bool HoldsRole(const membership::Member& m, std::string_view role) const;
   void RunElection();
   void SyncRoutes();
   void StartHealthChecks();

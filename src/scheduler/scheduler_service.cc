@@ -659,22 +659,11 @@ void SchedulerService::ReconcileStep() {
         // What the stored rules give it, against what it has: a node that missed a
         // `replica label` (down, partitioned) catches up here.
         const cluster::Labels current(r.labels().begin(), r.labels().end());
-        const cluster::Labels want =
-            cluster::ApplyRules(rules, r.replica_id(), r.model(), r.version(), current);
-        if (want != current) {
-          Relabel fix{spec_name, poll->node, r.replica_id(), {}};
-          for (const auto& [k, v] : want) {
-            auto it = current.find(k);
-            if (it == current.end() || it->second != v) fix.change.set[k] = v;
-          }
-          for (const auto& [k, v] : current) {
-            if (want.count(k) == 0) fix.change.remove.push_back(k);
-          }
-          fix.change.set.erase(std::string(kDeploymentLabel));  // never a rule's to change
-          std::erase(fix.change.remove, std::string(kDeploymentLabel));
-          if (!fix.change.set.empty() || !fix.change.remove.empty()) {
-            relabels.push_back(std::move(fix));
-          }
+        // Rules never touch exaserve.io/ keys (ValidateChange), so neither does the change.
+        cluster::LabelRule change = cluster::LabelChange(
+            current, cluster::ApplyRules(rules, r.replica_id(), r.model(), r.version(), current));
+        if (!change.set.empty() || !change.remove.empty()) {
+          relabels.push_back({spec_name, poll->node, r.replica_id(), std::move(change)});
         }
       }
       if (rec.phase == ReplicaPhase::kReady && r.state() == "ready") {
@@ -841,13 +830,15 @@ void SchedulerService::ReconcileStep() {
   Execute(result.actions, addresses, by_track, rules, relabels);
 }
 
-std::vector<cluster::LabelRule> SchedulerService::LabelRulesLocked() const {
+std::vector<cluster::LabelRule> SchedulerService::LabelRulesLocked(
+    const std::optional<std::pair<std::string, cluster::LabelRule>>& pending) const {
   std::map<std::string, cluster::LabelRule> by_key;  // ordered by selector
   for (const StoreRecord& r : store_.Live()) {
     if (r.key.rfind(kLabelRulePrefix, 0) != 0) continue;
     std::optional<cluster::LabelRule> rule = LabelRuleFromJson(r.value);
     if (rule) by_key.emplace(r.key, std::move(*rule));
   }
+  if (pending) by_key.insert_or_assign(pending->first, pending->second);
   std::vector<cluster::LabelRule> out;
   for (auto& [key, rule] : by_key) out.push_back(std::move(rule));
   return out;
@@ -966,10 +957,10 @@ void SchedulerService::Execute(const std::vector<Action>& actions,
       cluster::Labels labels(spec.labels.begin(), spec.labels.end());
       labels["version"] = spec.version;
       labels[std::string(kDeploymentLabel)] = spec.name;
-      // The stored label rules (`replica label`), so a rebuilt or added replica carries them.
+      // The stored label rules (`replica label`), so a rebuilt or added replica carries them;
+      // none touches exaserve.io/ keys (ValidateChange), so the deployment label stays.
       labels =
           cluster::ApplyRules(rules, a.replica_id(), spec.model, spec.version, std::move(labels));
-      labels[std::string(kDeploymentLabel)] = spec.name;  // what makes it managed: not a rule's
       r.mutable_labels()->insert(labels.begin(), labels.end());
       stub->async()->StartReplica(&call->context, &call->start, &call->response, done);
     } else {
@@ -1420,21 +1411,7 @@ grpc::ServerUnaryReactor* SchedulerService::LabelRules(grpc::CallbackServerConte
                                         StrCat("labels: at most ", cluster::kMaxLabelsPerReplica,
                                                " per rule")));
   }
-  std::vector<cluster::LabelRule> rules = LabelRulesLocked();
-  bool replaced = false;
-  for (cluster::LabelRule& r : rules) {
-    if (r.selector == merged.selector) {
-      r = merged;
-      replaced = true;
-    }
-  }
-  if (!replaced) {
-    rules.push_back(merged);
-    std::sort(rules.begin(), rules.end(), [](const auto& a, const auto& b) {
-      return json(a.selector).dump() < json(b.selector).dump();
-    });
-  }
-  list(rules);
+  list(LabelRulesLocked(std::make_pair(key, merged)));
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   WriteLocked({{key, LabelRuleToJson(merged)}}, reactor, lock);
   return reactor;

@@ -30,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -174,8 +175,11 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
     std::string replica_id;
     cluster::LabelRule change;
   };
-  // The stored label rules, in the order they apply. Needs mu_.
-  std::vector<cluster::LabelRule> LabelRulesLocked() const;
+  // The stored label rules, in the order they apply, with `pending` (store key, rule) in place
+  // of what is stored under its key (a write not yet acknowledged). Needs mu_.
+  std::vector<cluster::LabelRule> LabelRulesLocked(
+      const std::optional<std::pair<std::string, cluster::LabelRule>>& pending =
+          std::nullopt) const;
   void Execute(const std::vector<Action>& actions,
                const std::map<std::string, std::string>& addresses,
                const std::map<std::string, const DesiredDeployment*>& desired,

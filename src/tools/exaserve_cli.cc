@@ -224,7 +224,44 @@ struct LabelOptions {
   std::string version;
 };
 
-std::optional<std::string> FirstScheduler(const GlobalOptions& g);
+// The gRPC address of the lowest-id alive scheduler in the membership view of the node at
+// --addr; nullopt when there is none (or the node cannot be asked).
+std::optional<std::string> FirstScheduler(const GlobalOptions& g) {
+  auto stub = exaserve::v1::Admin::NewStub(exa::net::NewChannel(g.addr));
+  exaserve::v1::MembersResponse response;
+  auto ctx = MakeContext(g);
+  if (!stub->Members(ctx.get(), {}, &response).ok()) return std::nullopt;
+  std::optional<std::pair<std::string, std::string>> best;  // (id, address)
+  for (const auto& m : response.members()) {
+    if (m.state() != "alive" || m.grpc_address().empty()) continue;
+    if (std::find(m.roles().begin(), m.roles().end(), "scheduler") == m.roles().end()) continue;
+    if (!best || m.node_id() < best->first) best = {m.node_id(), m.grpc_address()};
+  }
+  if (!best) return std::nullopt;
+  return best->second;
+}
+
+// Sends a write the spec store keeps to the first scheduler the node at --addr sees. nullopt when
+// the cluster has none, or its scheduler does not know the call (an older release): the caller
+// then writes to the nodes alone. Otherwise the exit code, 0 or, after reporting the failure
+// (behind `failure_prefix`), 2 for INVALID_ARGUMENT and 1 for the rest; `*scheduler` names it.
+template <typename Call>
+std::optional<int> WriteToScheduler(const GlobalOptions& g, std::string_view failure_prefix,
+                                    std::string* scheduler, Call call) {
+  std::optional<std::string> addr = FirstScheduler(g);
+  if (!addr) return std::nullopt;
+  auto stub = exaserve::v1::Scheduler::NewStub(exa::net::NewChannel(*addr));
+  auto ctx = MakeContext(g);
+  grpc::Status s = call(*stub, ctx.get());
+  if (s.error_code() == grpc::UNIMPLEMENTED) return std::nullopt;
+  *scheduler = *addr;
+  if (s.ok()) return 0;
+  GlobalOptions at = g;
+  at.addr = *addr;
+  std::cerr << failure_prefix;
+  RpcFailure(at, s);
+  return s.error_code() == grpc::INVALID_ARGUMENT ? 2 : 1;
+}
 
 // Sets labels on the matching replicas of every live node; prints each matched replica. With a
 // scheduler in the cluster, also stores the rule in the spec store.
@@ -268,24 +305,17 @@ int RunReplicaLabel(const GlobalOptions& g, const LabelOptions& o) {
   if (!g.json) std::cerr << matched << " replicas matched on " << nodes->size() << " nodes\n";
   // A cluster with schedulers keeps the rule in the spec store: replicas it starts later (a
   // rebuild, a scale-up) carry the labels, and a node that missed this call is relabelled.
-  if (auto scheduler = FirstScheduler(g)) {
-    auto stub = exaserve::v1::Scheduler::NewStub(exa::net::NewChannel(*scheduler));
-    exaserve::v1::LabelRulesResponse response;
-    auto ctx = MakeContext(g);
-    grpc::Status s = stub->LabelRules(ctx.get(), request, &response);
-    if (s.error_code() != grpc::UNIMPLEMENTED) {
-      if (!s.ok()) {
-        GlobalOptions at = g;
-        at.addr = *scheduler;
-        std::cerr << "exaserve-cli: live replicas relabelled, but the rule is not stored: ";
-        RpcFailure(at, s);
-        return s.error_code() == grpc::INVALID_ARGUMENT ? 2 : 1;
-      }
-      if (!g.json) {
-        std::cerr << "stored on scheduler " << *scheduler << " (" << response.rules_size()
-                  << " label rules): replicas it starts carry them\n";
-      }
-    }
+  exaserve::v1::LabelRulesResponse rules;
+  std::string scheduler;
+  std::optional<int> stored = WriteToScheduler(
+      g, "exaserve-cli: live replicas relabelled, but the rule is not stored: ", &scheduler,
+      [&](exaserve::v1::Scheduler::Stub& stub, grpc::ClientContext* ctx) {
+        return stub.LabelRules(ctx, request, &rules);
+      });
+  if (stored && *stored != 0) return *stored;
+  if (stored && !g.json) {
+    std::cerr << "stored on scheduler " << scheduler << " (" << rules.rules_size()
+              << " label rules): replicas it starts carry them\n";
   }
   return rc;
 }
@@ -307,23 +337,6 @@ void PrintRoutes(const GlobalOptions& g, const exaserve::v1::RoutesResponse& rou
     }
   }
   if (g.json) std::cout << out.dump() << "\n";
-}
-
-// The gRPC address of the lowest-id alive scheduler in the membership view of the node at
-// --addr; nullopt when there is none (or the node cannot be asked).
-std::optional<std::string> FirstScheduler(const GlobalOptions& g) {
-  auto stub = exaserve::v1::Admin::NewStub(exa::net::NewChannel(g.addr));
-  exaserve::v1::MembersResponse response;
-  auto ctx = MakeContext(g);
-  if (!stub->Members(ctx.get(), {}, &response).ok()) return std::nullopt;
-  std::optional<std::pair<std::string, std::string>> best;  // (id, address)
-  for (const auto& m : response.members()) {
-    if (m.state() != "alive" || m.grpc_address().empty()) continue;
-    if (std::find(m.roles().begin(), m.roles().end(), "scheduler") == m.roles().end()) continue;
-    if (!best || m.node_id() < best->first) best = {m.node_id(), m.grpc_address()};
-  }
-  if (!best) return std::nullopt;
-  return best->second;
 }
 
 int RunGatewayRoute(const GlobalOptions& g, const RouteOptions& o, bool list) {
@@ -352,34 +365,27 @@ int RunGatewayRoute(const GlobalOptions& g, const RouteOptions& o, bool list) {
   }
   if (!list) {
     // A cluster with schedulers keeps its routes in the spec store; every gateway follows it.
-    if (auto scheduler = FirstScheduler(g)) {
-      auto stub = exaserve::v1::Scheduler::NewStub(exa::net::NewChannel(*scheduler));
-      exaserve::v1::RoutesResponse response;
-      auto ctx = MakeContext(g);
-      grpc::Status s = stub->Routes(ctx.get(), request, &response);
-      // UNIMPLEMENTED: a scheduler of a release without the service; the gateways' own routes
-      // then.
-      if (s.error_code() != grpc::UNIMPLEMENTED) {
-        if (!s.ok()) {
-          GlobalOptions at = g;
-          at.addr = *scheduler;
-          RpcFailure(at, s);
-          return s.error_code() == grpc::INVALID_ARGUMENT ? 2 : 1;
-        }
-        std::cerr << "exaserve-cli: stored on scheduler " << *scheduler
-                  << "; every gateway follows within 2 s\n";
-        // When --addr is a gateway, return once it follows (so the next command sees it).
-        auto gateway = exaserve::v1::Admin::NewStub(exa::net::NewChannel(g.addr));
-        for (int i = 0; i < 50; ++i) {
-          exaserve::v1::RoutesResponse now;
-          auto c = MakeContext(g);
-          if (!gateway->Routes(c.get(), {}, &now).ok()) break;
-          if (now.SerializeAsString() == response.SerializeAsString()) break;
-          std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        }
-        PrintRoutes(g, response);
-        return 0;
+    exaserve::v1::RoutesResponse response;
+    std::string scheduler;
+    std::optional<int> stored = WriteToScheduler(
+        g, "", &scheduler, [&](exaserve::v1::Scheduler::Stub& stub, grpc::ClientContext* ctx) {
+          return stub.Routes(ctx, request, &response);
+        });
+    if (stored && *stored != 0) return *stored;
+    if (stored) {
+      std::cerr << "exaserve-cli: stored on scheduler " << scheduler
+                << "; every gateway follows within 2 s\n";
+      // When --addr is a gateway, return once it follows (so the next command sees it).
+      auto gateway = exaserve::v1::Admin::NewStub(exa::net::NewChannel(g.addr));
+      for (int i = 0; i < 50; ++i) {
+        exaserve::v1::RoutesResponse now;
+        auto c = MakeContext(g);
+        if (!gateway->Routes(c.get(), {}, &now).ok()) break;
+        if (now.SerializeAsString() == response.SerializeAsString()) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
+      PrintRoutes(g, response);
+      return 0;
     }
   }
   std::vector<std::string> nodes{g.addr};

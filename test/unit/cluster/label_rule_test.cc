@@ -49,6 +49,18 @@ TEST_CASE("label rule: the same selector again merges, later settings win", "[cl
   CHECK(merged.remove == std::vector<std::string>{"track"});
 }
 
+TEST_CASE("label rule: the change from one label set to another", "[cluster][labels]") {
+  const LabelRule change =
+      LabelChange({{"a", "1"}, {"b", "2"}, {"c", "3"}}, {{"a", "1"}, {"b", "9"}, {"d", "4"}});
+  CHECK(change.set == Labels{{"b", "9"}, {"d", "4"}});
+  CHECK(change.remove == std::vector<std::string>{"c"});
+  CHECK(ApplyRule(change, {{"a", "1"}, {"b", "2"}, {"c", "3"}}) ==
+        Labels{{"a", "1"}, {"b", "9"}, {"d", "4"}});
+  const LabelRule none = LabelChange({{"a", "1"}}, {{"a", "1"}});
+  CHECK(none.set.empty());
+  CHECK(none.remove.empty());
+}
+
 TEST_CASE("label rule: keys and values are bounded, system keys reserved", "[cluster][labels]") {
   CHECK(ValidateChange({{"version", "v2"}}, {"track"}).ok());
   CHECK_FALSE(ValidateChange({{"", "v"}}, {}).ok());
