@@ -9,6 +9,7 @@
 #include "common/check.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "net/tls.h"
 
 namespace exa::net {
 
@@ -35,6 +36,7 @@ void GrpcServer::RegisterService(grpc::Service* service) {
 }
 
 absl::Status GrpcServer::Start() {
+  PrepareGrpcProcess();
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   std::string host = options_.bind_address.find(':') != std::string::npos

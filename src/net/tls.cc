@@ -7,6 +7,8 @@
 #include <openssl/x509.h>
 #include <openssl/x509_vfy.h>
 
+#include "absl/base/internal/sysinfo.h"
+
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -163,7 +165,13 @@ grpc::ChannelArguments PeerChannelArgs() {
   return args;
 }
 
+void PrepareGrpcProcess() {
+  static const double kFrequency = absl::base_internal::NominalCPUFrequency();
+  (void)kFrequency;
+}
+
 std::shared_ptr<grpc::Channel> NewChannel(const std::string& target, grpc::ChannelArguments args) {
+  PrepareGrpcProcess();
   ClientTls& c = Client();
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   {

@@ -64,6 +64,14 @@ std::shared_ptr<grpc::ChannelCredentials> ClientCredentials();
 // pings this often.
 grpc::ChannelArguments PeerChannelArgs();
 
+// Works around gRPC 1.51 (Debian 12) reporting an in-progress connect as failed. Its
+// tcp_client_posix reads errno after calls that may change it (fixed upstream in grpc#35064);
+// the first contended absl::Mutex of a process measures the TSC once and leaves errno = ENOENT
+// (no /sys/.../tsc_freq_khz), so one early connect failed with "No such file or directory" and
+// its RPC with UNAVAILABLE. Calling this before any channel or server exists does that
+// measurement up front. Idempotent and thread-safe; NewChannel and GrpcServer::Start call it.
+void PrepareGrpcProcess();
+
 // A channel to `target` (host:port) with the process's credentials; with TLS, `args` gains the
 // name checked on the server's certificate.
 std::shared_ptr<grpc::Channel> NewChannel(const std::string& target,
