@@ -50,6 +50,7 @@ absl::Status Config::Validate() const {
   if (auto s = Positive(push_pull_interval, "push_pull_interval"); !s.ok()) return s;
   if (auto s = Positive(push_pull_timeout, "push_pull_timeout"); !s.ok()) return s;
   if (auto s = Positive(reconnect_interval, "reconnect_interval"); !s.ok()) return s;
+  if (auto s = Positive(join_retry_interval, "join_retry_interval"); !s.ok()) return s;
   if (auto s = InRange(indirect_checks, 0, 16, "indirect_checks"); !s.ok()) return s;
   if (auto s = InRange(probe_redundancy, 1, 3, "probe_redundancy"); !s.ok()) return s;
   if (auto s = InRange(suspicion_mult, 1, 64, "suspicion_mult"); !s.ok()) return s;

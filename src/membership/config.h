@@ -56,6 +56,9 @@ struct Config {
   // reconnect loop is the model: 30 s there, shorter here so halves merge within a minute).
   absl::Duration reconnect_interval = absl::Seconds(10);
   absl::Duration reconnect_timeout = absl::Hours(6);
+  // A node alone in its view with seeds to join (its first join was lost, or the seeds were not
+  // up yet) asks them again this often, rather than waiting for the reconnect loop.
+  absl::Duration join_retry_interval = absl::Seconds(1);
 
   static Config Lan() { return Config{}; }
   // memberlist DefaultWANConfig.

@@ -66,9 +66,14 @@ SwimCore::SwimCore(const Config& config, LocalNode self, uint64_t seed, absl::Ti
 
 void SwimCore::Join(absl::Time now, const std::vector<Address>& seeds) {
   seeds_ = seeds;
+  JoinSeeds(now);
+}
+
+void SwimCore::JoinSeeds(absl::Time now) {
   for (const Address& seed : seeds_) {
     if (seed != self().address) SendPushPull(now, seed, /*join=*/true);
   }
+  next_join_retry_at_ = now + config_.join_retry_interval;
 }
 
 void SwimCore::HandlePacket(absl::Time now, const Address& from, std::string_view bytes,
@@ -130,11 +135,20 @@ void SwimCore::Tick(absl::Time now) {
     if (!leaving_) Reconnect(now);
     next_reconnect_at_ = now + config_.reconnect_interval;
   }
+  if (now >= next_join_retry_at_) {
+    // Retry only while nobody answered: a node with peers heals through Reconnect.
+    if (!leaving_ && LiveCount() <= 1) {
+      JoinSeeds(now);
+    } else {
+      next_join_retry_at_ = absl::InfiniteFuture();
+    }
+  }
 }
 
 absl::Time SwimCore::NextTick() const {
   absl::Time t =
-      std::min({next_probe_at_, next_gossip_at_, next_push_pull_at_, next_reconnect_at_});
+      std::min({next_probe_at_, next_gossip_at_, next_push_pull_at_, next_reconnect_at_,
+                next_join_retry_at_});
   for (const Probe& probe : probes_) {
     if (!probe.active) continue;
     t = std::min(

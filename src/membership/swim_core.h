@@ -160,6 +160,7 @@ class SwimCore {
   void Gossip(absl::Time now);
   void PeriodicPushPull(absl::Time now);
   void Reconnect(absl::Time now);
+  void JoinSeeds(absl::Time now);  // a join push-pull to every seed; arms the retry
   void ExpireTimers(absl::Time now);
   void ResetProbeOrder(absl::Time now);
 
@@ -217,6 +218,7 @@ class SwimCore {
   absl::Time next_gossip_at_;
   absl::Time next_push_pull_at_;
   absl::Time next_reconnect_at_;
+  absl::Time next_join_retry_at_ = absl::InfiniteFuture();  // set while seeds are to be joined
   uint32_t next_seq_ = 1;
 
   std::vector<OutPacket> out_;

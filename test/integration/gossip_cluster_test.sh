@@ -37,6 +37,14 @@ all_see() {  # all_see STATE COUNT NODES...
   local state=$1 want=$2; shift 2
   for n in "$@"; do [ "$(count_state "$n" "$state")" = "$want" ] || return 1; done
 }
+dump_views() {  # dump_views NODES...: each node's member view and its last gossip log lines
+  for n in "$@"; do
+    echo "--- node $n members:" >&2
+    "$CLI" --addr "127.0.0.1:$(grpc_of "$n")" members >&2 || true
+    echo "--- node $n log (membership):" >&2
+    grep '"membership"' "$work/n$n.log" | tail -8 >&2 || true
+  done
+}
 member_field() {  # member_field OBSERVER NODE_ID FIELD
   "$CLI" --addr "127.0.0.1:$(grpc_of "$1")" --json members |
     python3 -c "import json,sys; print([m[sys.argv[2]] for m in json.load(sys.stdin) if m['node_id']==sys.argv[1]][0])" "$2" "$3"
@@ -84,12 +92,12 @@ victim_id=$(cat "$work/n5/node_id")
 old_incarnation=$(member_field 1 "$victim_id" incarnation)
 kill -9 "${pids[5]}"
 t0=$(date +%s%N)
-wait_for 15 all_see dead 1 1 2 3 4 || fail "kill -9 not declared dead within 15 s"
+wait_for 15 all_see dead 1 1 2 3 4 || { dump_views 1 2 3 4; fail "kill -9 not declared dead within 15 s"; }
 echo "dead after $(( ($(date +%s%N) - t0) / 1000000 )) ms"
 
 # Restart with the same data dir: same id, higher incarnation, alive again.
 start_node 5 --join "$seed"
-wait_for 10 all_see alive 5 1 2 3 4 5 || fail "restarted node not alive everywhere"
+wait_for 10 all_see alive 5 1 2 3 4 5 || { dump_views 1 2 3 4 5; fail "restarted node not alive everywhere"; }
 new_incarnation=$(member_field 1 "$victim_id" incarnation)
 [ "$new_incarnation" -gt "$old_incarnation" ] ||
   fail "incarnation did not rise: $old_incarnation -> $new_incarnation"
