@@ -146,9 +146,8 @@ void SwimCore::Tick(absl::Time now) {
 }
 
 absl::Time SwimCore::NextTick() const {
-  absl::Time t =
-      std::min({next_probe_at_, next_gossip_at_, next_push_pull_at_, next_reconnect_at_,
-                next_join_retry_at_});
+  absl::Time t = std::min({next_probe_at_, next_gossip_at_, next_push_pull_at_, next_reconnect_at_,
+                           next_join_retry_at_});
   for (const Probe& probe : probes_) {
     if (!probe.active) continue;
     t = std::min(
