@@ -1,6 +1,7 @@
 #include "weights/fetcher.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -550,12 +551,44 @@ class PullRun {
   std::vector<std::atomic<uint64_t>> tier_bytes_;
 };
 
+// An exclusive flock on <state dir>/pull.lock: one pull of a model version into a cache at a
+// time, across this process's threads (two replicas of one model starting together) and other
+// processes (exaserve-cli beside the daemon). A second pull waits, then finds the files
+// verified. Unlocked when closed.
+class PullLock {
+ public:
+  static absl::StatusOr<PullLock> Acquire(const fs::path& state_dir) {
+    std::error_code ec;
+    fs::create_directories(state_dir, ec);
+    if (ec) return ErrnoStatus(ec.value(), "create", state_dir.string());
+    const fs::path path = state_dir / "pull.lock";
+    PullLock lock(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
+    if (lock.fd_ < 0) return ErrnoStatus(errno, "open", path.string());
+    int rc;
+    while ((rc = ::flock(lock.fd_, LOCK_EX)) != 0 && errno == EINTR) {
+    }
+    if (rc != 0) return ErrnoStatus(errno, "lock", path.string());
+    return lock;
+  }
+  PullLock(PullLock&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  PullLock& operator=(PullLock&&) = delete;
+  ~PullLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+ private:
+  explicit PullLock(int fd) : fd_(fd) {}
+  int fd_;
+};
+
 }  // namespace
 
 absl::StatusOr<PullResult> Fetcher::Pull(const std::string& name, const std::string& version,
                                          const std::function<void(const PullProgress&)>& progress) {
   const absl::Time start = absl::Now();
   EXA_ASSIGN_OR_RETURN(Manifest m, ResolveManifest(name, version));
+  EXA_ASSIGN_OR_RETURN(PullLock lock,
+                       PullLock::Acquire(StateDir(options_.cache_dir, m.name, m.version)));
   PullRun run(tiers_, options_, metrics_, m, progress);
   EXA_RETURN_IF_ERROR(run.Prepare());
   return run.Run(start);

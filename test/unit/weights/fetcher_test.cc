@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <thread>
 
 #include "test_tiers.h"
 #include "weights/fetcher.h"
@@ -71,6 +72,30 @@ TEST_CASE("A pull takes everything from the first tier and ends verified", "[wei
   REQUIRE(again.ok());
   CHECK(again->local_bytes == f.manifest.TotalBytes());
   CHECK(f.peer.fetches == static_cast<int>(f.manifest.TotalChunks()));
+}
+
+TEST_CASE("Pulls of one model into one cache at once: one fetches, the others wait for it",
+          "[weights]") {
+  // Two replicas of a model starting together on a node (or the CLI beside the daemon) used to
+  // write the same partial files and fail renaming them into place.
+  Fixture f;
+  std::vector<absl::StatusOr<PullResult>> results(4, absl::UnknownError("not run"));
+  std::vector<std::thread> pulls;
+  for (size_t i = 0; i < results.size(); ++i) {
+    pulls.emplace_back([&f, &results, i] {
+      Fetcher fetcher({&f.peer, &f.origin}, f.Options());
+      results[i] = fetcher.Pull("m", "v1");
+    });
+  }
+  for (auto& t : pulls) t.join();
+  uint64_t local = 0;
+  for (const auto& r : results) {
+    REQUIRE(r.ok());
+    local += r->local_bytes;
+  }
+  CHECK(f.peer.fetches == static_cast<int>(f.manifest.TotalChunks()));  // each chunk once
+  CHECK(local == 3 * f.manifest.TotalBytes());
+  f.ExpectVerified();
 }
 
 TEST_CASE("A tier that is down is skipped", "[weights]") {
