@@ -228,6 +228,9 @@ absl::Status Daemon::OpenScheduler() {
   o.reconcile_interval = options_.scheduler.reconcile_interval;
   o.rpc_timeout = options_.scheduler.rpc_timeout;
   o.placement.small_cluster_max_nodes = options_.scheduler.small_cluster_max_nodes;
+  o.leaks.interval = options_.scheduler.leak_sample_interval;
+  o.leaks.rising_samples = options_.scheduler.leak_rising_samples;
+  o.leaks.min_growth = options_.scheduler.leak_min_growth;
   if (!options_.scheduler.node_token_file.empty()) {
     std::ifstream in(options_.scheduler.node_token_file);
     if (!in || !std::getline(in, o.node_token) || o.node_token.empty()) {

@@ -138,6 +138,17 @@ void RegisterConfig(config::Schema& s, DaemonOptions* o) {
   s.Add<int>("scheduler.small_cluster_max_nodes", &o->scheduler.small_cluster_max_nodes,
              "role purity (no replicas on control nodes) applies above this many nodes",
              [](const int& v) { return v >= 0 ? "" : StrCat(v, ": must not be negative"); });
+  s.Add<absl::Duration>("scheduler.leak_sample_interval", &o->scheduler.leak_sample_interval,
+                        "how often leak detection samples each ready replica's memory", positive);
+  s.Add<int>(
+      "scheduler.leak_rising_samples", &o->scheduler.leak_rising_samples,
+      "samples in a row that must each rise before a replica is flagged as leaking",
+      [](const int& v) { return v >= 1 && v <= 100 ? "" : StrCat(v, ": must be in [1, 100]"); });
+  s.Add<double>("scheduler.leak_min_growth", &o->scheduler.leak_min_growth,
+                "growth over the baseline (a fraction) a leaking replica must also show",
+                [](const double& v) {
+                  return v > 0 && v <= 100 ? std::string() : StrCat(v, ": must be in (0, 100]");
+                });
   RegisterObserverConfig(s, &o->observer);
 }
 

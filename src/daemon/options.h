@@ -97,6 +97,11 @@ struct SchedulerOptions {
   absl::Duration rpc_timeout = absl::Seconds(2);
   // Role purity (no replicas on control nodes) applies above this many nodes.
   int small_cluster_max_nodes = 4;
+  // Leak detection (scheduler/leak_detector.h): sampling interval, rising samples in a row,
+  // growth over the baseline.
+  absl::Duration leak_sample_interval = absl::Hours(1);
+  int leak_rising_samples = 4;
+  double leak_min_growth = 0.10;
 };
 
 // The observer role (daemon/observer_role.h): scrapes every member's /metrics and evaluates the

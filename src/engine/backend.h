@@ -94,6 +94,9 @@ class Backend {
   virtual absl::Status status() const { return absl::OkStatus(); }
   // Seconds the driving thread has spent blocked on the device since creation (accelerators).
   virtual double device_wait_seconds() const { return 0; }
+  // Bytes this backend holds for its replica: KV cache, activation buffers, weight copies of its
+  // own (weights shared between replicas apart). Changes only on the driving thread.
+  virtual int64_t held_bytes() const { return 0; }
   // Whether SampleRows is implemented: tokens are then chosen where the logits are, and only
   // the chosen ids cross to the host (kernels/sampling.h semantics).
   virtual bool can_sample_on_device() const { return false; }

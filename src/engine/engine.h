@@ -78,6 +78,9 @@ struct EngineLoad {
   int32_t blocked = 0;
   int32_t kv_blocks_used = 0;
   int32_t kv_blocks_total = 0;
+  // Bytes the replica holds of its own: KV cache, buffers, a device pool (the weights, shared
+  // between a model's replicas, apart). What leak detection samples (MISSION.md §12).
+  int64_t memory_bytes = 0;
   double ttft_p50_ms = 0, ttft_p99_ms = 0;  // time to first token, recent requests
   double itl_p50_ms = 0, itl_p99_ms = 0;    // inter-token latency, recent tokens
   uint64_t preemptions = 0;                 // since start

@@ -267,6 +267,7 @@ EngineLoad EngineCore::Load() const {
   load.blocked = load.waiting;  // the scheduler's own waiting line: no slot or KV this step
   load.kv_blocks_used = cache_.used_blocks();
   load.kv_blocks_total = cache_.total_blocks();
+  load.memory_bytes = executor_->held_bytes();
   load.ttft_p50_ms = ttft_ms_.Quantile(0.5);
   load.ttft_p99_ms = ttft_ms_.Quantile(0.99);
   load.itl_p50_ms = itl_ms_.Quantile(0.5);

@@ -67,8 +67,9 @@ absl::StatusOr<std::unique_ptr<Engine>> CreateCpuEngine(
 absl::StatusOr<std::unique_ptr<Engine>> CreateSimEngine(
     const EngineOptions& o, std::shared_ptr<const Detokenizer> detokenizer) {
   EXA_ASSIGN_OR_RETURN(EngineInfo info, SimEngineInfo(o));
-  return std::unique_ptr<Engine>(new LlmEngine(
-      o, std::move(info), std::make_unique<SimExecutor>(o.sim), std::move(detokenizer)));
+  return std::unique_ptr<Engine>(
+      new LlmEngine(o, std::move(info), std::make_unique<SimExecutor>(o.sim, o.kv_cache_bytes),
+                    std::move(detokenizer)));
 }
 
 }  // namespace

@@ -33,6 +33,9 @@ struct SimCostModel {
   // Test hook (a release that fails requests): every this-many-th step fails, and with it every
   // request in its batch (FinishReason::kError). 0: off.
   int64_t fail_every_steps = 0;
+  // Test hook (a release that leaks memory, MISSION.md §12): every step keeps this many more
+  // bytes for good (really allocated and touched, up to 1 GiB). 0: off.
+  int64_t leak_bytes_per_step = 0;
 
   // Modeled duration of one step with `prefill_tokens`, `decode_sequences` and the summed
   // context of everything in the batch.

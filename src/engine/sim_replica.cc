@@ -30,9 +30,9 @@ absl::StatusOr<std::unique_ptr<SimReplica>> SimReplica::Create(const EngineOptio
   EXA_ASSIGN_OR_RETURN(EngineInfo info, SimEngineInfo(options));
   auto replica = std::unique_ptr<SimReplica>(new SimReplica(start));
   replica->max_queue_ = options.max_queue;
-  replica->core_ = std::make_unique<EngineCore>(options, std::move(info),
-                                                std::make_unique<SimExecutor>(options.sim), nullptr,
-                                                &replica->clock_);
+  replica->core_ = std::make_unique<EngineCore>(
+      options, std::move(info), std::make_unique<SimExecutor>(options.sim, options.kv_cache_bytes),
+      nullptr, &replica->clock_);
   return replica;
 }
 

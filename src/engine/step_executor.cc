@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <thread>
@@ -67,11 +68,25 @@ int32_t SimExecutor::NextToken(int32_t last, int32_t position, int32_t vocab) {
   return 16 + static_cast<int32_t>(h % static_cast<uint64_t>(std::max(1, vocab - 16)));
 }
 
+void SimExecutor::Leak() {
+  constexpr int64_t kSimLeakBlockBytes = int64_t{1} << 20;
+  constexpr int64_t kMaxSimLeakBytes = int64_t{1} << 30;
+  leak_owed_ += cost_.leak_bytes_per_step;
+  while (leak_owed_ >= kSimLeakBlockBytes && leaked_bytes_ < kMaxSimLeakBytes) {
+    auto block = std::make_unique<char[]>(kSimLeakBlockBytes);
+    std::memset(block.get(), 0x5a, kSimLeakBlockBytes);  // resident, as a real leak is
+    leaked_.push_back(std::move(block));
+    leaked_bytes_ += kSimLeakBlockBytes;
+    leak_owed_ -= kSimLeakBlockBytes;
+  }
+}
+
 absl::StatusOr<absl::Duration> SimExecutor::Run(std::span<const ScheduledChunk> chunks,
                                                 const std::function<void(int32_t)>& emit) {
   while (!cost_.stall_file.empty() && std::filesystem::exists(cost_.stall_file)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+  if (cost_.leak_bytes_per_step > 0) Leak();
   if (cost_.fail_every_steps > 0 && ++steps_ % cost_.fail_every_steps == 0) {
     return absl::InternalError(StrCat("sim: injected failure of step ", steps_,
                                       " (fail_every_steps ", cost_.fail_every_steps, ")"));

@@ -38,6 +38,9 @@ class StepExecutor {
                                                  float* logits) = 0;
   // Seconds spent blocked on an accelerator since start (0 for backends that compute inline).
   virtual double device_wait_seconds() const { return 0; }
+  // Bytes the replica holds of its own (KV cache, buffers; shared weights apart): its memory
+  // figure for leak detection (MISSION.md §12) and rollouts. Read on the thread that steps.
+  virtual int64_t held_bytes() const { return 0; }
   // Whether ExecuteSampled works: tokens are chosen where the logits are (a GPU), and only the
   // ids cross to the host.
   virtual bool samples_on_device() const { return false; }
@@ -62,6 +65,7 @@ class ModelExecutor final : public StepExecutor {
   absl::StatusOr<absl::Duration> Execute(std::span<const ScheduledChunk> chunks,
                                          float* logits) override;
   double device_wait_seconds() const override { return backend_->device_wait_seconds(); }
+  int64_t held_bytes() const override { return backend_->held_bytes(); }
   bool samples_on_device() const override { return backend_->can_sample_on_device(); }
   absl::StatusOr<absl::Duration> ExecuteSampled(std::span<const ScheduledChunk> chunks,
                                                 std::span<const DeviceSampling> sampling,
@@ -89,8 +93,13 @@ class ModelExecutor final : public StepExecutor {
 // reaches the sim engine and nothing else: gateways and routers see only prompt tokens.
 class SimExecutor final : public StepExecutor {
  public:
-  explicit SimExecutor(const SimCostModel& cost) : cost_(cost) {}
+  // `reserved_bytes`: what the replica was given for its KV cache (modeled, not allocated), the
+  // base of held_bytes().
+  explicit SimExecutor(const SimCostModel& cost, int64_t reserved_bytes = 0)
+      : cost_(cost), reserved_bytes_(reserved_bytes) {}
   int32_t vocab_size() const override { return cost_.vocab_size; }
+  // The reservation plus what the leak drill (SimCostModel::leak_bytes_per_step) holds.
+  int64_t held_bytes() const override { return reserved_bytes_ + leaked_bytes_; }
   absl::StatusOr<absl::Duration> Execute(std::span<const ScheduledChunk> chunks,
                                          float* logits) override;
   // The modeled device chooses the tokens: a one-hot row of vocab_size() logits per sequence,
@@ -111,8 +120,16 @@ class SimExecutor final : public StepExecutor {
   absl::StatusOr<absl::Duration> Run(std::span<const ScheduledChunk> chunks,
                                      const std::function<void(int32_t)>& emit);
 
+  void Leak();  // the leak drill's step
+
   SimCostModel cost_;
+  int64_t reserved_bytes_;
   int64_t steps_ = 0;  // for fail_every_steps
+  // The leak drill's memory: real, touched allocations of kSimLeakBlockBytes, never freed until
+  // the replica stops, at most kMaxSimLeakBytes.
+  std::vector<std::unique_ptr<char[]>> leaked_;
+  int64_t leaked_bytes_ = 0;
+  int64_t leak_owed_ = 0;  // requested by steps, not yet allocated
 };
 
 }  // namespace exa::engine

@@ -67,6 +67,12 @@ void RegisterConfig(config::Schema& s, std::string_view section, InferenceOption
   s.Add<std::vector<std::string>>(
       p + ".sim_failing_versions", &o->sim_failing_versions,
       "sim backend: versions sim_fail_every_steps applies to; empty: every replica");
+  s.Add(p + ".sim_leak_bytes_per_step", &o->sim_leak_bytes_per_step,
+        "sim backend: every step keeps this many more bytes for good, up to 1 GiB (a "
+        "leaking-release drill); 0: off");
+  s.Add<std::vector<std::string>>(
+      p + ".sim_leaking_versions", &o->sim_leaking_versions,
+      "sim backend: versions sim_leak_bytes_per_step applies to; empty: every replica");
   s.Add(p + ".sim_stall_file", &o->sim_stall_file,
         "sim backend: while this file exists every step loop hangs (a drill); empty: off");
   s.Add<int>(p + ".threads", &o->threads, "CPU threads per replica; 0: one per hardware thread",
@@ -159,6 +165,11 @@ engine::EngineOptions ReplicaHost::EngineOptionsFor(const ServedModel& model,
   if (failing.empty() ||
       std::find(failing.begin(), failing.end(), model.version) != failing.end()) {
     eo.sim.fail_every_steps = options_.sim_fail_every_steps;
+  }
+  const auto& leaking = options_.sim_leaking_versions;
+  if (leaking.empty() ||
+      std::find(leaking.begin(), leaking.end(), model.version) != leaking.end()) {
+    eo.sim.leak_bytes_per_step = static_cast<int64_t>(options_.sim_leak_bytes_per_step.value);
   }
   return eo;
 }

@@ -48,6 +48,10 @@ struct InferenceOptions {
   // drill); 0: off. Applies to sim_failing_versions (empty: every replica).
   int sim_fail_every_steps = 0;
   std::vector<std::string> sim_failing_versions;
+  // sim backend only: every step keeps this many more bytes for good (a leaking-release drill);
+  // 0: off. Applies to sim_leaking_versions (empty: every replica).
+  config::Bytes sim_leak_bytes_per_step{0};
+  std::vector<std::string> sim_leaking_versions;
   // sim backend only, a drill: while this file exists every replica's step loop hangs.
   std::string sim_stall_file;
   // cuda backend: the GPUs (CUDA indices) replicas are spread over, round-robin in start order.

@@ -24,6 +24,10 @@ ReplicaMetrics::ReplicaMetrics(const ReplicaHost& host, metrics::Registry& r, in
                         "Of the replica's last requests that ended (up to 256, cancellations "
                         "apart), the fraction that ended in an engine error.",
                         labels);
+  memory_ = &r.AddGauge("exaserve_replica_memory_bytes",
+                        "Memory the replica holds of its own: KV cache, buffers, its device "
+                        "pool (the weights, shared between a model's replicas, apart).",
+                        labels);
   load_seconds_ = &r.AddGauge(
       "exaserve_replica_weight_load_seconds",
       "Time to bring the replica's weights onto its device at start (cuda: host to GPU through "
@@ -62,7 +66,7 @@ ReplicaMetrics::Series& ReplicaMetrics::SeriesFor(const ReplicaView& replica) {
   load_seconds_->WithLabels(v).Set(replica.engine->info().weight_load_seconds);
   Series s{&pending_->WithLabels(v), &running_->WithLabels(v),  &waiting_->WithLabels(v),
            &kv_used_->WithLabels(v), &kv_total_->WithLabels(v), &ttft_->WithLabels(v),
-           &itl_->WithLabels(v),     &errors_->WithLabels(v)};
+           &itl_->WithLabels(v),     &errors_->WithLabels(v),   &memory_->WithLabels(v)};
   return series_.emplace(replica.id, s).first->second;
 }
 
@@ -88,6 +92,7 @@ void ReplicaMetrics::Update() {
     s.ttft_p99->Set(load.ttft_p99_ms / 1000.0);
     s.itl_p99->Set(load.itl_p99_ms / 1000.0);
     s.error_ratio->Set(load.error_rate);
+    s.memory->Set(static_cast<double>(load.memory_bytes));
   }
   for (const auto& [state, n] : states) state_->WithLabels({state}).Set(n);
   for (size_t i = 0; i < gpu_memory_.size(); ++i) {
@@ -98,7 +103,9 @@ void ReplicaMetrics::Update() {
   // A stopped replica holds nothing: its series read 0, not the last value they had.
   for (auto& [id, s] : series_) {
     if (loaded.count(id) > 0) continue;
-    for (metrics::Gauge* g : {s.pending_tokens, s.running, s.waiting, s.kv_used}) g->Set(0);
+    for (metrics::Gauge* g : {s.pending_tokens, s.running, s.waiting, s.kv_used, s.memory}) {
+      g->Set(0);
+    }
   }
 }
 

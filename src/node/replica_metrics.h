@@ -34,6 +34,7 @@ class ReplicaMetrics {
     metrics::Gauge* ttft_p99;
     metrics::Gauge* itl_p99;
     metrics::Gauge* error_ratio;
+    metrics::Gauge* memory;
   };
   Series& SeriesFor(const ReplicaView& replica);
 
@@ -43,6 +44,7 @@ class ReplicaMetrics {
   metrics::Family<metrics::Gauge>* waiting_ = nullptr;
   metrics::Family<metrics::Gauge>* kv_used_ = nullptr;
   metrics::Family<metrics::Gauge>* kv_total_ = nullptr;
+  metrics::Family<metrics::Gauge>* memory_ = nullptr;
   metrics::Family<metrics::Gauge>* ttft_ = nullptr;
   metrics::Family<metrics::Gauge>* errors_ = nullptr;
   metrics::Family<metrics::Gauge>* itl_ = nullptr;

@@ -41,6 +41,13 @@ bool LeakDetector::Observe(const std::string& id, uint64_t generation, absl::Tim
 
 void LeakDetector::Forget(const std::string& id) { tracks_.erase(id); }
 
+void LeakDetector::ForgetMissing(const std::string& prefix, const std::set<std::string>& keep) {
+  for (auto it = tracks_.lower_bound(prefix);
+       it != tracks_.end() && it->first.compare(0, prefix.size(), prefix) == 0;) {
+    it = keep.count(it->first) > 0 ? std::next(it) : tracks_.erase(it);
+  }
+}
+
 bool LeakDetector::Flagged(const std::string& id) const {
   auto it = tracks_.find(id);
   return it != tracks_.end() && it->second.flagged;

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ class LeakDetector {
   // passed since the last kept one. Returns true when it flipped the replica's flag on.
   bool Observe(const std::string& id, uint64_t generation, absl::Time now, uint64_t bytes);
   void Forget(const std::string& id);
+  // Forgets every tracked id that starts with `prefix` and is not in `keep` (the replicas of one
+  // node that it no longer reports).
+  void ForgetMissing(const std::string& prefix, const std::set<std::string>& keep);
 
   bool Flagged(const std::string& id) const;
   std::vector<std::string> FlaggedIds() const;

@@ -233,7 +233,12 @@ SchedulerService::SchedulerService(SchedulerServiceOptions options, SchedulerEnv
                                 {"deployment"});
     reconciler_gauge_ = &r->SimpleGauge("exaserve_scheduler_reconciling",
                                         "1 on the scheduler that reconciles, else 0.");
+    leaking_gauge_ = &r->SimpleGauge(
+        "exaserve_scheduler_replicas_leaking",
+        "Ready replicas whose memory rose in scheduler.leak_rising_samples samples in a row and "
+        "by scheduler.leak_min_growth over its baseline (MISSION.md §12).");
   }
+  leaks_ = LeakDetector(options_.leaks);
 }
 
 SchedulerService::~SchedulerService() { Stop(); }
@@ -277,6 +282,8 @@ void SchedulerService::Stop() {
       }
     }
     if (reconciler_gauge_) reconciler_gauge_->Set(0);
+    if (leaking_gauge_) leaking_gauge_->Set(0);
+    leaks_ = LeakDetector(options_.leaks);
     status_.clear();
     reconciler_.clear();
   }
@@ -491,6 +498,29 @@ std::map<std::string, SchedulerService::NodeOps> SchedulerService::NodeOpsLocked
   return out;
 }
 
+void SchedulerService::ObserveMemoryLocked(absl::Time now, const std::string& node,
+                                           const std::string& deployment,
+                                           const pb::ReplicaStatus& r,
+                                           std::set<std::string>* seen) {
+  const std::string key = StrCat(node, "/", r.replica_id());
+  seen->insert(key);
+  const auto generation = static_cast<uint64_t>(std::max<int64_t>(0, r.generation()));
+  if (!leaks_.Observe(key, generation, now, static_cast<uint64_t>(r.memory_bytes()))) return;
+  const double growth = leaks_.Growth(key);
+  const std::string message =
+      StrCat("memory leak suspected: ", r.replica_id(), " on ", node, " (generation ", generation,
+             ") holds ", r.memory_bytes() >> 20, " MiB, ", std::lround(growth * 100),
+             "% over its baseline, rising in ", options_.leaks.rising_samples, " samples in a row ",
+             absl::FormatDuration(options_.leaks.interval),
+             " apart; spec.maxLifetime restarts replicas before it matters");
+  EXA_LOG_WARN("scheduler", "memory leak suspected",
+               {{"replica", r.replica_id()},
+                {"node", node},
+                {"memory_bytes", static_cast<int64_t>(r.memory_bytes())},
+                {"growth", growth}});
+  AddEventLocked(deployment, message);
+}
+
 void SchedulerService::AddEventLocked(const std::string& deployment, std::string message) {
   std::deque<Event>& q = events_[deployment];
   q.push_back({absl::Now(), std::move(message)});
@@ -637,6 +667,7 @@ void SchedulerService::ReconcileStep() {
     st.reported = true;
     st.boot_id = poll->response.boot_id();
     st.replicas.clear();
+    std::set<std::string> leak_seen;
     for (const pb::ReplicaStatus& r : poll->response.replicas()) {
       auto label = r.labels().find(std::string(kDeploymentLabel));
       if (label == r.labels().end()) continue;
@@ -678,11 +709,13 @@ void SchedulerService::ReconcileStep() {
         absl::Time& last = sampled_at_[StrCat(poll->node, "/", r.replica_id())];
         if (now - last >= every - absl::Milliseconds(100)) {
           last = now;
-          window_.Add(ReplicaSample{now, r.version(),
-                                    r.inter_token_p99_ms() > 0 ? r.inter_token_p99_ms() / 1000 : -1,
-                                    r.recent_finished() > 0 ? r.error_rate() : -1, -1,
-                                    r.ttft_p99_ms() > 0 ? r.ttft_p99_ms() / 1000 : -1});
+          window_.Add(ReplicaSample{
+              now, r.version(), r.inter_token_p99_ms() > 0 ? r.inter_token_p99_ms() / 1000 : -1,
+              r.recent_finished() > 0 ? r.error_rate() : -1,
+              r.memory_bytes() > 0 ? static_cast<double>(r.memory_bytes()) : -1,
+              r.ttft_p99_ms() > 0 ? r.ttft_p99_ms() / 1000 : -1});
         }
+        if (r.memory_bytes() > 0) ObserveMemoryLocked(now, poll->node, spec_name, r, &leak_seen);
       }
       std::string key = StrCat(poll->node, "/", r.replica_id());
       std::string phase = StrCat(r.state(), r.reason().empty() ? "" : ": ", r.reason());
@@ -694,6 +727,7 @@ void SchedulerService::ReconcileStep() {
       }
       st.replicas.push_back(std::move(rec));
     }
+    leaks_.ForgetMissing(StrCat(poll->node, "/"), leak_seen);
   }
   std::map<std::string, NodeOps> ops = NodeOpsLocked();
   std::vector<SchedulerCandidate> candidates;
@@ -812,6 +846,7 @@ void SchedulerService::ReconcileStep() {
     }
   }
   if (reconciler_gauge_) reconciler_gauge_->Set(acting ? 1 : 0);
+  if (leaking_gauge_) leaking_gauge_->Set(static_cast<double>(leaks_.FlaggedIds().size()));
   FlushLocked(lock);  // rollout state written above
   if (!acting || (result.actions.empty() && relabels.empty())) return;
   for (const Action& a : result.actions) {

@@ -39,9 +39,11 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "cluster/label_rule.h"
+#include "exaserve/v1/node.pb.h"
 #include "exaserve/v1/scheduler.grpc.pb.h"
 #include "membership/member.h"
 #include "metrics/registry.h"
+#include "scheduler/leak_detector.h"
 #include "scheduler/memory_planner.h"
 #include "scheduler/reconciler.h"
 #include "scheduler/replicated_store.h"
@@ -64,6 +66,7 @@ struct SchedulerServiceOptions {
   StoreConfig store;
   PlacementOptions placement;
   size_t max_events = 50;  // kept per deployment for Describe
+  LeakOptions leaks;       // leak detection over the memory the nodes report
 };
 
 struct SchedulerEnv {
@@ -185,6 +188,10 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
                const std::map<std::string, const DesiredDeployment*>& desired,
                const std::vector<cluster::LabelRule>& rules, const std::vector<Relabel>& relabels);
   void AddEventLocked(const std::string& deployment, std::string message);
+  // Feeds replica `r` of `node` (ready, reporting memory) to leak detection; a newly flagged one
+  // gets an event on `deployment` and a warning. Adds its key to `seen`.
+  void ObserveMemoryLocked(absl::Time now, const std::string& node, const std::string& deployment,
+                           const exaserve::v1::ReplicaStatus& r, std::set<std::string>* seen);
   // The stored rollout state of spec `name` (empty before its first step). Needs mu_.
   RolloutState RolloutStateLocked(const std::string& name) const;
   // Applies an operator command stored for the spec and not yet applied. Needs mu_.
@@ -215,6 +222,7 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   std::string reconciler_;                                    // mu_
   absl::Time synced_at_ = absl::InfiniteFuture();             // may act from then on (see Run); mu_
   MetricWindow window_{400'000};  // ready replicas' latency samples, by version; mu_
+  LeakDetector leaks_;            // ready replicas' memory, keyed node/replica; mu_
   std::map<std::string, absl::Time> sampled_at_;  // "node/replica" → last sample; mu_
 
   // Per deployment, as this scheduler last computed them (every scheduler exports the same
@@ -223,6 +231,7 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   metrics::Family<metrics::Gauge>* ready_gauge_ = nullptr;
   metrics::Family<metrics::Gauge>* pending_gauge_ = nullptr;
   metrics::Gauge* reconciler_gauge_ = nullptr;
+  metrics::Gauge* leaking_gauge_ = nullptr;
   metrics::Family<metrics::Counter>* rollbacks_ = nullptr;
 
   std::mutex channels_mu_;

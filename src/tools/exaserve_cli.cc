@@ -597,6 +597,7 @@ int RunReplicas(const GlobalOptions& g) {
                        {"inter_token_p99_ms", r.inter_token_p99_ms()},
                        {"recent_finished", r.recent_finished()},
                        {"error_rate", r.error_rate()},
+                       {"memory_bytes", r.memory_bytes()},
                        {"state_since_unix_ms", r.state_since_unix_ms()}});
         continue;
       }

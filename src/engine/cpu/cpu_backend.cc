@@ -39,6 +39,7 @@ absl::StatusOr<Weight> CpuBackend::UploadWeight(const TensorView& t) {
     w.data = copy.get();
     w.dtype = DType::kF32;
     buffers_.push_back(std::move(copy));
+    held_bytes_ += w.cols * static_cast<int64_t>(sizeof(float));
   }
   return w;
 }
@@ -47,6 +48,7 @@ absl::StatusOr<Buffer> CpuBackend::Allocate(int64_t rows, int64_t cols) {
   auto mem = std::make_unique<float[]>(static_cast<size_t>(rows * cols));
   Buffer b{mem.get(), rows, cols};
   buffers_.push_back(std::move(mem));
+  held_bytes_ += rows * cols * static_cast<int64_t>(sizeof(float));
   return b;
 }
 
@@ -58,6 +60,7 @@ absl::Status CpuBackend::AllocateKvCache(const KvCacheShape& shape) {
     return absl::ResourceExhaustedError(
         StrCat("cannot allocate a KV cache of ", shape.Bytes(), " bytes"));
   }
+  held_bytes_ += shape.Bytes();
   return absl::OkStatus();
 }
 

@@ -25,6 +25,7 @@ class CpuBackend final : public Backend {
   // numerics of a half-precision KV cache, as the CUDA backend keeps for half checkpoints; the
   // cross-backend tests compare like with like this way.
   explicit CpuBackend(int threads, DType kv_storage = DType::kF32);
+  int64_t held_bytes() const override { return held_bytes_; }
 
   // A reference for a device's precision policy, for cross-backend tests: products of x with at
   // least `min_rows` rows round x to `type` (bf16 / fp16) first, as the CUDA backend narrows
@@ -73,6 +74,7 @@ class CpuBackend final : public Backend {
   int64_t matmul_rounding_min_rows_ = 0;
   std::vector<float> rounded_x_;  // scratch for the rounded x
   std::vector<std::unique_ptr<float[]>> buffers_;
+  int64_t held_bytes_ = 0;  // buffers_ and kv_
   KvCacheShape kv_shape_;
   std::unique_ptr<float[]> kv_;  // [layer][K|V][slot][kv_dim]
 };

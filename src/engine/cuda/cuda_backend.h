@@ -72,6 +72,7 @@ class CudaBackend final : public Backend {
   std::string_view name() const override { return "cuda"; }
   absl::Status status() const override { return status_; }
   int64_t pool_bytes() const { return pool_bytes_; }
+  int64_t held_bytes() const override { return pool_bytes_; }  // its device pool
   double device_wait_seconds() const override { return device_wait_seconds_; }
 
   absl::StatusOr<Weight> UploadWeight(const TensorView& tensor) override;

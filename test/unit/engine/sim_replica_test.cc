@@ -157,5 +157,22 @@ TEST_CASE("sim replica: a failed step fails its requests; the load reports the e
   CHECK((*replica)->Load().recent_finished == 3);
 }
 
+TEST_CASE("sim replica: memory is its reservation; the leak drill adds what its steps keep",
+          "[engine][sim][memory]") {
+  EngineOptions o = Options();
+  auto flat = SimReplica::Create(o, kStart);
+  REQUIRE(flat.ok());
+  CHECK((*flat)->Load().memory_bytes == o.kv_cache_bytes);
+  o.sim.leak_bytes_per_step = int64_t{1} << 19;  // half a block of the drill's 1 MiB a step
+  auto leaky = SimReplica::Create(o, kStart);
+  REQUIRE(leaky.ok());
+  std::vector<absl::Time> times;
+  // One prefill step, then 9 decode steps: 10 steps keep 5 MiB.
+  REQUIRE((*leaky)->Submit(Request(10, 10, &times), kStart).ok());
+  (*leaky)->RunUntil(kStart + absl::Seconds(10));
+  REQUIRE(times.size() == 10);
+  CHECK((*leaky)->Load().memory_bytes == o.kv_cache_bytes + (int64_t{5} << 20));
+}
+
 }  // namespace
 }  // namespace exa::engine

@@ -39,5 +39,18 @@ TEST_CASE("Samples closer than the interval are ignored; a restart resets the ba
   CHECK(e.FlaggedIds().empty());
 }
 
+TEST_CASE("A node's replicas it no longer reports are forgotten, other nodes' kept") {
+  LeakDetector d;
+  for (const char* id : {"n1/a", "n1/b", "n10/a", "n2/a"}) d.Observe(id, 1, kT0, kGi);
+  d.ForgetMissing("n1/", {"n1/b"});
+  // n1/a is gone; n10/a shares the text "n1" but not the prefix "n1/".
+  d.Observe("n1/a", 1, kT0 + absl::Hours(1), 2 * kGi);  // a new baseline, not a rise
+  CHECK(d.Growth("n1/a") == Approx(0));
+  for (const char* id : {"n1/b", "n10/a", "n2/a"}) {
+    d.Observe(id, 1, kT0 + absl::Hours(1), 2 * kGi);
+    CHECK(d.Growth(id) == Approx(1.0));
+  }
+}
+
 }  // namespace
 }  // namespace exa::scheduler

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Memory-leak detection with real processes (MISSION.md §12): a scheduler sampling every second,
+# a gateway with traffic, and two sim-backend inference nodes, one of which leaks 256 KiB per
+# engine step in every replica (inference.sim_leak_bytes_per_step, a drill: real, resident
+# allocations). The nodes report each replica's memory; the scheduler flags the leaking node's
+# replicas — an event on the deployment naming replica and node, a warning, the
+# exaserve_scheduler_replicas_leaking gauge — and never the other node's, whose memory is flat.
+source "$(dirname "$0")/lib.sh"
+BIN=$1
+work=$(mktemp -d)
+trap 'kill_nodes; kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+cli() { "$BIN/exaserve-cli" "$@"; }
+model_dir=$(cd "$(dirname "$0")/../../models/exa-tiny-arith" && pwd)
+cli model publish --dir "$model_dir" --name exa-tiny-arith --version v1 --origin "$work/origin" \
+  --json >/dev/null || fail "publish"
+start_node 1 --role storage,gateway --origin-dir "$work/origin"
+seed="127.0.0.1:$(port_of 1 gossip_port)"
+EXASERVE_SCHEDULER_RECONCILE_INTERVAL=500ms EXASERVE_SCHEDULER_LEAK_SAMPLE_INTERVAL=1s \
+  EXASERVE_SCHEDULER_LEAK_RISING_SAMPLES=3 \
+  start_node 2 --role scheduler --join "$seed" --node-id sched
+for n in 3 4; do
+  leak=0
+  [ $n = 3 ] && leak=256Ki
+  EXASERVE_INFERENCE_REPLICAS_PER_MODEL=0 EXASERVE_INFERENCE_HOST_MEMORY_BUDGET=4Gi \
+    EXASERVE_INFERENCE_BACKEND=sim EXASERVE_INFERENCE_SIM_LEAK_BYTES_PER_STEP=$leak \
+    EXASERVE_HEALTH_MODEL_INTERVAL=10m \
+    start_node $n --role inference --join "$seed" --origin "127.0.0.1:$(port_of 1 grpc_port)" \
+    --node-id "infer-$n"
+done
+sched="127.0.0.1:$(port_of 2 grpc_port)"
+gateway="http://127.0.0.1:$(port_of 1 http_port)"
+cat >"$work/spec.yaml" <<YAML
+apiVersion: exaserve.io/v1
+kind: InferenceReplica
+metadata: {name: tiny}
+spec:
+  model: exa-tiny-arith
+  version: v1
+  backend: sim
+  replicas: 4
+  resources: {gpu: 1}
+  context: 256
+  concurrency: 4
+YAML
+members_up() { cli --addr "$sched" --json members | python3 -c "import json,sys; sys.exit(0 if sum(m['state']=='alive' for m in json.load(sys.stdin))==4 else 1)"; }
+wait_for 30 members_up || fail "members"
+wait_for 10 cli --addr "$sched" apply -f "$work/spec.yaml" || fail "apply"
+ready_on() {  # ready_on N: ready replicas on node infer-N (`replicas` lists every node's)
+  cli --addr "$sched" --json replicas | python3 -c "import json,sys
+print(sum(r['state']=='ready' and r['node_id']==sys.argv[1] for r in json.load(sys.stdin)))" "infer-$1"
+}
+four_ready() { [ $(( $(ready_on 3) + $(ready_on 4) )) = 4 ]; }
+wait_for 60 four_ready || fail "not ready ($(ready_on 3) + $(ready_on 4)): $(cli --addr "$sched" describe tiny)"
+[ "$(ready_on 3)" -ge 1 ] && [ "$(ready_on 4)" -ge 1 ] ||
+  fail "the spec did not spread over both nodes: $(ready_on 3) and $(ready_on 4)"
+# Each replica reports its memory (the sim's reservation, plus the leak on node 3).
+cli --addr "$sched" --json replicas |
+  python3 -c "import json,sys; sys.exit(0 if all(r['memory_bytes']>0 for r in json.load(sys.stdin)) else 1)" ||
+  fail "a replica reports no memory"
+
+for _ in 1 2 3; do
+  ( while true; do
+      curl -s -o /dev/null --max-time 10 "$gateway/v1/completions" \
+        -d '{"model":"exa-tiny-arith","prompt":"12+30=","max_tokens":24,"temperature":0}' || true
+    done ) &
+done
+
+leaking() { curl -s "http://127.0.0.1:$(port_of 2 http_port)/metrics" |
+  awk '/^exaserve_scheduler_replicas_leaking / {print $2}'; }
+all_flagged() { [ "$(leaking)" = "$(ready_on 3)" ]; }
+wait_for 40 all_flagged ||
+  fail "node 3's replicas not flagged (gauge $(leaking)): $(cli --addr "$sched" describe tiny)"
+described=$(cli --addr "$sched" describe tiny)
+grep -q "memory leak suspected: .* on infer-3 " <<<"$described" || fail "no event: $described"
+grep "memory leak suspected" <<<"$described" | grep -q "on infer-4 " &&
+  fail "the flat node was flagged: $described"
+grep -q '"memory leak suspected"' "$work/n2.log" || fail "no warning in the scheduler's log"
+# The flat node's replicas stay unflagged while the traffic goes on.
+sleep 3
+[ "$(leaking)" = "$(ready_on 3)" ] || fail "flagged count changed to $(leaking)"
+grep -q "on infer-4 " <<<"$(cli --addr "$sched" describe tiny | grep 'memory leak suspected')" &&
+  fail "the flat node was flagged later"
+echo "leak: $(leaking) replica(s) of infer-3 flagged, infer-4's not"
+grep "memory leak suspected" <<<"$described" | head -1
