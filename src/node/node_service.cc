@@ -292,11 +292,32 @@ grpc::ServerUnaryReactor* NodeService::StopReplica(grpc::CallbackServerContext* 
   return reactor;
 }
 
+grpc::ServerUnaryReactor* NodeService::StageModel(grpc::CallbackServerContext* context,
+                                                  const exaserve::v1::StageModelRequest* req,
+                                                  exaserve::v1::StageModelResponse* response) {
+  auto* reactor = context->DefaultReactor();
+  if (grpc::Status s = authorize_(AuthorizationOf(context)); !s.ok()) {
+    reactor->Finish(s);
+    return reactor;
+  }
+  auto staged = host_.StageModel(req->model(), req->version());
+  if (!staged.ok()) {
+    reactor->Finish(StatusToGrpc(staged.status()));
+    return reactor;
+  }
+  response->set_state(staged->first);
+  response->set_reason(staged->second);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* NodeService::ListReplicas(grpc::CallbackServerContext* context,
                                                     const exaserve::v1::ListReplicasRequest*,
                                                     exaserve::v1::ListReplicasResponse* response) {
   response->set_node_id(node_id_);
   response->set_boot_id(boot_id_.load());
+  response->set_pulls_models(host_.pulls_models());
+  for (std::string& m : host_.StagedModels()) response->add_staged_models(std::move(m));
   for (const ReplicaView& v : host_.Views()) FillStatus(v, response->add_replicas());
   auto* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);

@@ -35,8 +35,8 @@ class NodeService final : public exaserve::v1::Node::CallbackService {
     std::string state;  // "unhealthy" or "draining"
     std::string reason;
   };
-  // `authorize(authorization metadata)`: StartReplica and StopReplica change the node and need
-  // the admin token (OK when none is configured).
+  // `authorize(authorization metadata)`: StartReplica, StopReplica and StageModel change the node
+  // and need the admin token (OK when none is configured).
   NodeService(std::string node_id, ReplicaHost& host,
               std::function<bool(const std::string&)> routable,
               std::function<NotRoutable(const std::string&)> why_not, metrics::Registry& registry,
@@ -57,6 +57,9 @@ class NodeService final : public exaserve::v1::Node::CallbackService {
   grpc::ServerUnaryReactor* StartReplica(grpc::CallbackServerContext* context,
                                          const exaserve::v1::StartReplicaRequest* request,
                                          exaserve::v1::ReplicaStatus* response) override;
+  grpc::ServerUnaryReactor* StageModel(grpc::CallbackServerContext* context,
+                                       const exaserve::v1::StageModelRequest* request,
+                                       exaserve::v1::StageModelResponse* response) override;
   grpc::ServerUnaryReactor* StopReplica(grpc::CallbackServerContext* context,
                                         const exaserve::v1::StopReplicaRequest* request,
                                         exaserve::v1::ReplicaStatus* response) override;

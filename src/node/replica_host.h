@@ -168,6 +168,23 @@ class ReplicaHost {
   using ModelFetch =
       std::function<absl::StatusOr<std::string>(const std::string&, const std::string&)>;
   void SetModelFetch(ModelFetch fetch);
+  bool pulls_models() const;
+  // Pre-staging (Node.StageModel): pulls MODEL@VERSION in the background once; the answer is
+  // {"pulling" | "staged" | "failed", reason}. A failed one is pulled again by the first call
+  // stage_retry_after (5 s) after the failure, so a scheduler asking every step does not hammer
+  // the origin.
+  // FAILED_PRECONDITION without a fetcher; RESOURCE_EXHAUSTED beyond kMaxStagePulls at once or
+  // kMaxStagedModels tracked; INVALID_ARGUMENT for a bad name.
+  static constexpr int kMaxStagePulls = 4;
+  static constexpr size_t kMaxStagedModels = 256;
+  absl::StatusOr<std::pair<std::string, std::string>> StageModel(const std::string& model,
+                                                                 const std::string& version);
+  // "model@version" of the models pulled and verified by this boot (StageModel or a start).
+  std::vector<std::string> StagedModels() const;
+  void set_stage_retry_after(absl::Duration d) {
+    absl::MutexLock lock(&mu_);
+    stage_retry_after_ = d;
+  }
   // Moves on every change of the serving set (a poller re-reads replicas() only then).
   uint64_t serving_version() const { return serving_version_.load(); }
   // Bytes promised on `device` (-1: host) and its capacity (0: not accounted).
@@ -237,6 +254,14 @@ class ReplicaHost {
   // Name-only stand-ins for models still being pulled (never served; never shrinks).
   std::vector<std::unique_ptr<ServedModel>> placeholders_ ABSL_GUARDED_BY(mu_);
   ModelFetch fetch_ ABSL_GUARDED_BY(mu_);
+  struct Staging {
+    std::string state;  // pulling, staged, failed
+    std::string reason;
+    absl::Time failed_at;
+  };
+  absl::Duration stage_retry_after_ ABSL_GUARDED_BY(mu_) = absl::Seconds(5);
+  std::map<std::string, Staging> staging_ ABSL_GUARDED_BY(mu_);  // "model@version"
+  int stage_pulls_ ABSL_GUARDED_BY(mu_) = 0;
   std::string refusal_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);  // by replica id
   std::vector<std::string> history_ ABSL_GUARDED_BY(mu_);      // stopped/failed ids, oldest first

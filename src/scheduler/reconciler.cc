@@ -222,6 +222,7 @@ void Step::PlaceMissing(const DesiredDeployment& d, const std::vector<int>& ordi
       Action p;
       p.kind = ActionKind::kPrestage;
       p.node = a.node;
+      p.deployment = spec.name;
       p.weights = weights;
       p.reason = StrCat("wave ", status.wave, " of ", spec.name);
       result_.actions.push_back(std::move(p));

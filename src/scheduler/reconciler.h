@@ -84,7 +84,7 @@ std::string_view ActionKindName(ActionKind kind);
 struct Action {
   ActionKind kind = ActionKind::kStart;
   std::string node;
-  std::string deployment;  // empty for kPrestage
+  std::string deployment;  // kPrestage: the deployment whose wave needs the weights
   int ordinal = 0;
   uint64_t generation = 0;
   Allocation allocation;  // kStart

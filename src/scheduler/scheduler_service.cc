@@ -666,6 +666,13 @@ void SchedulerService::ReconcileStep() {
     NodeStatus& st = nodes_[poll->node];
     st.reported = true;
     st.boot_id = poll->response.boot_id();
+    NodeWeights& w = node_weights_[poll->node];
+    w.pulls_models = poll->response.pulls_models();
+    w.staged = {poll->response.staged_models().begin(), poll->response.staged_models().end()};
+    for (const std::string& m : w.staged) {  // staged: a later need is news again
+      prestage_announced_.erase(StrCat(poll->node, "\n", m));
+      prestage_failures_.erase(StrCat("prestage ", m, " on ", poll->node));
+    }
     st.replicas.clear();
     std::set<std::string> leak_seen;
     for (const pb::ReplicaStatus& r : poll->response.replicas()) {
@@ -789,8 +796,11 @@ void SchedulerService::ReconcileStep() {
       st.inventory.draining = o->second.draining;
       for (const std::string& t : o->second.taints) st.inventory.taints.push_back(t);
     }
-    // StartReplica pulls the weights itself: every node counts as staged (see the header).
-    st.staged_models = weights;
+    // What the node has pulled and verified; a node without a weights fetcher starts replicas
+    // from directories of its own, so it counts as staged for everything.
+    auto w = node_weights_.find(id);
+    st.staged_models =
+        w == node_weights_.end() || !w->second.pulls_models ? weights : w->second.staged;
     if (!st.inventory.gpus.empty()) statuses.push_back(st);
   }
   std::map<std::string, const DesiredDeployment*> by_track;
@@ -850,7 +860,15 @@ void SchedulerService::ReconcileStep() {
   FlushLocked(lock);  // rollout state written above
   if (!acting || (result.actions.empty() && relabels.empty())) return;
   for (const Action& a : result.actions) {
-    if (a.kind == ActionKind::kPrestage) continue;
+    if (a.kind == ActionKind::kPrestage) {
+      // Once per (node, model): the reconciler asks again every step until it is staged.
+      if (prestage_announced_.size() > 10'000) prestage_announced_.clear();
+      if (prestage_announced_.insert(StrCat(a.node, "\n", a.weights)).second) {
+        AddEventLocked(std::string(SpecOfTrack(a.deployment)),
+                       StrCat("prestage ", a.weights, " on ", a.node, ": ", a.reason));
+      }
+      continue;
+    }
     AddEventLocked(std::string(SpecOfTrack(a.deployment)),
                    StrCat(ActionKindName(a.kind), " ", a.replica_id(), " on ", a.node,
                           a.kind == ActionKind::kStart ? StrCat(" (generation ", a.generation, ")")
@@ -954,16 +972,19 @@ void SchedulerService::Execute(const std::vector<Action>& actions,
     pb::StartReplicaRequest start;
     pb::StopReplicaRequest stop;
     pb::ReplicaStatus response;
+    pb::StageModelRequest stage;
+    pb::StageModelResponse staged;
     std::string deployment;
     std::string what;
   };
   for (const Action& a : actions) {
-    if (a.kind == ActionKind::kPrestage) continue;
     auto address = addresses.find(a.node);
     if (address == addresses.end()) continue;  // unreachable: the next step retries
     auto call = std::make_shared<Call>();
     call->deployment = a.deployment;
-    call->what = StrCat(ActionKindName(a.kind), " ", a.replica_id(), " on ", a.node);
+    call->what = a.kind == ActionKind::kPrestage
+                     ? StrCat("prestage ", a.weights, " on ", a.node)
+                     : StrCat(ActionKindName(a.kind), " ", a.replica_id(), " on ", a.node);
     call->context.set_deadline(std::chrono::system_clock::now() +
                                absl::ToChronoNanoseconds(options_.rpc_timeout));
     if (!options_.node_token.empty()) {
@@ -975,11 +996,39 @@ void SchedulerService::Execute(const std::vector<Action>& actions,
         EXA_LOG_WARN("scheduler", "action failed",
                      {{"action", call->what}, {"error", s.error_message()}});
         std::lock_guard<std::mutex> lock(mu_);
-        AddEventLocked(call->deployment, StrCat(call->what, " failed: ", s.error_message()));
+        AddEventLocked(std::string(SpecOfTrack(call->deployment)),
+                       StrCat(call->what, " failed: ", s.error_message()));
       }
       actions_in_flight_--;
     };
     actions_in_flight_++;
+    if (a.kind == ActionKind::kPrestage) {
+      // The node pulls in the background; the reconciler asks again each step until the node
+      // reports the model staged. A failure is an event once per reason.
+      const size_t at = a.weights.rfind('@');
+      call->stage.set_model(a.weights.substr(0, at));
+      call->stage.set_version(at == std::string::npos ? "" : a.weights.substr(at + 1));
+      stub->async()->StageModel(
+          &call->context, &call->stage, &call->staged, [this, call](grpc::Status s) {
+            std::string failure = !s.ok()                            ? s.error_message()
+                                  : call->staged.state() == "failed" ? call->staged.reason()
+                                                                     : "";
+            if (!failure.empty()) {
+              std::lock_guard<std::mutex> lock(mu_);
+              if (prestage_failures_.size() > 10'000) prestage_failures_.clear();
+              std::string& last = prestage_failures_[call->what];
+              if (last != failure) {
+                last = failure;
+                EXA_LOG_WARN("scheduler", "pre-staging failed",
+                             {{"action", call->what}, {"error", failure}});
+                AddEventLocked(std::string(SpecOfTrack(call->deployment)),
+                               StrCat(call->what, " failed: ", failure));
+              }
+            }
+            actions_in_flight_--;
+          });
+      continue;
+    }
     if (a.kind == ActionKind::kStart) {
       const InferenceReplicaSpec& spec = desired.at(a.deployment)->spec;
       pb::StartReplicaRequest& r = call->start;

@@ -11,14 +11,17 @@
 //     for its replicas (Node.ListReplicas, in parallel, bounded by `rpc_timeout`), merges the
 //     answers with the membership view and node operations, runs Reconcile and — when this node is
 //     the lowest-id live scheduler (ChooseReconciler) — carries out its actions through
-//     Node.StartReplica / StopReplica. Every scheduler computes the status, so Describe answers
-//     anywhere; only one acts. A new step waits for the previous step's actions to finish.
+//     Node.StartReplica / StopReplica / StageModel. Every scheduler computes the status, so
+//     Describe answers anywhere; only one acts. A new step waits for the previous step's actions to
+//     finish.
 //
 // Replica ids are `<deployment>-<ordinal>` with a generation (reconciler.h); the replicas this
-// service starts carry the label exaserve.io/deployment, and only those are managed. In real
-// processes a start pulls the weights as part of StartReplica (the node cache: local, rack peer,
-// origin), so a wave's readiness includes its pull; the reconciler's separate pre-stage step is
-// used by the simulator.
+// service starts carry the label exaserve.io/deployment, and only those are managed. A wave's
+// weights are pre-staged as a step of their own: the reconciler starts no replica of a wave
+// until every node placed for it reports the model pulled and verified (ListReplicas'
+// staged_models), and asks each that lacks it to pull it (Node.StageModel, an event once per
+// node and model). A node without a weights fetcher counts as staged (it starts replicas from
+// directories of its own).
 //
 // Thread safety: the RPC handlers and the control thread share the state under `mu_`.
 #pragma once
@@ -223,6 +226,15 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   absl::Time synced_at_ = absl::InfiniteFuture();             // may act from then on (see Run); mu_
   MetricWindow window_{400'000};  // ready replicas' latency samples, by version; mu_
   LeakDetector leaks_;            // ready replicas' memory, keyed node/replica; mu_
+  // Pre-staging, all under mu_: what each node reported it can pull and has staged, the
+  // (node, weights) pairs already announced as an event, the last failure per pre-stage.
+  struct NodeWeights {
+    bool pulls_models = false;
+    std::set<std::string> staged;  // WeightsKey()s
+  };
+  std::map<std::string, NodeWeights> node_weights_;
+  std::set<std::string> prestage_announced_;
+  std::map<std::string, std::string> prestage_failures_;
   std::map<std::string, absl::Time> sampled_at_;  // "node/replica" → last sample; mu_
 
   // Per deployment, as this scheduler last computed them (every scheduler exports the same

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Memory-leak detection with real processes (MISSION.md §12): a scheduler sampling every second,
+# Pre-staging and memory-leak detection with real processes. A spec of four replicas over two
+# nodes: each node pulls the model (Node.StageModel, an event per node) before the wave starts
+# any replica on it. Leaks (MISSION.md §12): a scheduler sampling every second,
 # a gateway with traffic, and two sim-backend inference nodes, one of which leaks 256 KiB per
 # engine step in every replica (inference.sim_leak_bytes_per_step, a drill: real, resident
 # allocations). The nodes report each replica's memory; the scheduler flags the leaking node's
@@ -53,6 +55,17 @@ four_ready() { [ $(( $(ready_on 3) + $(ready_on 4) )) = 4 ]; }
 wait_for 60 four_ready || fail "not ready ($(ready_on 3) + $(ready_on 4)): $(cli --addr "$sched" describe tiny)"
 [ "$(ready_on 3)" -ge 1 ] && [ "$(ready_on 4)" -ge 1 ] ||
   fail "the spec did not spread over both nodes: $(ready_on 3) and $(ready_on 4)"
+# The wave's weights were pre-staged as a step of their own: each node pulled the model
+# (Node.StageModel) before any replica of the wave was started on it.
+described=$(cli --addr "$sched" describe tiny)
+for n in 3 4; do
+  grep -q "prestage exa-tiny-arith@v1 on infer-$n: wave 1" <<<"$described" ||
+    fail "no pre-stage event for infer-$n: $described"
+  staged_line=$(grep -n '"model pre-staged"' "$work/n$n.log" | head -1 | cut -d: -f1)
+  admitted_line=$(grep -n '"replica admitted' "$work/n$n.log" | head -1 | cut -d: -f1)
+  [ -n "$staged_line" ] && [ -n "$admitted_line" ] && [ "$staged_line" -lt "$admitted_line" ] ||
+    fail "infer-$n started a replica before the model was staged: $(grep -E 'pre-stag|admitted' "$work/n$n.log")"
+done
 # Each replica reports its memory (the sim's reservation, plus the leak on node 3).
 cli --addr "$sched" --json replicas |
   python3 -c "import json,sys; sys.exit(0 if all(r['memory_bytes']>0 for r in json.load(sys.stdin)) else 1)" ||

@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "absl/synchronization/notification.h"
 #include "common/strings.h"
 #include "unit/engine/engine_test_util.h"
 
@@ -181,6 +182,51 @@ TEST_CASE("StartReplica and StopReplica: states, idempotence, the ledger, draini
   REQUIRE(WaitState(host, id, "ready"));
   REQUIRE(host.StopReplica(id, /*drain=*/false).ok());
   REQUIRE(WaitState(host, id, "stopped"));
+  host.Stop();
+}
+
+TEST_CASE("StageModel pulls once in the background, reports staged, retries a failure later",
+          "[node]") {
+  InferenceOptions o;
+  o.backend = "sim";
+  ReplicaHost host("0123456789abcdef", o);
+  REQUIRE(host.Start().ok());
+  host.set_stage_retry_after(absl::Milliseconds(200));
+  CHECK_FALSE(host.pulls_models());
+  CHECK(host.StageModel("m", "v1").status().code() == absl::StatusCode::kFailedPrecondition);
+  absl::Mutex mu;
+  int pulls = 0;
+  bool fail_next = true;
+  absl::Notification release;
+  host.SetModelFetch(
+      [&](const std::string& name, const std::string&) -> absl::StatusOr<std::string> {
+        release.WaitForNotification();
+        absl::MutexLock lock(&mu);
+        ++pulls;
+        if (name == "bad" && std::exchange(fail_next, false)) {
+          return absl::UnavailableError("origin down");
+        }
+        return "/cache/" + name;
+      });
+  CHECK(host.pulls_models());
+  auto first = host.StageModel("m", "v1");
+  REQUIRE(first.ok());
+  CHECK(first->first == "pulling");
+  CHECK(host.StageModel("m", "v1")->first == "pulling");  // the same pull, not a second
+  CHECK(host.StageModel("bad", "v1")->first == "pulling");
+  CHECK(host.StageModel("../x", "v1").status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(host.StageModel("m", "").status().code() == absl::StatusCode::kInvalidArgument);
+  release.Notify();
+  auto state_of = [&](const std::string& m) { return host.StageModel(m, "v1")->first; };
+  for (int i = 0; i < 500 && state_of("m") != "staged"; ++i) absl::SleepFor(absl::Milliseconds(2));
+  CHECK(state_of("m") == "staged");
+  CHECK(host.StagedModels() == std::vector<std::string>{"m@v1"});
+  // The failed one is pulled again by a call after the retry delay, and then staged.
+  for (int i = 0; i < 500 && state_of("bad") != "staged"; ++i)
+    absl::SleepFor(absl::Milliseconds(2));
+  CHECK(state_of("bad") == "staged");
+  absl::MutexLock lock(&mu);
+  CHECK(pulls == 3);  // m once; bad twice
   host.Stop();
 }
 
