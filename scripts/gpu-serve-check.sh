@@ -63,6 +63,13 @@ if [ $ok -eq 0 ] && [ "$BACKEND" = cuda ]; then
     ok=1
   fi
   grep -q 'GPU 0: .* needs 1000Gi' "$OUT/members.json" || { echo "no ledger refusal"; ok=1; }
+  # GPU memory as the device reports it (NVML), which the memory alert prefers to the ledger:
+  # device 0 exported, in use above zero (the replicas' pools at least).
+  py -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:$HTTP/metrics', timeout=5).read().decode())" \
+    >"$OUT/metrics.txt" 2>&1 || ok=1
+  grep -E '^exaserve_gpu_device_memory_(used|total)_bytes' "$OUT/metrics.txt"
+  grep -qE '^exaserve_gpu_device_memory_used_bytes\{device="0"\} [1-9]' "$OUT/metrics.txt" ||
+    { echo "no device memory reading (NVML) on /metrics"; ok=1; }
   cat "$OUT/members.json"
 fi
 kill -TERM $PID 2>/dev/null

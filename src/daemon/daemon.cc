@@ -290,6 +290,17 @@ absl::Status Daemon::StartServing() {
     replica_metrics_ = std::make_unique<node::ReplicaMetrics>(
         *replicas_, registry_, cuda ? inference.gpu_count : 0,
         cuda ? 0 : options_.inference.host_memory_budget.value);
+    if (cuda && !gpus_.inventory.devices.empty()) {
+      replica_metrics_->SetDeviceMemoryReader(
+          [inventory = gpus_.inventory]()
+              -> absl::StatusOr<std::vector<node::ReplicaMetrics::DeviceMemory>> {
+            EXA_ASSIGN_OR_RETURN(std::vector<engine::cuda::GpuMemoryUse> read,
+                                 engine::cuda::ReadGpuMemory(inventory));
+            std::vector<node::ReplicaMetrics::DeviceMemory> out;
+            for (const auto& d : read) out.push_back({d.index, d.used_bytes, d.total_bytes});
+            return out;
+          });
+    }
     node_service_ = std::make_unique<node::NodeService>(
         node_id_, *replicas_, [this](const std::string& id) { return Routable(id); },
         [this](const std::string& id) -> node::NodeService::NotRoutable {

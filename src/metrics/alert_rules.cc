@@ -16,6 +16,9 @@ constexpr std::string_view kDesired = "exaserve_deployment_replicas_desired";
 constexpr std::string_view kReady = "exaserve_deployment_replicas_ready";
 constexpr std::string_view kGpuUsed = "exaserve_gpu_memory_used_bytes";
 constexpr std::string_view kGpuTotal = "exaserve_gpu_memory_total_bytes";
+// What the device itself reports (NVML), preferred per device when a node exports it.
+constexpr std::string_view kDeviceUsed = "exaserve_gpu_device_memory_used_bytes";
+constexpr std::string_view kDeviceTotal = "exaserve_gpu_device_memory_total_bytes";
 constexpr std::string_view kResident = "process_resident_memory_bytes";
 constexpr std::string_view kHostBudget = "exaserve_host_memory_budget_bytes";
 constexpr std::string_view kReceive = "exaserve_network_receive_bytes_total";
@@ -112,8 +115,8 @@ AlertEvaluator::AlertEvaluator(AlertRulesConfig config)
 
 bool AlertEvaluator::Wants(std::string_view name) const {
   static const std::set<std::string_view, std::less<>> kFixed = {
-      kDesired, kReady,    kGpuUsed, kGpuTotal,    kResident,  kHostBudget,
-      kReceive, kTransmit, kSpeed,   kLoadSeconds, kPullCount, kPullBucket};
+      kDesired,    kReady,   kGpuUsed,  kGpuTotal, kDeviceUsed,  kDeviceTotal, kResident,
+      kHostBudget, kReceive, kTransmit, kSpeed,    kLoadSeconds, kPullCount,   kPullBucket};
   if (kFixed.count(name) > 0) return true;
   const std::string& h = config_.latency_histogram;
   return name.size() == h.size() + 7 && name.substr(0, h.size()) == h &&
@@ -334,29 +337,38 @@ std::optional<std::vector<AlertEvaluator::Candidate>> AlertEvaluator::Latency(
 std::optional<std::vector<AlertEvaluator::Candidate>> AlertEvaluator::GpuMemory() const {
   std::vector<Candidate> out;
   bool any = false;
-  auto add = [&](const std::string& instance, std::string device, double used, double total) {
+  std::set<std::pair<std::string, std::string>> measured;  // (instance, device) read off the device
+  auto add = [&](const std::string& instance, std::string device, double used, double total,
+                 std::string_view source) {
     any = true;
     Candidate c;
     c.labels = {{"device", device}, {"instance", instance}, {"node", targets_.at(instance).node}};
     c.value = used / total;
     c.active = c.value > config_.gpu_memory.threshold;
-    c.summary =
-        StrCat("node ", targets_.at(instance).node, " device ", device, ": ", Percent(c.value),
-               " of its memory used (threshold ", Percent(config_.gpu_memory.threshold), ")");
+    c.summary = StrCat("node ", targets_.at(instance).node, " device ", device, ": ",
+                       Percent(c.value), " of its memory used", source, " (threshold ",
+                       Percent(config_.gpu_memory.threshold), ")");
     out.push_back(std::move(c));
   };
-  const SeriesMap* used = Find(kGpuUsed);
-  const SeriesMap* total = Find(kGpuTotal);
-  if (used != nullptr && total != nullptr) {
+  // used / total per (instance, device) of two series; `skip` pairs are left out.
+  auto each = [&](std::string_view used_name, std::string_view total_name, bool from_device) {
+    const SeriesMap* used = Find(used_name);
+    const SeriesMap* total = Find(total_name);
+    if (used == nullptr || total == nullptr) return;
     for (const auto& [key, s] : *total) {
+      std::string device(LabelValue(key.second, "device"));
+      if (!from_device && measured.count({key.first, device}) > 0) continue;
       std::optional<double> t = Fresh(key.first, s);
       auto u = used->find(key);
       if (!t || *t <= 0 || u == used->end()) continue;
       if (std::optional<double> v = Fresh(key.first, u->second)) {
-        add(key.first, std::string(LabelValue(key.second, "device")), *v, *t);
+        if (from_device) measured.insert({key.first, device});
+        add(key.first, device, *v, *t, from_device ? " (as the device reports it)" : " (promised)");
       }
     }
-  }
+  };
+  each(kDeviceUsed, kDeviceTotal, /*from_device=*/true);
+  each(kGpuUsed, kGpuTotal, /*from_device=*/false);
   const SeriesMap* budget = Find(kHostBudget);
   const SeriesMap* resident = Find(kResident);
   if (budget != nullptr && resident != nullptr) {
@@ -364,7 +376,9 @@ std::optional<std::vector<AlertEvaluator::Candidate>> AlertEvaluator::GpuMemory(
       std::optional<double> b = Fresh(key.first, s);
       auto r = resident->find({key.first, {}});
       if (!b || *b <= 0 || r == resident->end()) continue;
-      if (std::optional<double> v = Fresh(key.first, r->second)) add(key.first, "host", *v, *b);
+      if (std::optional<double> v = Fresh(key.first, r->second)) {
+        add(key.first, "host", *v, *b, " (resident, of the host budget)");
+      }
     }
   }
   if (!any) return std::nullopt;

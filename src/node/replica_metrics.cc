@@ -6,7 +6,7 @@ namespace exa::node {
 
 ReplicaMetrics::ReplicaMetrics(const ReplicaHost& host, metrics::Registry& r, int gpu_count,
                                uint64_t host_memory_budget_bytes)
-    : host_(host) {
+    : host_(host), registry_(r) {
   std::vector<std::string> labels = {"replica", "model"};
   pending_ = &r.AddGauge("exaserve_replica_pending_tokens",
                          "Prompt tokens not yet prefilled plus expected decode tokens.", labels);
@@ -70,7 +70,29 @@ ReplicaMetrics::Series& ReplicaMetrics::SeriesFor(const ReplicaView& replica) {
   return series_.emplace(replica.id, s).first->second;
 }
 
+void ReplicaMetrics::UpdateDeviceMemory() {
+  const absl::Time now = absl::Now();
+  if (!device_reader_ || now - device_read_at_ < absl::Seconds(1)) return;
+  device_read_at_ = now;
+  absl::StatusOr<std::vector<DeviceMemory>> read = device_reader_();
+  if (!read.ok() || read->empty()) return;  // no NVML: the alert keeps the ledger's series
+  if (device_used_ == nullptr) {
+    device_used_ = &registry_.AddGauge(
+        "exaserve_gpu_device_memory_used_bytes",
+        "GPU memory in use as the device reports it (NVML: every process's, not only promised).",
+        {"device"});
+    device_total_ = &registry_.AddGauge("exaserve_gpu_device_memory_total_bytes",
+                                        "GPU memory the device has (NVML).", {"device"});
+  }
+  for (const DeviceMemory& d : *read) {
+    const std::string device = std::to_string(d.device);
+    device_used_->WithLabels({device}).Set(static_cast<double>(d.used_bytes));
+    device_total_->WithLabels({device}).Set(static_cast<double>(d.total_bytes));
+  }
+}
+
 void ReplicaMetrics::Update() {
+  UpdateDeviceMemory();
   std::map<std::string, int> states;
   for (const char* s :
        {"pending", "loading", "warming", "ready", "draining", "stopped", "failed"}) {

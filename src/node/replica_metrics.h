@@ -3,15 +3,19 @@
 // load tick; replicas started later get their series on their first tick. Memory for the
 // memory alert (MISSION.md §10): on GPU nodes each GPU's ledger, promised against what replicas may
 // be promised (exaserve_gpu_memory_{used,total}_bytes{device}); on CPU nodes the host memory
-// budget (exaserve_host_memory_budget_bytes), which alerts compare with the process's RSS.
+// budget (exaserve_host_memory_budget_bytes), which alerts compare with the process's RSS. With
+// a device reader (NVML), also each GPU's memory as the device reports it.
 //
 // Thread safety: Update from one thread at a time; the gauges are read by /metrics any time.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "metrics/registry.h"
 #include "node/replica_host.h"
 
@@ -23,6 +27,16 @@ class ReplicaMetrics {
   ReplicaMetrics(const ReplicaHost& host, metrics::Registry& registry, int gpu_count = 0,
                  uint64_t host_memory_budget_bytes = 0);
   void Update();
+  // GPU memory as the device reports it (NVML: every process's use): exported as
+  // exaserve_gpu_device_memory_{used,total}_bytes{device} from the first successful read, read
+  // at most once a second by Update. The GPU-memory alert prefers these to the ledger's series.
+  struct DeviceMemory {
+    int device = 0;
+    int64_t used_bytes = 0;
+    int64_t total_bytes = 0;
+  };
+  using DeviceMemoryReader = std::function<absl::StatusOr<std::vector<DeviceMemory>>()>;
+  void SetDeviceMemoryReader(DeviceMemoryReader reader) { device_reader_ = std::move(reader); }
 
  private:
   struct Series {
@@ -38,7 +52,14 @@ class ReplicaMetrics {
   };
   Series& SeriesFor(const ReplicaView& replica);
 
+  void UpdateDeviceMemory();
+
   const ReplicaHost& host_;
+  DeviceMemoryReader device_reader_;
+  absl::Time device_read_at_ = absl::InfinitePast();
+  metrics::Registry& registry_;
+  metrics::Family<metrics::Gauge>* device_used_ = nullptr;
+  metrics::Family<metrics::Gauge>* device_total_ = nullptr;
   metrics::Family<metrics::Gauge>* pending_ = nullptr;
   metrics::Family<metrics::Gauge>* running_ = nullptr;
   metrics::Family<metrics::Gauge>* waiting_ = nullptr;

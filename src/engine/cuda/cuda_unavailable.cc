@@ -28,6 +28,7 @@ GpuInventory DiscoverGpus() {
   return inv;
 }
 
+absl::StatusOr<std::vector<GpuMemoryUse>> ReadGpuMemory(const GpuInventory&) { return NotBuilt(); }
 absl::StatusOr<std::vector<WarmUpTiming>> WarmUpGpus() { return NotBuilt(); }
 absl::StatusOr<std::vector<BurnInResult>> RunBurnIn(const BurnInOptions&) { return NotBuilt(); }
 absl::StatusOr<double> MeasureDeviceCopyBandwidth(int, int64_t) { return NotBuilt(); }

@@ -29,6 +29,9 @@ struct NvmlPciInfo {     // nvmlPciInfo_t (v3)
   unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
   char bus_id[32];
 };
+struct NvmlMemory {  // nvmlMemory_t
+  unsigned long long total, free, used;
+};
 constexpr unsigned kNvlinkMaxLinks = 18;  // NVML_NVLINK_MAX_LINKS (H100: 18 links)
 
 class Nvml {
@@ -43,6 +46,7 @@ class Nvml {
     link_state_ = Sym<NvmlReturn (*)(NvmlDevice, unsigned, int*)>("nvmlDeviceGetNvLinkState");
     link_remote_ = Sym<NvmlReturn (*)(NvmlDevice, unsigned, NvmlPciInfo*)>(
         "nvmlDeviceGetNvLinkRemotePciInfo_v2");
+    memory_ = Sym<NvmlReturn (*)(NvmlDevice, NvmlMemory*)>("nvmlDeviceGetMemoryInfo");
     ok_ = init_ && shutdown_ && by_bus_ && uuid_ && link_state_ && link_remote_ && init_() == 0;
   }
   ~Nvml() {
@@ -55,6 +59,7 @@ class Nvml {
     NvmlDevice d = nullptr;
     return by_bus_(bus_id.c_str(), &d) == 0 ? d : nullptr;
   }
+  bool Memory(NvmlDevice d, NvmlMemory* m) const { return memory_ && memory_(d, m) == 0; }
   std::string Uuid(NvmlDevice d) const {
     char buf[96] = {};
     return uuid_(d, buf, sizeof(buf)) == 0 ? std::string(buf) : std::string();
@@ -84,6 +89,7 @@ class Nvml {
   NvmlReturn (*uuid_)(NvmlDevice, char*, unsigned) = nullptr;
   NvmlReturn (*link_state_)(NvmlDevice, unsigned, int*) = nullptr;
   NvmlReturn (*link_remote_)(NvmlDevice, unsigned, NvmlPciInfo*) = nullptr;
+  NvmlReturn (*memory_)(NvmlDevice, NvmlMemory*) = nullptr;
 };
 
 // NVLink peers: GPUs linked directly, and all GPUs that reach an NVSwitch (HGX boards link every
@@ -245,6 +251,23 @@ GpuInventory DiscoverGpus() {
     inv.note = "NVML (libnvidia-ml.so.1) unavailable: no UUIDs or NVLink topology";
   }
   return inv;
+}
+
+absl::StatusOr<std::vector<GpuMemoryUse>> ReadGpuMemory(const GpuInventory& inventory) {
+  // One NVML session for the process, opened at the first read and kept (NVML is thread-safe;
+  // never closed, so no read races a shutdown at exit).
+  static const Nvml* const nvml = new Nvml();
+  if (!nvml->ok()) {
+    return absl::FailedPreconditionError("NVML (libnvidia-ml.so.1) unavailable");
+  }
+  std::vector<GpuMemoryUse> out;
+  for (const GpuDevice& d : inventory.devices) {
+    NvmlDevice device = nvml->Device(d.pci_bus_id);
+    NvmlMemory m{};
+    if (device == nullptr || !nvml->Memory(device, &m)) continue;
+    out.push_back({d.index, static_cast<int64_t>(m.used), static_cast<int64_t>(m.total)});
+  }
+  return out;
 }
 
 absl::StatusOr<std::vector<WarmUpTiming>> WarmUpGpus() {

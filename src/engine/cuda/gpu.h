@@ -39,6 +39,17 @@ struct GpuInventory {
 
 // Never fails: no driver, no device or a build without CUDA give an empty inventory and a note.
 GpuInventory DiscoverGpus();
+
+// Memory in use on each device of `inventory` as the driver sees it (every process's, not only
+// this node's replicas), through NVML: what the GPU-memory alert compares with the total
+// (MISSION.md §10). FAILED_PRECONDITION without NVML (or CUDA); a device NVML cannot read is
+// left out.
+struct GpuMemoryUse {
+  int index = 0;  // CUDA device index
+  int64_t used_bytes = 0;
+  int64_t total_bytes = 0;
+};
+absl::StatusOr<std::vector<GpuMemoryUse>> ReadGpuMemory(const GpuInventory& inventory);
 nlohmann::json ToJson(const GpuInventory& inventory);
 
 // Context creation, a no-op kernel and a cuBLAS handle on every device, timed (MISSION.md §5:

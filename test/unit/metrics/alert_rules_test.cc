@@ -254,6 +254,34 @@ TEST_CASE("GPU memory over 90 % for 10 minutes fires P2; CPU nodes compare RSS w
   CHECK(LabelValue(resolved->alert.labels, "node") == "node-gpu:1");
 }
 
+TEST_CASE("GPU memory: what the device reports wins over what the ledger promised",
+          "[metrics][alerts]") {
+  // Device 0: promised 50 %, but the device (another process, fragmentation) is 95 % full:
+  // fires. Device 1: promised 95 %, the device 60 %: quiet. Device 2 has no device reading
+  // (no NVML): the ledger decides, 95 %: fires.
+  Harness h;
+  h.Run(Minutes(11), Seconds(30), [&](absl::Duration) {
+    h.Scrape("gpu:1",
+             "exaserve_gpu_memory_used_bytes{device=\"0\"} 50\n"
+             "exaserve_gpu_memory_total_bytes{device=\"0\"} 100\n"
+             "exaserve_gpu_device_memory_used_bytes{device=\"0\"} 95\n"
+             "exaserve_gpu_device_memory_total_bytes{device=\"0\"} 100\n"
+             "exaserve_gpu_memory_used_bytes{device=\"1\"} 95\n"
+             "exaserve_gpu_memory_total_bytes{device=\"1\"} 100\n"
+             "exaserve_gpu_device_memory_used_bytes{device=\"1\"} 60\n"
+             "exaserve_gpu_device_memory_total_bytes{device=\"1\"} 100\n"
+             "exaserve_gpu_memory_used_bytes{device=\"2\"} 95\n"
+             "exaserve_gpu_memory_total_bytes{device=\"2\"} 100\n");
+  });
+  std::vector<std::string> fired;
+  for (const Transition& t : h.transitions()) {
+    REQUIRE(t.alert.name == "ExaServeGpuMemoryHigh");
+    fired.push_back(std::string(LabelValue(t.alert.labels, "device")));
+  }
+  std::sort(fired.begin(), fired.end());
+  CHECK(fired == std::vector<std::string>{"0", "2"});
+}
+
 TEST_CASE("Network over 80 % of link speed for 5 minutes fires", "[metrics][alerts]") {
   Harness h;
   double rx = 0, tx = 0;
