@@ -4,7 +4,8 @@
 # and ready (pulled from the origin); a request answered through the gateway; kill -9 the
 # reconciling scheduler → another takes over within 15 s with the spec intact; kill -9 an
 # inference node → its replica rebuilt elsewhere only after deadGrace; stop and restart every
-# scheduler → specs still there; a write acknowledged to the CLI survives kill -9 of the node
+# scheduler → specs still there; a node that missed a `replica label` is relabelled from the
+# stored rule; a write acknowledged to the CLI survives kill -9 of the node
 # that took it; invalid specs and unknown models are refused with exit 2, nothing written.
 source "$(dirname "$0")/lib.sh"
 BIN=$1
@@ -141,6 +142,28 @@ sys.exit(0 if len(rs) == 4 and all(r['labels'].get('track') == 'canary' for r in
 }
 wait_for 10 labelled || fail "a rebuilt replica lacks the stored label: $(cli --addr "$(sched 3)" --json replicas)"
 describe 3 | grep -q "rebuild" || fail "no rebuild event: $(describe 3)"
+
+# A node that misses a `replica label` (stopped for 2.5 s: not long enough to be declared dead;
+# the rule merges into the stored one of the same selector)
+# is relabelled by the reconciler from the stored rule once it answers again.
+missed=$(describe 3 | python3 -c "import json,sys; print(sorted(r['node'] for r in json.load(sys.stdin)['replicas'] if r['node'] != 'infer-7')[-1])")
+kill -STOP "${pids[${missed#infer-}]}"
+set +e
+cli --addr "$(sched 3)" --timeout 2s replica label --selector model=exa-tiny-arith \
+  --label tier=gold >"$work/label2.out" 2>&1; rc=$?
+set -e
+kill -CONT "${pids[${missed#infer-}]}"
+[ $rc -eq 1 ] || fail "label with a node stopped: exit $rc $(cat "$work/label2.out")"
+grep -q "stored on scheduler .* (1 label rules)" "$work/label2.out" ||
+  fail "rule not stored: $(cat "$work/label2.out")"
+gold() {
+  cli --addr "$(sched 3)" --json replicas | python3 -c "
+import json, sys
+rs = [r for r in json.load(sys.stdin) if r['state'] == 'ready' and r['labels'].get('exaserve.io/deployment', '').startswith('tiny@')]
+sys.exit(0 if len(rs) == 4 and all(r['labels'].get('tier') == 'gold' for r in rs) else 1)"
+}
+wait_for 15 gold || fail "$missed not relabelled: $(cli --addr "$(sched 3)" --json replicas)"
+describe 3 | grep -q "relabel .* on $missed (stored label rules)" || fail "no relabel event: $(describe 3)"
 
 # Node operations through a scheduler: a drain that would drop below 99 % ready is refused; a
 # cordon is stored, listed and lifted.
