@@ -13,7 +13,16 @@
 namespace exa::scheduler {
 namespace {
 
-enum class Ineligible { kNone, kInvalid, kCordoned, kTainted, kControlRole, kNoGpus, kDeviceKind };
+enum class Ineligible {
+  kNone,
+  kInvalid,
+  kCordoned,
+  kTainted,
+  kControlRole,
+  kNoGpus,
+  kDeviceKind,
+  kAvoided
+};
 
 struct NodeState {
   const NodeInventory* inventory = nullptr;
@@ -46,6 +55,7 @@ Ineligible Classify(const NodeInventory& node, const PlacementRequest& request, 
   if (role_purity && node.roles.HasControlRole()) return Ineligible::kControlRole;
   if (node.gpus.empty()) return Ineligible::kNoGpus;
   if (node.device_kind != request.device_kind) return Ineligible::kDeviceKind;
+  if (request.avoid_nodes.count(node.id) > 0) return Ineligible::kAvoided;
   return Ineligible::kNone;
 }
 
@@ -53,7 +63,7 @@ Ineligible Classify(const NodeInventory& node, const PlacementRequest& request, 
 // domain), 11 hold a control role (role purity), 5 are tainted (burn-in-failed)".
 std::string Explain(const std::vector<NodeState>& states, const PlacementRequest& request,
                     bool allow_cross_domain) {
-  int counts[7] = {};
+  int counts[8] = {};
   int too_small = 0;
   uint64_t most_gpu = 0, most_domain = 0;
   std::set<std::string> taints;
@@ -97,6 +107,7 @@ std::string Explain(const std::vector<NodeState>& states, const PlacementRequest
   for (const std::string& t : taints) StrAppend(&taint_list, taint_list.empty() ? "" : ", ", t);
   add(counts[static_cast<int>(Ineligible::kTainted)], StrCat("are tainted (", taint_list, ")"));
   add(counts[static_cast<int>(Ineligible::kNoGpus)], "have no GPUs");
+  add(counts[static_cast<int>(Ineligible::kAvoided)], "hold the replica it replaces");
   add(counts[static_cast<int>(Ineligible::kDeviceKind)],
       StrCat("offer no ", request.device_kind, " devices (their replicas run on another backend)"));
   add(counts[static_cast<int>(Ineligible::kInvalid)],

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,8 @@ struct PlacementRequest {
   TopologySpec topology;
   // The deployment's replicas already running, per node id (for spreading or grouping).
   std::map<std::string, int> existing_per_node;
+  // Nodes not to use (a surge copy goes beside the replica it replaces, not onto its node).
+  std::set<std::string> avoid_nodes;
 };
 
 struct PlacementResult {

@@ -67,6 +67,14 @@ class Step {
   void PlaceMissing(const DesiredDeployment& d, const std::vector<int>& ordinals,
                     const std::map<int, Located>& keepers, const std::map<int, uint64_t>& gens,
                     DeploymentStatus& status);
+  // Starts a surge copy of `keeper` (generation `generation`) on another node; false when no
+  // node has room. While its node lacks the weights it asks for them and returns true (the
+  // copy starts once staged).
+  bool Surge(const DesiredDeployment& d, const Located& keeper, uint64_t generation,
+             const std::map<int, Located>& keepers, DeploymentStatus& status);
+  // Asks for `weights` on `node` once per step (for `deployment`); true when the node has them.
+  bool Staged(const NodeStatus& node, const std::string& weights, const std::string& deployment,
+              const std::string& reason);
 
   absl::Time now_;
   const std::vector<DesiredDeployment>& desired_;
@@ -110,10 +118,37 @@ void Step::Deployment(const DesiredDeployment& d) {
   status.desired = spec.replicas;
   std::map<int, Located> keepers;
   std::map<int, uint64_t> generations;  // highest generation ever seen per ordinal
+  // The lowest ready generation per ordinal: a newer one beside it that is still starting is
+  // its surge copy (max lifetime), which it keeps serving for until the copy is ready.
+  std::map<int, uint64_t> ready_generation;
+  for (const Located& l : by_deployment_[spec.name]) {
+    if (l.record->phase != ReplicaPhase::kReady || !Counts(*l.node, now_, spec.dead_grace) ||
+        !Reachable(*l.node)) {
+      continue;
+    }
+    auto [it, inserted] = ready_generation.emplace(l.record->ordinal, l.record->generation);
+    if (!inserted) it->second = std::min(it->second, l.record->generation);
+  }
+  std::map<int, Located> surging;  // ordinal → its surge copy, starting
+  std::set<int> surge_failed;      // ordinals whose surge copy failed: restart in place instead
   for (const Located& l : by_deployment_[spec.name]) {
     uint64_t& g = generations[l.record->ordinal];
     g = std::max(g, l.record->generation);
     if (!Counts(*l.node, now_, spec.dead_grace)) continue;  // dead past its grace: rebuild
+    auto older = ready_generation.find(l.record->ordinal);
+    const bool beside_ready = older != ready_generation.end() &&
+                              older->second < l.record->generation && l.record->ordinal >= 0 &&
+                              l.record->ordinal < spec.replicas;
+    if (beside_ready && l.record->phase == ReplicaPhase::kFailed) {
+      // A surge copy that failed: it goes, the ready one keeps serving and restarts in place.
+      if (Reachable(*l.node)) result_.actions.push_back(Stop(l, "surge copy failed"));
+      surge_failed.insert(l.record->ordinal);
+      continue;
+    }
+    if (beside_ready && l.record->phase == ReplicaPhase::kStarting) {
+      surging.emplace(l.record->ordinal, l);
+      continue;
+    }
     if (l.node->inventory.draining) {
       // The drain checked the availability floor when the operator asked; the ordinal is placed
       // again elsewhere in this step.
@@ -141,9 +176,12 @@ void Step::Deployment(const DesiredDeployment& d) {
     Located loser = l;
     if (Better(l, it->second)) std::swap(loser, it->second);
     if (Reachable(*loser.node)) {
+      const bool replaced = loser.record->phase == ReplicaPhase::kReady &&
+                            it->second.record->phase == ReplicaPhase::kReady;
       result_.actions.push_back(
-          Stop(loser, StrCat("duplicate: generation ", it->second.record->generation, " on ",
-                             it->second.node->inventory.id, " wins")));
+          Stop(loser, StrCat(replaced ? "replaced by generation " : "duplicate: generation ",
+                             it->second.record->generation, " on ", it->second.node->inventory.id,
+                             replaced ? "" : " wins")));
     }
   }
   if (spec.max_lifetime > absl::ZeroDuration()) {
@@ -156,17 +194,34 @@ void Step::Deployment(const DesiredDeployment& d) {
       absl::Duration age = now_ - l.record->phase_since;
       if (age >= life) expired.emplace_back(age - life, o);
     }
+    // Make before break: a surge copy on another node where memory allows (at most
+    // maxUnavailable copies at once), so the ordinal never stops serving; otherwise, or after
+    // its copy failed, stop-then-start within the maxUnavailable budget. Copies only while
+    // every ordinal is present: memory a missing replica needs (a restart, a rebuild) is not
+    // taken by a copy.
+    bool complete = static_cast<int>(keepers.size()) == spec.replicas;
+    int surge_budget = MaxUnavailable(spec) - static_cast<int>(surging.size());
     int budget = MaxUnavailable(spec) - (spec.replicas - ready);
     std::sort(expired.begin(), expired.end(), [](const auto& a, const auto& b) {
       return a.first > b.first || (a.first == b.first && a.second < b.second);
     });
     for (const auto& [overdue, o] : expired) {
+      if (surging.count(o) > 0) continue;  // its copy is starting
+      if (complete && surge_failed.count(o) == 0) {
+        if (surge_budget <= 0) continue;  // waits for one of the copies in flight
+        if (Surge(d, keepers.at(o), generations[o] + 1, keepers, status)) {
+          surge_budget--;
+          continue;
+        }
+      }
       if (budget-- <= 0) break;
       result_.actions.push_back(Stop(keepers.at(o), "max lifetime"));
       keepers.erase(o);
+      complete = false;
       status.lifetime_restarts++;
     }
   }
+  status.surging = static_cast<int>(surging.size());
   std::vector<int> missing;
   for (int o = 0; o < spec.replicas; ++o) {
     auto it = keepers.find(o);
@@ -215,17 +270,9 @@ void Step::PlaceMissing(const DesiredDeployment& d, const std::vector<int>& ordi
   for (const NodeStatus& n : nodes_) by_id[n.inventory.id] = &n;
   bool all_staged = true;
   for (const Allocation& a : placed.placed) {
-    const NodeStatus* n = by_id.at(a.node);
-    if (n->staged_models.count(weights)) continue;
-    all_staged = false;
-    if (prestaged_.insert(StrCat(a.node, "\n", weights)).second) {
-      Action p;
-      p.kind = ActionKind::kPrestage;
-      p.node = a.node;
-      p.deployment = spec.name;
-      p.weights = weights;
-      p.reason = StrCat("wave ", status.wave, " of ", spec.name);
-      result_.actions.push_back(std::move(p));
+    if (!Staged(*by_id.at(a.node), weights, spec.name,
+                StrCat("wave ", status.wave, " of ", spec.name))) {
+      all_staged = false;
     }
   }
   if (!all_staged) {
@@ -246,6 +293,58 @@ void Step::PlaceMissing(const DesiredDeployment& d, const std::vector<int>& ordi
     result_.actions.push_back(std::move(s));
   }
   status.starting_now = static_cast<int>(placed.placed.size());
+}
+
+bool Step::Staged(const NodeStatus& node, const std::string& weights, const std::string& deployment,
+                  const std::string& reason) {
+  if (node.staged_models.count(weights)) return true;
+  if (prestaged_.insert(StrCat(node.inventory.id, "\n", weights)).second) {
+    Action p;
+    p.kind = ActionKind::kPrestage;
+    p.node = node.inventory.id;
+    p.deployment = deployment;
+    p.weights = weights;
+    p.reason = reason;
+    result_.actions.push_back(std::move(p));
+  }
+  return false;
+}
+
+bool Step::Surge(const DesiredDeployment& d, const Located& keeper, uint64_t generation,
+                 const std::map<int, Located>& keepers, DeploymentStatus& status) {
+  const InferenceReplicaSpec& spec = d.spec;
+  PlacementRequest request;
+  request.deployment = spec.name;
+  request.count = 1;
+  request.replica_bytes = d.replica_bytes;
+  request.min_gpus = spec.resources.gpu;
+  request.device_kind = DeviceKindForBackend(spec.backend);
+  request.topology = spec.topology;
+  request.avoid_nodes = {keeper.node->inventory.id};
+  for (const auto& [o, l] : keepers) request.existing_per_node[l.node->inventory.id]++;
+  PlacementResult placed = Place(usable_, ledger_, request, options_);
+  if (placed.placed.empty()) return false;
+  const Allocation& a = placed.placed.front();
+  const std::string weights = WeightsKey(spec);
+  for (const NodeStatus& n : nodes_) {
+    if (n.inventory.id != a.node) continue;
+    if (!Staged(n, weights, spec.name, StrCat("a max-lifetime surge copy of ", spec.name))) {
+      return true;
+    }
+  }
+  Action s;
+  s.kind = ActionKind::kStart;
+  s.node = a.node;
+  s.deployment = spec.name;
+  s.ordinal = keeper.record->ordinal;
+  s.generation = generation;
+  s.allocation = a;
+  s.weights = weights;
+  s.reason = StrCat("max lifetime: surge copy of generation ", keeper.record->generation, " on ",
+                    keeper.node->inventory.id);
+  result_.actions.push_back(std::move(s));
+  status.lifetime_restarts++;
+  return true;
 }
 
 ReconcileResult Step::Run() {

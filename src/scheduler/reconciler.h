@@ -101,7 +101,8 @@ struct DeploymentStatus {
   int lost = 0;               // counted, but on a suspected or recently dead node
   int ready_lost = 0;         // of `ready`, those on a suspected or recently dead node
   int failed = 0;             // failed and held in place until their crash backoff has passed
-  int lifetime_restarts = 0;  // stopped this step for outliving spec.maxLifetime
+  int lifetime_restarts = 0;  // restarted this step for outliving spec.maxLifetime (surge or stop)
+  int surging = 0;            // surge copies starting beside the ready replica they replace
   int wave = 0;               // 1-based bring-up wave the deployment is in
   int wave_target = 0;
   int starting_now = 0;

@@ -353,10 +353,14 @@ void ClusterSim::Apply(absl::Time now, int s, const Action& a) {
       return same(r) && r.record.generation == a.generation;
     });
     if (n.replicas.size() != before && phase_ == Phase::kFault &&
-        a.reason.rfind("duplicate", 0) == 0) {
+        (a.reason.rfind("duplicate", 0) == 0 || a.reason.rfind("replaced by", 0) == 0)) {
       stale_stopped_++;
     }
     return;
+  }
+  if (a.reason.rfind("max lifetime", 0) == 0) {  // a surge copy: the restart starts here
+    lifetime_restarts_[a.replica_id()]++;
+    lifetime_restart_s_.push_back(Since(now, fault_at_));
   }
   auto it = std::find_if(n.replicas.begin(), n.replicas.end(), same);
   if (it != n.replicas.end() && it->record.generation >= a.generation) return;  // idempotent

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Pre-staging and memory-leak detection with real processes. A spec of four replicas over two
+# Pre-staging, memory-leak detection and max-lifetime surge copies with real processes. A spec of
+# four replicas over two
 # nodes: each node pulls the model (Node.StageModel, an event per node) before the wave starts
 # any replica on it. Leaks (MISSION.md §12): a scheduler sampling every second,
 # a gateway with traffic, and two sim-backend inference nodes, one of which leaks 256 KiB per
@@ -7,6 +8,7 @@
 # allocations). The nodes report each replica's memory; the scheduler flags the leaking node's
 # replicas — an event on the deployment naming replica and node, a warning, the
 # exaserve_scheduler_replicas_leaking gauge — and never the other node's, whose memory is flat.
+# Last, maxLifetime: every replica is replaced by a surge copy on the other node, ready first.
 source "$(dirname "$0")/lib.sh"
 BIN=$1
 work=$(mktemp -d)
@@ -43,6 +45,7 @@ spec:
   resources: {gpu: 1}
   context: 256
   concurrency: 4
+  maxLifetime: 1m
 YAML
 members_up() { cli --addr "$sched" --json members | python3 -c "import json,sys; sys.exit(0 if sum(m['state']=='alive' for m in json.load(sys.stdin))==4 else 1)"; }
 wait_for 30 members_up || fail "members"
@@ -95,3 +98,25 @@ grep -q "on infer-4 " <<<"$(cli --addr "$sched" describe tiny | grep 'memory lea
   fail "the flat node was flagged later"
 echo "leak: $(leaking) replica(s) of infer-3 flagged, infer-4's not"
 grep "memory leak suspected" <<<"$described" | head -1
+
+# maxLifetime (1m, jittered to 54-60 s) with room on the other node: each replica is replaced by a
+# surge copy there (generation 2) before it stops, so the deployment never has fewer than 4
+# ready replicas on the way.
+status_field() { cli --addr "$sched" --json describe tiny | python3 -c "import json,sys; print(json.load(sys.stdin)['status'].get('$1', 0))"; }
+generations() { cli --addr "$sched" --json describe tiny | python3 -c "import json,sys
+print(' '.join(sorted(str(r['generation']) for r in json.load(sys.stdin)['replicas'])))"; }
+min_ready=4
+deadline=$(( $(date +%s) + 100 ))
+until [ "$(generations)" = "2 2 2 2" ]; do
+  [ "$(date +%s)" -lt "$deadline" ] || fail "not all replaced in time: $(cli --addr "$sched" describe tiny)"
+  r=$(status_field ready)
+  [ "$r" -lt "$min_ready" ] && min_ready=$r
+  sleep 0.3
+done
+[ "$min_ready" = 4 ] || fail "ready fell to $min_ready during the lifetime restarts: $(cli --addr "$sched" describe tiny)"
+described=$(cli --addr "$sched" describe tiny)
+[ "$(grep -c 'max lifetime: surge copy of generation 1' <<<"$described")" = 4 ] ||
+  fail "not four surge copies: $described"
+[ "$(grep -c 'replaced by generation 2' <<<"$described")" = 4 ] ||
+  fail "not four replaced: $described"
+echo "lifetime: 4 replicas replaced by surge copies, ready never below $min_ready"

@@ -203,7 +203,7 @@ TEST_CASE("Scale down stops the highest ordinals; scale up starts the next") {
   for (const Action& a : r.actions) CHECK(a.ordinal >= 12);
 }
 
-TEST_CASE("Duplicates converge: the higher generation wins, then the ready one") {
+TEST_CASE("Duplicates converge: the ready one of a generation; a newer one once it is ready") {
   World w(3, 1, 1, 1);
   Allocation a{"node-00", {0}, 53 * kGi}, b{"node-01", {0}, 53 * kGi};
   w.nodes[0].replicas.push_back({"llama", 0, 1, a, ReplicaPhase::kReady});
@@ -212,10 +212,15 @@ TEST_CASE("Duplicates converge: the higher generation wins, then the ready one")
   REQUIRE(r.actions.size() == 1);
   CHECK(r.actions[0].kind == ActionKind::kStop);
   CHECK(r.actions[0].node == "node-01");
+  // A newer generation (a rebuild after a partition, a surge copy) still starting: the ready
+  // older one keeps serving until it is ready, then stops.
   w.nodes[1].replicas[0].generation = 2;
+  CHECK(w.Step(kT0).actions.empty());
+  w.nodes[1].replicas[0].phase = ReplicaPhase::kReady;
   r = w.Step(kT0);
   REQUIRE(r.actions.size() == 1);
   CHECK(r.actions[0].node == "node-00");
+  CHECK(r.actions[0].reason == "replaced by generation 2 on node-01");
 }
 
 TEST_CASE("A failed replica is recreated only after its crash backoff, which grows") {
@@ -341,15 +346,16 @@ TEST_CASE("cpu and sim replicas go only to nodes offering cpu devices, and back"
 namespace exa::scheduler {
 namespace {
 
-TEST_CASE("Max lifetime: rolling restarts, never more than maxUnavailable out, jittered") {
-  World w(4, 20, 20, 20);
+TEST_CASE(
+    "Max lifetime without room for a copy: stop-then-start, maxUnavailable at most, jittered") {
+  World w(4, 48, 48, 48);  // 12 per node fill 8 x 80Gi: no room for a surge copy
   w.desired[0].spec.max_lifetime = absl::Hours(24);
   w.desired[0].spec.max_unavailable = 2;
   w.Apply(w.Step(kT0), true);
   for (NodeStatus& n : w.nodes) {
     for (ReplicaRecord& r : n.replicas) r.phase_since = kT0;
   }
-  REQUIRE(w.Hosted() == 20);
+  REQUIRE(w.Hosted() == 48);
   CHECK(w.Step(kT0 + absl::Hours(21)).actions.empty());  // below 90 % of the lifetime
   std::map<std::string, int> restarts;
   int max_out = 0;
@@ -378,16 +384,90 @@ TEST_CASE("Max lifetime: rolling restarts, never more than maxUnavailable out, j
       }
     }
   }
-  CHECK(restarts.size() == 20);  // every replica once
+  CHECK(restarts.size() == 48);  // every replica once
   for (const auto& [id, n] : restarts) CHECK(n == 1);
   CHECK(max_out <= 2);
   // Jitter: not every replica has the same lifetime.
   std::set<int64_t> lifetimes;
-  for (int o = 0; o < 20; ++o) {
+  for (int o = 0; o < 48; ++o) {
     lifetimes.insert(
         absl::ToInt64Seconds(JitteredLifetime(w.desired[0].spec, ReplicaId("llama", o), 1)));
   }
   CHECK(lifetimes.size() > 10);
+}
+
+TEST_CASE("Max lifetime with room: a surge copy first, the old one stops once it is ready") {
+  World w(4, 20, 20, 20);  // 32 GPUs, 20 replicas: room for copies
+  w.desired[0].spec.max_lifetime = absl::Hours(24);
+  w.desired[0].spec.max_unavailable = 2;
+  w.Apply(w.Step(kT0), true);
+  for (NodeStatus& n : w.nodes) {
+    for (ReplicaRecord& r : n.replicas) r.phase_since = kT0;
+  }
+  std::map<std::string, int> surges, replaced;
+  int min_ready = 20, max_copies = 0;
+  for (absl::Time t = kT0 + absl::Hours(21); t < kT0 + absl::Hours(25); t += absl::Minutes(1)) {
+    auto r = w.Step(t);
+    REQUIRE(r.deployments.size() == 1);
+    min_ready = std::min(min_ready, r.deployments[0].ready);
+    max_copies = std::max(max_copies, r.deployments[0].surging);
+    for (const Action& a : r.actions) {
+      if (a.kind == ActionKind::kStart) {
+        CHECK(a.reason.rfind("max lifetime: surge copy of generation 1 on ", 0) == 0);
+        CHECK(a.generation == 2);
+        // Never onto the node of the replica it replaces.
+        for (const ReplicaRecord& x : w.Node(a.node).replicas) CHECK(x.ordinal != a.ordinal);
+        surges[a.replica_id()]++;
+      } else if (a.kind == ActionKind::kStop) {
+        CHECK(a.reason.rfind("replaced by generation 2 on ", 0) == 0);
+        CHECK(a.generation == 1);
+        replaced[a.replica_id()]++;
+      }
+    }
+    w.Apply(r, false);
+    for (NodeStatus& n : w.nodes) {  // a copy is ready a minute after it started
+      for (ReplicaRecord& rec : n.replicas) {
+        if (rec.phase == ReplicaPhase::kStarting && rec.phase_since == absl::InfinitePast()) {
+          rec.phase_since = t;
+        } else if (rec.phase == ReplicaPhase::kStarting &&
+                   rec.phase_since + absl::Minutes(1) <= t) {
+          rec.phase = ReplicaPhase::kReady;
+          rec.phase_since = t;
+        }
+      }
+    }
+  }
+  CHECK(surges.size() == 20);  // every replica once, by a copy
+  CHECK(replaced.size() == 20);
+  for (const auto& [id, n] : surges) CHECK(n == 1);
+  CHECK(min_ready == 20);  // never one out of service
+  CHECK(max_copies <= 2);  // at most maxUnavailable copies at once
+  CHECK(w.Hosted() == 20);
+}
+
+TEST_CASE("Max lifetime: a surge copy that fails goes; the replica then restarts in place") {
+  World w(2, 1, 1, 1);
+  w.desired[0].spec.max_lifetime = absl::Hours(24);
+  w.Apply(w.Step(kT0), true);
+  for (NodeStatus& n : w.nodes) {
+    for (ReplicaRecord& r : n.replicas) r.phase_since = kT0;
+  }
+  auto r = w.Step(kT0 + absl::Hours(25));
+  REQUIRE(w.Count(ActionKind::kStart, r) == 1);
+  w.Apply(r, false);
+  for (NodeStatus& n : w.nodes) {
+    for (ReplicaRecord& rec : n.replicas) {
+      if (rec.generation == 2) rec.phase = ReplicaPhase::kFailed;
+    }
+  }
+  r = w.Step(kT0 + absl::Hours(25) + absl::Minutes(1));
+  // The failed copy stops; the old one (ready, expired) is stopped to restart in place.
+  std::vector<std::string> reasons;
+  for (const Action& a : r.actions) {
+    if (a.kind == ActionKind::kStop) reasons.push_back(a.reason);
+  }
+  std::sort(reasons.begin(), reasons.end());
+  CHECK(reasons == std::vector<std::string>{"max lifetime", "surge copy failed"});
 }
 
 }  // namespace
