@@ -123,5 +123,5 @@ wait_for 30 is_resolved || fail "not resolved $(since "$resumed")s after they co
 resolve_s=$(since "$resumed")
 grep -q '"msg":"alert resolved".*ExaServeReplicasShort' "$work/n6.log" || fail "resolution not logged"
 cli --addr "$obs" alerts | grep -q "^resolved .*ExaServeReplicasShort" || fail "alerts does not list it resolved"
-curl -sf "http://127.0.0.1:$(port_of 6 http_port)/metrics" | grep -q '^ALERTS{' && fail "ALERTS still exposed"
+grep -q '^ALERTS{' <<<"$(curl -sf "http://127.0.0.1:$(port_of 6 http_port)/metrics")" && fail "ALERTS still exposed"
 echo "alerts: ok (2 of 3 inference nodes stopped: P0 replicas-short pending after ${pending_s}s, firing after ${fire_s}s (for ${FOR_SECONDS}s); resolved ${resolve_s}s after they continued)"

@@ -23,7 +23,7 @@ answers() {  # the gateway answers through a remote replica
   [ "$(curl -s "$gw/v1/completions" -d '{"prompt":"1+1=","max_tokens":2}' -o /dev/null -w '%{http_code}')" = 200 ]
 }
 wait_for 15 answers || { tail -5 "$work/n1.log"; fail "the gateway never answered through the inference nodes"; }
-curl -s "$gw/v1/models" | grep -q exa-tiny-arith || fail "/v1/models does not list the remote model"
+grep -q exa-tiny-arith <<<"$(curl -s "$gw/v1/models")" || fail "/v1/models does not list the remote model"
 # One request followed across nodes: the caller's x-request-id is in the gateway's log line and in
 # the serving node's start and finish lines.
 rid="trace-$$-$RANDOM"

@@ -13,7 +13,7 @@ out=$("$BIN/exaserved" --role bogus 2>&1); rc=$?
 set -e
 [ $rc -eq 2 ] || fail "--role bogus exited $rc, want 2"
 grep -q "inference, gateway, scheduler, storage, observer" <<<"$out" || fail "no role list: $out"
-"$BIN/exaserved" --help | grep -q "inference, gateway, scheduler, storage, observer" ||
+grep -q "inference, gateway, scheduler, storage, observer" <<<"$("$BIN/exaserved" --help)" ||
   fail "--help does not list the roles"
 set +e
 "$BIN/exaserved" --no-such-flag >/dev/null 2>&1; rc=$?

@@ -23,7 +23,7 @@ kill -TERM $pid; wait $pid
 
 run_node 3
 wait_for 10 at_least failed 1 || fail "wrong answer not caught"
-curl -s "$http/metrics" | grep -q '^exaserve_replica_healthy{replica=".*"} 0' || fail "healthy gauge"
+grep -q '^exaserve_replica_healthy{replica=".*"} 0' <<<"$(curl -s "$http/metrics")" || fail "healthy gauge"
 grep -q 'answered \\"2\\", expected \\"3\\"' "$work/log" || fail "reason not logged"
 code=$(curl -s -o "$work/body" -w '%{http_code}' "$http/v1/completions" -d '{"prompt":"1+1="}')
 [ "$code" = 503 ] && grep -q "no ready and healthy replica" "$work/body" ||

@@ -25,11 +25,12 @@ echo "$body" | grep -q '"text":"42"' || fail "completion over HTTPS: $body"
 stream=$(curl -s -N --cacert "$c/ca.pem" "$https/v1/chat/completions" \
   -d '{"model":"exa-tiny-arith","messages":[{"role":"user","content":"1+1="}],"max_tokens":3,"stream":true}')
 echo "$stream" | grep -q '^data: \[DONE\]' || fail "streamed chat over HTTPS: $stream"
-curl -s --cacert "$c/ca.pem" "$https/v1/models" | grep -q exa-tiny-arith || fail "models over HTTPS"
+grep -q exa-tiny-arith <<<"$(curl -s --cacert "$c/ca.pem" "$https/v1/models")" || fail "models over HTTPS"
 
 # The plain port: probes and scrapes stay; the API says where it went.
 [ "$(curl -s -o /dev/null -w '%{http_code}' "$http/healthz")" = 200 ] || fail "plain /healthz"
-curl -s "$http/metrics" | grep -q '^exaserve_ready 1' || fail "plain /metrics"
+# (A here-string, not a pipe: with pipefail, grep -q closing the pipe early fails curl.)
+grep -q '^exaserve_ready 1' <<<"$(curl -s "$http/metrics")" || fail "plain /metrics"
 code=$(curl -s -o "$work/plain.json" -w '%{http_code}' "$http/v1/completions" -d '{}')
 [ "$code" = 426 ] || fail "plain /v1/completions: $code $(cat "$work/plain.json")"
 grep -q "HTTPS only, on port $(port_of 1 https_port)" "$work/plain.json" ||

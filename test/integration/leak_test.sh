@@ -33,20 +33,7 @@ for n in 3 4; do
 done
 sched="127.0.0.1:$(port_of 2 grpc_port)"
 gateway="http://127.0.0.1:$(port_of 1 http_port)"
-cat >"$work/spec.yaml" <<YAML
-apiVersion: exaserve.io/v1
-kind: InferenceReplica
-metadata: {name: tiny}
-spec:
-  model: exa-tiny-arith
-  version: v1
-  backend: sim
-  replicas: 4
-  resources: {gpu: 1}
-  context: 256
-  concurrency: 4
-  maxLifetime: 1m
-YAML
+{ tiny_spec 4 4 4 30s | sed 's/backend: cpu/backend: sim/'; echo "  maxLifetime: 1m"; } >"$work/spec.yaml"
 members_up() { cli --addr "$sched" --json members | python3 -c "import json,sys; sys.exit(0 if sum(m['state']=='alive' for m in json.load(sys.stdin))==4 else 1)"; }
 wait_for 30 members_up || fail "members"
 wait_for 10 cli --addr "$sched" apply -f "$work/spec.yaml" || fail "apply"

@@ -90,7 +90,7 @@ grep -q "REGRESSED" "$work/status.txt" || fail "no comparison shown: $(cat "$wor
 [ "$max_v2" -le 1 ] || fail "$max_v2 replicas of the bad version were ready (stage 1 is 1)"
 back_to_v1() { three_ready v1 && [ "$(ready_of v2)" = 0 ]; }
 wait_for 30 back_to_v1 || fail "not back on v1: $(cli --addr "$sched" rollout status tiny)"
-cli --addr "$sched" describe tiny | grep -q "rolled back to v1" || fail "no rollback event"
+grep -q "rolled back to v1" <<<"$(cli --addr "$sched" describe tiny)" || fail "no rollback event"
 curl -s "http://127.0.0.1:$(port_of 2 http_port)/metrics" |
   grep -q 'exaserve_rollout_rollbacks_total{deployment="tiny"} 1' || fail "rollback metric"
 

@@ -141,7 +141,7 @@ rs = [r for r in json.load(sys.stdin) if r['state'] == 'ready' and r['labels'].g
 sys.exit(0 if len(rs) == 4 and all(r['labels'].get('track') == 'canary' for r in rs) else 1)"
 }
 wait_for 10 labelled || fail "a rebuilt replica lacks the stored label: $(cli --addr "$(sched 3)" --json replicas)"
-describe 3 | grep -q "rebuild" || fail "no rebuild event: $(describe 3)"
+grep -q "rebuild" <<<"$(describe 3)" || fail "no rebuild event: $(describe 3)"
 
 # A node that misses a `replica label` (stopped for 2.5 s: not long enough to be declared dead;
 # the rule merges into the stored one of the same selector)
@@ -163,7 +163,7 @@ rs = [r for r in json.load(sys.stdin) if r['state'] == 'ready' and r['labels'].g
 sys.exit(0 if len(rs) == 4 and all(r['labels'].get('tier') == 'gold' for r in rs) else 1)"
 }
 wait_for 15 gold || fail "$missed not relabelled: $(cli --addr "$(sched 3)" --json replicas)"
-describe 3 | grep -q "relabel .* on $missed (stored label rules)" || fail "no relabel event: $(describe 3)"
+grep -q "relabel .* on $missed (stored label rules)" <<<"$(describe 3)" || fail "no relabel event: $(describe 3)"
 
 # Node operations through a scheduler: a drain that would drop below 99 % ready is refused; a
 # cordon is stored, listed and lifted.
