@@ -7,12 +7,11 @@
 #include <openssl/x509.h>
 #include <openssl/x509_vfy.h>
 
-#include "absl/base/internal/sysinfo.h"
-
 #include <fstream>
 #include <mutex>
 #include <sstream>
 
+#include "absl/base/internal/sysinfo.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "net/openssl_util.h"

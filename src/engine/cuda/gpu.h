@@ -39,6 +39,7 @@ struct GpuInventory {
 
 // Never fails: no driver, no device or a build without CUDA give an empty inventory and a note.
 GpuInventory DiscoverGpus();
+nlohmann::json ToJson(const GpuInventory& inventory);
 
 // Memory in use on each device of `inventory` as the driver sees it (every process's, not only
 // this node's replicas), through NVML: what the GPU-memory alert compares with the total
@@ -50,7 +51,6 @@ struct GpuMemoryUse {
   int64_t total_bytes = 0;
 };
 absl::StatusOr<std::vector<GpuMemoryUse>> ReadGpuMemory(const GpuInventory& inventory);
-nlohmann::json ToJson(const GpuInventory& inventory);
 
 // Context creation, a no-op kernel and a cuBLAS handle on every device, timed (MISSION.md §5:
 // context warm-up at node start, so the first request pays none of it).
