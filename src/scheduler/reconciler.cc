@@ -118,12 +118,13 @@ void Step::Deployment(const DesiredDeployment& d) {
   status.desired = spec.replicas;
   std::map<int, Located> keepers;
   std::map<int, uint64_t> generations;  // highest generation ever seen per ordinal
-  // The lowest ready generation per ordinal: a newer one beside it that is still starting is
-  // its surge copy (max lifetime), which it keeps serving for until the copy is ready.
+  // The lowest ready generation per ordinal that stays (not on a draining node): a newer one
+  // beside it that is still starting is its surge copy (max lifetime), which it keeps serving
+  // for until the copy is ready.
   std::map<int, uint64_t> ready_generation;
   for (const Located& l : by_deployment_[spec.name]) {
     if (l.record->phase != ReplicaPhase::kReady || !Counts(*l.node, now_, spec.dead_grace) ||
-        !Reachable(*l.node)) {
+        !Reachable(*l.node) || l.node->inventory.draining) {
       continue;
     }
     auto [it, inserted] = ready_generation.emplace(l.record->ordinal, l.record->generation);

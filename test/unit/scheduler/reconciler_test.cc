@@ -223,6 +223,24 @@ TEST_CASE("Duplicates converge: the ready one of a generation; a newer one once 
   CHECK(r.actions[0].reason == "replaced by generation 2 on node-01");
 }
 
+TEST_CASE("A copy starting beside a ready replica on a draining node takes the ordinal over") {
+  // The old one stops for the drain this step; the starting copy is the ordinal's replica, not
+  // a surge waiting beside it, so no third one is placed.
+  World w(3, 1, 1, 1);
+  Allocation a{"node-00", {0}, 53 * kGi}, b{"node-01", {0}, 53 * kGi};
+  w.nodes[0].replicas.push_back({"llama", 0, 1, a, ReplicaPhase::kReady});
+  w.nodes[1].replicas.push_back({"llama", 0, 2, b, ReplicaPhase::kStarting});
+  w.nodes[0].inventory.draining = true;
+  auto r = w.Step(kT0);
+  REQUIRE(r.actions.size() == 1);
+  CHECK(r.actions[0].kind == ActionKind::kStop);
+  CHECK(r.actions[0].node == "node-00");
+  CHECK(r.actions[0].reason == "node drained");
+  REQUIRE(r.deployments.size() == 1);
+  CHECK(r.deployments[0].present == 1);
+  CHECK(r.deployments[0].surging == 0);
+}
+
 TEST_CASE("A failed replica is recreated only after its crash backoff, which grows") {
   World w(2, 1, 1, 1);
   w.Apply(w.Step(kT0), true);
