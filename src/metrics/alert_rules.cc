@@ -350,7 +350,8 @@ std::optional<std::vector<AlertEvaluator::Candidate>> AlertEvaluator::GpuMemory(
                        Percent(config_.gpu_memory.threshold), ")");
     out.push_back(std::move(c));
   };
-  // used / total per (instance, device) of two series; `skip` pairs are left out.
+  // used / total per (instance, device) of two series; for the ledger's, the pairs already
+  // read off the device are left out.
   auto each = [&](std::string_view used_name, std::string_view total_name, bool from_device) {
     const SeriesMap* used = Find(used_name);
     const SeriesMap* total = Find(total_name);
