@@ -231,6 +231,7 @@ absl::Status Daemon::OpenScheduler() {
   o.leaks.interval = options_.scheduler.leak_sample_interval;
   o.leaks.rising_samples = options_.scheduler.leak_rising_samples;
   o.leaks.min_growth = options_.scheduler.leak_min_growth;
+  o.recycle_leaking = options_.scheduler.leak_action == "recycle";
   if (!options_.scheduler.node_token_file.empty()) {
     std::ifstream in(options_.scheduler.node_token_file);
     if (!in || !std::getline(in, o.node_token) || o.node_token.empty()) {

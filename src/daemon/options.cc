@@ -149,6 +149,14 @@ void RegisterConfig(config::Schema& s, DaemonOptions* o) {
                 [](const double& v) {
                   return v > 0 && v <= 100 ? std::string() : StrCat(v, ": must be in (0, 100]");
                 });
+  s.Add<std::string>("scheduler.leak_action", &o->scheduler.leak_action,
+                     "what a replica flagged as leaking gets: recycle (replaced, make before "
+                     "break) or report (an event, a warning and a gauge only)",
+                     [](const std::string& v) {
+                       return v == "recycle" || v == "report"
+                                  ? std::string()
+                                  : StrCat("\"", v, "\": must be recycle or report");
+                     });
   RegisterObserverConfig(s, &o->observer);
 }
 

@@ -102,6 +102,9 @@ struct SchedulerOptions {
   absl::Duration leak_sample_interval = absl::Hours(1);
   int leak_rising_samples = 4;
   double leak_min_growth = 0.10;
+  // What a flagged replica gets: "recycle" (replaced, make before break) or "report" (only
+  // the event, the warning and the gauge).
+  std::string leak_action = "recycle";
 };
 
 // The observer role (daemon/observer_role.h): scrapes every member's /metrics and evaluates the

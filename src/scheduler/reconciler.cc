@@ -67,11 +67,12 @@ class Step {
   void PlaceMissing(const DesiredDeployment& d, const std::vector<int>& ordinals,
                     const std::map<int, Located>& keepers, const std::map<int, uint64_t>& gens,
                     DeploymentStatus& status);
-  // Starts a surge copy of `keeper` (generation `generation`) on another node; false when no
-  // node has room. While its node lacks the weights it asks for them and returns true (the
-  // copy starts once staged).
+  // Starts a surge copy of `keeper` (generation `generation`) on another node, for `cause`
+  // ("max lifetime", "memory leak"), and counts it in `restarts`; false when no node has room.
+  // While its node lacks the weights it asks for them and returns true (the copy starts once
+  // staged).
   bool Surge(const DesiredDeployment& d, const Located& keeper, uint64_t generation,
-             const std::map<int, Located>& keepers, DeploymentStatus& status);
+             const std::map<int, Located>& keepers, std::string_view cause, int& restarts);
   // Asks for `weights` on `node` once per step (for `deployment`); true when the node has them.
   bool Staged(const NodeStatus& node, const std::string& weights, const std::string& deployment,
               const std::string& reason);
@@ -96,7 +97,7 @@ void Step::Collect() {
     for (const ReplicaRecord& r : n.replicas) {
       Located l{&r, &n};
       if (!known.count(r.deployment)) {
-        if (Reachable(n)) result_.actions.push_back(Stop(l, "deployment deleted"));
+        if (Reachable(n) && !r.stopping) result_.actions.push_back(Stop(l, "deployment deleted"));
         if (n.liveness != NodeLiveness::kLeft) ledger_.Reserve(r.allocation);
         continue;
       }
@@ -117,14 +118,15 @@ void Step::Deployment(const DesiredDeployment& d) {
   status.name = spec.name;
   status.desired = spec.replicas;
   std::map<int, Located> keepers;
-  std::map<int, uint64_t> generations;  // highest generation ever seen per ordinal
+  std::map<int, uint64_t> generations = d.generations_seen;  // highest seen per ordinal
   // The lowest ready generation per ordinal that stays (not on a draining node): a newer one
   // beside it that is still starting is its surge copy (max lifetime), which it keeps serving
   // for until the copy is ready.
   std::map<int, uint64_t> ready_generation;
   for (const Located& l : by_deployment_[spec.name]) {
-    if (l.record->phase != ReplicaPhase::kReady || !Counts(*l.node, now_, spec.dead_grace) ||
-        !Reachable(*l.node) || l.node->inventory.draining) {
+    if (l.record->phase != ReplicaPhase::kReady || l.record->stopping ||
+        !Counts(*l.node, now_, spec.dead_grace) || !Reachable(*l.node) ||
+        l.node->inventory.draining) {
       continue;
     }
     auto [it, inserted] = ready_generation.emplace(l.record->ordinal, l.record->generation);
@@ -132,10 +134,17 @@ void Step::Deployment(const DesiredDeployment& d) {
   }
   std::map<int, Located> surging;  // ordinal → its surge copy, starting
   std::set<int> surge_failed;      // ordinals whose surge copy failed: restart in place instead
+  // Ordinals whose last generation is still draining after a stop on a reachable node: the next
+  // one starts when it is gone (its node refuses a second generation of one id until then).
+  std::set<int> stopping;
   for (const Located& l : by_deployment_[spec.name]) {
     uint64_t& g = generations[l.record->ordinal];
     g = std::max(g, l.record->generation);
     if (!Counts(*l.node, now_, spec.dead_grace)) continue;  // dead past its grace: rebuild
+    if (l.record->stopping) {
+      if (Reachable(*l.node)) stopping.insert(l.record->ordinal);
+      continue;
+    }
     auto older = ready_generation.find(l.record->ordinal);
     const bool beside_ready = older != ready_generation.end() &&
                               older->second < l.record->generation && l.record->ordinal >= 0 &&
@@ -185,16 +194,28 @@ void Step::Deployment(const DesiredDeployment& d) {
                              replaced ? "" : " wins")));
     }
   }
-  if (spec.max_lifetime > absl::ZeroDuration()) {
-    int ready = 0;
-    std::vector<std::pair<absl::Duration, int>> expired;  // (overdue by, ordinal)
-    for (const auto& [o, l] : keepers) {
-      if (l.record->phase != ReplicaPhase::kReady || !Reachable(*l.node)) continue;
-      ready++;
-      absl::Duration life = JitteredLifetime(spec, ReplicaId(spec.name, o), l.record->generation);
-      absl::Duration age = now_ - l.record->phase_since;
-      if (age >= life) expired.emplace_back(age - life, o);
+  // Replicas to replace while they serve: those past their max lifetime, and those leak
+  // detection flagged (ReplicaRecord::leaking), the leaking first.
+  int ready = 0;
+  struct Expired {
+    absl::Duration overdue;
+    int ordinal = 0;
+    bool leaking = false;
+  };
+  std::vector<Expired> expired;
+  for (const auto& [o, l] : keepers) {
+    if (l.record->phase != ReplicaPhase::kReady || !Reachable(*l.node)) continue;
+    ready++;
+    if (l.record->leaking) {
+      expired.push_back({absl::InfiniteDuration(), o, true});
+      continue;
     }
+    if (spec.max_lifetime <= absl::ZeroDuration()) continue;
+    absl::Duration life = JitteredLifetime(spec, ReplicaId(spec.name, o), l.record->generation);
+    absl::Duration age = now_ - l.record->phase_since;
+    if (age >= life) expired.push_back({age - life, o, false});
+  }
+  if (!expired.empty()) {
     // Make before break: a surge copy on another node where memory allows (at most
     // maxUnavailable copies at once), so the ordinal never stops serving; otherwise, or after
     // its copy failed, stop-then-start within the maxUnavailable budget. Copies only while
@@ -203,23 +224,27 @@ void Step::Deployment(const DesiredDeployment& d) {
     bool complete = static_cast<int>(keepers.size()) == spec.replicas;
     int surge_budget = MaxUnavailable(spec) - static_cast<int>(surging.size());
     int budget = MaxUnavailable(spec) - (spec.replicas - ready);
-    std::sort(expired.begin(), expired.end(), [](const auto& a, const auto& b) {
-      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    std::sort(expired.begin(), expired.end(), [](const Expired& a, const Expired& b) {
+      return a.overdue > b.overdue || (a.overdue == b.overdue && a.ordinal < b.ordinal);
     });
-    for (const auto& [overdue, o] : expired) {
+    for (const Expired& e : expired) {
+      const int o = e.ordinal;
+      const char* cause = e.leaking ? "memory leak" : "max lifetime";
       if (surging.count(o) > 0) continue;  // its copy is starting
       if (complete && surge_failed.count(o) == 0) {
         if (surge_budget <= 0) continue;  // waits for one of the copies in flight
-        if (Surge(d, keepers.at(o), generations[o] + 1, keepers, status)) {
+        if (Surge(d, keepers.at(o), generations[o] + 1, keepers, cause,
+                  e.leaking ? status.leak_restarts : status.lifetime_restarts)) {
           surge_budget--;
           continue;
         }
       }
       if (budget-- <= 0) break;
-      result_.actions.push_back(Stop(keepers.at(o), "max lifetime"));
+      result_.actions.push_back(Stop(keepers.at(o), cause));
       keepers.erase(o);
+      stopping.insert(o);  // started again once its node reports it gone
       complete = false;
-      status.lifetime_restarts++;
+      (e.leaking ? status.leak_restarts : status.lifetime_restarts)++;
     }
   }
   status.surging = static_cast<int>(surging.size());
@@ -227,7 +252,7 @@ void Step::Deployment(const DesiredDeployment& d) {
   for (int o = 0; o < spec.replicas; ++o) {
     auto it = keepers.find(o);
     if (it == keepers.end()) {
-      missing.push_back(o);
+      if (stopping.count(o) == 0) missing.push_back(o);
       continue;
     }
     status.present++;
@@ -312,7 +337,7 @@ bool Step::Staged(const NodeStatus& node, const std::string& weights, const std:
 }
 
 bool Step::Surge(const DesiredDeployment& d, const Located& keeper, uint64_t generation,
-                 const std::map<int, Located>& keepers, DeploymentStatus& status) {
+                 const std::map<int, Located>& keepers, std::string_view cause, int& restarts) {
   const InferenceReplicaSpec& spec = d.spec;
   PlacementRequest request;
   request.deployment = spec.name;
@@ -329,7 +354,7 @@ bool Step::Surge(const DesiredDeployment& d, const Located& keeper, uint64_t gen
   const std::string weights = WeightsKey(spec);
   for (const NodeStatus& n : nodes_) {
     if (n.inventory.id != a.node) continue;
-    if (!Staged(n, weights, spec.name, StrCat("a max-lifetime surge copy of ", spec.name))) {
+    if (!Staged(n, weights, spec.name, StrCat("a surge copy of ", spec.name, " (", cause, ")"))) {
       return true;
     }
   }
@@ -341,10 +366,10 @@ bool Step::Surge(const DesiredDeployment& d, const Located& keeper, uint64_t gen
   s.generation = generation;
   s.allocation = a;
   s.weights = weights;
-  s.reason = StrCat("max lifetime: surge copy of generation ", keeper.record->generation, " on ",
+  s.reason = StrCat(cause, ": surge copy of generation ", keeper.record->generation, " on ",
                     keeper.node->inventory.id);
   result_.actions.push_back(std::move(s));
-  status.lifetime_restarts++;
+  restarts++;
   return true;
 }
 

@@ -16,8 +16,10 @@
 //
 // Max lifetime (MISSION.md §12): a ready replica older than its JitteredLifetime is stopped and
 // recreated (next generation), oldest first, only while fewer than maxUnavailable of the
-// deployment are out of service — a rolling restart that never dips below the floor. It is
-// stop-then-start: a full cluster has no memory for a surge copy.
+// deployment are out of service — a rolling restart that never dips below the floor. Make before
+// break where memory allows: a surge copy (the next generation) on another node, the old replica
+// serving until it is ready; stop-then-start where no node has room. A replica that leak
+// detection flagged (ReplicaRecord::leaking) is replaced the same way, before any expired one.
 //
 // Bring-up in waves (MISSION.md §2): warmupReplicas first, then batchSize per wave; a wave starts
 // only when every replica of the earlier waves is ready, and only once the deployment's weights
@@ -27,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -53,6 +56,13 @@ struct ReplicaRecord {
   Allocation allocation;
   ReplicaPhase phase = ReplicaPhase::kStarting;
   absl::Time phase_since = absl::InfinitePast();  // when it entered `phase`, as the node saw it
+  // Flagged by leak detection (scheduler/leak_detector.h) and to be recycled: replaced like a
+  // replica past its max lifetime, ahead of those.
+  bool leaking = false;
+  // Draining after a stop: it serves nothing new but still holds its memory and its generation
+  // (the next one is higher), and its node refuses another generation of the id until it is
+  // gone, so the ordinal is started again only then.
+  bool stopping = false;
 };
 
 enum class NodeLiveness : uint8_t { kAlive, kSuspect, kDead, kLeft };
@@ -73,6 +83,9 @@ struct NodeStatus {
 struct DesiredDeployment {
   InferenceReplicaSpec spec;
   uint64_t replica_bytes = 0;  // ReplicaBytesForSpec
+  // The highest generation of each ordinal the caller has seen reported: a replica stopped and
+  // gone is no longer reported, and its ordinal's next generation must still be higher.
+  std::map<int, uint64_t> generations_seen;
 };
 
 // "llama-13b@v1": what a node pre-stages.
@@ -102,6 +115,7 @@ struct DeploymentStatus {
   int ready_lost = 0;         // of `ready`, those on a suspected or recently dead node
   int failed = 0;             // failed and held in place until their crash backoff has passed
   int lifetime_restarts = 0;  // restarted this step for outliving spec.maxLifetime (surge or stop)
+  int leak_restarts = 0;      // restarted this step for a flagged memory leak (surge or stop)
   int surging = 0;            // surge copies starting beside the ready replica they replace
   int wave = 0;               // 1-based bring-up wave the deployment is in
   int wave_target = 0;

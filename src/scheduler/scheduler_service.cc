@@ -152,6 +152,9 @@ std::string LineDiff(const std::string& before, const std::string& after) {
   return out;
 }
 
+// Ordinals above this are not remembered in generations_seen_ (a bound; no spec has so many).
+constexpr int kMaxOrdinalsRemembered = 100'000;
+
 ReplicaPhase PhaseOf(const std::string& state) {
   if (state == "ready" || state == "unhealthy") return ReplicaPhase::kReady;
   if (state == "failed") return ReplicaPhase::kFailed;
@@ -507,12 +510,13 @@ void SchedulerService::ObserveMemoryLocked(absl::Time now, const std::string& no
   const auto generation = static_cast<uint64_t>(std::max<int64_t>(0, r.generation()));
   if (!leaks_.Observe(key, generation, now, static_cast<uint64_t>(r.memory_bytes()))) return;
   const double growth = leaks_.Growth(key);
-  const std::string message =
-      StrCat("memory leak suspected: ", r.replica_id(), " on ", node, " (generation ", generation,
-             ") holds ", r.memory_bytes() >> 20, " MiB, ", std::lround(growth * 100),
-             "% over its baseline, rising in ", options_.leaks.rising_samples, " samples in a row ",
-             absl::FormatDuration(options_.leaks.interval),
-             " apart; spec.maxLifetime restarts replicas before it matters");
+  const std::string message = StrCat(
+      "memory leak suspected: ", r.replica_id(), " on ", node, " (generation ", generation,
+      ") holds ", r.memory_bytes() >> 20, " MiB, ", std::lround(growth * 100),
+      "% over its baseline, rising in ", options_.leaks.rising_samples, " samples in a row ",
+      absl::FormatDuration(options_.leaks.interval), " apart; ",
+      options_.recycle_leaking ? "replacing it (a surge copy on another node where memory allows)"
+                               : "reported only (scheduler.leak_action: report)");
   EXA_LOG_WARN("scheduler", "memory leak suspected",
                {{"replica", r.replica_id()},
                 {"node", node},
@@ -678,7 +682,7 @@ void SchedulerService::ReconcileStep() {
     for (const pb::ReplicaStatus& r : poll->response.replicas()) {
       auto label = r.labels().find(std::string(kDeploymentLabel));
       if (label == r.labels().end()) continue;
-      if (r.state() == "stopped" || r.state() == "draining") continue;
+      if (r.state() == "stopped") continue;
       ReplicaRecord rec;
       if (!ParseReplicaId(r.replica_id(), &rec.deployment, &rec.ordinal) ||
           rec.deployment != label->second) {
@@ -692,6 +696,15 @@ void SchedulerService::ReconcileStep() {
       const std::string spec_name(SpecOfTrack(rec.deployment));
       auto d = specs.find(spec_name);
       rec.allocation.bytes_per_gpu = d == specs.end() ? 0 : d->second->replica_bytes;
+      if (rec.ordinal < kMaxOrdinalsRemembered) {
+        uint64_t& seen = generations_seen_[rec.deployment][rec.ordinal];
+        seen = std::max(seen, rec.generation);
+      }
+      if (r.state() == "draining") {  // holds memory and its generation until it is gone
+        rec.stopping = true;
+        st.replicas.push_back(std::move(rec));
+        continue;
+      }
       if (!rules.empty() && relabels.size() < kMaxRelabelsPerStep &&
           (r.state() == "ready" || r.state() == "unhealthy")) {
         // What the stored rules give it, against what it has: a node that missed a
@@ -725,6 +738,8 @@ void SchedulerService::ReconcileStep() {
         if (r.memory_bytes() > 0) ObserveMemoryLocked(now, poll->node, spec_name, r, &leak_seen);
       }
       std::string key = StrCat(poll->node, "/", r.replica_id());
+      rec.leaking =
+          options_.recycle_leaking && rec.phase == ReplicaPhase::kReady && leaks_.Flagged(key);
       std::string phase = StrCat(r.state(), r.reason().empty() ? "" : ": ", r.reason());
       auto [it, inserted] = replica_phase_.try_emplace(key, phase);
       if (inserted || it->second != phase) {
@@ -784,6 +799,9 @@ void SchedulerService::ReconcileStep() {
       track.spec.name = TrackName(name, version);
       track.spec.version = version;
       track.spec.replicas = count;
+      if (auto g = generations_seen_.find(track.spec.name); g != generations_seen_.end()) {
+        track.generations_seen = g->second;
+      }
       weights.insert(WeightsKey(track.spec));
       desired.push_back(std::move(track));
     }
@@ -805,6 +823,7 @@ void SchedulerService::ReconcileStep() {
   }
   std::map<std::string, const DesiredDeployment*> by_track;
   for (const DesiredDeployment& d : desired) by_track[d.spec.name] = &d;
+  std::erase_if(generations_seen_, [&](const auto& g) { return by_track.count(g.first) == 0; });
   ReconcileResult result = Reconcile(now, desired, statuses, options_.placement);
 
   // Status per spec: its tracks summed.
@@ -1171,7 +1190,7 @@ grpc::ServerUnaryReactor* SchedulerService::Describe(grpc::CallbackServerContext
   json replicas = json::array();
   for (const auto& [id, node] : nodes_) {
     for (const ReplicaRecord& rec : node.replicas) {
-      if (SpecOfTrack(rec.deployment) != request->name()) continue;
+      if (rec.stopping || SpecOfTrack(rec.deployment) != request->name()) continue;
       replicas.push_back(
           {{"id", ReplicaId(rec.deployment, rec.ordinal)},
            {"node", id},

@@ -488,5 +488,118 @@ TEST_CASE("Max lifetime: a surge copy that fails goes; the replica then restarts
   CHECK(reasons == std::vector<std::string>{"max lifetime", "surge copy failed"});
 }
 
+TEST_CASE("A replica flagged as leaking is replaced by a surge copy, with no max lifetime") {
+  World w(4, 8, 8, 8);
+  w.desired[0].spec.max_unavailable = 1;
+  w.Apply(w.Step(kT0), true);
+  REQUIRE(w.Hosted() == 8);
+  for (const Action& a : w.Step(kT0 + absl::Hours(1)).actions) {
+    FAIL_CHECK("nothing flagged, yet " << ActionKindName(a.kind) << " " << a.replica_id() << ": "
+                                       << a.reason);
+  }
+  // Leak detection flagged two replicas (the scheduler sets `leaking` from its LeakDetector).
+  std::map<int, std::string> flagged_on;
+  for (NodeStatus& n : w.nodes) {
+    for (ReplicaRecord& r : n.replicas) {
+      if (r.ordinal == 2 || r.ordinal == 5) {
+        r.leaking = true;
+        flagged_on[r.ordinal] = n.inventory.id;
+      }
+    }
+  }
+  REQUIRE(flagged_on.size() == 2);
+  absl::Time t = kT0 + absl::Hours(1);
+  int min_ready = 8, max_copies = 0, copies = 0, replaced = 0;
+  for (int step = 0; step < 10; ++step, t += absl::Minutes(1)) {
+    auto r = w.Step(t);
+    REQUIRE(r.deployments.size() == 1);
+    min_ready = std::min(min_ready, r.deployments[0].ready);
+    max_copies = std::max(max_copies, r.deployments[0].surging);
+    for (const Action& a : r.actions) {
+      if (a.kind == ActionKind::kStart) {
+        REQUIRE(flagged_on.count(a.ordinal) == 1);
+        CHECK(a.reason == "memory leak: surge copy of generation 1 on " + flagged_on[a.ordinal]);
+        CHECK(a.node != flagged_on[a.ordinal]);
+        CHECK(a.generation == 2);
+        CHECK(r.deployments[0].leak_restarts == 1);
+        CHECK(r.deployments[0].lifetime_restarts == 0);
+        copies++;
+      } else if (a.kind == ActionKind::kStop) {
+        CHECK(a.reason.rfind("replaced by generation 2 on ", 0) == 0);
+        CHECK(a.generation == 1);
+        replaced++;
+      }
+    }
+    w.Apply(r, false);
+    w.MarkReady();  // a copy is ready by the next step
+  }
+  CHECK(copies == 2);
+  CHECK(replaced == 2);
+  CHECK(min_ready == 8);   // never one out of service
+  CHECK(max_copies <= 1);  // maxUnavailable copies at once
+  CHECK(w.Hosted() == 8);
+  for (const NodeStatus& n : w.nodes) {
+    for (const ReplicaRecord& r : n.replicas) CHECK_FALSE(r.leaking);  // the new generations
+  }
+}
+
+TEST_CASE("A leaking replica with no room for a copy is restarted in place, before expired ones") {
+  World w(1, 8, 8, 8);  // one node, 8 GPUs, 8 replicas: no room for a copy
+  w.desired[0].spec.max_lifetime = absl::Hours(24);
+  w.desired[0].spec.max_unavailable = 1;
+  w.Apply(w.Step(kT0), true);
+  for (ReplicaRecord& r : w.nodes[0].replicas) {
+    r.phase_since = kT0;
+    r.leaking = r.ordinal == 6;
+  }
+  // Every replica is past its lifetime, but the leaking one goes first, and only one at a time.
+  auto r = w.Step(kT0 + absl::Hours(30));
+  REQUIRE(w.Count(ActionKind::kStop, r) == 1);
+  REQUIRE(w.Count(ActionKind::kStart, r) == 0);  // not before the node reports it gone
+  for (const Action& a : r.actions) {
+    CHECK(a.ordinal == 6);
+    CHECK(a.reason == "memory leak");
+  }
+  CHECK(r.deployments[0].leak_restarts == 1);
+  CHECK(r.deployments[0].lifetime_restarts == 0);
+  // The node drains it: reported, stopping. Nothing starts in its place yet, and nothing else
+  // restarts (it is the one replica out of maxUnavailable 1).
+  for (ReplicaRecord& x : w.nodes[0].replicas) {
+    if (x.ordinal == 6) x.stopping = true;
+  }
+  r = w.Step(kT0 + absl::Hours(30) + absl::Seconds(1));
+  CHECK(r.actions.empty());
+  CHECK(r.deployments[0].ready == 7);
+  // Gone: the next generation (2, not a fresh 1) starts.
+  std::erase_if(w.nodes[0].replicas, [](const ReplicaRecord& x) { return x.ordinal == 6; });
+  r = w.Step(kT0 + absl::Hours(30) + absl::Seconds(2));
+  REQUIRE(w.Count(ActionKind::kStart, r) == 1);
+  CHECK(r.actions.front().ordinal == 6);
+}
+
+TEST_CASE("A replica still draining after a stop keeps its generation and its memory") {
+  World w(1, 8, 8, 8);
+  w.Apply(w.Step(kT0), true);
+  // The node still drains generation 3 of ordinal 2 (say an earlier restart), and ordinal 2
+  // has no serving replica: the next one waits, then starts as generation 4.
+  for (ReplicaRecord& x : w.nodes[0].replicas) {
+    if (x.ordinal == 2) {
+      x.generation = 3;
+      x.stopping = true;
+    }
+  }
+  auto r = w.Step(kT0 + absl::Seconds(1));
+  CHECK(w.Count(ActionKind::kStart, r) == 0);
+  CHECK(w.Count(ActionKind::kStop, r) == 0);  // no second stop for a draining one
+  // Gone: the caller remembers what it saw reported (generations_seen), so the next is 4.
+  std::erase_if(w.nodes[0].replicas, [](const ReplicaRecord& x) { return x.ordinal == 2; });
+  w.desired[0].generations_seen[2] = 3;
+  r = w.Step(kT0 + absl::Seconds(2));
+  REQUIRE(w.Count(ActionKind::kStart, r) == 1);
+  CHECK(r.actions.front().ordinal == 2);
+  CHECK(r.actions.front().generation == 4);
+  CHECK(r.actions.front().reason == "rebuild");
+}
+
 }  // namespace
 }  // namespace exa::scheduler
