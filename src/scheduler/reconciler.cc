@@ -134,15 +134,16 @@ void Step::Deployment(const DesiredDeployment& d) {
   }
   std::map<int, Located> surging;  // ordinal → its surge copy, starting
   std::set<int> surge_failed;      // ordinals whose surge copy failed: restart in place instead
-  // Ordinals whose last generation is still draining after a stop on a reachable node: the next
-  // one starts when it is gone (its node refuses a second generation of one id until then).
+  // Ordinals whose last generation is still draining after a stop on a reachable node that may
+  // host it again: the next one starts when it is gone (its node refuses a second generation of
+  // one id until then). A drained node's are placed elsewhere at once: it gets no new replica.
   std::set<int> stopping;
   for (const Located& l : by_deployment_[spec.name]) {
     uint64_t& g = generations[l.record->ordinal];
     g = std::max(g, l.record->generation);
     if (!Counts(*l.node, now_, spec.dead_grace)) continue;  // dead past its grace: rebuild
     if (l.record->stopping) {
-      if (Reachable(*l.node)) stopping.insert(l.record->ordinal);
+      if (Reachable(*l.node) && !l.node->inventory.draining) stopping.insert(l.record->ordinal);
       continue;
     }
     auto older = ready_generation.find(l.record->ordinal);

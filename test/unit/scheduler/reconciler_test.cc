@@ -334,6 +334,22 @@ TEST_CASE("A drained node's replicas are stopped and placed again elsewhere") {
   CHECK(w.Node("node-00").replicas.empty());
 }
 
+TEST_CASE("A drained node's replica still draining does not hold its ordinal back") {
+  World w(3, 3, 3, 3);
+  w.Apply(w.Step(kT0), true);
+  NodeStatus& drained = w.Node("node-00");
+  REQUIRE(drained.replicas.size() == 1);
+  drained.inventory.draining = true;
+  drained.replicas[0].stopping = true;  // the agent drains it; no copy exists yet
+  const int ordinal = drained.replicas[0].ordinal;
+  auto r = w.Step(kT0 + absl::Seconds(1));
+  REQUIRE(w.Count(ActionKind::kStart, r) == 1);
+  CHECK(w.Count(ActionKind::kStop, r) == 0);
+  CHECK(r.actions.front().ordinal == ordinal);
+  CHECK(r.actions.front().node != "node-00");
+  CHECK(r.actions.front().generation == 2);
+}
+
 TEST_CASE("cpu and sim replicas go only to nodes offering cpu devices, and back") {
   World w(2, 2, 2, 2);
   w.Node("node-00").inventory.device_kind = "cpu";
