@@ -51,6 +51,9 @@ rows = [
     ("canary-good: memory over-commits", "0", lambda s: get("good", s, "rollout")["memory_overcommits"], lambda v: v == 0),
     ("leak: only the leaking replica flagged", "true", lambda s: get("leak", s, "leak")["only_the_leaking_replica_flagged"], lambda v: v is True),
     ("leak: flagged after (h)", "(info)", lambda s: list(get("leak", s, "leak")["flagged_at_h"].values()), None),
+    ("leak: replaced (stops and surge copies for it)", "1", lambda s: get("leak", s, "leak")["leak_restarts"], lambda v: v == 1),
+    ("leak: replaced after (h)", "(info)", lambda s: get("leak", s, "leak")["replaced_at_h"], None),
+    ("leak: its generation before / at the end", "n / n+1", lambda s: f'{get("leak", s, "leak")["leaking_generation"]} / {get("leak", s, "leak")["generation_now"]}', lambda v: int(v.split(" / ")[1]) == int(v.split(" / ")[0]) + 1),
 ]
 life_rows = [
     ("lifetime 24 h: replicas restarted once / more than once", "3072 / 0", lambda l: f'{l["replicas_restarted_once"]} / {l["replicas_restarted_more_than_once"]}', lambda v: v == "3072 / 0"),

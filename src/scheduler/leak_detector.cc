@@ -53,6 +53,11 @@ bool LeakDetector::Flagged(const std::string& id) const {
   return it != tracks_.end() && it->second.flagged;
 }
 
+bool LeakDetector::Flagged(const std::string& id, uint64_t generation) const {
+  auto it = tracks_.find(id);
+  return it != tracks_.end() && it->second.flagged && it->second.generation == generation;
+}
+
 std::vector<std::string> LeakDetector::FlaggedIds() const {
   std::vector<std::string> out;
   for (const auto& [id, t] : tracks_) {

@@ -40,6 +40,8 @@ class LeakDetector {
   void ForgetMissing(const std::string& prefix, const std::set<std::string>& keep);
 
   bool Flagged(const std::string& id) const;
+  // Flagged, and the flag is generation `generation`'s (not a predecessor's not yet re-observed).
+  bool Flagged(const std::string& id, uint64_t generation) const;
   std::vector<std::string> FlaggedIds() const;
   // Growth over the baseline of a tracked replica (0 when unknown).
   double Growth(const std::string& id) const;

@@ -738,8 +738,8 @@ void SchedulerService::ReconcileStep() {
         if (r.memory_bytes() > 0) ObserveMemoryLocked(now, poll->node, spec_name, r, &leak_seen);
       }
       std::string key = StrCat(poll->node, "/", r.replica_id());
-      rec.leaking =
-          options_.recycle_leaking && rec.phase == ReplicaPhase::kReady && leaks_.Flagged(key);
+      rec.leaking = options_.recycle_leaking && rec.phase == ReplicaPhase::kReady &&
+                    leaks_.Flagged(key, rec.generation);
       std::string phase = StrCat(r.state(), r.reason().empty() ? "" : ": ", r.reason());
       auto [it, inserted] = replica_phase_.try_emplace(key, phase);
       if (inserted || it->second != phase) {

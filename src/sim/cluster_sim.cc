@@ -77,6 +77,8 @@ struct SimNode {
   // Scheduler: the last report of each node, by id; its replica of the spec store, and the
   // specs parsed from it (by key, with the version they were parsed at).
   std::map<std::string, NodeStatus> reports;
+  // Track → ordinal → the highest generation reported (the service's generations_seen_).
+  std::map<std::string, std::map<int, uint64_t>> generations_seen;
   std::unique_ptr<scheduler::ReplicatedStore> store;
   std::map<std::string, std::pair<scheduler::Version, scheduler::DesiredDeployment>> specs;
 };
@@ -211,7 +213,10 @@ class ClusterSim {
   std::vector<double> lifetime_restart_s_;
   int max_out_of_service_ = 0;
   scheduler::LeakDetector leaks_;
-  std::string leaking_;  // replica id
+  std::string leaking_;              // replica id
+  uint64_t leaking_generation_ = 0;  // the generation that leaks; a replacement does not
+  int leak_restarts_ = 0;            // stops and surge copies for "memory leak"
+  double leak_restart_s_ = -1;       // the first, after the fault
   absl::Time next_memory_sample_ = absl::InfiniteFuture();
   std::map<std::string, double> flagged_at_s_;
   void SampleMemory(absl::Time now);
@@ -343,6 +348,11 @@ void ClusterSim::Apply(absl::Time now, int s, const Action& a) {
   auto same = [&a](const AgentReplica& r) {
     return r.record.deployment == a.deployment && r.record.ordinal == a.ordinal;
   };
+  if (a.reason == "memory leak" ||
+      (a.kind == ActionKind::kStart && a.reason.rfind("memory leak", 0) == 0)) {
+    leak_restarts_++;
+    if (leak_restart_s_ < 0) leak_restart_s_ = Round3(Since(now, fault_at_));
+  }
   if (a.kind == ActionKind::kStop) {
     if (a.reason == "max lifetime") {
       lifetime_restarts_[a.replica_id()]++;
@@ -428,7 +438,15 @@ void ClusterSim::SchedulerStep(absl::Time now, int s) {
       st.boot_id = n.boot_id;
       st.reported = true;
       st.replicas.clear();
-      for (const AgentReplica& r : n.replicas) st.replicas.push_back(r.record);
+      for (const AgentReplica& r : n.replicas) {
+        st.replicas.push_back(r.record);
+        // What the scheduler's leak detection flagged, recycled as scheduler.leak_action's
+        // default does.
+        ReplicaRecord& rec = st.replicas.back();
+        rec.leaking =
+            rec.phase == ReplicaPhase::kReady &&
+            leaks_.Flagged(scheduler::ReplicaId(rec.deployment, rec.ordinal), rec.generation);
+      }
       st.staged_models = n.staged;
     }
     statuses.push_back(st);
@@ -445,6 +463,16 @@ void ClusterSim::SchedulerStep(absl::Time now, int s) {
   if (desired.empty() || phase_ == Phase::kWarmup) return;
   double cpu0 = CpuSeconds();
   desired = Tracks(now, s, std::move(desired), statuses);
+  for (const NodeStatus& st : statuses) {
+    for (const ReplicaRecord& rec : st.replicas) {
+      uint64_t& g = me.generations_seen[rec.deployment][rec.ordinal];
+      g = std::max(g, rec.generation);
+    }
+  }
+  for (scheduler::DesiredDeployment& d : desired) {
+    auto g = me.generations_seen.find(d.spec.name);
+    if (g != me.generations_seen.end()) d.generations_seen = g->second;
+  }
   scheduler::ReconcileResult r = scheduler::Reconcile(now, desired, statuses, {});
   reconcile_cpu_s_ += CpuSeconds() - cpu0;
   if (!r.actions.empty()) {
@@ -617,7 +645,7 @@ void ClusterSim::SampleMemory(absl::Time now) {
       double bytes = static_cast<double>(r.record.allocation.bytes_per_gpu) *
                      static_cast<double>(r.record.allocation.gpus.size()) * 0.8;
       bytes *= 0.995 + 0.01 * rng_.UniformDouble();
-      if (id == leaking_) bytes *= 1 + 0.03 * hours;
+      if (id == leaking_ && r.record.generation == leaking_generation_) bytes *= 1 + 0.03 * hours;
       if (leaks_.Observe(id, r.record.generation, now, static_cast<uint64_t>(bytes))) {
         flagged_at_s_[id] = Round3(Since(now, fault_at_));
       }
@@ -780,6 +808,13 @@ void ClusterSim::StartFault(absl::Time now) {
     }
     std::sort(ids.begin(), ids.end());
     if (!ids.empty()) leaking_ = ids[rng_.Uniform(ids.size())];
+    for (const SimNode& n : nodes_) {
+      for (const AgentReplica& r : n.replicas) {
+        if (scheduler::ReplicaId(r.record.deployment, r.record.ordinal) == leaking_) {
+          leaking_generation_ = r.record.generation;
+        }
+      }
+    }
     next_memory_sample_ = now;
   } else if (Canary()) {
     // `exaserve-cli apply` of the same spec with a new version, to the highest-id scheduler.
@@ -1027,8 +1062,26 @@ absl::StatusOr<json> ClusterSim::Run() {
       k["flagged"] = leaks_.FlaggedIds();
       k["flagged_at_h"] = json::object();
       for (const auto& [id, s] : flagged_at_s_) k["flagged_at_h"][id] = Round3(s / 3600);
-      k["only_the_leaking_replica_flagged"] =
-          leaks_.FlaggedIds() == std::vector<std::string>{leaking_};
+      // Every replica ever flagged (a replaced one's flag goes with it).
+      std::vector<std::string> ever;
+      for (const auto& [id, at] : flagged_at_s_) ever.push_back(id);
+      k["flagged_ever"] = ever;
+      k["only_the_leaking_replica_flagged"] = ever == std::vector<std::string>{leaking_};
+      // scheduler.leak_action: recycle — the flagged generation replaced (surge copy or
+      // stop-then-start), and the replacement, which does not leak, never flagged.
+      k["leak_restarts"] = leak_restarts_;
+      k["replaced_at_h"] =
+          leak_restart_s_ < 0 ? json(nullptr) : json(Round3(leak_restart_s_ / 3600));
+      uint64_t generation_now = 0;
+      for (const SimNode& n : nodes_) {
+        for (const AgentReplica& r : n.replicas) {
+          if (scheduler::ReplicaId(r.record.deployment, r.record.ordinal) == leaking_) {
+            generation_now = std::max(generation_now, r.record.generation);
+          }
+        }
+      }
+      k["leaking_generation"] = leaking_generation_;
+      k["generation_now"] = generation_now;
       k["simulated_h"] = Round3(absl::ToDoubleHours(end_ - fault_at_));
       out["leak"] = k;
     } else {

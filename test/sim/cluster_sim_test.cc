@@ -1,6 +1,8 @@
 // exaserve-sim cluster at small N, several seeds: bring-up in waves, lost vs dead, blips and a
 // reconciler take-over, all through the real SWIM core, placement and reconciler.
 #include <catch2/catch.hpp>
+
+#include <regex>
 #include <string>
 
 #include "sim/cluster_sim.h"
@@ -199,12 +201,21 @@ TEST_CASE("lifetime: every replica restarted once, never more than maxUnavailabl
   CHECK(r["memory_overcommits"] == 0);
 }
 
-TEST_CASE("leak: only the leaking replica is flagged") {
+TEST_CASE("leak: only the leaking replica is flagged, and it is replaced") {
   for (uint64_t seed : {1, 2}) {
     INFO("seed " << seed);
-    nlohmann::json r = RunClusterSim(Full(seed, "leak", 6 * 3600))["leak"];
+    // maxLifetime 24h (config/specs/llama-13b-lifetime.yaml's): with 1h each replica would be
+    // replaced by a new generation, with a new baseline, before a leak could show.
+    ClusterSimOptions o = Full(seed, "leak", 6 * 3600);
+    o.spec_yaml =
+        std::regex_replace(o.spec_yaml, std::regex("maxLifetime: 1h"), "maxLifetime: 24h");
+    nlohmann::json r = RunClusterSim(o)["leak"];
     INFO(r.dump());
     CHECK(r["only_the_leaking_replica_flagged"] == true);
+    // Recycled: replaced once, by the next generation, which does not leak.
+    CHECK(r["leak_restarts"] == 1);
+    CHECK(r["generation_now"].get<uint64_t>() == r["leaking_generation"].get<uint64_t>() + 1);
+    CHECK(r["flagged"].empty());
   }
 }
 
