@@ -1186,11 +1186,15 @@ grpc::ServerUnaryReactor* SchedulerService::Describe(grpc::CallbackServerContext
               {"pending", s.pending},
               {"reason", s.pending_reason}};
   }
-  out["status"] = status;
   json replicas = json::array();
+  int stopping = 0;  // draining after a stop, listed apart: they no longer count
   for (const auto& [id, node] : nodes_) {
     for (const ReplicaRecord& rec : node.replicas) {
-      if (rec.stopping || SpecOfTrack(rec.deployment) != request->name()) continue;
+      if (SpecOfTrack(rec.deployment) != request->name()) continue;
+      if (rec.stopping) {
+        stopping++;
+        continue;
+      }
       replicas.push_back(
           {{"id", ReplicaId(rec.deployment, rec.ordinal)},
            {"node", id},
@@ -1204,6 +1208,8 @@ grpc::ServerUnaryReactor* SchedulerService::Describe(grpc::CallbackServerContext
                                                           : membership::MemberState::kLeft)}});
     }
   }
+  if (!status.empty()) status["stopping"] = stopping;
+  out["status"] = status;
   out["replicas"] = replicas;
   out["rollout"] = json::parse(RolloutStateToJson(RolloutStateLocked(request->name())));
   json events = json::array();

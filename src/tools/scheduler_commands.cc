@@ -136,6 +136,10 @@ int RunDescribe(const SchedulerCommands& c, bool as_json, const ClusterAccess& c
               << " on unreachable nodes, " << st.value("failed", 0) << " failed)\n"
               << "Wave:        " << st.value("wave", 0) << " (up to " << st.value("wave_target", 0)
               << " replicas)\n";
+    if (st.value("stopping", 0) > 0) {
+      std::cout << "Stopping:    " << st.value("stopping", 0)
+                << " (draining after a stop; an ordinal restarted in place waits for it)\n";
+    }
     if (st.value("pending", 0) > 0 || !st.value("reason", std::string()).empty()) {
       std::cout << "Pending:     " << st.value("pending", 0) << ": "
                 << st.value("reason", std::string()) << "\n";

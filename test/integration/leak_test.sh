@@ -126,4 +126,9 @@ done
 described=$(cli --addr "$sched" describe tiny)
 [ "$(grep -c 'max lifetime: surge copy of generation' <<<"$described")" = 4 ] ||
   fail "not four surge copies: $described"
+# The replaced ones drain and go: describe counts those still draining apart.
+no_stopping() {  # the field must be there: no default
+  [ "$(cli --addr "$sched" --json describe tiny | python3 -c "import json,sys; print(json.load(sys.stdin)['status']['stopping'])")" = 0 ]
+}
+wait_for 30 no_stopping || fail "replaced replicas still draining: $(cli --addr "$sched" describe tiny)"
 echo "lifetime: 4 replicas replaced by surge copies ($before -> $want), ready never below $min_ready"
