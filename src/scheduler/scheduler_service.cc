@@ -234,6 +234,11 @@ SchedulerService::SchedulerService(SchedulerServiceOptions options, SchedulerEnv
     rollbacks_ = &r->AddCounter("exaserve_rollout_rollbacks_total",
                                 "Rollouts rolled back (a P1 alert when automatic), by deployment.",
                                 {"deployment"});
+    replacements_ = &r->AddCounter(
+        "exaserve_scheduler_replica_replacements_total",
+        "Replicas this scheduler replaced while serving (a surge copy started, or stopped to "
+        "restart in place), by deployment and cause: max_lifetime or memory_leak.",
+        {"deployment", "cause"});
     reconciler_gauge_ = &r->SimpleGauge("exaserve_scheduler_reconciling",
                                         "1 on the scheduler that reconciles, else 0.");
     leaking_gauge_ = &r->SimpleGauge(
@@ -887,6 +892,20 @@ void SchedulerService::ReconcileStep() {
                        StrCat("prestage ", a.weights, " on ", a.node, ": ", a.reason));
       }
       continue;
+    }
+    if (replacements_) {
+      // The reconciler's reasons (reconciler.cc): "<cause>" on the stop of a restart in place,
+      // "<cause>: surge copy of ..." on the start of a copy.
+      for (const auto& [cause, label] :
+           {std::pair<std::string_view, const char*>{"max lifetime", "max_lifetime"},
+            {"memory leak", "memory_leak"}}) {
+        const bool stop = a.kind == ActionKind::kStop && a.reason == cause;
+        const bool copy =
+            a.kind == ActionKind::kStart && a.reason.rfind(StrCat(cause, ": surge copy"), 0) == 0;
+        if (stop || copy) {
+          replacements_->WithLabels({std::string(SpecOfTrack(a.deployment)), label}).Increment();
+        }
+      }
     }
     AddEventLocked(std::string(SpecOfTrack(a.deployment)),
                    StrCat(ActionKindName(a.kind), " ", a.replica_id(), " on ", a.node,

@@ -250,6 +250,7 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   metrics::Gauge* reconciler_gauge_ = nullptr;
   metrics::Gauge* leaking_gauge_ = nullptr;
   metrics::Family<metrics::Counter>* rollbacks_ = nullptr;
+  metrics::Family<metrics::Counter>* replacements_ = nullptr;  // deployment, cause
 
   std::mutex channels_mu_;
   std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;  // guarded by channels_mu_

@@ -104,6 +104,12 @@ grep "memory leak suspected" <<<"$described" | grep -q "on infer-4 " &&
 # The copies on the flat node stay unflagged while the traffic goes on.
 sleep 3
 [ "$(leaking)" = 0 ] || fail "flagged on the flat node: $(leaking)"
+replacements() {  # replacements() CAUSE: the scheduler's counter for deployment tiny
+  curl -s "http://127.0.0.1:$(port_of 2 http_port)/metrics" |
+    awk -v c="$1" '$1 == "exaserve_scheduler_replica_replacements_total{deployment=\"tiny\",cause=\"" c "\"}" {print $2}'
+}
+[ "$(replacements memory_leak)" = "$n3" ] ||
+  fail "replacements counter: '$(replacements memory_leak)', want $n3: $(curl -s "http://127.0.0.1:$(port_of 2 http_port)/metrics" | grep replacements)"
 echo "recycle: $n3 leaking replica(s) of infer-3 replaced by copies on infer-4, ready never below $min_ready"
 
 # maxLifetime (1m, jittered to 54-60 s) with room on the other node: each replica is replaced by a
@@ -131,4 +137,5 @@ no_stopping() {  # the field must be there: no default
   [ "$(cli --addr "$sched" --json describe tiny | python3 -c "import json,sys; print(json.load(sys.stdin)['status']['stopping'])")" = 0 ]
 }
 wait_for 30 no_stopping || fail "replaced replicas still draining: $(cli --addr "$sched" describe tiny)"
+[ "$(replacements max_lifetime)" = 4 ] || fail "max_lifetime replacements: '$(replacements max_lifetime)', want 4"
 echo "lifetime: 4 replicas replaced by surge copies ($before -> $want), ready never below $min_ready"
