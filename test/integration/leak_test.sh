@@ -86,15 +86,22 @@ echo "leak: $(cli --addr "$sched" describe tiny | grep -m1 'memory leak suspecte
 # scheduler.leak_action: recycle (the default): each flagged replica is replaced by a surge copy
 # on the other node (generation 2), which serves before the leaking one stops, so the deployment
 # never has fewer than 4 ready replicas; the flags (and the gauge) go with the replaced ones.
-min_ready=4
-deadline=$(( $(date +%s) + 60 ))
-until [ "$(ready_on 3)" = 0 ] && [ "$(ready_on 4)" = 4 ] && [ "$(leaking)" = 0 ]; do
-  [ "$(date +%s)" -lt "$deadline" ] ||
-    fail "leaking replicas not replaced (gauge $(leaking)): $(cli --addr "$sched" describe tiny)"
-  r=$(status_field ready)
-  [ "$r" -lt "$min_ready" ] && min_ready=$r
-  sleep 0.3
-done
+# until_tracking_ready SECONDS WHAT CMD...: polls CMD until it succeeds (failing with WHAT after
+# SECONDS), keeping in min_ready the fewest ready replicas the deployment had meanwhile.
+until_tracking_ready() {
+  local seconds=$1 what=$2 r
+  shift 2
+  local deadline=$(( $(date +%s) + seconds ))
+  min_ready=4
+  until "$@"; do
+    [ "$(date +%s)" -lt "$deadline" ] || fail "$what: $(cli --addr "$sched" describe tiny)"
+    r=$(status_field ready)
+    [ "$r" -lt "$min_ready" ] && min_ready=$r
+    sleep 0.3
+  done
+}
+recycled() { [ "$(ready_on 3)" = 0 ] && [ "$(ready_on 4)" = 4 ] && [ "$(leaking)" = 0 ]; }
+until_tracking_ready 60 "leaking replicas not replaced" recycled
 [ "$min_ready" = 4 ] || fail "ready fell to $min_ready while leaking replicas were replaced"
 described=$(cli --addr "$sched" describe tiny)
 [ "$(grep -c 'memory leak: surge copy of generation 1 on infer-3' <<<"$described")" = "$n3" ] ||
@@ -119,15 +126,8 @@ echo "recycle: $n3 leaking replica(s) of infer-3 replaced by copies on infer-4, 
 kill "${traffic[@]}" 2>/dev/null || true
 before=$(generations)
 want=$(python3 -c "import sys; print(' '.join(sorted(str(int(g) + 1) for g in sys.argv[1:])))" $before)
-min_ready=4
-deadline=$(( $(date +%s) + 100 ))
-until [ "$(generations)" = "$want" ]; do
-  [ "$(date +%s)" -lt "$deadline" ] ||
-    fail "not all replaced in time ($(generations), want $want): $(cli --addr "$sched" describe tiny)"
-  r=$(status_field ready)
-  [ "$r" -lt "$min_ready" ] && min_ready=$r
-  sleep 0.3
-done
+all_replaced() { [ "$(generations)" = "$want" ]; }
+until_tracking_ready 100 "not all replaced in time (want generations $want)" all_replaced
 [ "$min_ready" = 4 ] || fail "ready fell to $min_ready during the lifetime restarts: $(cli --addr "$sched" describe tiny)"
 described=$(cli --addr "$sched" describe tiny)
 [ "$(grep -c 'max lifetime: surge copy of generation' <<<"$described")" = 4 ] ||
