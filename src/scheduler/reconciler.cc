@@ -67,12 +67,11 @@ class Step {
   void PlaceMissing(const DesiredDeployment& d, const std::vector<int>& ordinals,
                     const std::map<int, Located>& keepers, const std::map<int, uint64_t>& gens,
                     DeploymentStatus& status);
-  // Starts a surge copy of `keeper` (generation `generation`) on another node, for `cause`
-  // ("max lifetime", "memory leak"), and counts it in `restarts`; false when no node has room.
-  // While its node lacks the weights it asks for them and returns true (the copy starts once
-  // staged).
+  // Starts a surge copy of `keeper` (generation `generation`) on another node, for `cause`,
+  // and counts it in `restarts`; false when no node has room. While its node lacks the weights
+  // it asks for them and returns true (the copy starts once staged).
   bool Surge(const DesiredDeployment& d, const Located& keeper, uint64_t generation,
-             const std::map<int, Located>& keepers, std::string_view cause, int& restarts);
+             const std::map<int, Located>& keepers, Replacement cause, int& restarts);
   // Asks for `weights` on `node` once per step (for `deployment`); true when the node has them.
   bool Staged(const NodeStatus& node, const std::string& weights, const std::string& deployment,
               const std::string& reason);
@@ -201,20 +200,20 @@ void Step::Deployment(const DesiredDeployment& d) {
   struct Expired {
     absl::Duration overdue;
     int ordinal = 0;
-    bool leaking = false;
+    Replacement cause = Replacement::kMaxLifetime;
   };
   std::vector<Expired> expired;
   for (const auto& [o, l] : keepers) {
     if (l.record->phase != ReplicaPhase::kReady || !Reachable(*l.node)) continue;
     ready++;
     if (l.record->leaking) {
-      expired.push_back({absl::InfiniteDuration(), o, true});
+      expired.push_back({absl::InfiniteDuration(), o, Replacement::kMemoryLeak});
       continue;
     }
     if (spec.max_lifetime <= absl::ZeroDuration()) continue;
     absl::Duration life = JitteredLifetime(spec, ReplicaId(spec.name, o), l.record->generation);
     absl::Duration age = now_ - l.record->phase_since;
-    if (age >= life) expired.push_back({age - life, o, false});
+    if (age >= life) expired.push_back({age - life, o, Replacement::kMaxLifetime});
   }
   if (!expired.empty()) {
     // Make before break: a surge copy on another node where memory allows (at most
@@ -230,22 +229,24 @@ void Step::Deployment(const DesiredDeployment& d) {
     });
     for (const Expired& e : expired) {
       const int o = e.ordinal;
-      const char* cause = e.leaking ? "memory leak" : "max lifetime";
+      int& restarts =
+          e.cause == Replacement::kMemoryLeak ? status.leak_restarts : status.lifetime_restarts;
       if (surging.count(o) > 0) continue;  // its copy is starting
       if (complete && surge_failed.count(o) == 0) {
         if (surge_budget <= 0) continue;  // waits for one of the copies in flight
-        if (Surge(d, keepers.at(o), generations[o] + 1, keepers, cause,
-                  e.leaking ? status.leak_restarts : status.lifetime_restarts)) {
+        if (Surge(d, keepers.at(o), generations[o] + 1, keepers, e.cause, restarts)) {
           surge_budget--;
           continue;
         }
       }
       if (budget-- <= 0) break;
-      result_.actions.push_back(Stop(keepers.at(o), cause));
+      Action stop = Stop(keepers.at(o), std::string(ReplacementCause(e.cause)));
+      stop.replacement = e.cause;
+      result_.actions.push_back(std::move(stop));
       keepers.erase(o);
       stopping.insert(o);  // started again once its node reports it gone
       complete = false;
-      (e.leaking ? status.leak_restarts : status.lifetime_restarts)++;
+      restarts++;
     }
   }
   status.surging = static_cast<int>(surging.size());
@@ -338,7 +339,7 @@ bool Step::Staged(const NodeStatus& node, const std::string& weights, const std:
 }
 
 bool Step::Surge(const DesiredDeployment& d, const Located& keeper, uint64_t generation,
-                 const std::map<int, Located>& keepers, std::string_view cause, int& restarts) {
+                 const std::map<int, Located>& keepers, Replacement cause, int& restarts) {
   const InferenceReplicaSpec& spec = d.spec;
   PlacementRequest request;
   request.deployment = spec.name;
@@ -355,7 +356,8 @@ bool Step::Surge(const DesiredDeployment& d, const Located& keeper, uint64_t gen
   const std::string weights = WeightsKey(spec);
   for (const NodeStatus& n : nodes_) {
     if (n.inventory.id != a.node) continue;
-    if (!Staged(n, weights, spec.name, StrCat("a surge copy of ", spec.name, " (", cause, ")"))) {
+    if (!Staged(n, weights, spec.name,
+                StrCat("a surge copy of ", spec.name, " (", ReplacementCause(cause), ")"))) {
       return true;
     }
   }
@@ -367,8 +369,9 @@ bool Step::Surge(const DesiredDeployment& d, const Located& keeper, uint64_t gen
   s.generation = generation;
   s.allocation = a;
   s.weights = weights;
-  s.reason = StrCat(cause, ": surge copy of generation ", keeper.record->generation, " on ",
-                    keeper.node->inventory.id);
+  s.reason = StrCat(ReplacementCause(cause), ": surge copy of generation ",
+                    keeper.record->generation, " on ", keeper.node->inventory.id);
+  s.replacement = cause;
   result_.actions.push_back(std::move(s));
   restarts++;
   return true;
@@ -409,6 +412,47 @@ std::string_view ActionKindName(ActionKind kind) {
       return "prestage";
   }
   return "?";
+}
+
+void GenerationMemory::Note(const ReplicaRecord& record) {
+  constexpr int kMaxOrdinal = 100'000;
+  if (record.ordinal < 0 || record.ordinal >= kMaxOrdinal) return;
+  uint64_t& seen = seen_[record.deployment][record.ordinal];
+  seen = std::max(seen, record.generation);
+}
+
+void GenerationMemory::Attach(std::vector<DesiredDeployment>& desired) {
+  std::set<std::string> named;
+  for (DesiredDeployment& d : desired) {
+    named.insert(d.spec.name);
+    auto it = seen_.find(d.spec.name);
+    if (it != seen_.end()) d.generations_seen = it->second;
+  }
+  std::erase_if(seen_, [&](const auto& track) { return named.count(track.first) == 0; });
+}
+
+std::string_view ReplacementCause(Replacement r) {
+  switch (r) {
+    case Replacement::kNone:
+      return "";
+    case Replacement::kMaxLifetime:
+      return "max lifetime";
+    case Replacement::kMemoryLeak:
+      return "memory leak";
+  }
+  return "";
+}
+
+std::string_view ReplacementLabel(Replacement r) {
+  switch (r) {
+    case Replacement::kNone:
+      return "";
+    case Replacement::kMaxLifetime:
+      return "max_lifetime";
+    case Replacement::kMemoryLeak:
+      return "memory_leak";
+  }
+  return "";
 }
 
 std::string ReplicaId(std::string_view deployment, int ordinal) {

@@ -94,6 +94,14 @@ std::string WeightsKey(const InferenceReplicaSpec& spec);
 enum class ActionKind : uint8_t { kStart, kStop, kPrestage };
 std::string_view ActionKindName(ActionKind kind);
 
+// Why an action replaces a replica that still serves: the start of its surge copy, or the stop
+// of a restart in place. kNone for every other action.
+enum class Replacement : uint8_t { kNone, kMaxLifetime, kMemoryLeak };
+// "max lifetime", "memory leak": the cause as the action's reason says it.
+std::string_view ReplacementCause(Replacement r);
+// "max_lifetime", "memory_leak": the metric label.
+std::string_view ReplacementLabel(Replacement r);
+
 struct Action {
   ActionKind kind = ActionKind::kStart;
   std::string node;
@@ -103,6 +111,7 @@ struct Action {
   Allocation allocation;  // kStart
   std::string weights;    // kStart, kPrestage: WeightsKey
   std::string reason;
+  Replacement replacement = Replacement::kNone;
   std::string replica_id() const { return ReplicaId(deployment, ordinal); }
 };
 
@@ -123,6 +132,18 @@ struct DeploymentStatus {
   int waiting_for_weights = 0;  // placed this step, held until weights are pre-staged
   int pending = 0;              // could not be placed this step
   std::string pending_reason;
+};
+
+// What a scheduler remembers across steps for DesiredDeployment::generations_seen: the highest
+// generation reported per track and ordinal (ordinals of 100000 and above are not kept: a bound).
+class GenerationMemory {
+ public:
+  void Note(const ReplicaRecord& record);
+  // Fills each deployment's generations_seen and forgets the tracks none of them names.
+  void Attach(std::vector<DesiredDeployment>& desired);
+
+ private:
+  std::map<std::string, std::map<int, uint64_t>> seen_;  // track → ordinal → generation
 };
 
 struct ReconcileResult {

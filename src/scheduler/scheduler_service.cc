@@ -152,9 +152,6 @@ std::string LineDiff(const std::string& before, const std::string& after) {
   return out;
 }
 
-// Ordinals above this are not remembered in generations_seen_ (a bound; no spec has so many).
-constexpr int kMaxOrdinalsRemembered = 100'000;
-
 ReplicaPhase PhaseOf(const std::string& state) {
   if (state == "ready" || state == "unhealthy") return ReplicaPhase::kReady;
   if (state == "failed") return ReplicaPhase::kFailed;
@@ -701,10 +698,7 @@ void SchedulerService::ReconcileStep() {
       const std::string spec_name(SpecOfTrack(rec.deployment));
       auto d = specs.find(spec_name);
       rec.allocation.bytes_per_gpu = d == specs.end() ? 0 : d->second->replica_bytes;
-      if (rec.ordinal < kMaxOrdinalsRemembered) {
-        uint64_t& seen = generations_seen_[rec.deployment][rec.ordinal];
-        seen = std::max(seen, rec.generation);
-      }
+      generations_.Note(rec);
       if (r.state() == "draining") {  // holds memory and its generation until it is gone
         rec.stopping = true;
         st.replicas.push_back(std::move(rec));
@@ -804,13 +798,11 @@ void SchedulerService::ReconcileStep() {
       track.spec.name = TrackName(name, version);
       track.spec.version = version;
       track.spec.replicas = count;
-      if (auto g = generations_seen_.find(track.spec.name); g != generations_seen_.end()) {
-        track.generations_seen = g->second;
-      }
       weights.insert(WeightsKey(track.spec));
       desired.push_back(std::move(track));
     }
   }
+  generations_.Attach(desired);
   std::vector<NodeStatus> statuses;
   for (auto& [id, st] : nodes_) {
     auto o = ops.find(id);
@@ -828,7 +820,6 @@ void SchedulerService::ReconcileStep() {
   }
   std::map<std::string, const DesiredDeployment*> by_track;
   for (const DesiredDeployment& d : desired) by_track[d.spec.name] = &d;
-  std::erase_if(generations_seen_, [&](const auto& g) { return by_track.count(g.first) == 0; });
   ReconcileResult result = Reconcile(now, desired, statuses, options_.placement);
 
   // Status per spec: its tracks summed.
@@ -893,19 +884,11 @@ void SchedulerService::ReconcileStep() {
       }
       continue;
     }
-    if (replacements_) {
-      // The reconciler's reasons (reconciler.cc): "<cause>" on the stop of a restart in place,
-      // "<cause>: surge copy of ..." on the start of a copy.
-      for (const auto& [cause, label] :
-           {std::pair<std::string_view, const char*>{"max lifetime", "max_lifetime"},
-            {"memory leak", "memory_leak"}}) {
-        const bool stop = a.kind == ActionKind::kStop && a.reason == cause;
-        const bool copy =
-            a.kind == ActionKind::kStart && a.reason.rfind(StrCat(cause, ": surge copy"), 0) == 0;
-        if (stop || copy) {
-          replacements_->WithLabels({std::string(SpecOfTrack(a.deployment)), label}).Increment();
-        }
-      }
+    if (replacements_ && a.replacement != Replacement::kNone) {
+      replacements_
+          ->WithLabels({std::string(SpecOfTrack(a.deployment)),
+                        std::string(ReplacementLabel(a.replacement))})
+          .Increment();
     }
     AddEventLocked(std::string(SpecOfTrack(a.deployment)),
                    StrCat(ActionKindName(a.kind), " ", a.replica_id(), " on ", a.node,

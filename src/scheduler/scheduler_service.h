@@ -238,9 +238,7 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   std::set<std::string> prestage_announced_;
   std::map<std::string, std::string> prestage_failures_;
   std::map<std::string, absl::Time> sampled_at_;  // "node/replica" → last sample; mu_
-  // Track → ordinal → the highest generation reported (DesiredDeployment::generations_seen);
-  // tracks no longer desired are dropped each step. mu_
-  std::map<std::string, std::map<int, uint64_t>> generations_seen_;
+  GenerationMemory generations_;  // the highest generation reported per ordinal; mu_
 
   // Per deployment, as this scheduler last computed them (every scheduler exports the same
   // figures; alerts take the max over schedulers).

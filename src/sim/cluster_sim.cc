@@ -77,8 +77,7 @@ struct SimNode {
   // Scheduler: the last report of each node, by id; its replica of the spec store, and the
   // specs parsed from it (by key, with the version they were parsed at).
   std::map<std::string, NodeStatus> reports;
-  // Track → ordinal → the highest generation reported (the service's generations_seen_).
-  std::map<std::string, std::map<int, uint64_t>> generations_seen;
+  scheduler::GenerationMemory generations;  // as the scheduler service keeps it
   std::unique_ptr<scheduler::ReplicatedStore> store;
   std::map<std::string, std::pair<scheduler::Version, scheduler::DesiredDeployment>> specs;
 };
@@ -215,11 +214,13 @@ class ClusterSim {
   scheduler::LeakDetector leaks_;
   std::string leaking_;              // replica id
   uint64_t leaking_generation_ = 0;  // the generation that leaks; a replacement does not
-  int leak_restarts_ = 0;            // stops and surge copies for "memory leak"
+  int leak_restarts_ = 0;            // stops and surge copies for Replacement::kMemoryLeak
   double leak_restart_s_ = -1;       // the first, after the fault
   absl::Time next_memory_sample_ = absl::InfiniteFuture();
   std::map<std::string, double> flagged_at_s_;
   void SampleMemory(absl::Time now);
+  // The highest generation of replica `id` any node hosts; 0 when none does.
+  uint64_t GenerationOf(const std::string& id) const;
 };
 
 absl::Status ClusterSim::Setup() {
@@ -348,16 +349,16 @@ void ClusterSim::Apply(absl::Time now, int s, const Action& a) {
   auto same = [&a](const AgentReplica& r) {
     return r.record.deployment == a.deployment && r.record.ordinal == a.ordinal;
   };
-  if (a.reason == "memory leak" ||
-      (a.kind == ActionKind::kStart && a.reason.rfind("memory leak", 0) == 0)) {
+  // A replacement is counted where it starts: the stop of a restart in place, or the start of
+  // its surge copy.
+  if (a.replacement == scheduler::Replacement::kMemoryLeak) {
     leak_restarts_++;
     if (leak_restart_s_ < 0) leak_restart_s_ = Round3(Since(now, fault_at_));
+  } else if (a.replacement == scheduler::Replacement::kMaxLifetime) {
+    lifetime_restarts_[a.replica_id()]++;
+    lifetime_restart_s_.push_back(Since(now, fault_at_));
   }
   if (a.kind == ActionKind::kStop) {
-    if (a.reason == "max lifetime") {
-      lifetime_restarts_[a.replica_id()]++;
-      lifetime_restart_s_.push_back(Since(now, fault_at_));
-    }
     size_t before = n.replicas.size();
     std::erase_if(n.replicas, [&](const AgentReplica& r) {
       return same(r) && r.record.generation == a.generation;
@@ -367,10 +368,6 @@ void ClusterSim::Apply(absl::Time now, int s, const Action& a) {
       stale_stopped_++;
     }
     return;
-  }
-  if (a.reason.rfind("max lifetime", 0) == 0) {  // a surge copy: the restart starts here
-    lifetime_restarts_[a.replica_id()]++;
-    lifetime_restart_s_.push_back(Since(now, fault_at_));
   }
   auto it = std::find_if(n.replicas.begin(), n.replicas.end(), same);
   if (it != n.replicas.end() && it->record.generation >= a.generation) return;  // idempotent
@@ -464,15 +461,9 @@ void ClusterSim::SchedulerStep(absl::Time now, int s) {
   double cpu0 = CpuSeconds();
   desired = Tracks(now, s, std::move(desired), statuses);
   for (const NodeStatus& st : statuses) {
-    for (const ReplicaRecord& rec : st.replicas) {
-      uint64_t& g = me.generations_seen[rec.deployment][rec.ordinal];
-      g = std::max(g, rec.generation);
-    }
+    for (const ReplicaRecord& rec : st.replicas) me.generations.Note(rec);
   }
-  for (scheduler::DesiredDeployment& d : desired) {
-    auto g = me.generations_seen.find(d.spec.name);
-    if (g != me.generations_seen.end()) d.generations_seen = g->second;
-  }
+  me.generations.Attach(desired);
   scheduler::ReconcileResult r = scheduler::Reconcile(now, desired, statuses, {});
   reconcile_cpu_s_ += CpuSeconds() - cpu0;
   if (!r.actions.empty()) {
@@ -653,6 +644,18 @@ void ClusterSim::SampleMemory(absl::Time now) {
   }
 }
 
+uint64_t ClusterSim::GenerationOf(const std::string& id) const {
+  uint64_t generation = 0;
+  for (const SimNode& n : nodes_) {
+    for (const AgentReplica& r : n.replicas) {
+      if (scheduler::ReplicaId(r.record.deployment, r.record.ordinal) == id) {
+        generation = std::max(generation, r.record.generation);
+      }
+    }
+  }
+  return generation;
+}
+
 json ClusterSim::RolloutFigures() {
   json r;
   r["new_version"] = new_version_;
@@ -808,13 +811,7 @@ void ClusterSim::StartFault(absl::Time now) {
     }
     std::sort(ids.begin(), ids.end());
     if (!ids.empty()) leaking_ = ids[rng_.Uniform(ids.size())];
-    for (const SimNode& n : nodes_) {
-      for (const AgentReplica& r : n.replicas) {
-        if (scheduler::ReplicaId(r.record.deployment, r.record.ordinal) == leaking_) {
-          leaking_generation_ = r.record.generation;
-        }
-      }
-    }
+    leaking_generation_ = GenerationOf(leaking_);
     next_memory_sample_ = now;
   } else if (Canary()) {
     // `exaserve-cli apply` of the same spec with a new version, to the highest-id scheduler.
@@ -1072,16 +1069,8 @@ absl::StatusOr<json> ClusterSim::Run() {
       k["leak_restarts"] = leak_restarts_;
       k["replaced_at_h"] =
           leak_restart_s_ < 0 ? json(nullptr) : json(Round3(leak_restart_s_ / 3600));
-      uint64_t generation_now = 0;
-      for (const SimNode& n : nodes_) {
-        for (const AgentReplica& r : n.replicas) {
-          if (scheduler::ReplicaId(r.record.deployment, r.record.ordinal) == leaking_) {
-            generation_now = std::max(generation_now, r.record.generation);
-          }
-        }
-      }
       k["leaking_generation"] = leaking_generation_;
-      k["generation_now"] = generation_now;
+      k["generation_now"] = GenerationOf(leaking_);
       k["simulated_h"] = Round3(absl::ToDoubleHours(end_ - fault_at_));
       out["leak"] = k;
     } else {

@@ -2,6 +2,8 @@
 // duplicates and idempotence, and who reconciles.
 #include <catch2/catch.hpp>
 
+#include <limits>
+
 #include "common/strings.h"
 #include "fmt/format.h"
 #include "scheduler/reconciler.h"
@@ -70,6 +72,17 @@ struct World {
     FAIL("no node " << id);
     return nodes.front();
   }
+  // A step, noting the fewest ready replicas and the most surge copies at once so far.
+  ReconcileResult WatchedStep(absl::Time now) {
+    ReconcileResult r = Step(now);
+    REQUIRE(r.deployments.size() == 1);
+    min_ready = std::min(min_ready, r.deployments[0].ready);
+    max_surging = std::max(max_surging, r.deployments[0].surging);
+    return r;
+  }
+  int min_ready = std::numeric_limits<int>::max();
+  int max_surging = 0;
+
   int Count(ActionKind kind, const ReconcileResult& r) const {
     int c = 0;
     for (const Action& a : r.actions) c += a.kind == kind;
@@ -439,12 +452,8 @@ TEST_CASE("Max lifetime with room: a surge copy first, the old one stops once it
     for (ReplicaRecord& r : n.replicas) r.phase_since = kT0;
   }
   std::map<std::string, int> surges, replaced;
-  int min_ready = 20, max_copies = 0;
   for (absl::Time t = kT0 + absl::Hours(21); t < kT0 + absl::Hours(25); t += absl::Minutes(1)) {
-    auto r = w.Step(t);
-    REQUIRE(r.deployments.size() == 1);
-    min_ready = std::min(min_ready, r.deployments[0].ready);
-    max_copies = std::max(max_copies, r.deployments[0].surging);
+    auto r = w.WatchedStep(t);
     for (const Action& a : r.actions) {
       if (a.kind == ActionKind::kStart) {
         CHECK(a.reason.rfind("max lifetime: surge copy of generation 1 on ", 0) == 0);
@@ -474,8 +483,8 @@ TEST_CASE("Max lifetime with room: a surge copy first, the old one stops once it
   CHECK(surges.size() == 20);  // every replica once, by a copy
   CHECK(replaced.size() == 20);
   for (const auto& [id, n] : surges) CHECK(n == 1);
-  CHECK(min_ready == 20);  // never one out of service
-  CHECK(max_copies <= 2);  // at most maxUnavailable copies at once
+  CHECK(w.min_ready == 20);   // never one out of service
+  CHECK(w.max_surging <= 2);  // at most maxUnavailable copies at once
   CHECK(w.Hosted() == 20);
 }
 
@@ -525,16 +534,14 @@ TEST_CASE("A replica flagged as leaking is replaced by a surge copy, with no max
   }
   REQUIRE(flagged_on.size() == 2);
   absl::Time t = kT0 + absl::Hours(1);
-  int min_ready = 8, max_copies = 0, copies = 0, replaced = 0;
+  int copies = 0, replaced = 0;
   for (int step = 0; step < 10; ++step, t += absl::Minutes(1)) {
-    auto r = w.Step(t);
-    REQUIRE(r.deployments.size() == 1);
-    min_ready = std::min(min_ready, r.deployments[0].ready);
-    max_copies = std::max(max_copies, r.deployments[0].surging);
+    auto r = w.WatchedStep(t);
     for (const Action& a : r.actions) {
       if (a.kind == ActionKind::kStart) {
         REQUIRE(flagged_on.count(a.ordinal) == 1);
         CHECK(a.reason == "memory leak: surge copy of generation 1 on " + flagged_on[a.ordinal]);
+        CHECK(a.replacement == Replacement::kMemoryLeak);
         CHECK(a.node != flagged_on[a.ordinal]);
         CHECK(a.generation == 2);
         CHECK(r.deployments[0].leak_restarts == 1);
@@ -551,8 +558,8 @@ TEST_CASE("A replica flagged as leaking is replaced by a surge copy, with no max
   }
   CHECK(copies == 2);
   CHECK(replaced == 2);
-  CHECK(min_ready == 8);   // never one out of service
-  CHECK(max_copies <= 1);  // maxUnavailable copies at once
+  CHECK(w.min_ready == 8);    // never one out of service
+  CHECK(w.max_surging <= 1);  // maxUnavailable copies at once
   CHECK(w.Hosted() == 8);
   for (const NodeStatus& n : w.nodes) {
     for (const ReplicaRecord& r : n.replicas) CHECK_FALSE(r.leaking);  // the new generations
@@ -575,6 +582,7 @@ TEST_CASE("A leaking replica with no room for a copy is restarted in place, befo
   for (const Action& a : r.actions) {
     CHECK(a.ordinal == 6);
     CHECK(a.reason == "memory leak");
+    CHECK(a.replacement == Replacement::kMemoryLeak);
   }
   CHECK(r.deployments[0].leak_restarts == 1);
   CHECK(r.deployments[0].lifetime_restarts == 0);
