@@ -48,11 +48,6 @@ void LeakDetector::ForgetMissing(const std::string& prefix, const std::set<std::
   }
 }
 
-bool LeakDetector::Flagged(const std::string& id) const {
-  auto it = tracks_.find(id);
-  return it != tracks_.end() && it->second.flagged;
-}
-
 bool LeakDetector::Flagged(const std::string& id, uint64_t generation) const {
   auto it = tracks_.find(id);
   return it != tracks_.end() && it->second.flagged && it->second.generation == generation;

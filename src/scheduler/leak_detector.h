@@ -39,8 +39,7 @@ class LeakDetector {
   // node that it no longer reports).
   void ForgetMissing(const std::string& prefix, const std::set<std::string>& keep);
 
-  bool Flagged(const std::string& id) const;
-  // Flagged, and the flag is generation `generation`'s (not a predecessor's not yet re-observed).
+  // Whether generation `generation` of `id` is flagged (a predecessor's flag is not its own).
   bool Flagged(const std::string& id, uint64_t generation) const;
   std::vector<std::string> FlaggedIds() const;
   // Growth over the baseline of a tracked replica (0 when unknown).

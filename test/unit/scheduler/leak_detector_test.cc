@@ -27,14 +27,16 @@ TEST_CASE("Samples closer than the interval are ignored; a restart resets the ba
   // Rising every 10 minutes, but only hourly samples count: four rises need four hours.
   for (int m = 0; m < 240; m += 10)
     d.Observe("r", 1, kT0 + absl::Minutes(m), 10 * kGi + m * kGi / 60);
-  CHECK_FALSE(d.Flagged("r"));
+  CHECK_FALSE(d.Flagged("r", 1));
   d.Observe("r", 1, kT0 + absl::Minutes(240), 14 * kGi);
-  CHECK(d.Flagged("r"));
+  CHECK(d.Flagged("r", 1));
   LeakDetector e;
   for (int h = 0; h <= 5; ++h) e.Observe("r", 1, kT0 + absl::Hours(h), 10 * kGi + h * kGi);
-  CHECK(e.Flagged("r"));
+  CHECK(e.Flagged("r", 1));
+  CHECK_FALSE(e.Flagged("r", 2));  // a successor not yet observed has no flag of its own
   e.Observe("r", 2, kT0 + absl::Hours(6), 10 * kGi);  // restarted: a new baseline
-  CHECK_FALSE(e.Flagged("r"));
+  CHECK_FALSE(e.Flagged("r", 1));
+  CHECK_FALSE(e.Flagged("r", 2));
   e.Forget("r");
   CHECK(e.FlaggedIds().empty());
 }
