@@ -15,28 +15,19 @@ BIN=$1
 work=$(mktemp -d)
 trap 'kill_nodes; kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 cli() { "$BIN/exaserve-cli" "$@"; }
-model_dir=$(cd "$(dirname "$0")/../../models/exa-tiny-arith" && pwd)
-cli model publish --dir "$model_dir" --name exa-tiny-arith --version v1 --origin "$work/origin" \
-  --json >/dev/null || fail "publish"
-start_node 1 --role storage,gateway --origin-dir "$work/origin"
-seed="127.0.0.1:$(port_of 1 gossip_port)"
-EXASERVE_SCHEDULER_RECONCILE_INTERVAL=500ms EXASERVE_SCHEDULER_LEAK_SAMPLE_INTERVAL=1s \
-  EXASERVE_SCHEDULER_LEAK_RISING_SAMPLES=3 \
-  start_node 2 --role scheduler --join "$seed" --node-id sched
+publish_tiny v1
+EXASERVE_SCHEDULER_LEAK_SAMPLE_INTERVAL=1s EXASERVE_SCHEDULER_LEAK_RISING_SAMPLES=3 \
+  start_control_plane
 for n in 3 4; do
   leak=0
   [ $n = 3 ] && leak=256Ki
   EXASERVE_INFERENCE_REPLICAS_PER_MODEL=0 EXASERVE_INFERENCE_HOST_MEMORY_BUDGET=8Gi \
     EXASERVE_INFERENCE_BACKEND=sim EXASERVE_INFERENCE_SIM_LEAK_BYTES_PER_STEP=$leak \
     EXASERVE_HEALTH_MODEL_INTERVAL=10m \
-    start_node $n --role inference --join "$seed" --origin "127.0.0.1:$(port_of 1 grpc_port)" \
-    --node-id "infer-$n"
+    start_node $n --role inference --join "$seed" --origin "$origin" --node-id "infer-$n"
 done
-sched="127.0.0.1:$(port_of 2 grpc_port)"
-gateway="http://127.0.0.1:$(port_of 1 http_port)"
 { tiny_spec 4 4 4 30s | sed 's/backend: cpu/backend: sim/'; echo "  maxLifetime: 1m"; } >"$work/spec.yaml"
-members_up() { cli --addr "$sched" --json members | python3 -c "import json,sys; sys.exit(0 if sum(m['state']=='alive' for m in json.load(sys.stdin))==4 else 1)"; }
-wait_for 30 members_up || fail "members"
+wait_for 30 members_up 4 || fail "members"
 wait_for 10 cli --addr "$sched" apply -f "$work/spec.yaml" || fail "apply"
 ready_on() {  # ready_on N: ready replicas on node infer-N (`replicas` lists every node's)
   cli --addr "$sched" --json replicas | python3 -c "import json,sys
@@ -63,14 +54,7 @@ cli --addr "$sched" --json replicas |
   fail "a replica reports no memory"
 
 n3=$(ready_on 3)
-traffic=()
-for _ in 1 2 3; do
-  ( while true; do
-      curl -s -o /dev/null --max-time 10 "$gateway/v1/completions" \
-        -d '{"model":"exa-tiny-arith","prompt":"12+30=","max_tokens":24,"temperature":0}' || true
-    done ) &
-  traffic+=($!)
-done
+start_traffic
 
 leaking() { curl -s "http://127.0.0.1:$(port_of 2 http_port)/metrics" |
   awk '/^exaserve_scheduler_replicas_leaking / {print $2}'; }

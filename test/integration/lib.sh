@@ -60,3 +60,45 @@ spec:
   concurrency: 4
 YAML
 }
+
+# Scheduler-driven clusters (rollout_test, leak_test). Each sets shell variables the test uses.
+# publish_tiny VERSION...: the bundled model published as each version into $work/origin.
+publish_tiny() {
+  local model_dir v
+  model_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../models/exa-tiny-arith" && pwd)
+  for v in "$@"; do
+    "$BIN/exaserve-cli" model publish --dir "$model_dir" --name exa-tiny-arith --version "$v" \
+      --origin "$work/origin" --json >/dev/null || fail "publish $v"
+  done
+}
+# start_control_plane: node 1 serves $work/origin and is the gateway, node 2 the scheduler
+# (reconciling every 500 ms; environment variables set on the call reach both, and only the
+# scheduler reads scheduler.*). Sets seed (the gossip address to join), origin (node 1's gRPC
+# address), sched and gateway.
+start_control_plane() {
+  start_node 1 --role storage,gateway --origin-dir "$work/origin"
+  seed="127.0.0.1:$(port_of 1 gossip_port)"
+  origin="127.0.0.1:$(port_of 1 grpc_port)"
+  gateway="http://127.0.0.1:$(port_of 1 http_port)"
+  EXASERVE_SCHEDULER_RECONCILE_INTERVAL=${EXASERVE_SCHEDULER_RECONCILE_INTERVAL:-500ms} \
+    start_node 2 --role scheduler --join "$seed" --node-id sched
+  sched="127.0.0.1:$(port_of 2 grpc_port)"
+}
+# members_up N: the scheduler sees N members alive.
+members_up() {
+  "$BIN/exaserve-cli" --addr "$sched" --json members | python3 -c "import json,sys
+sys.exit(0 if sum(m['state'] == 'alive' for m in json.load(sys.stdin)) == int(sys.argv[1]) else 1)" "$1"
+}
+# start_traffic: three clients sending completions through the gateway until killed; their pids
+# in traffic[].
+traffic=()
+start_traffic() {
+  local i
+  for i in 1 2 3; do
+    ( while true; do
+        curl -s -o /dev/null --max-time 10 "$gateway/v1/completions" \
+          -d '{"model":"exa-tiny-arith","prompt":"12+30=","max_tokens":24,"temperature":0}' || true
+      done ) &
+    traffic+=($!)
+  done
+}

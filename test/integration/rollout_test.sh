@@ -11,24 +11,15 @@ BIN=$1
 work=$(mktemp -d)
 trap 'kill_nodes; kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 cli() { "$BIN/exaserve-cli" "$@"; }
-model_dir=$(cd "$(dirname "$0")/../../models/exa-tiny-arith" && pwd)
-for v in v1 v2 v3 v5; do
-  cli model publish --dir "$model_dir" --name exa-tiny-arith --version $v --origin "$work/origin" \
-    --json >/dev/null || fail "publish $v"
-done
-start_node 1 --role storage,gateway --origin-dir "$work/origin"
-seed="127.0.0.1:$(port_of 1 gossip_port)"
-EXASERVE_SCHEDULER_RECONCILE_INTERVAL=500ms start_node 2 --role scheduler --join "$seed" --node-id sched
+publish_tiny v1 v2 v3 v5
+start_control_plane
 for n in 3 4 5; do
   EXASERVE_INFERENCE_REPLICAS_PER_MODEL=0 EXASERVE_INFERENCE_HOST_MEMORY_BUDGET=4Gi \
     EXASERVE_INFERENCE_BACKEND=sim EXASERVE_INFERENCE_SIM_SLOWDOWN=3 \
     EXASERVE_INFERENCE_SIM_SLOW_VERSIONS=v2 EXASERVE_INFERENCE_SIM_FAIL_EVERY_STEPS=40 \
     EXASERVE_INFERENCE_SIM_FAILING_VERSIONS=v5 EXASERVE_HEALTH_MODEL_INTERVAL=10m \
-    start_node $n --role inference --join "$seed" --origin "127.0.0.1:$(port_of 1 grpc_port)" \
-    --node-id "infer-$n"
+    start_node $n --role inference --join "$seed" --origin "$origin" --node-id "infer-$n"
 done
-sched="127.0.0.1:$(port_of 2 grpc_port)"
-gateway="http://127.0.0.1:$(port_of 1 http_port)"
 spec() {
   cat <<YAML
 apiVersion: exaserve.io/v1
@@ -54,20 +45,14 @@ YAML
 }
 rollout_field() { cli --addr "$sched" --json rollout status tiny | python3 -c "import json,sys; print(json.load(sys.stdin)$1)"; }
 ready_of() { rollout_field ".get('ready', {}).get('$1', 0)"; }
-members_up() { cli --addr "$sched" --json members | python3 -c "import json,sys; sys.exit(0 if sum(m['state']=='alive' for m in json.load(sys.stdin))==5 else 1)"; }
-wait_for 30 members_up || fail "members"
+wait_for 30 members_up 5 || fail "members"
 spec v1 >"$work/v1.yaml"
 wait_for 10 cli --addr "$sched" apply -f "$work/v1.yaml" || fail "apply v1"
 three_ready() { [ "$(ready_of "$1")" = 3 ]; }
 wait_for 60 three_ready v1 || fail "v1 not ready: $(cli --addr "$sched" describe tiny)"
 
 # Traffic through the gateway for the whole test: every replica keeps reporting latency.
-for _ in 1 2 3; do
-  ( while true; do
-      curl -s -o /dev/null --max-time 10 "$gateway/v1/completions" \
-        -d '{"model":"exa-tiny-arith","prompt":"12+30=","max_tokens":24,"temperature":0}' || true
-    done ) &
-done
+start_traffic
 sleep 3
 
 # v2 is 3x slower: rolled back by itself at stage 1, at most one v2 replica ever.
