@@ -117,8 +117,7 @@ absl::Status Daemon::Start() {
       http_->AddRoute(method, path, [this](const net::HttpRequest&) {
         net::HttpResponse r = net::JsonError(
             426,
-            StrCat("this node serves the OpenAI API over HTTPS only, on port ", https_->port()),
-            "invalid_request_error");
+            StrCat("this node serves the OpenAI API over HTTPS only, on port ", https_->port()));
         r.headers.emplace_back("Upgrade", "TLS/1.2, HTTP/1.1");
         return r;
       });

@@ -2,6 +2,7 @@
 
 #include <random>
 
+#include "absl/strings/cord.h"
 #include "absl/time/clock.h"
 #include "common/chars.h"
 #include "common/logging.h"
@@ -18,7 +19,25 @@ std::string NewRequestId() {
 
 std::string PositiveInt(const int& v) { return v > 0 ? "" : StrCat(v, ": must be positive"); }
 
+// Status payloads are keyed by absl::string_view, which is not std::string_view here.
+constexpr absl::string_view kFieldPayload = "type.exaserve.io/field";
+
+absl::Cord FieldCord(std::string_view field) {
+  return absl::Cord(absl::string_view(field.data(), field.size()));
+}
+
 }  // namespace
+
+absl::Status FieldError(std::string_view field, std::string_view message) {
+  absl::Status s = absl::InvalidArgumentError(StrCat(field, ": ", message));
+  s.SetPayload(kFieldPayload, FieldCord(field));
+  return s;
+}
+
+std::string ErrorField(const absl::Status& status) {
+  auto field = status.GetPayload(kFieldPayload);  // absl::optional here
+  return field ? std::string(*field) : std::string();
+}
 
 void RegisterConfig(config::Schema& s, std::string_view section, GatewayOptions* o) {
   std::string p(section);
@@ -160,37 +179,39 @@ absl::StatusOr<ModelView> Frontend::ResolveModel(const TextRequest& r) const {
 
 absl::Status Frontend::Validate(const TextRequest& r) const {
   if (r.prompt_tokens.empty() && r.prompt.empty()) {
-    return absl::InvalidArgumentError("prompt: must not be empty");
+    return FieldError("prompt", "must not be empty");
   }
   if (r.prompt.size() > options_.max_prompt_bytes.value) {
-    return absl::InvalidArgumentError(StrCat("prompt: ", r.prompt.size(),
-                                             " bytes, larger than gateway.max_prompt_bytes (",
-                                             options_.max_prompt_bytes.value, ")"));
+    return FieldError("prompt",
+                      StrCat(r.prompt.size(), " bytes, larger than gateway.max_prompt_bytes (",
+                             options_.max_prompt_bytes.value, ")"));
   }
   if (size_t bad = FindInvalidUtf8(r.prompt); bad != std::string_view::npos) {
-    return absl::InvalidArgumentError(StrCat("prompt: invalid UTF-8 at byte ", bad));
+    return FieldError("prompt", StrCat("invalid UTF-8 at byte ", bad));
   }
   if (r.max_tokens && (*r.max_tokens < 1 || *r.max_tokens > options_.max_tokens_limit)) {
-    return absl::InvalidArgumentError(
-        StrCat("max_tokens: ", *r.max_tokens, " is outside [1, ", options_.max_tokens_limit, "]"));
+    return FieldError(r.max_tokens_field,
+                      StrCat(*r.max_tokens, " is outside [1, ", options_.max_tokens_limit, "]"));
   }
   const engine::SamplingParams& s = r.sampling;
   if (!(s.temperature >= 0 && s.temperature <= 2)) {
-    return absl::InvalidArgumentError(StrCat("temperature: ", s.temperature, " is outside [0, 2]"));
+    return FieldError("temperature", StrCat(s.temperature, " is outside [0, 2]"));
   }
   if (!(s.top_p > 0 && s.top_p <= 1)) {
-    return absl::InvalidArgumentError(StrCat("top_p: ", s.top_p, " is outside (0, 1]"));
+    return FieldError("top_p", StrCat(s.top_p, " is outside (0, 1]"));
   }
-  if (s.top_k < 0) return absl::InvalidArgumentError(StrCat("top_k: ", s.top_k, " is negative"));
-  if (r.stop.size() > 8) return absl::InvalidArgumentError("stop: at most 8 stop strings");
-  // A caller's request id ends up in every node's logs: short and printable only.
+  if (s.top_k < 0) return FieldError("top_k", StrCat(s.top_k, " is negative"));
+  if (r.stop.size() > 8) return FieldError("stop", "at most 8 stop strings");
+  // A caller's request id ends up in every node's logs: short and printable only. It comes
+  // from the x-request-id header (HTTP) or the request_id field (gRPC).
+  constexpr std::string_view kIdSource = " (the x-request-id header, or gRPC request_id)";
   if (r.request_id.size() > 128) {
-    return absl::InvalidArgumentError(
-        StrCat("request_id: ", r.request_id.size(), " characters; at most 128"));
+    return FieldError("request_id",
+                      StrCat(r.request_id.size(), " characters; at most 128", kIdSource));
   }
   if (!OnlyAlnumOr(r.request_id, "-_.:")) {
-    return absl::InvalidArgumentError(
-        "request_id: only letters, digits, '-', '_', '.' and ':' are allowed");
+    return FieldError("request_id",
+                      StrCat("only letters, digits, '-', '_', '.' and ':' are allowed", kIdSource));
   }
   return engine::ValidateSamplingParams(s);
 }
@@ -218,17 +239,21 @@ absl::StatusOr<std::shared_ptr<Call>> Frontend::Start(TextRequest r, EventSink s
   engine::GenerateRequest g;
   g.prompt_tokens = r.prompt_tokens.empty() ? model->tokenizer->tokenizer().Encode(r.prompt, true)
                                             : std::move(r.prompt_tokens);
-  if (g.prompt_tokens.empty()) return absl::InvalidArgumentError("prompt: encodes to no tokens");
+  if (g.prompt_tokens.empty()) return FieldError("prompt", "encodes to no tokens");
   // Without an explicit max_tokens, generate up to the default or to the end of the context,
   // whichever comes first; an explicit one over the context is the caller's error (engine).
   int32_t room = model->max_context - static_cast<int32_t>(g.prompt_tokens.size());
-  g.max_tokens = r.max_tokens.value_or(std::max(1, std::min(options_.default_max_tokens, room)));
+  // Validate bounded an explicit max_tokens by max_tokens_limit, an int.
+  g.max_tokens = r.max_tokens ? static_cast<int32_t>(*r.max_tokens)
+                              : std::max(1, std::min(options_.default_max_tokens, room));
   if (static_cast<int64_t>(g.prompt_tokens.size()) + g.max_tokens > model->max_context) {
     // Checked here too, not only by the engine: a remote replica would only fail the stream.
     requests_.WithLabels({"invalid_argument"}).Increment();
-    return absl::InvalidArgumentError(
-        StrCat("prompt of ", g.prompt_tokens.size(), " tokens plus max_tokens ", g.max_tokens,
-               " exceeds the context length of ", model->max_context, " tokens"));
+    absl::Status s = absl::InvalidArgumentError(
+        StrCat("prompt of ", g.prompt_tokens.size(), " tokens plus ", r.max_tokens_field, " ",
+               g.max_tokens, " exceeds the context length of ", model->max_context, " tokens"));
+    s.SetPayload(kFieldPayload, FieldCord(r.max_tokens_field));
+    return s;
   }
   g.sampling = r.sampling;
   g.stop_strings = std::move(r.stop);
@@ -305,7 +330,12 @@ engine::StreamCallback Frontend::MakeCallback(std::shared_ptr<Call> call, EventS
       LogFinished(*call, e, e2e);
       prompt_tokens_total_.Increment(e.prompt_tokens);
       completion_tokens_total_.Increment(e.completion_tokens);
-      requests_.WithLabels({e.status.ok() ? "ok" : "engine_error"}).Increment();
+      // A request its client cancelled (or disconnected from) is not an engine failure.
+      requests_
+          .WithLabels({e.status.ok()             ? "ok"
+                       : call->cancel_requested_ ? "cancelled"
+                                                 : "engine_error"})
+          .Increment();
       table_.Complete(call->replica_id());
       in_flight_--;
     }
@@ -317,8 +347,8 @@ engine::StreamCallback Frontend::MakeCallback(std::shared_ptr<Call> call, EventS
 // id): debug when it succeeded, warn when it failed, so `--log-level debug` traces every request
 // and the default level still shows every failure.
 void Frontend::LogFinished(const Call& call, const engine::StreamEvent& e, absl::Duration e2e) {
-  if (e.status.ok()) {
-    EXA_LOG_DEBUG("gateway", "request finished",
+  if (e.status.ok() || call.cancel_requested_) {  // done, or its client went away
+    EXA_LOG_DEBUG("gateway", e.status.ok() ? "request finished" : "request cancelled by its client",
                   {{"request_id", call.request_id()},
                    {"model", call.model()},
                    {"replica", call.replica_id()},

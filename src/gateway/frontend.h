@@ -63,7 +63,10 @@ struct TextRequest {
   std::string prompt;   // used when prompt_tokens is empty
   std::vector<int32_t> prompt_tokens;
   engine::SamplingParams sampling;
-  std::optional<int32_t> max_tokens;  // unset: default_max_tokens, capped by the context left
+  // Unset: default_max_tokens, capped by the context left. 64-bit so that a value past the
+  // engine's 32 bits is refused as sent.
+  std::optional<int64_t> max_tokens;
+  std::string max_tokens_field = "max_tokens";  // as the caller named it, for errors
   std::vector<std::string> stop;
   std::string request_id;  // empty: assigned
   // Values of the version-route headers the request carried (lower-case names).
@@ -164,6 +167,12 @@ bool IsRetryable(const absl::Status& status);
 
 // The HTTP status for a Status code, as the OpenAI API uses them.
 int HttpStatusFor(absl::StatusCode code);
+
+// INVALID_ARGUMENT about request field `field` (OpenAI's error `param`): the message is
+// "FIELD: MESSAGE" and ErrorField gives the field back.
+absl::Status FieldError(std::string_view field, std::string_view message);
+// The field a FieldError names; "" for any other status.
+std::string ErrorField(const absl::Status& status);
 // Position of the first invalid UTF-8 byte, or npos.
 size_t FindInvalidUtf8(std::string_view text);
 

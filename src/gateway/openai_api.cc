@@ -23,23 +23,11 @@ struct ApiError {
 };
 
 net::HttpResponse ErrorResponse(int status, std::string_view message, std::string_view param = "") {
-  std::string type = status == 401   ? "authentication_error"
-                     : status == 429 ? "rate_limit_error"
-                     : status == 404 ? "not_found_error"
-                     : status >= 500 ? "server_error"
-                                     : "invalid_request_error";
-  json body = {{"error",
-                {{"message", message},
-                 {"type", type},
-                 {"param", param.empty() ? json(nullptr) : json(param)},
-                 {"code", status}}}};
-  net::HttpResponse r{status, "application/json", SafeDump(body) + "\n", {}};
-  if (status == 429 || status == 503) r.headers.emplace_back("Retry-After", "1");
-  return r;
+  return net::JsonError(status, message, param);
 }
 
 net::HttpResponse StatusResponse(const absl::Status& s) {
-  return ErrorResponse(HttpStatusFor(s.code()), ToStd(s.message()));
+  return ErrorResponse(HttpStatusFor(s.code()), ToStd(s.message()), ErrorField(s));
 }
 
 int64_t UnixNow() {
@@ -62,16 +50,48 @@ const char* FinishReasonText(engine::FinishReason r) {
 }
 
 // Reads an optional number field, checking its type; returns an error naming the field.
-template <typename T>
-std::optional<ApiError> ReadNumber(const json& body, const char* field, std::optional<T>* out) {
+std::optional<ApiError> ReadNumber(const json& body, const char* field,
+                                   std::optional<double>* out) {
   auto it = body.find(field);
   if (it == body.end() || it->is_null()) return std::nullopt;
   if (!it->is_number()) return ApiError{400, StrCat(field, ": expected a number"), field};
-  if constexpr (std::is_integral_v<T>) {
-    if (!it->is_number_integer())
-      return ApiError{400, StrCat(field, ": expected an integer"), field};
+  *out = it->get<double>();
+  return std::nullopt;
+}
+
+// An integer in [lo, hi], as JSON holds it (signed or unsigned 64-bit), without wrapping.
+std::optional<ApiError> CheckInteger(const json& v, std::string_view field, int64_t lo, int64_t hi,
+                                     int64_t* out) {
+  if (!v.is_number_integer()) {
+    return ApiError{400, StrCat(field, ": expected an integer"), std::string(field)};
   }
-  *out = it->get<T>();
+  bool in_range;
+  if (v.is_number_unsigned()) {  // nlohmann keeps every non-negative integer unsigned
+    const uint64_t u = v.get<uint64_t>();
+    in_range = u <= static_cast<uint64_t>(hi) && (lo <= 0 || u >= static_cast<uint64_t>(lo));
+  } else {
+    const int64_t x = v.get<int64_t>();
+    in_range = x >= lo && x <= hi;
+  }
+  if (!in_range && lo == INT64_MIN && hi == INT64_MAX) {
+    return ApiError{400, StrCat(field, ": ", v.dump(), " is not a 64-bit integer"),
+                    std::string(field)};
+  }
+  if (!in_range) {
+    return ApiError{400, StrCat(field, ": ", v.dump(), " is outside [", lo, ", ", hi, "]"),
+                    std::string(field)};
+  }
+  *out = v.get<int64_t>();
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadInteger(const json& body, const char* field, int64_t lo, int64_t hi,
+                                    std::optional<int64_t>* out) {
+  auto it = body.find(field);
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  int64_t v = 0;
+  if (auto e = CheckInteger(*it, field, lo, hi, &v)) return e;
+  *out = v;
   return std::nullopt;
 }
 
@@ -84,9 +104,25 @@ std::optional<ApiError> ParseCommon(const json& body, TextRequest* r, bool* stre
   }
   std::optional<int64_t> max_tokens, n, seed, top_k;
   std::optional<double> temperature, top_p, presence, frequency, repetition;
-  for (auto e : {ReadNumber(body, "max_tokens", &max_tokens),
-                 ReadNumber(body, "max_completion_tokens", &max_tokens), ReadNumber(body, "n", &n),
-                 ReadNumber(body, "seed", &seed), ReadNumber(body, "top_k", &top_k),
+  // max_completion_tokens is OpenAI's newer name for max_tokens; errors name the one sent.
+  const char* max_tokens_field =
+      body.contains("max_completion_tokens") && !body.contains("max_tokens")
+          ? "max_completion_tokens"
+          : "max_tokens";
+  // The gateway checks max_tokens against gateway.max_tokens_limit (naming the value sent); here
+  // top_k is bounded by the engine's 32-bit field. A seed is any 64-bit pattern.
+  std::optional<ApiError> seed_error;
+  if (auto it = body.find("seed"); it != body.end() && !it->is_null()) {
+    if (!it->is_number_integer()) {
+      seed_error = ApiError{400, "seed: expected an integer", "seed"};
+    } else {
+      seed =
+          it->is_number_unsigned() ? static_cast<int64_t>(it->get<uint64_t>()) : it->get<int64_t>();
+    }
+  }
+  for (auto e : {ReadInteger(body, max_tokens_field, INT64_MIN, INT64_MAX, &max_tokens),
+                 ReadInteger(body, "n", INT64_MIN, INT64_MAX, &n), seed_error,
+                 ReadInteger(body, "top_k", 0, INT32_MAX, &top_k),
                  ReadNumber(body, "temperature", &temperature), ReadNumber(body, "top_p", &top_p),
                  ReadNumber(body, "presence_penalty", &presence),
                  ReadNumber(body, "frequency_penalty", &frequency),
@@ -100,13 +136,8 @@ std::optional<ApiError> ParseCommon(const json& body, TextRequest* r, bool* stre
                     "repetition_penalty",
                     presence && *presence != 0 ? "presence_penalty" : "frequency_penalty"};
   }
-  if (max_tokens) {
-    if (*max_tokens < 1 || *max_tokens > INT32_MAX) {
-      return ApiError{400, StrCat("max_tokens: ", *max_tokens, " must be at least 1"),
-                      "max_tokens"};
-    }
-    r->max_tokens = static_cast<int32_t>(*max_tokens);
-  }
+  r->max_tokens = max_tokens;
+  r->max_tokens_field = max_tokens_field;
   if (seed) r->sampling.seed = static_cast<uint64_t>(*seed);
   if (top_k) r->sampling.top_k = static_cast<int32_t>(*top_k);
   // OpenAI's default temperature is 1; ours stays greedy unless asked, which is what a serving
@@ -131,8 +162,17 @@ std::optional<ApiError> ParseCommon(const json& body, TextRequest* r, bool* stre
     if (!it->is_boolean()) return ApiError{400, "stream: expected true or false", "stream"};
     *stream = it->get<bool>();
   }
-  if (auto it = body.find("stream_options"); it != body.end() && it->is_object()) {
-    *include_usage = it->value("include_usage", false);
+  if (auto it = body.find("stream_options"); it != body.end() && !it->is_null()) {
+    if (!it->is_object()) {
+      return ApiError{400, "stream_options: expected an object", "stream_options"};
+    }
+    if (auto usage = it->find("include_usage"); usage != it->end() && !usage->is_null()) {
+      if (!usage->is_boolean()) {
+        return ApiError{400, "stream_options.include_usage: expected true or false",
+                        "stream_options.include_usage"};
+      }
+      *include_usage = usage->get<bool>();
+    }
   }
   if (auto it = body.find("user"); it != body.end() && it->is_string()) {
     r->request_id.clear();  // accepted for compatibility; not used for routing
@@ -148,10 +188,15 @@ std::optional<ApiError> ParseCompletionPrompt(const json& body, TextRequest* r) 
   } else if (it->is_array() && it->size() == 1 && (*it)[0].is_string()) {
     r->prompt = (*it)[0].get<std::string>();
   } else if (it->is_array() && !it->empty() && (*it)[0].is_number_integer()) {
-    for (const auto& t : *it) {
-      if (!t.is_number_integer())
-        return ApiError{400, "prompt: token ids must be integers", "prompt"};
-      r->prompt_tokens.push_back(t.get<int32_t>());
+    for (size_t i = 0; i < it->size(); ++i) {
+      int64_t id = 0;
+      // The model's vocabulary is checked later; here only what a token id can be.
+      if (auto e = CheckInteger((*it)[i], StrCat("prompt[", i, "]"), 0, INT32_MAX, &id)) {
+        e->message = StrCat(e->message, " (token ids)");
+        e->param = "prompt";
+        return e;
+      }
+      r->prompt_tokens.push_back(static_cast<int32_t>(id));
     }
   } else {
     return ApiError{400, "prompt: expected a string, a list of one string, or a list of token ids",
@@ -170,7 +215,11 @@ std::optional<ApiError> ParseChatMessages(const json& body, TextRequest* r) {
     const json& m = (*it)[i];
     std::string where = StrCat("messages[", i, "]");
     if (!m.is_object()) return ApiError{400, StrCat(where, ": expected an object"), "messages"};
-    std::string role = m.value("role", "");
+    auto role_it = m.find("role");
+    if (role_it == m.end() || !role_it->is_string()) {
+      return ApiError{400, StrCat(where, ".role: expected a string"), "messages"};
+    }
+    const std::string role = role_it->get<std::string>();
     if (role != "system" && role != "user" && role != "assistant" && role != "developer" &&
         role != "tool") {
       return ApiError{400,
@@ -184,17 +233,27 @@ std::optional<ApiError> ParseChatMessages(const json& body, TextRequest* r) {
       text = content->get<std::string>();
     } else if (content != m.end() && content->is_array()) {
       for (const auto& part : *content) {
-        if (!part.is_object() || part.value("type", "") != "text") {
-          return ApiError{400, StrCat(where, ".content: only text parts are supported"),
+        auto type = part.is_object() ? part.find("type") : part.end();
+        if (!part.is_object() || type == part.end() || !type->is_string() || *type != "text") {
+          return ApiError{400,
+                          StrCat(where, ".content: only {\"type\": \"text\"} parts are supported"),
                           "messages"};
         }
-        text += part.value("text", "");
+        auto part_text = part.find("text");
+        if (part_text == part.end() || !part_text->is_string()) {
+          return ApiError{400, StrCat(where, ".content: a text part's text must be a string"),
+                          "messages"};
+        }
+        text += part_text->get<std::string>();
       }
     } else if (content == m.end() || !content->is_null()) {
       return ApiError{400, StrCat(where, ".content: expected a string"), "messages"};
     }
     if (!prompt.empty() && !text.empty()) prompt += "\n";
     prompt += text;
+  }
+  if (prompt.empty()) {
+    return ApiError{400, "messages: every message's content is empty", "messages"};
   }
   r->prompt = std::move(prompt);
   return std::nullopt;
@@ -308,7 +367,7 @@ void HandleGenerate(Frontend& frontend, bool chat, net::HttpRequest req,
   json body;
   try {
     body = json::parse(req.body);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
     responder->Respond(ErrorResponse(400, StrCat("request body: invalid JSON: ", e.what())));
     return;
   }

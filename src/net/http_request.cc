@@ -27,9 +27,22 @@ std::string_view HttpRequest::Header(std::string_view name) const {
   return {};
 }
 
-HttpResponse JsonError(int status, std::string_view message, std::string_view type) {
-  nlohmann::json body = {{"error", {{"message", message}, {"type", type}, {"code", status}}}};
-  return HttpResponse{status, "application/json", SafeDump(body) + "\n", {}};
+HttpResponse JsonError(int status, std::string_view message, std::string_view param) {
+  const char* type = status == 401   ? "authentication_error"
+                     : status == 403 ? "permission_error"
+                     : status == 404 ? "not_found_error"
+                     : status == 429 ? "rate_limit_error"
+                     : status >= 500 ? "server_error"
+                                     : "invalid_request_error";
+  nlohmann::json body = {
+      {"error",
+       {{"message", message},
+        {"type", type},
+        {"param", param.empty() ? nlohmann::json(nullptr) : nlohmann::json(param)},
+        {"code", status}}}};
+  HttpResponse r{status, "application/json", SafeDump(body) + "\n", {}};
+  if (status == 429 || status == 503) r.headers.emplace_back("Retry-After", "1");
+  return r;
 }
 
 namespace internal {
@@ -40,8 +53,73 @@ void ApplyLimits(const HttpParseLimits& limits, RequestParser* parser) {
   parser->header_limit(static_cast<uint32_t>(limits.max_header_bytes));
 }
 
+std::string Lower(std::string_view v) {
+  std::string out(v);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string_view Trim(std::string_view v) {
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+  return v;
+}
+
+}  // namespace internal
+
+namespace {
+
+// The value of `field` when the head has it, else nullopt (an empty value counts as present).
+std::optional<std::string_view> Field(const internal::BeastRequest& head, http::field field) {
+  auto it = head.find(field);
+  if (it == head.end()) return std::nullopt;
+  return std::string_view(it->value().data(), it->value().size());
+}
+
+}  // namespace
+
+namespace internal {
+
+std::optional<HttpResponse> CheckHead(const RequestParser& parser) {
+  const BeastRequest& head = parser.get();
+  if (head.version() == 11 && !Field(head, http::field::host)) {
+    return JsonError(400, "malformed HTTP request: HTTP/1.1 needs a Host header");
+  }
+  if (auto te = Field(head, http::field::transfer_encoding)) {
+    if (Lower(Trim(*te)) != "chunked") {
+      return JsonError(501, StrCat("Transfer-Encoding \"", *te,
+                                   "\" is not supported; send Content-Length or chunked alone"));
+    }
+  }
+  if (auto ce = Field(head, http::field::content_encoding)) {
+    if (Lower(Trim(*ce)) != "identity") {
+      return JsonError(415, StrCat("Content-Encoding \"", *ce,
+                                   "\" is not supported; send the body uncompressed"));
+    }
+  }
+  const http::verb verb = head.method();
+  if ((verb == http::verb::post || verb == http::verb::put || verb == http::verb::patch) &&
+      !Field(head, http::field::content_length) && !Field(head, http::field::transfer_encoding)) {
+    return JsonError(411, StrCat(head.method_string(),
+                                 " needs a body with Content-Length (or Transfer-Encoding: "
+                                 "chunked)"));
+  }
+  if (auto expect = Field(head, http::field::expect)) {
+    if (Lower(Trim(*expect)) != "100-continue") {
+      return JsonError(417, StrCat("Expect \"", *expect, "\": only 100-continue is supported"));
+    }
+  }
+  return std::nullopt;
+}
+
+bool ExpectsContinue(const RequestParser& parser) {
+  auto expect = Field(parser.get(), http::field::expect);
+  return expect && Lower(Trim(*expect)) == "100-continue" && !parser.is_done();
+}
+
 HttpRequest ToHttpRequest(BeastRequest message) {
   HttpRequest req;
+  req.version = static_cast<int>(message.version());
   req.method = std::string(message.method_string());
   req.target = std::string(message.target());
   size_t q = req.target.find('?');
@@ -61,15 +139,13 @@ HttpResponse RejectionFor(boost::beast::error_code ec, const HttpParseLimits& li
     return JsonError(
         413,
         StrCat("request body larger than http.max_body_bytes (", limits.max_body_bytes, " bytes)"),
-        "invalid_request_error");
+        "");
   }
   if (ec == http::error::header_limit) {
-    return JsonError(431,
-                     StrCat("request head larger than http.max_header_bytes (",
-                            limits.max_header_bytes, " bytes)"),
-                     "invalid_request_error");
+    return JsonError(431, StrCat("request head larger than http.max_header_bytes (",
+                                 limits.max_header_bytes, " bytes)"));
   }
-  return JsonError(400, StrCat("malformed HTTP request: ", ec.message()), "invalid_request_error");
+  return JsonError(400, StrCat("malformed HTTP request: ", ec.message()));
 }
 
 }  // namespace internal
@@ -80,6 +156,7 @@ HttpParseResult ParseHttpRequest(std::string_view bytes, const HttpParseLimits& 
   internal::ApplyLimits(limits, &parser);
   boost::beast::error_code ec;
   size_t used = 0;
+  bool head_checked = false;
   // Like http::read: feed the parser what is buffered until the message is done or it needs
   // bytes that have not arrived.
   while (!parser.is_done()) {
@@ -91,6 +168,15 @@ HttpParseResult ParseHttpRequest(std::string_view bytes, const HttpParseLimits& 
       result.outcome = HttpParseResult::Outcome::kRejected;
       result.rejection = internal::RejectionFor(ec, limits);
       return result;
+    }
+    if (!head_checked && parser.is_header_done()) {
+      // As the server does between reading the head and the body.
+      head_checked = true;
+      if (auto refusal = internal::CheckHead(parser)) {
+        result.outcome = HttpParseResult::Outcome::kRejected;
+        result.rejection = std::move(*refusal);
+        return result;
+      }
     }
     if (n == 0 && !parser.is_done()) return result;
   }

@@ -3,7 +3,7 @@
 //
 // ParseHttpRequest is what HttpServer does to the bytes of a connection, without the socket: the
 // same Boost.Beast parser with the same limits, the same conversion into HttpRequest, and the
-// same 400/413/431 answer for a request that must be refused. It exists so the parsing can be
+// same 4xx/501 answer for a request that must be refused. It exists so the parsing can be
 // tested and fuzzed (test/fuzz/http) without a network.
 //
 // Thread safety: every function here is pure; call it from any thread.
@@ -26,6 +26,7 @@ struct HttpRequest {
   std::vector<std::pair<std::string, std::string>> headers;  // names lowercased
   std::string body;
   std::string remote_address;
+  int version = 11;  // 10 for HTTP/1.0, 11 for HTTP/1.1
 
   // The first header named `name` (lowercase), or "".
   std::string_view Header(std::string_view name) const;
@@ -38,9 +39,11 @@ struct HttpResponse {
   std::vector<std::pair<std::string, std::string>> headers;
 };
 
-// A JSON error body: {"error":{"message":..., "type":..., "code":status}}, the shape OpenAI
-// clients parse.
-HttpResponse JsonError(int status, std::string_view message, std::string_view type);
+// An error in the shape OpenAI clients parse: {"error":{"message", "type", "param", "code"}}.
+// `type` follows from the status (invalid_request_error, authentication_error, not_found_error,
+// rate_limit_error, server_error); `param` names the request field at fault, null when empty.
+// 429 and 503 carry Retry-After.
+HttpResponse JsonError(int status, std::string_view message, std::string_view param = {});
 
 // The limits HttpServer reads a request under (http.max_body_bytes, http.max_header_bytes).
 struct HttpParseLimits {
@@ -53,7 +56,8 @@ struct HttpParseResult {
   enum class Outcome {
     kRequest,     // one whole request: `request`, `keep_alive`, `consumed`
     kIncomplete,  // a valid prefix; the server waits for more (or times out with 408)
-    kRejected,    // refused: `rejection` is the 400, 413 or 431 sent before closing
+    kRejected,    // refused: `rejection` (400, 411, 413, 415, 417, 431 or 501) is sent, then
+                  // the connection closed
   };
   Outcome outcome = Outcome::kIncomplete;
   HttpRequest request;      // remote_address is left empty: there is no socket here

@@ -46,15 +46,19 @@ std::string StatusLine(int status) {
   return StrCat("HTTP/1.1 ", status, " ", std::string_view(reason.data(), reason.size()), "\r\n");
 }
 
+// How a response's body is delimited: Content-Length, chunks (HTTP/1.1 streams), or the end of
+// the connection (streams to HTTP/1.0 clients, which must not be sent chunks).
+enum class Framing { kLength, kChunked, kUntilClose };
+
 std::string SerializeHead(int status, std::string_view content_type, const Headers& headers,
-                          bool keep_alive, std::optional<size_t> content_length) {
+                          bool keep_alive, Framing framing, size_t content_length = 0) {
   std::string out = StatusLine(status);
   StrAppend(&out, "Server: exaserved\r\nContent-Type: ", SafeHeaderValue(content_type), "\r\n");
   for (const auto& [k, v] : headers)
     StrAppend(&out, SafeHeaderValue(k), ": ", SafeHeaderValue(v), "\r\n");
-  if (content_length) {
-    StrAppend(&out, "Content-Length: ", *content_length, "\r\n");
-  } else {
+  if (framing == Framing::kLength) {
+    StrAppend(&out, "Content-Length: ", content_length, "\r\n");
+  } else if (framing == Framing::kChunked) {
     out.append("Transfer-Encoding: chunked\r\n");
   }
   StrAppend(&out, "Connection: ", keep_alive ? "keep-alive" : "close", "\r\n\r\n");
@@ -95,8 +99,10 @@ struct HttpServer::Impl : std::enable_shared_from_this<Impl> {
       : io(io_runner), options(std::move(opts)), acceptor(asio::make_strand(io_runner.context())) {}
 
   void DoAccept();
+  // The route for `method` on `path`; HEAD runs the GET route. When none matches, `allowed`
+  // lists the path's methods ("" for an unknown path).
   const Route* FindRoute(const std::string& method, const std::string& path,
-                         bool* path_known) const;
+                         std::string* allowed) const;
   void Track(const std::shared_ptr<Connection>& c);
   HttpParseLimits parse_limits() const {
     return {options.max_body_bytes.value, options.max_header_bytes.value};
@@ -166,6 +172,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
  private:
   void DoHandshake();
   void DoReadRequest();
+  void OnHead(beast::error_code ec);
+  void ReadBody();
+  bool ReadFailed(beast::error_code ec);
   void OnRead(beast::error_code ec);
   void Dispatch();
   void SendAndClose(HttpResponse r);
@@ -185,6 +194,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool first_request_ = true;
   bool read_timed_out_ = false;
   bool keep_alive_ = false;
+  bool head_only_ = false;  // a HEAD request: the head of the GET response, no body
+  Framing stream_framing_ = Framing::kChunked;
   bool request_active_ = false;  // dispatched, response not complete
   bool response_started_ = false;
   bool response_complete_ = false;
@@ -207,9 +218,7 @@ class ResponderImpl final : public HttpResponder {
   ~ResponderImpl() override {
     // A handler that dropped its responder without answering still owes the client a reply.
     if (!started_.exchange(true)) {
-      Post([c = conn_] {
-        c->Respond(JsonError(500, "handler returned no response", "server_error"));
-      });
+      Post([c = conn_] { c->Respond(JsonError(500, "handler returned no response")); });
     } else if (streaming_ && !finished_.exchange(true)) {
       Post([c = conn_] { c->FinishStream(); });
     }
@@ -287,6 +296,46 @@ void Connection::DoReadRequest() {
     beast::error_code ignored;
     self->socket_.cancel(ignored);
   });
+  // The head first: it is checked (and a client expecting 100-continue told to go on) before
+  // the body is read.
+  auto done = [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHead(ec); };
+  if (tls_) {
+    http::async_read_header(*tls_, buffer_, *parser_, std::move(done));
+  } else {
+    http::async_read_header(socket_, buffer_, *parser_, std::move(done));
+  }
+}
+
+void Connection::OnHead(beast::error_code ec) {
+  if (ReadFailed(ec)) return;
+  if (auto refusal = internal::CheckHead(*parser_)) {
+    read_timer_.cancel();
+    SendAndClose(std::move(*refusal));
+    return;
+  }
+  if (!internal::ExpectsContinue(*parser_)) {
+    ReadBody();
+    return;
+  }
+  // Written directly, not queued: no response has started on this connection yet. The read
+  // timer still runs, and cancels this write too.
+  static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+  auto next = [self = shared_from_this()](beast::error_code ec, size_t) {
+    if (ec) {
+      self->read_timer_.cancel();
+      self->Shutdown();
+      return;
+    }
+    self->ReadBody();
+  };
+  if (tls_) {
+    asio::async_write(*tls_, asio::buffer(kContinue), std::move(next));
+  } else {
+    asio::async_write(socket_, asio::buffer(kContinue), std::move(next));
+  }
+}
+
+void Connection::ReadBody() {
   auto done = [self = shared_from_this()](beast::error_code ec, size_t) { self->OnRead(ec); };
   if (tls_) {
     http::async_read(*tls_, buffer_, *parser_, std::move(done));
@@ -295,26 +344,33 @@ void Connection::DoReadRequest() {
   }
 }
 
-void Connection::OnRead(beast::error_code ec) {
-  read_timer_.cancel();
+// Ends the connection when a read failed or timed out (408 for a partial request, 400, 413 or
+// 431 for a refused one, quietly for a closed or idle one); false when `ec` is success.
+bool Connection::ReadFailed(beast::error_code ec) {
   if (read_timed_out_) {
+    read_timer_.cancel();
     if (parser_->got_some() || buffer_.size() > 0) {
-      SendAndClose(JsonError(408, "request not received within http.read_timeout", "timeout"));
+      SendAndClose(JsonError(408, "request not received within http.read_timeout"));
     } else {
       Shutdown();  // an idle keep-alive connection: close quietly
     }
-    return;
+    return true;
   }
+  if (!ec) return false;
+  read_timer_.cancel();
   if (ec == http::error::end_of_stream || ec == asio::error::eof ||
       ec == asio::error::connection_reset || ec == asio::error::operation_aborted ||
       ec == ssl::error::stream_truncated) {
     Shutdown();
-    return;
-  }
-  if (ec) {
+  } else {
     SendAndClose(internal::RejectionFor(ec, server_->parse_limits()));  // 413, 431 or 400
-    return;
   }
+  return true;
+}
+
+void Connection::OnRead(beast::error_code ec) {
+  if (ReadFailed(ec)) return;
+  read_timer_.cancel();
   Dispatch();
 }
 
@@ -323,6 +379,9 @@ void Connection::Dispatch() {
   internal::BeastRequest msg = parser_->release();
   keep_alive_ = msg.keep_alive() && server_->accepting;
   HttpRequest req = internal::ToHttpRequest(std::move(msg));
+  head_only_ = req.method == "HEAD";
+  // HTTP/1.0 has no chunked encoding: a stream to it is delimited by closing the connection.
+  stream_framing_ = req.version >= 11 ? Framing::kChunked : Framing::kUntilClose;
   beast::error_code ignored;
   auto remote = socket_.remote_endpoint(ignored);
   if (!ignored) req.remote_address = remote.address().to_string();
@@ -331,14 +390,18 @@ void Connection::Dispatch() {
   response_started_ = false;
   response_complete_ = false;
   server_->in_flight++;
-  bool path_known = false;
-  const Route* route = server_->FindRoute(req.method, req.path, &path_known);
+  std::string allowed;
+  const Route* route = server_->FindRoute(req.method, req.path, &allowed);
   auto responder = std::make_shared<ResponderImpl>(shared_from_this());
   if (route == nullptr) {
-    responder->Respond(
-        path_known ? JsonError(405, StrCat("method ", req.method, " not allowed on ", req.path),
-                               "invalid_request_error")
-                   : JsonError(404, StrCat("no route for ", req.path), "invalid_request_error"));
+    if (allowed.empty()) {
+      responder->Respond(JsonError(404, StrCat("no route for ", req.path)));
+    } else {
+      HttpResponse r = JsonError(
+          405, StrCat("method ", req.method, " not allowed on ", req.path, "; allowed: ", allowed));
+      r.headers.emplace_back("Allow", allowed);
+      responder->Respond(std::move(r));
+    }
     return;
   }
   // Handlers report failures through the responder; an exception escaping one is a bug, but it
@@ -347,7 +410,7 @@ void Connection::Dispatch() {
     route->handler(std::move(req), responder);
   } catch (const std::exception& e) {
     EXA_LOG_ERROR("http", "handler threw", {{"path", route->path}, {"error", e.what()}});
-    responder->Respond(JsonError(500, "internal error", "server_error"));
+    responder->Respond(JsonError(500, "internal error"));
   }
 }
 
@@ -355,20 +418,28 @@ void Connection::Respond(HttpResponse r) {
   if (!request_active_ || response_started_) return;
   response_started_ = true;
   response_complete_ = true;
-  Enqueue(SerializeHead(r.status, r.content_type, r.headers, keep_alive_, r.body.size()) + r.body);
+  std::string bytes = SerializeHead(r.status, r.content_type, r.headers, keep_alive_,
+                                    Framing::kLength, r.body.size());
+  if (!head_only_) bytes += r.body;
+  Enqueue(std::move(bytes));
 }
 
 void Connection::StartStream(int status, std::string content_type, Headers headers) {
   if (!request_active_ || response_started_) return;
   response_started_ = true;
   headers.emplace_back("Cache-Control", "no-cache");
-  Enqueue(SerializeHead(status, content_type, headers, keep_alive_, std::nullopt));
+  if (stream_framing_ == Framing::kUntilClose) keep_alive_ = false;
+  Enqueue(SerializeHead(status, content_type, headers, keep_alive_, stream_framing_));
 }
 
 void Connection::WriteChunk(std::string data) {
   size_t size = data.size();
-  if (!response_started_ || response_complete_ || gone_ || size == 0) {
+  if (!response_started_ || response_complete_ || gone_ || size == 0 || head_only_) {
     queued_bytes -= size;
+    return;
+  }
+  if (stream_framing_ == Framing::kUntilClose) {
+    Enqueue(std::move(data), size);
     return;
   }
   std::string chunk = fmt::format("{:x}\r\n", size);
@@ -380,13 +451,21 @@ void Connection::WriteChunk(std::string data) {
 void Connection::FinishStream() {
   if (!response_started_ || response_complete_) return;
   response_complete_ = true;
+  if (head_only_ || stream_framing_ == Framing::kUntilClose) {
+    // No terminating chunk; an empty write completes the response (and, until close, ends the
+    // connection, as keep_alive_ is off).
+    Enqueue(std::string());
+    return;
+  }
   Enqueue("0\r\n\r\n");
 }
 
 void Connection::SendAndClose(HttpResponse r) {
   keep_alive_ = false;
   close_after_write_ = true;
-  Enqueue(SerializeHead(r.status, r.content_type, r.headers, false, r.body.size()) + r.body);
+  Enqueue(
+      SerializeHead(r.status, r.content_type, r.headers, false, Framing::kLength, r.body.size()) +
+      r.body);
 }
 
 void Connection::Enqueue(std::string bytes, size_t payload) {
@@ -460,23 +539,23 @@ void Connection::Shutdown() {
 }
 
 void HttpServer::Impl::DoAccept() {
-  acceptor.async_accept(asio::make_strand(io.context()), [self = shared_from_this()](
-                                                             beast::error_code ec,
-                                                             tcp::socket socket) {
-    if (ec == asio::error::operation_aborted || !self->accepting) return;
-    if (!ec) {
-      auto conn = std::make_shared<Connection>(std::move(socket), self);
-      if (self->connections > self->options.max_connections) {
-        conn->Reject(JsonError(503, "too many connections (http.max_connections)", "overloaded"));
-      } else {
-        self->Track(conn);
-        conn->Start();
-      }
-    } else {
-      EXA_LOG_WARN("http", "accept failed", {{"error", ec.message()}});
-    }
-    self->DoAccept();
-  });
+  acceptor.async_accept(
+      asio::make_strand(io.context()),
+      [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
+        if (ec == asio::error::operation_aborted || !self->accepting) return;
+        if (!ec) {
+          auto conn = std::make_shared<Connection>(std::move(socket), self);
+          if (self->connections > self->options.max_connections) {
+            conn->Reject(JsonError(503, "too many connections (http.max_connections)"));
+          } else {
+            self->Track(conn);
+            conn->Start();
+          }
+        } else {
+          EXA_LOG_WARN("http", "accept failed", {{"error", ec.message()}});
+        }
+        self->DoAccept();
+      });
 }
 
 void HttpServer::Impl::Track(const std::shared_ptr<Connection>& c) {
@@ -489,11 +568,13 @@ void HttpServer::Impl::Track(const std::shared_ptr<Connection>& c) {
 }
 
 const Route* HttpServer::Impl::FindRoute(const std::string& method, const std::string& path,
-                                         bool* path_known) const {
+                                         std::string* allowed) const {
+  const std::string& wanted = method == "HEAD" ? std::string("GET") : method;
+  allowed->clear();
   for (const Route& r : routes) {
     if (r.path != path) continue;
-    *path_known = true;
-    if (r.method == method) return &r;
+    if (r.method == wanted) return &r;
+    StrAppend(allowed, allowed->empty() ? "" : ", ", r.method, r.method == "GET" ? ", HEAD" : "");
   }
   return nullptr;
 }

@@ -85,15 +85,22 @@ absl::StatusOr<std::string> ReplicaTable::Choose(const RouteRequest& request) {
       for (const auto& [k, v] : request.labels)
         StrAppend(&want, want.empty() ? "" : ",", k, "=", v);
       bool any_labelled = false;
+      std::set<std::string> present;  // the label sets the model's replicas do carry
       for (const auto& [id, e] : replicas_) {
         if (e.snap.info.model != request.model) continue;
         bool match = true;
-        for (const auto& [k, v] : request.labels) match &= LabelValue(e.snap.info, k) == v;
+        std::string labels;
+        for (const auto& [k, v] : request.labels) {
+          const std::string value = LabelValue(e.snap.info, k);
+          match &= value == v;
+          StrAppend(&labels, labels.empty() ? "" : ",", k, "=", value.empty() ? "(none)" : value);
+        }
         any_labelled |= match;
+        present.insert(std::move(labels));
       }
       if (!any_labelled) {
-        return absl::NotFoundError(
-            StrCat("model \"", request.model, "\": no replica labelled ", want));
+        return absl::NotFoundError(StrCat("model \"", request.model, "\": no replica labelled ",
+                                          want, "; its replicas have ", join(present)));
       }
     }
     return absl::UnavailableError(

@@ -46,6 +46,18 @@ expect_error 400 "temperature" /v1/completions '{"prompt":"1+1=","temperature":-
 expect_error 400 "top_p" /v1/completions '{"prompt":"1+1=","top_p":0}'
 expect_error 400 "n: 2" /v1/completions '{"prompt":"1+1=","n":2}'
 expect_error 400 "messages" /v1/chat/completions '{"messages":[]}'
+# Numbers past what their field holds are refused as sent, never wrapped; types are checked
+# before use (each of these was a 500 or a silent wrap once).
+expect_error 400 "number overflow parsing '1e400'" /v1/completions '{"prompt":"x","foo":1e400}'
+expect_error 400 '"param":"temperature"' /v1/completions '{"prompt":"1+1=","temperature":-1}'
+expect_error 400 "max_tokens: 3000000000 is outside \[1, 4096\]" /v1/completions '{"prompt":"1+1=","max_tokens":3000000000}'
+expect_error 400 '"param":"max_completion_tokens"' /v1/completions '{"prompt":"1+1=","max_completion_tokens":0}'
+expect_error 400 "prompt\[0\]: 4294967297 is outside" /v1/completions '{"prompt":[4294967297],"max_tokens":3}'
+expect_error 400 "top_k: 4294967296 is outside" /v1/completions '{"prompt":"1+1=","top_k":4294967296,"temperature":1}'
+expect_error 400 "stream_options.include_usage: expected true or false" /v1/completions '{"prompt":"1+1=","stream_options":{"include_usage":"yes"}}'
+expect_error 400 "messages\[0\].role: expected a string" /v1/chat/completions '{"messages":[{"role":5,"content":"hi"}]}'
+expect_error 400 "text must be a string" /v1/chat/completions '{"messages":[{"role":"user","content":[{"type":"text","text":5}]}]}'
+expect_error 400 "every message's content is empty" /v1/chat/completions '{"messages":[{"role":"user","content":""}]}'
 code=$(printf '{"prompt":"\xff\xfe"}' | curl -s -o "$work/body" -w '%{http_code}' "$http/v1/completions" --data-binary @-)
 [ "$code" = 400 ] && grep -q "UTF-8" "$work/body" || fail "invalid UTF-8 -> $code $(cat "$work/body")"
 set +e

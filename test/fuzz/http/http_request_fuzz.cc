@@ -1,10 +1,10 @@
 // libFuzzer entry for HTTP request parsing (net/http_request.h), the bytes a client sends to
-// HttpServer: any input is a whole request, a prefix of one, or refused with a 400, 413 or 431
-// whose body is the JSON error clients parse. A whole request never claims more bytes than it
-// was given, stays within the limits, has lowercased header names and a path and query that
-// make up its target; pipelined requests after a keep-alive one parse the same way. Built with
-// clang -fsanitize=fuzzer it fuzzes; in ctest its seed corpus and deterministic mutations run
-// through corpus_test.cc.
+// HttpServer: any input is a whole request, a prefix of one, or refused with a 400, 411, 413,
+// 415, 417, 431 or 501 whose body is the JSON error clients parse. A whole request never claims
+// more bytes than it was given, stays within the limits, has lowercased header names and a path and
+// query that make up its target; pipelined requests after a keep-alive one parse the same way.
+// Built with clang -fsanitize=fuzzer it fuzzes; in ctest its seed corpus and deterministic
+// mutations run through corpus_test.cc.
 #include <cctype>
 #include <cstddef>
 #include <cstdint>
@@ -43,9 +43,13 @@ void CheckRequest(const HttpParseResult& r, size_t available) {
 
 void CheckRejection(const HttpParseResult& r) {
   const int status = r.rejection.status;
-  if (status != 400 && status != 413 && status != 431) Fail("rejection status not 400/413/431");
+  for (int allowed : {400, 411, 413, 415, 417, 431, 501}) {
+    if (status == allowed) break;
+    if (allowed == 501) Fail("rejection status not one of 400 411 413 415 417 431 501");
+  }
   auto body = nlohmann::json::parse(r.rejection.body, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded() || !body.contains("error") || body["error"]["code"] != status) {
+  if (body.is_discarded() || !body.contains("error") || body["error"]["code"] != status ||
+      !body["error"].contains("param") || !body["error"].contains("type")) {
     Fail("rejection body is not the JSON error shape");
   }
 }

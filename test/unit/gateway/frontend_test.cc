@@ -1,6 +1,7 @@
 // The Frontend's failover: a replica that fails before the first token is retried once on another
 // replica, invisibly to the client; after a token, or after the second attempt, the client gets
-// the error; a cancelled request is never retried.
+// the error; a cancelled request is never retried (and counts as cancelled). Validation errors
+// carry the field they name.
 #include "gateway/frontend.h"
 
 #include <catch2/catch.hpp>
@@ -129,6 +130,29 @@ TEST_CASE("A cancelled request is not retried") {
   f.backend.Finish(0, absl::UnavailableError("cancelled under us"));
   CHECK(f.backend.submitted.size() == 1);
   CHECK(f.frontend.in_flight() == 0);
+  // Counted as cancelled (its client went away or gave up), not as an engine failure.
+  const std::string metrics = f.registry.Expose();
+  CHECK(metrics.find("exaserve_gateway_requests_total{outcome=\"cancelled\"} 1") !=
+        std::string::npos);
+  CHECK(metrics.find("outcome=\"engine_error\"") == std::string::npos);
+}
+
+TEST_CASE("Validation errors name the field as the caller sent it") {
+  Fixture f;
+  TextRequest r;
+  r.prompt = "1+1=";
+  r.max_tokens = 3000000000;  // past 32 bits: refused as sent, not wrapped
+  r.max_tokens_field = "max_completion_tokens";
+  auto call = f.frontend.Start(r, [](const engine::StreamEvent&) {});
+  REQUIRE_FALSE(call.ok());
+  CHECK(call.status().message() == "max_completion_tokens: 3000000000 is outside [1, 4096]");
+  CHECK(ErrorField(call.status()) == "max_completion_tokens");
+  r.max_tokens = 4;
+  r.sampling.temperature = -1;
+  call = f.frontend.Start(r, [](const engine::StreamEvent&) {});
+  REQUIRE_FALSE(call.ok());
+  CHECK(ErrorField(call.status()) == "temperature");
+  CHECK(ErrorField(absl::InvalidArgumentError("temperature: no payload")).empty());
 }
 
 TEST_CASE("A prompt that does not fit the context is refused with both numbers") {

@@ -248,6 +248,82 @@ TEST_CASE("Connections beyond the cap get 503", "[http]") {
   CHECK(extra.ReadResponse().rfind("HTTP/1.1 503", 0) == 0);
 }
 
+TEST_CASE("Bodies the server cannot delimit or decode are refused before they are read", "[http]") {
+  Fixture f;
+  struct Case {
+    std::string request;
+    std::string status;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      // An unknown coding would leave the body to be read as the next request.
+      {"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n"
+       "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n",
+       "501", "Transfer-Encoding \\\"gzip\\\" is not supported"},
+      {"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n",
+       "501", "Transfer-Encoding"},
+      {"POST /echo HTTP/1.1\r\nHost: x\r\n\r\n{}", "411", "Content-Length"},
+      {"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\nContent-Length: 2\r\n\r\n{}",
+       "415", "Content-Encoding"},
+      {"GET /hello HTTP/1.1\r\n\r\n", "400", "Host"},
+      {"POST /echo HTTP/1.1\r\nHost: x\r\nExpect: foo\r\nContent-Length: 2\r\n\r\n{}", "417",
+       "100-continue"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.request);
+    Client client(f.server->port());
+    client.Send(c.request);
+    std::string r = client.ReadResponse();
+    CHECK(r.rfind("HTTP/1.1 " + c.status, 0) == 0);
+    CHECK(r.find(c.says) != std::string::npos);
+    CHECK(r.find("\"param\":null") != std::string::npos);
+    CHECK(client.ClosedByPeer());  // and nothing after it was served as a request
+  }
+}
+
+TEST_CASE("A client sending Expect: 100-continue is told to go on", "[http]") {
+  Fixture f;
+  Client c(f.server->port());
+  c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n");
+  CHECK(c.ReadResponse() == "HTTP/1.1 100 Continue\r\n\r\n");  // before any body byte
+  c.Send("hello");
+  std::string r = c.ReadResponse();
+  CHECK(r.rfind("HTTP/1.1 200", 0) == 0);
+  CHECK(r.find("\r\n\r\nhello") != std::string::npos);
+}
+
+TEST_CASE("HEAD gets the GET route's head without a body; 405 lists the allowed methods",
+          "[http]") {
+  Fixture f;
+  Client c(f.server->port());
+  c.Send("HEAD /hello HTTP/1.1\r\nHost: x\r\nX-Name: a\r\n\r\n");
+  std::string r = c.ReadUntil("\r\n\r\n");
+  CHECK(r.rfind("HTTP/1.1 200", 0) == 0);
+  CHECK(r.find("Content-Length: 4\r\n") != std::string::npos);    // "hi a", not sent
+  c.Send("GET /hello HTTP/1.1\r\nHost: x\r\nX-Name: b\r\n\r\n");  // same connection
+  std::string next = c.ReadUntil("hi b");
+  CHECK(next.find("hi a") == std::string::npos);
+  CHECK(next.find("hi b") != std::string::npos);
+
+  Client d(f.server->port());
+  d.Send("DELETE /echo HTTP/1.1\r\nHost: x\r\n\r\n");
+  std::string refused = d.ReadResponse();
+  CHECK(refused.rfind("HTTP/1.1 405", 0) == 0);
+  CHECK(refused.find("Allow: POST\r\n") != std::string::npos);
+}
+
+TEST_CASE("A stream to an HTTP/1.0 client is not chunked and ends with the connection", "[http]") {
+  Fixture f;
+  Client c(f.server->port());
+  c.Send("GET /stream HTTP/1.0\r\n\r\n");
+  CHECK(c.ClosedByPeer());
+  std::string r = c.ReadUntil("never");
+  CHECK(r.find("Transfer-Encoding") == std::string::npos);
+  CHECK(r.find("Connection: close") != std::string::npos);
+  CHECK(r.find("\r\n\r\ndata: 0\n\ndata: 1\n\ndata: 2\n\n") != std::string::npos);
+  CHECK(r.size() == r.find("data: 2\n\n") + 9);  // no terminating chunk
+}
+
 TEST_CASE("A port already in use is reported with its address", "[http]") {
   Fixture f;
   IoRunner io(1);
