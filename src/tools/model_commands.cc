@@ -163,6 +163,9 @@ int PullOne(const ModelCommandOptions& o, const std::string& cache_dir, const w:
             const std::vector<w::Tier*>& tiers, bool json) {
   auto timeout = ParseDuration(o.tier_timeout);
   if (!timeout.ok()) return Usage(StrCat("--tier-timeout ", ToStd(timeout.status().message())));
+  if (*timeout <= absl::ZeroDuration()) {
+    return Usage(StrCat("--tier-timeout ", o.tier_timeout, ": must be positive"));
+  }
   w::FetchOptions options;
   options.cache_dir = cache_dir;
   options.parallel = o.parallel;
@@ -206,7 +209,7 @@ int PullOne(const ModelCommandOptions& o, const std::string& cache_dir, const w:
   } else {
     std::printf(
         "%s:%s  %s verified in %s (%s local, %s/s)%s\n", m.name.c_str(), m.version.c_str(),
-        BytesToString(m.TotalBytes()).c_str(), DurationToString(result->elapsed).c_str(),
+        BytesToString(m.TotalBytes()).c_str(), fmt::format("{:.2f}s", seconds).c_str(),
         BytesToString(result->local_bytes).c_str(),
         BytesToString(static_cast<uint64_t>(double(fetched) / std::max(seconds, 1e-3))).c_str(),
         result->corrupt_chunks > 0
@@ -289,7 +292,13 @@ int RunVerify(const ModelCommandOptions& o, bool json) {
 }
 
 int RunLs(const ModelCommandOptions& o, bool json) {
-  auto models = w::ListCachedModels(CacheDir(o));
+  const std::string dir = CacheDir(o);
+  std::error_code ec;
+  // A cache dir not made yet holds no models; one that is not a directory is a wrong flag.
+  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec)) {
+    return Usage(StrCat("--cache-dir ", dir, ": not a directory"));
+  }
+  auto models = w::ListCachedModels(dir);
   if (json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& m : models) {

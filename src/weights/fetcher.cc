@@ -1,7 +1,6 @@
 #include "weights/fetcher.h"
 
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -184,7 +183,7 @@ absl::StatusOr<Manifest> Fetcher::ResolveManifest(const std::string& name,
   EXA_RETURN_IF_ERROR(ValidateName("model name", name));
   const fs::path root = options_.cache_dir;
   if (!version.empty()) {
-    EXA_RETURN_IF_ERROR(ValidateName("model version", version));
+    EXA_RETURN_IF_ERROR(ValidateVersion("model version", version));
     // Versions are immutable: a manifest already here is the version's manifest.
     auto local = LoadManifest(root, name, version);
     if (local.ok() || !absl::IsNotFound(local.status())) return local;
@@ -551,44 +550,19 @@ class PullRun {
   std::vector<std::atomic<uint64_t>> tier_bytes_;
 };
 
-// An exclusive flock on <state dir>/pull.lock: one pull of a model version into a cache at a
-// time, across this process's threads (two replicas of one model starting together) and other
-// processes (exaserve-cli beside the daemon). A second pull waits, then finds the files
-// verified. Unlocked when closed.
-class PullLock {
- public:
-  static absl::StatusOr<PullLock> Acquire(const fs::path& state_dir) {
-    std::error_code ec;
-    fs::create_directories(state_dir, ec);
-    if (ec) return ErrnoStatus(ec.value(), "create", state_dir.string());
-    const fs::path path = state_dir / "pull.lock";
-    PullLock lock(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
-    if (lock.fd_ < 0) return ErrnoStatus(errno, "open", path.string());
-    int rc;
-    while ((rc = ::flock(lock.fd_, LOCK_EX)) != 0 && errno == EINTR) {
-    }
-    if (rc != 0) return ErrnoStatus(errno, "lock", path.string());
-    return lock;
-  }
-  PullLock(PullLock&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  PullLock& operator=(PullLock&&) = delete;
-  ~PullLock() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-
- private:
-  explicit PullLock(int fd) : fd_(fd) {}
-  int fd_;
-};
-
 }  // namespace
 
 absl::StatusOr<PullResult> Fetcher::Pull(const std::string& name, const std::string& version,
                                          const std::function<void(const PullProgress&)>& progress) {
   const absl::Time start = absl::Now();
   EXA_ASSIGN_OR_RETURN(Manifest m, ResolveManifest(name, version));
-  EXA_ASSIGN_OR_RETURN(PullLock lock,
-                       PullLock::Acquire(StateDir(options_.cache_dir, m.name, m.version)));
+  // One pull of a version into a cache at a time: a second waits, then finds the files verified.
+  EXA_ASSIGN_OR_RETURN(VersionLock lock,
+                       VersionLock::Acquire(options_.cache_dir, m.name, m.version, /*wait=*/true));
+  // A removal may have come between resolving the manifest and the lock.
+  if (!LoadManifest(options_.cache_dir, m.name, m.version).ok()) {
+    EXA_RETURN_IF_ERROR(SaveManifest(options_.cache_dir, m));
+  }
   PullRun run(tiers_, options_, metrics_, m, progress);
   EXA_RETURN_IF_ERROR(run.Prepare());
   return run.Run(start);

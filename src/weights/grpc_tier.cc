@@ -69,7 +69,11 @@ class GrpcTier final : public Tier {
     grpc::Status s = Stub().GetManifest(&ctx, req, &resp);
     if (!s.ok()) return FromGrpc(s, name_);
     auto m = FromProto(resp);
-    if (!m.ok()) return Annotate(m.status(), StrCat(name_, " sent a bad manifest"));
+    // Its answer is damaged, not our request: DATA_LOSS, so the next tier is asked.
+    if (!m.ok()) {
+      return absl::DataLossError(
+          StrCat(name_, " sent a bad manifest: ", ToStd(m.status().message())));
+    }
     if (m->name != name || (!version.empty() && m->version != version)) {
       return absl::DataLossError(
           StrCat(name_, " answered with ", m->name, ":", m->version, " for ", name, ":", version));

@@ -1,6 +1,8 @@
 #include "weights/layout.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -45,6 +47,47 @@ fs::path PinPath(const fs::path& root, std::string_view name, std::string_view v
   return root / std::string(name) / StrCat(version, ".pinned");
 }
 
+fs::path LockPath(const fs::path& root, std::string_view name, std::string_view version) {
+  return root / std::string(name) / StrCat(version, ".lock");
+}
+
+absl::StatusOr<VersionLock> VersionLock::Acquire(const fs::path& root, std::string_view name,
+                                                 std::string_view version, bool wait) {
+  const fs::path path = LockPath(root, name, version);
+  for (;;) {
+    std::error_code ec;
+    fs::create_directories(path.parent_path(), ec);
+    if (ec) return ErrnoStatus(ec.value(), "create", path.parent_path());
+    VersionLock lock(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644), path);
+    if (lock.fd_ < 0) return ErrnoStatus(errno, "open", path);
+    int rc;
+    while ((rc = ::flock(lock.fd_, wait ? LOCK_EX : LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) {
+    }
+    if (rc != 0 && errno == EWOULDBLOCK) {
+      return absl::FailedPreconditionError(
+          StrCat("model ", name, ":", version, " in ", root.string(),
+                 " is being pulled (or removed) by another process; try again when it is done"));
+    }
+    if (rc != 0) return ErrnoStatus(errno, "lock", path);
+    struct stat held {
+    }, named{};
+    if (::fstat(lock.fd_, &held) == 0 && ::stat(path.c_str(), &named) == 0 &&
+        held.st_dev == named.st_dev && held.st_ino == named.st_ino) {
+      return lock;
+    }
+    // Removed (and perhaps made again) while this waited: lock what the path names now.
+  }
+}
+
+VersionLock::VersionLock(VersionLock&& o) noexcept
+    : fd_(std::exchange(o.fd_, -1)), path_(std::move(o.path_)) {}
+
+VersionLock::~VersionLock() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void VersionLock::RemoveFile() { ::unlink(path_.c_str()); }
+
 absl::Status ErrnoStatus(int err, std::string_view what, const fs::path& path) {
   std::string msg = StrCat(what, " ", path.string(), ": ", std::strerror(err));
   if (err == ENOSPC || err == EDQUOT || err == EFBIG) {
@@ -69,7 +112,7 @@ std::vector<ModelId> ListModelIds(const fs::path& root) {
         continue;
       }
       std::string version = f.substr(0, f.size() - kManifestSuffix.size());
-      if (ValidateName("version", version).ok()) out.push_back({name, version});
+      if (ValidateVersion("version", version).ok()) out.push_back({name, version});
     }
   }
   std::sort(out.begin(), out.end());
@@ -79,7 +122,7 @@ std::vector<ModelId> ListModelIds(const fs::path& root) {
 absl::StatusOr<Manifest> LoadManifest(const fs::path& root, std::string_view name,
                                       std::string_view version) {
   EXA_RETURN_IF_ERROR(ValidateName("model name", name));
-  EXA_RETURN_IF_ERROR(ValidateName("model version", version));
+  EXA_RETURN_IF_ERROR(ValidateVersion("model version", version));
   fs::path path = ManifestPath(root, name, version);
   auto text = ReadSmallFile(path, kMaxManifestJsonBytes);
   if (!text.ok()) {
@@ -87,10 +130,18 @@ absl::StatusOr<Manifest> LoadManifest(const fs::path& root, std::string_view nam
       return absl::NotFoundError(
           StrCat("model ", name, ":", version, " is not in ", root.string()));
     }
+    // Too large to be a manifest: damaged; errno failures keep their code.
+    if (absl::IsInvalidArgument(text.status())) {
+      return absl::DataLossError(text.status().message());
+    }
     return text.status();
   }
   auto manifest = ParseManifestJson(*text);
-  if (!manifest.ok()) return Annotate(manifest.status(), path.string());
+  // The name and version asked for are valid; a stored manifest that is not is damaged data
+  // (DATA_LOSS), not a bad request.
+  if (!manifest.ok()) {
+    return absl::DataLossError(StrCat(path.string(), ": ", ToStd(manifest.status().message())));
+  }
   if (manifest->name != name || manifest->version != version) {
     return absl::DataLossError(StrCat(path.string(), ": names ", manifest->name, ":",
                                       manifest->version, ", expected ", name, ":", version));
@@ -182,6 +233,12 @@ absl::Status WriteFileAtomically(const fs::path& path, std::string_view content)
 absl::StatusOr<std::string> ReadSmallFile(const fs::path& path, uint64_t max_bytes) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.fd < 0) return ErrnoStatus(errno, "open", path);
+  struct stat st {};
+  if (::fstat(fd.fd, &st) == 0 && static_cast<uint64_t>(st.st_size) > max_bytes) {
+    // Refused unread; the loop below still bounds a file that grows while read.
+    return absl::InvalidArgumentError(
+        StrCat(path.string(), ": ", st.st_size, " bytes, larger than ", max_bytes));
+  }
   std::string out;
   char buf[64 << 10];
   while (true) {

@@ -5,6 +5,7 @@
 //   ROOT/NAME/VERSION.state/PATH.done   chunks of PATH already verified (resume after restart)
 //   ROOT/NAME/VERSION.state/PATH.ok     verified marker: size, mtime and sha256 of PATH
 //   ROOT/NAME/VERSION.pinned            present: never evicted
+//   ROOT/NAME/VERSION.lock              flock of the one pull or removal of the version at a time
 //   ROOT/.chunks/AB/SHA256              rack cache: chunks by content
 //
 // Manifests and markers beside (not inside) the model directory, so no file a model ships can
@@ -32,6 +33,30 @@ fs::path ModelDir(const fs::path& root, std::string_view name, std::string_view 
 fs::path ManifestPath(const fs::path& root, std::string_view name, std::string_view version);
 fs::path StateDir(const fs::path& root, std::string_view name, std::string_view version);
 fs::path PinPath(const fs::path& root, std::string_view name, std::string_view version);
+fs::path LockPath(const fs::path& root, std::string_view name, std::string_view version);
+
+// An exclusive flock on LockPath: one writer of a version in a cache at a time, across threads
+// (two replicas of one model starting together) and processes (exaserve-cli beside the
+// daemon) — a pull, or a removal, which must not delete files a pull is writing. Unlocked when
+// destroyed. Open locks survive the file's removal, so Acquire checks, once locked, that the
+// path still names the file it locked, and locks the new one otherwise.
+class VersionLock {
+ public:
+  // Waits for the lock when `wait`, else fails at once with FAILED_PRECONDITION while another
+  // holds it.
+  static absl::StatusOr<VersionLock> Acquire(const fs::path& root, std::string_view name,
+                                             std::string_view version, bool wait);
+  VersionLock(VersionLock&& o) noexcept;
+  VersionLock& operator=(VersionLock&&) = delete;
+  ~VersionLock();
+  // Removes the lock file, still held (a removal takes everything of the version away).
+  void RemoveFile();
+
+ private:
+  VersionLock(int fd, fs::path path) : fd_(fd), path_(std::move(path)) {}
+  int fd_;
+  fs::path path_;
+};
 
 struct ModelId {
   std::string name;

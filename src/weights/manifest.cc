@@ -159,6 +159,18 @@ absl::Status ValidateName(std::string_view field, std::string_view name) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateVersion(std::string_view field, std::string_view version) {
+  EXA_RETURN_IF_ERROR(ValidateName(field, version));
+  for (std::string_view suffix :
+       {".manifest.json", ".state", ".pinned", ".lock", ".publishing", ".tmp"}) {
+    if (version.ends_with(suffix)) {
+      return Invalid(StrCat(field, " \"", version, "\": must not end in \"", suffix,
+                            "\" (the weights layout's name for files beside a version)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateRelativePath(std::string_view path) {
   std::string shown(path.substr(0, 200));
   for (char& c : shown) {
@@ -197,7 +209,7 @@ absl::Status ValidateRelativePath(std::string_view path) {
 
 absl::Status ValidateManifest(const Manifest& m) {
   EXA_RETURN_IF_ERROR(ValidateName("name", m.name));
-  EXA_RETURN_IF_ERROR(ValidateName("version", m.version));
+  EXA_RETURN_IF_ERROR(ValidateVersion("version", m.version));
   if (m.chunk_bytes < kMinChunkBytes || m.chunk_bytes > kMaxChunkBytes) {
     return Invalid(StrCat("chunk_bytes ", m.chunk_bytes, ": expected ", kMinChunkBytes, " to ",
                           kMaxChunkBytes));
@@ -214,12 +226,19 @@ absl::Status ValidateManifest(const Manifest& m) {
           "files[", i, "] \"", f.path, "\": ",
           m.files[i - 1].path == f.path ? "duplicate path" : "files must be sorted by path"));
     }
-    // "a" as a file and "a/b" as another cannot both exist on disk.
-    if (i > 0 && f.path.size() > m.files[i - 1].path.size() &&
-        f.path.compare(0, m.files[i - 1].path.size(), m.files[i - 1].path) == 0 &&
-        f.path[m.files[i - 1].path.size()] == '/') {
-      return Invalid(StrCat("files[", i, "] \"", f.path, "\": \"", m.files[i - 1].path,
-                            "\" is a file, not a directory"));
+    // "a" as a file and "a/b" as another cannot both exist on disk, wherever they sort ("a-b"
+    // comes between them). A directory of f sorts before it, among the files checked sorted.
+    for (size_t slash = f.path.find('/'); slash != std::string::npos;
+         slash = f.path.find('/', slash + 1)) {
+      const std::string_view dir(f.path.data(), slash);
+      auto files_before = m.files.begin() + static_cast<std::ptrdiff_t>(i);
+      auto found = std::lower_bound(
+          m.files.begin(), files_before, dir,
+          [](const FileEntry& e, std::string_view p) { return std::string_view(e.path) < p; });
+      if (found != files_before && found->path == dir) {
+        return Invalid(
+            StrCat("files[", i, "] \"", f.path, "\": \"", dir, "\" is a file, not a directory"));
+      }
     }
     if (f.size_bytes > kMaxFileBytes) {
       return Invalid(StrCat("file \"", f.path, "\": size_bytes ", f.size_bytes, " is over the ",
@@ -295,7 +314,7 @@ absl::StatusOr<ModelSpec> ParseModelSpec(std::string_view text) {
   EXA_RETURN_IF_ERROR(ValidateName("model name", spec.name));
   if (colon != std::string_view::npos) {
     spec.version = std::string(text.substr(colon + 1));
-    EXA_RETURN_IF_ERROR(ValidateName("model version", spec.version));
+    EXA_RETURN_IF_ERROR(ValidateVersion("model version", spec.version));
   }
   return spec;
 }

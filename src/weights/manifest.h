@@ -64,6 +64,10 @@ struct Manifest {
 
 // A model or version name: 1-128 of [A-Za-z0-9._-], not starting with '.'.
 absl::Status ValidateName(std::string_view field, std::string_view name);
+// A model version: a name (above) that does not end in a suffix the weights layout gives the
+// files beside a version's directory (".manifest.json", ".state", ".pinned", ".lock",
+// ".publishing", ".tmp"), so that no version's files can be another version's.
+absl::Status ValidateVersion(std::string_view field, std::string_view version);
 // A file path inside the model directory: relative, '/'-separated, no empty, "." or ".."
 // components, no control characters or backslashes, at most kMaxPathBytes.
 absl::Status ValidateRelativePath(std::string_view path);

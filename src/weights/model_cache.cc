@@ -133,12 +133,14 @@ absl::StatusOr<VerifyReport> VerifyModel(const fs::path& root, const std::string
 absl::Status RemoveModel(const fs::path& root, const std::string& name,
                          const std::string& version) {
   EXA_RETURN_IF_ERROR(ValidateName("model name", name));
-  EXA_RETURN_IF_ERROR(ValidateName("model version", version));
+  EXA_RETURN_IF_ERROR(ValidateVersion("model version", version));
   std::error_code ec;
   if (!fs::exists(ManifestPath(root, name, version), ec) &&
       !fs::exists(ModelDir(root, name, version), ec)) {
     return absl::NotFoundError(StrCat("model ", name, ":", version, " is not in ", root.string()));
   }
+  // Not under a pull: it would go on writing, and mark verified, files removed here.
+  EXA_ASSIGN_OR_RETURN(VersionLock lock, VersionLock::Acquire(root, name, version, /*wait=*/false));
   // The manifest first: a crash half-way leaves files no listing shows, never a listed model
   // with files missing.
   for (const fs::path& p : {ManifestPath(root, name, version), PinPath(root, name, version),
@@ -146,6 +148,7 @@ absl::Status RemoveModel(const fs::path& root, const std::string& name,
     fs::remove_all(p, ec);
     if (ec) return ErrnoStatus(ec.value(), "remove", p);
   }
+  lock.RemoveFile();
   fs::remove(root / name, ec);  // only when empty
   return absl::OkStatus();
 }

@@ -18,7 +18,7 @@ absl::StatusOr<Manifest> ComputeManifest(const fs::path& dir, std::string_view n
   m.version = std::string(version);
   m.chunk_bytes = options.chunk_bytes;
   EXA_RETURN_IF_ERROR(ValidateName("model name", name));
-  EXA_RETURN_IF_ERROR(ValidateName("model version", version));
+  EXA_RETURN_IF_ERROR(ValidateVersion("model version", version));
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
     return absl::NotFoundError(StrCat(dir.string(), ": not a directory"));
@@ -71,42 +71,96 @@ absl::StatusOr<Manifest> ComputeManifest(const fs::path& dir, std::string_view n
   return m;
 }
 
+namespace {
+
+// Refuses what cannot be published as a model before anything is copied: a --dir that is not a
+// directory, entries other than files and directories (FIFOs, sockets, devices, dangling
+// links), and directories nested deeper than any model's (a symlink loop: links are followed,
+// as in Hugging Face snapshot directories, whose files link into a blob store).
+absl::Status CheckSource(const fs::path& dir) {
+  constexpr int kMaxDepth = 32;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return absl::InvalidArgumentError(StrCat(dir.string(), ": not a directory"));
+  }
+  auto it =
+      fs::recursive_directory_iterator(dir, fs::directory_options::follow_directory_symlink, ec);
+  if (ec) return ErrnoStatus(ec.value(), "list", dir);
+  for (; it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) return ErrnoStatus(ec.value(), "list", dir);
+    if (it.depth() > kMaxDepth) {
+      return absl::InvalidArgumentError(StrCat(it->path().string(), ": nested more than ",
+                                               kMaxDepth, " directories deep (a symlink loop?)"));
+    }
+    const fs::file_status st = it->status(ec);  // through links
+    if (ec) return ErrnoStatus(ec.value(), "stat", it->path());
+    if (!fs::is_regular_file(st) && !fs::is_directory(st)) {
+      return absl::InvalidArgumentError(
+          StrCat(it->path().string(),
+                 ": not a regular file or directory (a model holds only "
+                 "those)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<Manifest> PublishModel(const fs::path& dir, const fs::path& origin,
                                       std::string_view name, std::string_view version,
                                       const ComputeOptions& options) {
   EXA_RETURN_IF_ERROR(ValidateName("model name", name));
-  EXA_RETURN_IF_ERROR(ValidateName("model version", version));
+  EXA_RETURN_IF_ERROR(ValidateVersion("model version", version));
   std::error_code ec;
   fs::path target = ModelDir(origin, name, version);
   bool in_place = fs::exists(target, ec) && fs::equivalent(dir, target, ec);
   auto existing = LoadManifest(origin, name, version);
-  if (!in_place) {
-    if (existing.ok() || fs::exists(target, ec)) {
-      return absl::AlreadyExistsError(StrCat("model ", name, ":", version, " already exists in ",
-                                             origin.string(), "; versions are immutable"));
-    }
-    fs::path staging = target;
-    staging += ".publishing";
-    fs::remove_all(staging, ec);
-    fs::create_directories(staging.parent_path(), ec);
-    fs::copy(dir, staging, fs::copy_options::recursive, ec);
-    if (ec) {
-      fs::remove_all(staging, ec);
-      return ErrnoStatus(ec.value(), "copy into", staging);
-    }
-    fs::rename(staging, target, ec);
-    if (ec) return ErrnoStatus(ec.value(), "rename into", target);
-  }
-  EXA_ASSIGN_OR_RETURN(Manifest m, ComputeManifest(target, name, version, options));
-  if (existing.ok()) {
-    if (ManifestDigest(*existing) != ManifestDigest(m)) {
+  if (in_place) {
+    // Already in the origin (published where it lies): hash it there.
+    EXA_ASSIGN_OR_RETURN(Manifest m, ComputeManifest(target, name, version, options));
+    if (!existing.ok()) {
+      EXA_RETURN_IF_ERROR(SaveManifest(origin, m));
+    } else if (ManifestDigest(*existing) != ManifestDigest(m)) {
       return absl::AlreadyExistsError(StrCat("model ", name, ":", version,
                                              " is published with other content; versions are "
                                              "immutable"));
     }
     return m;
   }
-  EXA_RETURN_IF_ERROR(SaveManifest(origin, m));
+  if (existing.ok() || fs::exists(target, ec)) {
+    return absl::AlreadyExistsError(StrCat("model ", name, ":", version, " already exists in ",
+                                           origin.string(), "; versions are immutable"));
+  }
+  EXA_RETURN_IF_ERROR(CheckSource(dir));
+  // Copied and hashed under a staging name the version check keeps apart from every version's
+  // own files; it becomes the version's directory only once its manifest is computed, so a
+  // failed publish leaves nothing a retry would take for a published version.
+  fs::path staging = target;
+  staging += ".publishing";
+  fs::remove_all(staging, ec);
+  fs::create_directories(staging.parent_path(), ec);
+  if (ec) return ErrnoStatus(ec.value(), "create", staging.parent_path());
+  fs::copy(dir, staging, fs::copy_options::recursive, ec);
+  if (ec) {
+    const std::error_code copy_error = ec;
+    fs::remove_all(staging, ec);
+    return ErrnoStatus(copy_error.value(), StrCat("copy ", dir.string(), " into"), staging);
+  }
+  absl::StatusOr<Manifest> m = ComputeManifest(staging, name, version, options);
+  if (m.ok()) {
+    fs::rename(staging, target, ec);
+    if (ec) m = ErrnoStatus(ec.value(), "rename into", target);
+  }
+  if (!m.ok()) {
+    fs::remove_all(staging, ec);
+    return m.status();
+  }
+  // The manifest last: until it is written the version is not listed, and a failure to write
+  // it takes the directory back out.
+  if (absl::Status saved = SaveManifest(origin, *m); !saved.ok()) {
+    fs::remove_all(target, ec);
+    return saved;
+  }
   return m;
 }
 

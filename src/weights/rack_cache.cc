@@ -106,7 +106,7 @@ absl::StatusOr<Manifest> RackCache::GetManifest(const std::string& name,
   EXA_RETURN_IF_ERROR(ValidateName("model name", name));
   std::string v = version;
   if (!v.empty()) {
-    EXA_RETURN_IF_ERROR(ValidateName("model version", v));
+    EXA_RETURN_IF_ERROR(ValidateVersion("model version", v));
     auto local = LoadManifest(options_.root, name, v);
     if (local.ok() || !absl::IsNotFound(local.status())) return local;
   }
@@ -125,7 +125,7 @@ absl::StatusOr<Manifest> RackCache::GetManifest(const std::string& name,
 
 absl::StatusOr<std::unique_ptr<ChunkReader>> RackCache::OpenChunk(
     const ChunkKey& key, const std::function<bool()>& cancelled) {
-  EXA_RETURN_IF_ERROR(ValidateName("model version", key.version));
+  EXA_RETURN_IF_ERROR(ValidateVersion("model version", key.version));
   const std::string id = StrCat(key.name, ":", key.version);
   std::shared_ptr<const Manifest> m;
   {

@@ -45,11 +45,26 @@ absl::StatusOr<const ChunkRef*> FindChunk(const Manifest& manifest, const ChunkK
 
 absl::StatusOr<std::vector<ModelRef>> DirectorySource::ListModels() {
   std::vector<ModelRef> out;
+  std::map<ModelId, Listed> listed;
+  absl::MutexLock lock(&mu_);
   for (const ModelId& id : ListModelIds(root_)) {
-    auto m = LoadManifest(root_, id.name, id.version);
-    if (!m.ok()) continue;  // a half-written or damaged manifest is not a model
-    out.push_back({id.name, id.version, ManifestDigest(*m)});
+    struct stat st {};
+    if (::stat(ManifestPath(root_, id.name, id.version).c_str(), &st) != 0) continue;
+    const int64_t mtime_ns = int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec;
+    auto it = listed_.find(id);
+    Listed entry;
+    if (it != listed_.end() && it->second.mtime_ns == mtime_ns &&
+        it->second.size == static_cast<uint64_t>(st.st_size)) {
+      entry = it->second;
+    } else {
+      entry = {mtime_ns, static_cast<uint64_t>(st.st_size), ""};
+      auto m = LoadManifest(root_, id.name, id.version);
+      if (m.ok()) entry.digest = ManifestDigest(*m);  // else half-written or damaged: no model
+    }
+    if (!entry.digest.empty()) out.push_back({id.name, id.version, entry.digest});
+    listed.emplace(id, std::move(entry));
   }
+  listed_ = std::move(listed);  // forgets manifests gone since
   return out;
 }
 
@@ -65,7 +80,7 @@ absl::StatusOr<Manifest> DirectorySource::GetManifest(const std::string& name,
 
 absl::StatusOr<std::unique_ptr<ChunkReader>> DirectorySource::OpenChunk(
     const ChunkKey& key, const std::function<bool()>&) {
-  EXA_RETURN_IF_ERROR(ValidateName("model version", key.version));
+  EXA_RETURN_IF_ERROR(ValidateVersion("model version", key.version));
   EXA_RETURN_IF_ERROR(ValidateRelativePath(key.path));
   EXA_ASSIGN_OR_RETURN(Manifest m, LoadManifest(root_, key.name, key.version));
   EXA_ASSIGN_OR_RETURN(const ChunkRef* chunk, FindChunk(m, key));

@@ -7,11 +7,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "weights/layout.h"
 #include "weights/manifest.h"
 
 namespace exa::weights {
@@ -91,6 +94,15 @@ class DirectorySource final : public WeightsSource {
 
  private:
   const std::string root_;
+  // ListModels' digests by manifest, kept while the file's size and mtime stay the same: a
+  // listing stats each manifest and parses only new or changed ones.
+  struct Listed {
+    int64_t mtime_ns = 0;
+    uint64_t size = 0;
+    std::string digest;  // "" when the manifest did not load: not a model
+  };
+  absl::Mutex mu_;
+  std::map<ModelId, Listed> listed_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace exa::weights

@@ -115,7 +115,7 @@ grpc::Status WeightsService::FetchChunk(grpc::ServerContext* context,
     return ToGrpc(s);
   };
   absl::Status valid = ValidateName("name", request->name());
-  if (valid.ok()) valid = ValidateName("version", request->version());
+  if (valid.ok()) valid = ValidateVersion("version", request->version());
   if (valid.ok()) valid = ValidateRelativePath(request->path());
   if (!valid.ok()) return fail(valid);
   ChunkKey key{request->name(), request->version(), request->path(), request->chunk_index()};

@@ -93,6 +93,29 @@ TEST_CASE("Duplicate, unsorted and file-as-directory paths are refused", "[weigh
   std::sort(m.files.begin(), m.files.end(),
             [](const FileEntry& a, const FileEntry& b) { return a.path < b.path; });
   CHECK_THAT(ErrorOf(m), Catch::Contains("is a file, not a directory"));
+  // ... also when another file sorts between them ("a" < "a-b" < "a/b"), and deeper down.
+  for (const char* between : {"config.json-b", "config.json.x"}) {
+    m = Sample();
+    m.files.push_back(m.files[0]);
+    m.files[2].path = between;
+    m.files[3].path = "config.json/deeper/x";
+    std::sort(m.files.begin(), m.files.end(),
+              [](const FileEntry& a, const FileEntry& b) { return a.path < b.path; });
+    CHECK_THAT(ErrorOf(m), Catch::Contains("\"config.json\" is a file, not a directory"));
+  }
+}
+
+TEST_CASE("Versions may not end in the layout's suffixes for files beside a version", "[weights]") {
+  for (const char* v :
+       {"v1.publishing", "v1.pinned", "v1.state", "v1.lock", "v1.manifest.json", "v1.tmp"}) {
+    INFO(v);
+    CHECK(ValidateVersion("version", v).code() == absl::StatusCode::kInvalidArgument);
+    CHECK(ValidateName("name", v).ok());  // as model names they are fine
+  }
+  CHECK(ValidateVersion("version", "v1.pinnedx").ok());
+  Manifest m = Sample();
+  m.version = "v2.pinned";
+  CHECK_THAT(ErrorOf(m), Catch::Contains("must not end in \".pinned\""));
 }
 
 TEST_CASE("Absurd sizes and chunk counts are refused", "[weights]") {

@@ -1,5 +1,10 @@
 // Publishing computes a manifest an origin can serve; model verify names a flipped chunk; rm,
 // pin and the verified markers behave as the CLI promises.
+#include <sys/stat.h>
+
+#include <atomic>
+#include <thread>
+
 #include <catch2/catch.hpp>
 
 #include "test_tiers.h"
@@ -80,6 +85,75 @@ TEST_CASE("ls, pin and rm", "[weights]") {
   CHECK(ListCachedModels(tmp.path / "c").empty());
   CHECK(absl::IsNotFound(RemoveModel(tmp.path / "c", "tiny", "v1")));
   CHECK(absl::IsInvalidArgument(RemoveModel(tmp.path / "c", "..", "v1")));
+}
+
+TEST_CASE("A failed publish leaves nothing behind, so the version can be published after all",
+          "[weights]") {
+  TempDir tmp;
+  const fs::path origin = tmp.path / "origin";
+  testing::WriteModelDir(tmp.path / "src", {5000});
+  std::ofstream(tmp.path / "src" / "bad\\name") << "x";  // a path a manifest refuses
+  auto failed = PublishModel(tmp.path / "src", origin, "tiny", "v1", {.chunk_bytes = 4096});
+  REQUIRE_FALSE(failed.ok());
+  CHECK_THAT(std::string(failed.status().message()), Catch::Contains("bad\\name"));
+  CHECK_FALSE(fs::exists(ModelDir(origin, "tiny", "v1")));
+  CHECK_FALSE(fs::exists(ModelDir(origin, "tiny", "v1.publishing")));
+  fs::remove(tmp.path / "src" / "bad\\name");
+  REQUIRE(PublishModel(tmp.path / "src", origin, "tiny", "v1", {.chunk_bytes = 4096}).ok());
+
+  // Not a directory, a FIFO: refused naming the path, before anything is copied.
+  std::ofstream(tmp.path / "afile") << "x";
+  auto file = PublishModel(tmp.path / "afile", origin, "tiny", "v2", {});
+  CHECK(absl::IsInvalidArgument(file.status()));
+  CHECK_THAT(std::string(file.status().message()), Catch::Contains("not a directory"));
+  REQUIRE(::mkfifo((tmp.path / "src" / "fifo").c_str(), 0600) == 0);
+  auto fifo = PublishModel(tmp.path / "src", origin, "tiny", "v2", {});
+  CHECK_THAT(std::string(fifo.status().message()), Catch::Contains("fifo: not a regular file"));
+  CHECK_FALSE(fs::exists(ModelDir(origin, "tiny", "v2")));
+  // A version named like the layout's files beside another version is refused.
+  fs::remove(tmp.path / "src" / "fifo");
+  CHECK(absl::IsInvalidArgument(
+      PublishModel(tmp.path / "src", origin, "tiny", "v1.publishing", {}).status()));
+  CHECK(LoadManifest(origin, "tiny", "v1").ok());
+}
+
+TEST_CASE("rm refuses a version being pulled; a pull waiting on rm's lock locks the new file",
+          "[weights]") {
+  TempDir tmp;
+  testing::WriteModelDir(tmp.path / "src", {5000});
+  REQUIRE(PublishModel(tmp.path / "src", tmp.path / "c", "tiny", "v1", {.chunk_bytes = 4096}).ok());
+  {
+    auto pulling = VersionLock::Acquire(tmp.path / "c", "tiny", "v1", /*wait=*/true);
+    REQUIRE(pulling.ok());
+    absl::Status rm = RemoveModel(tmp.path / "c", "tiny", "v1");
+    CHECK(absl::IsFailedPrecondition(rm));
+    CHECK_THAT(std::string(rm.message()), Catch::Contains("being pulled"));
+    CHECK(LoadManifest(tmp.path / "c", "tiny", "v1").ok());
+  }
+  auto rm_lock = VersionLock::Acquire(tmp.path / "c", "tiny", "v1", /*wait=*/false);
+  REQUIRE(rm_lock.ok());
+  std::atomic<bool> locked{false};
+  std::thread waiter([&] {
+    auto lock = VersionLock::Acquire(tmp.path / "c", "tiny", "v1", /*wait=*/true);
+    locked = lock.ok();
+    // It holds the file the path names, so a third taker is refused.
+    CHECK(absl::IsFailedPrecondition(
+        VersionLock::Acquire(tmp.path / "c", "tiny", "v1", /*wait=*/false).status()));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK_FALSE(locked);
+  rm_lock->RemoveFile();
+  { auto released = std::move(*rm_lock); }
+  waiter.join();
+  CHECK(locked);
+}
+
+TEST_CASE("A damaged manifest in a store is DATA_LOSS, not a bad request", "[weights]") {
+  TempDir tmp;
+  testing::WriteModelDir(tmp.path / "src", {5000});
+  REQUIRE(PublishModel(tmp.path / "src", tmp.path / "c", "tiny", "v1", {.chunk_bytes = 4096}).ok());
+  std::ofstream(ManifestPath(tmp.path / "c", "tiny", "v1")) << "{\"files\": [";
+  CHECK(absl::IsDataLoss(LoadManifest(tmp.path / "c", "tiny", "v1").status()));
 }
 
 }  // namespace
