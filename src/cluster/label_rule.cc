@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/chars.h"
+#include "common/status.h"
 #include "common/strings.h"
 
 namespace exa::cluster {
@@ -51,14 +53,25 @@ LabelRule LabelChange(const Labels& current, const Labels& want) {
   return change;
 }
 
-absl::Status ValidateChange(const Labels& set, const std::vector<std::string>& remove) {
+absl::Status ValidateLabels(const Labels& labels) {
   constexpr size_t kMaxKey = 64, kMaxValue = 128;
-  for (const auto& [k, v] : set) {
-    if (k.empty() || k.size() > kMaxKey || v.size() > kMaxValue) {
-      return absl::InvalidArgumentError(StrCat("labels: \"", k, "\": keys are 1 to ", kMaxKey,
-                                               " characters, values at most ", kMaxValue));
+  for (const auto& [k, v] : labels) {
+    const bool printable = std::all_of(v.begin(), v.end(), [](char c) {
+      return static_cast<unsigned char>(c) >= 0x20 && c != 0x7f;
+    });
+    if (k.empty() || k.size() > kMaxKey || !OnlyAlnumOr(k, "._/-") || v.size() > kMaxValue ||
+        !printable) {
+      return absl::InvalidArgumentError(
+          StrCat("labels: \"", k, "\": keys are 1 to ", kMaxKey,
+                 " of letters, digits, '.', '_', '/', '-'; values at most ", kMaxValue,
+                 " printable characters"));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateChange(const Labels& set, const std::vector<std::string>& remove) {
+  EXA_RETURN_IF_ERROR(ValidateLabels(set));
   std::vector<std::string> touched = remove;
   for (const auto& [k, v] : set) touched.push_back(k);
   for (const std::string& k : touched) {

@@ -47,8 +47,12 @@ LabelRule LabelChange(const Labels& current, const Labels& want);
 // scheduler's): no rule sets or removes them.
 inline constexpr std::string_view kReservedLabelPrefix = "exaserve.io/";
 
-// INVALID_ARGUMENT naming the key when a label to set has an empty or over-64-character key or a
-// value over 128 characters, or when a key to set or remove is reserved.
+// INVALID_ARGUMENT naming the key unless every key is 1-64 of [A-Za-z0-9._/-] and every value at
+// most 128 printable characters: labels travel in gossip, metric labels and logs.
+absl::Status ValidateLabels(const Labels& labels);
+
+// ValidateLabels on the labels to set, and INVALID_ARGUMENT when a key to set or remove is
+// reserved.
 absl::Status ValidateChange(const Labels& set, const std::vector<std::string>& remove);
 
 // The stored rule for a selector after another `replica label` with it: later settings win, a

@@ -1,5 +1,7 @@
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 namespace exa {
@@ -12,6 +14,29 @@ inline bool OnlyAlnumOr(std::string_view s, std::string_view extra) {
     if (!alnum && extra.find(c) == std::string_view::npos) return false;
   }
   return true;
+}
+
+// Position of the first byte of `s` that is not well-formed UTF-8 (overlong forms and surrogates
+// included), or npos: protobuf refuses to carry such strings, and JSON cannot.
+inline size_t FindInvalidUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return i;
+    for (size_t k = 1; k < n; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return i;
+    }
+    // Overlong forms and surrogates are invalid too.
+    uint32_t cp = n == 1 ? c : n == 2 ? c & 0x1f : n == 3 ? c & 0x0f : c & 0x07;
+    for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
+    if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff) {
+      return i;
+    }
+    i += n;
+  }
+  return std::string_view::npos;
 }
 
 }  // namespace exa

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <sstream>
 
@@ -246,8 +247,26 @@ absl::Status Schema::Set(std::string_view path, std::string_view value, std::str
   return absl::OkStatus();
 }
 
+std::string PositiveBytes(const Bytes& v) { return v.value > 0 ? "" : "0: must be more than 0"; }
+
+std::string PositiveDuration(const absl::Duration& v) {
+  return v > absl::ZeroDuration() ? "" : StrCat(DurationToString(v), ": must be more than 0");
+}
+
+Validator<Bytes> BytesBetween(uint64_t lo, uint64_t hi) {
+  return [lo, hi](const Bytes& v) {
+    return v.value >= lo && v.value <= hi ? std::string()
+                                          : StrCat(BytesToString(v.value), ": expected ",
+                                                   BytesToString(lo), " to ", BytesToString(hi));
+  };
+}
+
 absl::Status Schema::LoadYamlFile(const std::string& path) {
   YAML::Node root;
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return absl::InvalidArgumentError(StrCat(path, ": is a directory, not a config file"));
+  }
   try {
     root = YAML::LoadFile(path);
   } catch (const YAML::BadFile&) {
@@ -255,6 +274,8 @@ absl::Status Schema::LoadYamlFile(const std::string& path) {
   } catch (const YAML::ParserException& e) {
     return absl::InvalidArgumentError(
         StrCat(YamlLocation(path, e.mark), ": invalid YAML: ", e.msg));
+  } catch (const std::exception& e) {  // an I/O failure while reading
+    return absl::InvalidArgumentError(StrCat(path, ": cannot read config file: ", e.what()));
   }
   return WalkYaml(root, "", path);
 }
@@ -327,8 +348,12 @@ absl::Status Schema::LoadEnvironment(const char* const* envp) {
     if (eq == std::string_view::npos) continue;
     std::string_view name = entry.substr(0, eq);
     std::string_view value = entry.substr(eq + 1);
-    // Variables of the tools, not configuration (exaserve-cli's token), share the prefix.
-    if (name == "EXASERVE_TOKEN") continue;
+    // exaserve-cli's own variables share the prefix; they are not daemon configuration (and a
+    // shell set up for the CLI must not stop the daemon). EXASERVE_WEIGHTS_ORIGIN is both.
+    static constexpr std::string_view kCliOnly[] = {"EXASERVE_TOKEN",     "EXASERVE_TLS_CA",
+                                                    "EXASERVE_TLS_CERT",  "EXASERVE_TLS_KEY",
+                                                    "EXASERVE_CACHE_DIR", "EXASERVE_RACK_CACHE"};
+    if (std::find(std::begin(kCliOnly), std::end(kCliOnly), name) != std::end(kCliOnly)) continue;
     // Sections have no underscore, so the first one after the prefix ends the section.
     std::string rest(name.substr(kPrefix.size()));
     for (char& c : rest) c = static_cast<char>(std::tolower(c));

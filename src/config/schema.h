@@ -36,6 +36,12 @@ struct Bytes {
 template <typename T>
 using Validator = std::function<std::string(const T&)>;
 
+// Validators for limits that stop a node working at 0 (every request refused, every RPC too big).
+std::string PositiveBytes(const Bytes& v);
+std::string PositiveDuration(const absl::Duration& v);
+// Bytes in [lo, hi] (a limit a library keeps in fewer bits than 64).
+Validator<Bytes> BytesBetween(uint64_t lo, uint64_t hi);
+
 class Schema {
  public:
   Schema();

@@ -21,11 +21,12 @@ absl::Status ErrnoError(std::string_view what, const std::string& path) {
   return absl::PermissionDeniedError(StrCat(what, " ", path, ": ", std::strerror(errno)));
 }
 
-bool ValidId(const std::string& id) {
-  return !id.empty() && id.size() <= 64 && OnlyAlnumOr(id, "-_.");
-}
-
 }  // namespace
+
+std::string NodeIdError(const std::string& id) {
+  if (!id.empty() && id.size() <= 64 && OnlyAlnumOr(id, "-_.")) return "";
+  return StrCat("\"", id.substr(0, 80), "\": expected 1-64 of [A-Za-z0-9._-]");
+}
 
 std::string NewUuid() {
   std::random_device rd;
@@ -73,16 +74,22 @@ absl::StatusOr<std::string> LoadOrCreateNodeId(const std::string& data_dir,
   }
   std::string path = data_dir + "/node_id";
   if (!configured_id.empty()) {
-    if (!ValidId(configured_id)) {
-      return absl::InvalidArgumentError(
-          StrCat("node.id \"", configured_id, "\": expected 1-64 of [A-Za-z0-9._-]"));
+    if (std::string error = NodeIdError(configured_id); !error.empty()) {
+      return absl::InvalidArgumentError(StrCat("node.id ", error));
     }
     EXA_RETURN_IF_ERROR(WriteFileAtomically(path, configured_id + "\n"));
     return configured_id;
   }
   std::ifstream in(path);
   std::string id;
-  if (in && std::getline(in, id) && ValidId(id)) return id;
+  if (in && std::getline(in, id)) {
+    if (NodeIdError(id).empty()) return id;
+    // Never replaced silently: the id is this node's identity in the cluster (placement, the
+    // spec store, metrics). Someone edited or damaged the file.
+    return absl::FailedPreconditionError(StrCat(path, " holds ", NodeIdError(id),
+                                                "; fix it, remove it (a new id is made), or ",
+                                                "set --node-id"));
+  }
   id = NewUuid();
   EXA_RETURN_IF_ERROR(WriteFileAtomically(path, id + "\n"));
   return id;

@@ -8,6 +8,10 @@
 
 namespace exa::daemon {
 
+// "" when `id` can name a node (1-64 of [A-Za-z0-9._-]: it lands in paths, metric labels and
+// logs); else why not, naming the value.
+std::string NodeIdError(const std::string& id);
+
 // Creates `data_dir` if needed and checks it is writable (a clear error names the path), then
 // returns the id in data_dir/node_id, creating it (atomically) on first start. A non-empty
 // `configured_id` wins and is stored.

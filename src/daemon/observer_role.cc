@@ -81,7 +81,8 @@ void RegisterObserverConfig(config::Schema& s, ObserverOptions* o) {
   s.Add<int>("observer.scrape_concurrency", &o->scrape_concurrency, "scrapes in flight at once",
              AtLeastOne);
   s.Add("observer.scrape_max_bytes", &o->scrape_max_bytes,
-        "largest /metrics body read from one member");
+        "largest /metrics body read from one member",
+        config::Validator<config::Bytes>(config::PositiveBytes));
   s.Add<int>("observer.history_samples", &o->history_samples,
              "samples kept per series (the rules look back at most a few minutes)", AtLeastOne);
   s.Add<int>("observer.max_series", &o->max_series,

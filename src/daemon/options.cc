@@ -8,8 +8,11 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "common/chars.h"
+#include "common/host_port.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "daemon/node_identity.h"
 #include "daemon/observer_role.h"
 #include "daemon/weights_role.h"
 
@@ -34,14 +37,7 @@ std::string ValidateRoles(const std::vector<std::string>& roles) {
 
 std::string ValidateJoin(const std::vector<std::string>& peers) {
   for (const std::string& p : peers) {
-    size_t colon = p.rfind(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 == p.size()) {
-      return StrCat("\"", p, "\": expected host:port");
-    }
-    std::string port = p.substr(colon + 1);
-    if (!std::all_of(port.begin(), port.end(), ::isdigit) || std::stoul(port) > 65535) {
-      return StrCat("\"", p, "\": port must be 1-65535");
-    }
+    if (std::string error = HostPortError(p); !error.empty()) return error;
   }
   return "";
 }
@@ -66,21 +62,49 @@ std::string FirstInterfaceAddress() {
 
 std::string NotEmpty(const std::string& v) { return v.empty() ? "must not be empty" : ""; }
 
+// Racks name placement domains and storage peers; they travel in gossip and metric labels.
+std::string ValidateRack(const std::string& v) {
+  if (!v.empty() && v.size() <= 64 && OnlyAlnumOr(v, "-_.")) return "";
+  return StrCat("\"", v.substr(0, 80), "\": expected 1-64 of [A-Za-z0-9._-]");
+}
+
+// Listeners bind an IP address (0.0.0.0 or :: for every interface), not a name.
+std::string ValidateBind(const std::string& v) {
+  in6_addr buf6;
+  in_addr buf4;
+  if (inet_pton(AF_INET, v.c_str(), &buf4) == 1 || inet_pton(AF_INET6, v.c_str(), &buf6) == 1) {
+    return "";
+  }
+  return StrCat("\"", v, "\": expected an IPv4 or IPv6 address, e.g. 0.0.0.0 or 10.0.0.5");
+}
+
+// What peers dial: an IP address or a host name, without a port.
+std::string ValidateAdvertise(const std::string& v) {
+  if (v.empty() || ValidateBind(v).empty()) return "";
+  const bool hostname =
+      v.size() <= 253 && OnlyAlnumOr(v, "-.") && v.front() != '-' && v.front() != '.';
+  return hostname ? "" : StrCat("\"", v, "\": expected an IP address or a host name (no port)");
+}
+
 }  // namespace
 
 void RegisterConfig(config::Schema& s, DaemonOptions* o) {
-  s.Add("node.id", &o->node.id, "stable node id; empty: generated once, kept in data_dir/node_id");
+  s.Add<std::string>("node.id", &o->node.id,
+                     "stable node id; empty: generated once, kept in data_dir/node_id",
+                     [](const std::string& v) { return v.empty() ? "" : NodeIdError(v); });
   s.Add<std::string>("node.rack", &o->node.rack, "rack this node is in (placement, storage peers)",
-                     NotEmpty);
+                     ValidateRack);
   s.Add<std::vector<std::string>>(
       "node.roles", &o->node.roles,
       "roles: inference, gateway, scheduler, storage, observer, or auto", ValidateRoles);
   s.Add("node.data_dir", &o->node.data_dir,
         "state directory; empty: /var/lib/exaserve as root, else ~/.local/state/exaserve");
   s.Add("node.cache_dir", &o->node.cache_dir, "model weight cache; empty: <data_dir>/cache");
-  s.Add<std::string>("network.bind", &o->network.bind, "address every listener binds", NotEmpty);
-  s.Add("network.advertise", &o->network.advertise,
-        "address peers use to reach this node; empty: derived from bind");
+  s.Add<std::string>("network.bind", &o->network.bind, "address every listener binds",
+                     ValidateBind);
+  s.Add<std::string>("network.advertise", &o->network.advertise,
+                     "address peers use to reach this node; empty: derived from bind",
+                     ValidateAdvertise);
   s.Add("network.gossip_port", &o->network.gossip_port, "membership gossip port (UDP and TCP)");
   s.Add("network.grpc_port", &o->network.grpc_port, "gRPC port (inference, admin, node APIs)");
   s.Add("network.http_port", &o->network.http_port,

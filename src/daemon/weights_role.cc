@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "absl/time/clock.h"
+#include "common/host_port.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/strings.h"
@@ -25,14 +26,7 @@ std::string ValidateModels(const std::vector<std::string>& models) {
   return "";
 }
 
-std::string ValidateAddress(const std::string& a) {
-  if (a.empty()) return "";
-  size_t colon = a.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == a.size()) {
-    return StrCat("\"", a, "\": expected host:port");
-  }
-  return "";
-}
+std::string ValidateAddress(const std::string& a) { return a.empty() ? "" : HostPortError(a); }
 
 }  // namespace
 
@@ -47,7 +41,8 @@ void RegisterWeightsConfig(config::Schema& s, WeightsOptions* o) {
   s.Add<int>("weights.parallel", &o->parallel, "parallel chunk streams per pull",
              [](const int& v) { return v >= 1 && v <= 256 ? "" : StrCat(v, ": expected 1-256"); });
   s.Add("weights.tier_timeout", &o->tier_timeout,
-        "one chunk from one tier may take this long before the next tier is tried");
+        "one chunk from one tier may take this long before the next tier is tried",
+        config::Validator<absl::Duration>(config::PositiveDuration));
   s.Add<int>("weights.max_streams_total", &o->max_streams_total,
              "chunk streams a storage node serves at once",
              [](const int& v) { return v >= 1 ? "" : StrCat(v, ": must be positive"); });

@@ -50,7 +50,8 @@ void RegisterConfig(config::Schema& s, std::string_view section, GatewayOptions*
              "max_tokens when a request gives none", PositiveInt);
   s.Add<int>(p + ".max_tokens_limit", &o->max_tokens_limit, "largest max_tokens accepted",
              PositiveInt);
-  s.Add(p + ".max_prompt_bytes", &o->max_prompt_bytes, "largest prompt text accepted");
+  s.Add(p + ".max_prompt_bytes", &o->max_prompt_bytes, "largest prompt text accepted",
+        config::Validator<config::Bytes>(config::PositiveBytes));
   s.Add(p + ".api_keys_file", &o->api_keys_file,
         "file of SHA-256 hashes of API keys (exaserve-cli apikey new); empty: no auth");
 }
@@ -80,27 +81,6 @@ int HttpStatusFor(absl::StatusCode code) {
     default:
       return 500;
   }
-}
-
-size_t FindInvalidUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    auto c = static_cast<unsigned char>(s[i]);
-    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return i;
-    for (size_t k = 1; k < n; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return i;
-    }
-    // Overlong forms and surrogates are invalid too.
-    uint32_t cp = n == 1 ? c : n == 2 ? c & 0x1f : n == 3 ? c & 0x0f : c & 0x07;
-    for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
-    if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
-        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff) {
-      return i;
-    }
-    i += n;
-  }
-  return std::string_view::npos;
 }
 
 void Call::Cancel() {

@@ -173,7 +173,5 @@ int HttpStatusFor(absl::StatusCode code);
 absl::Status FieldError(std::string_view field, std::string_view message);
 // The field a FieldError names; "" for any other status.
 std::string ErrorField(const absl::Status& status);
-// Position of the first invalid UTF-8 byte, or npos.
-size_t FindInvalidUtf8(std::string_view text);
 
 }  // namespace exa::gateway

@@ -15,13 +15,15 @@ namespace exa::net {
 
 void RegisterConfig(config::Schema& schema, std::string_view section, GrpcServerOptions* options) {
   std::string s(section);
+  // gRPC keeps it in an int; below a few KiB no status or membership answer fits.
   schema.Add(s + ".max_message_bytes", &options->max_message_bytes,
-             "largest gRPC message received or sent");
+             "largest gRPC message received or sent", config::BytesBetween(64 << 10, INT32_MAX));
   schema.Add<int>(s + ".max_concurrent_streams", &options->max_concurrent_streams,
                   "concurrent calls per client connection",
                   [](const int& v) { return v > 0 ? "" : StrCat(v, ": must be positive"); });
   schema.Add(s + ".keepalive_time", &options->keepalive_time,
-             "HTTP/2 keepalive ping interval on idle connections");
+             "HTTP/2 keepalive ping interval on idle connections",
+             config::Validator<absl::Duration>(config::PositiveDuration));
 }
 
 GrpcServer::GrpcServer(GrpcServerOptions options) : options_(std::move(options)) {}

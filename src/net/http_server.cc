@@ -76,20 +76,27 @@ struct Route {
 void RegisterConfig(config::Schema& schema, std::string_view section, HttpServerOptions* options) {
   std::string s(section);
   schema.Add(s + ".max_body_bytes", &options->max_body_bytes,
-             "largest request body accepted; larger gets 413");
+             "largest request body accepted; larger gets 413",
+             config::Validator<config::Bytes>(config::PositiveBytes));
+  // Beast keeps the head limit in 32 bits.
   schema.Add(s + ".max_header_bytes", &options->max_header_bytes,
-             "largest request head (request line + headers); larger gets 431");
+             "largest request head (request line + headers); larger gets 431",
+             config::BytesBetween(1 << 10, 1 << 30));
   schema.Add(s + ".read_timeout", &options->read_timeout,
-             "time allowed to receive a whole request; slower gets 408");
+             "time allowed to receive a whole request; slower gets 408",
+             config::Validator<absl::Duration>(config::PositiveDuration));
   schema.Add(s + ".idle_timeout", &options->idle_timeout,
-             "keep-alive connections idle this long are closed");
+             "keep-alive connections idle this long are closed",
+             config::Validator<absl::Duration>(config::PositiveDuration));
   schema.Add(s + ".write_timeout", &options->write_timeout,
-             "a client that does not take a write this long is disconnected");
+             "a client that does not take a write this long is disconnected",
+             config::Validator<absl::Duration>(config::PositiveDuration));
   schema.Add<int>(s + ".max_connections", &options->max_connections,
                   "open connections beyond this get 503 and are closed",
                   [](const int& v) { return v > 0 ? "" : StrCat(v, ": must be positive"); });
   schema.Add(s + ".max_stream_buffer_bytes", &options->max_stream_buffer_bytes,
-             "unsent streaming data per response before the stream is treated as stalled");
+             "unsent streaming data per response before the stream is treated as stalled",
+             config::Validator<config::Bytes>(config::PositiveBytes));
 }
 
 class Connection;

@@ -2,11 +2,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
 #include "absl/strings/numbers.h"
 #include "cluster/label_rule.h"
+#include "common/chars.h"
 #include "common/file_util.h"
 #include "common/logging.h"
 #include "common/status.h"
@@ -18,6 +20,10 @@ namespace {
 
 std::string Positive(const int& v) { return v > 0 ? "" : StrCat(v, ": must be positive"); }
 
+bool StoreNameOk(const std::string& name) {
+  return !name.empty() && name.size() <= 128 && name.find('/') == std::string::npos &&
+         name != "." && name != "..";
+}
 }  // namespace
 
 void RegisterConfig(config::Schema& s, std::string_view section, InferenceOptions* o) {
@@ -60,10 +66,11 @@ void RegisterConfig(config::Schema& s, std::string_view section, InferenceOption
   s.Add<std::vector<std::string>>(
       p + ".sim_slow_versions", &o->sim_slow_versions,
       "sim backend: versions sim_slowdown applies to (a bad-release drill); empty: every replica");
-  s.Add<int>(p + ".sim_fail_every_steps", &o->sim_fail_every_steps,
-             "sim backend: every this-many-th step fails with the requests in it (a "
-             "failing-release drill); 0: off",
-             [](const int& v) { return v >= 0 ? "" : StrCat(v, ": must be >= 0"); });
+  s.Add<int>(
+      p + ".sim_fail_every_steps", &o->sim_fail_every_steps,
+      "sim backend: every this-many-th step fails with the requests in it (a "
+      "failing-release drill); 0: off",
+      [](const int& v) { return v >= 0 && v <= 1024 ? "" : StrCat(v, ": expected 0-1024"); });
   s.Add<std::vector<std::string>>(
       p + ".sim_failing_versions", &o->sim_failing_versions,
       "sim backend: versions sim_fail_every_steps applies to; empty: every replica");
@@ -75,8 +82,9 @@ void RegisterConfig(config::Schema& s, std::string_view section, InferenceOption
       "sim backend: versions sim_leak_bytes_per_step applies to; empty: every replica");
   s.Add(p + ".sim_stall_file", &o->sim_stall_file,
         "sim backend: while this file exists every step loop hangs (a drill); empty: off");
-  s.Add<int>(p + ".threads", &o->threads, "CPU threads per replica; 0: one per hardware thread",
-             [](const int& v) { return v >= 0 ? "" : StrCat(v, ": must be >= 0"); });
+  s.Add<int>(
+      p + ".threads", &o->threads, "CPU threads per replica; 0: one per hardware thread",
+      [](const int& v) { return v >= 0 && v <= 1024 ? "" : StrCat(v, ": expected 0-1024"); });
   s.Add(p + ".kv_cache_bytes", &o->kv_cache_bytes, "KV cache per replica, reserved at start");
   s.Add<int>(p + ".max_batch_tokens", &o->max_batch_tokens, "tokens per engine step", Positive);
   s.Add<int>(p + ".max_running", &o->max_running, "sequences batched at once", Positive);
@@ -263,10 +271,19 @@ absl::StatusOr<ReplicaView> ReplicaHost::StartReplica(const ReplicaSpec& spec) {
     return absl::InvalidArgumentError(
         "model_dir: empty; give a model directory on this node, or model: a name to pull");
   }
-  if (spec.version.empty() || spec.version.size() > 64) {
+  // The version names a weights directory and a label value; the id lands in logs and metric
+  // labels. (Reserved label keys are allowed here: the scheduler sets them.)
+  if (spec.version.size() > 64 || !StoreNameOk(spec.version) || !OnlyAlnumOr(spec.version, "._-")) {
     return absl::InvalidArgumentError(
-        StrCat("version: \"", spec.version, "\": 1 to 64 characters"));
+        StrCat("version: \"", spec.version, "\": 1 to 64 of letters, digits, '.', '_', '-'"));
   }
+  if (spec.replica_id.size() > 256 ||
+      !std::all_of(spec.replica_id.begin(), spec.replica_id.end(),
+                   [](char c) { return static_cast<unsigned char>(c) > 0x20 && c != 0x7f; })) {
+    return absl::InvalidArgumentError(StrCat("replica_id: \"", spec.replica_id.substr(0, 80),
+                                             "\": at most 256 characters, no spaces"));
+  }
+  EXA_RETURN_IF_ERROR(cluster::ValidateLabels(spec.labels));
   const std::string backend = spec.backend.empty() ? options_.backend : spec.backend;
   if (backend != "cpu" && backend != "cuda" && backend != "sim") {
     return absl::InvalidArgumentError(StrCat("backend: \"", backend, "\": cpu, cuda or sim"));
@@ -371,15 +388,6 @@ absl::Status ReplicaHost::ReserveLocked(Entry& entry, const ReplicaSpec& spec, i
   entry.weights_holder = holder;
   return absl::OkStatus();
 }
-
-namespace {
-
-bool StoreNameOk(const std::string& name) {
-  return !name.empty() && name.size() <= 128 && name.find('/') == std::string::npos &&
-         name != "." && name != "..";
-}
-
-}  // namespace
 
 bool ReplicaHost::pulls_models() const {
   absl::MutexLock lock(&mu_);

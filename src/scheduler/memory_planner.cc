@@ -9,6 +9,7 @@
 #include "engine/model_config.h"
 #include "fmt/format.h"
 #include "scheduler/device_fit.h"
+#include "scheduler/placement.h"
 #include "scheduler/spec.h"
 
 namespace exa::scheduler {
@@ -170,8 +171,12 @@ std::vector<std::string> PresetNames() {
 }
 
 absl::StatusOr<MemoryPlan> PlanMemory(const PlanInput& in) {
-  if (in.gpu_memory_bytes == 0) {
-    return absl::InvalidArgumentError("gpu memory: must be positive, e.g. 80Gi");
+  // The bound placement puts on a node's report; packing is linear in replicas per node, so an
+  // absurd value would run for minutes.
+  if (in.gpu_memory_bytes == 0 || in.gpu_memory_bytes > kMaxGpuMemoryBytes) {
+    return absl::InvalidArgumentError(StrCat("gpu memory ", BytesToString(in.gpu_memory_bytes),
+                                             ": expected more than 0 and at most ",
+                                             BytesToString(kMaxGpuMemoryBytes), ", e.g. 80Gi"));
   }
   if (in.gpus_per_node < 1 || in.gpus_per_node > 1024) {
     return absl::InvalidArgumentError(

@@ -10,10 +10,12 @@
 #include <set>
 #include <sstream>
 
+#include "cluster/label_rule.h"  // the reserved label prefix (a constant)
 #include "common/status.h"
 #include "common/strings.h"
 #include "common/units.h"
 #include "config/schema.h"
+#include "weights/manifest.h"
 #include "yaml-cpp/yaml.h"
 
 namespace exa::scheduler {
@@ -271,6 +273,11 @@ absl::Status ParseLabels(const Reader& r, const YAML::Node& n,
       return r.Error(kv.first, path,
                      "name must be 1-63 characters of letters, digits, '-', '_', '.', '/'");
     }
+    if (key.starts_with(cluster::kReservedLabelPrefix)) {
+      return r.Error(kv.first, path,
+                     StrCat("names under ", cluster::kReservedLabelPrefix,
+                            " are reserved for labels ExaServe sets itself"));
+    }
     EXA_ASSIGN_OR_RETURN(std::string value, r.String(kv.second, path));
     if (!ValidLabelPart(value)) {
       return r.Error(kv.second, path,
@@ -409,10 +416,13 @@ absl::Status ParseSpecBody(const Reader& r, const YAML::Node& n, InferenceReplic
   }
   if (n["version"]) {
     EXA_ASSIGN_OR_RETURN(s.version, r.String(n["version"], "spec.version"));
-    if (!ValidLabelPart(s.version)) {
+    // A version names a weights version (a directory in every cache): the weights rule, and
+    // a label value besides (replicas carry it as their version label).
+    if (absl::Status v = weights::ValidateVersion("version", s.version);
+        !v.ok() || !ValidLabelPart(s.version)) {
       return r.Error(n["version"], "spec.version",
-                     StrCat("\"", s.version,
-                            "\": expected 1-63 characters of letters, digits, '-', '_', '.'"));
+                     v.ok() ? StrCat("\"", s.version, "\": expected at most 63 characters")
+                            : ToStd(v.message()));
     }
   }
   if (n["backend"]) {

@@ -7,6 +7,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "common/units.h"
+#include "scheduler/placement.h"
 #include "sim/cluster_sim.h"
 
 namespace exa::sim {
@@ -49,7 +50,11 @@ absl::Status Apply(const std::string& key, const std::string& value, ClusterSimO
   if (key == "--gpu-memory") {
     auto v = ParseBytes(value);
     if (!v.ok()) return Annotate(v.status(), "--gpu-memory");
-    if (*v == 0) return absl::InvalidArgumentError("--gpu-memory: must be positive");
+    if (*v == 0 || *v > scheduler::kMaxGpuMemoryBytes) {
+      return absl::InvalidArgumentError(StrCat("--gpu-memory ", value,
+                                               ": expected more than 0 and at most ",
+                                               BytesToString(scheduler::kMaxGpuMemoryBytes)));
+    }
     o->gpu_memory_bytes = *v;
     return absl::OkStatus();
   }

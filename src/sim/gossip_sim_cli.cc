@@ -1,10 +1,12 @@
 // Command line of `exaserve-sim gossip` (issue 3 part 6).
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "common/status.h"
 #include "common/strings.h"
 #include "sim/gossip_sim.h"
 
@@ -16,6 +18,11 @@ absl::Status ParseDouble(const std::string& text, const std::string& flag, doubl
   *out = std::strtod(text.c_str(), &end);
   if (text.empty() || end == nullptr || *end != '\0') {
     return absl::InvalidArgumentError(StrCat(flag, " \"", text, "\": expected a number"));
+  }
+  // nan and inf would run forever or poison every comparison; 1e9 is past any sane run.
+  if (!std::isfinite(*out) || std::fabs(*out) > 1e9) {
+    return absl::InvalidArgumentError(
+        StrCat(flag, " \"", text, "\": expected a finite number of at most 1e9"));
   }
   return absl::OkStatus();
 }
@@ -29,7 +36,11 @@ absl::Status ParsePair(const std::string& text, const std::string& flag, std::st
         StrCat(flag, " \"", text, "\": expected COUNT:SECONDS, e.g. 3:20"));
   }
   *first = text.substr(0, colon);
-  return ParseDouble(text.substr(colon + 1), flag, seconds);
+  EXA_RETURN_IF_ERROR(ParseDouble(text.substr(colon + 1), flag, seconds));
+  if (*seconds < 0) {
+    return absl::InvalidArgumentError(StrCat(flag, " \"", text, "\": seconds must be >= 0"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Apply(const std::string& key, const std::string& value, GossipSimOptions* o) {
@@ -39,7 +50,10 @@ absl::Status Apply(const std::string& key, const std::string& value, GossipSimOp
       key == "--duration" || key == "--latency" || key == "--jitter" ||
       key == "--update-interval") {
     if (auto s = number(); !s.ok()) return s;
-    if (v < 0) return absl::InvalidArgumentError(StrCat(key, " ", value, ": must be >= 0"));
+    if (v < 0 || (key == "--nodes" && v < 1)) {
+      return absl::InvalidArgumentError(
+          StrCat(key, " ", value, key == "--nodes" ? ": must be >= 1" : ": must be >= 0"));
+    }
     if (key == "--nodes") o->nodes = static_cast<int>(v);
     if (key == "--kill") o->kill = static_cast<int>(v);
     if (key == "--racks") o->racks = static_cast<int>(v);
@@ -75,6 +89,8 @@ absl::Status Apply(const std::string& key, const std::string& value, GossipSimOp
     }
     double count = 0;
     if (auto s = ParseDouble(first, key, &count); !s.ok()) return s;
+    if (count < 0)
+      return absl::InvalidArgumentError(StrCat(key, " ", value, ": count must be >= 0"));
     o->pause_nodes = static_cast<int>(count);
     o->pause_s = v;
     return absl::OkStatus();

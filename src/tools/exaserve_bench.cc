@@ -38,14 +38,18 @@ int main(int argc, char** argv) {
   engine_cmd->add_option("--device", engine.device, "backend cuda: the GPU index (default 0)");
   engine_cmd->add_option("--kv-cache-bytes", engine.kv_cache_bytes,
                          "the replica's KV cache budget (default 512 MiB)");
-  engine_cmd->add_option("--threads", engine.threads, "CPU threads; 0: one per hardware thread");
+  engine_cmd->add_option("--threads", engine.threads, "CPU threads; 0: one per hardware thread")
+      ->check(CLI::Range(0, 1024));
   engine_cmd->add_flag("--accuracy", engine.accuracy,
                        "exact-match rate on the model's heldout-2digit.txt");
-  engine_cmd->add_option("--prefill-tokens", engine.prefill_tokens, "prompt length for prefill");
-  engine_cmd->add_option("--decode-tokens", engine.decode_tokens, "tokens per decode round");
-  engine_cmd->add_option("--batch-sizes", engine.batch_sizes,
-                         "decode batch sizes (default 1 8 32)");
-  engine_cmd->add_option("--repeats", engine.repeats, "rounds per figure; the best is reported");
+  engine_cmd->add_option("--prefill-tokens", engine.prefill_tokens, "prompt length for prefill")
+      ->check(CLI::Range(1, 1 << 20));
+  engine_cmd->add_option("--decode-tokens", engine.decode_tokens, "tokens per decode round")
+      ->check(CLI::Range(1, 1 << 20));
+  engine_cmd->add_option("--batch-sizes", engine.batch_sizes, "decode batch sizes (default 1 8 32)")
+      ->check(CLI::Range(1, 4096));
+  engine_cmd->add_option("--repeats", engine.repeats, "rounds per figure; the best is reported")
+      ->check(CLI::Range(1, 1000));
   exa::tools::WeightsBenchOptions weights;
   std::string weights_size = "2Gi", weights_chunk = "64Mi";
   auto* weights_cmd = app.add_subcommand(

@@ -16,6 +16,9 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/time/time.h"
+#include "cluster/label_rule.h"
+#include "common/chars.h"
+#include "common/host_port.h"
 #include "common/malloc_tuning.h"
 #include "common/strings.h"
 #include "common/units.h"
@@ -507,13 +510,22 @@ int RunReplicaStart(const GlobalOptions& g, const LifecycleOptions& o) {
     if (text.empty()) continue;
     auto bytes = exa::ParseBytes(text);
     if (!bytes.ok()) return Usage(std::string(flag) + " " + std::string(bytes.status().message()));
+    if (*bytes > static_cast<uint64_t>(INT64_MAX)) {
+      return Usage(exa::StrCat(flag, " ", text, ": larger than 8Ei"));
+    }
     (req.*setter)(static_cast<int64_t>(*bytes));
   }
+  exa::cluster::Labels labels;
   for (const std::string& kv : o.labels) {
     const size_t eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) return Usage("--label " + kv + ": expected KEY=VALUE");
-    (*req.mutable_labels())[kv.substr(0, eq)] = kv.substr(eq + 1);
+    labels[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
+  // The node takes reserved keys (the scheduler sets them); an operator may not.
+  if (absl::Status s = exa::cluster::ValidateChange(labels, {}); !s.ok()) {
+    return Usage(exa::StrCat("--label ", s.message()));
+  }
+  req.mutable_labels()->insert(labels.begin(), labels.end());
   auto wait_timeout = exa::ParseDuration(o.wait_timeout);
   if (!wait_timeout.ok()) {
     return Usage("--wait-timeout " + std::string(wait_timeout.status().message()));
@@ -630,6 +642,9 @@ struct GenerateOptions {
 
 // Streams a generation to stdout as it arrives; --json prints one object per message.
 int RunGenerate(const GlobalOptions& g, const GenerateOptions& o) {
+  if (size_t bad = exa::FindInvalidUtf8(o.prompt); bad != std::string_view::npos) {
+    return Usage(exa::StrCat("generate: the prompt is not UTF-8 (byte ", bad, ")"));
+  }
   auto stub = exaserve::v1::Inference::NewStub(exa::net::NewChannel(g.addr));
   exaserve::v1::GenerateRequest request;
   request.set_model(o.model);
@@ -886,6 +901,9 @@ int main(int argc, char** argv) {
   auto timeout = exa::ParseDuration(g.timeout);
   if (!timeout.ok())
     return Usage(std::string("--timeout ") + std::string(timeout.status().message()));
+  if (std::string error = exa::HostPortError(g.addr); !error.empty()) {
+    return Usage(exa::StrCat("--addr ", error));
+  }
   g.timeout_duration = *timeout;
   if (plan->parsed()) return exa::tools::RunPlan(plan_options, g.json);
   if (auto rc = exa::tools::RunModelCommands(model, g.json, {g.addr, g.token, g.timeout_duration}))

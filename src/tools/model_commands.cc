@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "absl/time/clock.h"
+#include "common/host_port.h"
 #include "common/strings.h"
 #include "common/units.h"
 #include "exaserve/v1/admin.grpc.pb.h"
@@ -123,6 +124,13 @@ absl::StatusOr<std::vector<std::unique_ptr<w::Tier>>> Tiers(const ModelCommandOp
   };
   std::string rack_cache = from_env(o.rack_cache, "EXASERVE_RACK_CACHE");
   const std::string origin = from_env(o.origin, "EXASERVE_WEIGHTS_ORIGIN");
+  for (const auto& [flag, value] :
+       {std::pair<const char*, const std::string&>{"--rack-cache", rack_cache},
+        {"--origin", origin}}) {
+    if (std::string error = value.empty() ? "" : HostPortError(value); !error.empty()) {
+      return absl::InvalidArgumentError(StrCat(flag, " ", error));
+    }
+  }
   bool want_rack = o.source == "auto" || o.source == "rack-cache";
   bool want_origin = o.source == "auto" || o.source == "origin";
   if (want_rack && rack_cache.empty() && !cluster.addr.empty()) {

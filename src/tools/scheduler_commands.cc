@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -51,10 +52,23 @@ std::unique_ptr<grpc::ClientContext> Context(const ClusterAccess& cluster) {
 }
 
 int RunApply(const SchedulerCommands& c, bool as_json, const ClusterAccess& cluster) {
-  std::ifstream in(c.file);
+  // Bounded: /dev/zero or a wrong file must not fill memory. The scheduler takes at most its
+  // gRPC message size (16 MiB by default); a spec file is a few KiB.
+  constexpr std::streamsize kMaxSpecFileBytes = 8 << 20;
+  std::error_code ec;
+  if (std::filesystem::is_directory(c.file, ec)) {
+    return Usage(StrCat("apply: -f ", c.file, ": is a directory, not a spec file"));
+  }
+  std::ifstream in(c.file, std::ios::binary);
   if (!in) return Usage(StrCat("apply: -f ", c.file, ": cannot read the file"));
-  std::stringstream text;
-  text << in.rdbuf();
+  std::string buffer(kMaxSpecFileBytes + 1, '\0');
+  in.read(buffer.data(), kMaxSpecFileBytes + 1);
+  buffer.resize(static_cast<size_t>(in.gcount()));
+  if (buffer.size() > static_cast<size_t>(kMaxSpecFileBytes)) {
+    return Usage(StrCat("apply: -f ", c.file, ": larger than ", kMaxSpecFileBytes,
+                        " bytes; a spec file is a few KiB"));
+  }
+  std::stringstream text(std::move(buffer));
   // Checked here first: a bad spec is named without a round trip (the scheduler checks again).
   auto specs = scheduler::ParseSpecs(text.str(), c.file);
   if (!specs.ok()) return Usage(std::string(specs.status().message()));

@@ -23,6 +23,22 @@ set -e
 [ $rc -eq 2 ] || fail "unknown flag exited $rc, want 2"
 [ $rc2 -eq 2 ] || fail "invalid YAML exited $rc2, want 2"
 grep -q "$work/bad.yaml:[0-9]*:[0-9]*: invalid YAML" <<<"$out" || fail "no file:line:col: $out"
+# Values that would only fail later (or never) are refused up front, naming flag and value.
+expect_usage() {  # expect_usage SUBSTRING ARGS...: exit 2 and SUBSTRING on stderr
+  local want=$1 out rc
+  shift
+  set +e; out=$("$@" --print-config 2>&1 >/dev/null); rc=$?; set -e
+  [ $rc -eq 2 ] && grep -qF -- "$want" <<<"$out" || fail "$*: exit $rc, want 2 and '$want': $out"
+}
+expect_usage 'is a directory, not a config file' "$BIN/exaserved" --config "$work"
+expect_usage 'network.bind "notanip": expected an IPv4 or IPv6 address' "$BIN/exaserved" --bind notanip
+expect_usage 'node.id "bad id/..": expected 1-64' "$BIN/exaserved" --node-id 'bad id/..'
+expect_usage 'an IPv6 address goes in brackets' "$BIN/exaserved" --join '::1:7946'
+expect_usage 'longer than 100 years' env EXASERVE_LIFECYCLE_DRAIN_TIMEOUT=36500d36500d "$BIN/exaserved"
+expect_usage 'expected 1Ki to 1Gi' env EXASERVE_HTTP_MAX_HEADER_BYTES=4Gi "$BIN/exaserved"
+# exaserve-cli's own variables in the shell do not stop the daemon.
+EXASERVE_TLS_CA=/x EXASERVE_CACHE_DIR=/y "$BIN/exaserved" --print-config >/dev/null ||
+  fail "exaserve-cli's environment variables stopped the daemon"
 
 # The example config is complete (every key the daemon knows) and loads.
 "$BIN/exaserved" --config "$EXAMPLE_CONFIG" --print-config > "$work/printed.yaml" ||

@@ -70,6 +70,10 @@ TEST_CASE("label rule: keys and values are bounded, system keys reserved", "[clu
   CHECK(s.message().find("\"k\"") != std::string_view::npos);
   // exaserve.io/deployment is what makes a replica the scheduler's: neither set nor removed.
   CHECK(absl::IsInvalidArgument(ValidateChange({{"exaserve.io/deployment", "x"}}, {})));
+  // Keys travel in gossip and metric labels: no spaces, no control characters in values.
+  CHECK(absl::IsInvalidArgument(ValidateChange({{"a b", "c"}}, {})));
+  CHECK(absl::IsInvalidArgument(ValidateLabels({{"k", "line\nbreak"}})));
+  CHECK(ValidateLabels({{"exaserve.io/deployment", "tiny@v1"}, {"version", "v2"}}).ok());
   s = ValidateChange({}, {"exaserve.io/deployment"});
   CHECK(s.message().find("reserved") != std::string_view::npos);
 }

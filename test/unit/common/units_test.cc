@@ -1,5 +1,6 @@
 // Quantities and durations parse the way operators write them, and bad ones say what is allowed.
 #include "common/units.h"
+#include "common/host_port.h"
 
 #include <catch2/catch.hpp>
 
@@ -54,6 +55,26 @@ TEST_CASE("ParseDuration rejects bad durations", "[units]") {
   CHECK_FALSE(ParseDuration("-1s").ok());
   CHECK_FALSE(ParseDuration("s").ok());
   CHECK_FALSE(ParseDuration("1000000d").ok());
+  // The 100-year bound holds for the sum, not only each term.
+  CHECK(ParseDuration("36500d").ok());
+  auto sum = ParseDuration("36500d36500d");
+  REQUIRE_FALSE(sum.ok());
+  CHECK(std::string(sum.status().message()).find("longer than 100 years") != std::string::npos);
+}
+
+TEST_CASE("HostPortError accepts host:port and [v6]:port, and names what is wrong", "[units]") {
+  for (const char* ok : {"10.0.0.1:7070", "node-3.rack-a:7946", "[::1]:7070", "h:1", "h:65535"}) {
+    INFO(ok);
+    CHECK(HostPortError(ok).empty());
+  }
+  CHECK(HostPortError("127.0.0.1") == "\"127.0.0.1\": expected host:port");
+  CHECK(HostPortError("a:0") == "\"a:0\": port must be 1-65535");
+  CHECK(HostPortError("h:70000") == "\"h:70000\": port must be 1-65535");
+  CHECK(HostPortError("a:7946:1").find("brackets") != std::string::npos);
+  CHECK(HostPortError("::1:7946").find("brackets") != std::string::npos);
+  CHECK(HostPortError("a b:1").find("spaces") != std::string::npos);
+  CHECK_FALSE(HostPortError("").empty());
+  CHECK_FALSE(HostPortError("[::1:7070").empty());
 }
 
 TEST_CASE("Formatting round-trips through parsing", "[units]") {

@@ -182,6 +182,39 @@ TEST_CASE("Signed keys take negative values; their bounds still hold", "[config]
   CHECK(port == 0);
 }
 
+TEST_CASE("exaserve-cli's variables do not stop the daemon; a directory is no config file",
+          "[config]") {
+  TestOptions o;
+  Schema s;
+  Register(s, &o);
+  const char* env[] = {"EXASERVE_TOKEN=t",          "EXASERVE_TLS_CA=/ca.pem",
+                       "EXASERVE_TLS_CERT=/c.pem",  "EXASERVE_TLS_KEY=/k.pem",
+                       "EXASERVE_CACHE_DIR=/cache", "EXASERVE_RACK_CACHE=h:1",
+                       "EXASERVE_NODE_RACK=r9",     nullptr};
+  REQUIRE(s.LoadEnvironment(env).ok());
+  CHECK(o.rack == "r9");
+  absl::Status dir = s.LoadYamlFile("/tmp");
+  CHECK(dir.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(Message(dir) == "/tmp: is a directory, not a config file");
+}
+
+TEST_CASE("Limits that would stop a node at 0 are refused", "[config]") {
+  Bytes body{1 << 20}, head{16 << 10};
+  absl::Duration timeout = absl::Seconds(30);
+  Schema s;
+  s.Add("http.max_body_bytes", &body, "body", Validator<Bytes>(PositiveBytes));
+  s.Add("http.max_header_bytes", &head, "head", BytesBetween(1 << 10, 1 << 30));
+  s.Add("http.read_timeout", &timeout, "read", Validator<absl::Duration>(PositiveDuration));
+  CHECK(Message(s.Set("http.max_body_bytes", "0", "flag")).find("must be more than 0") !=
+        std::string::npos);
+  CHECK(Message(s.Set("http.max_header_bytes", "4Gi", "flag")).find("4Gi: expected 1Ki to 1Gi") !=
+        std::string::npos);
+  CHECK(Message(s.Set("http.read_timeout", "0s", "flag")).find("must be more than 0") !=
+        std::string::npos);
+  CHECK(s.Set("http.max_header_bytes", "32Ki", "flag").ok());
+  CHECK(head.value == 32 << 10);
+}
+
 TEST_CASE("EditDistance", "[config]") {
   CHECK(EditDistance("kitten", "sitting") == 3);
   CHECK(EditDistance("", "abc") == 3);

@@ -130,6 +130,16 @@ TEST_CASE("Out-of-range and malformed values are refused") {
   yaml = kMissionSpec;
   yaml.replace(yaml.find("processInterval: 10s"), 20, "processInterval: 10ms");
   CHECK(Error(yaml).find("must be at least 1s") != std::string::npos);
+  // A version names a weights directory: no paths, no names of the layout's own files.
+  CHECK(Error(WithSpecLine("version: \"../../etc\"")).find("spec.version") != std::string::npos);
+  CHECK(Error(WithSpecLine("version: v1.pinned")).find("must not end in \".pinned\"") !=
+        std::string::npos);
+  // Labels under exaserve.io/ are the system's.
+  CHECK(Error(WithSpecLine("labels: {exaserve.io/deployment: x}")).find("reserved") !=
+        std::string::npos);
+  // A duration is bounded as a whole, so what is stored reads back.
+  CHECK(Error(WithSpecLine("deadGrace: 36500d36500d")).find("longer than 100 years") !=
+        std::string::npos);
 }
 
 TEST_CASE("Header fields are checked") {
