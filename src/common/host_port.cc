@@ -24,7 +24,8 @@ std::string HostPortError(std::string_view address) {
     return StrCat(quoted, ": an IPv6 address goes in brackets, e.g. [::1]:7946");
   }
   if (std::any_of(host.begin(), host.end(), [](char c) {
-        return std::isspace(static_cast<unsigned char>(c)) || std::iscntrl(static_cast<unsigned char>(c));
+        return std::isspace(static_cast<unsigned char>(c)) ||
+               std::iscntrl(static_cast<unsigned char>(c));
       })) {
     return StrCat(quoted, ": the host has spaces or control characters");
   }

@@ -101,6 +101,7 @@ absl::StatusOr<uint64_t> ParseBytes(std::string_view input) {
 absl::StatusOr<absl::Duration> ParseDuration(std::string_view input) {
   std::string_view text = StripWhitespace(input);
   if (text.empty()) return BadDuration(input, "empty");
+  if (text == "0") return absl::ZeroDuration();  // zero needs no unit
   absl::Duration total = absl::ZeroDuration();
   while (!text.empty()) {
     std::string_view number, rest;

@@ -3,13 +3,16 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include "common/check.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "common/units.h"
+#include "yaml-cpp/eventhandler.h"
 #include "yaml-cpp/yaml.h"
 
 namespace exa::config {
@@ -261,6 +264,34 @@ Validator<Bytes> BytesBetween(uint64_t lo, uint64_t hi) {
   };
 }
 
+namespace {
+
+// Parses documents without building them, stopping at the second: whether `in` holds more than
+// one, so that a second is refused rather than silently ignored. (YAML::LoadAll would build every
+// document, however many a hostile file holds.)
+bool MoreThanOneDocument(std::istream& in) {
+  struct Ignore final : YAML::EventHandler {
+    void OnDocumentStart(const YAML::Mark&) override {}
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  const std::string&) override {}
+    void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                         YAML::EmitterStyle::value) override {}
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                    YAML::EmitterStyle::value) override {}
+    void OnMapEnd() override {}
+  } ignore;
+  YAML::Parser parser(in);
+  int documents = 0;
+  while (documents < 2 && parser.HandleNextDocument(ignore)) ++documents;
+  return documents > 1;
+}
+
+}  // namespace
+
 absl::Status Schema::LoadYamlFile(const std::string& path) {
   YAML::Node root;
   std::error_code ec;
@@ -269,6 +300,11 @@ absl::Status Schema::LoadYamlFile(const std::string& path) {
   }
   try {
     root = YAML::LoadFile(path);
+    std::ifstream in(path);
+    if (MoreThanOneDocument(in)) {
+      return absl::InvalidArgumentError(
+          StrCat(path, ": more than one YAML document; a config file holds one"));
+    }
   } catch (const YAML::BadFile&) {
     return absl::NotFoundError(StrCat(path, ": cannot read config file: ", std::strerror(errno)));
   } catch (const YAML::ParserException& e) {
@@ -284,6 +320,11 @@ absl::Status Schema::LoadYamlString(std::string_view text, std::string_view sour
   YAML::Node root;
   try {
     root = YAML::Load(std::string(text));
+    std::istringstream in{std::string(text)};
+    if (MoreThanOneDocument(in)) {
+      return absl::InvalidArgumentError(
+          StrCat(source_name, ": more than one YAML document; a config file holds one"));
+    }
   } catch (const YAML::ParserException& e) {
     return absl::InvalidArgumentError(
         StrCat(YamlLocation(source_name, e.mark), ": invalid YAML: ", e.msg));
@@ -299,10 +340,14 @@ absl::Status Schema::WalkYaml(const YAML::Node& node, const std::string& prefix,
                                              prefix.empty() ? "the document" : prefix,
                                              " must be a mapping of keys to values"));
   }
+  std::set<std::string> seen;  // yaml-cpp keeps duplicate keys; the last would win silently
   for (const auto& kv : node) {
     std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "?";
     std::string path = prefix.empty() ? key : StrCat(prefix, ".", key);
     std::string where = YamlLocation(source, kv.first.Mark());
+    if (!seen.insert(key).second) {
+      return absl::InvalidArgumentError(StrCat(where, ": ", path, " appears twice"));
+    }
     if (const Field* f = Find(path)) {
       std::string error;
       if (kv.second.IsSequence() && f->set_sequence) {
@@ -369,15 +414,22 @@ absl::Status Schema::LoadEnvironment(const char* const* envp) {
 
 std::string Schema::ToYaml() const {
   std::string out = "# ExaServe effective configuration (defaults < file < environment < flags)\n";
-  std::string section;
+  // Each section once (keys may be registered from several places), in order of first
+  // registration: a section printed twice would be a duplicate key when loaded back.
+  std::vector<std::string> sections;
   for (const auto& f : fields_) {
-    size_t dot = f->path.find('.');
-    std::string this_section = f->path.substr(0, dot);
-    if (this_section != section) {
-      section = this_section;
-      StrAppend(&out, "\n", section, ":\n");
+    std::string section = f->path.substr(0, f->path.find('.'));
+    if (std::find(sections.begin(), sections.end(), section) == sections.end()) {
+      sections.push_back(std::move(section));
     }
-    StrAppend(&out, "  # ", f->help, "\n  ", f->path.substr(dot + 1), ": ", f->print(), "\n");
+  }
+  for (const std::string& section : sections) {
+    StrAppend(&out, "\n", section, ":\n");
+    for (const auto& f : fields_) {
+      const size_t dot = f->path.find('.');
+      if (f->path.compare(0, dot, section) != 0 || dot != section.size()) continue;
+      StrAppend(&out, "  # ", f->help, "\n  ", f->path.substr(dot + 1), ": ", f->print(), "\n");
+    }
   }
   return out;
 }

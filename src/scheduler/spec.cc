@@ -129,7 +129,11 @@ std::vector<std::pair<int, std::string>> SplitDocuments(std::string_view text) {
     text.remove_prefix(l.size());
     bool separator = l.substr(0, 3) == "---" &&
                      (l.size() == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '\n' || l[3] == '\r');
-    if (separator) {
+    // "..." ends a document; what follows it is another (yaml-cpp's Load would drop it).
+    const bool document_end = l.substr(0, 3) == "..." && StripWhitespace(l.substr(3)).empty();
+    if (document_end) {
+      docs.emplace_back(line + 1, "");
+    } else if (separator) {
       // The rest of a separator line ("--- {a: b}") belongs to the new document.
       docs.emplace_back(line, std::string(l.substr(3)));
     } else {

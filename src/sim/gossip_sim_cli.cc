@@ -143,7 +143,15 @@ int GossipSimMain(int argc, char** argv) {
       "[--pause K:SECONDS] [--partition halves:SECONDS] [--racks R] [--profile lan|wan] "
       "[--update-interval SECONDS]");
   gossip->allow_extras();
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // CLI11's own codes (106 for a missing subcommand) are not this project's: usage is 2.
+    std::cerr << "exaserve-sim: " << e.what() << "\nSubcommands: gossip, cluster (--help)\n";
+    return 2;
+  }
   absl::StatusOr<GossipSimOptions> options = ParseGossipSimArgs(gossip->remaining());
   if (!options.ok()) {
     std::cerr << "exaserve-sim gossip: " << options.status().message() << "\n";

@@ -37,6 +37,9 @@ absl::StatusOr<Manifest> ComputeManifest(const fs::path& dir, std::string_view n
     EXA_RETURN_IF_ERROR(ValidateRelativePath(f.path));
     m.files.push_back(std::move(f));
   }
+  if (m.files.empty()) {
+    return absl::InvalidArgumentError(StrCat(dir.string(), ": no files to publish"));
+  }
   std::sort(m.files.begin(), m.files.end(),
             [](const FileEntry& a, const FileEntry& b) { return a.path < b.path; });
   int threads = options.threads > 0

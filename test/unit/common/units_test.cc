@@ -42,6 +42,7 @@ TEST_CASE("ParseDuration accepts units and combinations", "[units]") {
   CHECK(*ParseDuration("1.5s") == absl::Milliseconds(1500));
   CHECK(*ParseDuration("2d") == absl::Hours(48));
   CHECK(*ParseDuration("0s") == absl::ZeroDuration());
+  CHECK(*ParseDuration("0") == absl::ZeroDuration());  // zero needs no unit
 }
 
 TEST_CASE("ParseDuration rejects bad durations", "[units]") {

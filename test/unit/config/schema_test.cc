@@ -1,6 +1,9 @@
 // Config sources apply in precedence order and every error names the source, key and value.
 #include "config/schema.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <fstream>
 #include <limits>
 
@@ -196,6 +199,23 @@ TEST_CASE("exaserve-cli's variables do not stop the daemon; a directory is no co
   absl::Status dir = s.LoadYamlFile("/tmp");
   CHECK(dir.code() == absl::StatusCode::kInvalidArgument);
   CHECK(Message(dir) == "/tmp: is a directory, not a config file");
+}
+
+TEST_CASE("A key given twice, or a second document, is refused, not silently dropped", "[config]") {
+  TestOptions o;
+  Schema s;
+  Register(s, &o);
+  absl::Status twice = s.LoadYamlString("network:\n  http_port: 1\n  http_port: 2\n", "twice.yaml");
+  CHECK(Message(twice) == "twice.yaml:3:3: network.http_port appears twice");
+  char path[] = "/tmp/exa-config-XXXXXX";
+  const int fd = ::mkstemp(path);
+  REQUIRE(fd >= 0);
+  ::close(fd);
+  std::ofstream(path) << "node:\n  rack: a\n---\nnode:\n  rack: b\n";
+  absl::Status two = s.LoadYamlFile(path);
+  CHECK(Message(two).find("more than one YAML document; a config file holds one") !=
+        std::string::npos);
+  std::remove(path);
 }
 
 TEST_CASE("Limits that would stop a node at 0 are refused", "[config]") {

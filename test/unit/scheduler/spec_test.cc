@@ -142,6 +142,14 @@ TEST_CASE("Out-of-range and malformed values are refused") {
         std::string::npos);
 }
 
+TEST_CASE("A document after an end marker (...) is parsed, not dropped") {
+  const std::string two = std::string(kMissionSpec) + "...\n" + kMissionSpec;
+  auto specs = ParseSpecs(two, "two.yaml");
+  REQUIRE_FALSE(specs.ok());  // both are read: the same name twice
+  CHECK(std::string(specs.status().message()).find("appears in two documents") !=
+        std::string::npos);
+}
+
 TEST_CASE("Header fields are checked") {
   std::string yaml = kMissionSpec;
   yaml.replace(yaml.find("exaserve.io/v1"), 14, "exaserve.io/v2");

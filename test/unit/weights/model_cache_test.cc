@@ -110,6 +110,11 @@ TEST_CASE("A failed publish leaves nothing behind, so the version can be publish
   auto fifo = PublishModel(tmp.path / "src", origin, "tiny", "v2", {});
   CHECK_THAT(std::string(fifo.status().message()), Catch::Contains("fifo: not a regular file"));
   CHECK_FALSE(fs::exists(ModelDir(origin, "tiny", "v2")));
+  // An empty directory is no model.
+  fs::create_directories(tmp.path / "empty");
+  CHECK_THAT(
+      std::string(PublishModel(tmp.path / "empty", origin, "tiny", "v3", {}).status().message()),
+      Catch::Contains("no files to publish"));
   // A version named like the layout's files beside another version is refused.
   fs::remove(tmp.path / "src" / "fifo");
   CHECK(absl::IsInvalidArgument(
