@@ -69,8 +69,8 @@ absl::StatusOr<VersionLock> VersionLock::Acquire(const fs::path& root, std::stri
                  " is being pulled (or removed) by another process; try again when it is done"));
     }
     if (rc != 0) return ErrnoStatus(errno, "lock", path);
-    struct stat held {
-    }, named{};
+    struct stat held = {};
+    struct stat named = {};
     if (::fstat(lock.fd_, &held) == 0 && ::stat(path.c_str(), &named) == 0 &&
         held.st_dev == named.st_dev && held.st_ino == named.st_ino) {
       return lock;
