@@ -142,6 +142,30 @@ std::string YamlLocation(std::string_view source, const YAML::Mark& mark) {
   return StrCat(source, ":", mark.line + 1, ":", mark.column + 1);
 }
 
+// Parses documents without building them, stopping at the second: whether `in` holds more than
+// one, so that a second is refused rather than silently ignored. (YAML::LoadAll would build every
+// document, however many a hostile file holds.)
+bool MoreThanOneDocument(std::istream& in) {
+  struct Ignore final : YAML::EventHandler {
+    void OnDocumentStart(const YAML::Mark&) override {}
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  const std::string&) override {}
+    void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                         YAML::EmitterStyle::value) override {}
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                    YAML::EmitterStyle::value) override {}
+    void OnMapEnd() override {}
+  } ignore;
+  YAML::Parser parser(in);
+  int documents = 0;
+  while (documents < 2 && parser.HandleNextDocument(ignore)) ++documents;
+  return documents > 1;
+}
+
 }  // namespace
 
 Schema::Schema() = default;
@@ -263,34 +287,6 @@ Validator<Bytes> BytesBetween(uint64_t lo, uint64_t hi) {
                                                    BytesToString(lo), " to ", BytesToString(hi));
   };
 }
-
-namespace {
-
-// Parses documents without building them, stopping at the second: whether `in` holds more than
-// one, so that a second is refused rather than silently ignored. (YAML::LoadAll would build every
-// document, however many a hostile file holds.)
-bool MoreThanOneDocument(std::istream& in) {
-  struct Ignore final : YAML::EventHandler {
-    void OnDocumentStart(const YAML::Mark&) override {}
-    void OnDocumentEnd() override {}
-    void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
-    void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
-    void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                  const std::string&) override {}
-    void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                         YAML::EmitterStyle::value) override {}
-    void OnSequenceEnd() override {}
-    void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                    YAML::EmitterStyle::value) override {}
-    void OnMapEnd() override {}
-  } ignore;
-  YAML::Parser parser(in);
-  int documents = 0;
-  while (documents < 2 && parser.HandleNextDocument(ignore)) ++documents;
-  return documents > 1;
-}
-
-}  // namespace
 
 absl::Status Schema::LoadYamlFile(const std::string& path) {
   YAML::Node root;

@@ -22,12 +22,8 @@ struct ApiError {
   std::string param;
 };
 
-net::HttpResponse ErrorResponse(int status, std::string_view message, std::string_view param = "") {
-  return net::JsonError(status, message, param);
-}
-
 net::HttpResponse StatusResponse(const absl::Status& s) {
-  return ErrorResponse(HttpStatusFor(s.code()), ToStd(s.message()), ErrorField(s));
+  return net::JsonError(HttpStatusFor(s.code()), ToStd(s.message()), ErrorField(s));
 }
 
 int64_t UnixNow() {
@@ -301,7 +297,7 @@ struct Exchange {
       // Cancelled by the server (drain deadline, engine stop) or failed: an error, not a
       // truncated 200. (When the client itself went away nobody reads this.)
       int status = e.finish_reason == engine::FinishReason::kCancelled ? 503 : 500;
-      responder->Respond(ErrorResponse(status, ToStd(e.status.message())));
+      responder->Respond(net::JsonError(status, ToStd(e.status.message())));
       return;
     }
     json out = Envelope();
@@ -368,11 +364,11 @@ void HandleGenerate(Frontend& frontend, bool chat, net::HttpRequest req,
   try {
     body = json::parse(req.body);
   } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
-    responder->Respond(ErrorResponse(400, StrCat("request body: invalid JSON: ", e.what())));
+    responder->Respond(net::JsonError(400, StrCat("request body: invalid JSON: ", e.what())));
     return;
   }
   if (!body.is_object()) {
-    responder->Respond(ErrorResponse(400, "request body: expected a JSON object"));
+    responder->Respond(net::JsonError(400, "request body: expected a JSON object"));
     return;
   }
   TextRequest request;
@@ -384,7 +380,7 @@ void HandleGenerate(Frontend& frontend, bool chat, net::HttpRequest req,
   if (!error)
     error = chat ? ParseChatMessages(body, &request) : ParseCompletionPrompt(body, &request);
   if (error) {
-    responder->Respond(ErrorResponse(error->status, error->message, error->param));
+    responder->Respond(net::JsonError(error->status, error->message, error->param));
     return;
   }
   for (const std::string& name : frontend.RouteHeaders()) {

@@ -18,6 +18,20 @@ std::string SafeDump(const nlohmann::json& j) {
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
+// A header value compared case-insensitively, without its surrounding whitespace.
+std::string Normalized(std::string_view v) {
+  std::string out(StripWhitespace(v));
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// The value of `field` when the head has it, else nullopt (an empty value counts as present).
+std::optional<std::string_view> Field(const internal::BeastRequest& head, http::field field) {
+  auto it = head.find(field);
+  if (it == head.end()) return std::nullopt;
+  return std::string_view(it->value().data(), it->value().size());
+}
+
 }  // namespace
 
 std::string_view HttpRequest::Header(std::string_view name) const {
@@ -53,46 +67,19 @@ void ApplyLimits(const HttpParseLimits& limits, RequestParser* parser) {
   parser->header_limit(static_cast<uint32_t>(limits.max_header_bytes));
 }
 
-std::string Lower(std::string_view v) {
-  std::string out(v);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string_view Trim(std::string_view v) {
-  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
-  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
-  return v;
-}
-
-}  // namespace internal
-
-namespace {
-
-// The value of `field` when the head has it, else nullopt (an empty value counts as present).
-std::optional<std::string_view> Field(const internal::BeastRequest& head, http::field field) {
-  auto it = head.find(field);
-  if (it == head.end()) return std::nullopt;
-  return std::string_view(it->value().data(), it->value().size());
-}
-
-}  // namespace
-
-namespace internal {
-
 std::optional<HttpResponse> CheckHead(const RequestParser& parser) {
   const BeastRequest& head = parser.get();
   if (head.version() == 11 && !Field(head, http::field::host)) {
     return JsonError(400, "malformed HTTP request: HTTP/1.1 needs a Host header");
   }
   if (auto te = Field(head, http::field::transfer_encoding)) {
-    if (Lower(Trim(*te)) != "chunked") {
+    if (Normalized(*te) != "chunked") {
       return JsonError(501, StrCat("Transfer-Encoding \"", *te,
                                    "\" is not supported; send Content-Length or chunked alone"));
     }
   }
   if (auto ce = Field(head, http::field::content_encoding)) {
-    if (Lower(Trim(*ce)) != "identity") {
+    if (Normalized(*ce) != "identity") {
       return JsonError(415, StrCat("Content-Encoding \"", *ce,
                                    "\" is not supported; send the body uncompressed"));
     }
@@ -105,7 +92,7 @@ std::optional<HttpResponse> CheckHead(const RequestParser& parser) {
                                  "chunked)"));
   }
   if (auto expect = Field(head, http::field::expect)) {
-    if (Lower(Trim(*expect)) != "100-continue") {
+    if (Normalized(*expect) != "100-continue") {
       return JsonError(417, StrCat("Expect \"", *expect, "\": only 100-continue is supported"));
     }
   }
@@ -114,7 +101,7 @@ std::optional<HttpResponse> CheckHead(const RequestParser& parser) {
 
 bool ExpectsContinue(const RequestParser& parser) {
   auto expect = Field(parser.get(), http::field::expect);
-  return expect && Lower(Trim(*expect)) == "100-continue" && !parser.is_done();
+  return expect && Normalized(*expect) == "100-continue" && !parser.is_done();
 }
 
 HttpRequest ToHttpRequest(BeastRequest message) {

@@ -560,7 +560,7 @@ absl::StatusOr<PullResult> Fetcher::Pull(const std::string& name, const std::str
   EXA_ASSIGN_OR_RETURN(VersionLock lock,
                        VersionLock::Acquire(options_.cache_dir, m.name, m.version, /*wait=*/true));
   // A removal may have come between resolving the manifest and the lock.
-  if (!LoadManifest(options_.cache_dir, m.name, m.version).ok()) {
+  if (std::error_code ec; !fs::exists(ManifestPath(options_.cache_dir, m.name, m.version), ec)) {
     EXA_RETURN_IF_ERROR(SaveManifest(options_.cache_dir, m));
   }
   PullRun run(tiers_, options_, metrics_, m, progress);

@@ -19,7 +19,6 @@
 namespace exa::weights {
 namespace {
 
-constexpr std::string_view kManifestSuffix = ".manifest.json";
 constexpr size_t kReadBlockBytes = 4 << 20;  // big enough to amortize syscalls, fits in L2/L3
 
 struct Fd {
@@ -41,14 +40,14 @@ fs::path ManifestPath(const fs::path& root, std::string_view name, std::string_v
   return root / std::string(name) / StrCat(version, kManifestSuffix);
 }
 fs::path StateDir(const fs::path& root, std::string_view name, std::string_view version) {
-  return root / std::string(name) / StrCat(version, ".state");
+  return root / std::string(name) / StrCat(version, kStateSuffix);
 }
 fs::path PinPath(const fs::path& root, std::string_view name, std::string_view version) {
-  return root / std::string(name) / StrCat(version, ".pinned");
+  return root / std::string(name) / StrCat(version, kPinSuffix);
 }
 
 fs::path LockPath(const fs::path& root, std::string_view name, std::string_view version) {
-  return root / std::string(name) / StrCat(version, ".lock");
+  return root / std::string(name) / StrCat(version, kLockSuffix);
 }
 
 absl::StatusOr<VersionLock> VersionLock::Acquire(const fs::path& root, std::string_view name,

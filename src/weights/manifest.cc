@@ -161,8 +161,7 @@ absl::Status ValidateName(std::string_view field, std::string_view name) {
 
 absl::Status ValidateVersion(std::string_view field, std::string_view version) {
   EXA_RETURN_IF_ERROR(ValidateName(field, version));
-  for (std::string_view suffix :
-       {".manifest.json", ".state", ".pinned", ".lock", ".publishing", ".tmp"}) {
+  for (std::string_view suffix : kReservedVersionSuffixes) {
     if (version.ends_with(suffix)) {
       return Invalid(StrCat(field, " \"", version, "\": must not end in \"", suffix,
                             "\" (the weights layout's name for files beside a version)"));

@@ -64,9 +64,19 @@ struct Manifest {
 
 // A model or version name: 1-128 of [A-Za-z0-9._-], not starting with '.'.
 absl::Status ValidateName(std::string_view field, std::string_view name);
-// A model version: a name (above) that does not end in a suffix the weights layout gives the
-// files beside a version's directory (".manifest.json", ".state", ".pinned", ".lock",
-// ".publishing", ".tmp"), so that no version's files can be another version's.
+// The names the weights layout (layout.h) gives the files beside a version's directory
+// ROOT/NAME/VERSION, and the staging directory of a publish. ".tmp" ends the temporary name of
+// every file written atomically there.
+inline constexpr std::string_view kManifestSuffix = ".manifest.json";
+inline constexpr std::string_view kStateSuffix = ".state";
+inline constexpr std::string_view kPinSuffix = ".pinned";
+inline constexpr std::string_view kLockSuffix = ".lock";
+inline constexpr std::string_view kPublishingSuffix = ".publishing";
+inline constexpr std::string_view kReservedVersionSuffixes[] = {
+    kManifestSuffix, kStateSuffix, kPinSuffix, kLockSuffix, kPublishingSuffix, ".tmp"};
+
+// A model version: a name (above) that does not end in one of kReservedVersionSuffixes, so that
+// no version's files can be another version's.
 absl::Status ValidateVersion(std::string_view field, std::string_view version);
 // A file path inside the model directory: relative, '/'-separated, no empty, "." or ".."
 // components, no control characters or backslashes, at most kMaxPathBytes.

@@ -139,7 +139,7 @@ absl::StatusOr<Manifest> PublishModel(const fs::path& dir, const fs::path& origi
   // own files; it becomes the version's directory only once its manifest is computed, so a
   // failed publish leaves nothing a retry would take for a published version.
   fs::path staging = target;
-  staging += ".publishing";
+  staging += kPublishingSuffix;
   fs::remove_all(staging, ec);
   fs::create_directories(staging.parent_path(), ec);
   if (ec) return ErrnoStatus(ec.value(), "create", staging.parent_path());

@@ -1,15 +1,13 @@
 // Config sources apply in precedence order and every error names the source, key and value.
 #include "config/schema.h"
 
-#include <unistd.h>
-
-#include <cstdio>
 #include <fstream>
 #include <limits>
 
 #include <catch2/catch.hpp>
 
 #include "common/strings.h"
+#include "support/temp_dir.h"
 
 namespace exa::config {
 namespace {
@@ -207,15 +205,12 @@ TEST_CASE("A key given twice, or a second document, is refused, not silently dro
   Register(s, &o);
   absl::Status twice = s.LoadYamlString("network:\n  http_port: 1\n  http_port: 2\n", "twice.yaml");
   CHECK(Message(twice) == "twice.yaml:3:3: network.http_port appears twice");
-  char path[] = "/tmp/exa-config-XXXXXX";
-  const int fd = ::mkstemp(path);
-  REQUIRE(fd >= 0);
-  ::close(fd);
+  testing::TempDir tmp;
+  const std::string path = (tmp.path / "two.yaml").string();
   std::ofstream(path) << "node:\n  rack: a\n---\nnode:\n  rack: b\n";
   absl::Status two = s.LoadYamlFile(path);
   CHECK(Message(two).find("more than one YAML document; a config file holds one") !=
         std::string::npos);
-  std::remove(path);
 }
 
 TEST_CASE("Limits that would stop a node at 0 are refused", "[config]") {

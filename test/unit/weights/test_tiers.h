@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/strings.h"
+#include "support/temp_dir.h"
 #include "weights/tier.h"
 
 namespace exa::weights::testing {
@@ -89,18 +90,6 @@ inline void FlipByte(const std::filesystem::path& path, uint64_t offset) {
   f.write(&c, 1);
 }
 
-// A fresh directory under the test temp dir, removed when the object goes.
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    std::random_device rd;
-    path = std::filesystem::temp_directory_path() / StrCat("exa-weights-test-", rd(), rd());
-    std::filesystem::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
+using exa::testing::TempDir;
 
 }  // namespace exa::weights::testing
