@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "common/units.h"
+#include "yaml-cpp/depthguard.h"
 #include "yaml-cpp/eventhandler.h"
 #include "yaml-cpp/yaml.h"
 
@@ -168,6 +169,14 @@ bool MoreThanOneDocument(std::istream& in) {
 
 }  // namespace
 
+std::string YamlParseError(const std::exception& e) {
+  if (const auto* deep = dynamic_cast<const YAML::DeepRecursion*>(&e)) {
+    return StrCat("nested more than ", deep->depth() - 1, " levels deep");
+  }
+  if (const auto* parse = dynamic_cast<const YAML::ParserException*>(&e)) return parse->msg;
+  return e.what();
+}
+
 Schema::Schema() = default;
 Schema::~Schema() = default;
 
@@ -305,7 +314,7 @@ absl::Status Schema::LoadYamlFile(const std::string& path) {
     return absl::NotFoundError(StrCat(path, ": cannot read config file: ", std::strerror(errno)));
   } catch (const YAML::ParserException& e) {
     return absl::InvalidArgumentError(
-        StrCat(YamlLocation(path, e.mark), ": invalid YAML: ", e.msg));
+        StrCat(YamlLocation(path, e.mark), ": invalid YAML: ", YamlParseError(e)));
   } catch (const std::exception& e) {  // an I/O failure while reading
     return absl::InvalidArgumentError(StrCat(path, ": cannot read config file: ", e.what()));
   }
@@ -323,7 +332,7 @@ absl::Status Schema::LoadYamlString(std::string_view text, std::string_view sour
     }
   } catch (const YAML::ParserException& e) {
     return absl::InvalidArgumentError(
-        StrCat(YamlLocation(source_name, e.mark), ": invalid YAML: ", e.msg));
+        StrCat(YamlLocation(source_name, e.mark), ": invalid YAML: ", YamlParseError(e)));
   }
   return WalkYaml(root, "", source_name);
 }

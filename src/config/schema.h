@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
@@ -41,6 +42,10 @@ std::string PositiveBytes(const Bytes& v);
 std::string PositiveDuration(const absl::Duration& v);
 // Bytes in [lo, hi] (a limit a library keeps in fewer bits than 64).
 Validator<Bytes> BytesBetween(uint64_t lo, uint64_t hi);
+
+// What a yaml-cpp parse error says, in words a user can act on: yaml-cpp reports input nested
+// past its depth limit as "bad file"; this names the nesting instead.
+std::string YamlParseError(const std::exception& e);
 
 class Schema {
  public:

@@ -611,7 +611,8 @@ absl::StatusOr<std::vector<InferenceReplicaSpec>> ParseSpecs(std::string_view ya
       std::string where = e.mark.is_null() ? std::string(source)
                                            : StrCat(source, ":", first_line + e.mark.line + 1, ":",
                                                     e.mark.column + 1);
-      return absl::InvalidArgumentError(StrCat(where, ": invalid YAML: ", e.msg));
+      return absl::InvalidArgumentError(
+          StrCat(where, ": invalid YAML: ", config::YamlParseError(e)));
     } catch (const YAML::Exception& e) {
       return absl::InvalidArgumentError(StrCat(source, ": invalid YAML: ", e.what()));
     }

@@ -134,6 +134,12 @@ int RunGossipKey(const GlobalOptions& g, exaserve::v1::GossipKeyRequest::Op op,
 // 1 failed (the node is now tainted burn-in-failed) or could not run (no GPU: the message says).
 int RunBurnIn(const GlobalOptions& g) {
   auto stub = exaserve::v1::Admin::NewStub(exa::net::NewChannel(g.addr));
+  // A node that does not answer a quick call within --timeout is not given the burn-in's
+  // minute: a silent or wrong address fails fast.
+  exaserve::v1::StatusResponse status;
+  if (grpc::Status s = stub->Status(MakeContext(g).get(), {}, &status); !s.ok()) {
+    return RpcFailure(g, s);
+  }
   exaserve::v1::BurnInResponse response;
   GlobalOptions slow = g;
   // The GEMM and copy tests take a few seconds per GPU: at least a minute unless --timeout says.
@@ -751,7 +757,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   GlobalOptions g;
   app.add_option("--addr", g.addr, "gRPC address of any node (default 127.0.0.1:7070)");
-  app.add_option("--timeout", g.timeout, "deadline for each call, e.g. 5s (default 5s)");
+  app.add_option("--timeout", g.timeout,
+                 "deadline for each call, e.g. 5s (default 5s); model pull and sync: each manifest "
+                 "or listing request (chunk streams: --tier-timeout)");
   app.add_flag("--json", g.json, "print JSON instead of text");
   app.add_option("--token", g.token,
                  "API key or admin token (default: $EXASERVE_TOKEN), sent as a Bearer token");

@@ -167,8 +167,10 @@ int TierFailure(const absl::Status& s) {
   return absl::IsInvalidArgument(s) ? Usage(ToStd(s.message())) : Failure(s);
 }
 
+// Manifest requests get --timeout (a silent tier is given up on after it, not after the fetcher's
+// default); chunk streams get --tier-timeout.
 int PullOne(const ModelCommandOptions& o, const std::string& cache_dir, const w::ModelSpec& spec,
-            const std::vector<w::Tier*>& tiers, bool json) {
+            const std::vector<w::Tier*>& tiers, bool json, absl::Duration call_timeout) {
   auto timeout = ParseDuration(o.tier_timeout);
   if (!timeout.ok()) return Usage(StrCat("--tier-timeout ", ToStd(timeout.status().message())));
   if (*timeout <= absl::ZeroDuration()) {
@@ -178,6 +180,7 @@ int PullOne(const ModelCommandOptions& o, const std::string& cache_dir, const w:
   options.cache_dir = cache_dir;
   options.parallel = o.parallel;
   options.tier_timeout = *timeout;
+  options.manifest_timeout = call_timeout;
   w::Fetcher fetcher(tiers, options);
   const bool bar = !json && ::isatty(STDERR_FILENO);
   auto result = fetcher.Pull(spec.name, spec.version, [&](const w::PullProgress& p) {
@@ -234,7 +237,7 @@ int RunPull(const ModelCommandOptions& o, bool json, const ClusterAccess& cluste
   if (!tiers.ok()) return TierFailure(tiers.status());
   std::vector<w::Tier*> order;
   for (auto& t : *tiers) order.push_back(t.get());
-  return PullOne(o, CacheDir(o), *spec, order, json);
+  return PullOne(o, CacheDir(o), *spec, order, json, cluster.timeout);
 }
 
 // Every model the source lists (or --model) into the target cache.
@@ -250,12 +253,13 @@ int RunSync(const ModelCommandOptions& o, bool json, const ClusterAccess& cluste
     if (!spec.ok()) return Usage(StrCat("--model ", ToStd(spec.status().message())));
     specs.push_back(*spec);
   } else {
-    auto listed = order.front()->ListModels(absl::Seconds(10));
+    auto listed = order.front()->ListModels(cluster.timeout);
     if (!listed.ok()) return Failure(listed.status());
     for (const w::ModelRef& m : *listed) specs.push_back({m.name, m.version});
   }
   int rc = 0;
-  for (const w::ModelSpec& spec : specs) rc = std::max(rc, PullOne(o, target, spec, order, json));
+  for (const w::ModelSpec& spec : specs)
+    rc = std::max(rc, PullOne(o, target, spec, order, json, cluster.timeout));
   return rc;
 }
 

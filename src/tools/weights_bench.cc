@@ -21,6 +21,7 @@
 #include "bench/route_workload.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "common/units.h"
 #include "metrics/registry.h"
 #include "net/grpc_server.h"
 #include "weights/fetcher.h"
@@ -40,6 +41,9 @@ namespace w = exa::weights;
 constexpr char kName[] = "bench-model";
 constexpr char kVersion[] = "v1";
 constexpr size_t kBlockBytes = 8 << 20;
+// The synthetic model: a chunk or more, and at most what a scratch disk could hold K + 3 times.
+constexpr uint64_t kMinModelBytes = 1ull << 20;
+constexpr uint64_t kMaxModelBytes = 1ull << 40;
 
 double Gbps(uint64_t bytes, absl::Duration d) {
   return double(bytes) / 1e9 / std::max(1e-9, absl::ToDoubleSeconds(d));
@@ -330,29 +334,43 @@ absl::StatusOr<nlohmann::json> SplitCoresPull(const WeightsBenchOptions& o, cons
 }  // namespace
 
 absl::StatusOr<nlohmann::json> RunWeightsBench(const WeightsBenchOptions& o) {
-  if (o.files < 1 || o.nodes < 1 || o.parallel < 1 || o.model_bytes < (1 << 20)) {
-    return absl::InvalidArgumentError("--files, --nodes, --parallel must be >= 1, size >= 1Mi");
+  if (o.files < 1 || o.nodes < 1 || o.parallel < 1) {
+    return absl::InvalidArgumentError("--files, --nodes and --parallel must be >= 1");
   }
-  // Space: the origin, the rack cache, and K node copies at once in phase (a).
-  struct statvfs vfs {};
-  fs::create_directories(o.dir);
-  if (::statvfs(o.dir.c_str(), &vfs) == 0) {
-    uint64_t free_bytes = uint64_t(vfs.f_bavail) * vfs.f_frsize;
-    uint64_t need = o.model_bytes * uint64_t(o.nodes + 3);
-    if (free_bytes < need) {
-      return absl::ResourceExhaustedError(
-          StrCat(o.dir, ": ", free_bytes >> 20, " MiB free, the bench needs ", need >> 20));
-    }
+  if (o.model_bytes < kMinModelBytes || o.model_bytes > kMaxModelBytes) {
+    return absl::InvalidArgumentError(StrCat("--size ", BytesToString(o.model_bytes), ": allowed ",
+                                             BytesToString(kMinModelBytes), " to ",
+                                             BytesToString(kMaxModelBytes)));
   }
+  // The scratch directory, with any parents it lacks, is made here and removed afterwards.
+  std::vector<fs::path> made;  // deepest first
+  for (fs::path p = fs::absolute(o.dir); !p.empty() && !fs::exists(p); p = p.parent_path()) {
+    made.push_back(p);
+  }
+  std::error_code ec;
+  fs::create_directories(o.dir, ec);
+  if (ec) return absl::InvalidArgumentError(StrCat("--dir ", o.dir, ": ", ec.message()));
   std::random_device rd;
   const fs::path root = fs::path(o.dir) / StrCat("exaserve-weights-bench-", rd());
   struct Cleanup {
-    fs::path p;
+    fs::path root;
+    std::vector<fs::path> made;
     ~Cleanup() {
       std::error_code ec;
-      fs::remove_all(p, ec);
+      fs::remove_all(root, ec);
+      for (const fs::path& p : made) fs::remove(p, ec);  // only while empty
     }
-  } cleanup{root};
+  } cleanup{root, made};
+  // Space: the origin, the rack cache, and K node copies at once in phase (a).
+  struct statvfs vfs {};
+  if (::statvfs(o.dir.c_str(), &vfs) == 0) {
+    const uint64_t free_bytes = uint64_t(vfs.f_bavail) * vfs.f_frsize;
+    const uint64_t need = o.model_bytes * uint64_t(o.nodes + 3);  // <= 1Ti x 67: no overflow
+    if (free_bytes < need) {
+      return absl::ResourceExhaustedError(StrCat(o.dir, ": ", BytesToString(free_bytes),
+                                                 " free, the bench needs ", BytesToString(need)));
+    }
+  }
   nlohmann::json out;
   out["setup"] = {{"model_bytes", o.model_bytes},
                   {"files", o.files},

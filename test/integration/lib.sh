@@ -39,6 +39,24 @@ start_node() {
   wait_for 30 test -s "$work/n$n/endpoints.json" || { cat "$work/n$n.log"; fail "node $n did not start"; }
 }
 port_of() { json_field "$work/n$1/endpoints.json" "$2"; }
+
+# start_silent_peer: a TCP listener on loopback that accepts connections and never says a word
+# (a hung process, a wrong service). Sets pid and silent (host:port); kill $pid when done.
+start_silent_peer() {
+  local file; file=$(mktemp)
+  python3 -c '
+import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(64)
+open(sys.argv[1], "w").write(str(s.getsockname()[1]))
+held = []
+while True:
+    c, _ = s.accept(); held.append(c)
+' "$file" &
+  pid=$!
+  wait_for 10 test -s "$file" || fail "silent peer did not start"
+  silent="127.0.0.1:$(cat "$file")"
+  rm -f "$file"
+}
 kill_nodes() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; }
 
 # tiny_spec REPLICAS BATCH WARMUP DEADGRACE: an InferenceReplica spec "tiny" of the bundled model

@@ -34,4 +34,16 @@ assert l["warm"] > 0 and l["cold"] > 0, l
 print("weights bench:", r["origin_bytes_ratio"], p["ratio_to_bound"], s.get("ratio_to_bound"))
 PY
 test -z "$(ls -A "$root" | grep -v -E '^(out.json|err)$')" || fail "scratch left behind: $(ls "$root")"
+# A size outside 1Mi..1Ti is a usage error naming the flag (1Ei once overflowed the free-space
+# check); a --dir the bench had to make is removed with the rest of its scratch.
+set +e
+"$BIN/exaserve-bench" weights --dir "$root/made" --size 1Ei >/dev/null 2>"$root/err"
+rc=$?
+set -e
+[ "$rc" = 2 ] || fail "--size 1Ei: exit $rc: $(cat "$root/err")"
+grep -q -- '--size 1Ei: allowed 1Mi to 1Ti' "$root/err" || fail "--size 1Ei: $(cat "$root/err")"
+"$BIN/exaserve-bench" weights --dir "$root/made/deeper" --size 1Mi --files 1 --chunk-bytes 1Mi \
+  --nodes 1 --parallel 1 --streams 1 --repeats 1 --no-split-cores >/dev/null 2>"$root/err" ||
+  fail "small bench: $(tail -5 "$root/err")"
+[ ! -e "$root/made" ] || fail "--dir made by the bench left behind: $(find "$root/made")"
 echo PASS

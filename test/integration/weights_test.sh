@@ -104,6 +104,27 @@ cli model verify --model tiny --checksum md5 --cache-dir "$root/node" 2>>"$root/
 set -e
 [ "$rc1$rc2$rc3$rc4" = 2222 ] || fail "bad flags: exits $rc1 $rc2 $rc3 $rc4: $(cat "$root/err")"
 grep -q 'must stay inside\|expected letters' "$root/err" || fail "$(cat "$root/err")"
+# A peer that accepts and never answers is given up on after --timeout (per manifest or listing
+# request), not after a built-in 10 s per tier; node burn-in does not wait its minute on it.
+start_silent_peer
+pids+=("$pid")
+for cmd in "model pull --model tiny:v1 --cache-dir $root/silent --origin $silent" \
+           "model sync --source origin --origin $silent --target $root/silent" \
+           "--addr $silent node burn-in"; do
+  t0=$(date +%s%N)
+  set +e
+  # shellcheck disable=SC2086  # the command's words
+  cli --timeout 1s $cmd >/dev/null 2>"$root/silent.err"
+  rc=$?
+  set -e
+  ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+  [ "$rc" = 1 ] || fail "$cmd against a silent peer: exit $rc: $(cat "$root/silent.err")"
+  [ "$ms" -lt 6000 ] || fail "$cmd against a silent peer took ${ms} ms with --timeout 1s"
+  grep -qi 'deadline' "$root/silent.err" || fail "$cmd: $(cat "$root/silent.err")"
+  echo "silent peer: $cmd: exit 1 in ${ms} ms"
+done
+kill -9 "$pid"
+unset 'pids[-1]'
 for p in "${pids[@]}"; do kill -TERM "$p"; wait "$p" || fail "a node exited $? after SIGTERM"; done
 pids=()
 echo "weights: ok"

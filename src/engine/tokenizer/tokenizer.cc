@@ -1,5 +1,6 @@
 #include "engine/tokenizer/tokenizer.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -91,6 +92,17 @@ Tokenizer::Tokenizer() = default;
 Tokenizer::~Tokenizer() = default;
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromFile(const std::string& path) {
+  std::error_code ec;
+  const auto type = std::filesystem::status(path, ec).type();
+  if (type == std::filesystem::file_type::directory) {
+    return absl::InvalidArgumentError(
+        StrCat(path, ": is a directory; give the tokenizer file, e.g. ",
+               (std::filesystem::path(path) / "tokenizer.json").string()));
+  }
+  if (type != std::filesystem::file_type::regular &&
+      type != std::filesystem::file_type::not_found) {
+    return absl::InvalidArgumentError(StrCat(path, ": not a regular file"));
+  }
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return absl::NotFoundError(StrCat(path, ": cannot open tokenizer file"));
   const std::streamoff size = in.tellg();

@@ -123,6 +123,11 @@ TEST_CASE("Invalid YAML reports file:line:column", "[config]") {
   CHECK(s.LoadYamlFile("/nonexistent/exa.yaml").code() == absl::StatusCode::kNotFound);
   CHECK(Message(s.LoadYamlString("- a\n- b\n", "list.yaml")) ==
         "list.yaml:1:1: the document must be a mapping of keys to values");
+  // yaml-cpp's own words for this are "bad file".
+  const std::string deep = "a: " + std::string(10000, '[') + std::string(10000, ']');
+  CHECK_THAT(
+      Message(s.LoadYamlString(deep, "deep.yaml")),
+      Catch::Matches("deep\\.yaml:1:[0-9]+: invalid YAML: nested more than [0-9]+ levels deep"));
 }
 
 TEST_CASE("ToYaml prints the effective config, which loads back to the same values", "[config]") {

@@ -7,6 +7,7 @@
 
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/utf8.h"
+#include "support/temp_dir.h"
 #include "tiny_tokenizers.h"
 
 namespace exa::engine {
@@ -204,6 +205,16 @@ TEST_CASE("FromFile names the path when the file is missing") {
   REQUIRE_FALSE(tokenizer.ok());
   CHECK_THAT(std::string(tokenizer.status().message()),
              Catch::Contains("/nonexistent/tokenizer.json"));
+}
+
+TEST_CASE("FromFile given a directory says which file it wants") {
+  exa::testing::TempDir dir;
+  auto tokenizer = Tokenizer::FromFile(dir.path.string());
+  REQUIRE_FALSE(tokenizer.ok());
+  CHECK(absl::IsInvalidArgument(tokenizer.status()));
+  CHECK_THAT(std::string(tokenizer.status().message()),
+             Catch::Contains("is a directory; give the tokenizer file, e.g. " +
+                             (dir.path / "tokenizer.json").string()));
 }
 
 }  // namespace
