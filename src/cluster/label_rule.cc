@@ -72,6 +72,7 @@ absl::Status ValidateLabels(const Labels& labels) {
 
 absl::Status ValidateChange(const Labels& set, const std::vector<std::string>& remove) {
   EXA_RETURN_IF_ERROR(ValidateLabels(set));
+  for (const std::string& k : remove) EXA_RETURN_IF_ERROR(ValidateLabels({{k, ""}}));
   std::vector<std::string> touched = remove;
   for (const auto& [k, v] : set) touched.push_back(k);
   for (const std::string& k : touched) {

@@ -37,7 +37,7 @@ const char* Version() { return EXASERVE_VERSION; }
 
 struct Daemon::Timers {
   explicit Timers(asio::io_context& io)
-      : signals(io, SIGTERM, SIGINT),
+      : signals(io, SIGTERM, SIGINT, SIGHUP),
         watchdog(io),
         load(io),
         election(io),
@@ -79,6 +79,8 @@ absl::Status Daemon::Start() {
   // presents its certificate when TLS is configured; exaserved checked the files already.
   if (options_.tls.enabled()) EXA_RETURN_IF_ERROR(net::UseClientTls(options_.tls));
   EXA_ASSIGN_OR_RETURN(node_id_, LoadOrCreateNodeId(options_.node.data_dir, options_.node.id));
+  EXA_ASSIGN_OR_RETURN(DataDirLock lock, DataDirLock::Acquire(options_.node.data_dir));
+  data_dir_lock_.emplace(std::move(lock));
   metrics::RegisterProcessMetrics(registry_, Version());
   metrics::RegisterNetworkMetrics(registry_);  // NIC counters for the network alert
   gpus_ = PrepareGpus(registry_);  // GPU hook (issue #5): before replicas load onto the GPUs
@@ -543,17 +545,7 @@ bool Daemon::HoldsRole(const membership::Member& m, std::string_view role) const
 // the gateway's own routes (Admin.Routes) stand.
 void Daemon::SyncRoutes() {
   if (!routes_ || !gossip_ || !GatewayActive() || route_syncs_in_flight_.load() > 0) return;
-  std::string target, target_id;
-  for (const membership::Member& m : gossip_->Members()) {
-    if (m.state != membership::MemberState::kAlive || m.metadata.grpc_port == 0 ||
-        !RunsScheduler(m)) {
-      continue;
-    }
-    if (target_id.empty() || m.id < target_id) {
-      target_id = m.id;
-      target = StrCat(membership::AddressHost(m.address), ":", m.metadata.grpc_port);
-    }
-  }
+  const std::string target = RouteScheduler();
   if (target.empty()) return;
   struct Call {
     grpc::ClientContext context;
@@ -583,6 +575,24 @@ void Daemon::SyncRoutes() {
         }
         route_syncs_in_flight_--;
       });
+}
+
+// The scheduler whose spec store holds the version routes (the lowest-id live one, host:port of
+// its gRPC); empty when the cluster has none.
+std::string Daemon::RouteScheduler() const {
+  if (!gossip_) return "";
+  std::string target, target_id;
+  for (const membership::Member& m : gossip_->Members()) {
+    if (m.state != membership::MemberState::kAlive || m.metadata.grpc_port == 0 ||
+        !RunsScheduler(m)) {
+      continue;
+    }
+    if (target_id.empty() || m.id < target_id) {
+      target_id = m.id;
+      target = StrCat(membership::AddressHost(m.address), ":", m.metadata.grpc_port);
+    }
+  }
+  return target;
 }
 
 // The rack's storage peer for weight pulls: a live member of this rack with the storage role,
@@ -762,6 +772,21 @@ AdminCallbacks Daemon::MakeAdminCallbacks() {
     if (!routes_) return grpc::Status(grpc::FAILED_PRECONDITION, "this node is not a gateway");
     absl::Status s;
     const auto& r = req.route();
+    const bool write = req.op() == exaserve::v1::RoutesRequest::OP_SET ||
+                       req.op() == exaserve::v1::RoutesRequest::OP_REMOVE;
+    if (req.op() != exaserve::v1::RoutesRequest::OP_LIST && !write) {
+      return grpc::Status(grpc::INVALID_ARGUMENT, StrCat("op: ", static_cast<int>(req.op()),
+                                                         ": OP_LIST, OP_SET or OP_REMOVE"));
+    }
+    // With a scheduler, the spec store's routes win: this gateway would take its list back
+    // within 2 s, so a write here would be silently undone.
+    if (const std::string scheduler = write ? RouteScheduler() : ""; !scheduler.empty()) {
+      return grpc::Status(
+          grpc::FAILED_PRECONDITION,
+          StrCat("this cluster keeps version routes in the spec store of the scheduler at ",
+                 scheduler,
+                 ": change them with Scheduler.Routes (exaserve-cli gateway route does)"));
+    }
     if (req.op() == exaserve::v1::RoutesRequest::OP_SET) {
       s = routes_->Set({r.header(), r.label(), r.default_value()});
     } else if (req.op() == exaserve::v1::RoutesRequest::OP_REMOVE) {
@@ -872,8 +897,17 @@ void Daemon::AddHttpRoutes(net::HttpServer& http) {
 void Daemon::WatchSignals() {
   timers_->signals.async_wait([this](const boost::system::error_code& ec, int signal) {
     if (ec) return;
-    EXA_LOG_INFO("daemon", "signal received", {{"signal", signal}});
-    RequestDrain();
+    if (signal == SIGHUP) {
+      // Its default action would kill the node on the spot, with no drain. There is no reload:
+      // a changed config takes a restart (systemctl restart drains first).
+      EXA_LOG_WARN("daemon",
+                   "SIGHUP ignored: exaserved does not reload; restart it to apply a "
+                   "changed config",
+                   {});
+    } else {
+      EXA_LOG_INFO("daemon", "signal received", {{"signal", signal}});
+      RequestDrain();
+    }
     WatchSignals();
   });
 }

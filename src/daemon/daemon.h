@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -22,6 +23,7 @@
 #include "absl/synchronization/notification.h"
 #include "cluster/stable_election.h"
 #include "daemon/gpu_node.h"
+#include "daemon/node_identity.h"
 #include "daemon/options.h"
 #include "gateway/frontend.h"
 #include "gateway/inference_service.h"
@@ -101,11 +103,13 @@ class Daemon {
   std::vector<std::string> CurrentRoles() const;
   AdminCallbacks MakeAdminCallbacks();
   std::string RackStoragePeer() const;
+  std::string RouteScheduler() const;
   void Drain();
 
   DaemonOptions options_;
   std::vector<std::string> roles_;
   std::string node_id_;
+  std::optional<DataDirLock> data_dir_lock_;
   absl::Time start_time_;
   std::atomic<State> state_{State::kStarting};
   std::atomic<int> drain_requests_{0};

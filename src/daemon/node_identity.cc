@@ -1,6 +1,7 @@
 #include "daemon/node_identity.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -109,6 +110,39 @@ absl::StatusOr<uint32_t> NextIncarnation(const std::string& data_dir) {
   }
   EXA_RETURN_IF_ERROR(WriteFileAtomically(path, StrCat(next, "\n")));
   return static_cast<uint32_t>(next);
+}
+
+absl::StatusOr<DataDirLock> DataDirLock::Acquire(const std::string& data_dir) {
+  const std::string path = data_dir + "/lock";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(StrCat(path, ": cannot open: ", std::strerror(errno)));
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char pid[32] = {0};
+    const ssize_t n = ::pread(fd, pid, sizeof(pid) - 1, 0);
+    ::close(fd);
+    if (err == EWOULDBLOCK) {
+      std::string holder(pid, n > 0 ? static_cast<size_t>(n) : 0);
+      while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+      return absl::FailedPreconditionError(
+          StrCat("data dir ", data_dir, " is in use by another exaserved",
+                 holder.empty() ? std::string() : StrCat(" (pid ", holder, ")"),
+                 ": each node needs a data dir of its own (--data-dir)"));
+    }
+    return absl::FailedPreconditionError(StrCat(path, ": cannot lock: ", std::strerror(err)));
+  }
+  // The holder's pid, for the message a second daemon gets (advice only: the lock is the flock).
+  const std::string me = StrCat(::getpid(), "\n");
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) < 0) {
+    // Not fatal: the lock holds without the pid.
+  }
+  return DataDirLock(fd);
+}
+
+DataDirLock::~DataDirLock() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 }  // namespace exa::daemon

@@ -23,6 +23,23 @@ absl::StatusOr<std::string> LoadOrCreateNodeId(const std::string& data_dir,
 // yields a higher number.
 absl::StatusOr<uint32_t> NextIncarnation(const std::string& data_dir);
 
+// An exclusive lock on DATA_DIR/lock, held while the object lives (and released by the kernel
+// when the process dies). Two daemons on one data dir would share one node id: the second
+// would take over the first's membership entry and, leaving, mark the live node as left.
+class DataDirLock {
+ public:
+  // FAILED_PRECONDITION naming the dir and the holder's pid when another process holds it.
+  static absl::StatusOr<DataDirLock> Acquire(const std::string& data_dir);
+  DataDirLock(DataDirLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  DataDirLock& operator=(DataDirLock&&) = delete;
+  DataDirLock(const DataDirLock&) = delete;
+  ~DataDirLock();
+
+ private:
+  explicit DataDirLock(int fd) : fd_(fd) {}
+  int fd_;
+};
+
 // A random RFC 4122 version-4 UUID from the OS entropy source.
 std::string NewUuid();
 

@@ -63,9 +63,11 @@ absl::Status EngineCore::Validate(const GenerateRequest& r) const {
   }
   const int64_t capacity = int64_t{info_.kv_blocks_total} * info_.kv_block_size;
   if (prompt + r.max_tokens > capacity) {
-    return absl::ResourceExhaustedError(StrCat("prompt of ", prompt, " tokens plus max_tokens ",
-                                               r.max_tokens, " exceeds the KV cache of ", capacity,
-                                               " tokens"));
+    // Not overload: this request can never fit here, however long it waits (a client error,
+    // like the context check above, not a 429 or 500).
+    return absl::InvalidArgumentError(StrCat("prompt of ", prompt, " tokens plus max_tokens ",
+                                             r.max_tokens, " exceeds the KV cache of ", capacity,
+                                             " tokens"));
   }
   for (int32_t id : r.prompt_tokens) {
     if (id < 0 || id >= info_.vocab_size) {

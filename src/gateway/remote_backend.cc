@@ -1,5 +1,6 @@
 #include "gateway/remote_backend.h"
 
+#include <map>
 #include <set>
 
 #include "absl/time/clock.h"
@@ -75,12 +76,17 @@ class RemoteBackend::Peer : public std::enable_shared_from_this<Peer> {
     for (const auto& r : report.replicas()) {
       seen.insert(r.replica_id());
       unknown_model |= described_ && described_models_.count(ModelKey(r.model(), r.version())) == 0;
-      if (replicas_.insert(r.replica_id()).second) {
+      std::map<std::string, std::string> labels(r.labels().begin(), r.labels().end());
+      auto known = replicas_.find(r.replica_id());
+      if (known == replicas_.end()) {
         owner_->SetRoute(r.replica_id(), node_id_);
-        router::ReplicaInfo info{r.replica_id(), r.model(), r.version(), {}};
-        info.labels.insert(r.labels().begin(), r.labels().end());
-        owner_->table_.Upsert(info);
+        owner_->table_.Upsert({r.replica_id(), r.model(), r.version(), labels});
         owner_->table_.SetHealthy(r.replica_id(), !suspect_);
+        replicas_.emplace(r.replica_id(), std::move(labels));
+      } else if (known->second != labels) {
+        // Relabelled (replica label, a label rule): version routing follows at this report.
+        owner_->table_.Upsert({r.replica_id(), r.model(), r.version(), labels});
+        known->second = std::move(labels);
       }
       owner_->table_.Report(r.replica_id(),
                             {r.pending_tokens(), r.running_sequences() + r.waiting_sequences(),
@@ -92,9 +98,9 @@ class RemoteBackend::Peer : public std::enable_shared_from_this<Peer> {
     const absl::Time now = absl::Now();
     if (unknown_model && !describing_ && now - last_describe_ >= absl::Seconds(1)) Describe();
     for (auto it = replicas_.begin(); it != replicas_.end();) {
-      if (seen.count(*it) == 0) {
-        owner_->table_.Remove(*it);
-        owner_->ClearRoute(*it);
+      if (seen.count(it->first) == 0) {
+        owner_->table_.Remove(it->first);
+        owner_->ClearRoute(it->first);
         it = replicas_.erase(it);
       } else {
         ++it;
@@ -108,7 +114,7 @@ class RemoteBackend::Peer : public std::enable_shared_from_this<Peer> {
       absl::MutexLock lock(&mu_);
       watch_ = nullptr;
       retry_at_ = absl::Now() + kRetryLoadStreamAfter;
-      for (const std::string& id : replicas_) owner_->table_.Report(id, {0, 0, false});
+      for (const auto& [id, labels] : replicas_) owner_->table_.Report(id, {0, 0, false});
       if (!shutdown_) {
         owner_->stream_breaks_.Increment();
         EXA_LOG_WARN("gateway", "load stream ended",
@@ -124,7 +130,7 @@ class RemoteBackend::Peer : public std::enable_shared_from_this<Peer> {
     absl::MutexLock lock(&mu_);
     if (suspect_ == suspect) return;
     suspect_ = suspect;
-    for (const std::string& id : replicas_) owner_->table_.SetHealthy(id, !suspect);
+    for (const auto& [id, labels] : replicas_) owner_->table_.SetHealthy(id, !suspect);
   }
 
   // The node is dead or gone: stop watching and forget its replicas.
@@ -132,7 +138,7 @@ class RemoteBackend::Peer : public std::enable_shared_from_this<Peer> {
     absl::MutexLock lock(&mu_);
     shutdown_ = true;
     if (watch_ != nullptr) watch_->Cancel();
-    for (const std::string& id : replicas_) {
+    for (const auto& [id, labels] : replicas_) {
       owner_->table_.Remove(id);
       owner_->ClearRoute(id);
     }
@@ -186,7 +192,8 @@ class RemoteBackend::Peer : public std::enable_shared_from_this<Peer> {
   mutable absl::Mutex mu_;
   LoadWatch* watch_ ABSL_GUARDED_BY(mu_) = nullptr;
   absl::Time retry_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  std::set<std::string> replicas_ ABSL_GUARDED_BY(mu_);
+  // The replicas this node reported, with the labels of the last report.
+  std::map<std::string, std::map<std::string, std::string>> replicas_ ABSL_GUARDED_BY(mu_);
   bool suspect_ ABSL_GUARDED_BY(mu_) = false;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   bool described_ ABSL_GUARDED_BY(mu_) = false;

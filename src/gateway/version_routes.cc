@@ -1,5 +1,6 @@
 #include "gateway/version_routes.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -62,8 +63,13 @@ absl::StatusOr<VersionRoute> NormalizeRoute(VersionRoute route) {
   EXA_ASSIGN_OR_RETURN(route.header, NormalizeName("header", route.header));
   if (route.label.empty()) route.label = "version";
   EXA_ASSIGN_OR_RETURN(route.label, NormalizeName("label", route.label));
-  if (route.default_value.size() > 128) {
-    return absl::InvalidArgumentError("default_value: at most 128 characters");
+  const bool printable =
+      std::all_of(route.default_value.begin(), route.default_value.end(),
+                  [](char c) { return static_cast<unsigned char>(c) >= 0x20 && c != 0x7f; });
+  if (route.default_value.size() > 128 || !printable) {
+    // As a label value (cluster::ValidateLabels): the default names replicas by their label.
+    return absl::InvalidArgumentError(
+        "default_value: at most 128 printable characters, as a label value");
   }
   return route;
 }

@@ -79,7 +79,9 @@ void GenerateStreamReactor::OnWriteDone(bool ok) {
   absl::MutexLock lock(&mu_);
   writing_ = false;
   if (!ok) {
+    // The client is gone (cancelled, deadline, disconnect): no later write can succeed.
     CancelLocked();
+    FinishCancelledLocked();
     return;
   }
   WriteNextLocked();
@@ -88,10 +90,22 @@ void GenerateStreamReactor::OnWriteDone(bool ok) {
 void GenerateStreamReactor::OnCancel() {
   absl::MutexLock lock(&mu_);
   CancelLocked();
+  // With a write in flight, its OnWriteDone(false) finishes the RPC; Finish is not called
+  // while a write is outstanding.
+  if (!writing_) FinishCancelledLocked();
 }
 
 void GenerateStreamReactor::CancelLocked() {
   if (started_ && handle_.cancel) handle_.cancel();
+}
+
+void GenerateStreamReactor::FinishCancelledLocked() {
+  // Every RPC must be finished, a cancelled one too, or gRPC never calls OnDone: the reactor
+  // would leak and server shutdown would wait for it for ever. Queued messages are dropped.
+  if (done_) return;
+  done_ = true;
+  queue_.clear();
+  Finish(grpc::Status(grpc::CANCELLED, "request cancelled"));
 }
 
 void GenerateStreamReactor::OnDone() {

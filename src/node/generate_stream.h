@@ -56,6 +56,7 @@ class GenerateStreamReactor final
   void OnEvent(const engine::StreamEvent& e);
   void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CancelLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishCancelledLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
   StreamHandle handle_ ABSL_GUARDED_BY(mu_);

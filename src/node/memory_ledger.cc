@@ -59,7 +59,7 @@ absl::Status MemoryLedger::Reserve(const std::string& holder, int device, int64_
     return absl::InvalidArgumentError(StrCat("memory ledger: ", bytes, " bytes: must be >= 0"));
   }
   const int64_t cap = capacity(device);
-  if (cap > 0 && used(device) + bytes > cap) {
+  if (cap > 0 && bytes > cap - used(device)) {  // not used + bytes: that can overflow
     auto b = Human;
     return absl::FailedPreconditionError(StrCat(
         DeviceName(device), ": ", holder, " needs ", b(bytes), " but only ", b(cap - used(device)),

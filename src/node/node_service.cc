@@ -275,7 +275,8 @@ grpc::ServerUnaryReactor* NodeService::StopReplica(grpc::CallbackServerContext* 
     reactor->Finish(s);
     return reactor;
   }
-  if (req->drain_timeout_seconds() < 0 || req->drain_timeout_seconds() > 24 * 3600) {
+  // Written so that NaN fails too.
+  if (!(req->drain_timeout_seconds() >= 0 && req->drain_timeout_seconds() <= 24 * 3600)) {
     reactor->Finish(grpc::Status(grpc::INVALID_ARGUMENT,
                                  StrCat("drain_timeout_seconds: ", req->drain_timeout_seconds(),
                                         ": must be in [0, 86400]")));

@@ -13,6 +13,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "common/units.h"
 #include "nlohmann/json.hpp"
 
 namespace exa::node {
@@ -20,9 +21,15 @@ namespace {
 
 std::string Positive(const int& v) { return v > 0 ? "" : StrCat(v, ": must be positive"); }
 
+// What a replica may reserve of a device (KV cache or whole budget): 4 TiB, past any GPU or
+// host, and far from int64 overflow when the ledger adds reservations up.
+constexpr int64_t kMaxReplicaBytes = int64_t{1} << 42;
+
 bool StoreNameOk(const std::string& name) {
   return !name.empty() && name.size() <= 128 && name.find('/') == std::string::npos &&
-         name != "." && name != "..";
+         name != "." && name != ".." && std::all_of(name.begin(), name.end(), [](char c) {
+           return static_cast<unsigned char>(c) > 0x20 && c != 0x7f;
+         });
 }
 }  // namespace
 
@@ -288,9 +295,27 @@ absl::StatusOr<ReplicaView> ReplicaHost::StartReplica(const ReplicaSpec& spec) {
   if (backend != "cpu" && backend != "cuda" && backend != "sim") {
     return absl::InvalidArgumentError(StrCat("backend: \"", backend, "\": cpu, cuda or sim"));
   }
-  if (spec.kv_cache_bytes < 0 || spec.memory_budget_bytes < 0 || spec.generation < 0) {
+  for (const auto& [field, bytes] :
+       {std::pair<const char*, int64_t>{"kv_cache_bytes", spec.kv_cache_bytes},
+        {"memory_budget_bytes", spec.memory_budget_bytes}}) {
+    if (bytes < 0 || bytes > kMaxReplicaBytes) {
+      return absl::InvalidArgumentError(StrCat(field, ": ", bytes, ": allowed 0 (the default) to ",
+                                               BytesToString(kMaxReplicaBytes)));
+    }
+  }
+  if (spec.generation < 0) {
     return absl::InvalidArgumentError(
-        "kv_cache_bytes, memory_budget_bytes and generation must not be negative");
+        StrCat("generation: ", spec.generation, ": must not be negative"));
+  }
+  const int64_t kv_bytes = spec.kv_cache_bytes > 0
+                               ? spec.kv_cache_bytes
+                               : static_cast<int64_t>(options_.kv_cache_bytes.value);
+  if (spec.memory_budget_bytes > 0 && spec.memory_budget_bytes < kv_bytes) {
+    // The budget is what the ledger holds for the replica: it cannot be less than the KV cache
+    // the replica reserves at start.
+    return absl::InvalidArgumentError(
+        StrCat("memory_budget_bytes: ", BytesToString(spec.memory_budget_bytes),
+               " is less than the replica's KV cache (", BytesToString(kv_bytes), ")"));
   }
   if (spec.model_dir.empty()) {
     ReplicaSpec pulled = spec;
@@ -398,11 +423,13 @@ absl::StatusOr<std::pair<std::string, std::string>> ReplicaHost::StageModel(
     const std::string& model, const std::string& version) {
   if (!StoreNameOk(model)) {
     return absl::InvalidArgumentError(
-        StrCat("model: \"", model, "\": a model name (1-128 characters, no '/')"));
+        StrCat("model: \"", model,
+               "\": a model name (1-128 characters, no '/', spaces or control characters)"));
   }
   if (!StoreNameOk(version)) {
     return absl::InvalidArgumentError(
-        StrCat("version: \"", version, "\": a version (1-128 characters, no '/')"));
+        StrCat("version: \"", version,
+               "\": a version (1-128 characters, no '/', spaces or control characters)"));
   }
   const std::string key = StrCat(model, "@", version);
   absl::MutexLock lock(&mu_);
@@ -453,7 +480,8 @@ std::vector<std::string> ReplicaHost::StagedModels() const {
 absl::StatusOr<ReplicaView> ReplicaHost::StartFromStore(const ReplicaSpec& spec) {
   if (!StoreNameOk(spec.model)) {
     return absl::InvalidArgumentError(
-        StrCat("model: \"", spec.model, "\": a model name (1-128 characters, no '/')"));
+        StrCat("model: \"", spec.model,
+               "\": a model name (1-128 characters, no '/', spaces or control characters)"));
   }
   absl::MutexLock lock(&mu_);
   if (stopping_) return absl::UnavailableError("the node is stopping");

@@ -43,14 +43,31 @@ int NewTarget(const InferenceReplicaSpec& spec, const std::vector<int>& counts, 
   return spec.replicas - std::max(0, keep);
 }
 
+// `old_gone`: no replica of the old version is ready, so its samples will not grow.
 std::vector<MetricComparison> Compare(const InferenceReplicaSpec& spec, const RolloutState& st,
-                                      const MetricWindow& metrics, absl::Time from, absl::Time to) {
+                                      const MetricWindow& metrics, absl::Time from, absl::Time to,
+                                      bool old_gone = false) {
   std::vector<MetricComparison> out;
   for (const std::string& m : spec.rollout.metrics) {
     MetricComparison c;
     c.metric = m;
     std::tie(c.old_value, c.old_samples) = metrics.Summarize(st.stable_version, m, from, to);
     std::tie(c.new_value, c.new_samples) = metrics.Summarize(st.target_version, m, from, to);
+    if (old_gone && c.old_samples < spec.rollout.min_samples) {
+      // No old replica is left to sample (the last stage of a small deployment can hold none):
+      // the old version's figures from the latest stage that judged this metric stand in.
+      bool found = false;
+      for (auto d = st.decisions.rbegin(); d != st.decisions.rend() && !found; ++d) {
+        for (const MetricComparison& earlier : d->metrics) {
+          if (earlier.metric == m && earlier.judged) {
+            c.old_value = earlier.old_value;
+            c.old_samples = earlier.old_samples;
+            found = true;
+            break;
+          }
+        }
+      }
+    }
     c.judged =
         c.old_samples >= spec.rollout.min_samples && c.new_samples >= spec.rollout.min_samples;
     if (c.judged) {
@@ -284,6 +301,13 @@ RolloutStep AdvanceRollout(absl::Time now, const InferenceReplicaSpec& spec,
   if (rolling && spec.version == st.stable_version) {
     // The spec went back to the stable version: that is a rollback.
     RollBack(now, st, StrCat("the spec returned to ", st.stable_version), &step);
+  } else if (!rolling && spec.version == st.stable_version && !st.failed_version.empty()) {
+    // The spec names the stable version again, so the failed one is no longer asked for: a
+    // later change back to it is a new request, and rolls out again (after an automatic rollback
+    // the spec still names the failed version, and that alone never retries it).
+    step.events.push_back(StrCat("the spec names ", st.stable_version, " again; ",
+                                 st.failed_version, " (rolled back) may be rolled out anew"));
+    st.failed_version.clear();
   } else if (!rolling && spec.version != st.stable_version && spec.version != st.failed_version) {
     st.target_version = spec.version;
     st.phase = RolloutPhase::kProgressing;
@@ -322,7 +346,8 @@ RolloutStep AdvanceRollout(absl::Time now, const InferenceReplicaSpec& spec,
   }
   if (st.phase == RolloutPhase::kObserving && !st.paused &&
       now - st.window_start >= spec.rollout.observe) {
-    std::vector<MetricComparison> cmp = Compare(spec, st, metrics, st.window_start, now);
+    const bool old_gone = get(st.stable_version) == 0;
+    std::vector<MetricComparison> cmp = Compare(spec, st, metrics, st.window_start, now, old_gone);
     const MetricComparison* worst = nullptr;
     bool all_judged = true, any_judged = false;
     for (const MetricComparison& c : cmp) {
@@ -355,7 +380,20 @@ RolloutStep AdvanceRollout(absl::Time now, const InferenceReplicaSpec& spec,
       SettledTracks(spec, st, ready, step);
       return step;
     }
-    if (all_judged && any_judged) NextStage(now, spec, st, std::move(cmp), "promoted", &step);
+    const bool no_old =
+        old_gone && std::none_of(cmp.begin(), cmp.end(), [&](const MetricComparison& c) {
+          return c.old_samples >= spec.rollout.min_samples;
+        });
+    const bool new_measured = std::any_of(cmp.begin(), cmp.end(), [&](const MetricComparison& c) {
+      return c.new_samples >= spec.rollout.min_samples;
+    });
+    if (all_judged && any_judged) {
+      NextStage(now, spec, st, std::move(cmp), "promoted", &step);
+    } else if (no_old && new_measured) {
+      // Nothing of the old version to compare with, now or from an earlier stage (it had no
+      // replicas): waiting would never end, so the new version's own figures carry the stage.
+      NextStage(now, spec, st, std::move(cmp), "promoted (no old replicas to compare with)", &step);
+    }
     // else: too few samples; the window extends
   }
   if (st.phase != RolloutPhase::kProgressing && st.phase != RolloutPhase::kObserving) {

@@ -17,7 +17,8 @@
 // After a rollout ends either way, the version left behind is retired at the same pace: its ready
 // replicas stop only while the stable version keeps replicas − maxUnavailable ready, so neither
 // a rollback nor the final switch dips below the floor.
-// A rolled-back version is not retried until the spec names another one. Operator commands
+// A rolled-back version is not retried while the spec still names it; once the spec names the
+// stable version (or another), setting it again starts a new rollout. Operator commands
 // (pause, resume, promote, rollback) are applied by ApplyCommand. The state is a value the
 // scheduler keeps in the spec store, so a new reconciler continues where the last one stopped.
 //

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/chars.h"
 #include "common/logging.h"
 #include "common/strings.h"
 #include "exaserve/v1/admin.grpc.pb.h"
@@ -86,6 +87,47 @@ StoreMessage FromProto(const pb::ReplicateRequest& m) {
   for (const auto& kv : m.versions()) out.versions.emplace_back(kv.key(), FromProto(kv.version()));
   for (const auto& k : m.keys()) out.keys.push_back(k);
   return out;
+}
+
+// A replicated record this scheduler would write: a key of a kind it keeps, a value that kind
+// parses (spec YAML, else a JSON object), and a version not from the far future (it would pin
+// the store's clock there, and no later write could ever win over it). Peers send what they
+// stored themselves; this guards the store against a broken or hostile sender.
+constexpr absl::Duration kMaxReplicatedClockLead = absl::Hours(1);
+absl::Status ValidateReplicated(const pb::ReplicateRequest& m, absl::Time now) {
+  const int64_t latest_us = absl::ToUnixMicros(now + kMaxReplicatedClockLead);
+  for (const pb::StoreRecordProto& r : m.records()) {
+    const std::string_view key = r.key();
+    const auto has = [&](std::string_view prefix) {
+      return key.size() > prefix.size() && key.substr(0, prefix.size()) == prefix;
+    };
+    if (!has(kSpecPrefix) && !has(kNodePrefix) && !has(kRolloutPrefix) &&
+        !has(kRolloutCommandPrefix) && !has(kRoutePrefix) && !has(kLabelRulePrefix)) {
+      return absl::InvalidArgumentError(StrCat("records: key \"", key.substr(0, 80),
+                                               "\": not a kind of record the spec store keeps"));
+    }
+    if (r.version().wall_us() > latest_us) {
+      return absl::InvalidArgumentError(StrCat("records: key \"", key.substr(0, 80), "\": version ",
+                                               r.version().wall_us(), " us is more than ",
+                                               absl::FormatDuration(kMaxReplicatedClockLead),
+                                               " ahead of this scheduler's clock"));
+    }
+    if (r.deleted()) continue;
+    if (FindInvalidUtf8(r.value()) != std::string_view::npos) {
+      return absl::InvalidArgumentError(
+          StrCat("records: key \"", key.substr(0, 80), "\": the value is not UTF-8"));
+    }
+    if (has(kSpecPrefix)) {
+      auto specs = ParseSpecs(r.value(), key);
+      if (!specs.ok()) {
+        return absl::InvalidArgumentError(StrCat("records: ", specs.status().message()));
+      }
+    } else if (!json::parse(r.value(), nullptr, false).is_object()) {
+      return absl::InvalidArgumentError(
+          StrCat("records: key \"", key.substr(0, 80), "\": the value is not a JSON object"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, const grpc::Status& s) {
@@ -1272,9 +1314,12 @@ grpc::ServerUnaryReactor* SchedulerService::NodeOp(grpc::CallbackServerContext* 
   }
   const bool taint_op = request->op() == pb::NodeOpRequest::OP_TAINT ||
                         request->op() == pb::NodeOpRequest::OP_UNTAINT;
-  if (taint_op && (request->taint().empty() || request->taint().size() > 63)) {
-    return Finish(context, grpc::Status(grpc::INVALID_ARGUMENT,
-                                        "taint: 1 to 63 characters, e.g. \"maintenance\""));
+  if (taint_op && (request->taint().empty() || request->taint().size() > 63 ||
+                   !OnlyAlnumOr(request->taint(), "._/-"))) {
+    return Finish(context,
+                  grpc::Status(grpc::INVALID_ARGUMENT,
+                               "taint: 1 to 63 of letters, digits, '.', '_', '/', '-', e.g. "
+                               "\"maintenance\""));
   }
   std::unique_lock<std::mutex> lock(mu_);
   if (!nodes_.count(request->node())) {
@@ -1499,6 +1544,9 @@ grpc::ServerUnaryReactor* SchedulerService::LabelRules(grpc::CallbackServerConte
   if (absl::Status s = cluster::ValidateChange(update.set, update.remove); !s.ok()) {
     return Finish(context, ToGrpc(s));
   }
+  if (absl::Status s = cluster::ValidateLabels(update.selector); !s.ok()) {
+    return Finish(context, grpc::Status(grpc::INVALID_ARGUMENT, StrCat("selector: ", s.message())));
+  }
   std::unique_lock<std::mutex> lock(mu_);
   const std::string key = StrCat(kLabelRulePrefix, json(update.selector).dump());
   cluster::LabelRule merged = update;
@@ -1537,8 +1585,14 @@ grpc::ServerUnaryReactor* SchedulerService::Replicate(grpc::CallbackServerContex
       request->type() > pb::ReplicateRequest::PULL) {
     return Finish(context, grpc::Status(grpc::INVALID_ARGUMENT, "from and type are required"));
   }
+  const absl::Time now = absl::Now();
+  if (absl::Status s = ValidateReplicated(*request, now); !s.ok()) {
+    EXA_LOG_WARN("scheduler", "replicated records refused",
+                 {{"from", request->from().substr(0, 80)}, {"error", std::string(s.message())}});
+    return Finish(context, ToGrpc(s));
+  }
   std::unique_lock<std::mutex> lock(mu_);
-  store_.Handle(absl::Now(), request->from(), FromProto(*request));
+  store_.Handle(now, request->from(), FromProto(*request));
   FlushLocked(lock);
   return Finish(context, grpc::Status::OK);
 }

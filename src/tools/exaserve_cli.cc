@@ -53,7 +53,13 @@ int Usage(const std::string& message) {
 }
 
 int RpcFailure(const GlobalOptions& g, const grpc::Status& s) {
-  std::fprintf(stderr, "exaserve-cli: %s: %s (%d)\n", g.addr.c_str(), s.error_message().c_str(),
+  // A service a node does not register (it lacks the role) answers UNIMPLEMENTED, empty.
+  const std::string message =
+      s.error_code() == grpc::UNIMPLEMENTED && s.error_message().empty()
+          ? "this node does not serve that call: it lacks the role that does (inference for "
+            "replica commands, scheduler for specs; `exaserve-cli members` lists roles)"
+          : s.error_message();
+  std::fprintf(stderr, "exaserve-cli: %s: %s (%d)\n", g.addr.c_str(), message.c_str(),
                static_cast<int>(s.error_code()));
   return 1;
 }

@@ -51,6 +51,23 @@ wait "${clients[@]}"
 echo "spread: node2 served $(served 2), node3 served $(served 3)"
 [ "$(served 2)" -gt 0 ] && [ "$(served 3)" -gt 0 ] || fail "requests did not spread over both nodes"
 
+# A replica relabelled while it runs is routed by its new label at the gateway's next load
+# report (the gateway once kept the labels it first saw, so this stayed a 404).
+r3="$(head -c 8 "$work/n3/node_id")/exa-tiny-arith@v1#0"
+"$CLI" --addr "127.0.0.1:$(port_of 3 grpc_port)" replica label --selector "replica=$r3" \
+  --label track=b >/dev/null || fail "replica label on node 3"
+"$CLI" --addr "127.0.0.1:$(port_of 1 grpc_port)" gateway route --header x-track \
+  --target label:track >/dev/null || fail "gateway route"
+track_b() {
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -H 'x-track: b' "$gw/v1/completions" \
+    -d '{"prompt":"1+1=","max_tokens":2}')" = 200 ]
+}
+wait_for 10 track_b || fail "x-track: b never reached the relabelled replica $r3"
+before2=$(served 2)
+for i in 1 2 3 4; do track_b || fail "x-track: b request $i"; done
+[ "$(served 2)" = "$before2" ] || fail "x-track: b requests reached node 2, which has no track=b"
+"$CLI" --addr "127.0.0.1:$(port_of 1 grpc_port)" gateway route --remove x-track >/dev/null
+
 # Load, then kill -9 node 3 two seconds in.
 python3 - "$gw" "$work/result.json" <<'PY' &
 import json, sys, threading, time, urllib.request, urllib.error, random

@@ -86,6 +86,19 @@ set -e
 grep -q -- "--http-port" <<<"$out" || fail "port error does not name the flag: $out"
 grep -q ":$http" <<<"$out" || fail "port error does not name the port: $out"
 
+# A second daemon on the same data dir would share the node id (and, leaving, mark the live
+# node left): exit 1 naming the dir and the holder's pid. SIGHUP is no reason to die.
+set +e
+out=$("$BIN/exaserved" --data-dir "$work/data" --http-port 0 --grpc-port 0 --gossip-port 0 2>&1); rc=$?
+set -e
+[ $rc -eq 1 ] || fail "a second daemon on the data dir exited $rc, want 1: $out"
+grep -q "data dir $work/data is in use by another exaserved (pid $pid)" <<<"$out" ||
+  fail "data dir lock message: $out"
+kill -HUP $pid
+sleep 0.5
+kill -0 $pid 2>/dev/null || fail "SIGHUP killed the daemon"
+grep -q '"msg":"SIGHUP ignored' "$work/log" || fail "SIGHUP not logged"
+
 # The node id survives a restart: it is kept in the data dir.
 start=$(date +%s%N)
 kill -TERM $pid

@@ -30,3 +30,23 @@ for i in 1 2 3 4; do
 done
 grep -q '"msg":"draining","in_flight":4' "$work/log" || fail "drain did not see 4 in flight"
 echo "drain: ok (4 in-flight completed, new request got ${new:-refused})"
+
+# Streams the client gave up on (its deadline passed mid-stream) are finished on the server: they
+# once never were, so every one leaked and SIGTERM waited for them for ever.
+rm -f "$work/data/endpoints.json"
+EXASERVE_INFERENCE_BACKEND=sim EXASERVE_INFERENCE_KV_CACHE_BYTES=8Gi start_daemon
+for i in 1 2 3 4 5 6; do
+  set +e
+  "$BIN/exaserve-cli" --addr "$grpc" --timeout "$(( 100 * i ))ms" generate --prompt "1+1=" \
+    --max-tokens 200 >"$work/gen$i" 2>&1
+  rc=$?
+  set -e
+  [ "$rc" = 1 ] && grep -qi deadline "$work/gen$i" || fail "stream $i past its deadline: exit $rc: $(cat "$work/gen$i")"
+done
+start=$(date +%s%N)
+kill -TERM $pid
+for _ in $(seq 100); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+kill -0 $pid 2>/dev/null && fail "SIGTERM after 6 abandoned streams: still running after 10 s"
+wait $pid || fail "exit code $? after 6 abandoned streams"
+pid=
+echo "drain: ok (6 abandoned streams, exit 0 in $(( ($(date +%s%N) - start) / 1000000 )) ms)"

@@ -27,6 +27,8 @@ if cores >= 2:
     assert set(s["by_streams"]) == {"1", "4"}, s
     assert s["bound_gbps"] > 0 and s["best_median_gbps"] > 0, s
     assert s["bound_gbps"] <= s["sha256_gbps_node_cpu"] + 1e-9, s
+    assert len(s["diagnostic_disk_write_runs"]) == 3 and s["diagnostic_disk_write_gbps"] > 0, s
+    assert s["diagnostic_ratio_to_bound_with_disk"] >= s["ratio_to_bound"] - 1e-9, s
 else:
     assert "skipped" in s, s
 l = d["load_vs_raw_read"]

@@ -2,6 +2,8 @@
 // giving the node a new identity in the cluster.
 #include "daemon/node_identity.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -11,6 +13,22 @@
 
 namespace exa::daemon {
 namespace {
+
+TEST_CASE("One daemon per data dir: the lock refuses a second holder, naming it", "[daemon]") {
+  testing::TempDir tmp;
+  const std::string dir = tmp.path.string();
+  {
+    auto first = DataDirLock::Acquire(dir);
+    REQUIRE(first.ok());
+    auto second = DataDirLock::Acquire(dir);  // another open file: flock refuses it too
+    REQUIRE_FALSE(second.ok());
+    CHECK(second.status().code() == absl::StatusCode::kFailedPrecondition);
+    CHECK(std::string(second.status().message()) ==
+          "data dir " + dir + " is in use by another exaserved (pid " + std::to_string(::getpid()) +
+              "): each node needs a data dir of its own (--data-dir)");
+  }
+  CHECK(DataDirLock::Acquire(dir).ok());  // released with its holder
+}
 
 TEST_CASE("The node id is made once, kept, and never replaced silently", "[daemon]") {
   testing::TempDir tmp;

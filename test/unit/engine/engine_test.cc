@@ -210,6 +210,23 @@ EngineOptions SimOptions() {
   return o;
 }
 
+TEST_CASE("a request larger than the whole KV cache is a client error, naming both numbers",
+          "[engine][sim]") {
+  EngineOptions o = SimOptions();
+  o.kv_cache_bytes = int64_t{1} << 20;  // a few blocks at the sim's 13B-model bytes per token
+  Collector c;
+  auto engine = CreateEngine(o);
+  REQUIRE(engine.ok());
+  const int64_t capacity =
+      int64_t{(*engine)->info().kv_blocks_total} * (*engine)->info().kv_block_size;
+  REQUIRE(capacity + 2 <= (*engine)->info().max_context);  // the KV check, not the context's
+  auto refused = (*engine)->Submit(Greedy({20, 21}, static_cast<int32_t>(capacity), c, 0));
+  CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(refused.status().message()),
+             Catch::Contains(StrCat("exceeds the KV cache of ", capacity, " tokens")));
+  (*engine)->Stop();
+}
+
 TEST_CASE("sim engine: deterministic tokens, stop tokens and stop strings", "[engine][sim]") {
   Collector c;
   auto engine = CreateEngine(SimOptions(), std::make_shared<AngleDetokenizer>());

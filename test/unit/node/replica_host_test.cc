@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <limits>
+
 #include "absl/synchronization/notification.h"
 #include "common/strings.h"
 #include "unit/engine/engine_test_util.h"
@@ -154,6 +156,27 @@ TEST_CASE("StartReplica and StopReplica: states, idempotence, the ledger, draini
   bad.backend = "";
   bad.model_dir = "/nonexistent";
   CHECK(host.StartReplica(bad).status().code() == absl::StatusCode::kInvalidArgument);
+  // Sizes past any device once wrapped the ledger's sum: 2^63-1 was admitted on a 256 MiB host.
+  ReplicaSpec huge;
+  huge.model_dir = bundled;
+  huge.version = "v5";
+  huge.memory_budget_bytes = std::numeric_limits<int64_t>::max();
+  CHECK(std::string(host.StartReplica(huge).status().message()) ==
+        "memory_budget_bytes: 9223372036854775807: allowed 0 (the default) to 4Ti");
+  huge.memory_budget_bytes = 0;
+  huge.kv_cache_bytes = -1;
+  CHECK(std::string(host.StartReplica(huge).status().message()).find("kv_cache_bytes: -1") == 0);
+  // A budget under the KV cache the replica reserves: refused, not admitted at the budget.
+  huge.kv_cache_bytes = 0;
+  huge.memory_budget_bytes = 1;
+  CHECK(std::string(host.StartReplica(huge).status().message()) ==
+        "memory_budget_bytes: 1 is less than the replica's KV cache (8Mi)");
+  MemoryLedger ledger;
+  ledger.SetCapacity(-1, int64_t{1} << 30);
+  REQUIRE(ledger.Reserve("a", -1, int64_t{1} << 29).ok());
+  CHECK(ledger.Reserve("b", -1, std::numeric_limits<int64_t>::max()).code() ==
+        absl::StatusCode::kFailedPrecondition);
+  CHECK(ledger.used(-1) == int64_t{1} << 29);
 
   // Drain: a request admitted before the stop runs to completion.
   engine::testing::Collector c;

@@ -184,6 +184,51 @@ TEST_CASE("The spec returning to the stable version rolls back") {
   w.Run(kT0 + absl::Minutes(1), absl::Seconds(20));
   CHECK(w.state.phase == RolloutPhase::kRolledBack);
   CHECK(w.ready["v1"] == 10);
+  // Asking for v2 again after the spec named v1 is a new rollout, not the rolled-back one
+  // silently ignored (it once stayed "rolled-back" with the spec at v2 and only v1 running).
+  CHECK(w.state.failed_version.empty());
+  w.spec.version = "v2";
+  w.Run(kT0 + absl::Minutes(2), absl::Seconds(30));
+  CHECK(w.state.target_version == "v2");
+  CHECK((w.state.phase == RolloutPhase::kProgressing || w.state.phase == RolloutPhase::kObserving));
+  CHECK(w.ready["v2"] > 0);
+}
+
+TEST_CASE("A last stage with no old replica left is judged against the last stage's old figures") {
+  World w(2);
+  w.spec.rollout.stages = {{1, 0}, {0, 100}};
+  w.spec.rollout.keep_rollback_target = 0;  // stage 2 runs v2 only
+  w.spec.version = "v2";
+  w.Run(kT0, absl::Minutes(30));  // it once waited for old samples for ever at stage 2
+  CHECK(w.state.phase == RolloutPhase::kSucceeded);
+  CHECK(w.state.stable_version == "v2");
+  CHECK(w.ready["v2"] == 2);
+  REQUIRE(w.state.decisions.size() == 2);
+  CHECK(w.state.decisions[1].metrics.front().old_samples > 0);  // stage 1's v1 figures
+
+  // Stage 2 is judged by them: a v3 that is fine at stage 1 and slow once alone is caught.
+  World slow(2);
+  slow.spec.rollout.stages = {{1, 0}, {0, 100}};
+  slow.spec.rollout.keep_rollback_target = 0;
+  slow.spec.version = "v2";
+  slow.Run(kT0, absl::Minutes(7));
+  REQUIRE(slow.state.stage == 1);
+  slow.latency["v2"] = 1.5;
+  slow.Run(kT0 + absl::Minutes(7), absl::Minutes(20));
+  CHECK(slow.state.phase == RolloutPhase::kRolledBack);
+  CHECK(slow.ready["v1"] == 2);
+}
+
+TEST_CASE("A rollout whose old version had no replicas promotes on the new one's figures") {
+  World w(2);
+  w.ready.clear();  // replicas: 0 before
+  w.spec.rollout.stages = {{0, 100}};
+  w.spec.rollout.keep_rollback_target = 0;
+  w.spec.version = "v2";
+  w.Run(kT0, absl::Minutes(30));
+  CHECK(w.state.phase == RolloutPhase::kSucceeded);
+  REQUIRE(w.state.decisions.size() == 1);
+  CHECK(w.state.decisions[0].decision == "promoted (no old replicas to compare with)");
 }
 
 TEST_CASE("The rollout state survives its JSON round trip") {
