@@ -182,6 +182,14 @@ absl::Status Frontend::Validate(const TextRequest& r) const {
   }
   if (s.top_k < 0) return FieldError("top_k", StrCat(s.top_k, " is negative"));
   if (r.stop.size() > 8) return FieldError("stop", "at most 8 stop strings");
+  for (const std::string& stop : r.stop) {
+    // Each is matched against the text after every token: bounded, and never empty (an empty
+    // one would end every completion at once).
+    if (stop.empty() || stop.size() > 256) {
+      return FieldError(
+          "stop", StrCat("a stop string of ", stop.size(), " bytes; each must have 1 to 256"));
+    }
+  }
   // A caller's request id ends up in every node's logs: short and printable only. It comes
   // from the x-request-id header (HTTP) or the request_id field (gRPC).
   constexpr std::string_view kIdSource = " (the x-request-id header, or gRPC request_id)";

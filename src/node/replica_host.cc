@@ -291,6 +291,14 @@ absl::StatusOr<ReplicaView> ReplicaHost::StartReplica(const ReplicaSpec& spec) {
                                              "\": at most 256 characters, no spaces"));
   }
   EXA_RETURN_IF_ERROR(cluster::ValidateLabels(spec.labels));
+  if (spec.labels.size() > cluster::kMaxLabelsPerReplica) {
+    return absl::InvalidArgumentError(StrCat("labels: ", spec.labels.size(), "; at most ",
+                                             cluster::kMaxLabelsPerReplica, " per replica"));
+  }
+  if (std::any_of(spec.model_dir.begin(), spec.model_dir.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
+    return absl::InvalidArgumentError("model_dir: a path without control characters");
+  }
   const std::string backend = spec.backend.empty() ? options_.backend : spec.backend;
   if (backend != "cpu" && backend != "cuda" && backend != "sim") {
     return absl::InvalidArgumentError(StrCat("backend: \"", backend, "\": cpu, cuda or sim"));

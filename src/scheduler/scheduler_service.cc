@@ -89,50 +89,16 @@ StoreMessage FromProto(const pb::ReplicateRequest& m) {
   return out;
 }
 
-// A replicated record this scheduler would write: a key of a kind it keeps, a value that kind
-// parses (spec YAML, else a JSON object), and a version not from the far future (it would pin
-// the store's clock there, and no later write could ever win over it). Peers send what they
-// stored themselves; this guards the store against a broken or hostile sender.
-constexpr absl::Duration kMaxReplicatedClockLead = absl::Hours(1);
-absl::Status ValidateReplicated(const pb::ReplicateRequest& m, absl::Time now) {
-  const int64_t latest_us = absl::ToUnixMicros(now + kMaxReplicatedClockLead);
-  for (const pb::StoreRecordProto& r : m.records()) {
-    const std::string_view key = r.key();
-    const auto has = [&](std::string_view prefix) {
-      return key.size() > prefix.size() && key.substr(0, prefix.size()) == prefix;
-    };
-    if (!has(kSpecPrefix) && !has(kNodePrefix) && !has(kRolloutPrefix) &&
-        !has(kRolloutCommandPrefix) && !has(kRoutePrefix) && !has(kLabelRulePrefix)) {
-      return absl::InvalidArgumentError(StrCat("records: key \"", key.substr(0, 80),
-                                               "\": not a kind of record the spec store keeps"));
-    }
-    if (r.version().wall_us() > latest_us) {
-      return absl::InvalidArgumentError(StrCat("records: key \"", key.substr(0, 80), "\": version ",
-                                               r.version().wall_us(), " us is more than ",
-                                               absl::FormatDuration(kMaxReplicatedClockLead),
-                                               " ahead of this scheduler's clock"));
-    }
-    if (r.deleted()) continue;
-    if (FindInvalidUtf8(r.value()) != std::string_view::npos) {
-      return absl::InvalidArgumentError(
-          StrCat("records: key \"", key.substr(0, 80), "\": the value is not UTF-8"));
-    }
-    if (has(kSpecPrefix)) {
-      auto specs = ParseSpecs(r.value(), key);
-      if (!specs.ok()) {
-        return absl::InvalidArgumentError(StrCat("records: ", specs.status().message()));
-      }
-    } else if (!json::parse(r.value(), nullptr, false).is_object()) {
-      return absl::InvalidArgumentError(
-          StrCat("records: key \"", key.substr(0, 80), "\": the value is not a JSON object"));
-    }
-  }
-  return absl::OkStatus();
+grpc::Status Clamped(const grpc::Status& s) {
+  constexpr size_t kMaxMessage = 1024;
+  if (s.error_message().size() <= kMaxMessage) return s;
+  return grpc::Status(s.error_code(), StrCat(s.error_message().substr(0, kMaxMessage), "... (",
+                                             s.error_message().size(), " bytes in all)"));
 }
 
 grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, const grpc::Status& s) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(s);
+  reactor->Finish(Clamped(s));
   return reactor;
 }
 
@@ -217,6 +183,49 @@ bool ParseReplicaId(const std::string& id, std::string* deployment, int* ordinal
 }
 
 }  // namespace
+
+// Peers send what they stored themselves; this guards the store against a broken or hostile
+// sender.
+absl::Status ValidateReplicated(const pb::ReplicateRequest& m, absl::Time now) {
+  constexpr absl::Duration kMaxReplicatedClockLead = absl::Hours(1);
+  const int64_t latest_us = absl::ToUnixMicros(now + kMaxReplicatedClockLead);
+  for (const pb::StoreRecordProto& r : m.records()) {
+    const std::string_view key = r.key();
+    const auto has = [&](std::string_view prefix) {
+      return key.size() > prefix.size() && key.substr(0, prefix.size()) == prefix;
+    };
+    if (!has(kSpecPrefix) && !has(kNodePrefix) && !has(kRolloutPrefix) &&
+        !has(kRolloutCommandPrefix) && !has(kRoutePrefix) && !has(kLabelRulePrefix)) {
+      return absl::InvalidArgumentError(StrCat("records: key \"", key.substr(0, 80),
+                                               "\": not a kind of record the spec store keeps"));
+    }
+    if (r.version().wall_us() > latest_us) {
+      return absl::InvalidArgumentError(StrCat("records: key \"", key.substr(0, 80), "\": version ",
+                                               r.version().wall_us(), " us is more than ",
+                                               absl::FormatDuration(kMaxReplicatedClockLead),
+                                               " ahead of this scheduler's clock"));
+    }
+    if (r.deleted()) continue;
+    if (FindInvalidUtf8(r.value()) != std::string_view::npos) {
+      return absl::InvalidArgumentError(
+          StrCat("records: key \"", key.substr(0, 80), "\": the value is not UTF-8"));
+    }
+    if (has(kSpecPrefix)) {
+      auto specs = ParseSpecs(r.value(), key);
+      if (!specs.ok()) {
+        return absl::InvalidArgumentError(StrCat("records: ", specs.status().message()));
+      }
+    } else if (!json::parse(r.value(), nullptr, false).is_object()) {
+      return absl::InvalidArgumentError(
+          StrCat("records: key \"", key.substr(0, 80), "\": the value is not a JSON object"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Error messages quote what the caller sent (a spec or node name); a long one would push the
+// status past gRPC's metadata limit, and the caller would get RESOURCE_EXHAUSTED about metadata
+// instead of the error. Messages are cut to 1 KiB.
 
 absl::StatusOr<std::unique_ptr<SchedulerService>> SchedulerService::Open(
     SchedulerServiceOptions options, SchedulerEnv env) {

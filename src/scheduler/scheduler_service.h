@@ -92,6 +92,12 @@ struct SchedulerEnv {
       model_shape;
 };
 
+// What Scheduler.Replicate takes from a peer before it touches the store: keys of the kinds
+// the store keeps, values their kind parses (spec YAML, else a JSON object), and versions at
+// most an hour ahead of `now` (a far-future version would pin the store's clock and win over
+// every later write). INVALID_ARGUMENT naming the record otherwise.
+absl::Status ValidateReplicated(const exaserve::v1::ReplicateRequest& request, absl::Time now);
+
 class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
  public:
   // Opens (or creates) the store under options.data_dir and restores it.

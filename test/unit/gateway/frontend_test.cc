@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "common/strings.h"
 #include "engine/tokenizer_detokenizer.h"
 
 namespace exa::gateway {
@@ -153,6 +154,16 @@ TEST_CASE("Validation errors name the field as the caller sent it") {
   REQUIRE_FALSE(call.ok());
   CHECK(ErrorField(call.status()) == "temperature");
   CHECK(ErrorField(absl::InvalidArgumentError("temperature: no payload")).empty());
+  // Stop strings: an empty one would end every completion at once; each is bounded.
+  r.sampling.temperature = 0;
+  for (const std::string& stop : {std::string(), std::string(257, 'x')}) {
+    r.stop = {"\n", stop};
+    call = f.frontend.Start(r, [](const engine::StreamEvent&) {});
+    REQUIRE_FALSE(call.ok());
+    CHECK(ErrorField(call.status()) == "stop");
+    CHECK(call.status().message() ==
+          StrCat("stop: a stop string of ", stop.size(), " bytes; each must have 1 to 256"));
+  }
 }
 
 TEST_CASE("A prompt that does not fit the context is refused with both numbers") {

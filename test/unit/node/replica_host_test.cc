@@ -167,6 +167,14 @@ TEST_CASE("StartReplica and StopReplica: states, idempotence, the ledger, draini
   huge.kv_cache_bytes = -1;
   CHECK(std::string(host.StartReplica(huge).status().message()).find("kv_cache_bytes: -1") == 0);
   // A budget under the KV cache the replica reserves: refused, not admitted at the budget.
+  ReplicaSpec odd;
+  odd.model_dir = bundled + std::string("\0/x", 3);
+  CHECK(std::string(host.StartReplica(odd).status().message()) ==
+        "model_dir: a path without control characters");
+  odd.model_dir = bundled;
+  for (int i = 0; i < 33; ++i) odd.labels[StrCat("k", i)] = "v";
+  CHECK(std::string(host.StartReplica(odd).status().message()) ==
+        "labels: 33; at most 32 per replica");
   huge.kv_cache_bytes = 0;
   huge.memory_budget_bytes = 1;
   CHECK(std::string(host.StartReplica(huge).status().message()) ==
