@@ -495,9 +495,17 @@ void SchedulerService::WriteLocked(
 }
 
 absl::StatusOr<uint64_t> SchedulerService::ReplicaBytes(const InferenceReplicaSpec& spec) {
+  const std::string model_version = StrCat(spec.model, "@", spec.version);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (catalog_.Find(spec.model).ok()) return ReplicaBytesForSpec(spec, catalog_);
+    // A preset needs no store; a model from the store is looked up once per version, so a
+    // version the store does not have is refused like an unknown model (the shape learned from
+    // v1 once let any v9 through).
+    const bool from_store = store_models_.count(spec.model) > 0;
+    if (catalog_.Find(spec.model).ok() &&
+        (!from_store || store_versions_.count(model_version) > 0)) {
+      return ReplicaBytesForSpec(spec, catalog_);
+    }
   }
   if (!env_.model_shape) return catalog_.Find(spec.model).status();
   absl::StatusOr<ModelShape> shape = env_.model_shape(spec.model, spec.version);
@@ -508,6 +516,8 @@ absl::StatusOr<uint64_t> SchedulerService::ReplicaBytes(const InferenceReplicaSp
   }
   std::lock_guard<std::mutex> lock(mu_);
   catalog_.Add(spec.model, *shape);
+  store_models_.insert(spec.model);
+  store_versions_.insert(model_version);
   return ReplicaBytesForSpec(spec, catalog_);
 }
 

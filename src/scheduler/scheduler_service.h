@@ -226,12 +226,14 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   std::map<uint64_t, std::shared_ptr<WriteWaiter>> waiters_;  // write id → waiter; mu_
   std::map<std::string, CachedSpec> specs_;                   // store key → parsed; mu_
   ModelCatalog catalog_;                                      // mu_ (lookups outside it)
-  std::map<std::string, NodeStatus> nodes_;                   // mu_
-  std::map<std::string, DeploymentStatus> status_;            // mu_
-  std::map<std::string, std::deque<Event>> events_;           // mu_
-  std::map<std::string, std::string> replica_phase_;          // "node/replica" → phase; mu_
-  std::string reconciler_;                                    // mu_
-  absl::Time synced_at_ = absl::InfiniteFuture();             // may act from then on (see Run); mu_
+  std::set<std::string> store_models_;       // mu_: catalog entries learned from the weights store
+  std::set<std::string> store_versions_;     // mu_: "model@version"s the store was found to have
+  std::map<std::string, NodeStatus> nodes_;  // mu_
+  std::map<std::string, DeploymentStatus> status_;    // mu_
+  std::map<std::string, std::deque<Event>> events_;   // mu_
+  std::map<std::string, std::string> replica_phase_;  // "node/replica" → phase; mu_
+  std::string reconciler_;                            // mu_
+  absl::Time synced_at_ = absl::InfiniteFuture();     // may act from then on (see Run); mu_
   MetricWindow window_{400'000};  // ready replicas' latency samples, by version; mu_
   LeakDetector leaks_;            // ready replicas' memory, keyed node/replica; mu_
   // Pre-staging, all under mu_: what each node reported it can pull and has staged, the

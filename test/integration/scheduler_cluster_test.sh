@@ -72,6 +72,15 @@ nodes=sorted(r['node'] for r in d['replicas'])
 assert nodes == ['infer-5','infer-6','infer-7'], nodes  # spread, none on control nodes
 " || fail "placement: $(describe 3)"
 cli --addr "$(sched 2)" get | grep -q "tiny .*exa-tiny-arith@v1 .* 3 cpu" || fail "get: $(cli --addr "$(sched 2)" get)"
+# A version the weights store does not have is refused like an unknown model, though the model's
+# shape is known from v1 (that once let any version through, to be pre-staged and fail).
+sed 's/version: v1/version: v9/' "$work/tiny.yaml" >"$work/v9.yaml"
+set +e
+cli --addr "$(sched 4)" apply -f "$work/v9.yaml" >"$work/v9.out" 2>&1; rc=$?
+set -e
+[ $rc -eq 2 ] && grep -q "exa-tiny-arith@v9 is neither a preset nor in the weights store" "$work/v9.out" ||
+  fail "unknown version: exit $rc $(cat "$work/v9.out")"
+cli --addr "$(sched 2)" get | grep -q "tiny .*exa-tiny-arith@v1 " || fail "a refused version was stored"
 
 # A label set with `replica label` is stored as a rule in the spec store: every live replica gets
 # it now, and those the scheduler starts later (the rebuild below) carry it too.
