@@ -11,7 +11,7 @@ BIN=$1
 work=$(mktemp -d)
 trap 'kill_nodes; kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 cli() { "$BIN/exaserve-cli" "$@"; }
-publish_tiny v1 v2 v3 v5
+publish_tiny v1 v2 v3 v4 v5  # v4: a second version refused during a rollout
 start_control_plane
 for n in 3 4 5; do
   EXASERVE_INFERENCE_REPLICAS_PER_MODEL=0 EXASERVE_INFERENCE_HOST_MEMORY_BUDGET=4Gi \

@@ -213,7 +213,7 @@ EngineOptions SimOptions() {
 TEST_CASE("a request larger than the whole KV cache is a client error, naming both numbers",
           "[engine][sim]") {
   EngineOptions o = SimOptions();
-  o.kv_cache_bytes = int64_t{1} << 20;  // a few blocks at the sim's 13B-model bytes per token
+  o.kv_cache_bytes = int64_t{32} << 20;  // 2 blocks at the sim's 13B-model bytes per token
   Collector c;
   auto engine = CreateEngine(o);
   REQUIRE(engine.ok());
