@@ -846,6 +846,13 @@ AdminCallbacks Daemon::MakeAdminCallbacks() {
     if (!gossip_) return grpc::Status(grpc::UNAVAILABLE, "the node is still starting");
     membership::Keyring& keyring = gossip_->keyring();
     absl::Status s;
+    using Op = exaserve::v1::GossipKeyRequest;
+    if (req.op() != Op::OP_LIST && req.op() != Op::OP_INSTALL && req.op() != Op::OP_USE &&
+        req.op() != Op::OP_REMOVE) {
+      return grpc::Status(grpc::INVALID_ARGUMENT,
+                          StrCat("op: ", static_cast<int>(req.op()),
+                                 ": expected OP_LIST, OP_INSTALL, OP_USE or OP_REMOVE"));
+    }
     if (req.op() != exaserve::v1::GossipKeyRequest::OP_LIST) {
       auto key = membership::Keyring::DecodeBase64Key(req.key());
       if (!key.ok())

@@ -133,11 +133,12 @@ absl::StatusOr<DataDirLock> DataDirLock::Acquire(const std::string& data_dir) {
     }
     return absl::FailedPreconditionError(StrCat(path, ": cannot lock: ", std::strerror(err)));
   }
-  // The holder's pid, for the message a second daemon gets (advice only: the lock is the flock).
+  // The holder's pid, for the message a second daemon gets: advice only, the flock holds
+  // whether or not it is written.
   const std::string me = StrCat(::getpid(), "\n");
-  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) < 0) {
-    // Not fatal: the lock holds without the pid.
-  }
+  [[maybe_unused]] const bool noted =
+      ::ftruncate(fd, 0) == 0 &&
+      ::pwrite(fd, me.data(), me.size(), 0) == static_cast<ssize_t>(me.size());
   return DataDirLock(fd);
 }
 

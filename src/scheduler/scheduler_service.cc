@@ -89,6 +89,9 @@ StoreMessage FromProto(const pb::ReplicateRequest& m) {
   return out;
 }
 
+// Error messages quote what the caller sent (a spec or node name); a long one would push the
+// status past gRPC's metadata limit, and the caller would get RESOURCE_EXHAUSTED about metadata
+// instead of the error. Messages are cut to 1 KiB.
 grpc::Status Clamped(const grpc::Status& s) {
   constexpr size_t kMaxMessage = 1024;
   if (s.error_message().size() <= kMaxMessage) return s;
@@ -222,10 +225,6 @@ absl::Status ValidateReplicated(const pb::ReplicateRequest& m, absl::Time now) {
   }
   return absl::OkStatus();
 }
-
-// Error messages quote what the caller sent (a spec or node name); a long one would push the
-// status past gRPC's metadata limit, and the caller would get RESOURCE_EXHAUSTED about metadata
-// instead of the error. Messages are cut to 1 KiB.
 
 absl::StatusOr<std::unique_ptr<SchedulerService>> SchedulerService::Open(
     SchedulerServiceOptions options, SchedulerEnv env) {

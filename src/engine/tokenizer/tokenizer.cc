@@ -99,8 +99,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromFile(const std::string
         StrCat(path, ": is a directory; give the tokenizer file, e.g. ",
                (std::filesystem::path(path) / "tokenizer.json").string()));
   }
-  if (type != std::filesystem::file_type::regular &&
-      type != std::filesystem::file_type::not_found) {
+  if (type == std::filesystem::file_type::fifo || type == std::filesystem::file_type::socket ||
+      type == std::filesystem::file_type::block || type == std::filesystem::file_type::character) {
     return absl::InvalidArgumentError(StrCat(path, ": not a regular file"));
   }
   std::ifstream in(path, std::ios::binary | std::ios::ate);
