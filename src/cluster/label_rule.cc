@@ -56,11 +56,8 @@ LabelRule LabelChange(const Labels& current, const Labels& want) {
 absl::Status ValidateLabels(const Labels& labels) {
   constexpr size_t kMaxKey = 64, kMaxValue = 128;
   for (const auto& [k, v] : labels) {
-    const bool printable = std::all_of(v.begin(), v.end(), [](char c) {
-      return static_cast<unsigned char>(c) >= 0x20 && c != 0x7f;
-    });
     if (k.empty() || k.size() > kMaxKey || !OnlyAlnumOr(k, "._/-") || v.size() > kMaxValue ||
-        !printable) {
+        HasAsciiControl(v)) {
       return absl::InvalidArgumentError(
           StrCat("labels: \"", k, "\": keys are 1 to ", kMaxKey,
                  " of letters, digits, '.', '_', '/', '-'; values at most ", kMaxValue,

@@ -16,6 +16,29 @@ inline bool OnlyAlnumOr(std::string_view s, std::string_view extra) {
   return true;
 }
 
+// ASCII control characters (C0 and DEL): never allowed in names, labels or paths that reach
+// logs, file names or terminals.
+inline bool IsAsciiControl(char c) {
+  const auto u = static_cast<unsigned char>(c);
+  return u < 0x20 || u == 0x7f;
+}
+
+// True when `s` holds an ASCII control character.
+inline bool HasAsciiControl(std::string_view s) {
+  for (char c : s) {
+    if (IsAsciiControl(c)) return true;
+  }
+  return false;
+}
+
+// True when `s` holds a space or an ASCII control character (ids and store names: one token).
+inline bool HasSpaceOrControl(std::string_view s) {
+  for (char c : s) {
+    if (c == ' ' || IsAsciiControl(c)) return true;
+  }
+  return false;
+}
+
 // Position of the first byte of `s` that is not well-formed UTF-8 (overlong forms and surrogates
 // included), or npos: protobuf refuses to carry such strings, and JSON cannot.
 inline size_t FindInvalidUtf8(std::string_view s) {

@@ -137,7 +137,8 @@ absl::Status Daemon::Start() {
     }
   }
   if (!options_.admin.token_file.empty()) {
-    EXA_ASSIGN_OR_RETURN(admin_tokens_, gateway::ApiKeys::Load(options_.admin.token_file));
+    EXA_ASSIGN_OR_RETURN(admin_tokens_,
+                         gateway::ApiKeys::Load(options_.admin.token_file, "admin token"));
   }
   admin_ = std::make_unique<AdminService>(MakeAdminCallbacks());
   grpc_ = std::make_unique<net::GrpcServer>(options_.grpc);
@@ -212,8 +213,7 @@ grpc::Status Daemon::AuthorizeAdmin(std::string_view authorization) const {
   if (!admin_tokens_) return grpc::Status::OK;
   auto who = admin_tokens_->Check(authorization);
   if (!who.ok()) {
-    return grpc::Status(grpc::UNAUTHENTICATED,
-                        "admin token: " + std::string(who.status().message()));
+    return grpc::Status(grpc::UNAUTHENTICATED, std::string(who.status().message()));
   }
   EXA_LOG_INFO("admin", "authorized", {{"token", *who}});
   return grpc::Status::OK;

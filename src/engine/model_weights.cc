@@ -53,8 +53,13 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const std::stri
   if (std::filesystem::exists(index)) {
     EXA_ASSIGN_OR_RETURN(names, ReadShardIndex(index));
   }
-  for (const std::string& name : names) {
-    EXA_ASSIGN_OR_RETURN(auto file, SafetensorsFile::Open(dir + "/" + name));
+  // Every shard is read in and mapped before the replica can be ready (in parallel, one shard
+  // per core): the first request does not wait for page faults or the disk.
+  std::vector<std::string> paths;
+  for (const std::string& name : names) paths.push_back(dir + "/" + name);
+  EXA_ASSIGN_OR_RETURN(auto mapped, MapFilesResident(paths));
+  for (size_t i = 0; i < paths.size(); ++i) {
+    EXA_ASSIGN_OR_RETURN(auto file, SafetensorsFile::FromMapped(paths[i], std::move(mapped[i])));
     for (const auto& [tensor, view] : file->tensors()) {
       auto [it, inserted] = w->all_.emplace(tensor, std::make_pair(view, file->path()));
       if (!inserted) {

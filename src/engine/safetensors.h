@@ -35,7 +35,11 @@ struct TensorView {
 // Read-only mmap of a whole file.
 class MappedFile {
  public:
-  static absl::StatusOr<std::unique_ptr<MappedFile>> Open(const std::string& path);
+  // `resident`: read the whole file in and map every page before returning (MAP_POPULATE, then
+  // one read per page, which also builds a hypervisor's shadow entries), so no access to the
+  // mapping faults afterwards. Without it pages fault in on first use.
+  static absl::StatusOr<std::unique_ptr<MappedFile>> Open(const std::string& path,
+                                                          bool resident = false);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -49,6 +53,13 @@ class MappedFile {
   size_t size_;
 };
 
+// Maps every file of `paths` resident (MappedFile::Open with resident), the files in parallel on
+// up to `max_threads` threads (0: one per hardware thread; never more than the files): a model's
+// shards load at the speed of the disk or the page cache, not of one core's page faults. The
+// result is in the order of `paths`; the first error (naming its file) fails the whole load.
+absl::StatusOr<std::vector<std::unique_ptr<MappedFile>>> MapFilesResident(
+    const std::vector<std::string>& paths, int max_threads = 0);
+
 // The largest header we accept; real checkpoints have headers of a few hundred KB.
 inline constexpr size_t kMaxSafetensorsHeaderBytes = size_t{100} << 20;
 
@@ -61,6 +72,9 @@ absl::StatusOr<std::map<std::string, TensorView>> ParseSafetensors(const uint8_t
 class SafetensorsFile {
  public:
   static absl::StatusOr<std::unique_ptr<SafetensorsFile>> Open(const std::string& path);
+  // Parses a file already mapped (by MapFilesResident); `path` names it in errors.
+  static absl::StatusOr<std::unique_ptr<SafetensorsFile>> FromMapped(
+      std::string path, std::unique_ptr<MappedFile> file);
 
   const std::string& path() const { return path_; }
   const std::map<std::string, TensorView>& tensors() const { return tensors_; }

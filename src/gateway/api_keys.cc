@@ -38,10 +38,11 @@ std::string ApiKeys::NewKey() {
   return out;
 }
 
-absl::StatusOr<std::unique_ptr<ApiKeys>> ApiKeys::Load(const std::string& path) {
+absl::StatusOr<std::unique_ptr<ApiKeys>> ApiKeys::Load(const std::string& path, std::string kind) {
   std::ifstream in(path);
-  if (!in) return absl::NotFoundError(StrCat("api key file ", path, ": cannot read"));
+  if (!in) return absl::NotFoundError(StrCat(kind, " file ", path, ": cannot read"));
   auto keys = std::unique_ptr<ApiKeys>(new ApiKeys());
+  keys->kind_ = std::move(kind);
   std::string line;
   int n = 0;
   while (std::getline(in, line)) {
@@ -70,15 +71,16 @@ absl::StatusOr<std::unique_ptr<ApiKeys>> ApiKeys::Load(const std::string& path) 
 absl::StatusOr<std::string> ApiKeys::Check(std::string_view header) const {
   constexpr std::string_view kBearer = "Bearer ";
   if (header.empty()) {
-    return absl::UnauthenticatedError("missing Authorization header: send \"Bearer <api key>\"");
+    return absl::UnauthenticatedError(
+        StrCat("missing Authorization header: send \"Bearer <", kind_, ">\""));
   }
   if (header.substr(0, kBearer.size()) != kBearer) {
-    return absl::UnauthenticatedError("Authorization: expected \"Bearer <api key>\"");
+    return absl::UnauthenticatedError(StrCat("Authorization: expected \"Bearer <", kind_, ">\""));
   }
   std::string hash = Sha256Hex(StripWhitespace(header.substr(kBearer.size())));
   // The lookup is by hash, so timing reveals nothing about the key itself.
   auto it = hash_to_name_.find(hash);
-  if (it == hash_to_name_.end()) return absl::UnauthenticatedError("invalid API key");
+  if (it == hash_to_name_.end()) return absl::UnauthenticatedError(StrCat("invalid ", kind_));
   return it->second;
 }
 

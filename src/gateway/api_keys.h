@@ -17,7 +17,9 @@ namespace exa::gateway {
 
 class ApiKeys {
  public:
-  static absl::StatusOr<std::unique_ptr<ApiKeys>> Load(const std::string& path);
+  // `kind` names the secret in errors: "API key" (the public API) or "admin token".
+  static absl::StatusOr<std::unique_ptr<ApiKeys>> Load(const std::string& path,
+                                                       std::string kind = "API key");
 
   // OK with the key's name; UNAUTHENTICATED (with the reason) for a missing or unknown key.
   absl::StatusOr<std::string> Check(std::string_view authorization_header) const;
@@ -29,6 +31,7 @@ class ApiKeys {
 
  private:
   absl::flat_hash_map<std::string, std::string> hash_to_name_;
+  std::string kind_;
 };
 
 }  // namespace exa::gateway

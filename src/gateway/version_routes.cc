@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/chars.h"
 #include "common/file_util.h"
 #include "common/status.h"
 #include "common/strings.h"
@@ -63,10 +64,7 @@ absl::StatusOr<VersionRoute> NormalizeRoute(VersionRoute route) {
   EXA_ASSIGN_OR_RETURN(route.header, NormalizeName("header", route.header));
   if (route.label.empty()) route.label = "version";
   EXA_ASSIGN_OR_RETURN(route.label, NormalizeName("label", route.label));
-  const bool printable =
-      std::all_of(route.default_value.begin(), route.default_value.end(),
-                  [](char c) { return static_cast<unsigned char>(c) >= 0x20 && c != 0x7f; });
-  if (route.default_value.size() > 128 || !printable) {
+  if (route.default_value.size() > 128 || HasAsciiControl(route.default_value)) {
     // As a label value (cluster::ValidateLabels): the default names replicas by their label.
     return absl::InvalidArgumentError(
         "default_value: at most 128 printable characters, as a label value");

@@ -27,9 +27,7 @@ constexpr int64_t kMaxReplicaBytes = int64_t{1} << 42;
 
 bool StoreNameOk(const std::string& name) {
   return !name.empty() && name.size() <= 128 && name.find('/') == std::string::npos &&
-         name != "." && name != ".." && std::all_of(name.begin(), name.end(), [](char c) {
-           return static_cast<unsigned char>(c) > 0x20 && c != 0x7f;
-         });
+         name != "." && name != ".." && !HasSpaceOrControl(name);
 }
 }  // namespace
 
@@ -284,9 +282,7 @@ absl::StatusOr<ReplicaView> ReplicaHost::StartReplica(const ReplicaSpec& spec) {
     return absl::InvalidArgumentError(
         StrCat("version: \"", spec.version, "\": 1 to 64 of letters, digits, '.', '_', '-'"));
   }
-  if (spec.replica_id.size() > 256 ||
-      !std::all_of(spec.replica_id.begin(), spec.replica_id.end(),
-                   [](char c) { return static_cast<unsigned char>(c) > 0x20 && c != 0x7f; })) {
+  if (spec.replica_id.size() > 256 || HasSpaceOrControl(spec.replica_id)) {
     return absl::InvalidArgumentError(StrCat("replica_id: \"", spec.replica_id.substr(0, 80),
                                              "\": at most 256 characters, no spaces"));
   }
@@ -295,8 +291,7 @@ absl::StatusOr<ReplicaView> ReplicaHost::StartReplica(const ReplicaSpec& spec) {
     return absl::InvalidArgumentError(StrCat("labels: ", spec.labels.size(), "; at most ",
                                              cluster::kMaxLabelsPerReplica, " per replica"));
   }
-  if (std::any_of(spec.model_dir.begin(), spec.model_dir.end(),
-                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
+  if (HasAsciiControl(spec.model_dir)) {
     return absl::InvalidArgumentError("model_dir: a path without control characters");
   }
   const std::string backend = spec.backend.empty() ? options_.backend : spec.backend;

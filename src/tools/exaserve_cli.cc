@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -199,26 +200,48 @@ bool ParsePairs(const std::string& flag, const std::vector<std::string>& pairs,
   return true;
 }
 
-// Calls `call` on each node in `nodes` with --addr set to it. A node answering `skip` (it lacks
-// the role) is passed over; any other failure is printed and counted. INVALID_ARGUMENT is the
-// caller's mistake: returns 2 at once. Otherwise returns 1 if any node failed, else 0, and sets
-// *answered to the nodes that answered OK.
+// At most this many nodes are asked at once: a 256-node cluster answers in a few round trips,
+// and a node that does not answer costs its --timeout once, not once per node after it.
+constexpr size_t kFanOutParallel = 16;
+
+// Asks every node in `nodes` (with --addr set to it) through `rpc`, up to kFanOutParallel at a
+// time, then hands each answer to `handle` on this thread in the order of `nodes`. A node
+// answering `skip` (it lacks the role) is passed over; any other failure is printed and counted.
+// INVALID_ARGUMENT is the caller's mistake: returns 2. Otherwise returns 1 if any node failed,
+// else 0, and sets *answered to the nodes that answered OK.
+template <typename Response>
 int FanOut(const GlobalOptions& g, const std::vector<std::string>& nodes,
            std::optional<grpc::StatusCode> skip,
-           const std::function<grpc::Status(const GlobalOptions& node)>& call,
-           int* answered = nullptr) {
+           const std::function<grpc::Status(const GlobalOptions& node, Response* out)>& rpc,
+           const std::function<void(const Response&)>& handle, int* answered = nullptr) {
+  std::vector<Response> responses(nodes.size());
+  std::vector<grpc::Status> statuses(nodes.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < nodes.size();) {
+      GlobalOptions node = g;
+      node.addr = nodes[i];
+      statuses[i] = rpc(node, &responses[i]);
+    }
+  };
+  std::vector<std::thread> threads;
+  const size_t n_threads = std::min(kFanOutParallel, nodes.size());
+  for (size_t t = 1; t < n_threads; ++t) threads.emplace_back(worker);
+  worker();
+  for (std::thread& t : threads) t.join();
   int failures = 0, ok = 0;
-  for (const std::string& addr : nodes) {
-    GlobalOptions node = g;
-    node.addr = addr;
-    grpc::Status s = call(node);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const grpc::Status& s = statuses[i];
     if (skip && s.error_code() == *skip) continue;
     if (s.error_code() == grpc::INVALID_ARGUMENT) return Usage(s.error_message());
     if (!s.ok()) {
+      GlobalOptions node = g;
+      node.addr = nodes[i];
       RpcFailure(node, s);
       failures++;
       continue;
     }
+    handle(responses[i]);
     ok++;
   }
   if (answered != nullptr) *answered = ok;
@@ -296,25 +319,26 @@ int RunReplicaLabel(const GlobalOptions& g, const LabelOptions& o) {
   if (!nodes) return 1;
   int matched = 0;
   nlohmann::json out = nlohmann::json::array();
-  int rc = FanOut(g, *nodes, grpc::FAILED_PRECONDITION, [&](const GlobalOptions& node) {
-    auto stub = exaserve::v1::Admin::NewStub(exa::net::NewChannel(node.addr));
-    exaserve::v1::LabelReplicasResponse response;
-    auto ctx = MakeContext(node);
-    grpc::Status s = stub->LabelReplicas(ctx.get(), request, &response);
-    if (!s.ok()) return s;
-    for (const auto& r : response.replicas()) {
-      matched++;
-      std::map<std::string, std::string> sorted(r.labels().begin(), r.labels().end());
-      if (g.json) {
-        out.push_back({{"replica_id", r.replica_id()}, {"labels", sorted}});
-        continue;
-      }
-      std::string text;
-      for (const auto& [k, v] : sorted) text += (text.empty() ? "" : ",") + k + "=" + v;
-      std::cout << r.replica_id() << "  " << (text.empty() ? "-" : text) << "\n";
-    }
-    return s;
-  });
+  int rc = FanOut<exaserve::v1::LabelReplicasResponse>(
+      g, *nodes, grpc::FAILED_PRECONDITION,
+      [&](const GlobalOptions& node, exaserve::v1::LabelReplicasResponse* response) {
+        auto stub = exaserve::v1::Admin::NewStub(exa::net::NewChannel(node.addr));
+        auto ctx = MakeContext(node);
+        return stub->LabelReplicas(ctx.get(), request, response);
+      },
+      [&](const exaserve::v1::LabelReplicasResponse& response) {
+        for (const auto& r : response.replicas()) {
+          matched++;
+          std::map<std::string, std::string> sorted(r.labels().begin(), r.labels().end());
+          if (g.json) {
+            out.push_back({{"replica_id", r.replica_id()}, {"labels", sorted}});
+            continue;
+          }
+          std::string text;
+          for (const auto& [k, v] : sorted) text += (text.empty() ? "" : ",") + k + "=" + v;
+          std::cout << r.replica_id() << "  " << (text.empty() ? "-" : text) << "\n";
+        }
+      });
   if (rc == 2) return rc;
   if (g.json) std::cout << out.dump() << "\n";
   if (!g.json) std::cerr << matched << " replicas matched on " << nodes->size() << " nodes\n";
@@ -412,17 +436,14 @@ int RunGatewayRoute(const GlobalOptions& g, const RouteOptions& o, bool list) {
   int gateways = 0;
   exaserve::v1::RoutesResponse last;
   // Listing asks one node, which must be a gateway; changing skips the nodes that are not.
-  int rc = FanOut(
+  int rc = FanOut<exaserve::v1::RoutesResponse>(
       g, nodes, list ? std::nullopt : std::optional(grpc::FAILED_PRECONDITION),
-      [&](const GlobalOptions& node) {
+      [&](const GlobalOptions& node, exaserve::v1::RoutesResponse* response) {
         auto stub = exaserve::v1::Admin::NewStub(exa::net::NewChannel(node.addr));
-        exaserve::v1::RoutesResponse response;
         auto ctx = MakeContext(node);
-        grpc::Status s = stub->Routes(ctx.get(), request, &response);
-        if (s.ok()) last = response;
-        return s;
+        return stub->Routes(ctx.get(), request, response);
       },
-      &gateways);
+      [&](const exaserve::v1::RoutesResponse& response) { last = response; }, &gateways);
   if (rc == 2) return rc;
   if (gateways == 0 && rc == 0) {
     std::fprintf(stderr, "exaserve-cli: no gateway answered\n");
@@ -583,60 +604,69 @@ int RunReplicaStop(const GlobalOptions& g, const LifecycleOptions& o) {
   return o.wait && status.state() != "stopped" ? 1 : 0;
 }
 
-int RunReplicas(const GlobalOptions& g) {
-  auto nodes = LiveNodesOrReport(g);
-  if (!nodes) return 1;
+int RunReplicas(const GlobalOptions& g, bool local) {
+  std::optional<std::vector<std::string>> nodes;
+  if (local) {
+    nodes = std::vector<std::string>{g.addr};
+  } else {
+    nodes = LiveNodesOrReport(g);
+    if (!nodes) return 1;
+  }
   nlohmann::json out = nlohmann::json::array();
   if (!g.json) {
     std::printf("%-36s %-10s %-24s %-5s %9s %9s %11s  %s\n", "REPLICA", "STATE", "MODEL", "BACKEND",
                 "RUN/WAIT", "PENDING", "KV", "LABELS / REASON");
   }
-  // Nodes without the Node service (no inference role) answer UNIMPLEMENTED.
-  int rc = FanOut(g, *nodes, grpc::UNIMPLEMENTED, [&](const GlobalOptions& node) {
-    auto stub = exaserve::v1::Node::NewStub(exa::net::NewChannel(node.addr));
-    exaserve::v1::ListReplicasResponse response;
-    auto ctx = MakeContext(node);
-    grpc::Status s = stub->ListReplicas(ctx.get(), {}, &response);
-    if (!s.ok()) return s;
-    for (const auto& r : response.replicas()) {
-      std::map<std::string, std::string> labels(r.labels().begin(), r.labels().end());
-      if (g.json) {
-        out.push_back({{"replica_id", r.replica_id()},
-                       {"node_id", response.node_id()},
-                       {"state", r.state()},
-                       {"reason", r.reason()},
-                       {"model", r.model()},
-                       {"version", r.version()},
-                       {"backend", r.backend()},
-                       {"labels", labels},
-                       {"running", r.running_sequences()},
-                       {"waiting", r.waiting_sequences()},
-                       {"pending_tokens", r.pending_tokens()},
-                       {"kv_blocks_used", r.kv_blocks_used()},
-                       {"kv_blocks_total", r.kv_blocks_total()},
-                       {"device", r.device()},
-                       {"generation", r.generation()},
-                       {"memory_budget_bytes", r.memory_budget_bytes()},
-                       {"ttft_p99_ms", r.ttft_p99_ms()},
-                       {"inter_token_p99_ms", r.inter_token_p99_ms()},
-                       {"recent_finished", r.recent_finished()},
-                       {"error_rate", r.error_rate()},
-                       {"memory_bytes", r.memory_bytes()},
-                       {"state_since_unix_ms", r.state_since_unix_ms()}});
-        continue;
-      }
-      std::string extra;
-      for (const auto& [k, v] : labels) extra += (extra.empty() ? "" : ",") + k + "=" + v;
-      if (!r.reason().empty()) extra += (extra.empty() ? "" : "  ") + r.reason();
-      std::printf(
-          "%-36s %-10s %-24s %-5s %4d/%-4d %9lld %5lld/%-5lld  %s\n", r.replica_id().c_str(),
-          r.state().c_str(), (r.model() + "@" + r.version()).c_str(), r.backend().c_str(),
-          r.running_sequences(), r.waiting_sequences(), static_cast<long long>(r.pending_tokens()),
-          static_cast<long long>(r.kv_blocks_used()), static_cast<long long>(r.kv_blocks_total()),
-          extra.c_str());
-    }
-    return s;
-  });
+  // Nodes without the Node service (no inference role) answer UNIMPLEMENTED; asked alone
+  // (--local), such a node is an error worth saying.
+  using Response = exaserve::v1::ListReplicasResponse;
+  int rc = FanOut<Response>(
+      g, *nodes, local ? std::nullopt : std::optional(grpc::UNIMPLEMENTED),
+      [&](const GlobalOptions& node, Response* response) {
+        auto stub = exaserve::v1::Node::NewStub(exa::net::NewChannel(node.addr));
+        auto ctx = MakeContext(node);
+        return stub->ListReplicas(ctx.get(), {}, response);
+      },
+      [&](const Response& response) {
+        for (const auto& r : response.replicas()) {
+          std::map<std::string, std::string> labels(r.labels().begin(), r.labels().end());
+          if (g.json) {
+            out.push_back({{"replica_id", r.replica_id()},
+                           {"node_id", response.node_id()},
+                           {"state", r.state()},
+                           {"reason", r.reason()},
+                           {"model", r.model()},
+                           {"version", r.version()},
+                           {"backend", r.backend()},
+                           {"labels", labels},
+                           {"running", r.running_sequences()},
+                           {"waiting", r.waiting_sequences()},
+                           {"pending_tokens", r.pending_tokens()},
+                           {"kv_blocks_used", r.kv_blocks_used()},
+                           {"kv_blocks_total", r.kv_blocks_total()},
+                           {"device", r.device()},
+                           {"generation", r.generation()},
+                           {"memory_budget_bytes", r.memory_budget_bytes()},
+                           {"ttft_p99_ms", r.ttft_p99_ms()},
+                           {"inter_token_p99_ms", r.inter_token_p99_ms()},
+                           {"recent_finished", r.recent_finished()},
+                           {"error_rate", r.error_rate()},
+                           {"memory_bytes", r.memory_bytes()},
+                           {"state_since_unix_ms", r.state_since_unix_ms()}});
+            continue;
+          }
+          std::string extra;
+          for (const auto& [k, v] : labels) extra += (extra.empty() ? "" : ",") + k + "=" + v;
+          if (!r.reason().empty()) extra += (extra.empty() ? "" : "  ") + r.reason();
+          std::printf("%-36s %-10s %-24s %-5s %4d/%-4d %9lld %5lld/%-5lld  %s\n",
+                      r.replica_id().c_str(), r.state().c_str(),
+                      (r.model() + "@" + r.version()).c_str(), r.backend().c_str(),
+                      r.running_sequences(), r.waiting_sequences(),
+                      static_cast<long long>(r.pending_tokens()),
+                      static_cast<long long>(r.kv_blocks_used()),
+                      static_cast<long long>(r.kv_blocks_total()), extra.c_str());
+        }
+      });
   if (g.json && rc != 2) std::cout << out.dump() << "\n";
   return rc;
 }
@@ -841,6 +871,10 @@ int main(int argc, char** argv) {
       "run the GPU burn-in on the node at --addr now (GEMM TFLOP/s and copy bandwidth against "
       "the device class); failing taints it burn-in-failed. Exit 0 passed, 1 failed");
   auto* replicas = app.add_subcommand("replicas", "every replica in the cluster: state and load");
+  bool replicas_local = false;
+  replicas->add_flag("--local", replicas_local,
+                     "only the replicas of the node at --addr (no other node is asked: works "
+                     "when the cluster is partitioned)");
   LabelOptions label_options;
   auto* replica = app.add_subcommand("replica", "replicas across the cluster");
   replica->require_subcommand(1);
@@ -928,7 +962,7 @@ int main(int argc, char** argv) {
   if (auto rc =
           exa::tools::RunClusterCommands(cluster, g.json, {g.addr, g.token, g.timeout_duration}))
     return *rc;
-  if (replicas->parsed()) return RunReplicas(g);
+  if (replicas->parsed()) return RunReplicas(g, replicas_local);
   if (replica_label->parsed()) return RunReplicaLabel(g, label_options);
   if (replica_start->parsed()) return RunReplicaStart(g, life);
   if (replica_stop->parsed()) return RunReplicaStop(g, life);

@@ -25,6 +25,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "common/units.h"
+#include "engine/safetensors.h"
 #include "metrics/registry.h"
 #include "net/grpc_server.h"
 #include "weights/fetcher.h"
@@ -245,37 +246,23 @@ absl::StatusOr<absl::Duration> RawRead(const std::vector<fs::path>& files) {
 }
 
 // "Start replica" to "weights ready" the way the engine loads: check the manifest and each
-// file's verified marker (no re-hash), then map every file (as engine/safetensors.cc does) and
-// fault every page in. The clock stops with the weights ready; the mappings are dropped after
-// it, as a replica drops them only when it stops (unmapping 2 GiB in a process with many
-// threads costs TLB shootdowns that are no part of a load).
+// file's verified marker (no re-hash), then engine::MapFilesResident, the function the engine's
+// ModelWeights::Load maps a checkpoint's shards with: every file read in and every page mapped
+// and read once, the files in parallel, one per core. The clock stops with the weights ready; the
+// mappings are dropped after it, as a replica drops them only when it stops (unmapping 2 GiB in
+// a process with many threads costs TLB shootdowns that are no part of a load).
 absl::StatusOr<absl::Duration> LoadVerified(const fs::path& root) {
-  std::vector<std::pair<void*, size_t>> maps;
-  struct Unmap {
-    std::vector<std::pair<void*, size_t>>& maps;
-    ~Unmap() {
-      for (auto [p, n] : maps) ::munmap(p, n);
-    }
-  } unmap{maps};
   absl::Time start = absl::Now();
   EXA_ASSIGN_OR_RETURN(fs::path dir, w::VerifiedModelDir(root, kName, kVersion));
   EXA_ASSIGN_OR_RETURN(w::Manifest m, w::LoadManifest(root, kName, kVersion));
-  volatile uint64_t sink = 0;
+  std::vector<std::string> paths;
   for (const w::FileEntry& f : m.files) {
-    if (f.size_bytes == 0) continue;
-    fs::path p = dir / f.path;
-    int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return w::ErrnoStatus(errno, "open", p);
-    void* map = ::mmap(nullptr, f.size_bytes, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-    ::close(fd);
-    if (map == MAP_FAILED) return w::ErrnoStatus(errno, "mmap", p);
-    maps.emplace_back(map, f.size_bytes);
-    const auto* bytes = static_cast<const uint8_t*>(map);
-    uint64_t sum = 0;
-    for (uint64_t i = 0; i < f.size_bytes; i += 4096) sum += bytes[i];
-    sink = sink + sum;
+    if (f.size_bytes > 0) paths.push_back((dir / f.path).string());
   }
-  return absl::Now() - start;
+  EXA_ASSIGN_OR_RETURN(auto maps, engine::MapFilesResident(paths));
+  absl::Duration took = absl::Now() - start;
+  maps.clear();
+  return took;
 }
 
 // (d) The peer in its own process on one CPU and the node in its own on another: a node whose
@@ -617,8 +604,9 @@ absl::StatusOr<nlohmann::json> RunWeightsBench(const WeightsBenchOptions& o) {
       {"warm_seconds",
        {{"load", absl::ToDoubleSeconds(load_warm)}, {"raw_read", absl::ToDoubleSeconds(raw_warm)}}},
       {"load",
-       "manifest + verified markers (no re-hash), mmap(MAP_POPULATE) of every file, "
-       "every page touched"},
+       "manifest + verified markers (no re-hash), engine::MapFilesResident (the engine's "
+       "shard loader): mmap(MAP_POPULATE) of every file and every page read once, the files "
+       "in parallel, one per core; the raw read is one thread"},
       {"cold_method", "posix_fadvise(DONTNEED) on every file before the run"}};
   peer_server->Shutdown(absl::Now());
   origin_server->Shutdown(absl::Now());

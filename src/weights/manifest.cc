@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "common/chars.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "nlohmann/json.hpp"
@@ -182,7 +183,7 @@ absl::Status ValidateRelativePath(std::string_view path) {
     return Invalid(StrCat("path \"", shown, "\": absolute paths are not allowed"));
   }
   for (char c : path) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f || c == '\\') {
+    if (IsAsciiControl(c) || c == '\\') {
       return Invalid(
           StrCat("path \"", shown, "\": control characters and backslashes are not allowed"));
     }

@@ -38,6 +38,12 @@ set +e
 "$CLI" --addr "$grpc" gossip key install "$newkey" 2>"$work/err"; rc=$?
 set -e
 [ $rc -eq 1 ] && grep -q "admin token" "$work/err" || fail "admin op without token: rc=$rc"
+# An API key is not an admin token, and the refusal says which secret it wanted.
+set +e
+"$CLI" --addr "$grpc" --token "$key" gossip key install "$newkey" 2>"$work/err"; rc=$?
+set -e
+[ $rc -eq 1 ] && grep -q "invalid admin token" "$work/err" && ! grep -q "API key" "$work/err" ||
+  fail "admin op with an API key: rc=$rc $(cat "$work/err")"
 EXASERVE_TOKEN="$admin" "$CLI" --addr "$grpc" gossip key install "$newkey" >/dev/null ||
   fail "admin op with token"
 "$CLI" --addr "$grpc" status >/dev/null || fail "status should stay open"

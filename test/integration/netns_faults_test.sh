@@ -35,6 +35,13 @@ brb="exbb$$"   # rack b's switch: nodes 3, 4, joined to rack a's by the uplink e
 nodes=(1 2 3 4 5 6)
 rack_of() { case $1 in 3|4) echo b ;; *) echo a ;; esac; }
 cleanup() {
+  local rc=$?
+  # A failure keeps the nodes' logs (the work dir goes): CI prints where they are.
+  if [ "$rc" != 0 ] && [ -d "$work" ]; then
+    keep="${TMPDIR:-/tmp}/exa-netns-logs-$$"
+    mkdir -p "$keep" && cp "$work"/n*.log "$keep"/ 2>/dev/null &&
+      echo "node logs kept in $keep" >&2
+  fi
   for i in "${nodes[@]}"; do
     [ -f "$work/n$i.pid" ] && kill -9 "$(cat "$work/n$i.pid")" 2>/dev/null || true
   done
@@ -91,10 +98,11 @@ metric() {
   ip netns exec "exa$$-$1" curl -sf "http://$prefix.$1:8080/metrics" | awk -v n="$2" '$1 == n {print $2}'
 }
 # hosted I: the replica ids node I runs (any state but stopped or failed), by its own agent's
-# word (the CLI asks node agents, not the scheduler). Not its /metrics: a stopped replica keeps
+# word (`replicas --local` asks node I alone, not the scheduler nor the other members, so a
+# partition elsewhere cannot fail it). Not its /metrics: a stopped replica keeps
 # exaserve_replica_healthy 1 there.
 hosted() {
-  ip netns exec "exa$$-$1" "$BIN/exaserve-cli" --addr "$prefix.$1:7070" --json replicas |
+  ip netns exec "exa$$-$1" "$BIN/exaserve-cli" --addr "$prefix.$1:7070" --json replicas --local |
     python3 -c "
 import json,sys
 for r in json.load(sys.stdin):

@@ -194,5 +194,36 @@ TEST_CASE("checkpoints inconsistent with config.json are rejected", "[engine][lo
   }
 }
 
+TEST_CASE("MapFilesResident maps every shard, in order, or names the one it cannot",
+          "[engine][loader]") {
+  auto dir = testing::TempDir("resident");
+  std::vector<std::string> paths;
+  for (int i = 0; i < 5; ++i) {
+    // Sizes around page boundaries, one empty: every byte must come back where it was.
+    std::string bytes(static_cast<size_t>(i == 2 ? 0 : 4096 * i + 17), '\0');
+    for (size_t k = 0; k < bytes.size(); ++k) bytes[k] = static_cast<char>((k * 31 + i) & 0xff);
+    paths.push_back((dir / StrCat("shard-", i)).string());
+    testing::WriteFile(paths.back(), bytes);
+  }
+  for (int threads : {0, 1, 2, 8}) {
+    auto maps = MapFilesResident(paths, threads);
+    REQUIRE(maps.ok());
+    REQUIRE(maps->size() == paths.size());
+    for (int i = 0; i < 5; ++i) {
+      const MappedFile& m = *(*maps)[i];
+      REQUIRE(m.size() == static_cast<size_t>(i == 2 ? 0 : 4096 * i + 17));
+      bool same = true;
+      for (size_t k = 0; k < m.size(); ++k) {
+        same = same && m.data()[k] == static_cast<uint8_t>((k * 31 + i) & 0xff);
+      }
+      CHECK(same);
+    }
+  }
+  paths.insert(paths.begin() + 3, (dir / "missing").string());
+  auto bad = MapFilesResident(paths);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(Message(bad.status()).find("missing") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace exa::engine
