@@ -66,7 +66,7 @@ absl::StatusOr<TextRequest> InferenceService::Admit(
 
 grpc::ServerWriteReactor<exaserve::v1::GenerateResponse>* InferenceService::Generate(
     grpc::CallbackServerContext* context, const exaserve::v1::GenerateRequest* request) {
-  auto* reactor = new node::GenerateStreamReactor();
+  auto* reactor = new node::GenerateStreamReactor(request->sampling().logprobs());
   auto text = Admit(context, *request);
   if (!text.ok()) {
     reactor->Begin([&](engine::StreamCallback) { return text.status(); });
@@ -91,10 +91,12 @@ grpc::ServerUnaryReactor* InferenceService::Complete(grpc::CallbackServerContext
   };
   auto state = std::make_shared<State>();
   absl::MutexLock lock(&state->mu);
-  auto call =
-      frontend_.Start(*std::move(text), [reactor, response, state](const engine::StreamEvent& e) {
+  auto call = frontend_.Start(
+      *std::move(text), [reactor, response, state,
+                         logprobs = request->sampling().logprobs()](const engine::StreamEvent& e) {
         absl::MutexLock lock(&state->mu);
         if (e.token >= 0) response->add_token_ids(e.token);
+        if (e.token >= 0 && logprobs) response->add_logprobs(e.logprob);
         response->mutable_text()->append(e.text);
         if (!e.finished) return;
         response->set_finish_reason(node::FinishReasonToProto(e.finish_reason));

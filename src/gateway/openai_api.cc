@@ -92,6 +92,51 @@ std::optional<ApiError> ReadInteger(const json& body, const char* field, int64_t
 }
 
 // The fields /v1/completions and /v1/chat/completions share.
+// OpenAI fields this server does not implement. Left at their defaults (absent, null, false, 0,
+// empty) they are accepted; asked for, they are refused by name rather than silently ignored, so
+// a client never takes an answer for something it did not get.
+std::optional<ApiError> RefuseUnsupported(const json& body) {
+  auto asked = [&](const char* field) {
+    auto it = body.find(field);
+    if (it == body.end() || it->is_null()) return false;
+    if (it->is_boolean()) return it->get<bool>();
+    if (it->is_number()) return it->get<double>() != 0;
+    if (it->is_string()) return !it->get_ref<const std::string&>().empty();
+    if (it->is_array() || it->is_object()) return !it->empty();
+    return true;
+  };
+  struct Field {
+    const char* name;
+    const char* why;
+  };
+  static constexpr Field kFields[] = {
+      {"logprobs",
+       "not supported on the HTTP API (the gRPC API returns each token's log-probability: "
+       "SamplingParams.logprobs)"},
+      {"top_logprobs", "not supported"},
+      {"echo", "not supported"},
+      {"suffix", "not supported"},
+      {"logit_bias", "not supported"},
+      {"tools", "not supported: this server does not call tools"},
+      {"functions", "not supported: this server does not call functions"},
+  };
+  for (const Field& f : kFields) {
+    if (asked(f.name)) return ApiError{400, StrCat(f.name, ": ", f.why, "; omit it"), f.name};
+  }
+  if (auto it = body.find("best_of");
+      it != body.end() && it->is_number() && it->get<double>() != 1) {
+    return ApiError{400, "best_of: only 1 is supported", "best_of"};
+  }
+  if (auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
+    const bool text = it->is_object() && it->value("type", json()) == "text";
+    if (!text) {
+      return ApiError{400, "response_format: only {\"type\": \"text\"} is supported (no JSON mode)",
+                      "response_format"};
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<ApiError> ParseCommon(const json& body, TextRequest* r, bool* stream,
                                     bool* include_usage) {
   if (auto it = body.find("model"); it != body.end() && !it->is_null()) {
@@ -126,6 +171,7 @@ std::optional<ApiError> ParseCommon(const json& body, TextRequest* r, bool* stre
     if (e) return e;
   }
   if (n && *n != 1) return ApiError{400, StrCat("n: ", *n, " is not supported; only 1"), "n"};
+  if (auto e = RefuseUnsupported(body)) return e;
   if ((presence && *presence != 0) || (frequency && *frequency != 0)) {
     return ApiError{400,
                     "presence_penalty and frequency_penalty are not supported; use "

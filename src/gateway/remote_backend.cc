@@ -265,6 +265,7 @@ class RemoteBackend::RemoteCall final : public grpc::ClientReadReactor<GenerateR
       e.id = id_;
       e.time = absl::Now();
       e.token = i < n ? r.token_ids(i) : -1;
+      if (i < r.logprobs_size()) e.logprob = r.logprobs(i);
       if (i + 1 >= n) e.text = r.text();
       if (e.token >= 0) tokens_++;
       callback_(e);

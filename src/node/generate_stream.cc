@@ -130,6 +130,7 @@ void GenerateStreamReactor::OnEvent(const engine::StreamEvent& e) {
       } else if (e.token >= 0 || !e.text.empty() || e.finished) {
         exaserve::v1::GenerateResponse r;
         if (e.token >= 0) r.add_token_ids(e.token);
+        if (e.token >= 0 && logprobs_) r.add_logprobs(e.logprob);
         r.set_text(e.text);
         if (e.token >= 0 && started_ && first_) {
           if (handle_.request_id) r.set_request_id(handle_.request_id());

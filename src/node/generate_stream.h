@@ -45,6 +45,10 @@ class GenerateStreamReactor final
 
   using Starter = std::function<absl::StatusOr<StreamHandle>(engine::StreamCallback sink)>;
 
+  // `logprobs`: the request asked for them (SamplingParams.logprobs); each message then carries
+  // one per token id.
+  explicit GenerateStreamReactor(bool logprobs = false) : logprobs_(logprobs) {}
+
   // Runs `start` with this stream's sink; an error finishes the RPC with its status.
   void Begin(const Starter& start);
 
@@ -64,6 +68,7 @@ class GenerateStreamReactor final
   std::deque<exaserve::v1::GenerateResponse> queue_ ABSL_GUARDED_BY(mu_);
   exaserve::v1::GenerateResponse current_;
   grpc::Status final_status_;
+  const bool logprobs_;
   bool writing_ = false, finishing_ = false, done_ = false, first_ = true;
   bool producer_done_ = false, released_ = false;
 };

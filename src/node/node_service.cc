@@ -111,7 +111,7 @@ NodeService::~NodeService() {
 grpc::ServerWriteReactor<exaserve::v1::GenerateResponse>* NodeService::Generate(
     grpc::CallbackServerContext* context, const exaserve::v1::NodeGenerateRequest* request) {
   generate_requests_.Increment();
-  auto* reactor = new GenerateStreamReactor();
+  auto* reactor = new GenerateStreamReactor(request->request().sampling().logprobs());
   reactor->Begin([&](engine::StreamCallback sink) -> absl::StatusOr<StreamHandle> {
     const std::string& replica_id = request->replica_id();
     std::shared_ptr<engine::Engine> engine = host_.FindEngine(replica_id);

@@ -680,6 +680,7 @@ struct GenerateOptions {
   int64_t seed = -1;
   std::vector<std::string> stop;
   std::vector<std::string> headers;  // KEY=VALUE sent as gRPC metadata (version routes)
+  bool logprobs = false;
 };
 
 // Streams a generation to stdout as it arrives; --json prints one object per message.
@@ -695,6 +696,7 @@ int RunGenerate(const GlobalOptions& g, const GenerateOptions& o) {
   request.set_max_tokens(o.max_tokens);
   request.mutable_sampling()->set_temperature(o.temperature);
   if (o.seed >= 0) request.mutable_sampling()->set_seed(static_cast<uint64_t>(o.seed));
+  request.mutable_sampling()->set_logprobs(o.logprobs);
   for (const auto& s : o.stop) request.add_stop(s);
   std::map<std::string, std::string> headers;
   if (!ParsePairs("--header", o.headers, &headers)) return 2;
@@ -712,6 +714,9 @@ int RunGenerate(const GlobalOptions& g, const GenerateOptions& o) {
       nlohmann::json j = {
           {"text", message.text()},
           {"token_ids", std::vector<int>(message.token_ids().begin(), message.token_ids().end())}};
+      if (o.logprobs) {
+        j["logprobs"] = std::vector<float>(message.logprobs().begin(), message.logprobs().end());
+      }
       if (message.finish_reason() != exaserve::v1::FINISH_REASON_UNSPECIFIED) {
         j["finish_reason"] = exaserve::v1::FinishReason_Name(message.finish_reason());
         j["prompt_tokens"] = message.usage().prompt_tokens();
@@ -839,6 +844,8 @@ int main(int argc, char** argv) {
   generate->add_option("--temperature", gen.temperature, "0 for greedy (default 0)");
   generate->add_option("--seed", gen.seed, "sampling seed");
   generate->add_option("--stop", gen.stop, "stop string (repeatable)");
+  generate->add_flag("--logprobs", gen.logprobs,
+                     "ask for each token's log-probability (printed with --json)");
   generate->add_option("--header", gen.headers,
                        "KEY=VALUE request metadata, e.g. x-model-version=v2 (repeatable)");
   std::string tokenizer_path;

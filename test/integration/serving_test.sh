@@ -58,6 +58,33 @@ expect_error 400 "stream_options.include_usage: expected true or false" /v1/comp
 expect_error 400 "messages\[0\].role: expected a string" /v1/chat/completions '{"messages":[{"role":5,"content":"hi"}]}'
 expect_error 400 "text must be a string" /v1/chat/completions '{"messages":[{"role":"user","content":[{"type":"text","text":5}]}]}'
 expect_error 400 "every message's content is empty" /v1/chat/completions '{"messages":[{"role":"user","content":""}]}'
+# OpenAI fields the server does not implement are refused by name when asked for, and accepted
+# at their defaults.
+expect_error 400 '"param":"logprobs"' /v1/completions '{"prompt":"1+1=","logprobs":2}'
+expect_error 400 '"param":"logprobs"' /v1/chat/completions '{"messages":[{"role":"user","content":"1+1="}],"logprobs":true}'
+expect_error 400 '"param":"top_logprobs"' /v1/chat/completions '{"messages":[{"role":"user","content":"1+1="}],"top_logprobs":3}'
+expect_error 400 "echo: not supported" /v1/completions '{"prompt":"1+1=","echo":true}'
+expect_error 400 "best_of: only 1" /v1/completions '{"prompt":"1+1=","best_of":3}'
+expect_error 400 '"param":"logit_bias"' /v1/completions '{"prompt":"1+1=","logit_bias":{"17":-100}}'
+expect_error 400 "this server does not call tools" /v1/chat/completions '{"messages":[{"role":"user","content":"1+1="}],"tools":[{"type":"function","function":{"name":"f"}}]}'
+expect_error 400 "no JSON mode" /v1/chat/completions '{"messages":[{"role":"user","content":"1+1="}],"response_format":{"type":"json_object"}}'
+[ "$(post /v1/completions '{"prompt":"1+1=","max_tokens":2,"logprobs":null,"echo":false,"best_of":1,"logit_bias":{},"suffix":""}')" = 200 ] ||
+  fail "defaults of unsupported fields refused: $(cat "$work/body")"
+[ "$(post /v1/chat/completions '{"messages":[{"role":"user","content":"1+1="}],"max_tokens":2,"logprobs":false,"top_logprobs":0,"tools":[],"response_format":{"type":"text"}}')" = 200 ] ||
+  fail "chat defaults of unsupported fields refused: $(cat "$work/body")"
+# gRPC returns each token's log-probability when asked, one per token id; not otherwise.
+"$BIN/exaserve-cli" --addr "$grpc" --json generate --logprobs --max-tokens 3 "1+1=" >"$work/lp"
+python3 - "$work/lp" <<'PY' || fail "gRPC logprobs: $(cat "$work/lp")"
+import json, sys
+msgs = [json.loads(l) for l in open(sys.argv[1])]
+ids = sum((m["token_ids"] for m in msgs), [])
+lps = sum((m["logprobs"] for m in msgs), [])
+assert ids and len(ids) == len(lps), (ids, lps)
+assert all(lp <= 0 for lp in lps), lps
+assert lps[0] > -0.7, lps  # greedy "2" after "1+1=": the bundled model is sure of it
+PY
+"$BIN/exaserve-cli" --addr "$grpc" --json generate --max-tokens 3 "1+1=" | grep -q logprobs &&
+  fail "logprobs sent without being asked"
 code=$(printf '{"prompt":"\xff\xfe"}' | curl -s -o "$work/body" -w '%{http_code}' "$http/v1/completions" --data-binary @-)
 [ "$code" = 400 ] && grep -q "UTF-8" "$work/body" || fail "invalid UTF-8 -> $code $(cat "$work/body")"
 set +e
