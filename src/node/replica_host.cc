@@ -334,7 +334,7 @@ absl::StatusOr<ReplicaView> ReplicaHost::StartReplica(const ReplicaSpec& spec) {
     if (stopping_) return absl::UnavailableError("the node is stopping");
     if (!refusal_.empty()) return absl::FailedPreconditionError(refusal_);
     // Fast path: the same (id, generation) again returns before any model is read.
-    if (auto existing = ExistingLocked(spec.replica_id, spec.generation)) return *existing;
+    if (auto existing = ExistingLocked(spec, backend)) return *existing;
   }
   EXA_ASSIGN_OR_RETURN(ServedModel * model, ModelFor(spec.model_dir, spec.version));
   ReplicaSpec admitted = spec;
@@ -348,17 +348,28 @@ absl::StatusOr<ReplicaView> ReplicaHost::StartReplica(const ReplicaSpec& spec) {
   return view;
 }
 
-std::optional<absl::StatusOr<ReplicaView>> ReplicaHost::ExistingLocked(const std::string& id,
-                                                                       int64_t generation) const {
+std::optional<absl::StatusOr<ReplicaView>> ReplicaHost::ExistingLocked(
+    const ReplicaSpec& spec, const std::string& backend) const {
+  const std::string& id = spec.replica_id;
   if (id.empty()) return std::nullopt;
   auto it = entries_.find(id);
   if (it == entries_.end() || it->second.state == "stopped" || it->second.state == "failed") {
     return std::nullopt;
   }
-  if (it->second.replica->generation == generation) return ViewLocked(it->second);
-  return absl::FailedPreconditionError(StrCat("replica ", id, " runs generation ",
-                                              it->second.replica->generation, ", not ", generation,
-                                              "; stop it first"));
+  const Entry& e = it->second;
+  if (e.replica->generation != spec.generation) {
+    return absl::FailedPreconditionError(StrCat("replica ", id, " runs generation ",
+                                                e.replica->generation, ", not ", spec.generation,
+                                                "; stop it first"));
+  }
+  const std::string& source = spec.model_dir.empty() ? spec.model : spec.model_dir;
+  if (e.source != source || e.version != spec.version || e.replica->backend != backend) {
+    return absl::AlreadyExistsError(StrCat("replica ", id, " generation ", spec.generation,
+                                           " already runs ", e.source, "@", e.version, " on ",
+                                           e.replica->backend, ", not ", source, "@", spec.version,
+                                           " on ", backend, "; stop it first or use another id"));
+  }
+  return ViewLocked(e);
 }
 
 void ReplicaHost::AddLabels(const std::string& id, const Labels& labels) {
@@ -494,7 +505,7 @@ absl::StatusOr<ReplicaView> ReplicaHost::StartFromStore(const ReplicaSpec& spec)
         "model: this node has no weights fetcher; give model_dir, a directory on the node");
   }
   std::string id = spec.replica_id;
-  if (auto existing = ExistingLocked(id, spec.generation)) return *existing;
+  if (auto existing = ExistingLocked(spec, spec.backend)) return *existing;
   placeholders_.push_back(std::make_unique<ServedModel>());
   ServedModel* placeholder = placeholders_.back().get();
   placeholder->name = spec.model;
@@ -506,6 +517,8 @@ absl::StatusOr<ReplicaView> ReplicaHost::StartFromStore(const ReplicaSpec& spec)
   entry.replica->model = placeholder;
   entry.replica->backend = spec.backend;
   entry.replica->generation = spec.generation;
+  entry.source = spec.model;
+  entry.version = spec.version;
   entry.state = "pending";
   entry.since = absl::Now();
   history_.erase(std::remove(history_.begin(), history_.end(), id), history_.end());
@@ -589,7 +602,7 @@ absl::StatusOr<ReplicaView> ReplicaHost::Admit(const ReplicaSpec& spec, ServedMo
   absl::MutexLock lock(&mu_);
   std::string id = spec.replica_id;
   // Again under the lock that admits: a concurrent StartReplica of the same id may have won.
-  if (auto existing = ExistingLocked(id, spec.generation)) return *existing;
+  if (auto existing = ExistingLocked(spec, backend)) return *existing;
   if (id.empty()) id = NextIdLocked(model->name, model->version);
   Entry entry;
   entry.replica = std::make_shared<Replica>();
@@ -597,6 +610,8 @@ absl::StatusOr<ReplicaView> ReplicaHost::Admit(const ReplicaSpec& spec, ServedMo
   entry.replica->model = model;
   entry.replica->backend = backend;
   entry.replica->generation = spec.generation;
+  entry.source = spec.model_dir.empty() ? spec.model : spec.model_dir;
+  entry.version = spec.version;
   EXA_RETURN_IF_ERROR(ReserveLocked(entry, spec, weights));
   entry.state = "pending";
   entry.since = absl::Now();

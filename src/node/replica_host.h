@@ -208,6 +208,9 @@ class ReplicaHost {
     std::string state, reason;
     absl::Time since;
     std::string weights_holder;  // the ledger's shared-weights hold this replica counts on
+    // What StartReplica named (its model_dir, or the store model's name) and the version: a
+    // start under the same id must name the same to be the same replica.
+    std::string source, version;
   };
 
   absl::Status SaveLabelsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(labels_mu_);
@@ -221,11 +224,12 @@ class ReplicaHost {
   // own budget); sets the entry's device and weights holder.
   absl::Status ReserveLocked(Entry& entry, const ReplicaSpec& spec, int64_t weights)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The replica running under `id` (neither stopped nor failed): its view when it runs
-  // `generation` (StartReplica is idempotent), FAILED_PRECONDITION when another; nullopt when
-  // the id is free or empty.
-  std::optional<absl::StatusOr<ReplicaView>> ExistingLocked(const std::string& id,
-                                                            int64_t generation) const
+  // The replica running under `spec.replica_id` (neither stopped nor failed): its view when it
+  // is the same replica (StartReplica is idempotent); FAILED_PRECONDITION when it runs another
+  // generation, ALREADY_EXISTS when another model, version or backend; nullopt when the id is
+  // free or empty. `backend` is the spec's, resolved.
+  std::optional<absl::StatusOr<ReplicaView>> ExistingLocked(const ReplicaSpec& spec,
+                                                            const std::string& backend) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   // Sets labels on `id` and persists them (a failed save is logged; they hold until restart).
   void AddLabels(const std::string& id, const Labels& labels);

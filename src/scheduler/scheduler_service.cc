@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "absl/strings/str_join.h"
 #include "common/chars.h"
 #include "common/logging.h"
 #include "common/strings.h"
@@ -1360,10 +1361,21 @@ grpc::ServerUnaryReactor* SchedulerService::NodeOp(grpc::CallbackServerContext* 
         ops.taints.push_back(request->taint());
       }
       break;
-    case pb::NodeOpRequest::OP_UNTAINT:
-      ops.taints.erase(std::remove(ops.taints.begin(), ops.taints.end(), request->taint()),
-                       ops.taints.end());
+    case pb::NodeOpRequest::OP_UNTAINT: {
+      auto it = std::find(ops.taints.begin(), ops.taints.end(), request->taint());
+      if (it == ops.taints.end()) {
+        // A typo must not look like success (kubectl answers the same way).
+        return Finish(context,
+                      grpc::Status(grpc::NOT_FOUND,
+                                   StrCat("node ", request->node(), " has no taint \"",
+                                          request->taint(), "\" (its taints: ",
+                                          ops.taints.empty() ? std::string("none")
+                                                             : absl::StrJoin(ops.taints, ", "),
+                                          ")")));
+      }
+      ops.taints.erase(it);
       break;
+    }
     case pb::NodeOpRequest::OP_DRAIN: {
       // The availability floor (issue 8 part 6): every deployment keeps ≥ 99 % of its desired
       // replicas ready once this node's are gone, or the drain is refused.

@@ -190,6 +190,11 @@ set -e
 [ $rc -eq 2 ] || fail "an empty taint: exit $rc $(cat "$work/taint.out")"
 cli --addr "$(sched 3)" node uncordon infer-5 | grep -q "infer-5  schedulable" || fail "uncordon"
 cli --addr "$(sched 3)" node untaint infer-6 maintenance >/dev/null || fail "untaint"
+set +e
+cli --addr "$(sched 3)" node untaint infer-6 maintenance >"$work/taint.out" 2>&1; rc=$?
+set -e
+[ $rc -eq 1 ] && grep -q 'has no taint "maintenance"' "$work/taint.out" ||
+  fail "untaint of a taint not set: exit $rc $(cat "$work/taint.out")"
 
 # Stop and restart every scheduler (sched-2 was killed): the specs are still there.
 for n in 3 4; do kill -TERM "${pids[$n]}"; done

@@ -125,6 +125,19 @@ TEST_CASE("StartReplica and StopReplica: states, idempotence, the ledger, draini
   auto other = host.StartReplica(spec);
   CHECK(other.status().code() == absl::StatusCode::kFailedPrecondition);
   CHECK(std::string(other.status().message()).find("runs generation 1") != std::string::npos);
+  // The same id and generation asking for another version or backend is not the same replica:
+  // refused, naming what runs, rather than answered with the running one.
+  spec.generation = 1;
+  spec.version = "v3";
+  auto conflict = host.StartReplica(spec);
+  CHECK(conflict.status().code() == absl::StatusCode::kAlreadyExists);
+  CHECK(std::string(conflict.status().message()).find("@v2 on cpu, not ") != std::string::npos);
+  spec.version = "v2";
+  spec.backend = "sim";
+  CHECK(host.StartReplica(spec).status().code() == absl::StatusCode::kAlreadyExists);
+  spec.backend = "";
+  CHECK(host.StartReplica(spec).ok());  // the node's backend, cpu: the same replica again
+  CHECK(host.replicas().size() == 2);
 
   // A tainted node (failed GPU burn-in) takes no new replica until the taint is lifted.
   host.SetRefusal("this node is tainted burn-in-failed: GPU 0 below its class");
