@@ -298,6 +298,18 @@ absl::StatusOr<ReplicaView> ReplicaHost::StartReplica(const ReplicaSpec& spec) {
   if (backend != "cpu" && backend != "cuda" && backend != "sim") {
     return absl::InvalidArgumentError(StrCat("backend: \"", backend, "\": cpu, cuda or sim"));
   }
+  // A device on a host backend would be silently meaningless: the caller meant a GPU.
+  if (spec.device >= 0 && backend != "cuda") {
+    return absl::InvalidArgumentError(StrCat("device: ", spec.device,
+                                             " applies to the cuda backend only; this replica's "
+                                             "backend is ",
+                                             backend, " (omit device)"));
+  }
+  if (backend == "cuda" && options_.gpu_count > 0 && spec.device >= options_.gpu_count) {
+    return absl::InvalidArgumentError(StrCat("device: ", spec.device, ": this node has ",
+                                             options_.gpu_count, " GPUs (0 to ",
+                                             options_.gpu_count - 1, ")"));
+  }
   for (const auto& [field, bytes] :
        {std::pair<const char*, int64_t>{"kv_cache_bytes", spec.kv_cache_bytes},
         {"memory_budget_bytes", spec.memory_budget_bytes}}) {

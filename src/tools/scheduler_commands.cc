@@ -2,6 +2,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -11,6 +13,7 @@
 
 #include "common/strings.h"
 #include "common/units.h"
+#include "exaserve/v1/admin.grpc.pb.h"
 #include "exaserve/v1/scheduler.grpc.pb.h"
 #include "net/tls.h"
 #include "nlohmann/json.hpp"
@@ -27,11 +30,32 @@ int Usage(const std::string& message) {
   return 2;
 }
 
+// The alive schedulers the node at --addr knows ("node-2 (10.0.0.2:7070), ..."), from its
+// membership view; empty when it knows none or cannot be asked.
+std::string KnownSchedulers(const ClusterAccess& cluster) {
+  auto stub = pb::Admin::NewStub(net::NewChannel(cluster.addr));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  pb::MembersResponse members;
+  if (!stub->Members(&ctx, {}, &members).ok()) return "";
+  std::string out;
+  for (const auto& m : members.members()) {
+    if (m.state() != "alive" || m.grpc_address().empty()) continue;
+    if (std::find(m.roles().begin(), m.roles().end(), "scheduler") == m.roles().end()) continue;
+    StrAppend(&out, out.empty() ? "" : ", ", m.node_id(), " (", m.grpc_address(), ")");
+  }
+  return out;
+}
+
 // INVALID_ARGUMENT (and an unknown model on apply) is the caller's input: exit 2.
 int Failure(const ClusterAccess& cluster, const grpc::Status& s, bool input_error_is_usage) {
   std::string message = s.error_message();
   if (s.error_code() == grpc::UNIMPLEMENTED) {
-    message = "this node runs no scheduler; point --addr at a scheduler node";
+    const std::string schedulers = KnownSchedulers(cluster);
+    message = schedulers.empty()
+                  ? "this node runs no scheduler, and knows of none alive; point --addr at a "
+                    "scheduler node"
+                  : StrCat("this node runs no scheduler; point --addr at one: ", schedulers);
   }
   std::fprintf(stderr, "exaserve-cli: %s: %s (%d)\n", cluster.addr.c_str(), message.c_str(),
                static_cast<int>(s.error_code()));

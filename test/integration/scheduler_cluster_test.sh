@@ -53,6 +53,12 @@ set -e
 [ $rc -eq 2 ] || fail "unknown model: exit $rc $(cat "$work/unknown.out")"
 grep -q "no-such-model" "$work/unknown.out" || fail "unknown model error: $(cat "$work/unknown.out")"
 [ "$(cli --addr "$(sched 3)" get -o yaml)" = "" ] || fail "a refused spec was stored"
+# Sent to a node without the scheduler role: refused, naming the schedulers to ask instead.
+set +e
+cli --addr "$(sched 5)" apply -f "$work/unknown.yaml" >"$work/nosched.out" 2>&1; rc=$?
+set -e
+[ $rc -eq 1 ] && grep -q "runs no scheduler; point --addr at one: sched-2 (127.0.0.1:" "$work/nosched.out" ||
+  fail "apply to an inference node: exit $rc $(cat "$work/nosched.out")"
 
 tiny_spec 3 2 1 6s >"$work/tiny.yaml"
 # Written to the highest-id scheduler: the reconciler (lowest id) learns it by replication.

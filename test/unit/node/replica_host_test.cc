@@ -137,6 +137,13 @@ TEST_CASE("StartReplica and StopReplica: states, idempotence, the ledger, draini
   CHECK(host.StartReplica(spec).status().code() == absl::StatusCode::kAlreadyExists);
   spec.backend = "";
   CHECK(host.StartReplica(spec).ok());  // the node's backend, cpu: the same replica again
+  ReplicaSpec on_gpu = spec;
+  on_gpu.replica_id = "";
+  on_gpu.device = 1;
+  auto device_refused = host.StartReplica(on_gpu);
+  CHECK(device_refused.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(device_refused.status().message()).find("cuda backend only") !=
+        std::string::npos);
   CHECK(host.replicas().size() == 2);
 
   // A tainted node (failed GPU burn-in) takes no new replica until the taint is lifted.
