@@ -18,19 +18,25 @@ using exaserve::v1::LoadReport;
 class NodeService::Watcher final : public grpc::ServerWriteReactor<LoadReport> {
  public:
   // `registered`: the service owns it and deletes it after OnDone; else it deletes itself.
-  explicit Watcher(bool registered) : registered_(registered) {}
+  // `min_interval`: the caller's max_rate_hz as a gap between writes (reports offered sooner
+  // are held, and the newest goes out at the first offer after the gap).
+  explicit Watcher(bool registered, absl::Duration min_interval = absl::ZeroDuration())
+      : registered_(registered), min_interval_(min_interval) {}
   bool done() const { return done_.load(); }
 
   void Offer(const LoadReport& report) {
     absl::MutexLock lock(&mu_);
     if (finished_) return;
-    if (writing_) {
+    const absl::Time now = absl::Now();
+    if (writing_ || now - last_write_ < min_interval_) {
       pending_ = report;
       has_pending_ = true;
       return;
     }
     current_ = report;
+    has_pending_ = false;
     writing_ = true;
+    last_write_ = now;
     StartWrite(&current_);
   }
   void End(grpc::Status status) {
@@ -43,10 +49,12 @@ class NodeService::Watcher final : public grpc::ServerWriteReactor<LoadReport> {
     absl::MutexLock lock(&mu_);
     writing_ = false;
     if (!ok || finished_) return;
-    if (has_pending_) {
+    const absl::Time now = absl::Now();
+    if (has_pending_ && now - last_write_ >= min_interval_) {
       current_ = std::move(pending_);
       has_pending_ = false;
       writing_ = true;
+      last_write_ = now;
       StartWrite(&current_);
     }
   }
@@ -62,6 +70,8 @@ class NodeService::Watcher final : public grpc::ServerWriteReactor<LoadReport> {
 
  private:
   const bool registered_;
+  const absl::Duration min_interval_;
+  absl::Time last_write_ = absl::InfinitePast();
   std::atomic<bool> done_{false};
   absl::Mutex mu_;
   LoadReport current_, pending_;
@@ -171,6 +181,17 @@ grpc::ServerWriteReactor<exaserve::v1::GenerateResponse>* NodeService::Generate(
 
 grpc::ServerWriteReactor<LoadReport>* NodeService::WatchLoad(
     grpc::CallbackServerContext* context, const exaserve::v1::WatchLoadRequest* request) {
+  // max_rate_hz: 0 is the node's own rate (its 10 Hz load timer); a rate above it is capped.
+  const double hz = request->max_rate_hz();
+  if (!(hz == 0 || (hz >= 0.1 && hz <= 1e9))) {
+    auto* refused = new Watcher(/*registered=*/false);
+    refused->End(
+        grpc::Status(grpc::INVALID_ARGUMENT,
+                     StrCat("max_rate_hz: ", hz, ": 0 (the node's rate, 10 Hz) or at least 0.1")));
+    return refused;
+  }
+  const absl::Duration min_interval =
+      hz == 0 || hz >= 10 ? absl::ZeroDuration() : absl::Seconds(1.0 / hz);
   absl::MutexLock lock(&mu_);
   ReapLocked();
   if (stopped_ || watchers_.size() >= kMaxWatchers) {
@@ -184,7 +205,7 @@ grpc::ServerWriteReactor<LoadReport>* NodeService::WatchLoad(
     }
     return refused;
   }
-  auto* watcher = new Watcher(/*registered=*/true);
+  auto* watcher = new Watcher(/*registered=*/true, min_interval);
   watchers_.push_back(watcher);
   watcher->Offer(SnapshotLocked());  // a new gateway learns the replicas at once
   return watcher;
