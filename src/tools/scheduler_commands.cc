@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 
 #include "common/strings.h"
@@ -38,11 +39,15 @@ std::string KnownSchedulers(const ClusterAccess& cluster) {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
   pb::MembersResponse members;
   if (!stub->Members(&ctx, {}, &members).ok()) return "";
-  std::string out;
+  std::map<std::string, std::string> schedulers;  // node id -> address, in id order
   for (const auto& m : members.members()) {
     if (m.state() != "alive" || m.grpc_address().empty()) continue;
     if (std::find(m.roles().begin(), m.roles().end(), "scheduler") == m.roles().end()) continue;
-    StrAppend(&out, out.empty() ? "" : ", ", m.node_id(), " (", m.grpc_address(), ")");
+    schedulers[m.node_id()] = m.grpc_address();
+  }
+  std::string out;
+  for (const auto& [id, addr] : schedulers) {
+    StrAppend(&out, out.empty() ? "" : ", ", id, " (", addr, ")");
   }
   return out;
 }
