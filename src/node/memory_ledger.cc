@@ -59,7 +59,10 @@ absl::Status MemoryLedger::Reserve(const std::string& holder, int device, int64_
     return absl::InvalidArgumentError(StrCat("memory ledger: ", bytes, " bytes: must be >= 0"));
   }
   const int64_t cap = capacity(device);
-  if (cap > 0 && bytes > cap - used(device)) {  // not used + bytes: that can overflow
+  // used + bytes with an explicit overflow check: written as `bytes > cap - used`, GCC folds the
+  // comparison back into `used + bytes > cap`, which overflows for absurd sizes (UBSan saw it).
+  int64_t after = 0;
+  if (cap > 0 && (__builtin_add_overflow(used(device), bytes, &after) || after > cap)) {
     auto b = Human;
     return absl::FailedPreconditionError(StrCat(
         DeviceName(device), ": ", holder, " needs ", b(bytes), " but only ", b(cap - used(device)),
