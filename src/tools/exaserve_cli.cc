@@ -265,18 +265,9 @@ struct LabelOptions {
 // The gRPC address of the lowest-id alive scheduler in the membership view of the node at
 // --addr; nullopt when there is none (or the node cannot be asked).
 std::optional<std::string> FirstScheduler(const GlobalOptions& g) {
-  auto stub = exaserve::v1::Admin::NewStub(exa::net::NewChannel(g.addr));
-  exaserve::v1::MembersResponse response;
-  auto ctx = MakeContext(g);
-  if (!stub->Members(ctx.get(), {}, &response).ok()) return std::nullopt;
-  std::optional<std::pair<std::string, std::string>> best;  // (id, address)
-  for (const auto& m : response.members()) {
-    if (m.state() != "alive" || m.grpc_address().empty()) continue;
-    if (std::find(m.roles().begin(), m.roles().end(), "scheduler") == m.roles().end()) continue;
-    if (!best || m.node_id() < best->first) best = {m.node_id(), m.grpc_address()};
-  }
-  if (!best) return std::nullopt;
-  return best->second;
+  auto schedulers = exa::tools::AliveSchedulers(g.addr, g.timeout_duration);
+  if (schedulers.empty()) return std::nullopt;
+  return schedulers.begin()->second;
 }
 
 // Sends a write the spec store keeps to the first scheduler the node at --addr sees. nullopt when

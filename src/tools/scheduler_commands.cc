@@ -31,32 +31,14 @@ int Usage(const std::string& message) {
   return 2;
 }
 
-// The alive schedulers the node at --addr knows ("node-2 (10.0.0.2:7070), ..."), from its
-// membership view; empty when it knows none or cannot be asked.
-std::string KnownSchedulers(const ClusterAccess& cluster) {
-  auto stub = pb::Admin::NewStub(net::NewChannel(cluster.addr));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  pb::MembersResponse members;
-  if (!stub->Members(&ctx, {}, &members).ok()) return "";
-  std::map<std::string, std::string> schedulers;  // node id -> address, in id order
-  for (const auto& m : members.members()) {
-    if (m.state() != "alive" || m.grpc_address().empty()) continue;
-    if (std::find(m.roles().begin(), m.roles().end(), "scheduler") == m.roles().end()) continue;
-    schedulers[m.node_id()] = m.grpc_address();
-  }
-  std::string out;
-  for (const auto& [id, addr] : schedulers) {
-    StrAppend(&out, out.empty() ? "" : ", ", id, " (", addr, ")");
-  }
-  return out;
-}
-
 // INVALID_ARGUMENT (and an unknown model on apply) is the caller's input: exit 2.
 int Failure(const ClusterAccess& cluster, const grpc::Status& s, bool input_error_is_usage) {
   std::string message = s.error_message();
   if (s.error_code() == grpc::UNIMPLEMENTED) {
-    const std::string schedulers = KnownSchedulers(cluster);
+    std::string schedulers;
+    for (const auto& [id, addr] : AliveSchedulers(cluster.addr, absl::Seconds(2))) {
+      StrAppend(&schedulers, schedulers.empty() ? "" : ", ", id, " (", addr, ")");
+    }
     message = schedulers.empty()
                   ? "this node runs no scheduler, and knows of none alive; point --addr at a "
                     "scheduler node"
@@ -306,6 +288,22 @@ int RunRollout(const SchedulerCommands& c, bool as_json, const ClusterAccess& cl
 }
 
 }  // namespace
+
+std::map<std::string, std::string> AliveSchedulers(const std::string& addr,
+                                                   absl::Duration timeout) {
+  auto stub = pb::Admin::NewStub(net::NewChannel(addr));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(timeout));
+  pb::MembersResponse members;
+  std::map<std::string, std::string> out;
+  if (!stub->Members(&ctx, {}, &members).ok()) return out;
+  for (const auto& m : members.members()) {
+    if (m.state() != "alive" || m.grpc_address().empty()) continue;
+    if (std::find(m.roles().begin(), m.roles().end(), "scheduler") == m.roles().end()) continue;
+    out[m.node_id()] = m.grpc_address();
+  }
+  return out;
+}
 
 void AddSchedulerCommands(CLI::App& app, CLI::App& node_cmd, SchedulerCommands* c) {
   c->apply = app.add_subcommand(

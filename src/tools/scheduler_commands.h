@@ -7,10 +7,12 @@
 // (the error names the file, line, field path, value and what is allowed).
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "absl/time/time.h"
 #include "tools/model_commands.h"
 
 namespace exa::tools {
@@ -37,6 +39,11 @@ struct SchedulerCommands {
 };
 
 // `node_cmd` is the existing `node` subcommand the node operations join.
+// The alive schedulers in the membership view of the node at `addr` (node id -> gRPC address,
+// so in id order; the first is the reconciler); empty when it knows none or cannot be asked
+// within `timeout`.
+std::map<std::string, std::string> AliveSchedulers(const std::string& addr, absl::Duration timeout);
+
 void AddSchedulerCommands(CLI::App& app, CLI::App& node_cmd, SchedulerCommands* commands);
 
 // The exit code when one of these commands was given, else nullopt.
