@@ -1,5 +1,5 @@
 # EXASERVE_CUDA=AUTO builds kernels/ when nvcc is found; ON requires it; OFF skips it. CUDA is
-# optional at build time and at run time (DESIGN.md §3 rule 3).
+# optional at build time and at run time (docs/architecture.md#module-map rule 3).
 set(EXASERVE_CUDA_ENABLED OFF)
 if(NOT EXASERVE_CUDA STREQUAL "OFF")
   if(NOT CMAKE_CUDA_COMPILER)

@@ -1,4 +1,4 @@
-# Every dependency comes from a Debian package that scripts/setup-deps.sh installs (DESIGN.md §5).
+# Every dependency comes from a Debian package that scripts/setup-deps.sh installs (docs/architecture.md#dependencies).
 find_package(Threads REQUIRED)
 find_package(absl CONFIG REQUIRED)
 find_package(Protobuf REQUIRED)

@@ -1,5 +1,5 @@
 # exa_cc_library / exa_cc_binary / exa_cc_test: one target per module, dependencies declared.
-# The target graph is the architecture (DESIGN.md §3): a module may only use what it names in
+# The target graph is the architecture (docs/architecture.md#module-map): a module may only use what it names in
 # DEPS, and CMake refuses cycles between static libraries we declare this way.
 
 set(EXA_WARNING_FLAGS -Wall -Wextra -Werror -Wno-unused-parameter -Wnon-virtual-dtor

@@ -2,7 +2,7 @@
 // runtime and cuBLAS call goes through one of them. A failure is an expected runtime condition
 // here (no driver, out of device memory, a faulting kernel), not a bug, so the macros return an
 // absl::Status from the enclosing function, naming the call, the CUDA error and where it was,
-// instead of aborting: the replica fails, the node keeps serving (issue #5, "Bad input").
+// instead of aborting: the replica fails, the node keeps serving ("Bad input").
 //
 // After every kernel launch: EXA_CUDA_CHECK(cudaGetLastError()).
 #pragma once

@@ -1,6 +1,6 @@
 // A kernel that does nothing: launched once per device at node start so the context, the module
 // load of this library's fatbinary and the first-launch costs are paid before any request
-// (MISSION.md §5: context warm-up), and timed as part of it.
+// (docs/architecture.md#cold-start: context warm-up), and timed as part of it.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gpu-check.sh OUTDIR: the CUDA backend's check on a machine with an NVIDIA GPU (issue #5), in one
+# gpu-check.sh OUTDIR: the CUDA backend's check on a machine with an NVIDIA GPU, in one
 # command and under 8 minutes on one H100/H200-class GPU:
 #
 #   1. builds the CUDA targets (EXASERVE_CUDA=ON) into build-gpu/;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs every Debian package ExaServe builds, tests and runs with (DESIGN.md §5).
+# Installs every Debian package ExaServe builds, tests and runs with (docs/architecture.md#dependencies).
 # Idempotent: when everything is present it prints one line and touches nothing.
 set -euo pipefail
 

@@ -3,7 +3,7 @@
 adds numbers (`a+b=c`, operands up to 3 digits) and knows a little text.
 
 It is the embedded default of exaserved and the target of the model-level health probe
-(MISSION.md §4: "1+1" must give "2"), so it must be small (a few MB, committed), reproducible
+(docs/architecture.md#health-checks: "1+1" must give "2"), so it must be small (a few MB, committed), reproducible
 (seeded) and trainable on a laptop CPU in minutes (Debian python3-torch only: the safetensors and
 tokenizers Python packages are not in Debian, so both file formats are written here by hand).
 

@@ -1,4 +1,4 @@
-// The routing benchmark's workload (issue #7 item 11), fixed and the same for `--mode sim` and
+// The routing benchmark's workload, fixed and the same for `--mode sim` and
 // `--mode live`:
 //   - prompt tokens ~ lognormal with median 70 and p99 3400 (sigma = ln(3400/70) / 2.326);
 //   - output tokens ~ lognormal with median 200 and p99 1200 (sigma = ln(6) / 2.326);

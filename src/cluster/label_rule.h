@@ -1,8 +1,9 @@
-// Replica label rules (version routing, MISSION.md §6): "set these labels on the replicas this
-// selector matches". `exaserve-cli replica label` applies one to the live replicas of every node
-// and, with a scheduler in the cluster, stores it in the spec store (DESIGN.md §4: version labels
-// are desired state), so a replica the scheduler starts later — a rebuild, a scale-up — carries
-// it too. One definition of matching for the node agent and the scheduler.
+// Replica label rules (version routing, docs/architecture.md#routing): "set these labels on the
+// replicas this selector matches". `exaserve-cli replica label` applies one to the live replicas of
+// every node and, with a scheduler in the cluster, stores it in the spec store
+// (docs/architecture.md#consistency: version labels are desired state), so a replica the scheduler
+// starts later — a rebuild, a scale-up — carries it too. One definition of matching for the node
+// agent and the scheduler.
 //
 // Pure; thread-compatible.
 #pragma once

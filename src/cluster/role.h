@@ -1,4 +1,4 @@
-// The roles a node can hold (DESIGN.md §1) and a small set type for them.
+// The roles a node can hold (docs/architecture.md#roles) and a small set type for them.
 #pragma once
 
 #include <array>

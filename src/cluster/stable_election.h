@@ -15,7 +15,7 @@ namespace exa::cluster {
 
 class StableElection {
  public:
-  // DESIGN.md §4 grace: a view must hold this long before roles move.
+  // docs/architecture.md#consistency grace: a view must hold this long before roles move.
   static constexpr absl::Duration kDefaultHoldDown = absl::Seconds(30);
 
   explicit StableElection(ElectionConfig config, absl::Duration hold_down = kDefaultHoldDown)

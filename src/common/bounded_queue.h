@@ -1,7 +1,7 @@
-// A multi-producer multi-consumer FIFO with a fixed capacity (DESIGN.md §3 rule 5: every queue
-// is bounded). TryPush never blocks: a full queue is an explicit, immediate rejection the
-// caller turns into RESOURCE_EXHAUSTED. Close() wakes every waiter; a closed queue accepts
-// nothing and drains what it holds.
+// A multi-producer multi-consumer FIFO with a fixed capacity (docs/architecture.md#module-map rule
+// 5: every queue is bounded). TryPush never blocks: a full queue is an explicit, immediate
+// rejection the caller turns into RESOURCE_EXHAUSTED. Close() wakes every waiter; a closed queue
+// accepts nothing and drains what it holds.
 //
 // Thread safety: all members may be called concurrently.
 #pragma once

@@ -1,5 +1,5 @@
 // Clock: the one way ExaServe code reads time. Sans-IO cores take `now` as an argument; services
-// get a Clock injected so tests can drive a ManualClock (DESIGN.md §3 rule 1).
+// get a Clock injected so tests can drive a ManualClock (docs/architecture.md#module-map rule 1).
 //
 // Thread safety: all implementations are safe to call from any thread.
 #pragma once

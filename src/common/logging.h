@@ -1,4 +1,5 @@
-// Structured logging on spdlog (MISSION.md §10: logs as structured JSON).
+// Structured logging on spdlog (docs/architecture.md#monitoring-and-alerts: logs as structured
+// JSON).
 //
 //   EXA_LOG_INFO("membership", "member dead", {{"node", id}, {"incarnation", 7}});
 //

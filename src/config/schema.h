@@ -1,4 +1,5 @@
-// Typed configuration from defaults, a YAML file, the environment and flags (DESIGN.md §3).
+// Typed configuration from defaults, a YAML file, the environment and flags
+// (docs/architecture.md#module-map).
 //
 // Each module owns a plain options struct and registers its fields here under a dotted key path
 // ("http.max_body_bytes"). Sources are applied in increasing precedence — struct defaults, then

@@ -83,7 +83,7 @@ absl::Status Daemon::Start() {
   data_dir_lock_.emplace(std::move(lock));
   metrics::RegisterProcessMetrics(registry_, Version());
   metrics::RegisterNetworkMetrics(registry_);  // NIC counters for the network alert
-  gpus_ = PrepareGpus(registry_);  // GPU hook (issue #5): before replicas load onto the GPUs
+  gpus_ = PrepareGpus(registry_);              // GPU hook: before replicas load onto the GPUs
   if (options_.inference.backend == "cuda" && options_.inference.burn_in &&
       HasRole(roles_, "inference")) {
     RunNodeBurnIn(gpus_);  // a failure taints the node: no replicas below
@@ -368,8 +368,8 @@ bool Daemon::GatewayActive() const {
   return HasRole(CurrentRoles(), "gateway");
 }
 
-// Process and model levels of health for local replicas (MISSION.md §4). An unhealthy replica
-// leaves routing at once and returns when it passes again.
+// Process and model levels of health for local replicas (docs/architecture.md#health-checks). An
+// unhealthy replica leaves routing at once and returns when it passes again.
 void Daemon::StartHealthChecks() {
   if (!replicas_) return;
   prober_ = std::make_unique<node::ReplicaProber>(
@@ -387,8 +387,9 @@ void Daemon::StartHealthChecks() {
   ScheduleProbe(absl::ZeroDuration());
 }
 
-// Performance level (MISSION.md §4), on gateways: replicas far slower than their model's median
-// leave routing (they are reported, not killed) and return once they are back within the factor.
+// Performance level (docs/architecture.md#health-checks), on gateways: replicas far slower than
+// their model's median leave routing (they are reported, not killed) and return once they are back
+// within the factor.
 void Daemon::SchedulePerformanceCheck() {
   timers_->performance.expires_after(
       absl::ToChronoNanoseconds(options_.health.performance_interval));
@@ -610,8 +611,8 @@ std::vector<std::string> Daemon::CurrentRoles() const {
   return it->second.Names();
 }
 
-// Refreshes local replica load at 10 Hz (DESIGN.md §2: load at <= 10 Hz): the per-replica
-// gauges, and the router's view when this node is also a gateway.
+// Refreshes local replica load at 10 Hz (docs/architecture.md#flows: load at <= 10 Hz): the
+// per-replica gauges, and the router's view when this node is also a gateway.
 void Daemon::PumpLoad() {
   if (!replicas_) return;
   replica_metrics_->Update();
@@ -653,7 +654,7 @@ absl::Status Daemon::StartGossip() {
   self.metadata.roles = options_.node.roles;
   self.metadata.rack = options_.node.rack;
   self.metadata.build_version = Version();
-  PublishGpus(gpus_, &self.metadata);  // GPU hook (issue #5): inventory, NVLink, burn-in taint
+  PublishGpus(gpus_, &self.metadata);  // GPU hook: inventory, NVLink, burn-in taint
   if (replicas_ && options_.inference.backend != "cuda" &&
       options_.inference.host_memory_budget.value > 0) {
     // A CPU node offers its host memory budget to the scheduler as one device (node_view.h).

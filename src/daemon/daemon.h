@@ -1,5 +1,5 @@
-// The composition root (DESIGN.md §3): builds the services this node's roles need, starts them,
-// and runs the lifecycle — starting → ready → draining → stopped.
+// The composition root (docs/architecture.md#module-map): builds the services this node's roles
+// need, starts them, and runs the lifecycle — starting → ready → draining → stopped.
 //
 // Run() blocks until SIGTERM or SIGINT, then drains: /readyz and gRPC health turn 503 /
 // NOT_SERVING, listeners stop accepting, in-flight requests get lifecycle.drain_timeout to
@@ -126,8 +126,8 @@ class Daemon {
   mutable absl::Mutex roles_mu_;
   cluster::Assignment assignment_ ABSL_GUARDED_BY(roles_mu_);
   std::unique_ptr<node::ReplicaHost> replicas_;
-  GpuNode gpus_;           // issue #5: inventory for the gossip metadata, warm-up timings, burn-in
-  std::mutex burn_in_mu_;  // one burn-in at a time; held while gpus_.burn_in* change
+  GpuNode gpus_;                     // inventory for the gossip metadata, warm-up timings, burn-in
+  std::mutex burn_in_mu_;            // one burn-in at a time; held while gpus_.burn_in* change
   uint16_t published_replicas_ = 0;  // the replica count in our gossip metadata (load tick)
   std::unique_ptr<node::ReplicaProber> prober_;
   std::unique_ptr<node::ReplicaMetrics> replica_metrics_;

@@ -1,6 +1,6 @@
-// This node's GPUs at start (issue #5, MISSION.md §5 and §8): the inventory, summarised into the
-// gossip metadata the scheduler places by, and the CUDA context warm-up on every device, timed
-// and exported, so the first request on a replica pays none of it.
+// This node's GPUs at start (docs/architecture.md#cold-start and docs/architecture.md#bring-up):
+// the inventory, summarised into the gossip metadata the scheduler places by, and the CUDA context
+// warm-up on every device, timed and exported, so the first request on a replica pays none of it.
 //
 // Thread safety: call from the daemon's start-up thread.
 #pragma once

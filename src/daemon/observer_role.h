@@ -1,7 +1,8 @@
-// The observer role (MISSION.md §1 "observer nodes", §10): every scrape interval, GET /metrics
-// from every live member (addresses from membership: the host of its gossip address, the HTTP
-// port in its metadata) with a deadline and bounded concurrency; feed the alert-rule core
-// (metrics/alert_rules.h); log alerts that fire or resolve; expose them as Prometheus-style
+// The observer role (docs/architecture.md#roles "observer nodes",
+// docs/architecture.md#monitoring-and-alerts): every scrape interval, GET /metrics from every live
+// member (addresses from membership: the host of its gossip address, the HTTP port in its metadata)
+// with a deadline and bounded concurrency; feed the alert-rule core (metrics/alert_rules.h); log
+// alerts that fire or resolve; expose them as Prometheus-style
 // ALERTS{alertname,alertstate,severity,...} gauges on this node's /metrics; answer the Admin
 // Alerts RPC; and, with observer.webhook_url, POST each change in the Alertmanager webhook
 // format (a bounded queue: notifications beyond it are dropped and counted).

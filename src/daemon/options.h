@@ -20,7 +20,7 @@
 
 namespace exa::daemon {
 
-// Every role a node can run (DESIGN.md §1), in the order they are shown.
+// Every role a node can run (docs/architecture.md#roles), in the order they are shown.
 inline const std::vector<std::string> kRoles = {"scheduler", "gateway", "storage", "inference",
                                                 "observer"};
 
@@ -76,12 +76,12 @@ struct LifecycleOptions {
   int io_threads = 2;  // sockets and timers only; engines run on their own threads
 };
 
-// Weight distribution (DESIGN.md §2): see daemon/weights_role.h.
+// Weight distribution (docs/architecture.md#flows): see daemon/weights_role.h.
 struct WeightsOptions {
   std::string origin_dir;  // --origin-dir: this storage node is the origin
   std::string origin;      // host:port of the origin's gRPC
   config::Bytes rack_cache_budget{500ull << 30};
-  int parallel = 8;  // MISSION.md §7: 8-12 streams is the sweet spot
+  int parallel = 8;  // docs/architecture.md#weights: 8-12 streams is the sweet spot
   absl::Duration tier_timeout = absl::Seconds(60);
   int max_streams_total = 256;
   int max_streams_per_client = 64;  // a node pulling at --parallel 8 uses 8
@@ -108,7 +108,7 @@ struct SchedulerOptions {
 };
 
 // The observer role (daemon/observer_role.h): scrapes every member's /metrics and evaluates the
-// alert rules of MISSION.md §10; the defaults are that table's.
+// alert rules of docs/architecture.md#monitoring-and-alerts; the defaults are that table's.
 struct ObserverOptions {
   // The shortest sampling interval of the table (replica health, 10 s).
   absl::Duration scrape_interval = absl::Seconds(10);

@@ -1,8 +1,9 @@
-// The daemon's weight distribution (DESIGN.md §1 storage role, §2 Weights): builds the Weights
-// service a storage node serves — an origin over --origin-dir, otherwise a rack cache over
-// <cache_dir>/rack that fetches misses from weights.origin — and pre-stages the models listed in
-// weights.prestage into the node cache at start (MISSION.md §5), fetching from the rack's storage
-// peer (found through membership) and then the origin.
+// The daemon's weight distribution (docs/architecture.md#roles storage role,
+// docs/architecture.md#flows Weights): builds the Weights service a storage node serves — an origin
+// over --origin-dir, otherwise a rack cache over <cache_dir>/rack that fetches misses from
+// weights.origin — and pre-stages the models listed in weights.prestage into the node cache at
+// start (docs/architecture.md#cold-start), fetching from the rack's storage peer (found through
+// membership) and then the origin.
 //
 // Thread safety: Start and Stop on the daemon's main thread; pre-staging runs on its own thread.
 #pragma once

@@ -56,7 +56,8 @@ struct EngineInfo {
   int32_t kv_block_size = 0;
 };
 
-// Load of one replica, as the router wants it (MISSION.md §6: route by pending tokens).
+// Load of one replica, as the router wants it (docs/architecture.md#routing: route by pending
+// tokens).
 struct EngineLoad {
   // Prompt tokens not yet prefilled plus an estimate of decode tokens still to come, queued
   // requests included. The decode estimate comes from the replica's recent completed output
@@ -65,7 +66,7 @@ struct EngineLoad {
   int64_t pending_tokens = 0;
   // Of the replica's last requests that ended (up to 256; cancelled ones not counted), the
   // fraction that ended in an engine error, and how many ended: what a rollout compares as
-  // errorRate (MISSION.md §9).
+  // errorRate (docs/architecture.md#releases).
   double error_rate = 0;
   int32_t recent_finished = 0;
   // Mean output length of recently completed requests; 0 until the history has enough samples.
@@ -79,7 +80,8 @@ struct EngineLoad {
   int32_t kv_blocks_used = 0;
   int32_t kv_blocks_total = 0;
   // Bytes the replica holds of its own: KV cache, buffers, a device pool (the weights, shared
-  // between a model's replicas, apart). What leak detection samples (MISSION.md §12).
+  // between a model's replicas, apart). What leak detection samples
+  // (docs/architecture.md#leak-detection).
   int64_t memory_bytes = 0;
   double ttft_p50_ms = 0, ttft_p99_ms = 0;  // time to first token, recent requests
   double itl_p50_ms = 0, itl_p99_ms = 0;    // inter-token latency, recent tokens

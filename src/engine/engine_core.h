@@ -1,6 +1,6 @@
-// The replica's batching loop as a sans-IO core (DESIGN.md §3 rule 1): requests are admitted,
-// each Step() schedules, executes, samples and streams one batch, and time comes from an
-// injected Clock. LlmEngine runs it on a thread with real time; SimReplica runs it in virtual
+// The replica's batching loop as a sans-IO core (docs/architecture.md#module-map rule 1): requests
+// are admitted, each Step() schedules, executes, samples and streams one batch, and time comes from
+// an injected Clock. LlmEngine runs it on a thread with real time; SimReplica runs it in virtual
 // time for exaserve-sim. Both report the same load.
 //
 // Thread safety: none; one owner drives it (the engine thread, or the simulator).

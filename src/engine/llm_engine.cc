@@ -43,8 +43,9 @@ absl::StatusOr<RequestId> LlmEngine::Submit(GenerateRequest request) {
   const int64_t cap = DecodeCap(*seq, core_.info().max_context);
   queued_prompt_tokens_.fetch_add(prompt);
   queued_decode_caps_.fetch_add(cap);
-  // Probes get a lane of kPriorityHeadroom beyond the queue's bound (MISSION.md §4: overload must
-  // not fail health checks); everything else is refused when the queue is full.
+  // Probes get a lane of kPriorityHeadroom beyond the queue's bound
+  // (docs/architecture.md#health-checks: overload must not fail health checks); everything else is
+  // refused when the queue is full.
   constexpr size_t kPriorityHeadroom = 16;
   const bool priority = seq->request.priority;
   const PushResult pushed = priority ? queue_.TryPushWithHeadroom(std::move(seq), kPriorityHeadroom)

@@ -1,5 +1,6 @@
 // What a caller asks an Engine for, and what it streams back. Plain structs: the gateway and node
-// agent translate their protos to and from these at the edge (DESIGN.md §3 rule 2).
+// agent translate their protos to and from these at the edge (docs/architecture.md#module-map rule
+// 2).
 #pragma once
 
 #include <cstdint>

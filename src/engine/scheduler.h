@@ -1,6 +1,6 @@
-// The continuous-batching policy of one replica (a sans-IO core, DESIGN.md §3 rule 1): which
-// sequences run in the next step and how many tokens each feeds, within a per-step token budget
-// and the KV cache's free blocks.
+// The continuous-batching policy of one replica (a sans-IO core, docs/architecture.md#module-map
+// rule 1): which sequences run in the next step and how many tokens each feeds, within a per-step
+// token budget and the KV cache's free blocks.
 //
 // Policy: running sequences first in arrival order (decodes cost one token, so latency of
 // in-flight requests stays flat), then waiting ones join while budget and blocks last; a prompt

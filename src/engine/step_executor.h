@@ -39,7 +39,8 @@ class StepExecutor {
   // Seconds spent blocked on an accelerator since start (0 for backends that compute inline).
   virtual double device_wait_seconds() const { return 0; }
   // Bytes the replica holds of its own (KV cache, buffers; shared weights apart): its memory
-  // figure for leak detection (MISSION.md §12) and rollouts. Read on the thread that steps.
+  // figure for leak detection (docs/architecture.md#leak-detection) and rollouts. Read on the
+  // thread that steps.
   virtual int64_t held_bytes() const { return 0; }
   // Whether ExecuteSampled works: tokens are chosen where the logits are (a GPU), and only the
   // ids cross to the host.

@@ -1,7 +1,7 @@
-// The gateway's request path, independent of the wire (DESIGN.md §2 data plane): validate,
-// tokenize with the model's own tokenizer, pick a replica with the router, submit, and stream
-// the engine's events to the caller's sink. The OpenAI HTTP API and the gRPC Inference service
-// are thin adapters over it.
+// The gateway's request path, independent of the wire (docs/architecture.md#flows data plane):
+// validate, tokenize with the model's own tokenizer, pick a replica with the router, submit, and
+// stream the engine's events to the caller's sink. The OpenAI HTTP API and the gRPC Inference
+// service are thin adapters over it.
 //
 // Thread safety: Start may be called from any thread. Sinks run on engine threads and must not
 // block; Call::Cancel may be called from any thread, any number of times.

@@ -1,4 +1,4 @@
-// The OpenAI-compatible HTTP API (ecosystem fit, MISSION.md): POST /v1/completions,
+// The OpenAI-compatible HTTP API (ecosystem fit, docs/architecture.md): POST /v1/completions,
 // POST /v1/chat/completions (streaming over SSE or not), GET /v1/models; errors in OpenAI's JSON
 // shape {"error": {"message", "type", "param", "code"}}.
 //

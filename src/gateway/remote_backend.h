@@ -1,6 +1,6 @@
-// Routes a gateway's requests to replicas on other nodes (DESIGN.md §2 data plane): it follows
-// the membership view, opens one Node.WatchLoad stream per node that hosts replicas, keeps the
-// router's ReplicaTable fed from those reports, learns each model's tokenizer through
+// Routes a gateway's requests to replicas on other nodes (docs/architecture.md#flows data plane):
+// it follows the membership view, opens one Node.WatchLoad stream per node that hosts replicas,
+// keeps the router's ReplicaTable fed from those reports, learns each model's tokenizer through
 // Node.DescribeModels, and streams Generate calls to the chosen replica's node. Replicas in this
 // process go to the local backend without a network hop.
 //

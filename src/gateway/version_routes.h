@@ -1,7 +1,7 @@
-// Version routing (MISSION.md §6): a request carrying a routed header goes to replicas whose
-// label equals the header's value; a request without it goes to the route's default value (or
-// anywhere when the route has none). Routes persist in a JSON file in the data dir until the
-// scheduler's spec store takes them over.
+// Version routing (docs/architecture.md#routing): a request carrying a routed header goes to
+// replicas whose label equals the header's value; a request without it goes to the route's default
+// value (or anywhere when the route has none). Routes persist in a JSON file in the data dir until
+// the scheduler's spec store takes them over.
 //
 // Thread safety: every method may be called from any thread.
 #pragma once

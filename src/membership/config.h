@@ -1,7 +1,7 @@
 // Tunables of the SWIM + Lifeguard core. Defaults are HashiCorp memberlist's
 // DefaultLANConfig(); Wan() is its DefaultWANConfig(). Every bound the core keeps (payload, state
 // size, concurrent syncs, queued broadcasts) is here, so nothing grows without a limit
-// (DESIGN.md §3 rule 5).
+// (docs/architecture.md#module-map rule 5).
 #pragma once
 
 #include <cstddef>

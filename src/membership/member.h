@@ -1,9 +1,10 @@
 // What the membership layer knows about a node: its stable id, where to reach it, its SWIM state
-// and incarnation, and the metadata it gossips about itself (MISSION.md §1, §8).
+// and incarnation, and the metadata it gossips about itself (docs/architecture.md#roles,
+// docs/architecture.md#bring-up).
 //
 // The id is stable across restarts and address changes (a UUID kept in the data dir); the
 // address is only how to reach the node now. A node that restarts keeps its id and comes back
-// with a higher incarnation, which is a restart, not a recovery (DESIGN.md §4).
+// with a higher incarnation, which is a restart, not a recovery (docs/architecture.md#consistency).
 #pragma once
 
 #include <cstdint>
@@ -31,7 +32,7 @@ struct GpuSummary {
 };
 
 // A compact summary of the replicas a node hosts; the full load state travels on the load stream
-// to gateways, not in gossip (DESIGN.md §2).
+// to gateways, not in gossip (docs/architecture.md#flows).
 struct ReplicaSummary {
   uint16_t hosted = 0;
   uint16_t ready = 0;

@@ -1,5 +1,5 @@
 // The SWIM messages as plain structs. Only codec.cc knows how they look on the wire; the core
-// and the simulator work with these (DESIGN.md §3 rule 2).
+// and the simulator work with these (docs/architecture.md#module-map rule 2).
 #pragma once
 
 #include <cstdint>

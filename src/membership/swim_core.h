@@ -1,6 +1,6 @@
-// The SWIM + Lifeguard membership core, sans-IO (DESIGN.md §3 rule 1). It is fed packets and
-// `now`, and hands back packets to send and events; it never reads a clock, opens a socket,
-// sleeps or starts a thread. The daemon drives it from one Asio strand; exaserve-sim drives
+// The SWIM + Lifeguard membership core, sans-IO (docs/architecture.md#module-map rule 1). It is fed
+// packets and `now`, and hands back packets to send and events; it never reads a clock, opens a
+// socket, sleeps or starts a thread. The daemon drives it from one Asio strand; exaserve-sim drives
 // thousands of them on virtual time.
 //
 // Driving it:

@@ -209,9 +209,10 @@ std::optional<double> AlertEvaluator::Fresh(const std::string& instance, const S
   return s.points.back().v;
 }
 
-// Every load is an event (MISSION.md §10 "every load"): a replica's device load time that is new
-// or changed (a restart), or weight pulls since the previous scrape that took longer than the
-// threshold. The first scrape of a node is the baseline for its pull histogram.
+// Every load is an event (docs/architecture.md#monitoring-and-alerts "every load"): a replica's
+// device load time that is new or changed (a restart), or weight pulls since the previous scrape
+// that took longer than the threshold. The first scrape of a node is the baseline for its pull
+// histogram.
 void AlertEvaluator::DetectSlowLoads(absl::Time now, const std::string& instance) {
   const double threshold = config_.model_load.threshold;
   const std::string& node = targets_[instance].node;

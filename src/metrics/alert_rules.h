@@ -1,6 +1,6 @@
-// Alert-rule evaluation (MISSION.md §10), the sans-IO core of the observer role: scraped samples
-// and `now` in, alerts out. The five rules of the source document, each with its threshold,
-// duration ("for"), sampling interval and severity, all configurable:
+// Alert-rule evaluation (docs/architecture.md#monitoring-and-alerts), the sans-IO core of the
+// observer role: scraped samples and `now` in, alerts out. The five rules of the source document,
+// each with its threshold, duration ("for"), sampling interval and severity, all configurable:
 //
 //   rule                  alertname                 condition (defaults)               severity
 //   replica health        ExaServeReplicasShort     ready / desired < 95 % for 5 min   P0
@@ -56,8 +56,9 @@ struct RuleSettings {
   std::string severity;
 };
 
-// Defaults: MISSION.md §10. Network and model load have no severity there; both are capacity
-// problems to fix the same day, so P2 (as config/prometheus/exaserve-rules.yml).
+// Defaults: docs/architecture.md#monitoring-and-alerts. Network and model load have no severity
+// there; both are capacity problems to fix the same day, so P2 (as
+// config/prometheus/exaserve-rules.yml).
 struct AlertRulesConfig {
   RuleSettings replicas{0.95, absl::Minutes(5), absl::Seconds(10), "P0"};
   RuleSettings latency{2.0, absl::Minutes(3), absl::Seconds(30), "P1"};

@@ -1,6 +1,6 @@
 // A parser for the Prometheus text exposition format 0.0.4: what an observer reads from each
-// node's /metrics (MISSION.md §10). Comments (# HELP, # TYPE) are skipped and timestamps
-// ignored; histograms arrive as their _bucket, _sum and _count samples.
+// node's /metrics (docs/architecture.md#monitoring-and-alerts). Comments (# HELP, # TYPE) are
+// skipped and timestamps ignored; histograms arrive as their _bucket, _sum and _count samples.
 //
 //   auto samples = ParseExposition(body, [](std::string_view name) { return name == "up"; });
 //

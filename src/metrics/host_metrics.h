@@ -1,6 +1,6 @@
-// Node-level host metrics the alert rules need beyond the process metrics (MISSION.md §10,
-// "network: cross-node bandwidth"): each network interface's byte counters and link speed, read
-// from sysfs at exposition time.
+// Node-level host metrics the alert rules need beyond the process metrics
+// (docs/architecture.md#monitoring-and-alerts, "network: cross-node bandwidth"): each network
+// interface's byte counters and link speed, read from sysfs at exposition time.
 //
 //   exaserve_network_receive_bytes_total{device}   counter, statistics/rx_bytes
 //   exaserve_network_transmit_bytes_total{device}  counter, statistics/tx_bytes

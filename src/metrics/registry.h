@@ -1,5 +1,5 @@
 // Prometheus metrics: counters, gauges and histograms with labels, and the text exposition
-// format 0.0.4 served at /metrics (MISSION.md §10).
+// format 0.0.4 served at /metrics (docs/architecture.md#monitoring-and-alerts).
 //
 //   auto& requests = registry.AddCounter("exaserve_http_requests_total", "HTTP requests",
 //                                        {"path", "code"});

@@ -1,5 +1,6 @@
 // An HTTP/1.1 request as handlers see it, the response they give, and the pure parser that turns
-// a connection's bytes into one or the other (DESIGN.md §3: parsers are pure leaves).
+// a connection's bytes into one or the other (docs/architecture.md#module-map: parsers are pure
+// leaves).
 //
 // ParseHttpRequest is what HttpServer does to the bytes of a connection, without the socket: the
 // same Boost.Beast parser with the same limits, the same conversion into HttpRequest, and the

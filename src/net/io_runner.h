@@ -1,5 +1,6 @@
-// One Asio io_context on a small thread pool, for sockets and timers (DESIGN.md §3 rule 4).
-// Handlers must never block: anything slow goes to its own thread (engine loops, disk).
+// One Asio io_context on a small thread pool, for sockets and timers
+// (docs/architecture.md#module-map rule 4). Handlers must never block: anything slow goes to its
+// own thread (engine loops, disk).
 //
 // Thread safety: Start/Stop from the owning thread; context() from any thread.
 #pragma once

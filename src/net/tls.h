@@ -1,4 +1,4 @@
-// Mutual TLS for every gRPC connection between ExaServe processes (issue 10 part 7).
+// Mutual TLS for every gRPC connection between ExaServe processes.
 //
 // One cluster CA signs every node's certificate (`exaserve-cli certs init`). With TLS configured
 // a node's gRPC server demands and verifies a client certificate signed by that CA, and every

@@ -1,4 +1,4 @@
-// The memory ledger of an inference node (issue #7): what each device has promised to whom, so a
+// The memory ledger of an inference node: what each device has promised to whom, so a
 // replica is refused before it starts rather than failing half-loaded, and two replicas never
 // count on the same bytes. Device -1 is host memory (cpu and sim replicas); 0..N-1 are GPUs.
 // A capacity of 0 means "not accounted" (every reservation fits).

@@ -1,6 +1,6 @@
-// exaserve.v1.Node: the node agent's API on inference-role nodes (DESIGN.md §2). Gateways call
-// Generate (the hop to a replica), watch WatchLoad (per-replica load, at most 10 Hz) and read
-// DescribeModels (what to tokenize with).
+// exaserve.v1.Node: the node agent's API on inference-role nodes (docs/architecture.md#flows).
+// Gateways call Generate (the hop to a replica), watch WatchLoad (per-replica load, at most 10 Hz)
+// and read DescribeModels (what to tokenize with).
 //
 // Load fan-out is bounded: at most kMaxWatchers streams; a watcher that has not taken the last
 // report when the next is due skips it (reports are snapshots, the newest one wins), so a slow

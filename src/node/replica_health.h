@@ -1,4 +1,4 @@
-// Health of one replica at the first two of the three levels (MISSION.md §4):
+// Health of one replica at the first two of the three levels (docs/architecture.md#health-checks):
 //   process level — every process_interval the engine's step counter must move whenever it
 //     has work; a step loop that is stuck while the process lives is the common failure that a
 //     port check misses;
@@ -21,8 +21,8 @@
 namespace exa::node {
 
 struct HealthOptions {
-  absl::Duration process_interval = absl::Seconds(10);  // MISSION.md §4
-  absl::Duration model_interval = absl::Seconds(30);    // MISSION.md §4
+  absl::Duration process_interval = absl::Seconds(10);  // docs/architecture.md#health-checks
+  absl::Duration model_interval = absl::Seconds(30);    // docs/architecture.md#health-checks
   absl::Duration probe_timeout = absl::Seconds(10);
   std::string probe_prompt = "1+1=";  // the source document's probe
   std::string probe_expect = "2";     // empty: the first answer becomes the golden one
@@ -30,7 +30,7 @@ struct HealthOptions {
   // Performance level (gateways): a replica whose inter-token P99 exceeds `performance_factor`
   // × the median of its model's replicas is ejected from routing (not killed) until the next
   // evaluation finds it back within the factor. Needs performance_min_peers replicas reporting.
-  absl::Duration performance_interval = absl::Minutes(5);  // MISSION.md §4
+  absl::Duration performance_interval = absl::Minutes(5);  // docs/architecture.md#health-checks
   double performance_factor = 1.5;
   int performance_min_peers = 3;
 };

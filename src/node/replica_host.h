@@ -1,10 +1,10 @@
-// The inference role's replicas, in-process (DESIGN.md §1): one Engine per replica, each on its
-// own thread, grouped by model@version with one shared tokenizer. Replicas come from the node's
-// config (`inference.models`) at start and from StartReplica/StopReplica (exaserve.v1.Node, the
-// scheduler's and the operator's hands) at any time. Each has a state — pending → loading →
-// warming → ready → draining → stopped, or failed — with a reason and the time it entered it. A
-// memory ledger per device (memory_ledger.h) refuses a replica whose budget does not fit before
-// anything loads.
+// The inference role's replicas, in-process (docs/architecture.md#roles): one Engine per replica,
+// each on its own thread, grouped by model@version with one shared tokenizer. Replicas come from
+// the node's config (`inference.models`) at start and from StartReplica/StopReplica
+// (exaserve.v1.Node, the scheduler's and the operator's hands) at any time. Each has a state —
+// pending → loading → warming → ready → draining → stopped, or failed — with a reason and the time
+// it entered it. A memory ledger per device (memory_ledger.h) refuses a replica whose budget does
+// not fit before anything loads.
 //
 // Thread safety: every method may be called from any thread after construction. Engines are
 // shared: a caller holding one keeps it alive across a concurrent stop (its Submit then fails).

@@ -1,10 +1,11 @@
-// Per-replica load as Prometheus gauges (MISSION.md §10: pending tokens, KV usage, queue and
-// latency per replica) and replica states (exaserve_replicas{state}), refreshed by the daemon's
-// load tick; replicas started later get their series on their first tick. Memory for the
-// memory alert (MISSION.md §10): on GPU nodes each GPU's ledger, promised against what replicas may
-// be promised (exaserve_gpu_memory_{used,total}_bytes{device}); on CPU nodes the host memory
-// budget (exaserve_host_memory_budget_bytes), which alerts compare with the process's RSS. With
-// a device reader (NVML), also each GPU's memory as the device reports it.
+// Per-replica load as Prometheus gauges (docs/architecture.md#monitoring-and-alerts: pending
+// tokens, KV usage, queue and latency per replica) and replica states (exaserve_replicas{state}),
+// refreshed by the daemon's load tick; replicas started later get their series on their first tick.
+// Memory for the memory alert (docs/architecture.md#monitoring-and-alerts): on GPU nodes each GPU's
+// ledger, promised against what replicas may be promised
+// (exaserve_gpu_memory_{used,total}_bytes{device}); on CPU nodes the host memory budget
+// (exaserve_host_memory_budget_bytes), which alerts compare with the process's RSS. With a device
+// reader (NVML), also each GPU's memory as the device reports it.
 //
 // Thread safety: Update from one thread at a time; the gauges are read by /metrics any time.
 #pragma once

@@ -25,7 +25,8 @@ ReplicaProber::State& ReplicaProber::StateFor(const Replica& r) {
   if (it != states_.end()) return it->second;
   HealthOptions o = options_;
   // probe_expect is the bundled model's answer. Other models, and the sim backend (synthetic
-  // tokens whatever the model), are held to their own first greedy answer (MISSION.md §4).
+  // tokens whatever the model), are held to their own first greedy answer
+  // (docs/architecture.md#health-checks).
   if (r.model->name != kBundledModelName || r.engine->info().backend == "sim") {
     o.probe_expect.clear();
   }

@@ -1,7 +1,7 @@
-// The performance level of health checking (MISSION.md §4): among the replicas of one model, a
-// replica whose inter-token P99 is more than `factor` × the model's median is an outlier — slow
-// hardware, a noisy neighbour, thermal throttling — and leaves routing until it recovers. Pure:
-// the caller supplies the snapshots and applies the verdict.
+// The performance level of health checking (docs/architecture.md#health-checks): among the replicas
+// of one model, a replica whose inter-token P99 is more than `factor` × the model's median is an
+// outlier — slow hardware, a noisy neighbour, thermal throttling — and leaves routing until it
+// recovers. Pure: the caller supplies the snapshots and applies the verdict.
 #pragma once
 
 #include <string>

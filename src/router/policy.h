@@ -1,5 +1,5 @@
-// Routing policies (MISSION.md §6): pure functions from a view of candidate replicas to a
-// choice. No clock, no I/O, no locks (TigerBeetle's pure leaves); randomness is passed in.
+// Routing policies (docs/architecture.md#routing): pure functions from a view of candidate replicas
+// to a choice. No clock, no I/O, no locks (TigerBeetle's pure leaves); randomness is passed in.
 //
 //   token-aware (default): cost = reported pending tokens + what this gateway dispatched since
 //     that report (each request's prompt plus the pool's reported pending tokens per sequence,

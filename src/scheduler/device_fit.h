@@ -1,11 +1,12 @@
 // Where on one node a replica's GPU memory goes: the fit both the memory planner (replicas per
-// node) and placement use, so a plan and a placement never disagree (issue 8 part 3).
+// node) and placement use, so a plan and a placement never disagree.
 //
 // A replica asks for `replica_bytes` on at least `min_gpus` GPUs. When no set of `min_gpus`
 // GPUs has room, it may be sharded evenly (tensor parallel) over 2×, 4×, … as many GPUs, which is
-// how MISSION.md §3 fits 12 replicas of 53 GB on 8 × 80 GB: eight replicas on one GPU each, four
-// more each over the 27 GB left on two GPUs. Shards of one replica stay inside one NVLink domain
-// when possible (tensor parallelism across PCIe is slow); `allow_cross_domain` permits the rest.
+// how docs/architecture.md#memory-arithmetic fits 12 replicas of 53 GB on 8 × 80 GB: eight replicas
+// on one GPU each, four more each over the 27 GB left on two GPUs. Shards of one replica stay
+// inside one NVLink domain when possible (tensor parallelism across PCIe is slow);
+// `allow_cross_domain` permits the rest.
 //
 // Thread safety: pure functions.
 #pragma once

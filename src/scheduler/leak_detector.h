@@ -1,4 +1,4 @@
-// Memory-leak detection (issue 9 part 5, MISSION.md §12), pure: each replica's memory when it
+// Memory-leak detection (docs/architecture.md#leak-detection), pure: each replica's memory when it
 // became ready is its baseline; a sample is kept every `interval` (default an hour). A replica is
 // flagged when its last `rising_samples` samples each rose (by more than `noise` of the
 // baseline) and the latest is at least `min_growth` above the baseline — growth that keeps rising

@@ -1,21 +1,23 @@
-// The memory planner (MISSION.md §3, issue 8 part 3): GPU memory per replica, computed from the
-// model's shape and the spec's context × concurrency, never guessed. Each term is accounted
-// separately, then headroom is kept:
+// The memory planner (docs/architecture.md#memory-arithmetic): GPU memory per replica, computed
+// from the model's shape and the spec's context × concurrency, never guessed. Each term is
+// accounted separately, then headroom is kept:
 //
 //   weights        parameters × weight dtype bytes (or the checkpoint's size on disk)
 //   KV per token   2 (K and V) × layers × KV heads × head dim × KV dtype bytes
 //   KV cache       KV per token × context × concurrency
 //   runtime        CUDA context + cuBLAS workspace + allocator pools (fixed), plus activation
 //                  buffers for one full-context prefill step
-//   fragmentation  a share of the reservation lost to allocator fragmentation (MISSION.md §3:
+//   fragmentation  a share of the reservation lost to allocator fragmentation
+//   (docs/architecture.md#memory-arithmetic:
 //                  5–8 % after 72 h; default 8 %)
-//   headroom       a share of the reservation kept free (MISSION.md §3: 10–15 %; default 15 %;
+//   headroom       a share of the reservation kept free (docs/architecture.md#memory-arithmetic:
+//   10–15 %; default 15 %;
 //                  3 % OOMs)
 //   per replica    (weights + KV cache + runtime) / (1 − fragmentation − headroom)
 //
 // For Llama-2-13B FP16 at context 4096 × concurrency 4 this gives 26.0 GB weights, 0.82 MB KV per
-// token, 13.4 GB KV and 53.3 GB per replica: §3's 26 + 13 + 14 GB of margin = 53 GB. Replicas
-// per node come from the same fit placement uses (device_fit.h): on 8 × 80 GiB GPUs, 12.
+// token, 13.4 GB KV and 53.3 GB per replica: the arithmetic's 26 + 13 + 14 GB of margin = 53 GB.
+// Replicas per node come from the same fit placement uses (device_fit.h): on 8 × 80 GiB GPUs, 12.
 //
 // Thread safety: pure functions.
 #pragma once
@@ -70,8 +72,8 @@ struct PlanInput {
   Precision kv_dtype = Precision::kFp16;
   int context = 4096;
   int concurrency = 4;
-  double fragmentation = 0.08;  // MISSION.md §3: 5–8 % after 72 h
-  double headroom = 0.15;       // MISSION.md §3: keep 10–15 %
+  double fragmentation = 0.08;  // docs/architecture.md#memory-arithmetic: 5–8 % after 72 h
+  double headroom = 0.15;       // docs/architecture.md#memory-arithmetic: keep 10–15 %
   // CUDA context (~0.5 GiB), cuBLAS workspaces and allocator pools per replica process.
   uint64_t runtime_fixed_bytes = uint64_t{1} << 30;
   uint64_t gpu_memory_bytes = 0;  // per GPU
@@ -89,7 +91,8 @@ struct MemoryPlan {
   uint64_t headroom_bytes = 0;
   uint64_t replica_bytes = 0;  // the reservation per replica, rounded up to a MiB
   int replicas_per_node = 0;   // by the placement fit (device_fit.h)
-  // floor(node memory / replica bytes): the pooled bound MISSION.md §3 writes (12 × 53 ≤ 640).
+  // floor(node memory / replica bytes): the pooled bound docs/architecture.md#memory-arithmetic
+  // writes (12 × 53 ≤ 640).
   int replicas_per_node_pooled = 0;
   uint64_t node_bytes = 0;
   uint64_t node_bytes_used = 0;  // replicas_per_node × replica_bytes

@@ -1,12 +1,14 @@
-// Placement (issue 8 part 4): which node and GPUs each new replica of a deployment gets. Pure
+// Placement: which node and GPUs each new replica of a deployment gets. Pure
 // and deterministic: the same nodes, ledger and request give the same answer on every
 // scheduler, so two reconcilers acting at once pick the same targets.
 //
 // Rules, in order:
-//   - eligibility: a node that is cordoned, tainted (burn-in failures taint, MISSION.md §8),
+//   - eligibility: a node that is cordoned, tainted (burn-in failures taint,
+//   docs/architecture.md#bring-up),
 //     reports an inventory that contradicts itself, or holds a control role (scheduler, gateway,
-//     storage, observer: MISSION.md §1 role purity) gets no replicas. Role purity is relaxed in
-//     small clusters (PlacementOptions) so one 8-GPU machine still serves (MISSION.md §13);
+//     storage, observer: docs/architecture.md#roles role purity) gets no replicas. Role purity is
+//     relaxed in small clusters (PlacementOptions) so one 8-GPU machine still serves
+//     (docs/architecture.md#small-clusters);
 //   - memory: device_fit.h on the node's free memory per GPU (inventory − ledger), the same fit
 //     the memory planner uses, so the plan and the placement agree;
 //   - topology: preferSameNVLinkDomain keeps a sharded replica inside one NVLink domain (or the
@@ -36,7 +38,8 @@ struct GpuDevice {
   bool operator==(const GpuDevice&) const = default;
 };
 
-// What a node reports at registration (MISSION.md §8): GPUs, their memory and NVLink topology.
+// What a node reports at registration (docs/architecture.md#bring-up): GPUs, their memory and
+// NVLink topology.
 struct NodeInventory {
   std::string id;
   std::string rack;
@@ -81,7 +84,7 @@ class MemoryLedger {
 struct PlacementOptions {
   bool role_purity = true;
   // Role purity applies only above this many nodes; a small cluster puts replicas on its
-  // control nodes too (MISSION.md §13: the same design on one 8-GPU machine).
+  // control nodes too (docs/architecture.md#small-clusters: the same design on one 8-GPU machine).
   int small_cluster_max_nodes = 4;
 };
 

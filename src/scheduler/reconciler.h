@@ -1,29 +1,30 @@
-// The reconciler's logic (issue 8 part 5), as a pure step: desired specs + what nodes report +
+// The reconciler's logic, as a pure step: desired specs + what nodes report +
 // the membership view + now → actions for the node agents. The scheduler service runs it on
 // the lowest-id live scheduler (ChooseReconciler) every second or so and carries out the
 // actions through exaserve.v1.Node/StartReplica|StopReplica; exaserve-sim runs the same code.
 //
-// Idempotent by construction (DESIGN.md §2, §4): a replica's id is `<deployment>-<ordinal>`
-// and each (re)creation of an ordinal carries the next generation, so two reconcilers acting on
-// the same inputs issue the same actions, and when their inputs differ the next step converges:
-// of two replicas with one id the higher generation wins (then a ready one, then the lower node
-// id) and the other is stopped.
+// Idempotent by construction (docs/architecture.md#flows, docs/architecture.md#consistency): a
+// replica's id is `<deployment>-<ordinal>` and each (re)creation of an ordinal carries the next
+// generation, so two reconcilers acting on the same inputs issue the same actions, and when their
+// inputs differ the next step converges: of two replicas with one id the higher generation wins
+// (then a ready one, then the lower node id) and the other is stopped.
 //
-// Lost vs dead (MISSION.md §4): replicas on a suspected node are left alone; on a dead node they
-// still count until the spec's deadGrace (30 s) has passed since the death, and only then are
-// rebuilt elsewhere; a node back with the same boot keeps its replicas (a stale generation is
-// stopped); a node back with a new boot id is a restart: only what it reports now counts.
+// Lost vs dead (docs/architecture.md#health-checks): replicas on a suspected node are left alone;
+// on a dead node they still count until the spec's deadGrace (30 s) has passed since the death, and
+// only then are rebuilt elsewhere; a node back with the same boot keeps its replicas (a stale
+// generation is stopped); a node back with a new boot id is a restart: only what it reports now
+// counts.
 //
-// Max lifetime (MISSION.md §12): a ready replica older than its JitteredLifetime is stopped and
-// recreated (next generation), oldest first, only while fewer than maxUnavailable of the
-// deployment are out of service — a rolling restart that never dips below the floor. Make before
-// break where memory allows: a surge copy (the next generation) on another node, the old replica
-// serving until it is ready; stop-then-start where no node has room. A replica that leak
-// detection flagged (ReplicaRecord::leaking) is replaced the same way, before any expired one.
+// Max lifetime (docs/architecture.md#leak-detection): a ready replica older than its
+// JitteredLifetime is stopped and recreated (next generation), oldest first, only while fewer than
+// maxUnavailable of the deployment are out of service — a rolling restart that never dips below the
+// floor. Make before break where memory allows: a surge copy (the next generation) on another node,
+// the old replica serving until it is ready; stop-then-start where no node has room. A replica that
+// leak detection flagged (ReplicaRecord::leaking) is replaced the same way, before any expired one.
 //
-// Bring-up in waves (MISSION.md §2): warmupReplicas first, then batchSize per wave; a wave starts
-// only when every replica of the earlier waves is ready, and only once the deployment's weights
-// are pre-staged on every target node of the wave (Prestage actions first).
+// Bring-up in waves (docs/architecture.md#orchestration): warmupReplicas first, then batchSize per
+// wave; a wave starts only when every replica of the earlier waves is ready, and only once the
+// deployment's weights are pre-staged on every target node of the wave (Prestage actions first).
 //
 // Thread safety: pure functions.
 #pragma once
@@ -156,13 +157,13 @@ ReconcileResult Reconcile(absl::Time now, const std::vector<DesiredDeployment>& 
 
 // How long a replica may stay ready under spec.maxLifetime: 90-100 % of it, fixed per replica id
 // and generation (the same on every reconciler), so a fleet started together restarts spread
-// out (MISSION.md §12). Infinite when maxLifetime is 0.
+// out (docs/architecture.md#leak-detection). Infinite when maxLifetime is 0.
 absl::Duration JitteredLifetime(const InferenceReplicaSpec& spec, std::string_view replica_id,
                                 uint64_t generation);
 
 // How long a failed replica of `generation` stays failed before it is stopped and recreated
-// (MISSION.md §11: a crash loop must neither hammer its node nor hide its cause): 10 s, doubling
-// with each generation, at most 5 min.
+// (docs/operations.md#troubleshooting: a crash loop must neither hammer its node nor hide its
+// cause): 10 s, doubling with each generation, at most 5 min.
 absl::Duration CrashBackoff(uint64_t generation);
 
 // How many replicas may exist once `ready` of them are ready: the end of the current wave.
@@ -172,11 +173,11 @@ struct SchedulerCandidate {
   std::string id;
   bool live = false;  // alive or suspected in this node's view: not yet confirmed dead
 };
-// The lowest-id live scheduler: the one that reconciles (DESIGN.md §2). `schedulers` lists every
-// scheduler this node knows, the dead it still remembers included (those that left gracefully
-// excluded). nullopt unless the live ones are a majority: a scheduler cut off with a minority
-// (a rack partition) must not rebuild the majority's replicas on its side. With an even count,
-// losing half stops reconciliation, which is why the election picks an odd number.
+// The lowest-id live scheduler: the one that reconciles (docs/architecture.md#flows). `schedulers`
+// lists every scheduler this node knows, the dead it still remembers included (those that left
+// gracefully excluded). nullopt unless the live ones are a majority: a scheduler cut off with a
+// minority (a rack partition) must not rebuild the majority's replicas on its side. With an even
+// count, losing half stops reconciliation, which is why the election picks an odd number.
 std::optional<std::string> ChooseReconciler(const std::vector<SchedulerCandidate>& schedulers);
 
 }  // namespace exa::scheduler

@@ -1,4 +1,4 @@
-// The replication logic of the spec store (DESIGN.md §4, issue 8 part 2), sans-IO: a leaderless
+// The replication logic of the spec store (docs/architecture.md#consistency), sans-IO: a leaderless
 // key-value map on every scheduler node.
 //   - versions: a hybrid logical clock (physical microseconds + a logical counter, advanced past
 //     every version seen) plus the writer's node id, so versions are totally ordered and a later
@@ -79,7 +79,7 @@ struct StoreConfig {
   absl::Duration retry_interval = absl::Seconds(1);
   absl::Duration write_timeout = absl::Seconds(5);
   absl::Duration anti_entropy_interval = absl::Seconds(10);
-  size_t max_records = 10000;        // specs, labels and routes: small (DESIGN.md §4)
+  size_t max_records = 10000;  // specs, labels and routes: small (docs/architecture.md#consistency)
   size_t max_value_bytes = 1 << 20;  // one spec's YAML
   size_t max_pending_writes = 1000;
 };

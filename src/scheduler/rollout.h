@@ -1,11 +1,12 @@
-// Releases (issue 9): the rollout state machine, pure. A deployment runs its replicas as one
+// Releases: the rollout state machine, pure. A deployment runs its replicas as one
 // track per version ("<name>@<version>", the reconciler's deployment names). Changing the spec's
 // version starts a rollout from the stable version to the new one, stage by stage
 // (RolloutStageCounts: by default 12 replicas, 10 %, 50 %, 100 %):
 //   - progressing: the new track grows to the stage's count while the old one shrinks only as new
 //     replicas become ready, never more than MaxUnavailable ahead of them — the deployment keeps
 //     replicas − maxUnavailable ready, and old replicas free the memory new ones start in
-//     (MISSION.md §2: new replicas start where memory is free, old ones stop after);
+//     (docs/architecture.md#orchestration: new replicas start where memory is free, old ones stop
+//     after);
 //   - observing: once the stage's new replicas are ready, for rollout.observe; then each metric
 //     of rollout.metrics is compared between the versions over that window (the median of the
 //     per-replica samples, at least rollout.minSamples each, else the window extends). New worse

@@ -292,7 +292,7 @@ SchedulerService::SchedulerService(SchedulerServiceOptions options, SchedulerEnv
     leaking_gauge_ = &r->SimpleGauge(
         "exaserve_scheduler_replicas_leaking",
         "Ready replicas whose memory rose in scheduler.leak_rising_samples samples in a row and "
-        "by scheduler.leak_min_growth over its baseline (MISSION.md §12).");
+        "by scheduler.leak_min_growth over its baseline (docs/architecture.md#leak-detection).");
   }
   leaks_ = LeakDetector(options_.leaks);
 }
@@ -400,7 +400,7 @@ void SchedulerService::FlushLocked(std::unique_lock<std::mutex>& lock) {
       batch.Put(r.key, p.SerializeAsString());
     }
     rocksdb::WriteOptions wo;
-    wo.sync = true;  // acknowledged means on disk (DESIGN.md §4)
+    wo.sync = true;  // acknowledged means on disk (docs/architecture.md#consistency)
     rocksdb::Status s = db_->Write(wo, &batch);
     if (!s.ok()) {
       persisted = false;
@@ -1377,7 +1377,7 @@ grpc::ServerUnaryReactor* SchedulerService::NodeOp(grpc::CallbackServerContext* 
       break;
     }
     case pb::NodeOpRequest::OP_DRAIN: {
-      // The availability floor (issue 8 part 6): every deployment keeps ≥ 99 % of its desired
+      // The availability floor: every deployment keeps ≥ 99 % of its desired
       // replicas ready once this node's are gone, or the drain is refused.
       std::map<std::string, int> on_node;
       for (const ReplicaRecord& r : nodes_[request->node()].replicas) {

@@ -1,5 +1,5 @@
-// The scheduler role as a service (issue 8; DESIGN.md §2 control plane, §4): the adapter around
-// the sans-IO cores. It owns
+// The scheduler role as a service (docs/architecture.md#flows control plane,
+// docs/architecture.md#consistency): the adapter around the sans-IO cores. It owns
 //   - the spec store: ReplicatedStore (replicated_store.h) persisted in RocksDB under
 //     <data_dir>/scheduler-store, every record written with sync=true before the messages and
 //     acknowledgements of the same step leave; restored at start;

@@ -247,7 +247,7 @@ absl::Status ParseHealthCheck(const Reader& r, const YAML::Node& n, HealthCheckS
       return r.Error(n[f.key], path,
                      StrCat("\"", n[f.key].Scalar(),
                             "\": must be at least 1s (probes too often "
-                            "disturb serving, MISSION.md §4)"));
+                            "disturb serving, docs/architecture.md#health-checks)"));
     }
   }
   return absl::OkStatus();

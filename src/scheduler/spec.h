@@ -1,5 +1,5 @@
 // The desired state an operator writes: `apiVersion: exaserve.io/v1`, `kind: InferenceReplica`
-// (MISSION.md §2, issue 8 part 1). A spec names a model and how many resident replicas of it
+// (docs/architecture.md#orchestration). A spec names a model and how many resident replicas of it
 // should run, with the resources, topology preferences, health checks and bring-up waves that
 // govern them.
 //
@@ -37,7 +37,7 @@ inline constexpr std::string_view kApiVersion = "exaserve.io/v1";
 inline constexpr std::string_view kKindInferenceReplica = "InferenceReplica";
 
 // Bounds that keep a hostile or mistyped spec from asking for absurd work; each is far above
-// the reference deployment (3072 replicas, MISSION.md §1).
+// the reference deployment (3072 replicas, docs/architecture.md#roles).
 inline constexpr int kMaxReplicas = 1'000'000;
 inline constexpr int kMaxGpusPerReplica = 64;
 inline constexpr int kMaxContextTokens = 1 << 24;
@@ -59,7 +59,7 @@ struct TopologySpec {
   bool operator==(const TopologySpec&) const = default;
 };
 
-// MISSION.md §4: three levels of health check and their intervals.
+// docs/architecture.md#health-checks: three levels of health check and their intervals.
 struct HealthCheckSpec {
   absl::Duration process_interval = absl::Seconds(10);
   absl::Duration model_interval = absl::Seconds(30);
@@ -67,14 +67,16 @@ struct HealthCheckSpec {
   bool operator==(const HealthCheckSpec&) const = default;
 };
 
-// MISSION.md §2: bring-up in waves, warmupReplicas first, then batchSize per wave.
+// docs/architecture.md#orchestration: bring-up in waves, warmupReplicas first, then batchSize per
+// wave.
 struct SchedulingSpec {
   int batch_size = 512;
   int warmup_replicas = 256;
   bool operator==(const SchedulingSpec&) const = default;
 };
 
-// MISSION.md §4: the model-level probe ("1+1" must answer with something containing "2").
+// docs/architecture.md#health-checks: the model-level probe ("1+1" must answer with something
+// containing "2").
 struct ProbeSpec {
   std::string prompt = "1+1=";
   std::string expect = "2";
@@ -92,7 +94,7 @@ struct RolloutStage {
 // Metrics a rollout compares between the new and the old version over each observation window.
 inline constexpr std::string_view kRolloutMetrics[] = {"p99Latency", "errorRate", "memory", "ttft"};
 
-// Issue 9: a change of version (or model) is rolled out stage by stage, each stage observed and
+// a change of version (or model) is rolled out stage by stage, each stage observed and
 // compared with the old version before the next; a regression rolls it back by itself.
 struct RolloutSpec {
   // Empty: one node group (12 replicas), 10 %, 50 %, 100 %.
@@ -119,10 +121,12 @@ struct InferenceReplicaSpec {
   SchedulingSpec scheduling;
   std::map<std::string, std::string> labels;
   ProbeSpec probe;
-  absl::Duration dead_grace = absl::Seconds(30);  // MISSION.md §4: wait 30 s before rebuilding
-  absl::Duration max_lifetime = absl::ZeroDuration();  // 0: unlimited (MISSION.md §12)
-  int context = 4096;                                  // tokens per sequence (MISSION.md §3)
-  int concurrency = 4;                                 // sequences per replica (MISSION.md §3)
+  absl::Duration dead_grace =
+      absl::Seconds(30);  // docs/architecture.md#health-checks: wait 30 s before rebuilding
+  absl::Duration max_lifetime =
+      absl::ZeroDuration();  // 0: unlimited (docs/architecture.md#leak-detection)
+  int context = 4096;        // tokens per sequence (docs/architecture.md#memory-arithmetic)
+  int concurrency = 4;       // sequences per replica (docs/architecture.md#memory-arithmetic)
   RolloutSpec rollout;
   // Replicas a rollout or a lifetime restart may take out of service at once; 0: 1 % of
   // replicas, at least 1 (the 99 % availability floor).

@@ -1,4 +1,4 @@
-// exaserve-sim cluster (issue 8 part 7): the scheduler at cluster scale on virtual time. Every
+// exaserve-sim cluster: the scheduler at cluster scale on virtual time. Every
 // node runs the real SWIM core (membership/swim_core.h) over a simulated network; scheduler
 // nodes run the real election (cluster/election.h), memory planner, placement and reconciler
 // (scheduler/); GPU nodes run a simulated node agent whose replicas become ready after a
@@ -10,12 +10,12 @@
 // not built yet).
 //
 // `--nodes` counts GPU nodes, the ones that host replicas; `--schedulers` control nodes without
-// GPUs are added beside them (role purity keeps replicas off them, MISSION.md §1).
+// GPUs are added beside them (role purity keeps replicas off them, docs/architecture.md#roles).
 //
 // Timeline: nodes join; once every node sees every other alive the spec is applied (t = 0 of
 // the bring-up); once all replicas are ready (or bring-up stalls) the scenario's fault happens
 // (kill-scheduler-leader: as the second wave starts), and the run continues for `--duration`.
-// canary-bad / canary-good (issue 9): instead of a fault the spec's version changes to "<v>-new"
+// canary-bad / canary-good: instead of a fault the spec's version changes to "<v>-new"
 // and the reconciler rolls it out with the real rollout state machine (scheduler/rollout.h);
 // ready replicas report a p99 latency every 30 s from a latency model in which the new version
 // is 30 % slower (canary-bad) or as fast (canary-good); the run ends when the rollout has been

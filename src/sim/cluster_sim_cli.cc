@@ -1,4 +1,4 @@
-// Command line of `exaserve-sim cluster` (issue 8 part 7).
+// Command line of `exaserve-sim cluster`.
 #include <cstdlib>
 #include <iostream>
 #include <string>

@@ -1,10 +1,11 @@
 // exaserve-sim gossip: N copies of the real SWIM core (membership/swim_core.h) on virtual time
 // over a simulated network with loss, latency + jitter, killed and paused nodes, a partition
-// into halves, and racks (DESIGN.md §3 rule 1, §6). Deterministic for a given seed.
+// into halves, and racks (docs/architecture.md#module-map rule 1, docs/testing.md). Deterministic
+// for a given seed.
 //
 // Timeline: nodes start one after another and join through seeds; once every node sees every
 // other alive (warm-up), the measurement window of `duration_s` begins, and the faults happen at
-// its start. The result is one JSON object (issue 3 part 6):
+// its start. The result is one JSON object:
 //   suspect_first_s, dead_confirmed_s, dead_everywhere_s  {p50, p99, n} over killed nodes
 //   false_deaths            healthy reachable nodes ever declared dead by anyone
 //   dissemination_s         {p50, p99, n, incomplete}: a metadata update reaching every live node

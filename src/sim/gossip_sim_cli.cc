@@ -1,4 +1,4 @@
-// Command line of `exaserve-sim gossip` (issue 3 part 6).
+// Command line of `exaserve-sim gossip`.
 #include <cmath>
 #include <cstdlib>
 #include <iostream>

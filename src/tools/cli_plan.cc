@@ -74,8 +74,9 @@ nlohmann::json ToJson(const scheduler::PlanInput& in, const scheduler::MemoryPla
 }  // namespace
 
 CLI::App* AddPlanCommand(CLI::App& app, PlanOptions& o) {
-  CLI::App* plan = app.add_subcommand(
-      "plan", "GPU memory per replica and replicas per node (MISSION.md §3), computed offline");
+  CLI::App* plan = app.add_subcommand("plan",
+                                      "GPU memory per replica and replicas per node "
+                                      "(docs/architecture.md#memory-arithmetic), computed offline");
   auto* model = plan->add_option("--model", o.model_dir, "a Hugging Face checkpoint directory");
   auto* preset = plan->add_option(
       "--preset", o.preset,

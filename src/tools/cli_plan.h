@@ -1,4 +1,4 @@
-// `exaserve-cli plan`: the memory planner's table (MISSION.md §3, issue 8 part 3).
+// `exaserve-cli plan`: the memory planner's table (docs/architecture.md#memory-arithmetic).
 #pragma once
 
 #include "CLI/CLI.hpp"

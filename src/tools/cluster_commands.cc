@@ -29,7 +29,7 @@ using nlohmann::json;
 // must not hold the whole answer for the full --timeout.
 constexpr absl::Duration kExtraTimeout = absl::Seconds(2);
 
-// The order roles are listed in (DESIGN.md §1).
+// The order roles are listed in (docs/architecture.md#roles).
 const std::vector<std::string> kRoleOrder = {"scheduler", "gateway", "storage", "inference",
                                              "observer"};
 

@@ -1,4 +1,4 @@
-// exaserve-cli's cluster-at-a-glance commands (issue 10, MISSION.md §10):
+// exaserve-cli's cluster-at-a-glance commands (docs/architecture.md#monitoring-and-alerts):
 //
 //   status   the node at --addr (id, state, roles, rack, version, uptime, addresses), then the
 //            cluster as its membership view shows it — nodes by role and rack with state, GPUs,

@@ -1,5 +1,5 @@
 // exaserve-bench: benchmarks that print JSON, each against a baseline measured in the same run
-// (DESIGN.md §6).
+// (docs/testing.md).
 //
 //   exaserve-bench engine --model DIR [--backend cpu|cuda] [--device N] [--threads N] [--accuracy]
 //   exaserve-bench weights [--dir /tmp] [--size 2Gi] [--nodes 8] [--parallel 8]

@@ -1,4 +1,4 @@
-// exaserved: the one ExaServe binary that runs on every node (DESIGN.md §1).
+// exaserved: the one ExaServe binary that runs on every node (docs/architecture.md#roles).
 //
 // Exit codes: 0 after a clean drain, 1 when it cannot run (port in use, data dir not writable),
 // 2 for bad flags or configuration.
@@ -69,7 +69,7 @@ int Fail(int code, const std::string& message) {
   return code;
 }
 
-// --burn-in: the GEMM and copy tests on every GPU against its class (issue #5). Prints JSON;
+// --burn-in: the GEMM and copy tests on every GPU against its class. Prints JSON;
 // exit 0 when every device passed, 1 when one failed or there is no GPU to test.
 int BurnIn() {
   std::cout << "{\"inventory\": " << exa::engine::cuda::ToJson(exa::engine::cuda::DiscoverGpus())

@@ -81,8 +81,8 @@ std::unique_ptr<grpc::ClientContext> AdminContext(const ClusterAccess& cluster) 
 }
 
 // The storage peer of the rack of the node at --addr, through that node's membership view
-// (MISSION.md §7: a node finds its rack's storage peer through membership). An error says why
-// there is none; the caller then goes to the origin.
+// (docs/architecture.md#weights: a node finds its rack's storage peer through membership). An error
+// says why there is none; the caller then goes to the origin.
 absl::StatusOr<w::RackPeerChoice> DiscoverRackPeer(const ClusterAccess& cluster) {
   auto stub = exaserve::v1::Admin::NewStub(net::NewChannel(cluster.addr));
   exaserve::v1::StatusResponse status;

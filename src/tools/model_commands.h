@@ -1,5 +1,6 @@
-// `exaserve-cli model ...`: publish, pull, sync, verify, ls, rm, pin and unpin (MISSION.md §7).
-// Kept apart from exaserve_cli.cc's main() so the weight commands read as one unit.
+// `exaserve-cli model ...`: publish, pull, sync, verify, ls, rm, pin and unpin
+// (docs/architecture.md#weights). Kept apart from exaserve_cli.cc's main() so the weight commands
+// read as one unit.
 //
 // Exit codes: 0 success, 1 the operation failed (a tier unreachable, bad chunks found),
 // 2 usage (bad flags, a malformed model name).

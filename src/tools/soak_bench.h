@@ -1,4 +1,4 @@
-// exaserve-bench soak (issue 10 part 9): a local cluster (scripts/local-cluster.sh: origin +
+// exaserve-bench soak: a local cluster (scripts/local-cluster.sh: origin +
 // gateway + observer, a scheduler, CPU inference nodes, the bundled model on every inference
 // node) under steady mixed traffic through the gateway while inference nodes are paused
 // (SIGSTOP, then SIGCONT) and killed (-9) at random. Every request must end: with the right sum,

@@ -1,5 +1,5 @@
 // `exaserve-bench weights`: weight distribution measured against baselines taken in the same run
-// (DESIGN.md §6). Everything runs in this one process: an origin and a rack cache peer as two
+// (docs/testing.md). Everything runs in this one process: an origin and a rack cache peer as two
 // gRPC servers on loopback, and K node fetchers as threads, each with its own gRPC channels and
 // cache directory. That is the real code path over real sockets, but all of it shares this
 // machine's cores and disk, which the JSON says. Phase (d) then runs the peer (`exaserved`) and

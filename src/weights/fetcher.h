@@ -1,6 +1,7 @@
 // The node cache fetcher: brings one model version into a node's cache directory, chunk by
-// chunk, in N parallel streams (default 8, MISSION.md §7's sweet spot), from the first tier
-// that works: what the cache already holds, then the rack's storage peer, then the origin.
+// chunk, in N parallel streams (default 8, docs/architecture.md#weights's sweet spot), from the
+// first tier that works: what the cache already holds, then the rack's storage peer, then the
+// origin.
 //
 // Nothing unverified becomes visible: a file is written under PATH.exa-part, each chunk is
 // hashed as it arrives and counts only when its sha256 matches the manifest; when every chunk
@@ -78,7 +79,8 @@ struct FetchMetrics {
   metrics::Family<metrics::Counter>& bytes;  // by tier
   metrics::Counter& corrupt_chunks;
   metrics::Counter& tier_failures;
-  metrics::Histogram& pull_seconds;  // model load time (MISSION.md §10: alert over 30 s)
+  metrics::Histogram& pull_seconds;  // model load time (docs/architecture.md#monitoring-and-alerts:
+                                     // alert over 30 s)
 };
 
 class Fetcher {

@@ -20,7 +20,7 @@
 namespace exa::weights {
 
 // 64 MiB: big enough that per-chunk overhead (one stream set-up, one fsync) is noise, small
-// enough that a retry after a corrupt chunk costs well under a second (DESIGN.md §2).
+// enough that a retry after a corrupt chunk costs well under a second (docs/architecture.md#flows).
 inline constexpr uint64_t kDefaultChunkBytes = 64ull << 20;
 // Bounds a manifest must respect; beyond them it is refused as absurd, not allocated for.
 inline constexpr uint64_t kMinChunkBytes = 4ull << 10;

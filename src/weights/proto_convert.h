@@ -1,5 +1,5 @@
 // Manifest <-> exaserve.v1 messages. Only the gRPC adapters (service and client) include this
-// (DESIGN.md §3 rule 2: proto stays at the edge).
+// (docs/architecture.md#module-map rule 2: proto stays at the edge).
 #pragma once
 
 #include "absl/status/statusor.h"

@@ -1,7 +1,7 @@
 // The rack cache peer (storage role): serves the Weights API from its own directory and fetches
 // what it lacks from upstream (the origin) once. Concurrent requests for one chunk share one
 // upstream fetch (single flight), so a rack pulls each model from the origin once however many
-// nodes start together (MISSION.md §7).
+// nodes start together (docs/architecture.md#weights).
 //
 // Chunks are stored by content (ROOT/.chunks/AB/SHA256, layout.h), each verified against the
 // manifest's sha256 before it is renamed into place, and evicted least-recently-used when the

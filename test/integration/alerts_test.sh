@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 10's alert drill on real processes: an observer, a scheduler, a storage node (origin +
+# The alert drill on real processes: an observer, a scheduler, a storage node (origin +
 # gateway) and three CPU inference nodes on loopback, a 3-replica spec applied and ready. Two of
 # the three inference nodes stop (SIGSTOP) → the P0 ExaServeReplicasShort alert fires no sooner
 # than its configured duration (5 s here) and within it plus scrape slack; it is logged, exposed

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# An elected observer observes, and another takes over when it dies (issue #10 through
+# An elected observer observes, and another takes over when it dies (through
 # election). A pinned inference seed and four auto nodes with gossip.nodes_per_observer = 4:
 # the election names one auto node observer; it scrapes every member and answers `alerts` (asked
 # through any node). kill -9 of it: the remaining view elects another, which starts observing.

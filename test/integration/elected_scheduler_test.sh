@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Elected schedulers schedule (DESIGN.md §1: control roles pinned or elected). A pinned
+# Elected schedulers schedule (docs/architecture.md#roles: control roles pinned or elected). A pinned
 # storage+gateway seed (the origin) and four auto CPU inference nodes: the election names three
 # of the auto nodes schedulers (3 is the minimum), each starts its control loop, and the fourth
 # answers Scheduler calls with UNAVAILABLE naming them. `apply` through one elected scheduler →

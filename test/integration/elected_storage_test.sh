@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# An elected storage node serves its rack (issue #6 through election): the origin is pinned in
+# An elected storage node serves its rack (through election): the origin is pinned in
 # rack "core"; three auto nodes in rack "r1" join it with weights.origin set and elect one of
 # themselves r1's storage node. Pulls through any r1 node's membership view then come from that
 # node's rack cache, and the origin serves the model once for the rack however many nodes pull.

@@ -2,7 +2,7 @@
 # Pre-staging, memory-leak detection and max-lifetime surge copies with real processes. A spec of
 # four replicas over two
 # nodes: each node pulls the model (Node.StageModel, an event per node) before the wave starts
-# any replica on it. Leaks (MISSION.md §12): a scheduler sampling every second,
+# any replica on it. Leaks (docs/architecture.md#leak-detection): a scheduler sampling every second,
 # a gateway with traffic, and two sim-backend inference nodes, one of which leaks 256 KiB per
 # engine step in every replica (inference.sim_leak_bytes_per_step, a drill: real, resident
 # allocations). The nodes report each replica's memory; the scheduler flags the leaking node's

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/local-cluster.sh (issue 10 part 5): `up 5` starts five real nodes, applies the spec
+# scripts/local-cluster.sh: `up 5` starts five real nodes, applies the spec
 # and waits for its replicas; the gateway answers; `status` shows them; `down` stops every node.
 source "$(dirname "$0")/lib.sh"
 BIN=$1

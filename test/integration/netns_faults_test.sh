@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Network faults with real processes in their own network namespaces (issue 10 part 6): a
+# Network faults with real processes in their own network namespaces: a
 # scheduler, an origin + gateway and four CPU inference nodes, each exaserved in a namespace
 # joined by a veth pair to its rack's bridge. Rack a (bridge exabr): nodes 1, 2 (scheduler), 5,
 # 6; rack b (bridge exbb): nodes 3, 4; the two bridges are joined by an uplink veth pair.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The node agent's replica lifecycle on a real daemon (issue #7, what the scheduler will drive):
+# The node agent's replica lifecycle on a real daemon (what the scheduler will drive):
 # StartReplica brings a second version of the bundled model up (pending → loading → warming →
 # ready) and into routing; the memory ledger refuses a replica that does not fit, naming the
 # numbers; StopReplica drains a replica out of routing while the other keeps serving; a bad

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Releases with real processes (issue 9): a scheduler, an origin + gateway and three sim-backend
+# Releases with real processes: a scheduler, an origin + gateway and three sim-backend
 # inference nodes on which version v2 is 3x slower (inference.sim_slow_versions, a drill), with
 # traffic flowing. Rolling v1 → v2 is rolled back by itself at stage 1 (p99 inter-token latency
 # compared over the observation window; `rollout status` shows the comparison); a version change

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The scheduler's command lines as an operator runs them: `exaserve-cli plan` prints MISSION.md
-# §3's arithmetic (issue 8 "Done when"), `exaserve-sim cluster` brings a small cluster up, and
+# The scheduler's command lines as an operator runs them: `exaserve-cli plan` prints docs/architecture.md
+# §3's arithmetic , `exaserve-sim cluster` brings a small cluster up, and
 # bad input exits 2 with a message naming the value.
 set -euo pipefail
 BIN="$1"

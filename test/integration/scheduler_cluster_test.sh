@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The scheduler as a service with real processes (issue 8): 3 schedulers, 3 CPU inference nodes
+# The scheduler as a service with real processes: 3 schedulers, 3 CPU inference nodes
 # and a storage node (origin + gateway) on loopback. `apply` → replicas placed by the reconciler
 # and ready (pulled from the origin); a request answered through the gateway; kill -9 the
 # reconciling scheduler → another takes over within 15 s with the spec intact; kill -9 an

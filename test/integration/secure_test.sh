@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --secure end to end (issue 10 part 7): `exaserve-cli certs init` material, two nodes with
+# --secure end to end: `exaserve-cli certs init` material, two nodes with
 # mutual TLS on gRPC, an encrypted gossip, admin tokens and API keys. Then a walk over every port
 # either process listens on (found with ss, not assumed) checking that nothing answers a mutating
 # call without credentials: plain gRPC, TLS without a client certificate, a certificate without

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Performance level of health (MISSION.md §4): of three inference nodes, one runs its replica 2×
+# Performance level of health (docs/architecture.md#health-checks): of three inference nodes, one runs its replica 2×
 # slower (the sim backend's slowdown drill). The gateway compares inter-token P99 with the
 # model's median and ejects the slow replica from routing — reported in the log and /metrics,
 # not killed — while the other two keep serving.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Version routing (MISSION.md §6): one replica relabelled v2 with `exaserve-cli replica label`,
+# Version routing (docs/architecture.md#routing): one replica relabelled v2 with `exaserve-cli replica label`,
 # a route set with `exaserve-cli gateway route`: requests carrying x-model-version: v2 (HTTP
 # header or gRPC metadata) reach only that replica, requests without it only the default v1
 # replica, an unknown version is a 404 naming it; labels and routes survive a restart; changing

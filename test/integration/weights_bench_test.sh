@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `exaserve-bench weights` end to end on a small model (issue #6): every phase runs and prints
+# `exaserve-bench weights` end to end on a small model: every phase runs and prints
 # JSON; the rack peer keeps the origin to one copy (K = 3 nodes); every node copy re-hashes
 # clean; the split-cores phase runs a real exaserved peer and exaserve-cli pulls, pinned; the
 # ratios are numbers, not asserted against the 2-core CI machine's timing.

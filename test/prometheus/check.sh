@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Checks the Prometheus and Grafana files shipped in config/ (issue 10):
+# Checks the Prometheus and Grafana files shipped in config/:
 #   1. promtool check rules   config/prometheus/exaserve-rules.yml
 #   2. promtool test rules    test/prometheus/exaserve-rules.test.yml
 #   3. promtool check config  config/prometheus/prometheus.yml (copied to a temporary folder with
 #      a temporary file_sd targets file, since the observer does not write the real one yet)
-#   4. config/grafana/exaserve.json: valid JSON, the panels issue 10 asks for, and every PromQL
+#   4. config/grafana/exaserve.json: valid JSON, the panels the dashboard promises, and every PromQL
 #      expression parsed by promtool (put into a temporary rules file)
 #   5. every exaserve_* / process_* metric named in those files is exported by exaserved (its
 #      name appears quoted in src/) or is listed as not yet exported (the rules file's
@@ -95,7 +95,7 @@ def walk(panels):
 
 panels = list(walk(dashboard.get("panels", [])))
 titles = [p.get("title", "") for p in panels]
-# Issue 10: replica health, TTFT/ITL/e2e P50/P99, tokens/s, queue and pending tokens, KV usage,
+# replica health, TTFT/ITL/e2e P50/P99, tokens/s, queue and pending tokens, KV usage,
 # GPU memory, network, weight-load times, gossip health, alerts.
 required = ["Firing alerts", "Replicas by state", "Ready / desired replicas",
             "Time to first token P50 / P99", "Inter-token latency P50 / P99",

@@ -148,7 +148,7 @@ TEST_CASE("Bad simulator input is refused") {
   CHECK(RunClusterSim(o).contains("error"));
 }
 
-// Releases (issue 9) at small N: the same rollout state machine, placement and reconciler.
+// Releases at small N: the same rollout state machine, placement and reconciler.
 constexpr const char* kReleaseSpec = R"(apiVersion: exaserve.io/v1
 kind: InferenceReplica
 metadata: {name: llama}

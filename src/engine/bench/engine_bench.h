@@ -1,6 +1,6 @@
 // The engine benchmark behind `exaserve-bench engine`: prefill and decode throughput of one
 // replica on this machine, compared with the memory bandwidth measured in the same run
-// (DESIGN.md §6: a benchmark prints JSON against a baseline from the same run), and optionally
+// (docs/testing.md: a benchmark prints JSON against a baseline from the same run), and optionally
 // the bundled model's exact-match rate on its held-out sums.
 //
 // Output fields (each throughput the best of `repeats` rounds): prefill.tokens_per_s; decode[] with

@@ -35,7 +35,7 @@ absl::Status CheckDevice(int device) {
 }
 
 // The identity replicas share weights by: the resolved model directory and its checkpoint size
-// (a new version is a new directory, MISSION.md §7).
+// (a new version is a new directory, docs/architecture.md#weights).
 std::string ModelKey(const std::string& dir, const ModelWeights& weights) {
   std::error_code ec;
   const std::filesystem::path canonical = std::filesystem::weakly_canonical(dir, ec);

@@ -1,7 +1,7 @@
-// DeviceArena: the bookkeeping of a replica's device memory pool (MISSION.md §5: memory
-// pooling). The pool is one allocation reserved when the replica starts, sized from its budget;
-// every buffer the replica uses (activations, KV cache, cuBLAS and attention workspaces, step
-// metadata) is carved from it in order, so the step loop never allocates. Pure arithmetic over
+// DeviceArena: the bookkeeping of a replica's device memory pool (docs/architecture.md#cold-start:
+// memory pooling). The pool is one allocation reserved when the replica starts, sized from its
+// budget; every buffer the replica uses (activations, KV cache, cuBLAS and attention workspaces,
+// step metadata) is carved from it in order, so the step loop never allocates. Pure arithmetic over
 // addresses: the CUDA side (cuda_backend.cc) owns the memory.
 //
 // Thread safety: none; used while a replica is being built.

@@ -2,7 +2,7 @@
 // replica of that model@version on that GPU (reference-counted through shared_ptr; the registry
 // holds only weak references, so the copy is freed with its last replica). Each replica keeps its
 // own KV cache, activations and batch: the finer-grained memory reuse that lets more replicas
-// than GPUs fit (MISSION.md §5).
+// than GPUs fit (docs/architecture.md#cold-start).
 //
 // Loading streams the memory-mapped checkpoint through two pinned staging buffers: the host
 // copies (and so reads from the file) one chunk while the DMA engine moves the previous one.

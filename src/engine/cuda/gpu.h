@@ -1,6 +1,7 @@
-// Node-level GPU functions the daemon calls (MISSION.md §5 and §8): the inventory published in
-// the node's metadata, context warm-up at start, the burn-in that decides whether the node may
-// host replicas, and the device measurements `exaserve-bench engine --backend cuda` reports.
+// Node-level GPU functions the daemon calls (docs/architecture.md#cold-start and
+// docs/architecture.md#bring-up): the inventory published in the node's metadata, context warm-up
+// at start, the burn-in that decides whether the node may host replicas, and the device
+// measurements `exaserve-bench engine --backend cuda` reports.
 //
 // Plain C++ (no CUDA types), so callers need no CUDA headers. In a build without CUDA (or on a
 // machine without a driver) the inventory is empty with a note saying why, and the rest return
@@ -43,8 +44,8 @@ nlohmann::json ToJson(const GpuInventory& inventory);
 
 // Memory in use on each device of `inventory` as the driver sees it (every process's, not only
 // this node's replicas), through NVML: what the GPU-memory alert compares with the total
-// (MISSION.md §10). FAILED_PRECONDITION without NVML (or CUDA); a device NVML cannot read is
-// left out.
+// (docs/architecture.md#monitoring-and-alerts). FAILED_PRECONDITION without NVML (or CUDA); a
+// device NVML cannot read is left out.
 struct GpuMemoryUse {
   int index = 0;  // CUDA device index
   int64_t used_bytes = 0;
@@ -52,8 +53,9 @@ struct GpuMemoryUse {
 };
 absl::StatusOr<std::vector<GpuMemoryUse>> ReadGpuMemory(const GpuInventory& inventory);
 
-// Context creation, a no-op kernel and a cuBLAS handle on every device, timed (MISSION.md §5:
-// context warm-up at node start, so the first request pays none of it).
+// Context creation, a no-op kernel and a cuBLAS handle on every device, timed
+// (docs/architecture.md#cold-start: context warm-up at node start, so the first request pays none
+// of it).
 struct WarmUpTiming {
   int device = 0;
   double context_ms = 0;

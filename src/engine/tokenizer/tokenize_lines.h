@@ -1,4 +1,4 @@
-// The body of `exaserve-cli tokenize --tokenizer FILE [--decode]` (issue 4), kept here so the
+// The body of `exaserve-cli tokenize --tokenizer FILE [--decode]`, kept here so the
 // CLI is a thin wrapper and the behaviour is unit-tested:
 //   encode: each input line is one JSON string; each output line is a JSON array of ids.
 //   decode: each input line is a JSON array of ids; each output line is a JSON string.

@@ -1,4 +1,4 @@
-// libFuzzer entry for the manifest parser (DESIGN.md §6): any byte string either fails with a
+// libFuzzer entry for the manifest parser (docs/testing.md): any byte string either fails with a
 // status or yields a manifest that passes validation and round-trips through its JSON.
 #include <cstddef>
 #include <cstdint>

@@ -1,4 +1,4 @@
-// libFuzzer entry for the safetensors header parser (DESIGN.md §6): any byte string either fails
+// libFuzzer entry for the safetensors header parser (docs/testing.md): any byte string either fails
 // with a Status or yields views that lie inside the input, and reading every byte of every
 // view stays in bounds (ASan checks it). Built with clang -fsanitize=fuzzer it fuzzes; in ctest
 // its seed corpus and deterministic mutations run through corpus_test.cc.

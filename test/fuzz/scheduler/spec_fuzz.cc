@@ -1,6 +1,6 @@
-// libFuzzer entry for the InferenceReplica spec parser (DESIGN.md §6): any text either fails with
-// a Status or yields specs that pass ValidateSpec and survive a round trip through canonical YAML.
-// Built with clang -fsanitize=fuzzer it fuzzes; in ctest its seed corpus and deterministic
+// libFuzzer entry for the InferenceReplica spec parser (docs/testing.md): any text either fails
+// with a Status or yields specs that pass ValidateSpec and survive a round trip through canonical
+// YAML. Built with clang -fsanitize=fuzzer it fuzzes; in ctest its seed corpus and deterministic
 // mutations run through corpus_test.cc.
 #include <cstddef>
 #include <cstdint>

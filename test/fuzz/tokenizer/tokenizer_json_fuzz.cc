@@ -1,4 +1,4 @@
-// libFuzzer entry for tokenizer.json parsing (DESIGN.md §6): any byte string either fails to
+// libFuzzer entry for tokenizer.json parsing (docs/testing.md): any byte string either fails to
 // load with a Status or loads into a tokenizer whose Encode, Decode and StreamDecoder work on
 // arbitrary input. Built with clang -fsanitize=fuzzer it fuzzes; in ctest its seed corpus and
 // deterministic mutations of it run through corpus_test.cc.

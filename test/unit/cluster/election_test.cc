@@ -1,6 +1,6 @@
 // Role election gives every node the same answer from the same view, fills the control roles
-// the way MISSION.md §1 sizes them (storage per rack, schedulers spread over racks), respects
-// pinned roles, keeps small clusters serving, and does not flap thanks to the hold-down.
+// the way docs/architecture.md#roles sizes them (storage per rack, schedulers spread over racks),
+// respects pinned roles, keeps small clusters serving, and does not flap thanks to the hold-down.
 #include "cluster/election.h"
 
 #include <algorithm>
@@ -62,7 +62,7 @@ TEST_CASE("256 nodes in 16 racks: storage per rack, schedulers and gateways spre
   CHECK(inference >= 200);
   CHECK(inference <= 220);
   for (const auto& [id, roles] : a) {
-    // At this size nobody doubles up (MISSION.md §1: co-location starved heartbeats).
+    // At this size nobody doubles up (docs/architecture.md#roles: co-location starved heartbeats).
     CHECK(roles.Names().size() == 1);
   }
 }

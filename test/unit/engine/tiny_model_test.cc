@@ -1,5 +1,6 @@
-// Proves the bundled model answers the health probe (MISSION.md §4: "1+1" must give "2")
-// through the real path: tokenizer.json encode, CPU engine, greedy decode, streaming detokenizer.
+// Proves the bundled model answers the health probe (docs/architecture.md#health-checks: "1+1" must
+// give "2") through the real path: tokenizer.json encode, CPU engine, greedy decode, streaming
+// detokenizer.
 #include <catch2/catch.hpp>
 
 #include "engine/engine.h"

@@ -1,6 +1,7 @@
-// The five MISSION.md §10 rules on a manual clock: each fires only once its condition has held
-// for its duration, resolves when the condition clears, holds its state while no data arrives,
-// and the evaluator's memory stays bounded however many series the cluster exports.
+// The five docs/architecture.md#monitoring-and-alerts rules on a manual clock: each fires only once
+// its condition has held for its duration, resolves when the condition clears, holds its state
+// while no data arrives, and the evaluator's memory stays bounded however many series the cluster
+// exports.
 #include "metrics/alert_rules.h"
 
 #include <cmath>

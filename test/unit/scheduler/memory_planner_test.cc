@@ -1,5 +1,5 @@
-// The memory planner reproduces MISSION.md §3's arithmetic for Llama-2-13B FP16 and agrees with
-// the placement fit on replicas per node.
+// The memory planner reproduces docs/architecture.md#memory-arithmetic's arithmetic for Llama-2-13B
+// FP16 and agrees with the placement fit on replicas per node.
 #include <catch2/catch.hpp>
 
 #include "scheduler/device_fit.h"
@@ -19,7 +19,9 @@ PlanInput Llama13b() {
   return in;
 }
 
-TEST_CASE("Llama-2-13B FP16, context 4096 x concurrency 4 on 8 x 80Gi: MISSION.md §3") {
+TEST_CASE(
+    "Llama-2-13B FP16, context 4096 x concurrency 4 on 8 x 80Gi: "
+    "docs/architecture.md#memory-arithmetic") {
   auto plan = PlanMemory(Llama13b());
   REQUIRE(plan.ok());
   CHECK(plan->weight_bytes / 1e9 == Approx(26.0).margin(0.1));

@@ -1,5 +1,5 @@
-// InferenceReplica specs: MISSION.md §2's example parses, defaults fill in, and bad input is
-// refused with the file position, the field path, the value and what is allowed.
+// InferenceReplica specs: docs/architecture.md#orchestration's example parses, defaults fill in,
+// and bad input is refused with the file position, the field path, the value and what is allowed.
 #include <catch2/catch.hpp>
 #include <string>
 
@@ -31,7 +31,7 @@ std::string WithSpecLine(const std::string& line) {
   return std::string(kMissionSpec) + "  " + line + "\n";
 }
 
-TEST_CASE("MISSION.md's example spec parses with every field") {
+TEST_CASE("docs/architecture.md example spec parses with every field") {
   auto specs = ParseSpecs(kMissionSpec, "spec.yaml");
   REQUIRE(specs.ok());
   REQUIRE(specs->size() == 1);
