@@ -13,6 +13,7 @@ packages=(
   libspdlog-dev libfmt-dev libssl-dev libpcre2-dev libutf8proc-dev libsystemd-dev
   # tests and checks
   catch2 curl prometheus clang-format systemd
+  python3-matplotlib  # scripts/plot-bench.py and docs/images/roles.py draw the docs' pictures
   # packet loss in the network-namespace fault test (the kernel may lack sch_netem)
   nftables
   # fuzzing (scripts/fuzz.sh): clang and its libFuzzer + sanitizer runtimes
