@@ -1,0 +1,215 @@
+#!/usr/bin/python3
+"""Plots a benchmark's JSON output as a PNG (docs/perf/).
+
+    scripts/plot-bench.py KIND IN.json OUT.png
+
+KIND and the JSON it reads:
+  route    exaserve-bench route --mode sim|live: P99 TTFT and P99 end-to-end latency per policy
+           against load (rho), and, when there are two or more policies and loads, a heat map of
+           each policy's P99 e2e over token-aware's.
+  weights  exaserve-bench weights: pull throughput against parallel streams, for the pull from
+           the warm peer and the split-cores pull, beside their bounds and 0.7 of them.
+  engine   exaserve-bench engine (CPU: "decode": [{batch, tokens_per_s}]) or scripts/gpu-check.sh
+           ("decode_tokens_per_s": {batch: tokens_per_s}): decode tokens/s against batch size.
+  gossip   exaserve-sim gossip: p50 / p99 / max of detection and dissemination times per
+           scenario (one JSON object, an array of them, or one per line, as sim-gossip.sh keeps).
+
+Needs python3-matplotlib (scripts/setup-deps.sh installs it). Writes nothing but OUT.png.
+"""
+import json
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+DPI = 100
+
+
+def load(path):
+    """One JSON document, or JSON lines: a list when there is more than one object."""
+    with open(path) as f:
+        text = f.read()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        docs = [json.loads(line) for line in text.splitlines() if line.strip().startswith("{")]
+        if not docs:
+            raise
+        return docs if len(docs) > 1 else docs[0]
+
+
+def fail(message):
+    sys.exit(f"plot-bench: {message}")
+
+
+def plot_route(data, out):
+    results = data.get("results") if isinstance(data, dict) else None
+    if not results:
+        fail("route: no 'results' (expected exaserve-bench route --mode sim|live output)")
+    policies = list(dict.fromkeys(r["policy"] for r in results))
+    rhos = sorted({r["rho"] for r in results})
+    by = {(r["policy"], r["rho"]): r for r in results}
+    grid = len(policies) > 1 and len(rhos) > 1 and "token-aware" in policies
+    fig, axes = plt.subplots(1, 3 if grid else 2, figsize=(13 if grid else 9, 3.8), dpi=DPI)
+    for ax, key, title in ((axes[0], "ttft_ms", "P99 time to first token"),
+                           (axes[1], "e2e_ms", "P99 end-to-end latency")):
+        for p in policies:
+            xs = [rho for rho in rhos if (p, rho) in by]
+            ys = [by[(p, rho)][key]["p99"] / (1000.0 if key == "e2e_ms" else 1.0) for rho in xs]
+            ax.plot(xs, ys, marker="o", label=p, linewidth=2 if p == "token-aware" else 1)
+        ax.set_xlabel("load ρ (offered rate ÷ capacity)")
+        ax.set_ylabel("ms" if key == "ttft_ms" else "s")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    if grid:
+        others = [p for p in policies if p != "token-aware"]
+        m = [[by[(p, r)]["e2e_ms"]["p99"] / by[("token-aware", r)]["e2e_ms"]["p99"]
+              if (p, r) in by and ("token-aware", r) in by else float("nan") for r in rhos]
+             for p in others]
+        ax = axes[2]
+        im = ax.imshow(m, cmap="RdYlGn", vmin=0.8, vmax=1.2, aspect="auto")
+        ax.set_xticks(range(len(rhos)), [f"{r:g}" for r in rhos])
+        ax.set_yticks(range(len(others)), others)
+        for i, row in enumerate(m):
+            for j, v in enumerate(row):
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=8)
+        ax.set_xlabel("load ρ")
+        ax.set_title("P99 e2e ÷ token-aware (> 1: token-aware better)")
+        fig.colorbar(im, ax=ax, fraction=0.046)
+    fig.suptitle(f"exaserve-bench route --mode {data.get('mode', '?')}", fontsize=10)
+    return fig
+
+
+def _streams(d):
+    return sorted(d, key=lambda s: int(s))
+
+
+def plot_weights(data, out):
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=DPI)
+    plotted = False
+    peer = data.get("pull_from_peer") or {}
+    if peer.get("gbps_by_streams"):
+        xs = _streams(peer["gbps_by_streams"])
+        line, = ax.plot([int(s) for s in xs], [peer["gbps_by_streams"][s] for s in xs],
+                        marker="o", label="(b) one process: peer and node share the cores")
+        if peer.get("bound_gbps"):
+            ax.axhline(0.7 * peer["bound_gbps"], color=line.get_color(), linestyle=":",
+                       label=f"0.7 × its bound ({peer['bound_gbps']:.2f} GB/s)")
+        plotted = True
+    split = data.get("pull_split_cores") or {}
+    if split.get("by_streams"):
+        xs = _streams(split["by_streams"])
+        line, = ax.plot([int(s) for s in xs], [split["by_streams"][s]["gbps_median"] for s in xs],
+                        marker="s", label="(d) split cores: peer on one CPU, node on another")
+        if split.get("bound_gbps"):
+            ax.axhline(0.7 * split["bound_gbps"], color=line.get_color(), linestyle="--",
+                       label=f"0.7 × its bound ({split['bound_gbps']:.2f} GB/s)")
+        if split.get("diagnostic_disk_write_gbps"):
+            ax.axhline(split["diagnostic_disk_write_gbps"], color="grey", linestyle="-.",
+                       label=f"disk O_DIRECT write ({split['diagnostic_disk_write_gbps']:.2f} GB/s)")
+        plotted = True
+    if not plotted:
+        fail("weights: neither pull_from_peer.gbps_by_streams nor pull_split_cores.by_streams")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks([1, 2, 4, 8, 16], ["1", "2", "4", "8", "16"])
+    ax.set_xlabel("parallel streams")
+    ax.set_ylabel("GB/s (verified and written)")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    cold = data.get("rack_cold_start") or {}
+    note = f"; rack cold start origin_bytes_ratio {cold['origin_bytes_ratio']:.2f}" \
+        if "origin_bytes_ratio" in cold else ""
+    ax.set_title("exaserve-bench weights: pull throughput" + note, fontsize=10)
+    return fig
+
+
+def plot_engine(data, out):
+    points = []
+    if isinstance(data.get("decode"), list):
+        points = [(d["batch"], d["tokens_per_s"]) for d in data["decode"]]
+        source = f"exaserve-bench engine ({data.get('backend', 'cpu')})"
+    elif isinstance(data.get("decode_tokens_per_s"), dict):
+        points = [(int(b), v) for b, v in data["decode_tokens_per_s"].items()]
+        source = "scripts/gpu-check.sh (cuda)"
+    if not points:
+        fail("engine: no 'decode' list nor 'decode_tokens_per_s' map")
+    points.sort()
+    fig, ax = plt.subplots(figsize=(6.5, 4), dpi=DPI)
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    ax.plot(xs, ys, marker="o", label="decode")
+    ax.plot(xs, [ys[0] * x / xs[0] for x in xs], linestyle=":", color="grey",
+            label="linear in batch (from batch 1)")
+    for x, y in points:
+        ax.annotate(f"{y:,.0f}", (x, y), textcoords="offset points", xytext=(4, -12), fontsize=8)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(xs, [str(x) for x in xs])
+    ax.set_xlabel("batch size (sequences decoding together)")
+    ax.set_ylabel("tokens/s")
+    eff = data.get("decode_bw_efficiency")
+    ax.set_title(source + (f"; batch-1 decode at {eff:.2f} of copy bandwidth" if eff else ""),
+                 fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def _scenario_name(r):
+    s = r.get("scenario", {})
+    parts = [f"N={s.get('nodes')}"]
+    if s.get("kill"):
+        parts.append(f"kill {s['kill']}")
+    if s.get("loss"):
+        parts.append(f"{100 * s['loss']:g}% loss")
+    if s.get("pause_nodes"):
+        parts.append(f"pause {s.get('pause_s')}s")
+    if s.get("partition_s"):
+        parts.append(f"partition {s['partition_s']}s")
+    parts.append(f"seed {s.get('seed')}")
+    return ", ".join(parts)
+
+
+def plot_gossip(data, out):
+    runs = data if isinstance(data, list) else [data]
+    metrics = [("suspect_first_s", "first suspicion"), ("dead_confirmed_s", "death confirmed"),
+               ("dead_everywhere_s", "dead everywhere"), ("dissemination_s", "dissemination")]
+    fig, axes = plt.subplots(1, len(runs), figsize=(max(6.5, 4.2 * len(runs)), 4), dpi=DPI,
+                             squeeze=False)
+    for ax, r in zip(axes[0], runs):
+        width = 0.27
+        for k, (q, shade) in enumerate((("p50", 0.9), ("p99", 0.6), ("max", 0.35))):
+            vals = [((r.get(m) or {}).get(q) or 0.0) for m, _ in metrics]
+            ax.bar([i + (k - 1) * width for i in range(len(metrics))], vals, width,
+                   label=q, color=plt.cm.Blues(shade))
+        ax.set_xticks(range(len(metrics)), [label for _, label in metrics], fontsize=8,
+                      rotation=15)
+        ax.set_ylabel("seconds after the event")
+        ax.set_title(f"{_scenario_name(r)}\nfalse deaths {r.get('false_deaths', '?')}, "
+                     f"{r.get('msgs_per_node_per_s', '?')} msgs/node/s", fontsize=9)
+        ax.grid(alpha=0.3, axis="y")
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle("exaserve-sim gossip: detection and dissemination", fontsize=10)
+    return fig
+
+
+KINDS = {"route": plot_route, "weights": plot_weights, "engine": plot_engine,
+         "gossip": plot_gossip}
+
+
+def main(argv):
+    if len(argv) != 4 or argv[1] not in KINDS:
+        sys.exit(__doc__)
+    kind, in_path, out_path = argv[1:]
+    fig = KINDS[kind](load(in_path), out_path)
+    fig.tight_layout()
+    fig.savefig(out_path, dpi=DPI, metadata={"Software": None})
+    plt.close(fig)
+    print(f"plot-bench: wrote {out_path}")
+
+
+if __name__ == "__main__":
+    main(sys.argv)
