@@ -24,6 +24,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "engine/detokenizer.h"
+#include "engine/kv_cache.h"
+#include "engine/prefix_journal.h"
 #include "engine/request.h"
 #include "engine/sim_cost_model.h"
 
@@ -41,7 +43,11 @@ struct EngineOptions {
   int32_t max_queue = 1024;                     // admission queue; full -> RESOURCE_EXHAUSTED
   int32_t max_context = 0;                      // 0: the model's max_position_embeddings
   uint64_t seed = 0;                            // for requests that bring no seed of their own
-  SimCostModel sim;                             // backend "sim" only
+  PrefixCacheOptions prefix_cache;              // automatic prefix caching (kv_cache.h)
+  // What a cached block's K and V depend on besides its tokens (model, version, dtype, adapter):
+  // the root of the block hashes this replica publishes, so gateways compute the same names.
+  std::string prefix_cache_namespace;
+  SimCostModel sim;  // backend "sim" only
 };
 
 struct EngineInfo {
@@ -77,8 +83,14 @@ struct EngineLoad {
   // ones included), not requests merely in the admission queue until the next step: what a
   // router should avoid. A request queued for admission waits at most one step.
   int32_t blocked = 0;
-  int32_t kv_blocks_used = 0;
+  int32_t kv_blocks_used = 0;  // referenced by a sequence
   int32_t kv_blocks_total = 0;
+  // Prefix caching (docs/architecture.md#prefix-cache): blocks published under a hash
+  // (referenced or not), cached blocks evicted since start, and prompt tokens taken from the cache
+  // and computed at admission since start.
+  int32_t kv_blocks_cached = 0;
+  uint64_t kv_evictions = 0;
+  int64_t prefix_hit_tokens = 0, prefix_miss_tokens = 0;
   // Bytes the replica holds of its own: KV cache, buffers, a device pool (the weights, shared
   // between a model's replicas, apart). What leak detection samples
   // (docs/architecture.md#leak-detection).
@@ -108,6 +120,8 @@ class Engine {
   virtual EngineLoad Load() const = 0;
   virtual const EngineInfo& info() const = 0;
   virtual void Stop() = 0;
+  // The replica's cached-block journal (prefix_journal.h), or null when the engine keeps none.
+  virtual const PrefixJournal* prefix_journal() const { return nullptr; }
 };
 
 // Builds the engine for `options.backend`; `detokenizer` may be null (no stop strings, no text).

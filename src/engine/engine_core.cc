@@ -45,8 +45,9 @@ EngineCore::EngineCore(const EngineOptions& options, EngineInfo info,
       executor_(std::move(executor)),
       detokenizer_(std::move(detokenizer)),
       clock_(clock),
-      cache_(info_.kv_blocks_total, info_.kv_block_size),
-      scheduler_({options.max_batch_tokens, options.max_running}, &cache_),
+      cache_(info_.kv_blocks_total, info_.kv_block_size, options.prefix_cache),
+      scheduler_({options.max_batch_tokens, options.max_running}, &cache_,
+                 options.prefix_cache_namespace),
       logits_(static_cast<size_t>(options.max_running) * executor_->vocab_size()),
       device_tokens_(static_cast<size_t>(options.max_running)) {}
 
@@ -258,6 +259,16 @@ void EngineCore::Complete(const std::vector<ScheduledChunk>& chunks, bool sample
   for (auto& [id, reason] : finished) Finish(id, reason, absl::OkStatus());
 }
 
+void EngineCore::PublishCacheEvents(PrefixJournal& journal) {
+  if (cache_.events_lost()) {
+    const std::vector<BlockHash> all = cache_.Snapshot();
+    journal.Reset(all);
+    return;
+  }
+  const std::vector<CacheEvent> events = cache_.TakeEvents();
+  journal.Append(events);
+}
+
 EngineLoad EngineCore::Load() const {
   EngineLoad load;
   for (const auto* queue : {&scheduler_.running(), &scheduler_.waiting()}) {
@@ -269,6 +280,10 @@ EngineLoad EngineCore::Load() const {
   load.blocked = load.waiting;  // the scheduler's own waiting line: no slot or KV this step
   load.kv_blocks_used = cache_.used_blocks();
   load.kv_blocks_total = cache_.total_blocks();
+  load.kv_blocks_cached = cache_.cached_blocks();
+  load.kv_evictions = cache_.evictions();
+  load.prefix_hit_tokens = scheduler_.prefix_hit_tokens();
+  load.prefix_miss_tokens = scheduler_.prefix_miss_tokens();
   load.memory_bytes = executor_->held_bytes();
   load.ttft_p50_ms = ttft_ms_.Quantile(0.5);
   load.ttft_p99_ms = ttft_ms_.Quantile(0.99);

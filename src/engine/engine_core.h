@@ -19,6 +19,7 @@
 #include "engine/kv_cache.h"
 #include "engine/latency_window.h"
 #include "engine/output_length_history.h"
+#include "engine/prefix_journal.h"
 #include "engine/scheduler.h"
 #include "engine/step_executor.h"
 
@@ -52,6 +53,9 @@ class EngineCore {
   absl::StatusOr<absl::Duration> Step(const std::function<void(absl::Duration)>& wait);
 
   EngineLoad Load() const;
+  // Moves the KV cache's stored / evicted hash events into `journal` (a reset to the cache's
+  // whole set when events were dropped).
+  void PublishCacheEvents(PrefixJournal& journal);
 
  private:
   // Streams the step's tokens: from device_tokens_ when `sampled_on_device`, else sampled here

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <thread>
 
+#include "absl/time/clock.h"
 #include "common/clock.h"
 #include "common/strings.h"
 
@@ -13,6 +15,15 @@ namespace {
 // How long an idle engine thread waits for work before re-checking cancels and stop.
 constexpr absl::Duration kIdleWait = absl::Milliseconds(20);
 
+// A journal's epoch: distinct across engines and restarts, so a gateway that watched an earlier
+// replica of the same id resynchronises instead of applying deltas to the wrong set.
+uint64_t NewJournalEpoch() {
+  static std::atomic<uint64_t> counter{0};
+  std::random_device device;
+  return (uint64_t{device()} << 32) ^ device() ^ (counter.fetch_add(1) << 48) ^
+         static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()));
+}
+
 }  // namespace
 
 LlmEngine::LlmEngine(const EngineOptions& options, EngineInfo info,
@@ -20,7 +31,8 @@ LlmEngine::LlmEngine(const EngineOptions& options, EngineInfo info,
                      std::shared_ptr<const Detokenizer> detokenizer)
     : core_(options, std::move(info), std::move(executor), std::move(detokenizer),
             &SystemClock::Get()),
-      queue_(static_cast<size_t>(std::max(1, options.max_queue))) {
+      queue_(static_cast<size_t>(std::max(1, options.max_queue))),
+      journal_(NewJournalEpoch()) {
   PublishLoad();
   thread_ = std::thread([this] { Loop(); });
 }
@@ -108,6 +120,7 @@ void LlmEngine::ApplyCancels() {
 }
 
 void LlmEngine::PublishLoad() {
+  core_.PublishCacheEvents(journal_);
   EngineLoad load = core_.Load();
   absl::MutexLock lock(&load_mu_);
   load_ = load;

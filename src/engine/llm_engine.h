@@ -16,6 +16,7 @@
 #include "common/bounded_queue.h"
 #include "engine/engine.h"
 #include "engine/engine_core.h"
+#include "engine/prefix_journal.h"
 
 namespace exa::engine {
 
@@ -30,6 +31,7 @@ class LlmEngine final : public Engine {
   EngineLoad Load() const override;
   const EngineInfo& info() const override { return core_.info(); }
   void Stop() override;
+  const PrefixJournal* prefix_journal() const override { return &journal_; }
 
  private:
   void Loop();
@@ -56,6 +58,7 @@ class LlmEngine final : public Engine {
 
   mutable absl::Mutex load_mu_;
   EngineLoad load_ ABSL_GUARDED_BY(load_mu_);
+  PrefixJournal journal_;  // the cache's stored / evicted hashes, for the load stream
 
   std::thread thread_;
 };

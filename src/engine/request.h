@@ -59,6 +59,10 @@ struct GenerateRequest {
   // The gateway's id for the request, carried to the replica's node so one request can be
   // followed through the logs of every node it crossed. Not used by the engine.
   std::string request_id;
+  // Prefix caching (docs/architecture.md#prefix-cache): only requests with the same salt share
+  // cached KV blocks. Gateways set it per tenant when tenants must not share (the timing of a
+  // cache hit tells one tenant what another sent); a client may set its own to opt out.
+  std::string cache_salt;
 };
 
 }  // namespace exa::engine

@@ -9,6 +9,11 @@
 // blocks are freed and it goes back to the head of the queue, to be recomputed from its tokens
 // later (vLLM's recompute preemption: no swap space needed).
 //
+// Prefix caching (kv_cache.h): a sequence admitted with no blocks first takes every leading full
+// block of its tokens the cache holds (at most all but its last token, whose logits it needs),
+// and prefills only the rest; each block a step fills is published for later sequences. A
+// preempted sequence's blocks stay cached when published, so its recompute is mostly hits.
+//
 // Thread safety: none; owned by the engine thread.
 #pragma once
 
@@ -16,9 +21,11 @@
 #include <deque>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "engine/kv_cache.h"
+#include "engine/prefix_hash.h"
 #include "engine/sequence.h"
 
 namespace exa::engine {
@@ -38,7 +45,10 @@ struct ScheduledChunk {
 
 class Scheduler {
  public:
-  Scheduler(SchedulerOptions options, KvCache* cache) : options_(options), cache_(cache) {}
+  // `cache_namespace` names what the cached K and V depend on besides the tokens (model,
+  // version, dtype): the root of every sequence's block hashes, with its cache salt.
+  Scheduler(SchedulerOptions options, KvCache* cache, std::string cache_namespace = "")
+      : options_(options), cache_(cache), cache_namespace_(std::move(cache_namespace)) {}
 
   void Enqueue(std::unique_ptr<Sequence> seq) { waiting_.push_back(std::move(seq)); }
   // Ahead of every waiting sequence (health probes).
@@ -53,6 +63,10 @@ class Scheduler {
   const std::deque<std::unique_ptr<Sequence>>& running() const { return running_; }
   const std::deque<std::unique_ptr<Sequence>>& waiting() const { return waiting_; }
   uint64_t preemptions() const { return preemptions_; }
+  // Tokens admitted sequences took from the prefix cache, and tokens they had to compute (every
+  // admission, re-admissions after preemption included).
+  int64_t prefix_hit_tokens() const { return prefix_hit_tokens_; }
+  int64_t prefix_miss_tokens() const { return prefix_miss_tokens_; }
   bool idle() const { return running_.empty() && waiting_.empty(); }
 
  private:
@@ -60,12 +74,21 @@ class Scheduler {
   bool PreemptNewest();
   void ScheduleRunning(std::vector<ScheduledChunk>& out, int32_t& budget);
   void AdmitWaiting(std::vector<ScheduledChunk>& out, int32_t& budget);
+  // Hashes `seq`'s first `full_blocks` full blocks (those not hashed yet).
+  void HashBlocks(Sequence& seq, int32_t full_blocks);
+  // Takes `seq`'s cached leading blocks (it holds none); sets computed past them.
+  void TakeCachedPrefix(Sequence& seq);
+  // Publishes the blocks of `seq` its computed tokens now fill.
+  void PublishFilled(Sequence& seq);
 
   SchedulerOptions options_;
   KvCache* cache_;
+  std::string cache_namespace_;
+  PrefixHasher hasher_;
   std::deque<std::unique_ptr<Sequence>> running_;  // in admission order
   std::deque<std::unique_ptr<Sequence>> waiting_;  // FIFO; preempted ones at the front
   uint64_t preemptions_ = 0;
+  int64_t prefix_hit_tokens_ = 0, prefix_miss_tokens_ = 0;
 };
 
 }  // namespace exa::engine

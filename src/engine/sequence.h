@@ -11,6 +11,7 @@
 
 #include "absl/time/time.h"
 #include "engine/detokenizer.h"
+#include "engine/prefix_hash.h"
 #include "engine/request.h"
 #include "engine/sampler.h"
 
@@ -35,6 +36,12 @@ struct Sequence {
   int32_t prompt_len;
   int32_t computed = 0;         // tokens whose K and V are in the cache
   std::vector<int32_t> blocks;  // block table
+  // Prefix caching (kv_cache.h): the chained hashes of the first full blocks of `tokens` (kept
+  // across preemptions: tokens are only ever appended), their root, and how many of `blocks`
+  // are published or were taken from the cache.
+  std::vector<BlockHash> block_hashes;
+  std::optional<BlockHash> hash_root;
+  int32_t published_blocks = 0;
   Sampler sampler;
   std::unique_ptr<TextStream> text_stream;
   std::string text;      // all generated text so far

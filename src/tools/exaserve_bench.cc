@@ -2,6 +2,7 @@
 // (docs/testing.md).
 //
 //   exaserve-bench engine --model DIR [--backend cpu|cuda] [--device N] [--threads N] [--accuracy]
+//                         [--prefix-share F [--prefix-requests N]]
 //   exaserve-bench weights [--dir /tmp] [--size 2Gi] [--nodes 8] [--parallel 8]
 //   exaserve-bench route --mode sim [--replicas 48] [--gateways 4] [--rho 0.5 0.7 0.85 0.95]
 //                        [--policies ...] [--requests 20000] [--seed 1]
@@ -48,6 +49,15 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1 << 20));
   engine_cmd->add_option("--batch-sizes", engine.batch_sizes, "decode batch sizes (default 1 8 32)")
       ->check(CLI::Range(1, 4096));
+  engine_cmd
+      ->add_option("--prefix-share", engine.prefix_share,
+                   "fraction F of each prompt shared (a common system prompt): TTFT and prefill "
+                   "tokens with the prefix cache on and off, same run")
+      ->check(CLI::Range(0.0, 1.0));
+  engine_cmd
+      ->add_option("--prefix-requests", engine.prefix_requests,
+                   "--prefix-share: prompts sent, one at a time (default 32)")
+      ->check(CLI::Range(2, 100000));
   engine_cmd->add_option("--repeats", engine.repeats, "rounds per figure; the best is reported")
       ->check(CLI::Range(1, 1000));
   exa::tools::WeightsBenchOptions weights;

@@ -253,6 +253,79 @@ absl::Status AddGpuFigures(const EngineBenchOptions& o, json& out) {
   return absl::OkStatus();
 }
 
+// Quantile q of `v` (sorted in place), nearest rank.
+double Quantile(std::vector<double>& v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto rank = static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(rank, v.size() - 1)];
+}
+
+// The prompts one after another on `engine`: TTFT of each, and the prefill tokens it computed.
+absl::StatusOr<json> MeasurePrefixRun(Engine& engine,
+                                      const std::vector<std::vector<int32_t>>& prompts) {
+  std::vector<double> ttft_ms;
+  const EngineLoad before = engine.Load();
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    Recorder rec;
+    const absl::Time start = absl::Now();
+    EXA_RETURN_IF_ERROR(engine.Submit(MakeRequest(prompts[i], 1, rec.Callback(0))).status());
+    if (!rec.Wait(1)) return absl::DeadlineExceededError("prefix-share request did not finish");
+    ttft_ms.push_back(absl::ToDoubleMilliseconds(rec.times()[0].front() - start));
+  }
+  // The load is published after the step that finished the last request.
+  EngineLoad after = engine.Load();
+  for (int i = 0; i < 1000 && after.running + after.waiting > 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(2));
+    after = engine.Load();
+  }
+  return json{{"requests", prompts.size()},
+              {"ttft_p50_ms", Quantile(ttft_ms, 0.5)},
+              {"ttft_p99_ms", Quantile(ttft_ms, 0.99)},
+              {"prefill_tokens_computed", after.prefix_miss_tokens - before.prefix_miss_tokens},
+              {"prefix_hit_tokens", after.prefix_hit_tokens - before.prefix_hit_tokens}};
+}
+
+// Same prompts, an engine with the prefix cache and one without, one after the other.
+absl::StatusOr<json> RunPrefixShareBench(const EngineBenchOptions& o, EngineOptions eo) {
+  if (o.prefix_share > 1 || o.prefix_requests < 2 || o.prefill_tokens < 2) {
+    return absl::InvalidArgumentError(StrCat(
+        "--prefix-share ", o.prefix_share, " must be in [0, 1], --prefix-requests ",
+        o.prefix_requests, " at least 2 and --prefill-tokens ", o.prefill_tokens, " at least 2"));
+  }
+  json out = {{"model", o.model_dir}, {"backend", o.backend}, {"prefix_share", o.prefix_share}};
+  json runs;
+  for (bool enabled : {true, false}) {
+    eo.prefix_cache.enabled = enabled;
+    EXA_ASSIGN_OR_RETURN(auto engine, CreateEngine(eo));
+    const int32_t length = std::min(o.prefill_tokens, engine->info().max_context - 2);
+    const auto shared = static_cast<int32_t>(o.prefix_share * length);
+    std::mt19937 prompt_rng(7);  // the same prompts for both engines
+    const std::vector<int32_t> system = RandomPrompt(shared, engine->info().vocab_size, prompt_rng);
+    std::vector<std::vector<int32_t>> prompts;
+    for (int32_t i = 0; i < o.prefix_requests; ++i) {
+      std::vector<int32_t> p = system;
+      const auto tail = RandomPrompt(length - shared, engine->info().vocab_size, prompt_rng);
+      p.insert(p.end(), tail.begin(), tail.end());
+      prompts.push_back(std::move(p));
+    }
+    EXA_ASSIGN_OR_RETURN(runs[enabled ? "on" : "off"], MeasurePrefixRun(*engine, prompts));
+    out["prompt_tokens"] = length;
+    out["shared_tokens"] = shared;
+  }
+  const auto ratio = [&](const char* field) {
+    const double on = runs["on"][field].get<double>();
+    return on > 0 ? runs["off"][field].get<double>() / on : 0.0;
+  };
+  runs["ratio"] = {{"prefill_tokens_off_over_on", ratio("prefill_tokens_computed")},
+                   {"ttft_p50_off_over_on", ratio("ttft_p50_ms")},
+                   {"prefill_tokens_reduction",
+                    1.0 - runs["on"]["prefill_tokens_computed"].get<double>() /
+                              std::max(1.0, runs["off"]["prefill_tokens_computed"].get<double>())}};
+  out["prefix_cache"] = runs;
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<json> RunEngineBench(const EngineBenchOptions& o) {
@@ -271,6 +344,7 @@ absl::StatusOr<json> RunEngineBench(const EngineBenchOptions& o) {
   eo.max_running = std::max(64, *std::max_element(o.batch_sizes.begin(), o.batch_sizes.end()));
   eo.max_batch_tokens = std::max(o.prefill_tokens, 8 * eo.max_running);
   eo.max_queue = 2048;
+  if (o.prefix_share >= 0) return RunPrefixShareBench(o, eo);
   EXA_ASSIGN_OR_RETURN(auto engine, CreateEngine(eo));
   const int threads = o.threads > 0
                           ? o.threads

@@ -15,6 +15,10 @@
 // (device_copy_bandwidth_bytes_per_s, reads + writes), and the output adds warm_up (context,
 // no-op kernel, cuBLAS handle timings before the engine starts), weight_load_seconds and
 // paged_attention[] (the decode kernel alone at 2k and 8k context, KV bytes read per second).
+//
+// With prefix_share >= 0 the output is instead prefix_cache.{on,off}.{ttft_p50_ms, ttft_p99_ms,
+// prefill_tokens_computed, prefix_hit_tokens} and prefix_cache.ratio.{prefill_tokens_off_over_on,
+// ttft_p50_off_over_on, prefill_tokens_reduction}.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +42,12 @@ struct EngineBenchOptions {
   int64_t kv_cache_bytes = int64_t{512} << 20;
   int64_t memcpy_bytes = int64_t{256} << 20;
   int32_t repeats = 3;  // each throughput figure is the best of this many rounds
+  // --prefix-share F (>= 0): instead of throughput, `prefix_requests` prompts of prefill_tokens
+  // each, the first F of every prompt the same (a shared system prompt), sent one at a time to an
+  // engine with the prefix cache and to one without, in the same run: TTFT and prefill tokens
+  // computed on both (docs/perf/engine.md).
+  double prefix_share = -1;
+  int32_t prefix_requests = 32;
 };
 
 absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options);

@@ -120,6 +120,105 @@ TEST_CASE("KV cache exhaustion preempts, recomputes and still completes", "[engi
   CHECK((*engine)->Load().preemptions > 0);
 }
 
+// Prompts that share prefixes the way real traffic does: a few system prompts of 0 to 70 tokens
+// (some a whole number of 16-token blocks) with varied tails, and some prompts sent twice.
+std::vector<std::vector<int32_t>> SharedPrefixPrompts(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::vector<int32_t>> systems = {{}, {}, {}};
+  for (auto& s : systems) {
+    s.resize(rng() % 71);
+    for (auto& id : s) id = static_cast<int32_t>(3 + rng() % 90);
+  }
+  systems.push_back(std::vector<int32_t>(32, 7));  // exactly two blocks
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < n; ++i) {
+    if (i > 0 && rng() % 5 == 0) {
+      prompts.push_back(prompts[rng() % prompts.size()]);  // a repeat: all but its last token hit
+      continue;
+    }
+    std::vector<int32_t> p = systems[rng() % systems.size()];
+    const int tail = 1 + static_cast<int>(rng() % 20);
+    for (int t = 0; t < tail; ++t) p.push_back(static_cast<int32_t>(3 + rng() % 90));
+    prompts.push_back(std::move(p));
+  }
+  return prompts;
+}
+
+TEST_CASE(
+    "prefix cache: greedy outputs are identical with the cache on and off, with "
+    "preemptions and cancellations mixed in",
+    "[engine][prefix]") {
+  auto dir = testing::WriteRandomModel("prefix");
+  const auto prompts = SharedPrefixPrompts(24, 3);
+  EngineOptions off = CpuOptions(dir.string());
+  off.prefix_cache.enabled = false;
+  const auto expected = RunAlone(off, prompts, 24);
+
+  EngineOptions on = CpuOptions(dir.string());
+  on.max_batch_tokens = 48;  // chunked prefill
+  auto config = LoadModelConfig(dir.string());
+  on.kv_cache_bytes = 14 * 16 * config->KvBytesPerToken();  // too few blocks: preemptions
+  auto engine = CreateEngine(on);
+  REQUIRE(engine.ok());
+  // Cancelled requests share the prefixes too: their blocks must not be freed from under others.
+  Collector c;
+  std::vector<RequestId> cancel;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    REQUIRE((*engine)->Submit(Greedy(prompts[i], 24, c, static_cast<int>(i))).ok());
+    if (i % 6 == 5) {
+      auto id = (*engine)->Submit(Greedy(prompts[i], 100, c, 1000 + static_cast<int>(i)));
+      REQUIRE(id.ok());
+      cancel.push_back(*id);
+    }
+  }
+  REQUIRE(c.WaitTokens(1005, 2));
+  for (RequestId id : cancel) (*engine)->Cancel(id);
+  REQUIRE(c.WaitFinished(static_cast<int>(prompts.size() + cancel.size())));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    INFO("request " << i);
+    CHECK(c.Get(static_cast<int>(i)).tokens == expected[i]);
+  }
+  // Alone, one after another, every repeat and shared system prompt hits.
+  const auto again = RunAlone(on, prompts, 24);
+  CHECK(again == expected);
+  CHECK(testing::Eventually([&] {
+    EngineLoad load = (*engine)->Load();
+    return load.kv_blocks_used == 0 && load.running == 0;
+  }));
+  const EngineLoad load = (*engine)->Load();
+  CHECK(load.preemptions > 0);
+  CHECK(load.prefix_hit_tokens > 0);
+  CHECK(load.kv_blocks_cached > 0);
+}
+
+TEST_CASE(
+    "prefix cache: a repeated prompt prefills only its last token; another salt shares "
+    "nothing",
+    "[engine][prefix]") {
+  auto dir = testing::WriteRandomModel("prefix-salt");
+  auto engine = CreateEngine(CpuOptions(dir.string()));
+  REQUIRE(engine.ok());
+  std::vector<int32_t> prompt(48);
+  for (int i = 0; i < 48; ++i) prompt[i] = 3 + i;
+  Collector c;
+  REQUIRE((*engine)->Submit(Greedy(prompt, 4, c, 0)).ok());
+  REQUIRE(c.WaitFinished(1));
+  REQUIRE(testing::Eventually([&] { return (*engine)->Load().prefix_miss_tokens == 48; }));
+  REQUIRE((*engine)->Submit(Greedy(prompt, 4, c, 1)).ok());
+  REQUIRE(c.WaitFinished(2));
+  CHECK(c.Get(1).tokens == c.Get(0).tokens);
+  REQUIRE(testing::Eventually([&] { return (*engine)->Load().prefix_miss_tokens == 48 + 16; }));
+  CHECK((*engine)->Load().prefix_hit_tokens == 32);  // all full blocks but the last token's
+  GenerateRequest salted = Greedy(prompt, 4, c, 2);
+  salted.cache_salt = "tenant-b";
+  REQUIRE((*engine)->Submit(salted).ok());
+  REQUIRE(c.WaitFinished(3));
+  CHECK(c.Get(2).tokens == c.Get(0).tokens);
+  REQUIRE(
+      testing::Eventually([&] { return (*engine)->Load().prefix_miss_tokens == 48 + 16 + 48; }));
+  CHECK((*engine)->Load().prefix_hit_tokens == 32);
+}
+
 TEST_CASE("cancelling requests returns every KV block", "[engine]") {
   auto dir = testing::WriteRandomModel("cancel");
   Collector c;
