@@ -97,7 +97,7 @@ def plot_weights(data, out):
                         marker="o", label="(b) one process: peer and node share the cores")
         if peer.get("bound_gbps"):
             ax.axhline(0.7 * peer["bound_gbps"], color=line.get_color(), linestyle=":",
-                       label=f"0.7 × its bound ({peer['bound_gbps']:.2f} GB/s)")
+                       label=f"0.7 × its bound of {peer['bound_gbps']:.2f} GB/s")
         plotted = True
     split = data.get("pull_split_cores") or {}
     if split.get("by_streams"):
@@ -106,7 +106,7 @@ def plot_weights(data, out):
                         marker="s", label="(d) split cores: peer on one CPU, node on another")
         if split.get("bound_gbps"):
             ax.axhline(0.7 * split["bound_gbps"], color=line.get_color(), linestyle="--",
-                       label=f"0.7 × its bound ({split['bound_gbps']:.2f} GB/s)")
+                       label=f"0.7 × its bound of {split['bound_gbps']:.2f} GB/s")
         if split.get("diagnostic_disk_write_gbps"):
             ax.axhline(split["diagnostic_disk_write_gbps"], color="grey", linestyle="-.",
                        label=f"disk O_DIRECT write ({split['diagnostic_disk_write_gbps']:.2f} GB/s)")
