@@ -16,11 +16,14 @@ KvCache::KvCache(int32_t num_blocks, int32_t block_size, PrefixCacheOptions pref
       refs_(static_cast<size_t>(std::max(0, num_blocks)), 0),
       published_(static_cast<size_t>(std::max(0, num_blocks)), 0),
       hash_(static_cast<size_t>(std::max(0, num_blocks))),
+      position_(static_cast<size_t>(std::max(0, num_blocks)), 0),
       lru_prev_(static_cast<size_t>(std::max(0, num_blocks)) + 1, kNone),
       lru_next_(static_cast<size_t>(std::max(0, num_blocks)) + 1, kNone) {
   EXA_CHECK(num_blocks >= 0 && block_size > 0) << num_blocks << " blocks of " << block_size;
   EXA_CHECK(prefix.max_cached_fraction >= 0 && prefix.max_cached_fraction <= 1)
       << "max_cached_fraction " << prefix.max_cached_fraction;
+  EXA_CHECK(prefix.report_every_blocks >= 1)
+      << "report_every_blocks " << prefix.report_every_blocks;
   max_cached_blocks_ = static_cast<int32_t>(std::floor(prefix.max_cached_fraction * num_blocks));
   free_.reserve(num_blocks);
   for (int32_t b = num_blocks - 1; b >= 0; --b) free_.push_back(b);
@@ -58,12 +61,13 @@ void KvCache::LruRemove(int32_t b) {
   --lru_size_;
 }
 
-void KvCache::Record(bool stored, const BlockHash& hash) {
+void KvCache::Record(bool stored, int32_t block) {
+  if ((position_[block] + 1) % prefix_.report_every_blocks != 0) return;
   if (events_.size() >= kMaxPendingEvents) {
     events_.clear();  // the consumer resynchronises from a snapshot instead
     events_lost_ = true;
   }
-  if (!events_lost_) events_.push_back({stored, hash});
+  if (!events_lost_) events_.push_back({stored, hash_[block]});
 }
 
 void KvCache::Evict(int32_t b) {
@@ -71,7 +75,7 @@ void KvCache::Evict(int32_t b) {
   by_hash_.erase(hash_[b]);
   published_[b] = 0;
   ++evictions_;
-  Record(false, hash_[b]);
+  Record(false, b);
 }
 
 int32_t KvCache::TakeBlock() {
@@ -154,13 +158,14 @@ void KvCache::Publish(const std::vector<int32_t>& table, std::span<const BlockHa
     if (!by_hash_.try_emplace(hashes[i], b).second) continue;  // computed twice: stays private
     published_[b] = 1;
     hash_[b] = hashes[i];
+    position_[b] = static_cast<int32_t>(i);
 #ifndef NDEBUG
     block_tokens_[b].assign(tokens.begin() + static_cast<int64_t>(i) * block_size_,
                             tokens.begin() + static_cast<int64_t>(i + 1) * block_size_);
 #else
     (void)tokens;
 #endif
-    Record(true, hashes[i]);
+    Record(true, b);
   }
 }
 
@@ -173,7 +178,9 @@ std::vector<CacheEvent> KvCache::TakeEvents() {
 std::vector<BlockHash> KvCache::Snapshot() {
   std::vector<BlockHash> out;
   out.reserve(by_hash_.size());
-  for (const auto& [hash, block] : by_hash_) out.push_back(hash);
+  for (const auto& [hash, block] : by_hash_) {
+    if ((position_[block] + 1) % prefix_.report_every_blocks == 0) out.push_back(hash);
+  }
   events_.clear();
   events_lost_ = false;
   return out;

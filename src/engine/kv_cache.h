@@ -13,9 +13,10 @@
 // all of it and is never written again: sequences only write past their last full shared block,
 // so sharing needs no copy-on-write. Partial blocks are never published.
 //
-// Every publish and eviction is recorded as an event (stored / evicted hash) for the replica's
-// cached-block report; at most kMaxPendingEvents wait to be taken, beyond which they are dropped
-// and events_lost() tells the consumer to resynchronise from Snapshot().
+// Publishes and evictions of every report_every_blocks-th block of a chain are recorded as
+// events (stored / evicted hash) for the replica's cached-block report; at most kMaxPendingEvents
+// wait to be taken, beyond which they are dropped and events_lost() tells the consumer to
+// resynchronise from Snapshot().
 //
 // Thread safety: none; owned by the engine thread.
 #pragma once
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "common/prefix_delta.h"
 #include "engine/model_config.h"
 #include "engine/prefix_hash.h"
 
@@ -34,12 +36,13 @@ struct PrefixCacheOptions {
   bool enabled = true;
   // Unreferenced cached blocks may hold at most this fraction of the cache; 1: all of it.
   double max_cached_fraction = 1.0;
+  // Events are recorded for every this-many-th block of a chain only (positions k-1, 2k-1, ...):
+  // a chained hash names its whole prefix, so a reader still finds a request's cached prefix,
+  // to within k blocks, at 1/k of the report's bandwidth.
+  int32_t report_every_blocks = 4;
 };
 
-struct CacheEvent {
-  bool stored = false;  // false: evicted
-  BlockHash hash;
-};
+using ::exa::CacheEvent;
 
 class KvCache {
  public:
@@ -90,7 +93,8 @@ class KvCache {
   std::vector<CacheEvent> TakeEvents();
   // Whether events were dropped since the last Snapshot (the pending list was full).
   bool events_lost() const { return events_lost_; }
-  // Every published hash; clears events_lost() and the pending events, which it supersedes.
+  // Every published hash recorded in events (report_every_blocks); clears events_lost() and the
+  // pending events, which it supersedes.
   std::vector<BlockHash> Snapshot();
 
   // Checks every invariant (reference counts against `tables`, the LRU list, the hash index);
@@ -104,7 +108,7 @@ class KvCache {
   void LruPush(int32_t b);
   void LruRemove(int32_t b);
   void Evict(int32_t b);
-  void Record(bool stored, const BlockHash& hash);
+  void Record(bool stored, int32_t block);
   void TrimCached();
 
   int32_t num_blocks_;
@@ -115,6 +119,7 @@ class KvCache {
   std::vector<int32_t> refs_;
   std::vector<uint8_t> published_;
   std::vector<BlockHash> hash_;
+  std::vector<int32_t> position_;  // a published block's index in its chain
   // Unreferenced published blocks, least recently used first: a list threaded through the block
   // numbers, with block num_blocks_ as its sentinel.
   std::vector<int32_t> lru_prev_, lru_next_;

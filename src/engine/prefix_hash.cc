@@ -10,10 +10,7 @@ namespace exa::engine {
 namespace {
 
 BlockHash FromDigest(const unsigned char* d) {
-  BlockHash h;
-  for (int i = 0; i < 8; ++i) h.hi = (h.hi << 8) | d[i];
-  for (int i = 8; i < 16; ++i) h.lo = (h.lo << 8) | d[i];
-  return h;
+  return BlockHash::FromBytes(reinterpret_cast<const char*>(d));
 }
 
 void PutU64(uint64_t v, unsigned char* out) {
@@ -24,16 +21,6 @@ void PutU64(uint64_t v, unsigned char* out) {
 }
 
 }  // namespace
-
-std::string BlockHash::ToHex() const {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out(32, '0');
-  for (int i = 0; i < 16; ++i) {
-    out[15 - i] = kDigits[(hi >> (4 * i)) & 0xf];
-    out[31 - i] = kDigits[(lo >> (4 * i)) & 0xf];
-  }
-  return out;
-}
 
 struct PrefixHasher::Context {
   EVP_MD_CTX* md = nullptr;

@@ -21,20 +21,11 @@
 #include <string_view>
 #include <vector>
 
+#include "common/hash128.h"
+
 namespace exa::engine {
 
-struct BlockHash {
-  uint64_t hi = 0;
-  uint64_t lo = 0;
-
-  friend bool operator==(const BlockHash&, const BlockHash&) = default;
-  template <typename H>
-  friend H AbslHashValue(H h, const BlockHash& b) {
-    return H::combine(std::move(h), b.hi, b.lo);
-  }
-  // 32 lowercase hex digits.
-  std::string ToHex() const;
-};
+using BlockHash = Hash128;
 
 class PrefixHasher {
  public:

@@ -4,8 +4,12 @@
 
 namespace exa::engine {
 
-PrefixJournal::PrefixJournal(uint64_t epoch, size_t capacity, size_t max_snapshot)
-    : epoch_(epoch), capacity_(std::max<size_t>(1, capacity)), max_snapshot_(max_snapshot) {}
+PrefixJournal::PrefixJournal(uint64_t epoch, int32_t report_every_blocks, size_t capacity,
+                             size_t max_snapshot)
+    : epoch_(epoch),
+      report_every_blocks_(std::max(1, report_every_blocks)),
+      capacity_(std::max<size_t>(1, capacity)),
+      max_snapshot_(max_snapshot) {}
 
 void PrefixJournal::AppendLocked(const CacheEvent& e) {
   if (e.stored) {
@@ -33,23 +37,26 @@ void PrefixJournal::Reset(std::span<const BlockHash> hashes) {
   reset_seq_ = last_seq_;
 }
 
-PrefixCacheDelta PrefixJournal::Since(uint64_t epoch, uint64_t cursor, size_t max_hashes) const {
+PrefixCacheDelta PrefixJournal::Since(uint64_t epoch, uint64_t cursor, size_t max_events,
+                                      size_t max_snapshot) const {
   absl::MutexLock lock(&mu_);
   PrefixCacheDelta d;
   d.epoch = epoch_;
+  d.report_every_blocks = report_every_blocks_;
   const uint64_t first_kept = last_seq_ - events_.size();  // events (first_kept, last_seq_]
   if (epoch != epoch_ || cursor < reset_seq_ || cursor < first_kept || cursor > last_seq_) {
     d.snapshot = true;
     d.to = last_seq_;
-    d.events.reserve(std::min(current_.size(), max_snapshot_));
+    const size_t limit = std::min(max_snapshot, max_snapshot_);
+    d.events.reserve(std::min(current_.size(), limit));
     for (const BlockHash& h : current_) {
-      if (d.events.size() >= max_snapshot_) break;
+      if (d.events.size() >= limit) break;
       d.events.push_back({true, h});
     }
     return d;
   }
   d.from = cursor;
-  const size_t n = std::min<uint64_t>(last_seq_ - cursor, max_hashes);
+  const size_t n = std::min<uint64_t>(last_seq_ - cursor, max_events);
   const size_t start = static_cast<size_t>(cursor - first_kept);
   d.events.assign(events_.begin() + static_cast<int64_t>(start),
                   events_.begin() + static_cast<int64_t>(start + n));
@@ -60,6 +67,11 @@ PrefixCacheDelta PrefixJournal::Since(uint64_t epoch, uint64_t cursor, size_t ma
 uint64_t PrefixJournal::last_seq() const {
   absl::MutexLock lock(&mu_);
   return last_seq_;
+}
+
+std::vector<BlockHash> PrefixJournal::Hashes() const {
+  absl::MutexLock lock(&mu_);
+  return {current_.begin(), current_.end()};
 }
 
 size_t PrefixJournal::size() const {

@@ -4,9 +4,9 @@
 // last `capacity` events and the current set; a reader whose cursor fell out of the window, or
 // who comes from another epoch (the replica restarted), gets a snapshot of the set instead.
 //
-// Bounded: `capacity` events; a delta carries at most `max_hashes` hashes (the rest follow in the
-// next one); a snapshot at most `max_snapshot` hashes (past it the reader under-reports what the
-// replica holds, which only costs routing a hit it did not know of).
+// Bounded: `capacity` events; a delta carries at most the reader's `max_events` (the rest follow
+// in the next one); a snapshot at most `max_snapshot` hashes (past it the reader under-reports
+// what the replica holds, which only costs routing a hit it did not know of).
 //
 // Thread safety: every method may be called from any thread (one mutex).
 #pragma once
@@ -19,28 +19,22 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
+#include "common/prefix_delta.h"
 #include "engine/kv_cache.h"
 #include "engine/prefix_hash.h"
 
 namespace exa::engine {
 
-struct PrefixCacheDelta {
-  uint64_t epoch = 0;
-  // When true, `events` (all stored) replace the reader's set; else they are the events in
-  // (from, to], in order (a hash may be stored, evicted and stored again).
-  bool snapshot = false;
-  uint64_t from = 0;
-  uint64_t to = 0;
-  std::vector<CacheEvent> events;
-  bool empty() const { return !snapshot && events.empty(); }
-};
+using ::exa::PrefixCacheDelta;
 
 class PrefixJournal {
  public:
   static constexpr size_t kDefaultCapacity = 1 << 16;
   static constexpr size_t kDefaultMaxSnapshot = 1 << 18;
 
-  explicit PrefixJournal(uint64_t epoch, size_t capacity = kDefaultCapacity,
+  // `report_every_blocks`: the cache's (kv_cache.h), carried in every delta.
+  explicit PrefixJournal(uint64_t epoch, int32_t report_every_blocks = 1,
+                         size_t capacity = kDefaultCapacity,
                          size_t max_snapshot = kDefaultMaxSnapshot);
 
   // Engine thread: appends `events` (numbered next_seq() onwards).
@@ -49,11 +43,14 @@ class PrefixJournal {
   void Reset(std::span<const BlockHash> hashes) ABSL_LOCKS_EXCLUDED(mu_);
 
   // What a reader that has seen everything up to `cursor` of `epoch` needs next: at most
-  // `max_hashes` events after it, or a snapshot when they are no longer kept.
-  PrefixCacheDelta Since(uint64_t epoch, uint64_t cursor, size_t max_hashes) const
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // `max_events` events after it, or a snapshot of at most `max_snapshot` hashes (and the
+  // journal's own bound) when they are no longer kept.
+  PrefixCacheDelta Since(uint64_t epoch, uint64_t cursor, size_t max_events,
+                         size_t max_snapshot = kDefaultMaxSnapshot) const ABSL_LOCKS_EXCLUDED(mu_);
 
   uint64_t epoch() const { return epoch_; }
+  // The current set (tests, diagnostics).
+  std::vector<BlockHash> Hashes() const ABSL_LOCKS_EXCLUDED(mu_);
   uint64_t last_seq() const ABSL_LOCKS_EXCLUDED(mu_);
   size_t size() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -61,6 +58,7 @@ class PrefixJournal {
   void AppendLocked(const CacheEvent& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const uint64_t epoch_;
+  const int32_t report_every_blocks_;
   const size_t capacity_;
   const size_t max_snapshot_;
   mutable absl::Mutex mu_;

@@ -39,6 +39,8 @@ class SimReplica {
   absl::Time NextStepTime() const;
   EngineLoad Load() const { return core_->Load(); }
   const EngineInfo& info() const { return core_->info(); }
+  // Moves the cache's stored / evicted events into `journal` (EngineCore::PublishCacheEvents).
+  void PublishCacheEvents(PrefixJournal& journal) { core_->PublishCacheEvents(journal); }
   absl::Time now() const { return clock_.Now(); }
 
  private:

@@ -52,6 +52,9 @@ void RegisterConfig(config::Schema& s, std::string_view section, GatewayOptions*
              PositiveInt);
   s.Add(p + ".max_prompt_bytes", &o->max_prompt_bytes, "largest prompt text accepted",
         config::Validator<config::Bytes>(config::PositiveBytes));
+  s.Add(p + ".isolate_prefix_cache", &o->isolate_prefix_cache,
+        "requests under different API keys never share prefix-cache blocks (a cache hit's "
+        "timing would tell one tenant what another sent)");
   s.Add(p + ".api_keys_file", &o->api_keys_file,
         "file of SHA-256 hashes of API keys (exaserve-cli apikey new); empty: no auth");
 }
@@ -130,14 +133,11 @@ absl::Status Frontend::LoadApiKeys() {
   return absl::OkStatus();
 }
 
-absl::Status Frontend::Authorize(std::string_view authorization) const {
-  if (!api_keys_) return absl::OkStatus();
+absl::StatusOr<std::string> Frontend::Authorize(std::string_view authorization) const {
+  if (!api_keys_) return std::string();
   absl::StatusOr<std::string> who = api_keys_->Check(authorization);
-  if (!who.ok()) {
-    auth_failures_.Increment();
-    return who.status();
-  }
-  return absl::OkStatus();
+  if (!who.ok()) auth_failures_.Increment();
+  return who;
 }
 
 absl::StatusOr<ModelView> Frontend::ResolveModel(const TextRequest& r) const {
@@ -193,6 +193,9 @@ absl::Status Frontend::Validate(const TextRequest& r) const {
   // A caller's request id ends up in every node's logs: short and printable only. It comes
   // from the x-request-id header (HTTP) or the request_id field (gRPC).
   constexpr std::string_view kIdSource = " (the x-request-id header, or gRPC request_id)";
+  if (r.cache_salt.size() > 256) {
+    return FieldError("cache_salt", StrCat(r.cache_salt.size(), " bytes; at most 256"));
+  }
   if (r.request_id.size() > 128) {
     return FieldError("request_id",
                       StrCat(r.request_id.size(), " characters; at most 128", kIdSource));
@@ -276,6 +279,10 @@ absl::StatusOr<std::shared_ptr<Call>> Frontend::Start(TextRequest r, EventSink s
   call->tried_.push_back(*replica);
   call->labels_ = std::move(labels);
   g.request_id = call->request_id_;
+  // Length-prefixed, so no tenant and salt pair can spell another's.
+  g.cache_salt = options_.isolate_prefix_cache
+                     ? StrCat(r.tenant.size(), ":", r.tenant, r.cache_salt)
+                     : r.cache_salt;
   call->request_ = g;  // kept for a retry (no callback yet)
   g.callback = MakeCallback(call, std::move(sink), absl::Now());
   auto id = backend_.Submit(*replica, std::move(g));

@@ -35,6 +35,10 @@ struct GatewayOptions {
   int max_tokens_limit = 4096;   // largest max_tokens accepted
   config::Bytes max_prompt_bytes{256 << 10};
   std::string api_keys_file;  // empty: the public API is open
+  // Requests under different API keys never share prefix-cache blocks
+  // (docs/architecture.md#prefix-cache: a cache hit is faster, which tells one tenant what
+  // another sent). Without API keys every request is the same tenant.
+  bool isolate_prefix_cache = true;
 };
 
 void RegisterConfig(config::Schema& schema, std::string_view section, GatewayOptions* options);
@@ -69,6 +73,10 @@ struct TextRequest {
   std::string max_tokens_field = "max_tokens";  // as the caller named it, for errors
   std::vector<std::string> stop;
   std::string request_id;  // empty: assigned
+  // Prefix caching: the client's salt (at most 256 bytes) and the tenant the gateway
+  // authenticated (its API key's name), which isolate_prefix_cache adds to the salt.
+  std::string cache_salt;
+  std::string tenant;
   // Values of the version-route headers the request carried (lower-case names).
   std::map<std::string, std::string> headers;
 };
@@ -124,7 +132,8 @@ class Frontend {
   // Loads gateway.api_keys_file when set. Call before serving.
   absl::Status LoadApiKeys();
   // OK when no keys are configured or `authorization` carries a known key; else UNAUTHENTICATED.
-  absl::Status Authorize(std::string_view authorization) const;
+  // The caller's tenant (its API key's name; "" when the API is open), or UNAUTHENTICATED.
+  absl::StatusOr<std::string> Authorize(std::string_view authorization) const;
 
   // From now on new requests get UNAVAILABLE; admitted ones run to completion.
   void StartDraining() { draining_ = true; }

@@ -41,6 +41,7 @@ absl::StatusOr<TextRequest> FromProto(const exaserve::v1::GenerateRequest& p) {
   r.sampling = node::SamplingFromProto(p.sampling());
   r.stop.assign(p.stop().begin(), p.stop().end());
   r.request_id = p.request_id();
+  r.cache_salt = p.cache_salt();
   return r;
 }
 
@@ -53,8 +54,9 @@ std::string_view AuthorizationMetadata(const grpc::CallbackServerContext* contex
 
 absl::StatusOr<TextRequest> InferenceService::Admit(
     grpc::CallbackServerContext* context, const exaserve::v1::GenerateRequest& request) const {
-  EXA_RETURN_IF_ERROR(frontend_.Authorize(AuthorizationMetadata(context)));
+  EXA_ASSIGN_OR_RETURN(std::string tenant, frontend_.Authorize(AuthorizationMetadata(context)));
   EXA_ASSIGN_OR_RETURN(TextRequest text, FromProto(request));
+  text.tenant = std::move(tenant);
   const auto& metadata = context->client_metadata();
   for (const std::string& name : frontend_.RouteHeaders()) {
     auto it = metadata.find(name);

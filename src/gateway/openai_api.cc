@@ -216,6 +216,12 @@ std::optional<ApiError> ParseCommon(const json& body, TextRequest* r, bool* stre
       *include_usage = usage->get<bool>();
     }
   }
+  if (auto it = body.find("cache_salt"); it != body.end() && !it->is_null()) {
+    if (!it->is_string()) {
+      return ApiError{400, "cache_salt: expected a string (at most 256 bytes)", "cache_salt"};
+    }
+    r->cache_salt = it->get<std::string>();
+  }
   if (auto it = body.find("user"); it != body.end() && it->is_string()) {
     r->request_id.clear();  // accepted for compatibility; not used for routing
   }
@@ -402,8 +408,9 @@ struct Exchange {
 
 void HandleGenerate(Frontend& frontend, bool chat, net::HttpRequest req,
                     std::shared_ptr<net::HttpResponder> responder) {
-  if (absl::Status auth = frontend.Authorize(req.Header("authorization")); !auth.ok()) {
-    responder->Respond(StatusResponse(auth));
+  absl::StatusOr<std::string> tenant = frontend.Authorize(req.Header("authorization"));
+  if (!tenant.ok()) {
+    responder->Respond(StatusResponse(tenant.status()));
     return;
   }
   json body;
@@ -418,6 +425,7 @@ void HandleGenerate(Frontend& frontend, bool chat, net::HttpRequest req,
     return;
   }
   TextRequest request;
+  request.tenant = *std::move(tenant);
   auto exchange = std::make_shared<Exchange>();
   exchange->chat = chat;
   exchange->responder = responder;
@@ -470,8 +478,8 @@ void AddOpenAiRoutes(net::HttpServer& server, Frontend& frontend) {
         HandleGenerate(frontend, /*chat=*/true, std::move(req), std::move(r));
       }));
   server.AddRoute("GET", "/v1/models", [&frontend](const net::HttpRequest& req) {
-    if (absl::Status auth = frontend.Authorize(req.Header("authorization")); !auth.ok()) {
-      return StatusResponse(auth);
+    if (auto tenant = frontend.Authorize(req.Header("authorization")); !tenant.ok()) {
+      return StatusResponse(tenant.status());
     }
     json data = json::array();
     for (const ModelView& m : frontend.Models()) {

@@ -1,5 +1,6 @@
 #include "gateway/remote_backend.h"
 
+#include <cstdint>
 #include <map>
 #include <set>
 
@@ -27,6 +28,51 @@ std::string ModelKey(const std::string& name, const std::string& version) {
 }
 
 }  // namespace
+
+absl::StatusOr<PrefixCacheDelta> PrefixCacheDeltaFromProto(
+    const exaserve::v1::PrefixCacheDelta& p) {
+  const std::string& hashes = p.hashes();
+  if (hashes.size() % 8 != 0) {
+    return absl::InvalidArgumentError(
+        StrCat("cache_delta.hashes: ", hashes.size(), " bytes; a multiple of 8 expected"));
+  }
+  const size_t n = hashes.size() / 8;
+  PrefixCacheDelta d;
+  d.snapshot = p.snapshot();
+  if (d.snapshot) {
+    if (!p.evicted_bits().empty()) {
+      return absl::InvalidArgumentError("cache_delta.evicted_bits: set on a snapshot");
+    }
+    if (p.report_every_blocks() < 1 || p.report_every_blocks() > 1024) {
+      return absl::InvalidArgumentError(StrCat(
+          "cache_delta.report_every_blocks: ", p.report_every_blocks(), "; expected 1-1024"));
+    }
+    d.epoch = p.epoch();
+    d.to = p.to_seq();
+    d.report_every_blocks = static_cast<int32_t>(p.report_every_blocks());
+  } else {
+    if (p.evicted_bits().size() != (n + 7) / 8) {
+      return absl::InvalidArgumentError(
+          StrCat("cache_delta.evicted_bits: ", p.evicted_bits().size(), " bytes for ", n,
+                 " events; ", (n + 7) / 8, " expected"));
+    }
+    if (p.from_seq() > UINT64_MAX - n) {
+      return absl::InvalidArgumentError(
+          StrCat("cache_delta.from_seq: ", p.from_seq(), " overflows with ", n, " events"));
+    }
+    d.from = p.from_seq();
+    d.to = d.from + n;
+  }
+  d.events.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t hi = 0;  // the hash's first 8 bytes: what reports carry and indexes key on
+    for (size_t b = 0; b < 8; ++b) hi = (hi << 8) | static_cast<unsigned char>(hashes[8 * i + b]);
+    d.events[i].hash = Hash128{hi, 0};
+    d.events[i].stored =
+        d.snapshot || (static_cast<unsigned char>(p.evicted_bits()[i / 8]) >> (i % 8) & 1) == 0;
+  }
+  return d;
+}
 
 // ---- Peer: one node that hosts replicas ---------------------------------------------------------
 
@@ -92,6 +138,7 @@ class RemoteBackend::Peer : public std::enable_shared_from_this<Peer> {
                             {r.pending_tokens(), r.running_sequences() + r.waiting_sequences(),
                              r.ready() && described_, r.blocked_sequences(), r.ttft_p99_ms(),
                              r.inter_token_p99_ms()});
+      if (r.has_cache_delta()) ApplyCacheDelta(r.replica_id(), r.cache_delta());
     }
     // A replica of a model this node did not serve when we asked (StartReplica since): ask again
     // for its tokenizer, at most once a second (a tokenizer we refuse stays unknown).
@@ -100,12 +147,32 @@ class RemoteBackend::Peer : public std::enable_shared_from_this<Peer> {
     for (auto it = replicas_.begin(); it != replicas_.end();) {
       if (seen.count(it->first) == 0) {
         owner_->table_.Remove(it->first);
+        owner_->prefix_index_.Remove(it->first);
         owner_->ClearRoute(it->first);
         it = replicas_.erase(it);
       } else {
         ++it;
       }
     }
+  }
+
+  // A replica's cached-block delta into the gateway's index. One that does not follow what the
+  // index has, or cannot be read, ends the stream: the next one starts with snapshots.
+  void ApplyCacheDelta(const std::string& replica_id, const exaserve::v1::PrefixCacheDelta& p)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    absl::StatusOr<PrefixCacheDelta> d = PrefixCacheDeltaFromProto(p);
+    if (d.ok() &&
+        owner_->prefix_index_.Apply(replica_id, *d) == router::PrefixIndex::Applied::kApplied) {
+      return;
+    }
+    owner_->prefix_index_.Remove(replica_id);
+    owner_->cache_resyncs_.Increment();
+    EXA_LOG_WARN(
+        "gateway", "cached-block report out of step; resynchronising",
+        {{"node", node_id_},
+         {"replica", replica_id},
+         {"error", d.ok() ? std::string("gap") : std::string(ToStd(d.status().message()))}});
+    if (watch_ != nullptr) watch_->Cancel();
   }
 
   // The load stream ended: nothing here is routable until it is back.
@@ -325,6 +392,9 @@ RemoteBackend::RemoteBackend(std::string self_node_id, ReplicaBackend* local,
       stream_breaks_(registry.SimpleCounter(
           "exaserve_gateway_load_stream_breaks_total",
           "Node load streams that ended unexpectedly (the node's replicas left routing).")),
+      cache_resyncs_(registry.SimpleCounter(
+          "exaserve_gateway_prefix_cache_resyncs_total",
+          "Replica cached-block reports out of step (a load stream restarted to resynchronise).")),
       remote_calls_(registry.SimpleCounter("exaserve_gateway_remote_calls_total",
                                            "Generate calls sent to replicas on other nodes.")),
       remote_failures_(registry.SimpleCounter(
@@ -499,6 +569,7 @@ absl::StatusOr<engine::RequestId> RemoteBackend::Submit(const std::string& repli
   node::SamplingToProto(request.sampling, g->mutable_sampling());
   for (const std::string& stop : request.stop_strings) g->add_stop(stop);
   g->set_request_id(request.request_id);
+  g->set_cache_salt(request.cache_salt);
   remote_calls_.Increment();
   call->Start(peer->stub(), std::move(p));
   return id;

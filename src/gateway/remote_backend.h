@@ -27,9 +27,13 @@
 #include "gateway/frontend.h"
 #include "membership/member.h"
 #include "metrics/registry.h"
+#include "router/prefix_index.h"
 #include "router/replica_table.h"
 
 namespace exa::gateway {
+
+// A load report's cached-block delta in plain form; INVALID_ARGUMENT names what is malformed.
+absl::StatusOr<PrefixCacheDelta> PrefixCacheDeltaFromProto(const exaserve::v1::PrefixCacheDelta& p);
 
 class RemoteBackend final : public ReplicaBackend {
  public:
@@ -51,6 +55,8 @@ class RemoteBackend final : public ReplicaBackend {
 
   // Nodes with an open load stream (for tests and /status).
   int watched_nodes() const;
+  // What each remote replica holds in its prefix cache, from the load streams.
+  const router::PrefixIndex& prefix_index() const { return prefix_index_; }
 
   class Peer;
   class RemoteCall;
@@ -86,7 +92,9 @@ class RemoteBackend final : public ReplicaBackend {
   std::atomic<engine::RequestId> next_id_{1};
   std::atomic<int> reactors_open_{0};  // load watches and DescribeModels calls in flight
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  router::PrefixIndex prefix_index_;
   metrics::Counter& stream_breaks_;
+  metrics::Counter& cache_resyncs_;
   metrics::Counter& remote_calls_;
   metrics::Counter& remote_failures_;
 };

@@ -14,7 +14,9 @@ namespace exa::node {
 using exaserve::v1::LoadReport;
 
 // One WatchLoad stream. Publish hands it the newest report; only one write is in flight and a
-// report that arrives meanwhile replaces the pending one.
+// report that arrives meanwhile replaces the pending one. The replicas' cached-block deltas are
+// added as each report goes out, from this stream's own cursors (prefix_delta.h), so a replaced
+// report loses no cache event.
 class NodeService::Watcher final : public grpc::ServerWriteReactor<LoadReport> {
  public:
   // `registered`: the service owns it and deletes it after OnDone; else it deletes itself.
@@ -24,20 +26,19 @@ class NodeService::Watcher final : public grpc::ServerWriteReactor<LoadReport> {
       : registered_(registered), min_interval_(min_interval) {}
   bool done() const { return done_.load(); }
 
-  void Offer(const LoadReport& report) {
+  void Offer(const LoadReport& report, std::shared_ptr<const Engines> engines) {
     absl::MutexLock lock(&mu_);
     if (finished_) return;
     const absl::Time now = absl::Now();
     if (writing_ || now - last_write_ < min_interval_) {
       pending_ = report;
+      pending_engines_ = std::move(engines);
       has_pending_ = true;
       return;
     }
     current_ = report;
     has_pending_ = false;
-    writing_ = true;
-    last_write_ = now;
-    StartWrite(&current_);
+    WriteLocked(now, engines.get());
   }
   void End(grpc::Status status) {
     absl::MutexLock lock(&mu_);
@@ -53,9 +54,8 @@ class NodeService::Watcher final : public grpc::ServerWriteReactor<LoadReport> {
     if (has_pending_ && now - last_write_ >= min_interval_) {
       current_ = std::move(pending_);
       has_pending_ = false;
-      writing_ = true;
-      last_write_ = now;
-      StartWrite(&current_);
+      std::shared_ptr<const Engines> engines = std::move(pending_engines_);
+      WriteLocked(now, engines.get());
     }
   }
   void OnCancel() override { End(grpc::Status::CANCELLED); }
@@ -69,14 +69,85 @@ class NodeService::Watcher final : public grpc::ServerWriteReactor<LoadReport> {
   }
 
  private:
+  void WriteLocked(absl::Time now, const Engines* engines) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (engines != nullptr) {
+      AddCacheDeltas(
+          current_,
+          [engines](const std::string& id) -> const engine::PrefixJournal* {
+            auto it = engines->find(id);
+            return it == engines->end() || it->second == nullptr ? nullptr
+                                                                 : it->second->prefix_journal();
+          },
+          cursors_, now);
+    }
+    writing_ = true;
+    last_write_ = now;
+    StartWrite(&current_);
+  }
+
   const bool registered_;
   const absl::Duration min_interval_;
   absl::Time last_write_ = absl::InfinitePast();
   std::atomic<bool> done_{false};
   absl::Mutex mu_;
-  LoadReport current_, pending_;
-  bool writing_ = false, has_pending_ = false, finished_ = false;
+  LoadReport current_ ABSL_GUARDED_BY(mu_), pending_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const Engines> pending_engines_ ABSL_GUARDED_BY(mu_);
+  CacheCursors cursors_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool has_pending_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
+
+void ToProto(const PrefixCacheDelta& d, exaserve::v1::PrefixCacheDelta* p) {
+  std::string hashes;
+  hashes.reserve(d.events.size() * 8);
+  for (const CacheEvent& e : d.events) hashes.append(e.hash.ToBytes(), 0, 8);
+  p->set_hashes(std::move(hashes));
+  if (d.snapshot) {  // the header only here: a delta follows the snapshot of its epoch
+    p->set_snapshot(true);
+    p->set_epoch(d.epoch);
+    p->set_to_seq(d.to);
+    p->set_report_every_blocks(static_cast<uint32_t>(d.report_every_blocks));
+    return;
+  }
+  p->set_from_seq(d.from);
+  std::string bits((d.events.size() + 7) / 8, '\0');
+  for (size_t i = 0; i < d.events.size(); ++i) {
+    if (!d.events[i].stored) bits[i / 8] = static_cast<char>(bits[i / 8] | (1 << (i % 8)));
+  }
+  p->set_evicted_bits(std::move(bits));
+}
+
+void AddCacheDeltas(LoadReport& report, const JournalOf& journal_of, CacheCursors& cursors,
+                    absl::Time now) {
+  size_t budget = kMaxCacheEventsPerReport;
+  CacheCursors kept;
+  for (int i = 0; i < report.replicas_size(); ++i) {
+    auto* p = report.mutable_replicas(i);
+    const engine::PrefixJournal* journal = journal_of(p->replica_id());
+    if (journal == nullptr) continue;
+    CacheCursor cursor = cursors[p->replica_id()];
+    // A replica's events wait up to kCacheDeltaInterval to go out together (each delta carries
+    // a header), unless there are many; a snapshot (new stream, restart) goes at once.
+    const uint64_t last = journal->last_seq();
+    const bool due = cursor.epoch != journal->epoch() ||
+                     (last > cursor.seq && (last - cursor.seq >= kEagerCacheEvents ||
+                                            now - cursor.sent >= kCacheDeltaInterval));
+    if (budget > 0 && due) {
+      PrefixCacheDelta d =
+          journal->Since(cursor.epoch, cursor.seq, std::min(budget, kMaxCacheEventsPerReplica),
+                         std::min(budget, kMaxCacheSnapshotPerReplica));
+      // A snapshot larger than what is left of this report waits for the next one.
+      if (!d.empty() && d.events.size() <= budget) {
+        budget -= d.events.size();
+        cursor = {d.epoch, d.to, now};
+        ToProto(d, p->mutable_cache_delta());
+      }
+    }
+    kept[p->replica_id()] = cursor;  // replicas no longer reported are forgotten
+  }
+  cursors = std::move(kept);
+}
 
 namespace {
 
@@ -142,6 +213,7 @@ grpc::ServerWriteReactor<exaserve::v1::GenerateResponse>* NodeService::Generate(
     g.sampling = SamplingFromProto(p.sampling());
     g.stop_strings.assign(p.stop().begin(), p.stop().end());
     g.request_id = p.request_id();
+    g.cache_salt = p.cache_salt();
     EXA_LOG_DEBUG("node", "request started",
                   {{"request_id", g.request_id},
                    {"replica", replica_id},
@@ -207,7 +279,7 @@ grpc::ServerWriteReactor<LoadReport>* NodeService::WatchLoad(
   }
   auto* watcher = new Watcher(/*registered=*/true, min_interval);
   watchers_.push_back(watcher);
-  watcher->Offer(SnapshotLocked());  // a new gateway learns the replicas at once
+  watcher->Offer(SnapshotLocked(), EnginesNow());  // a new gateway learns the replicas at once
   return watcher;
 }
 
@@ -372,9 +444,19 @@ LoadReport NodeService::SnapshotLocked() {
     p->set_model(r->model->name);
     p->set_version(r->model->version);
     p->set_ready(routable_(r->id));
+    p->set_kv_blocks_cached(load.kv_blocks_cached);
+    p->set_kv_evictions(load.kv_evictions);
+    p->set_prefix_hit_tokens(load.prefix_hit_tokens);
+    p->set_prefix_miss_tokens(load.prefix_miss_tokens);
     for (const auto& [k, v] : host_.LabelsOf(r->id)) (*p->mutable_labels())[k] = v;
   }
   return report;
+}
+
+std::shared_ptr<const Engines> NodeService::EnginesNow() const {
+  auto engines = std::make_shared<Engines>();
+  for (const auto& r : host_.replicas()) (*engines)[r->id] = r->engine;
+  return engines;
 }
 
 void NodeService::Publish() {
@@ -382,7 +464,8 @@ void NodeService::Publish() {
   ReapLocked();
   if (watchers_.empty()) return;
   LoadReport report = SnapshotLocked();
-  for (Watcher* w : watchers_) w->Offer(report);
+  std::shared_ptr<const Engines> engines = EnginesNow();
+  for (Watcher* w : watchers_) w->Offer(report, engines);
 }
 
 void NodeService::Stop() {

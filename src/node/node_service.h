@@ -18,12 +18,45 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/prefix_delta.h"
 #include "exaserve/v1/node.grpc.pb.h"
 #include "metrics/registry.h"
 #include "node/replica_host.h"
 
 namespace exa::node {
+
+// The engines of a report's replicas, by replica id (their cached-block journals).
+using Engines = absl::flat_hash_map<std::string, std::shared_ptr<engine::Engine>>;
+// Where one load stream stands in each replica's journal.
+struct CacheCursor {
+  uint64_t epoch = 0;
+  uint64_t seq = 0;
+  absl::Time sent = absl::InfinitePast();
+};
+using CacheCursors = absl::flat_hash_map<std::string, CacheCursor>;
+
+// Cached-block events per replica and per report (docs/architecture.md#prefix-cache): 8 bytes
+// each, so a report stays under 512 KiB of deltas; a replica's snapshot that does not fit what is
+// left of a report goes out in a later one, and one holds at most 32768 hashes (512 Ki tokens of
+// 16-token blocks; past it the gateway does not know of the rest).
+inline constexpr size_t kMaxCacheEventsPerReplica = 4096;
+inline constexpr size_t kMaxCacheSnapshotPerReplica = 32768;
+// A replica's events go out at most this often per stream, or sooner once this many wait: the
+// gateway's index trails the replica by at most half a second.
+inline constexpr absl::Duration kCacheDeltaInterval = absl::Milliseconds(500);
+inline constexpr uint64_t kEagerCacheEvents = 1024;
+inline constexpr size_t kMaxCacheEventsPerReport = 65536;
+
+// The cached-block journal of a replica by id (null: none).
+using JournalOf = std::function<const engine::PrefixJournal*(const std::string&)>;
+// Adds to each replica of `report` what its journal recorded past `cursors` (advancing them),
+// within the bounds above; the edge between the engine's plain deltas and the proto.
+void AddCacheDeltas(exaserve::v1::LoadReport& report, const JournalOf& journal_of,
+                    CacheCursors& cursors, absl::Time now);
+void ToProto(const PrefixCacheDelta& delta, exaserve::v1::PrefixCacheDelta* out);
 
 class NodeService final : public exaserve::v1::Node::CallbackService {
  public:
@@ -81,6 +114,8 @@ class NodeService final : public exaserve::v1::Node::CallbackService {
 
  private:
   exaserve::v1::LoadReport SnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The loaded replicas' engines by id, for the cached-block deltas of the reports.
+  std::shared_ptr<const Engines> EnginesNow() const;
   void FillStatus(const ReplicaView& view, exaserve::v1::ReplicaStatus* out) const;
   // Deletes the watchers gRPC is done with.
   void ReapLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -95,6 +95,16 @@ void RegisterConfig(config::Schema& s, std::string_view section, InferenceOption
   s.Add<int>(p + ".max_running", &o->max_running, "sequences batched at once", Positive);
   s.Add<int>(p + ".max_queue", &o->max_queue,
              "requests waiting per replica; beyond this: RESOURCE_EXHAUSTED", Positive);
+  s.Add(p + ".prefix_cache.enabled", &o->prefix_cache.enabled,
+        "reuse the KV blocks of prompt prefixes earlier requests computed");
+  s.Add<double>(p + ".prefix_cache.max_cached_fraction", &o->prefix_cache.max_cached_fraction,
+                "share of the KV cache unreferenced cached blocks may hold", [](const double& v) {
+                  return v >= 0 && v <= 1 ? std::string() : StrCat(v, ": must be in [0, 1]");
+                });
+  s.Add<int>(
+      p + ".prefix_cache.report_every_blocks", &o->prefix_cache.report_every_blocks,
+      "report every this-many-th cached block of a chain to gateways (1-1024)",
+      [](const int& v) { return v >= 1 && v <= 1024 ? "" : StrCat(v, ": expected 1-1024"); });
 }
 
 std::string FindBundledModel() {
@@ -164,6 +174,9 @@ engine::EngineOptions ReplicaHost::EngineOptionsFor(const ServedModel& model,
   eo.max_batch_tokens = options_.max_batch_tokens;
   eo.max_running = options_.max_running;
   eo.max_queue = options_.max_queue;
+  eo.prefix_cache = options_.prefix_cache;
+  // Replicas of one model and version on one backend compute the same K and V for a prefix.
+  eo.prefix_cache_namespace = StrCat(model.name, "@", model.version, "/", backend);
   const auto& slow = options_.sim_slow_versions;
   const double slowdown =
       slow.empty() || std::find(slow.begin(), slow.end(), model.version) != slow.end()

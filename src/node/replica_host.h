@@ -40,6 +40,8 @@ struct InferenceOptions {
   int max_batch_tokens = 512;
   int max_running = 64;
   int max_queue = 256;
+  // Automatic prefix caching (docs/architecture.md#prefix-cache).
+  engine::PrefixCacheOptions prefix_cache;
   // sim backend only: every modeled step takes this many times longer (a slow-replica drill).
   double sim_slowdown = 1.0;
   // sim backend: the versions sim_slowdown applies to (a bad-release drill); empty: every replica.

@@ -1,5 +1,6 @@
 #include "node/replica_metrics.h"
 
+#include <algorithm>
 #include <set>
 
 namespace exa::node {
@@ -28,6 +29,16 @@ ReplicaMetrics::ReplicaMetrics(const ReplicaHost& host, metrics::Registry& r, in
                         "Memory the replica holds of its own: KV cache, buffers, its device "
                         "pool (the weights, shared between a model's replicas, apart).",
                         labels);
+  kv_cached_ =
+      &r.AddGauge("exaserve_replica_kv_blocks_cached",
+                  "KV cache blocks published for prefix reuse (referenced or not).", labels);
+  prefix_hit_ = &r.AddCounter("exaserve_replica_prefix_hit_tokens_total",
+                              "Prompt tokens taken from the prefix cache at admission.", labels);
+  prefix_miss_ =
+      &r.AddCounter("exaserve_replica_prefix_miss_tokens_total",
+                    "Prompt tokens computed at admission (not in the prefix cache).", labels);
+  evictions_ = &r.AddCounter("exaserve_replica_kv_evictions_total",
+                             "Cached KV blocks evicted to make room.", labels);
   load_seconds_ = &r.AddGauge(
       "exaserve_replica_weight_load_seconds",
       "Time to bring the replica's weights onto its device at start (cuda: host to GPU through "
@@ -64,9 +75,11 @@ ReplicaMetrics::Series& ReplicaMetrics::SeriesFor(const ReplicaView& replica) {
   if (it != series_.end()) return it->second;
   std::vector<std::string> v = {replica.id, replica.model};
   load_seconds_->WithLabels(v).Set(replica.engine->info().weight_load_seconds);
-  Series s{&pending_->WithLabels(v), &running_->WithLabels(v),  &waiting_->WithLabels(v),
-           &kv_used_->WithLabels(v), &kv_total_->WithLabels(v), &ttft_->WithLabels(v),
-           &itl_->WithLabels(v),     &errors_->WithLabels(v),   &memory_->WithLabels(v)};
+  Series s{&pending_->WithLabels(v),   &running_->WithLabels(v),    &waiting_->WithLabels(v),
+           &kv_used_->WithLabels(v),   &kv_total_->WithLabels(v),   &ttft_->WithLabels(v),
+           &itl_->WithLabels(v),       &errors_->WithLabels(v),     &memory_->WithLabels(v),
+           &kv_cached_->WithLabels(v), &prefix_hit_->WithLabels(v), &prefix_miss_->WithLabels(v),
+           &evictions_->WithLabels(v)};
   return series_.emplace(replica.id, s).first->second;
 }
 
@@ -115,6 +128,18 @@ void ReplicaMetrics::Update() {
     s.itl_p99->Set(load.itl_p99_ms / 1000.0);
     s.error_ratio->Set(load.error_rate);
     s.memory->Set(static_cast<double>(load.memory_bytes));
+    s.kv_cached->Set(load.kv_blocks_cached);
+    s.prefix_hit->Increment(
+        static_cast<double>(std::max<int64_t>(0, load.prefix_hit_tokens - s.seen_hit)));
+    s.prefix_miss->Increment(
+        static_cast<double>(std::max<int64_t>(0, load.prefix_miss_tokens - s.seen_miss)));
+    if (load.kv_evictions > s.seen_evictions) {
+      s.evictions->Increment(static_cast<double>(load.kv_evictions - s.seen_evictions));
+    }
+    // A restarted replica (a new engine under the same id) counts from zero again.
+    s.seen_hit = load.prefix_hit_tokens;
+    s.seen_miss = load.prefix_miss_tokens;
+    s.seen_evictions = load.kv_evictions;
   }
   for (const auto& [state, n] : states) state_->WithLabels({state}).Set(n);
   for (size_t i = 0; i < gpu_memory_.size(); ++i) {
@@ -125,7 +150,10 @@ void ReplicaMetrics::Update() {
   // A stopped replica holds nothing: its series read 0, not the last value they had.
   for (auto& [id, s] : series_) {
     if (loaded.count(id) > 0) continue;
-    for (metrics::Gauge* g : {s.pending_tokens, s.running, s.waiting, s.kv_used, s.memory}) {
+    s.seen_hit = s.seen_miss = 0;
+    s.seen_evictions = 0;
+    for (metrics::Gauge* g :
+         {s.pending_tokens, s.running, s.waiting, s.kv_used, s.memory, s.kv_cached}) {
       g->Set(0);
     }
   }

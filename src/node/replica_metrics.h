@@ -5,7 +5,8 @@
 // ledger, promised against what replicas may be promised
 // (exaserve_gpu_memory_{used,total}_bytes{device}); on CPU nodes the host memory budget
 // (exaserve_host_memory_budget_bytes), which alerts compare with the process's RSS. With a device
-// reader (NVML), also each GPU's memory as the device reports it.
+// reader (NVML), also each GPU's memory as the device reports it. Prefix caching
+// (docs/architecture.md#prefix-cache): cached blocks, prompt tokens hit and computed, evictions.
 //
 // Thread safety: Update from one thread at a time; the gauges are read by /metrics any time.
 #pragma once
@@ -50,6 +51,13 @@ class ReplicaMetrics {
     metrics::Gauge* itl_p99;
     metrics::Gauge* error_ratio;
     metrics::Gauge* memory;
+    metrics::Gauge* kv_cached;
+    // Prefix caching: cumulative engine counts, added to the counters as they grow.
+    metrics::Counter* prefix_hit;
+    metrics::Counter* prefix_miss;
+    metrics::Counter* evictions;
+    int64_t seen_hit = 0, seen_miss = 0;
+    uint64_t seen_evictions = 0;
   };
   Series& SeriesFor(const ReplicaView& replica);
 
@@ -70,6 +78,10 @@ class ReplicaMetrics {
   metrics::Family<metrics::Gauge>* ttft_ = nullptr;
   metrics::Family<metrics::Gauge>* errors_ = nullptr;
   metrics::Family<metrics::Gauge>* itl_ = nullptr;
+  metrics::Family<metrics::Gauge>* kv_cached_ = nullptr;
+  metrics::Family<metrics::Counter>* prefix_hit_ = nullptr;
+  metrics::Family<metrics::Counter>* prefix_miss_ = nullptr;
+  metrics::Family<metrics::Counter>* evictions_ = nullptr;
   metrics::Family<metrics::Gauge>* load_seconds_ = nullptr;
   metrics::Family<metrics::Gauge>* state_ = nullptr;
   std::map<std::string, Series> series_;  // by replica id; a replica's series outlive it

@@ -9,6 +9,7 @@
 //   exaserve-bench route --mode live [--nodes 4] [--node-replicas 3] [--rho 0.85]
 //                        [--duration 60] [--kill-one] [--gateway HOST:PORT]
 //   exaserve-bench route --mode overhead [--rate 500] [--duration 20]
+//   exaserve-bench prefix-report --trace FILE [--replicas 12] [--speedup 1] [--duration 600]
 //   exaserve-bench soak [--minutes 10] [--nodes 6] [--concurrency 6] [--fault-every 30]
 //
 // Exit codes: 0 success, 1 the benchmark failed, 2 usage.
@@ -17,6 +18,7 @@
 #include <iostream>
 
 #include "CLI/CLI.hpp"
+#include "bench/prefix_report_bench.h"
 #include "bench/route_bench.h"
 #include "bench/route_live.h"
 #include "common/logging.h"
@@ -163,6 +165,26 @@ int main(int argc, char** argv) {
   soak_cmd->add_option("--base-port", soak.base_port, "the cluster's BASE_PORT (default 27000)")
       ->check(CLI::Range(1024, 60000));
   soak_cmd->add_option("--seed", soak.seed, "traffic and fault seed");
+  exa::bench::PrefixReportOptions prefix;
+  auto* prefix_cmd = app.add_subcommand(
+      "prefix-report", "the cached-block report's share of a node's load stream, on a trace");
+  prefix_cmd->add_option("--trace", prefix.trace, "Mooncake-format JSONL trace")->required();
+  prefix_cmd->add_option("--replicas", prefix.replicas, "replicas on the node (default 12)")
+      ->check(CLI::Range(1, 64));
+  prefix_cmd->add_option("--speedup", prefix.speedup, "trace time / replay time (default 1)")
+      ->check(CLI::PositiveNumber);
+  prefix_cmd
+      ->add_option("--duration", prefix.duration_s,
+                   "replayed seconds (default 600; 0: the whole trace)")
+      ->check(CLI::NonNegativeNumber);
+  prefix_cmd
+      ->add_option("--report-every-blocks", prefix.report_every_blocks,
+                   "report every this-many-th block of a chain (default 4)")
+      ->check(CLI::Range(1, 1024));
+  prefix_cmd
+      ->add_option("--gossip-bytes-per-s", prefix.gossip_bytes_per_s,
+                   "the node's gossip traffic (default 1300: exaserve-sim gossip, N=256)")
+      ->check(CLI::NonNegativeNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -178,6 +200,16 @@ int main(int argc, char** argv) {
     if (rc != 0) return rc;
     std::cout << result.dump(2) << "\n";
     return result.value("passed", false) ? 0 : 1;
+  }
+  if (prefix_cmd->parsed()) {
+    auto result = exa::bench::RunPrefixReportBench(prefix);
+    if (!result.ok()) {
+      std::fprintf(stderr, "exaserve-bench prefix-report: %s\n",
+                   std::string(result.status().message()).c_str());
+      return result.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+    }
+    std::cout << result->dump(2) << "\n";
+    return 0;
   }
   if (engine_cmd->parsed()) {
     auto result = exa::engine::RunEngineBench(engine);

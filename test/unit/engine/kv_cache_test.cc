@@ -30,8 +30,8 @@ struct Seq {
 // whenever a sequence reads a block it took from the cache.
 class Harness {
  public:
-  Harness(int32_t blocks, double cached_fraction, uint32_t seed)
-      : cache_(blocks, kBlock, {true, cached_fraction}),
+  Harness(int32_t blocks, double cached_fraction, uint32_t seed, int32_t report_every = 1)
+      : cache_(blocks, kBlock, {true, cached_fraction, report_every}),
         content_(static_cast<size_t>(blocks)),
         rng_(seed) {
     root_ = hasher_.Root("model@v1", "");
@@ -202,7 +202,7 @@ TEST_CASE(
   for (uint32_t seed = 1; seed <= 8; ++seed) {
     INFO("seed " << seed);
     std::mt19937 rng(seed);
-    Harness h(32, 1.0, seed + 100);
+    Harness h(32, 1.0, seed + 100, /*report_every=*/1 + static_cast<int32_t>(seed % 3));
     absl::flat_hash_set<BlockHash> index;
     for (int op = 0; op < 10000; ++op) {
       switch (rng() % 4) {

@@ -1,0 +1,206 @@
+#include "bench/prefix_report_bench.h"
+
+#include <algorithm>
+#include <fstream>
+#include <memory>
+#include <vector>
+
+#include "common/status.h"
+#include "common/strings.h"
+#include "engine/prefix_journal.h"
+#include "engine/sim_replica.h"
+#include "exaserve/v1/node.pb.h"
+#include "node/node_service.h"
+
+namespace exa::bench {
+namespace {
+
+using nlohmann::json;
+
+struct TraceRequest {
+  double arrival_s = 0;
+  int32_t input_length = 0;
+  int32_t output_length = 0;
+  std::vector<int64_t> hash_ids;
+};
+
+absl::StatusOr<std::vector<TraceRequest>> ReadTrace(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(StrCat("--trace \"", path, "\": cannot open"));
+  std::vector<TraceRequest> out;
+  int line_no = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++line_no;
+    if (line.empty()) continue;
+    try {
+      const json j = json::parse(line);
+      TraceRequest r;
+      r.arrival_s = j.at("timestamp").get<double>() / 1000.0;
+      r.input_length = j.at("input_length").get<int32_t>();
+      r.output_length = j.at("output_length").get<int32_t>();
+      r.hash_ids = j.at("hash_ids").get<std::vector<int64_t>>();
+      if (r.input_length < 1 || r.output_length < 0) {
+        return absl::InvalidArgumentError(StrCat(path, ":", line_no, ": input_length ",
+                                                 r.input_length, " or output_length ",
+                                                 r.output_length, " out of range"));
+      }
+      out.push_back(std::move(r));
+    } catch (const json::exception& e) {
+      return absl::InvalidArgumentError(StrCat(path, ":", line_no, ": ", e.what()));
+    }
+  }
+  if (out.empty()) return absl::InvalidArgumentError(StrCat(path, ": no requests"));
+  return out;
+}
+
+uint64_t SplitMix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+// Prompt tokens: each 512-token block a function of its hash id (equal ids at equal positions
+// give equal tokens, hence equal prefixes), tokens past the listed blocks unique to the request.
+std::vector<int32_t> PromptTokens(const TraceRequest& r, size_t index, int32_t vocab) {
+  constexpr int32_t kTraceBlock = 512;
+  std::vector<int32_t> tokens(static_cast<size_t>(r.input_length));
+  for (int32_t i = 0; i < r.input_length; ++i) {
+    const size_t block = static_cast<size_t>(i / kTraceBlock);
+    const uint64_t seed = block < r.hash_ids.size() ? static_cast<uint64_t>(r.hash_ids[block])
+                                                    : (uint64_t{1} << 62) + index * 1000003 + block;
+    const uint64_t h = SplitMix(seed * 4096 + static_cast<uint64_t>(i % kTraceBlock));
+    // Clear of the sim's small special ids and its output-length directive marker.
+    tokens[static_cast<size_t>(i)] =
+        16 + static_cast<int32_t>(h % static_cast<uint64_t>(vocab - 16));
+  }
+  return tokens;
+}
+
+// The non-cache fields of one replica's load report, as NodeService::SnapshotLocked fills them.
+void FillLoad(const std::string& id, const engine::EngineLoad& load, exaserve::v1::ReplicaLoad* p) {
+  p->set_replica_id(id);
+  p->set_pending_tokens(load.pending_tokens);
+  p->set_running_sequences(load.running);
+  p->set_waiting_sequences(load.waiting);
+  p->set_blocked_sequences(load.blocked);
+  p->set_kv_blocks_used(load.kv_blocks_used);
+  p->set_kv_blocks_total(load.kv_blocks_total);
+  p->set_ttft_p50_ms(load.ttft_p50_ms);
+  p->set_ttft_p99_ms(load.ttft_p99_ms);
+  p->set_inter_token_p50_ms(load.itl_p50_ms);
+  p->set_inter_token_p99_ms(load.itl_p99_ms);
+  p->set_model("llama-2-13b");
+  p->set_version("v1");
+  p->set_ready(true);
+  p->set_kv_blocks_cached(load.kv_blocks_cached);
+  p->set_kv_evictions(load.kv_evictions);
+  p->set_prefix_hit_tokens(load.prefix_hit_tokens);
+  p->set_prefix_miss_tokens(load.prefix_miss_tokens);
+}
+
+}  // namespace
+
+absl::StatusOr<json> RunPrefixReportBench(const PrefixReportOptions& o) {
+  if (o.replicas < 1 || o.replicas > 64 || !(o.speedup > 0) || !(o.report_hz > 0) ||
+      o.duration_s < 0) {
+    return absl::InvalidArgumentError(StrCat("--replicas ", o.replicas, " (1-64), --speedup ",
+                                             o.speedup, " (> 0), --report-hz ", o.report_hz,
+                                             " (> 0), --duration ", o.duration_s, " (>= 0)"));
+  }
+  EXA_ASSIGN_OR_RETURN(std::vector<TraceRequest> trace, ReadTrace(o.trace));
+  engine::EngineOptions eo;
+  eo.backend = "sim";
+  eo.sim.max_context = o.max_context;
+  eo.kv_cache_bytes = o.kv_tokens * eo.sim.kv_bytes_per_token;
+  eo.max_queue = 1 << 16;
+  eo.prefix_cache.report_every_blocks = o.report_every_blocks;
+  eo.prefix_cache_namespace = "llama-2-13b@v1/sim";
+  const absl::Time start = absl::UnixEpoch();
+  std::vector<std::unique_ptr<engine::SimReplica>> replicas;
+  std::vector<std::unique_ptr<engine::PrefixJournal>> journals;
+  std::vector<std::string> ids;
+  for (int i = 0; i < o.replicas; ++i) {
+    EXA_ASSIGN_OR_RETURN(auto r, engine::SimReplica::Create(eo, start));
+    replicas.push_back(std::move(r));
+    journals.push_back(std::make_unique<engine::PrefixJournal>(static_cast<uint64_t>(i + 1),
+                                                               o.report_every_blocks));
+    ids.push_back(StrCat("node-0/llama-2-13b@v1#", i));
+  }
+  const double end_s = o.duration_s > 0 ? o.duration_s : trace.back().arrival_s / o.speedup + 1;
+  const absl::Duration period = absl::Seconds(1.0 / o.report_hz);
+  node::CacheCursors cursors;
+  const node::JournalOf journal_of = [&](const std::string& id) -> const engine::PrefixJournal* {
+    auto it = std::find(ids.begin(), ids.end(), id);
+    return it == ids.end() ? nullptr : journals[static_cast<size_t>(it - ids.begin())].get();
+  };
+  int64_t report_bytes = 0, delta_bytes = 0, reports = 0, events = 0, submitted = 0, refused = 0;
+  size_t next = 0;
+  for (absl::Time t = start + period; t <= start + absl::Seconds(end_s); t += period) {
+    // Requests arriving before this report, round-robin over the replicas (the worst case for
+    // the report: the least sharing, the most stored blocks).
+    while (next < trace.size() && start + absl::Seconds(trace[next].arrival_s / o.speedup) <= t) {
+      const TraceRequest& r = trace[next];
+      const absl::Time at = start + absl::Seconds(r.arrival_s / o.speedup);
+      engine::SimReplica& replica = *replicas[next % replicas.size()];
+      replica.RunUntil(at);
+      engine::GenerateRequest g;
+      g.prompt_tokens = PromptTokens(r, next, eo.sim.vocab_size);
+      g.max_tokens = std::max(1, r.output_length);
+      g.ignore_eos = true;
+      g.callback = [](const engine::StreamEvent&) {};
+      if (replica.Submit(std::move(g), at).ok()) {
+        ++submitted;
+      } else {
+        ++refused;  // longer than the context or the KV cache
+      }
+      ++next;
+    }
+    exaserve::v1::LoadReport report;
+    report.set_node_id("node-0");
+    report.set_sequence(static_cast<uint64_t>(++reports));
+    for (size_t i = 0; i < replicas.size(); ++i) {
+      replicas[i]->RunUntil(t);
+      replicas[i]->PublishCacheEvents(*journals[i]);
+      FillLoad(ids[i], replicas[i]->Load(), report.add_replicas());
+    }
+    node::AddCacheDeltas(report, journal_of, cursors, t);
+    for (const auto& p : report.replicas()) {
+      if (!p.has_cache_delta()) continue;
+      delta_bytes += static_cast<int64_t>(p.cache_delta().ByteSizeLong()) + 3;  // tag + length
+      events += static_cast<int64_t>(p.cache_delta().hashes().size() / 8);
+    }
+    report_bytes += static_cast<int64_t>(report.ByteSizeLong()) + 5;  // gRPC message prefix
+    if (next >= trace.size() && o.duration_s == 0) {
+      bool busy = false;
+      for (const auto& r : replicas) busy |= r->NextStepTime() != absl::InfiniteFuture();
+      if (!busy) break;
+    }
+  }
+  const double seconds = static_cast<double>(reports) / o.report_hz;
+  int64_t hit = 0, miss = 0;
+  for (const auto& r : replicas) {
+    hit += r->Load().prefix_hit_tokens;
+    miss += r->Load().prefix_miss_tokens;
+  }
+  const double load_only = static_cast<double>(report_bytes - delta_bytes) / seconds;
+  const double deltas = static_cast<double>(delta_bytes) / seconds;
+  return json{{"trace", o.trace},
+              {"replicas", o.replicas},
+              {"speedup", o.speedup},
+              {"replayed_seconds", seconds},
+              {"report_hz", o.report_hz},
+              {"report_every_blocks", o.report_every_blocks},
+              {"requests", submitted},
+              {"refused", refused},
+              {"prefix_hit_ratio", hit + miss > 0 ? double(hit) / double(hit + miss) : 0.0},
+              {"cache_events", events},
+              {"load_stream_bytes_per_s_without_cache", load_only},
+              {"cache_delta_bytes_per_s", deltas},
+              {"gossip_bytes_per_s", o.gossip_bytes_per_s},
+              {"cache_share_of_load_stream", deltas / (load_only + deltas)},
+              {"cache_share_of_gossip_and_load_stream",
+               deltas / (load_only + deltas + o.gossip_bytes_per_s)}};
+}
+
+}  // namespace exa::bench
