@@ -23,6 +23,7 @@
 #include "exaserve/v1/scheduler.grpc.pb.h"
 #include "gateway/openai_api.h"
 #include "metrics/host_metrics.h"
+#include "net/grpc_status.h"
 #include "net/tls.h"
 #include "nlohmann/json.hpp"
 #include "node/generate_stream.h"
@@ -758,7 +759,7 @@ AdminCallbacks Daemon::MakeAdminCallbacks() {
     node::ReplicaHost::Labels set(req.labels().begin(), req.labels().end());
     std::vector<std::string> remove(req.remove().begin(), req.remove().end());
     auto matched = replicas_->Relabel(selector, set, remove);
-    if (!matched.ok()) return node::StatusToGrpc(matched.status());
+    if (!matched.ok()) return net::StatusToGrpc(matched.status());
     for (const auto& [id, labels] : *matched) {
       auto* r = resp->add_replicas();
       r->set_replica_id(id);
@@ -793,7 +794,7 @@ AdminCallbacks Daemon::MakeAdminCallbacks() {
     } else if (req.op() == exaserve::v1::RoutesRequest::OP_REMOVE) {
       s = routes_->Remove(r.header());
     }
-    if (!s.ok()) return node::StatusToGrpc(s);
+    if (!s.ok()) return net::StatusToGrpc(s);
     for (const gateway::VersionRoute& route : routes_->List()) {
       auto* out = resp->add_routes();
       out->set_header(route.header);
@@ -873,7 +874,7 @@ AdminCallbacks Daemon::MakeAdminCallbacks() {
       }
     }
     if (!s.ok()) {
-      return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+      return net::StatusToGrpc(s);
     }
     EXA_LOG_INFO("membership", "gossip keyring changed", {{"op", static_cast<int>(req.op())}});
     for (const std::string& k : keyring.Keys()) {

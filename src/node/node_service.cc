@@ -7,6 +7,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "net/grpc_status.h"
 #include "node/generate_stream.h"
 
 namespace exa::node {
@@ -217,7 +218,7 @@ grpc::ServerUnaryReactor* NodeService::DescribeModels(
   auto* reactor = context->DefaultReactor();
   auto described = node::DescribeModels(node_id_, host_);
   if (!described.ok()) {
-    reactor->Finish(StatusToGrpc(described.status()));
+    reactor->Finish(net::StatusToGrpc(described.status()));
     return reactor;
   }
   *response = *std::move(described);
@@ -280,7 +281,7 @@ grpc::ServerUnaryReactor* NodeService::StartReplica(grpc::CallbackServerContext*
   spec.labels.insert(req->labels().begin(), req->labels().end());
   absl::StatusOr<ReplicaView> view = host_.StartReplica(spec);
   if (!view.ok()) {
-    reactor->Finish(StatusToGrpc(view.status()));
+    reactor->Finish(net::StatusToGrpc(view.status()));
     return reactor;
   }
   FillStatus(*view, response);
@@ -306,7 +307,7 @@ grpc::ServerUnaryReactor* NodeService::StopReplica(grpc::CallbackServerContext* 
   absl::StatusOr<ReplicaView> view = host_.StopReplica(req->replica_id(), !req->immediate(),
                                                        absl::Seconds(req->drain_timeout_seconds()));
   if (!view.ok()) {
-    reactor->Finish(StatusToGrpc(view.status()));
+    reactor->Finish(net::StatusToGrpc(view.status()));
     return reactor;
   }
   FillStatus(*view, response);
@@ -324,7 +325,7 @@ grpc::ServerUnaryReactor* NodeService::StageModel(grpc::CallbackServerContext* c
   }
   auto staged = host_.StageModel(req->model(), req->version());
   if (!staged.ok()) {
-    reactor->Finish(StatusToGrpc(staged.status()));
+    reactor->Finish(net::StatusToGrpc(staged.status()));
     return reactor;
   }
   response->set_state(staged->first);
