@@ -4,9 +4,11 @@
 #include <sstream>
 
 #include "absl/time/clock.h"
+#include "common/file_util.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "net/grpc_status.h"
 #include "node/generate_stream.h"
 
@@ -412,15 +414,13 @@ absl::StatusOr<exaserve::v1::DescribeModelsResponse> DescribeModels(const std::s
   response.set_node_id(node_id);
   for (const ServedModel* m : host.models()) {
     std::string path = m->dir + "/tokenizer.json";
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return absl::InternalError(StrCat("cannot read ", path));
-    std::ostringstream text;
-    text << in.rdbuf();
+    absl::StatusOr<std::string> text = ReadFile(path, engine::Tokenizer::kMaxFileBytes);
+    if (!text.ok()) return absl::InternalError(text.status().message());
     auto* d = response.add_models();
     d->set_name(m->name);
     d->set_version(m->version);
     d->set_max_context(m->info.max_context);
-    d->set_tokenizer_json(text.str());
+    d->set_tokenizer_json(*std::move(text));
   }
   return response;
 }

@@ -943,8 +943,11 @@ absl::Status ReplicaHost::UseLabelsFile(std::string path) {
   absl::MutexLock lock(&labels_mu_);
   labels_path_ = std::move(path);
   if (!std::filesystem::exists(labels_path_)) return absl::OkStatus();
-  std::ifstream in(labels_path_);
-  nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  // At most 32 labels a replica, each a short key and value (replica_host.h): 16 MiB is far
+  // past any real file.
+  constexpr size_t kMaxLabelsFileBytes = size_t{16} << 20;
+  EXA_ASSIGN_OR_RETURN(std::string text, ReadFile(labels_path_, kMaxLabelsFileBytes));
+  nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object()) {
     return absl::InvalidArgumentError(
         StrCat(labels_path_, ": expected a JSON object of replica id → labels"));

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "common/file_util.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "common/units.h"
@@ -29,10 +30,9 @@ absl::StatusOr<ModelShape> ShapeFromDir(const std::string& dir) {
   EXA_ASSIGN_OR_RETURN(engine::ModelConfig config, engine::LoadModelConfig(dir));
   std::filesystem::path path(dir);
   ModelShape shape = scheduler::ShapeFromConfig(path.filename().string(), config);
-  std::ifstream in(path / "config.json");
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
+  EXA_ASSIGN_OR_RETURN(std::string text,
+                       ReadFile((path / "config.json").string(), engine::kMaxModelConfigBytes));
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_object() && j.contains("torch_dtype") && j["torch_dtype"].is_string()) {
     auto p = scheduler::ParsePrecision(j["torch_dtype"].get<std::string>());
     if (p.ok()) shape.dtype = *p;

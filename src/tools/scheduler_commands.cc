@@ -12,6 +12,7 @@
 #include <map>
 #include <sstream>
 
+#include "common/file_util.h"
 #include "common/strings.h"
 #include "common/units.h"
 #include "exaserve/v1/admin.grpc.pb.h"
@@ -65,26 +66,24 @@ std::unique_ptr<grpc::ClientContext> Context(const ClusterAccess& cluster) {
 int RunApply(const SchedulerCommands& c, bool as_json, const ClusterAccess& cluster) {
   // Bounded: /dev/zero or a wrong file must not fill memory. The scheduler takes at most its
   // gRPC message size (16 MiB by default); a spec file is a few KiB.
-  constexpr std::streamsize kMaxSpecFileBytes = 8 << 20;
   std::error_code ec;
   if (std::filesystem::is_directory(c.file, ec)) {
     return Usage(StrCat("apply: -f ", c.file, ": is a directory, not a spec file"));
   }
-  std::ifstream in(c.file, std::ios::binary);
-  if (!in) return Usage(StrCat("apply: -f ", c.file, ": cannot read the file"));
-  std::string buffer(kMaxSpecFileBytes + 1, '\0');
-  in.read(buffer.data(), kMaxSpecFileBytes + 1);
-  buffer.resize(static_cast<size_t>(in.gcount()));
-  if (buffer.size() > static_cast<size_t>(kMaxSpecFileBytes)) {
-    return Usage(StrCat("apply: -f ", c.file, ": larger than ", kMaxSpecFileBytes,
+  absl::StatusOr<std::string> text = ReadFile(c.file, scheduler::kMaxSpecFileBytes);
+  if (text.status().code() == absl::StatusCode::kNotFound) {
+    return Usage(StrCat("apply: -f ", c.file, ": cannot read the file"));
+  }
+  if (text.status().code() == absl::StatusCode::kInvalidArgument) {
+    return Usage(StrCat("apply: -f ", c.file, ": larger than ", scheduler::kMaxSpecFileBytes,
                         " bytes; a spec file is a few KiB"));
   }
-  std::stringstream text(std::move(buffer));
+  if (!text.ok()) return Usage(StrCat("apply: -f ", text.status().message()));
   // Checked here first: a bad spec is named without a round trip (the scheduler checks again).
-  auto specs = scheduler::ParseSpecs(text.str(), c.file);
+  auto specs = scheduler::ParseSpecs(*text, c.file);
   if (!specs.ok()) return Usage(std::string(specs.status().message()));
   pb::ApplyRequest request;
-  request.set_yaml(text.str());
+  request.set_yaml(*text);
   request.set_source(c.file);
   request.set_dry_run(c.dry_run);
   pb::ApplyResponse response;
