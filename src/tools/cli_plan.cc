@@ -13,6 +13,7 @@
 #include "engine/model_config.h"
 #include "nlohmann/json.hpp"
 #include "scheduler/memory_planner.h"
+#include "tools/cli_common.h"
 
 namespace exa::tools {
 namespace {
@@ -20,10 +21,7 @@ namespace {
 using scheduler::ModelShape;
 using scheduler::Precision;
 
-int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "exaserve-cli plan: %s\n", std::string(ToStd(s.message())).c_str());
-  return 2;
-}
+int Fail(const absl::Status& s) { return Usage(ToStd(s.message()), "plan"); }
 
 // The shape from `<dir>/config.json`, its torch_dtype, and the safetensors files' total size.
 absl::StatusOr<ModelShape> ShapeFromDir(const std::string& dir) {
