@@ -15,6 +15,7 @@
 #include <fstream>
 
 #include "absl/time/clock.h"
+#include "common/file_util.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "nlohmann/json.hpp"
@@ -114,9 +115,9 @@ absl::Status Process::WaitReady(absl::Duration timeout) {
       return absl::InternalError(
           StrCat("exaserved exited during start-up; log ", log_, ":\n", LogTail()));
     }
-    std::ifstream in(path);
-    if (in) {
-      auto j = nlohmann::json::parse(in, nullptr, false);
+    // endpoints.json is three ports; 64 KiB is far past it.
+    if (absl::StatusOr<std::string> text = ReadFile(path, 64 << 10); text.ok()) {
+      auto j = nlohmann::json::parse(*text, nullptr, false);
       if (!j.is_discarded() && j.contains("grpc_port")) {
         grpc_port_ = j["grpc_port"].get<int>();
         http_port_ = j["http_port"].get<int>();

@@ -23,6 +23,7 @@
 #include "exaserve/v1/scheduler.grpc.pb.h"
 #include "gateway/openai_api.h"
 #include "metrics/host_metrics.h"
+#include "net/grpc_status.h"
 #include "net/tls.h"
 #include "nlohmann/json.hpp"
 #include "node/generate_stream.h"
@@ -34,6 +35,18 @@ namespace exa::daemon {
 namespace asio = boost::asio;
 
 const char* Version() { return EXASERVE_VERSION; }
+
+namespace {
+
+// The state as Admin.Status reports it. A stopped daemon answers no calls, so kStopped is never
+// asked for; it reads "starting", as it always has.
+std::string StateName(Daemon::State state) {
+  return state == Daemon::State::kReady      ? "ready"
+         : state == Daemon::State::kDraining ? "draining"
+                                             : "starting";
+}
+
+}  // namespace
 
 struct Daemon::Timers {
   explicit Timers(asio::io_context& io)
@@ -140,7 +153,25 @@ absl::Status Daemon::Start() {
     EXA_ASSIGN_OR_RETURN(admin_tokens_,
                          gateway::ApiKeys::Load(options_.admin.token_file, "admin token"));
   }
-  admin_ = std::make_unique<AdminService>(MakeAdminCallbacks());
+  admin_ = std::make_unique<AdminService>(AdminParts{
+      .options = options_,
+      .node_id = node_id_,
+      .start_time = start_time_,
+      .version = Version(),
+      .grpc = grpc_,
+      .http = http_,
+      .gossip = gossip_,
+      .replicas = replicas_,
+      .routes = routes_,
+      .observer = observer_,
+      .gpus = gpus_,
+      .burn_in_mu = burn_in_mu_,
+      .state = [this] { return StateName(state_); },
+      .roles = [this] { return CurrentRoles(); },
+      .elected_roles = [this](const std::string& id) { return ElectedRoles(id); },
+      .route_scheduler = [this] { return RouteScheduler(); },
+      .authorize = [this](std::string_view a) { return AuthorizeAdmin(a); },
+  });
   grpc_ = std::make_unique<net::GrpcServer>(options_.grpc);
   grpc_->RegisterService(admin_.get());
   if (inference_service_) grpc_->RegisterService(inference_service_.get());
@@ -604,6 +635,13 @@ std::string Daemon::RackStoragePeer() const {
                       [this](const membership::Member& m) { return HoldsRole(m, "storage"); });
 }
 
+std::optional<std::vector<std::string>> Daemon::ElectedRoles(const std::string& id) const {
+  absl::MutexLock lock(&roles_mu_);
+  auto it = assignment_.find(id);
+  if (it == assignment_.end()) return std::nullopt;
+  return it->second.Names();
+}
+
 std::vector<std::string> Daemon::CurrentRoles() const {
   absl::MutexLock lock(&roles_mu_);
   auto it = assignment_.find(node_id_);
@@ -684,204 +722,6 @@ absl::Status Daemon::StartGossip() {
     return absl::Status(s.code(), StrCat(ToStd(s.message()), "; set another with --gossip-port"));
   }
   return absl::OkStatus();
-}
-
-AdminCallbacks Daemon::MakeAdminCallbacks() {
-  AdminCallbacks callbacks;
-  callbacks.status = [this](exaserve::v1::StatusResponse* r) {
-    r->set_node_id(node_id_);
-    for (const auto& role : CurrentRoles()) r->add_roles(role);
-    r->set_version(Version());
-    r->set_uptime_seconds(absl::ToDoubleSeconds(absl::Now() - start_time_));
-    r->set_rack(options_.node.rack);
-    State s = state_;
-    r->set_state(s == State::kReady ? "ready" : s == State::kDraining ? "draining" : "starting");
-    r->set_grpc_address(StrCat(options_.network.advertise, ":", grpc_ ? grpc_->port() : 0));
-    r->set_http_address(StrCat(options_.network.advertise, ":", http_->port()));
-    if (!gossip_) return;  // still starting: gossip comes up after the gRPC server
-    r->set_gossip_address(StrCat(options_.network.advertise, ":", gossip_->port()));
-    r->set_start_time_unix_seconds(absl::ToUnixSeconds(start_time_));
-    for (const membership::Member& m : gossip_->Members()) {
-      if (m.state == membership::MemberState::kAlive) r->set_members_alive(r->members_alive() + 1);
-      if (m.state == membership::MemberState::kSuspect) {
-        r->set_members_suspect(r->members_suspect() + 1);
-      }
-      if (m.state == membership::MemberState::kDead) r->set_members_dead(r->members_dead() + 1);
-    }
-    r->set_gossip_health_score(gossip_->HealthScore());
-  };
-  callbacks.members = [this](exaserve::v1::MembersResponse* r) {
-    absl::Time now = absl::Now();
-    if (!gossip_) return;
-    for (const membership::Member& m : gossip_->Members()) {
-      auto* info = r->add_members();
-      info->set_node_id(m.id);
-      info->set_address(m.address);
-      info->set_state(std::string(membership::MemberStateName(m.state)));
-      info->set_incarnation(m.incarnation);
-      {
-        // Show what each member does now (the election), which is what an operator asks.
-        absl::MutexLock lock(&roles_mu_);
-        auto it = assignment_.find(m.id);
-        if (it != assignment_.end()) {
-          for (const auto& role : it->second.Names()) info->add_roles(role);
-        } else {
-          for (const auto& role : m.metadata.roles) info->add_roles(role);
-        }
-      }
-      info->set_rack(m.metadata.rack);
-      info->set_build_version(m.metadata.build_version);
-      for (const auto& taint : m.metadata.taints) info->add_taints(taint);
-      info->set_gpu_count(m.metadata.gpus.count);
-      info->set_gpu_class(m.metadata.gpus.model);
-      info->set_nvlink_domain(m.metadata.nvlink_domain);
-      info->set_replicas(m.metadata.replicas.hosted);
-      if (m.metadata.http_port != 0) {
-        info->set_http_address(
-            StrCat(membership::AddressHost(m.address), ":", m.metadata.http_port));
-      }
-      if (m.metadata.grpc_port != 0) {
-        info->set_grpc_address(
-            StrCat(membership::AddressHost(m.address), ":", m.metadata.grpc_port));
-      }
-      if (m.state_changed != absl::InfinitePast()) {
-        info->set_state_age_seconds(absl::ToDoubleSeconds(now - m.state_changed));
-      }
-    }
-  };
-  callbacks.label_replicas = [this](const exaserve::v1::LabelReplicasRequest& req,
-                                    exaserve::v1::LabelReplicasResponse* resp) {
-    if (!replicas_) {
-      return grpc::Status(grpc::FAILED_PRECONDITION, "this node hosts no replicas");
-    }
-    node::ReplicaHost::Labels selector(req.selector().begin(), req.selector().end());
-    node::ReplicaHost::Labels set(req.labels().begin(), req.labels().end());
-    std::vector<std::string> remove(req.remove().begin(), req.remove().end());
-    auto matched = replicas_->Relabel(selector, set, remove);
-    if (!matched.ok()) return node::StatusToGrpc(matched.status());
-    for (const auto& [id, labels] : *matched) {
-      auto* r = resp->add_replicas();
-      r->set_replica_id(id);
-      r->mutable_labels()->insert(labels.begin(), labels.end());
-    }
-    EXA_LOG_INFO("admin", "replicas relabelled",
-                 {{"matched", static_cast<int64_t>(matched->size())}});
-    return grpc::Status::OK;
-  };
-  callbacks.routes = [this](const exaserve::v1::RoutesRequest& req,
-                            exaserve::v1::RoutesResponse* resp) {
-    if (!routes_) return grpc::Status(grpc::FAILED_PRECONDITION, "this node is not a gateway");
-    absl::Status s;
-    const auto& r = req.route();
-    const bool write = req.op() == exaserve::v1::RoutesRequest::OP_SET ||
-                       req.op() == exaserve::v1::RoutesRequest::OP_REMOVE;
-    if (req.op() != exaserve::v1::RoutesRequest::OP_LIST && !write) {
-      return grpc::Status(grpc::INVALID_ARGUMENT, StrCat("op: ", static_cast<int>(req.op()),
-                                                         ": OP_LIST, OP_SET or OP_REMOVE"));
-    }
-    // With a scheduler, the spec store's routes win: this gateway would take its list back
-    // within 2 s, so a write here would be silently undone.
-    if (const std::string scheduler = write ? RouteScheduler() : ""; !scheduler.empty()) {
-      return grpc::Status(
-          grpc::FAILED_PRECONDITION,
-          StrCat("this cluster keeps version routes in the spec store of the scheduler at ",
-                 scheduler,
-                 ": change them with Scheduler.Routes (exaserve-cli gateway route does)"));
-    }
-    if (req.op() == exaserve::v1::RoutesRequest::OP_SET) {
-      s = routes_->Set({r.header(), r.label(), r.default_value()});
-    } else if (req.op() == exaserve::v1::RoutesRequest::OP_REMOVE) {
-      s = routes_->Remove(r.header());
-    }
-    if (!s.ok()) return node::StatusToGrpc(s);
-    for (const gateway::VersionRoute& route : routes_->List()) {
-      auto* out = resp->add_routes();
-      out->set_header(route.header);
-      out->set_label(route.label);
-      out->set_default_value(route.default_value);
-    }
-    return grpc::Status::OK;
-  };
-  callbacks.burn_in = [this](exaserve::v1::BurnInResponse* resp) {
-    if (gpus_.inventory.devices.empty()) {
-      return grpc::Status(grpc::FAILED_PRECONDITION,
-                          StrCat("this node has no GPU to burn in (", gpus_.inventory.note, ")"));
-    }
-    std::unique_lock<std::mutex> running(burn_in_mu_, std::try_to_lock);
-    if (!running.owns_lock()) {
-      return grpc::Status(grpc::RESOURCE_EXHAUSTED, "a burn-in is already running on this node");
-    }
-    const bool passed = RunNodeBurnIn(gpus_);
-    resp->set_passed(passed);
-    if (replicas_) {
-      replicas_->SetRefusal(passed ? std::string()
-                                   : StrCat("this node is tainted ", kBurnInFailedTaint, ": ",
-                                            gpus_.burn_in_failure));
-    }
-    resp->set_json(BurnInJson(gpus_).dump());
-    if (gossip_) {
-      // The taint follows the latest result: set on a failure, lifted by a pass. Replicas that
-      // are already running keep running; the scheduler stops placing new ones here.
-      gossip_->UpdateMetadata([node = gpus_](membership::Metadata* m) { PublishGpus(node, m); });
-    }
-    return grpc::Status::OK;
-  };
-  callbacks.alerts = [this](exaserve::v1::AlertsResponse* r) {
-    if (!observer_) {
-      return grpc::Status(grpc::FAILED_PRECONDITION,
-                          "this node is not an observer (start one with --role observer)");
-    }
-    if (!observer_->running()) {
-      return grpc::Status(grpc::FAILED_PRECONDITION,
-                          "this node is not an elected observer now (exaserve-cli members shows "
-                          "which nodes are; or pin one with --role observer)");
-    }
-    observer_->FillAlerts(r);
-    return grpc::Status::OK;
-  };
-  callbacks.authorize_admin = [this](std::string_view authorization) {
-    return AuthorizeAdmin(authorization);
-  };
-  callbacks.gossip_key = [this](const exaserve::v1::GossipKeyRequest& req,
-                                exaserve::v1::GossipKeyResponse* resp) {
-    if (!gossip_) return grpc::Status(grpc::UNAVAILABLE, "the node is still starting");
-    membership::Keyring& keyring = gossip_->keyring();
-    absl::Status s;
-    using Op = exaserve::v1::GossipKeyRequest;
-    if (req.op() != Op::OP_LIST && req.op() != Op::OP_INSTALL && req.op() != Op::OP_USE &&
-        req.op() != Op::OP_REMOVE) {
-      return grpc::Status(grpc::INVALID_ARGUMENT,
-                          StrCat("op: ", static_cast<int>(req.op()),
-                                 ": expected OP_LIST, OP_INSTALL, OP_USE or OP_REMOVE"));
-    }
-    if (req.op() != exaserve::v1::GossipKeyRequest::OP_LIST) {
-      auto key = membership::Keyring::DecodeBase64Key(req.key());
-      if (!key.ok())
-        return grpc::Status(grpc::INVALID_ARGUMENT, std::string(key.status().message()));
-      switch (req.op()) {
-        case exaserve::v1::GossipKeyRequest::OP_INSTALL:
-          s = keyring.Install(*key);
-          break;
-        case exaserve::v1::GossipKeyRequest::OP_USE:
-          s = keyring.Use(*key);
-          break;
-        case exaserve::v1::GossipKeyRequest::OP_REMOVE:
-          s = keyring.Remove(*key);
-          break;
-        default:
-          return grpc::Status(grpc::INVALID_ARGUMENT, "op: expected list, install, use or remove");
-      }
-    }
-    if (!s.ok()) {
-      return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-    }
-    EXA_LOG_INFO("membership", "gossip keyring changed", {{"op", static_cast<int>(req.op())}});
-    for (const std::string& k : keyring.Keys()) {
-      resp->add_keys(membership::Keyring::EncodeBase64(k));
-    }
-    return grpc::Status::OK;
-  };
-  return callbacks;
 }
 
 void Daemon::AddHttpRoutes(net::HttpServer& http) {

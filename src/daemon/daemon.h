@@ -43,7 +43,6 @@
 namespace exa::daemon {
 
 class AdminService;
-struct AdminCallbacks;
 
 // The build's version string, e.g. "0.1.0".
 const char* Version();
@@ -101,7 +100,8 @@ class Daemon {
   void ScheduleProbe(absl::Duration delay);
   // This node's roles: elected from the membership view (pinned roles are kept as pinned).
   std::vector<std::string> CurrentRoles() const;
-  AdminCallbacks MakeAdminCallbacks();
+  // The roles the election gives member `id` now; nullopt when it names none for it.
+  std::optional<std::vector<std::string>> ElectedRoles(const std::string& id) const;
   std::string RackStoragePeer() const;
   std::string RouteScheduler() const;
   void Drain();

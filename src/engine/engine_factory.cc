@@ -7,6 +7,7 @@
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cuda/cuda_engine.h"
 #include "engine/engine.h"
+#include "engine/engine_info.h"
 #include "engine/llm_engine.h"
 #include "engine/sim_replica.h"
 
@@ -30,15 +31,7 @@ absl::StatusOr<std::unique_ptr<Engine>> CreateCpuEngine(
     const EngineOptions& o, std::shared_ptr<const Detokenizer> detokenizer) {
   EXA_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(o.model_dir));
   EXA_ASSIGN_OR_RETURN(auto weights, ModelWeights::Load(o.model_dir, config));
-  EngineInfo info;
-  info.backend = "cpu";
-  info.vocab_size = config.vocab_size;
-  info.max_context =
-      o.max_context > 0 ? std::min(o.max_context, config.MaxContext()) : config.MaxContext();
-  info.eos_token_ids = config.eos_token_ids;
-  info.bos_token_id = config.bos_token_id;
-  info.weight_bytes = static_cast<int64_t>(weights->bytes());
-  info.kv_block_size = o.kv_block_size;
+  EngineInfo info = ModelEngineInfo("cpu", config, o, static_cast<int64_t>(weights->bytes()));
   info.kv_blocks_total = KvCache::BlocksForBudget(o.kv_cache_bytes, config, o.kv_block_size);
   if (info.kv_blocks_total < 1) {
     return absl::InvalidArgumentError(StrCat(

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/file_util.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "nlohmann/json.hpp"
@@ -178,14 +179,6 @@ absl::Status ParseRest(const json& j, std::string_view file, ModelConfig& c) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(StrCat(path, ": cannot open"));
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 }  // namespace
 
 int32_t ModelConfig::MaxContext() const {
@@ -219,10 +212,10 @@ absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json_text, std::st
 
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& dir) {
   const std::string path = dir + "/config.json";
-  EXA_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  EXA_ASSIGN_OR_RETURN(std::string text, ReadFile(path, kMaxModelConfigBytes));
   EXA_ASSIGN_OR_RETURN(ModelConfig c, ParseModelConfig(text, path));
   const std::string gen_path = dir + "/generation_config.json";
-  auto gen_text = ReadFile(gen_path);
+  auto gen_text = ReadFile(gen_path, kMaxModelConfigBytes);
   if (!gen_text.ok()) return c;
   json g = json::parse(*gen_text, nullptr, false);
   if (g.is_discarded() || !g.is_object()) {

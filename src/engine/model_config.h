@@ -55,6 +55,10 @@ struct ModelConfig {
 // ("/m/config.json: num_key_value_heads 3 must divide num_attention_heads 8").
 absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json_text, std::string_view file);
 
+// The most a config.json or generation_config.json may hold: real ones are a few KiB, so a
+// larger file is the wrong file.
+inline constexpr size_t kMaxModelConfigBytes = size_t{16} << 20;
+
 // Reads `<dir>/config.json`, and `<dir>/generation_config.json` when present for eos ids.
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& dir);
 

@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/file_util.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "nlohmann/json.hpp"
@@ -16,10 +17,10 @@ using nlohmann::json;
 
 // Reads the index's weight_map and returns the distinct shard file names it references.
 absl::StatusOr<std::vector<std::string>> ReadShardIndex(const std::string& index_path) {
-  std::ifstream in(index_path);
-  std::stringstream text;
-  text << in.rdbuf();
-  json j = json::parse(text.str(), nullptr, false);
+  // The index names every tensor once: a few MiB for the largest checkpoints.
+  constexpr size_t kMaxIndexBytes = size_t{64} << 20;
+  EXA_ASSIGN_OR_RETURN(std::string text, ReadFile(index_path, kMaxIndexBytes));
+  json j = json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("weight_map") ||
       !j["weight_map"].is_object()) {
     return absl::InvalidArgumentError(

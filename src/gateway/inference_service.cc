@@ -2,6 +2,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "common/status.h"
+#include "net/grpc_status.h"
 #include "node/generate_stream.h"
 
 namespace exa::gateway {
@@ -22,8 +23,6 @@ node::GenerateStreamReactor::Starter FrontendStarter(Frontend& frontend, TextReq
 }
 
 }  // namespace
-
-grpc::Status ToGrpc(const absl::Status& s) { return node::StatusToGrpc(s); }
 
 absl::StatusOr<TextRequest> FromProto(const exaserve::v1::GenerateRequest& p) {
   TextRequest r;
@@ -84,7 +83,7 @@ grpc::ServerUnaryReactor* InferenceService::Complete(grpc::CallbackServerContext
   auto* reactor = context->DefaultReactor();
   auto text = Admit(context, *request);
   if (!text.ok()) {
-    reactor->Finish(ToGrpc(text.status()));
+    reactor->Finish(net::StatusToGrpc(text.status()));
     return reactor;
   }
   struct State {
@@ -108,10 +107,10 @@ grpc::ServerUnaryReactor* InferenceService::Complete(grpc::CallbackServerContext
           response->set_request_id(state->call->request_id());
           response->set_replica_id(state->call->replica_id());
         }
-        reactor->Finish(e.status.ok() ? grpc::Status::OK : ToGrpc(e.status));
+        reactor->Finish(e.status.ok() ? grpc::Status::OK : net::StatusToGrpc(e.status));
       });
   if (!call.ok()) {
-    reactor->Finish(ToGrpc(call.status()));
+    reactor->Finish(net::StatusToGrpc(call.status()));
     return reactor;
   }
   state->call = *call;

@@ -34,6 +34,5 @@ std::string_view AuthorizationMetadata(const grpc::CallbackServerContext* contex
 
 // Converts the proto request; INVALID_ARGUMENT names a bad field.
 absl::StatusOr<TextRequest> FromProto(const exaserve::v1::GenerateRequest& request);
-grpc::Status ToGrpc(const absl::Status& status);
 
 }  // namespace exa::gateway

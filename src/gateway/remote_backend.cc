@@ -9,6 +9,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "net/grpc_status.h"
 #include "net/tls.h"
 #include "node/generate_stream.h"
 
@@ -362,7 +363,7 @@ class RemoteBackend::RemoteCall final : public grpc::ClientReadReactor<GenerateR
       e.status = node_failed
                      ? absl::UnavailableError(StrCat("replica ", replica_id_, " on node ", node_id_,
                                                      " failed: ", status.error_message()))
-                     : node::StatusFromGrpc(status);
+                     : net::StatusFromGrpc(status);
       owner_->remote_failures_.Increment();
     }
     callback_(e);

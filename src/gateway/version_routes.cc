@@ -40,8 +40,10 @@ absl::Status VersionRoutes::Load() {
     routes_ = {VersionRoute{"x-model-version", "version", ""}};
     return absl::OkStatus();
   }
-  std::ifstream in(path_);
-  json doc = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  // A route is a few dozen bytes and there are a handful: 1 MiB is far past any real file.
+  constexpr size_t kMaxRoutesFileBytes = size_t{1} << 20;
+  EXA_ASSIGN_OR_RETURN(std::string text, ReadFile(path_, kMaxRoutesFileBytes));
+  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_array()) {
     return absl::InvalidArgumentError(StrCat(path_, ": not a JSON array of routes"));
   }

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "absl/base/internal/sysinfo.h"
+#include "common/file_util.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "net/openssl_util.h"
@@ -19,13 +20,17 @@
 namespace exa::net {
 namespace {
 
-absl::StatusOr<std::string> ReadFile(const std::string& path, std::string_view key) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InvalidArgumentError(StrCat(key, " ", path, ": cannot be read"));
-  std::stringstream s;
-  s << in.rdbuf();
-  if (s.str().empty()) return absl::InvalidArgumentError(StrCat(key, " ", path, ": empty"));
-  return s.str();
+// The PEM file named by option `key`. A certificate chain or key is a few KiB: 1 MiB is far past
+// any real one.
+absl::StatusOr<std::string> ReadPem(const std::string& path, std::string_view key) {
+  constexpr size_t kMaxPemBytes = size_t{1} << 20;
+  absl::StatusOr<std::string> pem = ReadFile(path, kMaxPemBytes);
+  if (pem.status().code() == absl::StatusCode::kNotFound) {
+    return absl::InvalidArgumentError(StrCat(key, " ", path, ": cannot be read"));
+  }
+  if (!pem.ok()) return absl::InvalidArgumentError(StrCat(key, " ", pem.status().message()));
+  if (pem->empty()) return absl::InvalidArgumentError(StrCat(key, " ", path, ": empty"));
+  return pem;
 }
 
 UniqueBio PemBio(const std::string& pem) {
@@ -75,11 +80,11 @@ absl::StatusOr<TlsMaterial> LoadTls(const TlsOptions& o, bool require_cert) {
         "tls.cert_file and tls.key_file go together: set both or neither");
   }
   TlsMaterial m;
-  EXA_ASSIGN_OR_RETURN(m.ca_pem, ReadFile(o.ca_file, "tls.ca_file"));
+  EXA_ASSIGN_OR_RETURN(m.ca_pem, ReadPem(o.ca_file, "tls.ca_file"));
   EXA_ASSIGN_OR_RETURN(UniqueX509 ca, ParseCert(m.ca_pem, StrCat("tls.ca_file ", o.ca_file)));
   if (o.cert_file.empty()) return m;
-  EXA_ASSIGN_OR_RETURN(m.cert_pem, ReadFile(o.cert_file, "tls.cert_file"));
-  EXA_ASSIGN_OR_RETURN(m.key_pem, ReadFile(o.key_file, "tls.key_file"));
+  EXA_ASSIGN_OR_RETURN(m.cert_pem, ReadPem(o.cert_file, "tls.cert_file"));
+  EXA_ASSIGN_OR_RETURN(m.key_pem, ReadPem(o.key_file, "tls.key_file"));
   EXA_ASSIGN_OR_RETURN(UniqueX509 cert,
                        ParseCert(m.cert_pem, StrCat("tls.cert_file ", o.cert_file)));
   auto key_bio = PemBio(m.key_pem);

@@ -1,6 +1,10 @@
 #include "node/generate_stream.h"
 
+#include "net/grpc_status.h"
+
 namespace exa::node {
+
+using net::StatusToGrpc;
 
 using exaserve::v1::FinishReason;
 
@@ -34,10 +38,6 @@ engine::FinishReason FinishReasonFromProto(FinishReason r) {
   }
 }
 
-grpc::Status StatusToGrpc(const absl::Status& s) {
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-}
-
 engine::SamplingParams SamplingFromProto(const exaserve::v1::SamplingParams& s) {
   engine::SamplingParams out;
   out.temperature = s.temperature();
@@ -56,10 +56,6 @@ void SamplingToProto(const engine::SamplingParams& p, exaserve::v1::SamplingPara
   s->set_repetition_penalty(p.repetition_penalty);
   if (p.seed) s->set_seed(*p.seed);
   s->set_logprobs(p.logprobs);
-}
-
-absl::Status StatusFromGrpc(const grpc::Status& s) {
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
 }
 
 void GenerateStreamReactor::Begin(const Starter& start) {

@@ -23,11 +23,9 @@ namespace exa::node {
 
 exaserve::v1::FinishReason FinishReasonToProto(engine::FinishReason reason);
 engine::FinishReason FinishReasonFromProto(exaserve::v1::FinishReason reason);
-grpc::Status StatusToGrpc(const absl::Status& status);
 // The proto's sampling parameters, with its zero defaults (top_p, repetition_penalty) made 1.
 engine::SamplingParams SamplingFromProto(const exaserve::v1::SamplingParams& proto);
 void SamplingToProto(const engine::SamplingParams& params, exaserve::v1::SamplingParams* proto);
-absl::Status StatusFromGrpc(const grpc::Status& status);
 
 // What the producer hands back once started: how to cancel it and, for the first message, which
 // request and replica serve it (the replica can change on a retry before the first token).

@@ -4,9 +4,12 @@
 #include <sstream>
 
 #include "absl/time/clock.h"
+#include "common/file_util.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "net/grpc_status.h"
 #include "node/generate_stream.h"
 
 namespace exa::node {
@@ -289,7 +292,7 @@ grpc::ServerUnaryReactor* NodeService::DescribeModels(
   auto* reactor = context->DefaultReactor();
   auto described = node::DescribeModels(node_id_, host_);
   if (!described.ok()) {
-    reactor->Finish(StatusToGrpc(described.status()));
+    reactor->Finish(net::StatusToGrpc(described.status()));
     return reactor;
   }
   *response = *std::move(described);
@@ -352,7 +355,7 @@ grpc::ServerUnaryReactor* NodeService::StartReplica(grpc::CallbackServerContext*
   spec.labels.insert(req->labels().begin(), req->labels().end());
   absl::StatusOr<ReplicaView> view = host_.StartReplica(spec);
   if (!view.ok()) {
-    reactor->Finish(StatusToGrpc(view.status()));
+    reactor->Finish(net::StatusToGrpc(view.status()));
     return reactor;
   }
   FillStatus(*view, response);
@@ -378,7 +381,7 @@ grpc::ServerUnaryReactor* NodeService::StopReplica(grpc::CallbackServerContext* 
   absl::StatusOr<ReplicaView> view = host_.StopReplica(req->replica_id(), !req->immediate(),
                                                        absl::Seconds(req->drain_timeout_seconds()));
   if (!view.ok()) {
-    reactor->Finish(StatusToGrpc(view.status()));
+    reactor->Finish(net::StatusToGrpc(view.status()));
     return reactor;
   }
   FillStatus(*view, response);
@@ -396,7 +399,7 @@ grpc::ServerUnaryReactor* NodeService::StageModel(grpc::CallbackServerContext* c
   }
   auto staged = host_.StageModel(req->model(), req->version());
   if (!staged.ok()) {
-    reactor->Finish(StatusToGrpc(staged.status()));
+    reactor->Finish(net::StatusToGrpc(staged.status()));
     return reactor;
   }
   response->set_state(staged->first);
@@ -494,15 +497,13 @@ absl::StatusOr<exaserve::v1::DescribeModelsResponse> DescribeModels(const std::s
   response.set_node_id(node_id);
   for (const ServedModel* m : host.models()) {
     std::string path = m->dir + "/tokenizer.json";
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return absl::InternalError(StrCat("cannot read ", path));
-    std::ostringstream text;
-    text << in.rdbuf();
+    absl::StatusOr<std::string> text = ReadFile(path, engine::Tokenizer::kMaxFileBytes);
+    if (!text.ok()) return absl::InternalError(text.status().message());
     auto* d = response.add_models();
     d->set_name(m->name);
     d->set_version(m->version);
     d->set_max_context(m->info.max_context);
-    d->set_tokenizer_json(text.str());
+    d->set_tokenizer_json(*std::move(text));
   }
   return response;
 }

@@ -4,126 +4,24 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 
 #include "absl/strings/numbers.h"
 #include "cluster/label_rule.h"
 #include "common/chars.h"
-#include "common/file_util.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "common/units.h"
-#include "nlohmann/json.hpp"
+#include "node/store_name.h"
 
 namespace exa::node {
 namespace {
-
-std::string Positive(const int& v) { return v > 0 ? "" : StrCat(v, ": must be positive"); }
 
 // What a replica may reserve of a device (KV cache or whole budget): 4 TiB, past any GPU or
 // host, and far from int64 overflow when the ledger adds reservations up.
 constexpr int64_t kMaxReplicaBytes = int64_t{1} << 42;
 
-bool StoreNameOk(const std::string& name) {
-  return !name.empty() && name.size() <= 128 && name.find('/') == std::string::npos &&
-         name != "." && name != ".." && !HasSpaceOrControl(name);
-}
 }  // namespace
-
-void RegisterConfig(config::Schema& s, std::string_view section, InferenceOptions* o) {
-  std::string p(section);
-  s.Add(p + ".models", &o->models,
-        "model directories (HF layout), each DIR or DIR@VERSION; empty: the bundled model");
-  s.Add<int>(p + ".replicas_per_model", &o->replicas_per_model, "replicas of each model",
-             [](const int& v) { return v >= 0 && v <= 64 ? "" : StrCat(v, ": expected 0-64"); });
-  s.AddEnum(p + ".backend", &o->backend, {"cpu", "cuda", "sim"},
-            "engine backend (cuda: replicas spread over inference.gpus; without a GPU a replica "
-            "fails to start, with the reason, and the node keeps serving)");
-  s.Add<std::vector<std::string>>(
-      p + ".gpus", &o->gpus,
-      "cuda backend: GPU indices replicas are spread over, round-robin; empty: every GPU found",
-      [](const std::vector<std::string>& v) {
-        for (const std::string& g : v) {
-          int index = -1;
-          if (!absl::SimpleAtoi(g, &index) || index < 0 || index > 255) {
-            return StrCat("GPU index \"", g, "\": expected an integer 0-255");
-          }
-        }
-        return std::string();
-      });
-  s.Add<double>(p + ".gpu_memory_utilization", &o->gpu_memory_utilization,
-                "share of each GPU's memory the ledger may promise to replicas (weights, KV, "
-                "runtime); the rest is headroom",
-                [](const double& v) {
-                  return v > 0 && v <= 1 ? std::string() : StrCat(v, ": must be in (0, 1]");
-                });
-  s.Add(p + ".host_memory_budget", &o->host_memory_budget,
-        "host memory the ledger may promise to cpu/sim replicas; 0: not accounted");
-  s.Add(p + ".burn_in", &o->burn_in,
-        "cuda backend: GEMM and copy burn-in on every GPU at start; failing taints the node "
-        "(burn-in-failed) and starts no replica");
-  s.Add<double>(p + ".sim_slowdown", &o->sim_slowdown,
-                "sim backend: factor on every modeled step time (a slow-replica drill)",
-                [](const double& v) {
-                  return v >= 1 && v <= 100 ? std::string() : StrCat(v, ": must be in [1, 100]");
-                });
-  s.Add<std::vector<std::string>>(
-      p + ".sim_slow_versions", &o->sim_slow_versions,
-      "sim backend: versions sim_slowdown applies to (a bad-release drill); empty: every replica");
-  s.Add<int>(
-      p + ".sim_fail_every_steps", &o->sim_fail_every_steps,
-      "sim backend: every this-many-th step fails with the requests in it (a "
-      "failing-release drill); 0: off",
-      [](const int& v) { return v >= 0 && v <= 1024 ? "" : StrCat(v, ": expected 0-1024"); });
-  s.Add<std::vector<std::string>>(
-      p + ".sim_failing_versions", &o->sim_failing_versions,
-      "sim backend: versions sim_fail_every_steps applies to; empty: every replica");
-  s.Add(p + ".sim_leak_bytes_per_step", &o->sim_leak_bytes_per_step,
-        "sim backend: every step keeps this many more bytes for good, up to 1 GiB (a "
-        "leaking-release drill); 0: off");
-  s.Add<std::vector<std::string>>(
-      p + ".sim_leaking_versions", &o->sim_leaking_versions,
-      "sim backend: versions sim_leak_bytes_per_step applies to; empty: every replica");
-  s.Add(p + ".sim_stall_file", &o->sim_stall_file,
-        "sim backend: while this file exists every step loop hangs (a drill); empty: off");
-  s.Add<int>(
-      p + ".threads", &o->threads, "CPU threads per replica; 0: one per hardware thread",
-      [](const int& v) { return v >= 0 && v <= 1024 ? "" : StrCat(v, ": expected 0-1024"); });
-  s.Add(p + ".kv_cache_bytes", &o->kv_cache_bytes, "KV cache per replica, reserved at start");
-  s.Add<int>(p + ".max_batch_tokens", &o->max_batch_tokens, "tokens per engine step", Positive);
-  s.Add<int>(p + ".max_running", &o->max_running, "sequences batched at once", Positive);
-  s.Add<int>(p + ".max_queue", &o->max_queue,
-             "requests waiting per replica; beyond this: RESOURCE_EXHAUSTED", Positive);
-  s.Add(p + ".prefix_cache.enabled", &o->prefix_cache.enabled,
-        "reuse the KV blocks of prompt prefixes earlier requests computed");
-  s.Add<double>(p + ".prefix_cache.max_cached_fraction", &o->prefix_cache.max_cached_fraction,
-                "share of the KV cache unreferenced cached blocks may hold", [](const double& v) {
-                  return v >= 0 && v <= 1 ? std::string() : StrCat(v, ": must be in [0, 1]");
-                });
-  s.Add<int>(
-      p + ".prefix_cache.report_every_blocks", &o->prefix_cache.report_every_blocks,
-      "report every this-many-th cached block of a chain to gateways (1-1024)",
-      [](const int& v) { return v >= 1 && v <= 1024 ? "" : StrCat(v, ": expected 1-1024"); });
-}
-
-std::string FindBundledModel() {
-  std::error_code ec;
-  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  std::vector<std::filesystem::path> candidates;
-  if (!ec) {
-    auto bin = exe.parent_path();
-    candidates.push_back(bin / "../share/exaserve/models" / kBundledModelName);  // installed
-    candidates.push_back(bin / "../../models" / kBundledModelName);              // build/bin
-  }
-  candidates.push_back(std::filesystem::current_path(ec) / "models" / kBundledModelName);
-  for (const auto& c : candidates) {
-    if (std::filesystem::exists(c / "config.json", ec)) {
-      return std::filesystem::weakly_canonical(c, ec).string();
-    }
-  }
-  return "";
-}
 
 std::vector<int> AssignGpus(int replicas, const std::vector<int>& gpus, int gpu_count) {
   std::vector<int> out(static_cast<size_t>(std::max(0, replicas)), 0);
@@ -397,17 +295,6 @@ std::optional<absl::StatusOr<ReplicaView>> ReplicaHost::ExistingLocked(
   return ViewLocked(e);
 }
 
-void ReplicaHost::AddLabels(const std::string& id, const Labels& labels) {
-  if (labels.empty()) return;
-  absl::MutexLock lock(&labels_mu_);
-  for (const auto& [k, v] : labels) labels_[id][k] = v;
-  labels_version_++;
-  if (absl::Status s = SaveLabelsLocked(); !s.ok()) {
-    EXA_LOG_ERROR("node", "replica labels not saved (they hold until restart)",
-                  {{"replica", id}, {"error", std::string(s.message())}});
-  }
-}
-
 std::string ReplicaHost::NextIdLocked(const std::string& name, const std::string& version) const {
   for (int n = 0;; ++n) {
     std::string id = StrCat(node_id_.substr(0, 8), "/", name, "@", version, "#", n);
@@ -451,69 +338,6 @@ absl::Status ReplicaHost::ReserveLocked(Entry& entry, const ReplicaSpec& spec, i
   r.budget_bytes = own;
   entry.weights_holder = holder;
   return absl::OkStatus();
-}
-
-bool ReplicaHost::pulls_models() const {
-  absl::MutexLock lock(&mu_);
-  return static_cast<bool>(fetch_);
-}
-
-absl::StatusOr<std::pair<std::string, std::string>> ReplicaHost::StageModel(
-    const std::string& model, const std::string& version) {
-  if (!StoreNameOk(model)) {
-    return absl::InvalidArgumentError(
-        StrCat("model: \"", model,
-               "\": a model name (1-128 characters, no '/', spaces or control characters)"));
-  }
-  if (!StoreNameOk(version)) {
-    return absl::InvalidArgumentError(
-        StrCat("version: \"", version,
-               "\": a version (1-128 characters, no '/', spaces or control characters)"));
-  }
-  const std::string key = StrCat(model, "@", version);
-  absl::MutexLock lock(&mu_);
-  if (stopping_) return absl::UnavailableError("the node is stopping");
-  if (!fetch_) return absl::FailedPreconditionError("this node has no weights fetcher");
-  auto it = staging_.find(key);
-  if (it != staging_.end() &&
-      (it->second.state != "failed" || absl::Now() - it->second.failed_at < stage_retry_after_)) {
-    return std::make_pair(it->second.state, it->second.reason);
-  }
-  if (stage_pulls_ >= kMaxStagePulls) {
-    return absl::ResourceExhaustedError(StrCat(stage_pulls_,
-                                               " models are being pre-staged already (at most ",
-                                               kMaxStagePulls, "); ask again later"));
-  }
-  if (it == staging_.end() && staging_.size() >= kMaxStagedModels) {
-    return absl::ResourceExhaustedError(
-        StrCat("this node tracks ", kMaxStagedModels, " staged models already"));
-  }
-  staging_[key] = Staging{"pulling", StrCat("pulling ", model, ":", version)};
-  stage_pulls_++;
-  EXA_LOG_INFO("node", "pre-staging a model", {{"model", key}});
-  workers_.emplace_back([this, model, version, key, fetch = fetch_] {
-    absl::StatusOr<std::string> dir = fetch(model, version);
-    absl::MutexLock lock(&mu_);
-    stage_pulls_--;
-    if (dir.ok()) {
-      staging_[key] = Staging{"staged", *dir};
-      EXA_LOG_INFO("node", "model pre-staged", {{"model", key}, {"dir", *dir}});
-    } else {
-      staging_[key] = Staging{"failed", std::string(dir.status().message()), absl::Now()};
-      EXA_LOG_WARN("node", "pre-staging failed",
-                   {{"model", key}, {"error", std::string(dir.status().message())}});
-    }
-  });
-  return std::make_pair(std::string("pulling"), staging_[key].reason);
-}
-
-std::vector<std::string> ReplicaHost::StagedModels() const {
-  absl::MutexLock lock(&mu_);
-  std::vector<std::string> out;
-  for (const auto& [key, s] : staging_) {
-    if (s.state == "staged") out.push_back(key);
-  }
-  return out;
 }
 
 absl::StatusOr<ReplicaView> ReplicaHost::StartFromStore(const ReplicaSpec& spec) {
@@ -611,11 +435,6 @@ void ReplicaHost::PullAndLoad(std::string id, ReplicaSpec spec) {
 void ReplicaHost::SetRefusal(std::string reason) {
   absl::MutexLock lock(&mu_);
   refusal_ = std::move(reason);
-}
-
-void ReplicaHost::SetModelFetch(ModelFetch fetch) {
-  absl::MutexLock lock(&mu_);
-  fetch_ = std::move(fetch);
 }
 
 absl::StatusOr<ReplicaView> ReplicaHost::Admit(const ReplicaSpec& spec, ServedModel* model) {
@@ -919,66 +738,6 @@ void ReplicaHost::NotifyChange() {
 std::pair<int64_t, int64_t> ReplicaHost::LedgerUsage(int device) const {
   absl::MutexLock lock(&mu_);
   return {ledger_.used(device), ledger_.capacity(device)};
-}
-
-absl::StatusOr<std::vector<std::pair<std::string, ReplicaHost::Labels>>> ReplicaHost::Relabel(
-    const Labels& selector, const Labels& set, const std::vector<std::string>& remove) {
-  EXA_RETURN_IF_ERROR(cluster::ValidateChange(set, remove));
-  const cluster::LabelRule rule{selector, set, remove};
-  const auto live = replicas();
-  absl::MutexLock lock(&labels_mu_);
-  std::vector<std::pair<std::string, Labels>> matched;
-  for (const auto& r : live) {
-    const Labels& labels = labels_[r->id];
-    if (!cluster::SelectorMatches(selector, r->id, r->model->name, r->model->version, labels)) {
-      continue;
-    }
-    Labels updated = cluster::ApplyRule(rule, labels);
-    if (updated.size() > cluster::kMaxLabelsPerReplica) {
-      return absl::InvalidArgumentError(
-          StrCat("labels: at most ", cluster::kMaxLabelsPerReplica, " per replica"));
-    }
-    matched.emplace_back(r->id, std::move(updated));
-  }
-  for (const auto& [id, labels] : matched) labels_[id] = labels;
-  labels_version_++;
-  if (!matched.empty()) EXA_RETURN_IF_ERROR(SaveLabelsLocked());
-  return matched;
-}
-
-ReplicaHost::Labels ReplicaHost::LabelsOf(const std::string& replica_id) const {
-  absl::MutexLock lock(&labels_mu_);
-  auto it = labels_.find(replica_id);
-  return it == labels_.end() ? Labels{} : it->second;
-}
-
-absl::Status ReplicaHost::UseLabelsFile(std::string path) {
-  absl::MutexLock lock(&labels_mu_);
-  labels_path_ = std::move(path);
-  if (!std::filesystem::exists(labels_path_)) return absl::OkStatus();
-  std::ifstream in(labels_path_);
-  nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) {
-    return absl::InvalidArgumentError(
-        StrCat(labels_path_, ": expected a JSON object of replica id → labels"));
-  }
-  for (const auto& [id, labels] : doc.items()) {
-    if (!labels.is_object()) continue;
-    Labels& out = labels_[id];
-    for (const auto& [k, v] : labels.items()) {
-      if (v.is_string()) out[k] = v.get<std::string>();
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ReplicaHost::SaveLabelsLocked() const {
-  if (labels_path_.empty()) return absl::OkStatus();
-  nlohmann::json doc = nlohmann::json::object();
-  for (const auto& [id, labels] : labels_) {
-    if (!labels.empty()) doc[id] = labels;
-  }
-  return WriteFileAtomically(labels_path_, doc.dump(2) + "\n");
 }
 
 }  // namespace exa::node

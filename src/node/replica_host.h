@@ -6,6 +6,10 @@
 // it entered it. A memory ledger per device (memory_ledger.h) refuses a replica whose budget does
 // not fit before anything loads.
 //
+// The lifecycle is here; its neighbours live in their own files: the config section
+// (inference_options.h), the bundled model (bundled_model.h), pre-staging models into the node
+// cache (model_staging.cc) and replica labels with their file (replica_labels.cc).
+//
 // Thread safety: every method may be called from any thread after construction. Engines are
 // shared: a caller holding one keeps it alive across a concurrent stop (its Submit then fails).
 #pragma once
@@ -22,59 +26,13 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "config/schema.h"
 #include "engine/engine.h"
 #include "engine/tokenizer_detokenizer.h"
+#include "node/bundled_model.h"
+#include "node/inference_options.h"
 #include "node/memory_ledger.h"
 
 namespace exa::node {
-
-struct InferenceOptions {
-  // Model directories (Hugging Face layout), each optionally "@version" (default "v1").
-  // Empty: the bundled model (models/exa-tiny-arith) when it can be found.
-  std::vector<std::string> models;
-  int replicas_per_model = 1;
-  std::string backend = "cpu";  // cpu, cuda or sim
-  int threads = 0;              // per replica; 0: one per hardware thread
-  config::Bytes kv_cache_bytes{64 << 20};
-  int max_batch_tokens = 512;
-  int max_running = 64;
-  int max_queue = 256;
-  // Automatic prefix caching (docs/architecture.md#prefix-cache).
-  engine::PrefixCacheOptions prefix_cache;
-  // sim backend only: every modeled step takes this many times longer (a slow-replica drill).
-  double sim_slowdown = 1.0;
-  // sim backend: the versions sim_slowdown applies to (a bad-release drill); empty: every replica.
-  std::vector<std::string> sim_slow_versions;
-  // sim backend only: every this-many-th step fails with every request in it (a failing-release
-  // drill); 0: off. Applies to sim_failing_versions (empty: every replica).
-  int sim_fail_every_steps = 0;
-  std::vector<std::string> sim_failing_versions;
-  // sim backend only: every step keeps this many more bytes for good (a leaking-release drill);
-  // 0: off. Applies to sim_leaking_versions (empty: every replica).
-  config::Bytes sim_leak_bytes_per_step{0};
-  std::vector<std::string> sim_leaking_versions;
-  // sim backend only, a drill: while this file exists every replica's step loop hangs.
-  std::string sim_stall_file;
-  // cuda backend: the GPUs (CUDA indices) replicas are spread over, round-robin in start order.
-  // Empty: every GPU the node found (gpu_count, set by the daemon from its inventory). Decimal
-  // strings (the config schema's list type), validated as 0-255.
-  std::vector<std::string> gpus;
-  int gpu_count = 0;  // not a config key
-  // cuda backend: run the GEMM and copy burn-in on every GPU at start; a node that fails it is
-  // tainted "burn-in-failed" and starts no replica.
-  bool burn_in = true;
-  // The memory ledger: the share of each GPU's memory replicas may be promised, and the host
-  // memory cpu/sim replicas may be promised (0: not accounted).
-  double gpu_memory_utilization = 0.9;
-  config::Bytes host_memory_budget{0};
-  std::vector<int64_t> gpu_memory_bytes;  // per GPU, from the inventory; not a config key
-  // How long StopReplica waits for a draining replica's requests by default (the daemon sets
-  // lifecycle.drain_timeout; not a key of its own).
-  absl::Duration drain_timeout = absl::Seconds(30);
-};
-
-void RegisterConfig(config::Schema& schema, std::string_view section, InferenceOptions* options);
 
 // The GPU of each of `replicas` replicas: `gpus` round-robin, or 0..gpu_count-1 when `gpus` is
 // empty, or GPU 0 when there is neither (the replica then fails with the CUDA reason). Pure.
@@ -282,13 +240,6 @@ class ReplicaHost {
   std::atomic<uint64_t> labels_version_{0};
   std::atomic<uint64_t> serving_version_{0};
 };
-
-// The model shipped in models/ (it adds numbers: the probe "1+1=" must answer "2").
-inline constexpr char kBundledModelName[] = "exa-tiny-arith";
-
-// Where the bundled model is: next to the binary (build tree or install prefix) or under the
-// current directory. Empty when none is found.
-std::string FindBundledModel();
 
 // Bytes a replica of the model in `dir` needs besides its KV cache: the checkpoint's tensors
 // plus the runtime's activations and workspaces (an estimate: 5% of the weights + 64 MiB).

@@ -14,6 +14,7 @@
 #include "common/strings.h"
 #include "exaserve/v1/admin.grpc.pb.h"
 #include "exaserve/v1/node.grpc.pb.h"
+#include "net/grpc_status.h"
 #include "net/tls.h"
 #include "nlohmann/json.hpp"
 #include "scheduler/node_view.h"
@@ -104,10 +105,6 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, const grp
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(Clamped(s));
   return reactor;
-}
-
-grpc::Status ToGrpc(const absl::Status& s) {
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
 
 std::string LabelRuleToJson(const cluster::LabelRule& rule) {
@@ -1143,7 +1140,7 @@ grpc::ServerUnaryReactor* SchedulerService::Apply(grpc::CallbackServerContext* c
   if (grpc::Status s = Authorize(context); !s.ok()) return Finish(context, s);
   const std::string source = request->source().empty() ? "spec" : request->source();
   absl::StatusOr<std::vector<InferenceReplicaSpec>> specs = ParseSpecs(request->yaml(), source);
-  if (!specs.ok()) return Finish(context, ToGrpc(specs.status()));
+  if (!specs.ok()) return Finish(context, net::StatusToGrpc(specs.status()));
   if (specs->empty()) {
     return Finish(context, grpc::Status(grpc::INVALID_ARGUMENT,
                                         StrCat(source, ": no InferenceReplica document")));
@@ -1151,7 +1148,7 @@ grpc::ServerUnaryReactor* SchedulerService::Apply(grpc::CallbackServerContext* c
   // Every spec must plan (a known model, memory that covers the estimate) before any is written.
   for (const InferenceReplicaSpec& spec : *specs) {
     absl::StatusOr<uint64_t> bytes = ReplicaBytes(spec);
-    if (!bytes.ok()) return Finish(context, ToGrpc(bytes.status()));
+    if (!bytes.ok()) return Finish(context, net::StatusToGrpc(bytes.status()));
   }
   std::vector<std::pair<std::string, std::optional<std::string>>> writes;
   std::unique_lock<std::mutex> lock(mu_);
@@ -1421,7 +1418,7 @@ grpc::ServerUnaryReactor* SchedulerService::Rollout(grpc::CallbackServerContext*
   if (!status_only) {
     if (grpc::Status s = Authorize(context); !s.ok()) return Finish(context, s);
     command = ParseRolloutCommand(request->command());
-    if (!command.ok()) return Finish(context, ToGrpc(command.status()));
+    if (!command.ok()) return Finish(context, net::StatusToGrpc(command.status()));
   }
   std::unique_lock<std::mutex> lock(mu_);
   const StoreRecord* r = store_.Get(StrCat(kSpecPrefix, request->name()));
@@ -1430,7 +1427,7 @@ grpc::ServerUnaryReactor* SchedulerService::Rollout(grpc::CallbackServerContext*
                   grpc::Status(grpc::NOT_FOUND, StrCat("no spec named ", request->name())));
   }
   const CachedSpec& c = SpecLocked(*r);
-  if (!c.desired.ok()) return Finish(context, ToGrpc(c.desired.status()));
+  if (!c.desired.ok()) return Finish(context, net::StatusToGrpc(c.desired.status()));
   const InferenceReplicaSpec& spec = c.desired->spec;
   RolloutState state = RolloutStateLocked(request->name());
   const absl::Time now = absl::Now();
@@ -1468,7 +1465,7 @@ grpc::ServerUnaryReactor* SchedulerService::Rollout(grpc::CallbackServerContext*
   }
   // Checked here for a clear answer; the reconciler applies it at its next step.
   absl::StatusOr<RolloutState> next = ApplyCommand(now, spec, state, *command, window_);
-  if (!next.ok()) return Finish(context, ToGrpc(next.status()));
+  if (!next.ok()) return Finish(context, net::StatusToGrpc(next.status()));
   json cmd = {{"id", static_cast<uint64_t>(absl::ToUnixMicros(now))},
               {"command", RolloutCommandName(*command)}};
   response->set_json(RolloutStateToJson(*next));
@@ -1520,11 +1517,13 @@ grpc::ServerUnaryReactor* SchedulerService::Routes(grpc::CallbackServerContext* 
   }
   pb::VersionRoute route = request->route();
   if (request->op() == pb::RoutesRequest::OP_SET) {
-    if (absl::Status s = env_.normalize_route(&route); !s.ok()) return Finish(context, ToGrpc(s));
+    if (absl::Status s = env_.normalize_route(&route); !s.ok())
+      return Finish(context, net::StatusToGrpc(s));
   } else if (request->op() == pb::RoutesRequest::OP_REMOVE) {
     pb::VersionRoute probe = route;
     probe.set_label("version");
-    if (absl::Status s = env_.normalize_route(&probe); !s.ok()) return Finish(context, ToGrpc(s));
+    if (absl::Status s = env_.normalize_route(&probe); !s.ok())
+      return Finish(context, net::StatusToGrpc(s));
     route.set_header(probe.header());
   } else {
     return Finish(context, grpc::Status(grpc::INVALID_ARGUMENT, "op: list, set or remove"));
@@ -1572,7 +1571,7 @@ grpc::ServerUnaryReactor* SchedulerService::LabelRules(grpc::CallbackServerConte
   update.set.insert(request->labels().begin(), request->labels().end());
   update.remove.assign(request->remove().begin(), request->remove().end());
   if (absl::Status s = cluster::ValidateChange(update.set, update.remove); !s.ok()) {
-    return Finish(context, ToGrpc(s));
+    return Finish(context, net::StatusToGrpc(s));
   }
   if (absl::Status s = cluster::ValidateLabels(update.selector); !s.ok()) {
     return Finish(context, grpc::Status(grpc::INVALID_ARGUMENT, StrCat("selector: ", s.message())));
@@ -1619,7 +1618,7 @@ grpc::ServerUnaryReactor* SchedulerService::Replicate(grpc::CallbackServerContex
   if (absl::Status s = ValidateReplicated(*request, now); !s.ok()) {
     EXA_LOG_WARN("scheduler", "replicated records refused",
                  {{"from", request->from().substr(0, 80)}, {"error", std::string(s.message())}});
-    return Finish(context, ToGrpc(s));
+    return Finish(context, net::StatusToGrpc(s));
   }
   std::unique_lock<std::mutex> lock(mu_);
   store_.Handle(now, request->from(), FromProto(*request));

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cluster/label_rule.h"  // the reserved label prefix (a constant)
+#include "common/file_util.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "common/units.h"
@@ -635,11 +636,8 @@ absl::StatusOr<std::vector<InferenceReplicaSpec>> ParseSpecs(std::string_view ya
 }
 
 absl::StatusOr<std::vector<InferenceReplicaSpec>> LoadSpecFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(StrCat(path, ": cannot read: ", std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseSpecs(text.str(), path);
+  EXA_ASSIGN_OR_RETURN(std::string text, ReadFile(path, kMaxSpecFileBytes));
+  return ParseSpecs(text, path);
 }
 
 // "10%" when that reads back as exactly `f`, else the fraction itself ("0.07").

@@ -44,6 +44,8 @@ inline constexpr int kMaxContextTokens = 1 << 24;
 inline constexpr int kMaxConcurrency = 1 << 16;
 inline constexpr size_t kMaxNameBytes = 63;  // a DNS label: replica ids embed the name
 inline constexpr size_t kMaxLabels = 64;
+// The most a spec file may hold: a spec is a few KiB, so a larger file is the wrong file.
+inline constexpr size_t kMaxSpecFileBytes = size_t{8} << 20;
 
 struct ResourcesSpec {
   int gpu = 1;  // GPUs per replica (tensor-parallel degree at least this)

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <map>
 #include <memory>
-#include <queue>
 #include <set>
 #include <unordered_map>
 
@@ -25,9 +24,16 @@
 #include "scheduler/reconciler.h"
 #include "scheduler/replicated_store.h"
 #include "scheduler/rollout.h"
+#include "sim/event_queue.h"
+#include "sim/sim_network.h"
 
 namespace exa::sim {
 namespace {
+
+// One rack-scale LAN: 0.5-1 ms one way, 1 ms more for a reliable exchange's connection setup,
+// nothing lost.
+const LinkModel kLink{
+    .unit_us = 1, .base = 500, .jitter = 500, .reliable_setup = absl::Milliseconds(1), .loss = 0};
 
 using membership::Address;
 using membership::Channel;
@@ -91,7 +97,7 @@ struct Wave {
 
 class ClusterSim {
  public:
-  explicit ClusterSim(const ClusterSimOptions& o) : o_(o), rng_(o.seed) {
+  explicit ClusterSim(const ClusterSimOptions& o) : o_(o), rng_(o.seed), network_(kLink) {
     start_ = absl::UnixEpoch() + absl::Hours(24 * 365 * 50);
   }
   absl::StatusOr<json> Run();
@@ -99,26 +105,16 @@ class ClusterSim {
  private:
   enum class Kind : uint8_t { kTick, kDeliver, kStart, kCheck, kFault, kHeal, kStore };
   struct QEvent {
-    absl::Time at;
-    uint64_t seq;
     Kind kind;
     int node;
     uint64_t gen;
-    int from;
-    Channel channel;
-    std::string bytes;
+    InFlight packet;  // kDeliver (kStore: who sent it)
     std::shared_ptr<const scheduler::StoreMessage> store;
-  };
-  struct Later {
-    bool operator()(const QEvent* a, const QEvent* b) const {
-      return a->at != b->at ? a->at > b->at : a->seq > b->seq;
-    }
   };
   enum class Phase : uint8_t { kWarmup, kBringup, kSteady, kFault, kDone };
 
-  void Push(absl::Time at, Kind kind, int node, uint64_t gen = 0, int from = -1,
-            Channel channel = Channel::kDatagram, std::string bytes = {}) {
-    queue_.push(new QEvent{at, seq_++, kind, node, gen, from, channel, std::move(bytes)});
+  void Push(absl::Time at, Kind kind, int node, uint64_t gen = 0, InFlight packet = {}) {
+    queue_.Push(at, QEvent{kind, node, gen, std::move(packet), nullptr});
   }
   bool Connected(int a, int b) const {
     return !nodes_[a].killed && !nodes_[b].killed && nodes_[a].group == nodes_[b].group;
@@ -154,10 +150,9 @@ class ClusterSim {
   Random rng_;
   absl::Time start_;
   std::vector<SimNode> nodes_;
-  std::unordered_map<Address, int> by_address_;
+  SimNetwork network_;
   std::unordered_map<std::string, int> by_id_;
-  std::priority_queue<QEvent*, std::vector<QEvent*>, Later> queue_;
-  uint64_t seq_ = 0;
+  EventQueue<QEvent> queue_;
   membership::Config config_ = membership::Config::Lan();
 
   // The spec store: an in-memory map every scheduler reads (the replicated store is not built).
@@ -251,7 +246,7 @@ absl::Status ClusterSim::Setup() {
     n.rack = n.scheduler ? (i - o_.nodes) % o_.racks : i % o_.racks;
     n.id = n.scheduler ? fmt::format("sched-{:02d}", i - o_.nodes) : fmt::format("gpu-{:04d}", i);
     n.address = fmt::format("10.{}.{}.{}:7946", n.rack, (i / 250) % 250, i % 250 + 1);
-    by_address_[n.address] = i;
+    network_.Listen(n.address, i);
     by_id_[n.id] = i;
     Push(start_ + absl::Milliseconds(20) * i, Kind::kStart, i);
   }
@@ -282,11 +277,11 @@ void ClusterSim::StartNode(absl::Time now, int i) {
 void ClusterSim::AfterInteraction(absl::Time now, int i) {
   SimNode& n = nodes_[i];
   for (membership::OutPacket& p : n.core->TakePackets()) {
-    auto it = by_address_.find(p.to);
-    if (it == by_address_.end() || !Connected(i, it->second)) continue;
-    absl::Duration delay = absl::Microseconds(500 + 500 * rng_.UniformDouble());
-    if (p.channel == Channel::kReliable) delay += absl::Milliseconds(1);
-    Push(now + delay, Kind::kDeliver, it->second, 0, i, p.channel, std::move(p.bytes));
+    std::optional<int> to = network_.NodeAt(p.to);
+    if (!to || !Connected(i, *to)) continue;
+    std::optional<absl::Duration> delay = network_.Transit(p.channel, rng_);
+    if (!delay) continue;  // never: this network loses nothing
+    Push(now + *delay, Kind::kDeliver, *to, 0, InFlight{i, p.channel, std::move(p.bytes)});
   }
   n.core->TakeEvents();
   absl::Time next = std::max(now, n.core->NextTick());
@@ -489,17 +484,10 @@ void ClusterSim::FlushStore(absl::Time now, int i) {
   for (scheduler::OutStoreMessage& m : n.store->TakeMessages()) {
     int to = by_id_.at(m.to);
     if (!Connected(i, to)) continue;
-    QEvent* ev = new QEvent{now + absl::Microseconds(500 + 500 * rng_.UniformDouble()),
-                            seq_++,
-                            Kind::kStore,
-                            to,
-                            0,
-                            i,
-                            Channel::kReliable,
-                            {},
-                            nullptr};
-    ev->store = std::make_shared<const scheduler::StoreMessage>(std::move(m.message));
-    queue_.push(ev);
+    // Store messages ride an open stream: the latency alone, no connection setup.
+    const absl::Time at = now + network_.Latency(rng_);
+    queue_.Push(at, QEvent{Kind::kStore, to, 0, InFlight{i, Channel::kReliable, {}},
+                           std::make_shared<const scheduler::StoreMessage>(std::move(m.message))});
   }
 }
 
@@ -918,28 +906,25 @@ void ClusterSim::Check(absl::Time now) {
 absl::StatusOr<json> ClusterSim::Run() {
   auto wall0 = std::chrono::steady_clock::now();
   EXA_RETURN_IF_ERROR(Setup());
-  while (!queue_.empty()) {
-    std::unique_ptr<QEvent> ev(queue_.top());
-    queue_.pop();
-    if (ev->at > end_) break;
-    absl::Time now = ev->at;
-    switch (ev->kind) {
+  queue_.RunUntil(end_, [&](absl::Time now, const QEvent& ev) {
+    switch (ev.kind) {
       case Kind::kStart:
-        StartNode(now, ev->node);
+        StartNode(now, ev.node);
         break;
       case Kind::kTick: {
-        SimNode& n = nodes_[ev->node];
-        if (n.killed || ev->gen != n.tick_gen) break;
+        SimNode& n = nodes_[ev.node];
+        if (n.killed || ev.gen != n.tick_gen) break;
         n.scheduled = absl::InfiniteFuture();
         n.core->Tick(now);
-        AfterInteraction(now, ev->node);
+        AfterInteraction(now, ev.node);
         break;
       }
       case Kind::kDeliver: {
-        SimNode& n = nodes_[ev->node];
-        if (!n.started || !Connected(ev->from, ev->node)) break;
-        n.core->HandlePacket(now, nodes_[ev->from].address, ev->bytes, ev->channel);
-        AfterInteraction(now, ev->node);
+        SimNode& n = nodes_[ev.node];
+        if (!n.started || !Connected(ev.packet.from, ev.node)) break;
+        n.core->HandlePacket(now, nodes_[ev.packet.from].address, ev.packet.bytes,
+                             ev.packet.channel);
+        AfterInteraction(now, ev.node);
         break;
       }
       case Kind::kCheck:
@@ -952,18 +937,14 @@ absl::StatusOr<json> ClusterSim::Run() {
         Heal(now);
         break;
       case Kind::kStore: {
-        SimNode& n = nodes_[ev->node];
-        if (!Connected(ev->from, ev->node)) break;
-        n.store->Handle(now, nodes_[ev->from].id, *ev->store);
-        FlushStore(now, ev->node);
+        SimNode& n = nodes_[ev.node];
+        if (!Connected(ev.packet.from, ev.node)) break;
+        n.store->Handle(now, nodes_[ev.packet.from].id, *ev.store);
+        FlushStore(now, ev.node);
         break;
       }
     }
-  }
-  while (!queue_.empty()) {
-    delete queue_.top();
-    queue_.pop();
-  }
+  });
   json out;
   const scheduler::DesiredDeployment& d = desired_.front();
   out["scenario"] = {{"nodes", o_.nodes},

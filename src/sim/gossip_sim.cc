@@ -5,7 +5,6 @@
 #include <cmath>
 #include <map>
 #include <memory>
-#include <queue>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -15,6 +14,8 @@
 #include "common/strings.h"
 #include "fmt/format.h"
 #include "membership/swim_core.h"
+#include "sim/event_queue.h"
+#include "sim/sim_network.h"
 
 namespace exa::sim {
 namespace {
@@ -62,7 +63,16 @@ std::string FakeUuid(Random& rng) {
 
 class Simulation {
  public:
-  explicit Simulation(const GossipSimOptions& o) : o_(o), rng_(o.seed) {
+  explicit Simulation(const GossipSimOptions& o)
+      : o_(o),
+        rng_(o.seed),
+        network_(LinkModel{.unit_us = 1000.0,
+                           .base = o.latency_ms,
+                           .jitter = o.jitter_ms,
+                           // A reliable exchange costs a connection setup on top: one more round
+                           // trip.
+                           .reliable_setup = 2 * absl::Microseconds(1000.0 * o.latency_ms),
+                           .loss = o.loss}) {
     config_ = o.profile == "wan" ? membership::Config::Wan() : membership::Config::Lan();
     start_ = absl::UnixEpoch() + absl::Hours(24 * 365 * 50);
   }
@@ -86,19 +96,10 @@ class Simulation {
   };
   enum class Kind : uint8_t { kTick, kDeliver, kStart, kFault, kHeal, kResume, kUpdate, kCheck };
   struct QEvent {
-    absl::Time at;
-    uint64_t seq;
     Kind kind;
     int node;
     uint64_t gen;
-    int from;
-    Channel channel;
-    std::string bytes;
-  };
-  struct Later {
-    bool operator()(const QEvent* a, const QEvent* b) const {
-      return a->at != b->at ? a->at > b->at : a->seq > b->seq;
-    }
+    InFlight packet;  // kDeliver (kStore: who sent it)
   };
   struct Update {
     int subject;
@@ -120,9 +121,8 @@ class Simulation {
     absl::Time resume_at;
   };
 
-  void Push(absl::Time at, Kind kind, int node, uint64_t gen = 0, int from = -1,
-            Channel channel = Channel::kDatagram, std::string bytes = {}) {
-    queue_.push(new QEvent{at, seq_++, kind, node, gen, from, channel, std::move(bytes)});
+  void Push(absl::Time at, Kind kind, int node, uint64_t gen = 0, InFlight packet = {}) {
+    queue_.Push(at, QEvent{kind, node, gen, std::move(packet)});
   }
   bool Reachable(int a, int b) const { return !partitioned_ || nodes_[a].half == nodes_[b].half; }
   bool Live(int i) const { return nodes_[i].started && !nodes_[i].killed; }
@@ -155,10 +155,9 @@ class Simulation {
   Random rng_;
   absl::Time start_;
   std::vector<Node> nodes_;
-  std::unordered_map<Address, int> by_address_;
+  SimNetwork network_;
   std::unordered_map<std::string, int> by_id_;
-  std::priority_queue<QEvent*, std::vector<QEvent*>, Later> queue_;
-  uint64_t seq_ = 0;
+  EventQueue<QEvent> queue_;
 
   bool warmed_up_ = false;
   absl::Time window_start_ = absl::InfiniteFuture();
@@ -216,16 +215,12 @@ void Simulation::Route(absl::Time now, int from, membership::OutPacket packet) {
     window_packets_++;
     window_bytes_ += packet.bytes.size();
   }
-  auto it = by_address_.find(packet.to);
-  if (it == by_address_.end()) return;
-  int to = it->second;
-  if (!Reachable(from, to)) return;
-  if (packet.channel == Channel::kDatagram && o_.loss > 0 && rng_.Bernoulli(o_.loss)) return;
-  absl::Duration delay =
-      absl::Microseconds(1000.0 * (o_.latency_ms + o_.jitter_ms * rng_.UniformDouble()));
-  // A reliable exchange costs a connection setup on top: one more round trip.
-  if (packet.channel == Channel::kReliable) delay += 2 * absl::Microseconds(1000.0 * o_.latency_ms);
-  Push(now + delay, Kind::kDeliver, to, 0, from, packet.channel, std::move(packet.bytes));
+  std::optional<int> to = network_.NodeAt(packet.to);
+  if (!to || !Reachable(from, *to)) return;
+  std::optional<absl::Duration> delay = network_.Transit(packet.channel, rng_);
+  if (!delay) return;  // lost
+  Push(now + *delay, Kind::kDeliver, *to, 0,
+       InFlight{from, packet.channel, std::move(packet.bytes)});
 }
 
 void Simulation::Observe(absl::Time now, int observer, const Event& e) {
@@ -495,35 +490,32 @@ json Simulation::Run() {
     n.rack = i % std::max(1, o_.racks);
     n.half = i < o_.nodes / 2 ? 0 : 1;
     n.address = fmt::format("10.{}.{}.{}:7946", n.rack, (i / 250) % 250, i % 250 + 1);
-    by_address_[n.address] = i;
+    network_.Listen(n.address, i);
     by_id_[n.id] = i;
     Push(start_ + absl::Microseconds(1000.0 * o_.join_spacing_ms * i), Kind::kStart, i);
   }
   Push(start_ + kCheckInterval, Kind::kCheck, -1);
-  while (!queue_.empty()) {
-    std::unique_ptr<QEvent> ev(queue_.top());
-    queue_.pop();
-    if (ev->at > end_) break;
-    absl::Time now = ev->at;
-    switch (ev->kind) {
+  queue_.RunUntil(end_, [&](absl::Time now, const QEvent& ev) {
+    switch (ev.kind) {
       case Kind::kStart:
-        Start(now, ev->node);
+        Start(now, ev.node);
         break;
       case Kind::kTick: {
-        Node& n = nodes_[ev->node];
-        if (n.killed || n.paused || ev->gen != n.tick_gen) break;
+        Node& n = nodes_[ev.node];
+        if (n.killed || n.paused || ev.gen != n.tick_gen) break;
         n.scheduled = absl::InfiniteFuture();
         n.core->Tick(now);
-        AfterInteraction(now, ev->node);
+        AfterInteraction(now, ev.node);
         break;
       }
       case Kind::kDeliver: {
-        Node& n = nodes_[ev->node];
+        Node& n = nodes_[ev.node];
         // A paused process does not read its socket; we drop rather than queue (a full socket
         // buffer does the same to a long pause).
-        if (!n.started || n.killed || n.paused || !Reachable(ev->from, ev->node)) break;
-        n.core->HandlePacket(now, nodes_[ev->from].address, ev->bytes, ev->channel);
-        AfterInteraction(now, ev->node);
+        if (!n.started || n.killed || n.paused || !Reachable(ev.packet.from, ev.node)) break;
+        n.core->HandlePacket(now, nodes_[ev.packet.from].address, ev.packet.bytes,
+                             ev.packet.channel);
+        AfterInteraction(now, ev.node);
         break;
       }
       case Kind::kFault:
@@ -534,13 +526,13 @@ json Simulation::Run() {
         last_fault_end_ = now;
         break;
       case Kind::kResume: {
-        Node& n = nodes_[ev->node];
+        Node& n = nodes_[ev.node];
         n.paused = false;
         n.resumed_at = now;
         active_pauses_--;
         last_fault_end_ = now;
         n.core->Tick(now);
-        AfterInteraction(now, ev->node);
+        AfterInteraction(now, ev.node);
         break;
       }
       case Kind::kUpdate:
@@ -550,11 +542,7 @@ json Simulation::Run() {
         Check(now);
         break;
     }
-  }
-  while (!queue_.empty()) {
-    delete queue_.top();
-    queue_.pop();
-  }
+  });
   double wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   return Result(wall_s);

@@ -6,12 +6,14 @@
 #include <iostream>
 #include <sstream>
 
+#include "common/file_util.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "common/units.h"
 #include "engine/model_config.h"
 #include "nlohmann/json.hpp"
 #include "scheduler/memory_planner.h"
+#include "tools/cli_common.h"
 
 namespace exa::tools {
 namespace {
@@ -19,20 +21,16 @@ namespace {
 using scheduler::ModelShape;
 using scheduler::Precision;
 
-int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "exaserve-cli plan: %s\n", std::string(ToStd(s.message())).c_str());
-  return 2;
-}
+int Fail(const absl::Status& s) { return Usage(ToStd(s.message()), "plan"); }
 
 // The shape from `<dir>/config.json`, its torch_dtype, and the safetensors files' total size.
 absl::StatusOr<ModelShape> ShapeFromDir(const std::string& dir) {
   EXA_ASSIGN_OR_RETURN(engine::ModelConfig config, engine::LoadModelConfig(dir));
   std::filesystem::path path(dir);
   ModelShape shape = scheduler::ShapeFromConfig(path.filename().string(), config);
-  std::ifstream in(path / "config.json");
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json j = nlohmann::json::parse(text.str(), nullptr, false);
+  EXA_ASSIGN_OR_RETURN(std::string text,
+                       ReadFile((path / "config.json").string(), engine::kMaxModelConfigBytes));
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_object() && j.contains("torch_dtype") && j["torch_dtype"].is_string()) {
     auto p = scheduler::ParsePrecision(j["torch_dtype"].get<std::string>());
     if (p.ok()) shape.dtype = *p;

@@ -18,6 +18,7 @@
 #include "net/tls.h"
 #include "nlohmann/json.hpp"
 #include "scheduler/spec.h"
+#include "tools/cli_common.h"
 
 namespace exa::tools {
 namespace {
@@ -33,21 +34,8 @@ constexpr absl::Duration kExtraTimeout = absl::Seconds(2);
 const std::vector<std::string> kRoleOrder = {"scheduler", "gateway", "storage", "inference",
                                              "observer"};
 
-std::unique_ptr<grpc::ClientContext> Context(const ClusterAccess& a, absl::Duration timeout) {
-  auto ctx = std::make_unique<grpc::ClientContext>();
-  ctx->set_deadline(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(timeout));
-  if (!a.token.empty()) ctx->AddMetadata("authorization", "Bearer " + a.token);
-  return ctx;
-}
-
 std::unique_ptr<pb::Admin::Stub> Admin(const std::string& addr) {
   return pb::Admin::NewStub(net::NewChannel(addr));
-}
-
-int Failure(const std::string& addr, const grpc::Status& s) {
-  std::fprintf(stderr, "exaserve-cli: %s: %s (%d)\n", addr.c_str(), s.error_message().c_str(),
-               static_cast<int>(s.error_code()));
-  return 1;
 }
 
 bool HasRole(const pb::MemberInfo& m, std::string_view role) {
@@ -132,18 +120,18 @@ struct AlertsFrom {
 // membership view that answers.
 absl::StatusOr<AlertsFrom> FetchAlerts(const ClusterAccess& a, absl::Duration timeout) {
   AlertsFrom out{a.addr, {}};
-  grpc::Status s = Admin(a.addr)->Alerts(Context(a, timeout).get(), {}, &out.response);
+  grpc::Status s = Admin(a.addr)->Alerts(MakeContext(a, timeout).get(), {}, &out.response);
   if (s.ok()) return out;
   if (s.error_code() != grpc::FAILED_PRECONDITION && s.error_code() != grpc::UNIMPLEMENTED) {
     return absl::UnavailableError(StrCat(a.addr, ": ", s.error_message()));
   }
   pb::MembersResponse members;
-  s = Admin(a.addr)->Members(Context(a, timeout).get(), {}, &members);
+  s = Admin(a.addr)->Members(MakeContext(a, timeout).get(), {}, &members);
   if (!s.ok()) return absl::UnavailableError(StrCat(a.addr, ": members: ", s.error_message()));
   std::string errors;
   for (const std::string& addr : WithRole(members, "observer", "", "")) {
     out = {addr, {}};
-    s = Admin(addr)->Alerts(Context(a, timeout).get(), {}, &out.response);
+    s = Admin(addr)->Alerts(MakeContext(a, timeout).get(), {}, &out.response);
     if (s.ok()) return out;
     StrAppend(&errors, "; ", addr, ": ", s.error_message());
   }
@@ -301,7 +289,7 @@ json Deployments(const ClusterAccess& a, const std::vector<std::string>& schedul
   for (const std::string& addr : schedulers) {
     auto stub = pb::Scheduler::NewStub(net::NewChannel(addr));
     pb::GetSpecsResponse specs;
-    grpc::Status s = stub->GetSpecs(Context(a, kExtraTimeout).get(), {}, &specs);
+    grpc::Status s = stub->GetSpecs(MakeContext(a, kExtraTimeout).get(), {}, &specs);
     if (!s.ok()) {
       StrAppend(&errors, errors.empty() ? "" : "; ", addr, ": ", s.error_message());
       continue;
@@ -318,7 +306,7 @@ json Deployments(const ClusterAccess& a, const std::vector<std::string>& schedul
       pb::DescribeRequest request;
       request.set_name(stored.name());
       pb::DescribeResponse described;
-      if (stub->Describe(Context(a, kExtraTimeout).get(), request, &described).ok()) {
+      if (stub->Describe(MakeContext(a, kExtraTimeout).get(), request, &described).ok()) {
         json full = json::parse(described.json(), nullptr, false);
         if (!full.is_discarded() && full["status"].is_object()) {
           d["status"] = full["status"];
@@ -364,8 +352,8 @@ void PrintDeployments(const json& d) {
 
 int RunStatus(const ClusterCommands& c, bool as_json, const ClusterAccess& a) {
   pb::StatusResponse node;
-  grpc::Status s = Admin(a.addr)->Status(Context(a, a.timeout).get(), {}, &node);
-  if (!s.ok()) return Failure(a.addr, s);
+  grpc::Status s = Admin(a.addr)->Status(MakeContext(a, a.timeout).get(), {}, &node);
+  if (!s.ok()) return RpcFailure(a.addr, s);
   if (c.node_only) {
     if (as_json) {
       std::cout << NodeJson(node).dump(2, ' ', false, json::error_handler_t::replace) << "\n";
@@ -376,7 +364,7 @@ int RunStatus(const ClusterCommands& c, bool as_json, const ClusterAccess& a) {
   }
   pb::MembersResponse members;
   json cluster;
-  s = Admin(a.addr)->Members(Context(a, a.timeout).get(), {}, &members);
+  s = Admin(a.addr)->Members(MakeContext(a, a.timeout).get(), {}, &members);
   std::vector<pb::MemberInfo> nodes(members.members().begin(), members.members().end());
   std::sort(nodes.begin(), nodes.end(), [](const auto& x, const auto& y) {
     return std::make_tuple(RoleRank(x), x.rack(), x.node_id()) <

@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "cluster/label_rule.h"
 #include "common/chars.h"
+#include "common/check.h"
 #include "common/host_port.h"
 #include "common/malloc_tuning.h"
 #include "common/strings.h"
@@ -33,6 +34,7 @@
 #include "net/cert_authority.h"
 #include "net/tls.h"
 #include "nlohmann/json.hpp"
+#include "tools/cli_common.h"
 #include "tools/cli_plan.h"
 #include "tools/cluster_commands.h"
 #include "tools/model_commands.h"
@@ -40,37 +42,31 @@
 
 namespace {
 
+using exa::tools::Usage;
+
 struct GlobalOptions {
   std::string addr = "127.0.0.1:7070";
   std::string timeout = "5s";
   bool json = false;
   absl::Duration timeout_duration = absl::Seconds(5);
   std::string token;  // API key or admin token, sent as "authorization: Bearer ..."
-};
 
-int Usage(const std::string& message) {
-  std::fprintf(stderr, "exaserve-cli: %s\n", message.c_str());
-  return 2;
-}
+  exa::tools::ClusterAccess Access() const { return {addr, token, timeout_duration}; }
+};
 
 int RpcFailure(const GlobalOptions& g, const grpc::Status& s) {
   // A service a node does not register (it lacks the role) answers UNIMPLEMENTED, empty.
-  const std::string message =
-      s.error_code() == grpc::UNIMPLEMENTED && s.error_message().empty()
-          ? "this node does not serve that call: it lacks the role that does (inference for "
-            "replica commands, scheduler for specs; `exaserve-cli members` lists roles)"
-          : s.error_message();
-  std::fprintf(stderr, "exaserve-cli: %s: %s (%d)\n", g.addr.c_str(), message.c_str(),
-               static_cast<int>(s.error_code()));
-  return 1;
+  if (s.error_code() == grpc::UNIMPLEMENTED && s.error_message().empty()) {
+    return exa::tools::RpcFailure(
+        g.addr, s,
+        "this node does not serve that call: it lacks the role that does (inference for "
+        "replica commands, scheduler for specs; `exaserve-cli members` lists roles)");
+  }
+  return exa::tools::RpcFailure(g.addr, s);
 }
 
 std::unique_ptr<grpc::ClientContext> MakeContext(const GlobalOptions& g) {
-  auto ctx = std::make_unique<grpc::ClientContext>();
-  ctx->set_deadline(std::chrono::system_clock::now() +
-                    absl::ToChronoNanoseconds(g.timeout_duration));
-  if (!g.token.empty()) ctx->AddMetadata("authorization", "Bearer " + g.token);
-  return ctx;
+  return exa::tools::MakeContext(g.Access());
 }
 
 int RunMembers(const GlobalOptions& g) {
@@ -506,6 +502,33 @@ std::optional<exaserve::v1::ReplicaStatus> WaitForState(const GlobalOptions& g,
   return last;
 }
 
+// What replica start and stop share once the request is built: --wait-timeout checked, `call` on
+// the node's Node service, then with --wait polling until replica `wait_id` (nullopt: the one the
+// answer names) reaches one of `states`; prints the status and returns `exit_code` of it.
+// INVALID_ARGUMENT from the node is a usage error.
+int CallLifecycle(const GlobalOptions& g, const LifecycleOptions& o,
+                  std::optional<std::string> wait_id, const std::set<std::string>& states,
+                  const std::function<grpc::Status(exaserve::v1::Node::Stub&, grpc::ClientContext*,
+                                                   exaserve::v1::ReplicaStatus*)>& call,
+                  const std::function<int(const exaserve::v1::ReplicaStatus&)>& exit_code) {
+  auto wait_timeout = exa::ParseDuration(o.wait_timeout);
+  if (!wait_timeout.ok()) {
+    return Usage("--wait-timeout " + std::string(wait_timeout.status().message()));
+  }
+  auto stub = exaserve::v1::Node::NewStub(exa::net::NewChannel(g.addr));
+  exaserve::v1::ReplicaStatus status;
+  auto ctx = MakeContext(g);
+  grpc::Status s = call(*stub, ctx.get(), &status);
+  if (s.error_code() == grpc::INVALID_ARGUMENT) return Usage(s.error_message());
+  if (!s.ok()) return RpcFailure(g, s);
+  if (o.wait) {
+    auto last = WaitForState(g, wait_id.value_or(status.replica_id()), states, *wait_timeout);
+    if (last) status = *last;
+  }
+  PrintStatus(g, status);
+  return exit_code(status);
+}
+
 int RunReplicaStart(const GlobalOptions& g, const LifecycleOptions& o) {
   exaserve::v1::StartReplicaRequest req;
   if (!o.model.empty() && !o.pull.empty()) return Usage("give --model or --pull, not both");
@@ -550,22 +573,13 @@ int RunReplicaStart(const GlobalOptions& g, const LifecycleOptions& o) {
     return Usage(exa::StrCat("--label ", s.message()));
   }
   req.mutable_labels()->insert(labels.begin(), labels.end());
-  auto wait_timeout = exa::ParseDuration(o.wait_timeout);
-  if (!wait_timeout.ok()) {
-    return Usage("--wait-timeout " + std::string(wait_timeout.status().message()));
-  }
-  auto stub = exaserve::v1::Node::NewStub(exa::net::NewChannel(g.addr));
-  exaserve::v1::ReplicaStatus status;
-  auto ctx = MakeContext(g);
-  grpc::Status s = stub->StartReplica(ctx.get(), req, &status);
-  if (s.error_code() == grpc::INVALID_ARGUMENT) return Usage(s.error_message());
-  if (!s.ok()) return RpcFailure(g, s);
-  if (o.wait) {
-    auto last = WaitForState(g, status.replica_id(), {"ready", "failed", "stopped"}, *wait_timeout);
-    if (last) status = *last;
-  }
-  PrintStatus(g, status);
-  return status.state() == "failed" || (o.wait && status.state() != "ready") ? 1 : 0;
+  return CallLifecycle(
+      g, o, std::nullopt, {"ready", "failed", "stopped"},
+      [&](exaserve::v1::Node::Stub& stub, grpc::ClientContext* ctx,
+          exaserve::v1::ReplicaStatus* status) { return stub.StartReplica(ctx, req, status); },
+      [&](const exaserve::v1::ReplicaStatus& status) {
+        return status.state() == "failed" || (o.wait && status.state() != "ready") ? 1 : 0;
+      });
 }
 
 int RunReplicaStop(const GlobalOptions& g, const LifecycleOptions& o) {
@@ -577,22 +591,13 @@ int RunReplicaStop(const GlobalOptions& g, const LifecycleOptions& o) {
     if (!d.ok()) return Usage("--drain-timeout " + std::string(d.status().message()));
     req.set_drain_timeout_seconds(absl::ToDoubleSeconds(*d));
   }
-  auto wait_timeout = exa::ParseDuration(o.wait_timeout);
-  if (!wait_timeout.ok()) {
-    return Usage("--wait-timeout " + std::string(wait_timeout.status().message()));
-  }
-  auto stub = exaserve::v1::Node::NewStub(exa::net::NewChannel(g.addr));
-  exaserve::v1::ReplicaStatus status;
-  auto ctx = MakeContext(g);
-  grpc::Status s = stub->StopReplica(ctx.get(), req, &status);
-  if (s.error_code() == grpc::INVALID_ARGUMENT) return Usage(s.error_message());
-  if (!s.ok()) return RpcFailure(g, s);
-  if (o.wait) {
-    auto last = WaitForState(g, o.id, {"stopped", "failed"}, *wait_timeout);
-    if (last) status = *last;
-  }
-  PrintStatus(g, status);
-  return o.wait && status.state() != "stopped" ? 1 : 0;
+  return CallLifecycle(
+      g, o, o.id, {"stopped", "failed"},
+      [&](exaserve::v1::Node::Stub& stub, grpc::ClientContext* ctx,
+          exaserve::v1::ReplicaStatus* status) { return stub.StopReplica(ctx, req, status); },
+      [&](const exaserve::v1::ReplicaStatus& status) {
+        return o.wait && status.state() != "stopped" ? 1 : 0;
+      });
 }
 
 int RunReplicas(const GlobalOptions& g, bool local) {
@@ -781,13 +786,236 @@ int RunCertsInit(exa::net::CertsInitOptions options, const std::string& nodes) {
   return 0;
 }
 
-}  // namespace
+// ---- The command table ---------------------------------------------------------------------
 
-int main(int argc, char** argv) {
-  exa::TuneMalloc();
-  CLI::App app{"exaserve-cli: operate an ExaServe cluster"};
-  app.require_subcommand(1);
+// Where every flag lands, so the table's handlers share them (start and stop share
+// LifecycleOptions, the keyring commands share `key`).
+struct CliFlags {
   GlobalOptions g;
+  exa::net::TlsOptions tls;
+  exa::net::CertsInitOptions certs;
+  std::string certs_nodes;
+  GenerateOptions generate;
+  std::string tokenizer_path;
+  bool decode = false;
+  std::string key;
+  bool replicas_local = false;
+  LabelOptions label;
+  LifecycleOptions life;
+  RouteOptions route;
+  exa::tools::PlanOptions plan;
+  CLI::App* plan_cmd = nullptr;
+  exa::tools::ModelCommands model;
+  exa::tools::SchedulerCommands scheduler;
+  exa::tools::ClusterCommands cluster;
+};
+
+// One entry of exaserve-cli: a command at `path` ("gossip key list") with its one-line help,
+// its flags, and what runs it once it is the command given. An entry with an empty path is a
+// module that adds its own commands to the root (model, plan, the scheduler's) and whose `run`
+// answers nullopt unless one of them was given.
+struct Command {
+  std::string_view path;
+  std::string_view help;
+  std::function<void(CLI::App& cmd, CliFlags& f)> flags;
+  std::function<std::optional<int>(CliFlags& f)> run;
+  // certs init runs before --addr, --timeout and the TLS files are checked: it writes them.
+  bool before_flag_checks = false;
+};
+
+// Commands that only hold others: one of them must follow ("exaserve-cli gossip key list").
+struct Group {
+  std::string_view path;
+  std::string_view help;
+};
+
+constexpr Group kGroups[] = {
+    {"certs", "certificates for mutual TLS"},
+    {"apikey", "API keys and admin tokens"},
+    {"gossip", "gossip encryption keys"},
+    {"gossip key", "manage the keyring of the node at --addr"},
+    {"node",
+     "node operations: burn-in (the node at --addr); cordon, drain, taint (through the "
+     "scheduler at --addr)"},
+    {"replica", "replicas across the cluster"},
+    {"gateway", "gateway settings across the cluster"},
+};
+
+// A command with no flags of its own that runs `run` with the global options.
+template <typename Run>
+Command Simple(std::string_view path, std::string_view help, Run run) {
+  return {path, help, nullptr, [run](CliFlags& f) -> std::optional<int> { return run(f); }};
+}
+
+void GenerateFlags(CLI::App& cmd, CliFlags& f) {
+  GenerateOptions& gen = f.generate;
+  cmd.add_option("--prompt,prompt", gen.prompt, "prompt text")->required();
+  cmd.add_option("--model", gen.model, "model name (default: the gateway's default)");
+  cmd.add_option("--version", gen.version, "model version (default: any)");
+  cmd.add_option("--max-tokens", gen.max_tokens, "tokens to generate (default: server's)");
+  cmd.add_option("--temperature", gen.temperature, "0 for greedy (default 0)");
+  cmd.add_option("--seed", gen.seed, "sampling seed");
+  cmd.add_option("--stop", gen.stop, "stop string (repeatable)");
+  cmd.add_flag("--logprobs", gen.logprobs,
+               "ask for each token's log-probability (printed with --json)");
+  cmd.add_option("--header", gen.headers,
+                 "KEY=VALUE request metadata, e.g. x-model-version=v2 (repeatable)");
+}
+
+void ReplicaLabelFlags(CLI::App& cmd, CliFlags& f) {
+  cmd.add_option("--selector", f.label.selector,
+                 "KEY=VALUE the replicas must match (repeatable; model=NAME, version=V)");
+  cmd.add_option("--version", f.label.version, "set the version label");
+  cmd.add_option("--label", f.label.labels, "KEY=VALUE to set (repeatable)");
+  cmd.add_option("--remove", f.label.remove, "label KEY to remove (repeatable)");
+}
+
+void ReplicaStartFlags(CLI::App& cmd, CliFlags& f) {
+  LifecycleOptions& life = f.life;
+  cmd.add_option("--model", life.model, "model directory on that node, DIR[@VERSION]");
+  cmd.add_option("--pull", life.pull,
+                 "or a model NAME[:VERSION] the node pulls through its cache (rack "
+                 "peer, then origin) before loading");
+  cmd.add_option("--id", life.id, "replica id (default: <node>/<model>@<version>#<n>)");
+  cmd.add_option("--generation", life.generation,
+                 "generation; the same id and generation again is a no-op");
+  cmd.add_option("--backend", life.backend, "cpu, cuda or sim (default: the node's)");
+  cmd.add_option("--device", life.device, "cuda: the GPU (default: most free memory)");
+  cmd.add_option("--kv-cache-bytes", life.kv_cache_bytes,
+                 "KV cache, e.g. 2Gi (default: the node's)");
+  cmd.add_option("--memory-budget", life.memory_budget,
+                 "what the ledger holds for it besides shared weights (default: KV)");
+  cmd.add_option("--label", life.labels, "KEY=VALUE (repeatable)");
+  cmd.add_flag("--wait", life.wait, "wait until it is ready (exit 1 if it fails)");
+  cmd.add_option("--wait-timeout", life.wait_timeout, "how long --wait waits (5m)");
+}
+
+void ReplicaStopFlags(CLI::App& cmd, CliFlags& f) {
+  LifecycleOptions& life = f.life;
+  cmd.add_option("id", life.id, "replica id")->required();
+  cmd.add_flag("--now", life.now, "cancel its requests instead of draining them");
+  cmd.add_option("--drain-timeout", life.drain_timeout,
+                 "how long draining may take (default: the node's drain_timeout)");
+  cmd.add_flag("--wait", life.wait, "wait until it has stopped");
+  cmd.add_option("--wait-timeout", life.wait_timeout, "how long --wait waits (5m)");
+}
+
+void GatewayRouteFlags(CLI::App& cmd, CliFlags& f) {
+  cmd.add_option("--header", f.route.header, "e.g. x-model-version");
+  cmd.add_option("--target", f.route.target, "replica-version (the version label) or label:KEY");
+  cmd.add_option("--default", f.route.default_value,
+                 "label value for requests without the header (default: any)");
+  cmd.add_option("--remove", f.route.remove, "remove the route for a header");
+}
+
+void CertsInitFlags(CLI::App& cmd, CliFlags& f) {
+  cmd.add_option("--out", f.certs.out_dir, "directory to write into")->required();
+  cmd.add_option("--nodes", f.certs_nodes, "comma list of node names, e.g. a,b,c")->required();
+  cmd.add_option("--days", f.certs.days, "validity in days (default 365)");
+  cmd.add_flag("--force", f.certs.force, "overwrite existing files");
+}
+
+void KeyFlag(CLI::App& cmd, CliFlags& f) { cmd.add_option("key", f.key, "base64 key")->required(); }
+
+// `gossip key list|install|use|remove`.
+Command GossipKey(std::string_view path, std::string_view help,
+                  exaserve::v1::GossipKeyRequest::Op op) {
+  return {path, help, op == exaserve::v1::GossipKeyRequest::OP_LIST ? nullptr : KeyFlag,
+          [op](CliFlags& f) -> std::optional<int> { return RunGossipKey(f.g, op, f.key); }};
+}
+
+// Every command, in the order --help lists them.
+std::vector<Command> Commands() {
+  using Op = exaserve::v1::GossipKeyRequest;
+  return {
+      {"certs init",
+       "create a cluster CA, a certificate per node and one for this tool, plus a gossip key, an "
+       "admin token and an API key, for a quick --secure set-up",
+       CertsInitFlags,
+       [](CliFlags& f) -> std::optional<int> { return RunCertsInit(f.certs, f.certs_nodes); },
+       /*before_flag_checks=*/true},
+      Simple("apikey new",
+             "print a new key (give it to the client) and its hash line (for the key file)",
+             [](CliFlags&) {
+               std::string key = exa::gateway::ApiKeys::NewKey();
+               std::cout << "key:  " << key << "\nhash: " << exa::gateway::ApiKeys::Sha256Hex(key)
+                         << "\n";
+               return 0;
+             }),
+      {"", "", [](CLI::App& app, CliFlags& f) { exa::tools::AddClusterCommands(app, &f.cluster); },
+       [](CliFlags& f) {
+         return exa::tools::RunClusterCommands(f.cluster, f.g.json, f.g.Access());
+       }},
+      {"generate", "generate text through a gateway (streams)", GenerateFlags,
+       [](CliFlags& f) -> std::optional<int> { return RunGenerate(f.g, f.generate); }},
+      {"tokenize", "stdin lines of JSON strings -> JSON id arrays, with a model's tokenizer.json",
+       [](CLI::App& cmd, CliFlags& f) {
+         cmd.add_option("--tokenizer", f.tokenizer_path, "tokenizer.json")->required();
+         cmd.add_flag("--decode", f.decode, "id arrays in, strings out");
+       },
+       [](CliFlags& f) -> std::optional<int> { return RunTokenize(f.tokenizer_path, f.decode); }},
+      Simple("members", "the membership view of the node at --addr",
+             [](CliFlags& f) { return RunMembers(f.g); }),
+      Simple("gossip keygen", "print a new random base64 AES-256 key",
+             [](CliFlags&) {
+               std::cout << exa::membership::Keyring::GenerateBase64() << "\n";
+               return 0;
+             }),
+      GossipKey("gossip key list", "installed keys, primary first", Op::OP_LIST),
+      GossipKey("gossip key install", "add a key (decrypts, not yet used)", Op::OP_INSTALL),
+      GossipKey("gossip key use", "make an installed key the primary", Op::OP_USE),
+      GossipKey("gossip key remove", "remove a key that is not primary", Op::OP_REMOVE),
+      Simple("node burn-in",
+             "run the GPU burn-in on the node at --addr now (GEMM TFLOP/s and copy bandwidth "
+             "against the device class); failing taints it burn-in-failed. Exit 0 passed, 1 "
+             "failed",
+             [](CliFlags& f) { return RunBurnIn(f.g); }),
+      {"replicas", "every replica in the cluster: state and load",
+       [](CLI::App& cmd, CliFlags& f) {
+         cmd.add_flag("--local", f.replicas_local,
+                      "only the replicas of the node at --addr (no other node is asked: works "
+                      "when the cluster is partitioned)");
+       },
+       [](CliFlags& f) -> std::optional<int> { return RunReplicas(f.g, f.replicas_local); }},
+      {"replica label",
+       "set labels (e.g. the version gateways route by) on matching replicas, every node",
+       ReplicaLabelFlags,
+       [](CliFlags& f) -> std::optional<int> { return RunReplicaLabel(f.g, f.label); }},
+      {"replica start",
+       "start a replica on the node at --addr (loads, warms up, then serves); refused when the "
+       "node's memory ledger has no room",
+       ReplicaStartFlags,
+       [](CliFlags& f) -> std::optional<int> { return RunReplicaStart(f.g, f.life); }},
+      {"replica stop", "take a replica out of routing, drain its requests and free its memory",
+       ReplicaStopFlags,
+       [](CliFlags& f) -> std::optional<int> { return RunReplicaStop(f.g, f.life); }},
+      {"gateway route",
+       "route requests carrying a header to replicas whose label matches its value",
+       GatewayRouteFlags,
+       [](CliFlags& f) -> std::optional<int> { return RunGatewayRoute(f.g, f.route, false); }},
+      {"gateway routes", "the routes of the gateway at --addr", nullptr,
+       [](CliFlags& f) -> std::optional<int> { return RunGatewayRoute(f.g, f.route, true); }},
+      {"", "",
+       [](CLI::App& app, CliFlags& f) { f.plan_cmd = exa::tools::AddPlanCommand(app, f.plan); },
+       [](CliFlags& f) -> std::optional<int> {
+         if (!f.plan_cmd->parsed()) return std::nullopt;
+         return exa::tools::RunPlan(f.plan, f.g.json);
+       }},
+      {"", "", [](CLI::App& app, CliFlags& f) { exa::tools::AddModelCommands(app, &f.model); },
+       [](CliFlags& f) { return exa::tools::RunModelCommands(f.model, f.g.json, f.g.Access()); }},
+      // The scheduler's node operations (cordon, drain, taint) join the `node` group.
+      {"", "",
+       [](CLI::App& app, CliFlags& f) {
+         exa::tools::AddSchedulerCommands(app, *app.get_subcommand("node"), &f.scheduler);
+       },
+       [](CliFlags& f) {
+         return exa::tools::RunSchedulerCommands(f.scheduler, f.g.json, f.g.Access());
+       }},
+  };
+}
+
+void AddGlobalFlags(CLI::App& app, CliFlags& f) {
+  GlobalOptions& g = f.g;
   app.add_option("--addr", g.addr, "gRPC address of any node (default 127.0.0.1:7070)");
   app.add_option("--timeout", g.timeout,
                  "deadline for each call, e.g. 5s (default 5s); model pull and sync: each manifest "
@@ -797,7 +1025,7 @@ int main(int argc, char** argv) {
                  "API key or admin token (default: $EXASERVE_TOKEN), sent as a Bearer token");
   if (const char* env = std::getenv("EXASERVE_TOKEN")) g.token = env;
   // Mutual TLS toward a --secure cluster (exaserve-cli certs init writes client.pem).
-  exa::net::TlsOptions tls;
+  exa::net::TlsOptions& tls = f.tls;
   if (const char* env = std::getenv("EXASERVE_TLS_CA")) tls.ca_file = env;
   if (const char* env = std::getenv("EXASERVE_TLS_CERT")) tls.cert_file = env;
   if (const char* env = std::getenv("EXASERVE_TLS_KEY")) tls.key_file = env;
@@ -807,130 +1035,65 @@ int main(int argc, char** argv) {
   app.add_option("--tls-key", tls.key_file, "PEM key of --tls-cert (default: $EXASERVE_TLS_KEY)");
   app.add_option("--tls-server-name", tls.server_name,
                  "name checked on the server's certificate (default exaserve-node)");
-  exa::net::CertsInitOptions certs;
-  std::string certs_nodes;
-  auto* certs_cmd = app.add_subcommand("certs", "certificates for mutual TLS");
-  certs_cmd->require_subcommand(1);
-  auto* certs_init = certs_cmd->add_subcommand(
-      "init",
-      "create a cluster CA, a certificate per node and one for this tool, plus a gossip key, an "
-      "admin token and an API key, for a quick --secure set-up");
-  certs_init->add_option("--out", certs.out_dir, "directory to write into")->required();
-  certs_init->add_option("--nodes", certs_nodes, "comma list of node names, e.g. a,b,c")
-      ->required();
-  certs_init->add_option("--days", certs.days, "validity in days (default 365)");
-  certs_init->add_flag("--force", certs.force, "overwrite existing files");
-  auto* apikey = app.add_subcommand("apikey", "API keys and admin tokens");
-  apikey->require_subcommand(1);
-  auto* apikey_new = apikey->add_subcommand(
-      "new", "print a new key (give it to the client) and its hash line (for the key file)");
-  exa::tools::ClusterCommands cluster;
-  exa::tools::AddClusterCommands(app, &cluster);
-  GenerateOptions gen;
-  auto* generate = app.add_subcommand("generate", "generate text through a gateway (streams)");
-  generate->add_option("--prompt,prompt", gen.prompt, "prompt text")->required();
-  generate->add_option("--model", gen.model, "model name (default: the gateway's default)");
-  generate->add_option("--version", gen.version, "model version (default: any)");
-  generate->add_option("--max-tokens", gen.max_tokens, "tokens to generate (default: server's)");
-  generate->add_option("--temperature", gen.temperature, "0 for greedy (default 0)");
-  generate->add_option("--seed", gen.seed, "sampling seed");
-  generate->add_option("--stop", gen.stop, "stop string (repeatable)");
-  generate->add_flag("--logprobs", gen.logprobs,
-                     "ask for each token's log-probability (printed with --json)");
-  generate->add_option("--header", gen.headers,
-                       "KEY=VALUE request metadata, e.g. x-model-version=v2 (repeatable)");
-  std::string tokenizer_path;
-  bool decode = false;
-  auto* tokenize = app.add_subcommand(
-      "tokenize", "stdin lines of JSON strings -> JSON id arrays, with a model's tokenizer.json");
-  tokenize->add_option("--tokenizer", tokenizer_path, "tokenizer.json")->required();
-  tokenize->add_flag("--decode", decode, "id arrays in, strings out");
-  auto* members = app.add_subcommand("members", "the membership view of the node at --addr");
-  auto* gossip = app.add_subcommand("gossip", "gossip encryption keys");
-  gossip->require_subcommand(1);
-  auto* keygen = gossip->add_subcommand("keygen", "print a new random base64 AES-256 key");
-  auto* key_cmd = gossip->add_subcommand("key", "manage the keyring of the node at --addr");
-  key_cmd->require_subcommand(1);
-  std::string key;
-  auto* key_list = key_cmd->add_subcommand("list", "installed keys, primary first");
-  auto* key_install = key_cmd->add_subcommand("install", "add a key (decrypts, not yet used)");
-  auto* key_use = key_cmd->add_subcommand("use", "make an installed key the primary");
-  auto* key_remove = key_cmd->add_subcommand("remove", "remove a key that is not primary");
-  for (auto* sub : {key_install, key_use, key_remove}) {
-    sub->add_option("key", key, "base64 key")->required();
+}
+
+// The global flags that need checking once parsed: TLS, --timeout, --addr. 0 when they are
+// good, else the usage exit code after saying why.
+int CheckGlobalFlags(CliFlags& f) {
+  if (f.tls.enabled()) {
+    if (absl::Status s = exa::net::UseClientTls(f.tls); !s.ok()) {
+      return Usage(std::string(s.message()));
+    }
   }
-  auto* node_cmd = app.add_subcommand(
-      "node",
-      "node operations: burn-in (the node at --addr); cordon, drain, taint (through the "
-      "scheduler at --addr)");
-  node_cmd->require_subcommand(1);
-  auto* node_burn_in = node_cmd->add_subcommand(
-      "burn-in",
-      "run the GPU burn-in on the node at --addr now (GEMM TFLOP/s and copy bandwidth against "
-      "the device class); failing taints it burn-in-failed. Exit 0 passed, 1 failed");
-  auto* replicas = app.add_subcommand("replicas", "every replica in the cluster: state and load");
-  bool replicas_local = false;
-  replicas->add_flag("--local", replicas_local,
-                     "only the replicas of the node at --addr (no other node is asked: works "
-                     "when the cluster is partitioned)");
-  LabelOptions label_options;
-  auto* replica = app.add_subcommand("replica", "replicas across the cluster");
-  replica->require_subcommand(1);
-  auto* replica_label = replica->add_subcommand(
-      "label", "set labels (e.g. the version gateways route by) on matching replicas, every node");
-  replica_label->add_option(
-      "--selector", label_options.selector,
-      "KEY=VALUE the replicas must match (repeatable; model=NAME, version=V)");
-  replica_label->add_option("--version", label_options.version, "set the version label");
-  replica_label->add_option("--label", label_options.labels, "KEY=VALUE to set (repeatable)");
-  replica_label->add_option("--remove", label_options.remove, "label KEY to remove (repeatable)");
-  LifecycleOptions life;
-  auto* replica_start = replica->add_subcommand(
-      "start",
-      "start a replica on the node at --addr (loads, warms up, then serves); refused when the "
-      "node's memory ledger has no room");
-  replica_start->add_option("--model", life.model, "model directory on that node, DIR[@VERSION]");
-  replica_start->add_option("--pull", life.pull,
-                            "or a model NAME[:VERSION] the node pulls through its cache (rack "
-                            "peer, then origin) before loading");
-  replica_start->add_option("--id", life.id, "replica id (default: <node>/<model>@<version>#<n>)");
-  replica_start->add_option("--generation", life.generation,
-                            "generation; the same id and generation again is a no-op");
-  replica_start->add_option("--backend", life.backend, "cpu, cuda or sim (default: the node's)");
-  replica_start->add_option("--device", life.device, "cuda: the GPU (default: most free memory)");
-  replica_start->add_option("--kv-cache-bytes", life.kv_cache_bytes,
-                            "KV cache, e.g. 2Gi (default: the node's)");
-  replica_start->add_option("--memory-budget", life.memory_budget,
-                            "what the ledger holds for it besides shared weights (default: KV)");
-  replica_start->add_option("--label", life.labels, "KEY=VALUE (repeatable)");
-  replica_start->add_flag("--wait", life.wait, "wait until it is ready (exit 1 if it fails)");
-  replica_start->add_option("--wait-timeout", life.wait_timeout, "how long --wait waits (5m)");
-  auto* replica_stop = replica->add_subcommand(
-      "stop", "take a replica out of routing, drain its requests and free its memory");
-  replica_stop->add_option("id", life.id, "replica id")->required();
-  replica_stop->add_flag("--now", life.now, "cancel its requests instead of draining them");
-  replica_stop->add_option("--drain-timeout", life.drain_timeout,
-                           "how long draining may take (default: the node's drain_timeout)");
-  replica_stop->add_flag("--wait", life.wait, "wait until it has stopped");
-  replica_stop->add_option("--wait-timeout", life.wait_timeout, "how long --wait waits (5m)");
-  RouteOptions route_options;
-  auto* gateway = app.add_subcommand("gateway", "gateway settings across the cluster");
-  gateway->require_subcommand(1);
-  auto* gateway_route = gateway->add_subcommand(
-      "route", "route requests carrying a header to replicas whose label matches its value");
-  gateway_route->add_option("--header", route_options.header, "e.g. x-model-version");
-  gateway_route->add_option("--target", route_options.target,
-                            "replica-version (the version label) or label:KEY");
-  gateway_route->add_option("--default", route_options.default_value,
-                            "label value for requests without the header (default: any)");
-  gateway_route->add_option("--remove", route_options.remove, "remove the route for a header");
-  auto* gateway_routes = gateway->add_subcommand("routes", "the routes of the gateway at --addr");
-  exa::tools::PlanOptions plan_options;
-  auto* plan = exa::tools::AddPlanCommand(app, plan_options);
-  exa::tools::ModelCommands model;
-  exa::tools::AddModelCommands(app, &model);
-  exa::tools::SchedulerCommands sched;
-  exa::tools::AddSchedulerCommands(app, *node_cmd, &sched);
+  auto timeout = exa::ParseDuration(f.g.timeout);
+  if (!timeout.ok()) {
+    return Usage(std::string("--timeout ") + std::string(timeout.status().message()));
+  }
+  if (std::string error = exa::HostPortError(f.g.addr); !error.empty()) {
+    return Usage(exa::StrCat("--addr ", error));
+  }
+  f.g.timeout_duration = *timeout;
+  return 0;
+}
+
+// The subcommand at `path` ("gossip key list"), made with its groups when they are new.
+CLI::App* AddAt(CLI::App& app, std::string_view path, std::string_view help) {
+  CLI::App* parent = &app;
+  for (size_t start = 0;;) {
+    const size_t space = std::min(path.find(' ', start), path.size());
+    const std::string name(path.substr(start, space - start));
+    if (space == path.size()) return parent->add_subcommand(name, std::string(help));
+    const std::string_view group_path = path.substr(0, space);
+    auto existing = parent->get_subcommands(
+        std::function<bool(CLI::App*)>([&](CLI::App* s) { return s->get_name() == name; }));
+    if (!existing.empty()) {
+      parent = existing.front();
+    } else {
+      const auto* group = std::find_if(std::begin(kGroups), std::end(kGroups),
+                                       [&](const Group& g) { return g.path == group_path; });
+      EXA_CHECK(group != std::end(kGroups)) << "no group " << group_path << " in kGroups";
+      parent = parent->add_subcommand(name, std::string(group->help));
+      parent->require_subcommand(1);
+    }
+    start = space + 1;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  exa::TuneMalloc();
+  CLI::App app{"exaserve-cli: operate an ExaServe cluster"};
+  app.require_subcommand(1);
+  CliFlags f;
+  AddGlobalFlags(app, f);
+  const std::vector<Command> commands = Commands();
+  std::vector<CLI::App*> apps;
+  for (const Command& c : commands) {
+    CLI::App* at = c.path.empty() ? &app : AddAt(app, c.path, c.help);
+    if (c.flags) c.flags(*at, f);
+    apps.push_back(at);
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -938,51 +1101,18 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return Usage(std::string(e.what()) + "\nRun with --help for the commands.");
   }
-  if (certs_init->parsed()) return RunCertsInit(certs, certs_nodes);
-  if (tls.enabled()) {
-    if (absl::Status s = exa::net::UseClientTls(tls); !s.ok()) {
-      return Usage(std::string(s.message()));
+  // Exactly one command was given (require_subcommand(1) at each level): run it.
+  auto run = [&](bool before_flag_checks) -> std::optional<int> {
+    for (size_t i = 0; i < commands.size(); ++i) {
+      const Command& c = commands[i];
+      if (c.before_flag_checks != before_flag_checks) continue;
+      if (!c.path.empty() && !apps[i]->parsed()) continue;
+      if (std::optional<int> rc = c.run(f)) return rc;
     }
-  }
-  auto timeout = exa::ParseDuration(g.timeout);
-  if (!timeout.ok())
-    return Usage(std::string("--timeout ") + std::string(timeout.status().message()));
-  if (std::string error = exa::HostPortError(g.addr); !error.empty()) {
-    return Usage(exa::StrCat("--addr ", error));
-  }
-  g.timeout_duration = *timeout;
-  if (plan->parsed()) return exa::tools::RunPlan(plan_options, g.json);
-  if (auto rc = exa::tools::RunModelCommands(model, g.json, {g.addr, g.token, g.timeout_duration}))
-    return *rc;
-  if (auto rc =
-          exa::tools::RunSchedulerCommands(sched, g.json, {g.addr, g.token, g.timeout_duration}))
-    return *rc;
-  if (auto rc =
-          exa::tools::RunClusterCommands(cluster, g.json, {g.addr, g.token, g.timeout_duration}))
-    return *rc;
-  if (replicas->parsed()) return RunReplicas(g, replicas_local);
-  if (replica_label->parsed()) return RunReplicaLabel(g, label_options);
-  if (replica_start->parsed()) return RunReplicaStart(g, life);
-  if (replica_stop->parsed()) return RunReplicaStop(g, life);
-  if (gateway_route->parsed()) return RunGatewayRoute(g, route_options, false);
-  if (gateway_routes->parsed()) return RunGatewayRoute(g, route_options, true);
-  if (members->parsed()) return RunMembers(g);
-  if (generate->parsed()) return RunGenerate(g, gen);
-  if (tokenize->parsed()) return RunTokenize(tokenizer_path, decode);
-  if (apikey_new->parsed()) {
-    std::string key = exa::gateway::ApiKeys::NewKey();
-    std::cout << "key:  " << key << "\nhash: " << exa::gateway::ApiKeys::Sha256Hex(key) << "\n";
-    return 0;
-  }
-  if (keygen->parsed()) {
-    std::cout << exa::membership::Keyring::GenerateBase64() << "\n";
-    return 0;
-  }
-  using Op = exaserve::v1::GossipKeyRequest;
-  if (node_burn_in->parsed()) return RunBurnIn(g);
-  if (key_list->parsed()) return RunGossipKey(g, Op::OP_LIST, "");
-  if (key_install->parsed()) return RunGossipKey(g, Op::OP_INSTALL, key);
-  if (key_use->parsed()) return RunGossipKey(g, Op::OP_USE, key);
-  if (key_remove->parsed()) return RunGossipKey(g, Op::OP_REMOVE, key);
+    return std::nullopt;
+  };
+  if (std::optional<int> rc = run(/*before_flag_checks=*/true)) return *rc;
+  if (int rc = CheckGlobalFlags(f); rc != 0) return rc;
+  if (std::optional<int> rc = run(/*before_flag_checks=*/false)) return *rc;
   return Usage("no command given");
 }

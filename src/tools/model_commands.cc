@@ -15,6 +15,7 @@
 #include "exaserve/v1/admin.grpc.pb.h"
 #include "net/tls.h"
 #include "nlohmann/json.hpp"
+#include "tools/cli_common.h"
 #include "weights/fetcher.h"
 #include "weights/layout.h"
 #include "weights/model_cache.h"
@@ -27,16 +28,14 @@ namespace {
 
 namespace w = exa::weights;
 
-int Usage(std::string_view message) {
-  std::fprintf(stderr, "exaserve-cli model: %.*s\n", static_cast<int>(message.size()),
-               message.data());
-  return 2;
-}
+// Errors read "exaserve-cli model: ...".
+constexpr std::string_view kCommand = "model";
 
-int Failure(const absl::Status& s) {
-  if (absl::IsInvalidArgument(s)) return Usage(ToStd(s.message()));
-  std::fprintf(stderr, "exaserve-cli model: %s\n", std::string(s.message()).c_str());
-  return 1;
+int ModelUsage(std::string_view message) { return Usage(message, kCommand); }
+
+int ModelFailure(const absl::Status& s) {
+  if (absl::IsInvalidArgument(s)) return ModelUsage(ToStd(s.message()));
+  return Failure(ToStd(s.message()), kCommand);
 }
 
 std::string DefaultCacheDir() {
@@ -73,26 +72,19 @@ void DrawBar(const w::PullProgress& p) {
   if (p.finished) std::fprintf(stderr, "\n");
 }
 
-std::unique_ptr<grpc::ClientContext> AdminContext(const ClusterAccess& cluster) {
-  auto ctx = std::make_unique<grpc::ClientContext>();
-  ctx->set_deadline(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(cluster.timeout));
-  if (!cluster.token.empty()) ctx->AddMetadata("authorization", "Bearer " + cluster.token);
-  return ctx;
-}
-
 // The storage peer of the rack of the node at --addr, through that node's membership view
 // (docs/architecture.md#weights: a node finds its rack's storage peer through membership). An error
 // says why there is none; the caller then goes to the origin.
 absl::StatusOr<w::RackPeerChoice> DiscoverRackPeer(const ClusterAccess& cluster) {
   auto stub = exaserve::v1::Admin::NewStub(net::NewChannel(cluster.addr));
   exaserve::v1::StatusResponse status;
-  grpc::Status s = stub->Status(AdminContext(cluster).get(), {}, &status);
+  grpc::Status s = stub->Status(MakeContext(cluster).get(), {}, &status);
   if (!s.ok()) {
     return absl::UnavailableError(StrCat("cannot ask the node at --addr ", cluster.addr,
                                          " for its rack: ", s.error_message()));
   }
   exaserve::v1::MembersResponse members;
-  s = stub->Members(AdminContext(cluster).get(), {}, &members);
+  s = stub->Members(MakeContext(cluster).get(), {}, &members);
   if (!s.ok()) {
     return absl::UnavailableError(StrCat("cannot ask the node at --addr ", cluster.addr,
                                          " for its members: ", s.error_message()));
@@ -164,7 +156,7 @@ absl::StatusOr<std::vector<std::unique_ptr<w::Tier>>> Tiers(const ModelCommandOp
 
 // Usage for bad flags, 1 when the rack's peer was required and none was found.
 int TierFailure(const absl::Status& s) {
-  return absl::IsInvalidArgument(s) ? Usage(ToStd(s.message())) : Failure(s);
+  return absl::IsInvalidArgument(s) ? ModelUsage(ToStd(s.message())) : ModelFailure(s);
 }
 
 // Manifest requests get --timeout (a silent tier is given up on after it, not after the fetcher's
@@ -172,9 +164,10 @@ int TierFailure(const absl::Status& s) {
 int PullOne(const ModelCommandOptions& o, const std::string& cache_dir, const w::ModelSpec& spec,
             const std::vector<w::Tier*>& tiers, bool json, absl::Duration call_timeout) {
   auto timeout = ParseDuration(o.tier_timeout);
-  if (!timeout.ok()) return Usage(StrCat("--tier-timeout ", ToStd(timeout.status().message())));
+  if (!timeout.ok())
+    return ModelUsage(StrCat("--tier-timeout ", ToStd(timeout.status().message())));
   if (*timeout <= absl::ZeroDuration()) {
-    return Usage(StrCat("--tier-timeout ", o.tier_timeout, ": must be positive"));
+    return ModelUsage(StrCat("--tier-timeout ", o.tier_timeout, ": must be positive"));
   }
   w::FetchOptions options;
   options.cache_dir = cache_dir;
@@ -200,7 +193,7 @@ int PullOne(const ModelCommandOptions& o, const std::string& cache_dir, const w:
       Print({{"event", "error"},
              {"model", spec.name},
              {"error", std::string(result.status().message())}});
-    return Failure(result.status());
+    return ModelFailure(result.status());
   }
   const w::Manifest& m = result->manifest;
   double seconds = absl::ToDoubleSeconds(result->elapsed);
@@ -232,7 +225,7 @@ int PullOne(const ModelCommandOptions& o, const std::string& cache_dir, const w:
 
 int RunPull(const ModelCommandOptions& o, bool json, const ClusterAccess& cluster) {
   auto spec = w::ParseModelSpec(o.model);
-  if (!spec.ok()) return Usage(StrCat("--model ", ToStd(spec.status().message())));
+  if (!spec.ok()) return ModelUsage(StrCat("--model ", ToStd(spec.status().message())));
   auto tiers = Tiers(o, cluster);
   if (!tiers.ok()) return TierFailure(tiers.status());
   std::vector<w::Tier*> order;
@@ -250,11 +243,11 @@ int RunSync(const ModelCommandOptions& o, bool json, const ClusterAccess& cluste
   std::vector<w::ModelSpec> specs;
   if (!o.model.empty()) {
     auto spec = w::ParseModelSpec(o.model);
-    if (!spec.ok()) return Usage(StrCat("--model ", ToStd(spec.status().message())));
+    if (!spec.ok()) return ModelUsage(StrCat("--model ", ToStd(spec.status().message())));
     specs.push_back(*spec);
   } else {
     auto listed = order.front()->ListModels(cluster.timeout);
-    if (!listed.ok()) return Failure(listed.status());
+    if (!listed.ok()) return ModelFailure(listed.status());
     for (const w::ModelRef& m : *listed) specs.push_back({m.name, m.version});
   }
   int rc = 0;
@@ -264,19 +257,20 @@ int RunSync(const ModelCommandOptions& o, bool json, const ClusterAccess& cluste
 }
 
 int RunVerify(const ModelCommandOptions& o, bool json) {
-  if (o.checksum != "sha256") return Usage(StrCat("--checksum ", o.checksum, ": expected sha256"));
+  if (o.checksum != "sha256")
+    return ModelUsage(StrCat("--checksum ", o.checksum, ": expected sha256"));
   auto spec = w::ParseModelSpec(o.model);
-  if (!spec.ok()) return Usage(StrCat("--model ", ToStd(spec.status().message())));
+  if (!spec.ok()) return ModelUsage(StrCat("--model ", ToStd(spec.status().message())));
   const std::string root = CacheDir(o);
   std::string version = spec->version;
   if (version.empty()) {
     auto newest = w::NewestVersion(w::ListModelIds(root), spec->name);
-    if (!newest.ok()) return Failure(newest.status());
+    if (!newest.ok()) return ModelFailure(newest.status());
     version = *newest;
   }
   int threads = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
   auto report = w::VerifyModel(root, spec->name, version, threads);
-  if (!report.ok()) return Failure(report.status());
+  if (!report.ok()) return ModelFailure(report.status());
   if (json) {
     nlohmann::json bad = nlohmann::json::array();
     for (const auto& b : report->bad) {
@@ -308,7 +302,7 @@ int RunLs(const ModelCommandOptions& o, bool json) {
   std::error_code ec;
   // A cache dir not made yet holds no models; one that is not a directory is a wrong flag.
   if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec)) {
-    return Usage(StrCat("--cache-dir ", dir, ": not a directory"));
+    return ModelUsage(StrCat("--cache-dir ", dir, ": not a directory"));
   }
   auto models = w::ListCachedModels(dir);
   if (json) {
@@ -348,15 +342,15 @@ absl::StatusOr<w::ModelSpec> ExactModel(const ModelCommandOptions& o) {
 
 int RunPublish(const ModelCommandOptions& o, bool json) {
   auto chunk = ParseBytes(o.chunk_bytes);
-  if (!chunk.ok()) return Usage(StrCat("--chunk-bytes ", ToStd(chunk.status().message())));
+  if (!chunk.ok()) return ModelUsage(StrCat("--chunk-bytes ", ToStd(chunk.status().message())));
   if (*chunk < w::kMinChunkBytes || *chunk > w::kMaxChunkBytes) {
-    return Usage(StrCat("--chunk-bytes ", o.chunk_bytes, ": expected ",
-                        BytesToString(w::kMinChunkBytes), " to ",
-                        BytesToString(w::kMaxChunkBytes)));
+    return ModelUsage(StrCat("--chunk-bytes ", o.chunk_bytes, ": expected ",
+                             BytesToString(w::kMinChunkBytes), " to ",
+                             BytesToString(w::kMaxChunkBytes)));
   }
   auto m = w::PublishModel(o.dir, o.origin, o.name, o.version,
                            {.chunk_bytes = *chunk, .threads = o.threads});
-  if (!m.ok()) return Failure(m.status());
+  if (!m.ok()) return ModelFailure(m.status());
   if (json) {
     Print({{"model", m->name},
            {"version", m->version},
@@ -450,10 +444,10 @@ std::optional<int> RunModelCommands(const ModelCommands& c, bool json,
   for (auto [cmd, op] : {std::pair{c.rm, 0}, std::pair{c.pin, 1}, std::pair{c.unpin, 2}}) {
     if (!cmd->parsed()) continue;
     auto spec = ExactModel(o);
-    if (!spec.ok()) return Usage(ToStd(spec.status().message()));
+    if (!spec.ok()) return ModelUsage(ToStd(spec.status().message()));
     absl::Status s = op == 0 ? w::RemoveModel(CacheDir(o), spec->name, spec->version)
                              : w::SetPinned(CacheDir(o), spec->name, spec->version, op == 1);
-    if (!s.ok()) return Failure(s);
+    if (!s.ok()) return ModelFailure(s);
     if (json) Print({{"model", spec->name}, {"version", spec->version}, {"ok", true}});
     return 0;
   }

@@ -11,6 +11,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/time/time.h"
+#include "tools/cli_common.h"
 
 namespace exa::tools {
 
@@ -44,16 +45,10 @@ struct ModelCommands {
   CLI::App* unpin = nullptr;
 };
 
-// The node the CLI's global flags point at: `model pull|sync` without --rack-cache ask it
-// (Admin.Status, Admin.Members) for the storage peer of its rack.
-struct ClusterAccess {
-  std::string addr;   // --addr, host:port of any node's gRPC
-  std::string token;  // admin token, sent as "authorization: Bearer ..." when set
-  absl::Duration timeout = absl::Seconds(5);
-};
-
 void AddModelCommands(CLI::App& app, ModelCommands* commands);
-// The exit code when a model command was parsed; nullopt otherwise. `json` is the global flag.
+// The exit code when a model command was parsed; nullopt otherwise. `json` is the global flag;
+// `model pull|sync` without --rack-cache ask the node at `cluster` (Admin.Status, Admin.Members)
+// for the storage peer of its rack.
 std::optional<int> RunModelCommands(const ModelCommands& commands, bool json,
                                     const ClusterAccess& cluster);
 

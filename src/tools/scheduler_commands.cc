@@ -12,6 +12,7 @@
 #include <map>
 #include <sstream>
 
+#include "common/file_util.h"
 #include "common/strings.h"
 #include "common/units.h"
 #include "exaserve/v1/admin.grpc.pb.h"
@@ -19,17 +20,13 @@
 #include "net/tls.h"
 #include "nlohmann/json.hpp"
 #include "scheduler/spec.h"
+#include "tools/cli_common.h"
 
 namespace exa::tools {
 namespace {
 
 namespace pb = exaserve::v1;
 using nlohmann::json;
-
-int Usage(const std::string& message) {
-  std::fprintf(stderr, "exaserve-cli: %s\n", message.c_str());
-  return 2;
-}
 
 // INVALID_ARGUMENT (and an unknown model on apply) is the caller's input: exit 2.
 int Failure(const ClusterAccess& cluster, const grpc::Status& s, bool input_error_is_usage) {
@@ -44,8 +41,7 @@ int Failure(const ClusterAccess& cluster, const grpc::Status& s, bool input_erro
                     "scheduler node"
                   : StrCat("this node runs no scheduler; point --addr at one: ", schedulers);
   }
-  std::fprintf(stderr, "exaserve-cli: %s: %s (%d)\n", cluster.addr.c_str(), message.c_str(),
-               static_cast<int>(s.error_code()));
+  RpcFailure(cluster.addr, s, message);
   if (s.error_code() == grpc::INVALID_ARGUMENT) return 2;
   if (input_error_is_usage && s.error_code() == grpc::NOT_FOUND) return 2;
   return 1;
@@ -55,40 +51,31 @@ std::unique_ptr<pb::Scheduler::Stub> Stub(const ClusterAccess& cluster) {
   return pb::Scheduler::NewStub(net::NewChannel(cluster.addr));
 }
 
-std::unique_ptr<grpc::ClientContext> Context(const ClusterAccess& cluster) {
-  auto ctx = std::make_unique<grpc::ClientContext>();
-  ctx->set_deadline(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(cluster.timeout));
-  if (!cluster.token.empty()) ctx->AddMetadata("authorization", "Bearer " + cluster.token);
-  return ctx;
-}
-
 int RunApply(const SchedulerCommands& c, bool as_json, const ClusterAccess& cluster) {
   // Bounded: /dev/zero or a wrong file must not fill memory. The scheduler takes at most its
   // gRPC message size (16 MiB by default); a spec file is a few KiB.
-  constexpr std::streamsize kMaxSpecFileBytes = 8 << 20;
   std::error_code ec;
   if (std::filesystem::is_directory(c.file, ec)) {
     return Usage(StrCat("apply: -f ", c.file, ": is a directory, not a spec file"));
   }
-  std::ifstream in(c.file, std::ios::binary);
-  if (!in) return Usage(StrCat("apply: -f ", c.file, ": cannot read the file"));
-  std::string buffer(kMaxSpecFileBytes + 1, '\0');
-  in.read(buffer.data(), kMaxSpecFileBytes + 1);
-  buffer.resize(static_cast<size_t>(in.gcount()));
-  if (buffer.size() > static_cast<size_t>(kMaxSpecFileBytes)) {
-    return Usage(StrCat("apply: -f ", c.file, ": larger than ", kMaxSpecFileBytes,
+  absl::StatusOr<std::string> text = ReadFile(c.file, scheduler::kMaxSpecFileBytes);
+  if (text.status().code() == absl::StatusCode::kNotFound) {
+    return Usage(StrCat("apply: -f ", c.file, ": cannot read the file"));
+  }
+  if (text.status().code() == absl::StatusCode::kInvalidArgument) {
+    return Usage(StrCat("apply: -f ", c.file, ": larger than ", scheduler::kMaxSpecFileBytes,
                         " bytes; a spec file is a few KiB"));
   }
-  std::stringstream text(std::move(buffer));
+  if (!text.ok()) return Usage(StrCat("apply: -f ", text.status().message()));
   // Checked here first: a bad spec is named without a round trip (the scheduler checks again).
-  auto specs = scheduler::ParseSpecs(text.str(), c.file);
+  auto specs = scheduler::ParseSpecs(*text, c.file);
   if (!specs.ok()) return Usage(std::string(specs.status().message()));
   pb::ApplyRequest request;
-  request.set_yaml(text.str());
+  request.set_yaml(*text);
   request.set_source(c.file);
   request.set_dry_run(c.dry_run);
   pb::ApplyResponse response;
-  grpc::Status s = Stub(cluster)->Apply(Context(cluster).get(), request, &response);
+  grpc::Status s = Stub(cluster)->Apply(MakeContext(cluster).get(), request, &response);
   if (!s.ok()) return Failure(cluster, s, true);
   json out = json::array();
   for (const pb::SpecChange& ch : response.changes()) {
@@ -111,7 +98,7 @@ int RunGet(const SchedulerCommands& c, bool as_json, const ClusterAccess& cluste
   pb::GetSpecsRequest request;
   request.set_name(c.name);
   pb::GetSpecsResponse response;
-  grpc::Status s = Stub(cluster)->GetSpecs(Context(cluster).get(), request, &response);
+  grpc::Status s = Stub(cluster)->GetSpecs(MakeContext(cluster).get(), request, &response);
   if (!s.ok()) return Failure(cluster, s, false);
   if (as_json) {
     json out = json::array();
@@ -144,7 +131,7 @@ int RunDescribe(const SchedulerCommands& c, bool as_json, const ClusterAccess& c
   pb::DescribeRequest request;
   request.set_name(c.name);
   pb::DescribeResponse response;
-  grpc::Status s = Stub(cluster)->Describe(Context(cluster).get(), request, &response);
+  grpc::Status s = Stub(cluster)->Describe(MakeContext(cluster).get(), request, &response);
   if (!s.ok()) return Failure(cluster, s, false);
   json d = json::parse(response.json(), nullptr, false);
   if (as_json || d.is_discarded()) {
@@ -187,7 +174,7 @@ int RunDelete(const SchedulerCommands& c, const ClusterAccess& cluster) {
   pb::DeleteSpecRequest request;
   request.set_name(c.name);
   pb::DeleteSpecResponse response;
-  grpc::Status s = Stub(cluster)->DeleteSpec(Context(cluster).get(), request, &response);
+  grpc::Status s = Stub(cluster)->DeleteSpec(MakeContext(cluster).get(), request, &response);
   if (!s.ok()) return Failure(cluster, s, false);
   std::cout << "inferencereplica/" << c.name << " deleted\n";
   return 0;
@@ -200,7 +187,7 @@ int RunNodeOp(const SchedulerCommands& c, pb::NodeOpRequest::Op op, bool as_json
   request.set_op(op);
   request.set_taint(c.taint_value);
   pb::NodeOpResponse response;
-  grpc::Status s = Stub(cluster)->NodeOp(Context(cluster).get(), request, &response);
+  grpc::Status s = Stub(cluster)->NodeOp(MakeContext(cluster).get(), request, &response);
   if (!s.ok()) return Failure(cluster, s, false);
   json all = json::parse(response.json(), nullptr, false);
   if (as_json || all.is_discarded()) {
@@ -226,7 +213,7 @@ int RunRollout(const SchedulerCommands& c, bool as_json, const ClusterAccess& cl
   request.set_name(c.name);
   request.set_command(c.rollout_command);
   pb::RolloutResponse response;
-  grpc::Status s = Stub(cluster)->Rollout(Context(cluster).get(), request, &response);
+  grpc::Status s = Stub(cluster)->Rollout(MakeContext(cluster).get(), request, &response);
   if (!s.ok()) return Failure(cluster, s, false);
   json r = json::parse(response.json(), nullptr, false);
   if (as_json || r.is_discarded()) {
@@ -292,11 +279,9 @@ int RunRollout(const SchedulerCommands& c, bool as_json, const ClusterAccess& cl
 std::map<std::string, std::string> AliveSchedulers(const std::string& addr,
                                                    absl::Duration timeout) {
   auto stub = pb::Admin::NewStub(net::NewChannel(addr));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(timeout));
   pb::MembersResponse members;
   std::map<std::string, std::string> out;
-  if (!stub->Members(&ctx, {}, &members).ok()) return out;
+  if (!stub->Members(MakeContext({addr, "", timeout}).get(), {}, &members).ok()) return out;
   for (const auto& m : members.members()) {
     if (m.state() != "alive" || m.grpc_address().empty()) continue;
     if (std::find(m.roles().begin(), m.roles().end(), "scheduler") == m.roles().end()) continue;

@@ -8,6 +8,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "exaserve/v1/weights.grpc.pb.h"
+#include "net/grpc_status.h"
 #include "net/tls.h"
 #include "weights/chunk_wire.h"
 #include "weights/proto_convert.h"
@@ -15,11 +16,6 @@
 
 namespace exa::weights {
 namespace {
-
-absl::Status FromGrpc(const grpc::Status& s, std::string_view who) {
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                      StrCat(who, ": ", s.error_message()));
-}
 
 void SetDeadline(grpc::ClientContext* ctx, absl::Duration timeout) {
   ctx->set_deadline(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(timeout));
@@ -52,7 +48,7 @@ class GrpcTier final : public Tier {
     SetDeadline(&ctx, timeout);
     exaserve::v1::ListModelsResponse resp;
     grpc::Status s = Stub().ListModels(&ctx, exaserve::v1::ListModelsRequest(), &resp);
-    if (!s.ok()) return FromGrpc(s, name_);
+    if (!s.ok()) return net::StatusFromGrpc(s, name_);
     std::vector<ModelRef> out;
     for (const auto& m : resp.models()) out.push_back({m.name(), m.version(), m.manifest_digest()});
     return out;
@@ -67,7 +63,7 @@ class GrpcTier final : public Tier {
     req.set_version(version);
     exaserve::v1::Manifest resp;
     grpc::Status s = Stub().GetManifest(&ctx, req, &resp);
-    if (!s.ok()) return FromGrpc(s, name_);
+    if (!s.ok()) return net::StatusFromGrpc(s, name_);
     auto m = FromProto(resp);
     // Its answer is damaged, not our request: DATA_LOSS, so the next tier is asked.
     if (!m.ok()) {
@@ -136,7 +132,7 @@ class GrpcTier final : public Tier {
       return failure;
     }
     grpc::Status s = reader->Finish();
-    if (!s.ok()) return FromGrpc(s, name_);
+    if (!s.ok()) return net::StatusFromGrpc(s, name_);
     if (at != chunk_size) {
       return absl::DataLossError(
           StrCat(name_, ": stream ended at byte ", at, " of a ", chunk_size, "-byte chunk"));

@@ -1,18 +1,11 @@
 #include "weights/weights_service.h"
 
 #include "common/strings.h"
+#include "net/grpc_status.h"
 #include "weights/proto_convert.h"
 #include "weights/sha256.h"
 
 namespace exa::weights {
-namespace {
-
-grpc::Status ToGrpc(const absl::Status& s) {
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-}
-
-}  // namespace
-
 std::string PeerHost(const std::string& peer) {
   std::string_view p = peer;
   size_t colon = p.find(':');
@@ -56,7 +49,7 @@ grpc::Status WeightsService::ListModels(grpc::ServerContext*,
   if (!models.ok()) {
     errors_metric_.WithLabels({"ListModels", absl::StatusCodeToString(models.status().code())})
         .Increment();
-    return ToGrpc(models.status());
+    return net::StatusToGrpc(models.status());
   }
   for (const ModelRef& m : *models) {
     auto* ref = response->add_models();
@@ -74,7 +67,7 @@ grpc::Status WeightsService::GetManifest(grpc::ServerContext*,
   if (!m.ok()) {
     errors_metric_.WithLabels({"GetManifest", absl::StatusCodeToString(m.status().code())})
         .Increment();
-    return ToGrpc(m.status());
+    return net::StatusToGrpc(m.status());
   }
   ToProto(*m, response);
   return grpc::Status::OK;
@@ -112,7 +105,7 @@ grpc::Status WeightsService::FetchChunk(grpc::ServerContext* context,
   auto fail = [&](const absl::Status& s) {
     errors_metric_.WithLabels({"FetchChunk", absl::StatusCodeToString(s.code())}).Increment();
     Release(client);
-    return ToGrpc(s);
+    return net::StatusToGrpc(s);
   };
   absl::Status valid = ValidateName("name", request->name());
   if (valid.ok()) valid = ValidateVersion("version", request->version());

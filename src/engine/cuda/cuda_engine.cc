@@ -10,6 +10,7 @@
 #include "common/strings.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/device_weights.h"
+#include "engine/engine_info.h"
 #include "engine/llm_engine.h"
 #include "engine/model.h"
 #include "engine/step_executor.h"
@@ -56,15 +57,7 @@ absl::StatusOr<std::unique_ptr<Engine>> CreateCudaEngine(
   EXA_RETURN_IF_ERROR(CheckDevice(o.device));
   EXA_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(o.model_dir));
   EXA_ASSIGN_OR_RETURN(auto weights, ModelWeights::Load(o.model_dir, config));
-  EngineInfo info;
-  info.backend = "cuda";
-  info.vocab_size = config.vocab_size;
-  info.max_context =
-      o.max_context > 0 ? std::min(o.max_context, config.MaxContext()) : config.MaxContext();
-  info.eos_token_ids = config.eos_token_ids;
-  info.bos_token_id = config.bos_token_id;
-  info.weight_bytes = static_cast<int64_t>(weights->bytes());
-  info.kv_block_size = o.kv_block_size;
+  EngineInfo info = ModelEngineInfo("cuda", config, o, static_cast<int64_t>(weights->bytes()));
 
   CudaBackendOptions bo;
   bo.device = o.device;

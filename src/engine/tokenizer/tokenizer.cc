@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/file_util.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "engine/tokenizer/added_vocabulary.h"
@@ -103,18 +104,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromFile(const std::string
       type == std::filesystem::file_type::block || type == std::filesystem::file_type::character) {
     return absl::InvalidArgumentError(StrCat(path, ": not a regular file"));
   }
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) return absl::NotFoundError(StrCat(path, ": cannot open tokenizer file"));
-  const std::streamoff size = in.tellg();
-  if (size < 0 || static_cast<uint64_t>(size) > kMaxFileBytes) {
-    return absl::InvalidArgumentError(
-        StrCat(path, ": ", size, " bytes; a tokenizer file may have at most ", kMaxFileBytes));
-  }
-  std::string text(static_cast<size_t>(size), '\0');
-  in.seekg(0);
-  if (!in.read(text.data(), size)) {
-    return absl::DataLossError(StrCat(path, ": read failed"));
-  }
+  EXA_ASSIGN_OR_RETURN(std::string text, ReadFile(path, kMaxFileBytes));
   return FromJson(text, path);
 }
 

@@ -1,0 +1,90 @@
+// The `inference` config section (inference_options.h): registered once, before parsing.
+#include "node/inference_options.h"
+
+#include "absl/strings/numbers.h"
+#include "common/strings.h"
+
+namespace exa::node {
+namespace {
+
+std::string Positive(const int& v) { return v > 0 ? "" : StrCat(v, ": must be positive"); }
+
+}  // namespace
+
+void RegisterConfig(config::Schema& s, std::string_view section, InferenceOptions* o) {
+  std::string p(section);
+  s.Add(p + ".models", &o->models,
+        "model directories (HF layout), each DIR or DIR@VERSION; empty: the bundled model");
+  s.Add<int>(p + ".replicas_per_model", &o->replicas_per_model, "replicas of each model",
+             [](const int& v) { return v >= 0 && v <= 64 ? "" : StrCat(v, ": expected 0-64"); });
+  s.AddEnum(p + ".backend", &o->backend, {"cpu", "cuda", "sim"},
+            "engine backend (cuda: replicas spread over inference.gpus; without a GPU a replica "
+            "fails to start, with the reason, and the node keeps serving)");
+  s.Add<std::vector<std::string>>(
+      p + ".gpus", &o->gpus,
+      "cuda backend: GPU indices replicas are spread over, round-robin; empty: every GPU found",
+      [](const std::vector<std::string>& v) {
+        for (const std::string& g : v) {
+          int index = -1;
+          if (!absl::SimpleAtoi(g, &index) || index < 0 || index > 255) {
+            return StrCat("GPU index \"", g, "\": expected an integer 0-255");
+          }
+        }
+        return std::string();
+      });
+  s.Add<double>(p + ".gpu_memory_utilization", &o->gpu_memory_utilization,
+                "share of each GPU's memory the ledger may promise to replicas (weights, KV, "
+                "runtime); the rest is headroom",
+                [](const double& v) {
+                  return v > 0 && v <= 1 ? std::string() : StrCat(v, ": must be in (0, 1]");
+                });
+  s.Add(p + ".host_memory_budget", &o->host_memory_budget,
+        "host memory the ledger may promise to cpu/sim replicas; 0: not accounted");
+  s.Add(p + ".burn_in", &o->burn_in,
+        "cuda backend: GEMM and copy burn-in on every GPU at start; failing taints the node "
+        "(burn-in-failed) and starts no replica");
+  s.Add<double>(p + ".sim_slowdown", &o->sim_slowdown,
+                "sim backend: factor on every modeled step time (a slow-replica drill)",
+                [](const double& v) {
+                  return v >= 1 && v <= 100 ? std::string() : StrCat(v, ": must be in [1, 100]");
+                });
+  s.Add<std::vector<std::string>>(
+      p + ".sim_slow_versions", &o->sim_slow_versions,
+      "sim backend: versions sim_slowdown applies to (a bad-release drill); empty: every replica");
+  s.Add<int>(
+      p + ".sim_fail_every_steps", &o->sim_fail_every_steps,
+      "sim backend: every this-many-th step fails with the requests in it (a "
+      "failing-release drill); 0: off",
+      [](const int& v) { return v >= 0 && v <= 1024 ? "" : StrCat(v, ": expected 0-1024"); });
+  s.Add<std::vector<std::string>>(
+      p + ".sim_failing_versions", &o->sim_failing_versions,
+      "sim backend: versions sim_fail_every_steps applies to; empty: every replica");
+  s.Add(p + ".sim_leak_bytes_per_step", &o->sim_leak_bytes_per_step,
+        "sim backend: every step keeps this many more bytes for good, up to 1 GiB (a "
+        "leaking-release drill); 0: off");
+  s.Add<std::vector<std::string>>(
+      p + ".sim_leaking_versions", &o->sim_leaking_versions,
+      "sim backend: versions sim_leak_bytes_per_step applies to; empty: every replica");
+  s.Add(p + ".sim_stall_file", &o->sim_stall_file,
+        "sim backend: while this file exists every step loop hangs (a drill); empty: off");
+  s.Add<int>(
+      p + ".threads", &o->threads, "CPU threads per replica; 0: one per hardware thread",
+      [](const int& v) { return v >= 0 && v <= 1024 ? "" : StrCat(v, ": expected 0-1024"); });
+  s.Add(p + ".kv_cache_bytes", &o->kv_cache_bytes, "KV cache per replica, reserved at start");
+  s.Add<int>(p + ".max_batch_tokens", &o->max_batch_tokens, "tokens per engine step", Positive);
+  s.Add<int>(p + ".max_running", &o->max_running, "sequences batched at once", Positive);
+  s.Add<int>(p + ".max_queue", &o->max_queue,
+             "requests waiting per replica; beyond this: RESOURCE_EXHAUSTED", Positive);
+  s.Add(p + ".prefix_cache.enabled", &o->prefix_cache.enabled,
+        "reuse the KV blocks of prompt prefixes earlier requests computed");
+  s.Add<double>(p + ".prefix_cache.max_cached_fraction", &o->prefix_cache.max_cached_fraction,
+                "share of the KV cache unreferenced cached blocks may hold", [](const double& v) {
+                  return v >= 0 && v <= 1 ? std::string() : StrCat(v, ": must be in [0, 1]");
+                });
+  s.Add<int>(
+      p + ".prefix_cache.report_every_blocks", &o->prefix_cache.report_every_blocks,
+      "report every this-many-th cached block of a chain to gateways (1-1024)",
+      [](const int& v) { return v >= 1 && v <= 1024 ? "" : StrCat(v, ": expected 1-1024"); });
+}
+
+}  // namespace exa::node

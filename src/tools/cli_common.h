@@ -1,0 +1,50 @@
+// What every exaserve-cli subcommand shares: the node its global flags point at, how it reports
+// a usage error or a failed call (exit code 2 and 1, the contract in exaserve_cli.cc's header),
+// and the gRPC context it calls a node with. One home, so every command prints its errors alike.
+//
+// Thread-safety: the functions keep no state; each error is one fprintf of a whole line, so
+// FanOut's worker threads may report at once.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/time/time.h"
+
+namespace exa::tools {
+
+// The node the CLI's global flags point at (--addr, --token, --timeout).
+struct ClusterAccess {
+  std::string addr;   // --addr, host:port of any node's gRPC
+  std::string token;  // admin token, sent as "authorization: Bearer ..." when set
+  absl::Duration timeout = absl::Seconds(5);
+};
+
+// The exit code of a usage error: bad flags, or input the node refused as INVALID_ARGUMENT.
+inline constexpr int kUsageExitCode = 2;
+// The exit code of a failure: the node could not be reached or answered with an error.
+inline constexpr int kFailureExitCode = 1;
+
+// Prints "exaserve-cli: <message>" ("exaserve-cli <command>: <message>" when `command` is given,
+// e.g. "model") to stderr; returns kUsageExitCode.
+int Usage(std::string_view message, std::string_view command = {});
+
+// As Usage, for an operation that failed (a tier unreachable, bad chunks found); returns
+// kFailureExitCode.
+int Failure(std::string_view message, std::string_view command = {});
+
+// Prints "exaserve-cli: <addr>: <message> (<numeric code>)" to stderr, `message` defaulting to
+// the status's own; returns kFailureExitCode.
+int RpcFailure(std::string_view addr, const grpc::Status& status);
+int RpcFailure(std::string_view addr, const grpc::Status& status, std::string_view message);
+
+// A context for one call to `cluster`: a deadline `timeout` from now (default cluster.timeout)
+// and its token, when set, as a bearer credential.
+std::unique_ptr<grpc::ClientContext> MakeContext(const ClusterAccess& cluster);
+std::unique_ptr<grpc::ClientContext> MakeContext(const ClusterAccess& cluster,
+                                                 absl::Duration timeout);
+
+}  // namespace exa::tools
