@@ -2,8 +2,8 @@
 // publishes its stored and evicted block hashes on Node.WatchLoad (real gRPC), and a gateway's
 // index fed from the stream holds exactly the replica's set; malformed deltas from a peer are
 // refused with the field named, never applied.
-#include <cstdint>
 #include <atomic>
+#include <cstdint>
 #include <thread>
 
 #include <grpcpp/grpcpp.h>
