@@ -12,7 +12,7 @@ KIND and the JSON it reads:
   engine   exaserve-bench engine (CPU: "decode": [{batch, tokens_per_s}]) or scripts/gpu-check.sh
            ("decode_tokens_per_s": {batch: tokens_per_s}): decode tokens/s against batch size.
   gossip   exaserve-sim gossip: p50 / p99 / max of detection and dissemination times per
-           scenario (one JSON object, an array of them, or one per line, as sim-gossip.sh keeps).
+           scenario (one JSON object, an array of them, or several runs appended to one file).
 
 Needs python3-matplotlib (scripts/setup-deps.sh installs it). Writes nothing but OUT.png.
 """
@@ -28,16 +28,21 @@ DPI = 100
 
 
 def load(path):
-    """One JSON document, or JSON lines: a list when there is more than one object."""
+    """One JSON document, or several one after another (JSON lines, or pretty-printed runs
+    appended to one file): a list when there is more than one."""
     with open(path) as f:
         text = f.read()
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        docs = [json.loads(line) for line in text.splitlines() if line.strip().startswith("{")]
-        if not docs:
-            raise
-        return docs if len(docs) > 1 else docs[0]
+    decoder, docs, pos = json.JSONDecoder(), [], 0
+    while True:
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        if pos >= len(text):
+            break
+        doc, pos = decoder.raw_decode(text, pos)
+        docs.append(doc)
+    if not docs:
+        fail(f"{path}: no JSON")
+    return docs if len(docs) > 1 else docs[0]
 
 
 def fail(message):
