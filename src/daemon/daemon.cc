@@ -20,12 +20,12 @@
 #include "daemon/observer_role.h"
 #include "daemon/weights_role.h"
 #include "engine/model_config.h"
+#include "engine/rpc/generate_stream.h"
 #include "exaserve/v1/scheduler.grpc.pb.h"
 #include "gateway/openai_api.h"
 #include "metrics/host_metrics.h"
 #include "net/tls.h"
 #include "nlohmann/json.hpp"
-#include "node/generate_stream.h"
 #include "router/outliers.h"
 #include "scheduler/node_view.h"
 
@@ -758,7 +758,7 @@ AdminCallbacks Daemon::MakeAdminCallbacks() {
     node::ReplicaHost::Labels set(req.labels().begin(), req.labels().end());
     std::vector<std::string> remove(req.remove().begin(), req.remove().end());
     auto matched = replicas_->Relabel(selector, set, remove);
-    if (!matched.ok()) return node::StatusToGrpc(matched.status());
+    if (!matched.ok()) return engine::rpc::StatusToGrpc(matched.status());
     for (const auto& [id, labels] : *matched) {
       auto* r = resp->add_replicas();
       r->set_replica_id(id);
@@ -793,7 +793,7 @@ AdminCallbacks Daemon::MakeAdminCallbacks() {
     } else if (req.op() == exaserve::v1::RoutesRequest::OP_REMOVE) {
       s = routes_->Remove(r.header());
     }
-    if (!s.ok()) return node::StatusToGrpc(s);
+    if (!s.ok()) return engine::rpc::StatusToGrpc(s);
     for (const gateway::VersionRoute& route : routes_->List()) {
       auto* out = resp->add_routes();
       out->set_header(route.header);

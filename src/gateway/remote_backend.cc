@@ -7,9 +7,9 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "engine/rpc/generate_stream.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "net/tls.h"
-#include "node/generate_stream.h"
 
 namespace exa::gateway {
 namespace {
@@ -255,7 +255,7 @@ class RemoteBackend::RemoteCall final : public grpc::ClientReadReactor<GenerateR
     if (!ok) return;
     const GenerateResponse& r = response_;
     if (r.finish_reason() != exaserve::v1::FINISH_REASON_UNSPECIFIED) {
-      final_reason_ = node::FinishReasonFromProto(r.finish_reason());
+      final_reason_ = engine::rpc::FinishReasonFromProto(r.finish_reason());
       prompt_tokens_ = r.usage().prompt_tokens();
       completion_tokens_ = r.usage().completion_tokens();
     }
@@ -295,7 +295,7 @@ class RemoteBackend::RemoteCall final : public grpc::ClientReadReactor<GenerateR
       e.status = node_failed
                      ? absl::UnavailableError(StrCat("replica ", replica_id_, " on node ", node_id_,
                                                      " failed: ", status.error_message()))
-                     : node::StatusFromGrpc(status);
+                     : engine::rpc::StatusFromGrpc(status);
       owner_->remote_failures_.Increment();
     }
     callback_(e);
@@ -496,7 +496,7 @@ absl::StatusOr<engine::RequestId> RemoteBackend::Submit(const std::string& repli
   g->mutable_prompt_tokens()->mutable_ids()->Assign(request.prompt_tokens.begin(),
                                                     request.prompt_tokens.end());
   g->set_max_tokens(request.max_tokens);
-  node::SamplingToProto(request.sampling, g->mutable_sampling());
+  engine::rpc::SamplingToProto(request.sampling, g->mutable_sampling());
   for (const std::string& stop : request.stop_strings) g->add_stop(stop);
   g->set_request_id(request.request_id);
   remote_calls_.Increment();

@@ -7,10 +7,14 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/strings.h"
-#include "node/generate_stream.h"
+#include "engine/rpc/generate_stream.h"
 
 namespace exa::node {
 
+using engine::rpc::GenerateStreamReactor;
+using engine::rpc::SamplingFromProto;
+using engine::rpc::StatusToGrpc;
+using engine::rpc::StreamHandle;
 using exaserve::v1::LoadReport;
 
 // One WatchLoad stream. Publish hands it the newest report; only one write is in flight and a

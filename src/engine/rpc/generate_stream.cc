@@ -1,6 +1,6 @@
-#include "node/generate_stream.h"
+#include "engine/rpc/generate_stream.h"
 
-namespace exa::node {
+namespace exa::engine::rpc {
 
 using exaserve::v1::FinishReason;
 
@@ -178,4 +178,4 @@ void GenerateStreamReactor::WriteNextLocked() {
   StartWrite(&current_);
 }
 
-}  // namespace exa::node
+}  // namespace exa::engine::rpc

@@ -19,7 +19,7 @@
 #include "engine/request.h"
 #include "exaserve/v1/inference.pb.h"
 
-namespace exa::node {
+namespace exa::engine::rpc {
 
 exaserve::v1::FinishReason FinishReasonToProto(engine::FinishReason reason);
 engine::FinishReason FinishReasonFromProto(exaserve::v1::FinishReason reason);
@@ -73,4 +73,4 @@ class GenerateStreamReactor final
   bool producer_done_ = false, released_ = false;
 };
 
-}  // namespace exa::node
+}  // namespace exa::engine::rpc
