@@ -15,6 +15,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "cluster/model_names.h"
 #include "common/check.h"
 #include "common/logging.h"
 #include "common/status.h"
@@ -180,10 +181,10 @@ Fetcher::Fetcher(std::vector<Tier*> tiers, FetchOptions options, FetchMetrics* m
 
 absl::StatusOr<Manifest> Fetcher::ResolveManifest(const std::string& name,
                                                   const std::string& version) {
-  EXA_RETURN_IF_ERROR(ValidateName("model name", name));
+  EXA_RETURN_IF_ERROR(cluster::ValidateModelName("model name", name));
   const fs::path root = options_.cache_dir;
   if (!version.empty()) {
-    EXA_RETURN_IF_ERROR(ValidateVersion("model version", version));
+    EXA_RETURN_IF_ERROR(cluster::ValidateModelVersion("model version", version));
     // Versions are immutable: a manifest already here is the version's manifest.
     auto local = LoadManifest(root, name, version);
     if (local.ok() || !absl::IsNotFound(local.status())) return local;
