@@ -266,9 +266,8 @@ absl::StatusOr<std::shared_ptr<Call>> Frontend::Start(TextRequest r, EventSink s
         .Increment();
     return replica.status();
   }
-  auto call = std::make_shared<Call>();
+  auto call = std::make_shared<Call>(*replica);
   call->request_id_ = r.request_id.empty() ? NewRequestId() : r.request_id;
-  call->replica_id_ = *replica;
   call->model_ = model->name;
   call->version_ = version;
   call->prompt_tokens_ = static_cast<int32_t>(g.prompt_tokens.size());

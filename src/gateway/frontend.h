@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -78,6 +79,8 @@ using EventSink = std::function<void(const engine::StreamEvent&)>;
 // One admitted request. Its sink sees every token and exactly one final event.
 class Call {
  public:
+  // Frontend::Start creates calls, on the replica it chose.
+  explicit Call(std::string replica_id) : replica_id_(std::move(replica_id)) {}
   void Cancel();
   const std::string& request_id() const { return request_id_; }
   // The replica serving the request now (a retry before the first token moves it).

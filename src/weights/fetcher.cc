@@ -272,15 +272,20 @@ class PullRun {
     }
     result.elapsed = absl::Now() - start_;
     result.fetch_cpu = absl::Nanoseconds(fetch_cpu_ns_.load());
-    if (!failure_.ok()) {
+    absl::Status failure;
+    {
+      absl::MutexLock lock(&mu_);  // the workers are joined; the lock is for the analysis
+      failure = failure_;
+    }
+    if (!failure.ok()) {
       // Disk full: nothing half-written stays behind. Other failures keep verified chunks, so
       // the next pull resumes.
-      if (absl::IsResourceExhausted(failure_)) {
+      if (absl::IsResourceExhausted(failure)) {
         RemovePartials();
       } else {
         SaveResumeRecords();
       }
-      return failure_;
+      return failure;
     }
     if (metrics_ != nullptr) metrics_->pull_seconds.Observe(absl::ToDoubleSeconds(result.elapsed));
     Report(true);
