@@ -504,7 +504,7 @@ void Daemon::FollowElectedObserver() {
 // which must not hold up an io thread. A change waits for the previous one to finish.
 void Daemon::FollowElectedScheduler() {
   if (!scheduler_ || !ElectableControlRoles()) return;
-  std::lock_guard<std::mutex> lock(scheduler_switch_mu_);
+  absl::MutexLock lock(&scheduler_switch_mu_);
   if (state_ != State::kReady || scheduler_switching_.load()) return;
   const bool elected = HasRole(CurrentRoles(), "scheduler");
   if (elected == scheduler_->running()) return;
@@ -523,7 +523,7 @@ void Daemon::FollowElectedScheduler() {
 }
 
 void Daemon::JoinSchedulerSwitch() {
-  std::lock_guard<std::mutex> lock(scheduler_switch_mu_);
+  absl::MutexLock lock(&scheduler_switch_mu_);
   if (scheduler_switch_.joinable()) scheduler_switch_.join();
 }
 

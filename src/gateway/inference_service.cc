@@ -88,7 +88,7 @@ grpc::ServerUnaryReactor* InferenceService::Complete(grpc::CallbackServerContext
   }
   struct State {
     absl::Mutex mu;
-    std::shared_ptr<Call> call;
+    std::shared_ptr<Call> call ABSL_GUARDED_BY(mu);
   };
   auto state = std::make_shared<State>();
   absl::MutexLock lock(&state->mu);

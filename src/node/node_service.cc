@@ -75,11 +75,14 @@ class NodeService::Watcher final : public grpc::ServerWriteReactor<LoadReport> {
  private:
   const bool registered_;
   const absl::Duration min_interval_;
-  absl::Time last_write_ = absl::InfinitePast();
   std::atomic<bool> done_{false};
   absl::Mutex mu_;
-  LoadReport current_, pending_;
-  bool writing_ = false, has_pending_ = false, finished_ = false;
+  absl::Time last_write_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  LoadReport current_ ABSL_GUARDED_BY(mu_);  // the write in flight
+  LoadReport pending_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool has_pending_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 namespace {
