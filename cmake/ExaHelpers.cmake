@@ -1,6 +1,7 @@
 # exa_cc_library / exa_cc_binary / exa_cc_test: one target per module, dependencies declared.
 # The target graph is the architecture (docs/architecture.md#module-map): a module may only use what it names in
-# DEPS, and CMake refuses cycles between static libraries we declare this way.
+# DEPS, and CMake refuses cycles between static libraries we declare this way. Which modules a
+# module may name is scripts/module-layers.txt, checked by scripts/check-layers.py.
 
 set(EXA_WARNING_FLAGS -Wall -Wextra -Werror -Wno-unused-parameter -Wnon-virtual-dtor
     -Wno-missing-field-initializers ${EXA_SANITIZER_WARNING_FLAGS})
