@@ -13,6 +13,13 @@ KIND and the JSON it reads:
            ("decode_tokens_per_s": {batch: tokens_per_s}): decode tokens/s against batch size.
   gossip   exaserve-sim gossip: p50 / p99 / max of detection and dissemination times per
            scenario (one JSON object, an array of them, or several runs appended to one file).
+  prefix-report
+           exaserve-bench prefix-report, one run per --report-every-blocks appended to one file:
+           the cached-block deltas' bytes per second and their share of the load stream plus
+           gossip, against the reporting stride.
+  prefix-share
+           exaserve-bench engine --prefix-share (runs appended to one file): P50 TTFT and
+           prefill tokens computed with the prefix cache off and on, per run.
 
 Needs python3-matplotlib (scripts/setup-deps.sh installs it). Writes nothing but OUT.png.
 """
@@ -201,8 +208,57 @@ def plot_gossip(data, out):
     return fig
 
 
+def plot_prefix_report(data, out):
+    runs = sorted(data if isinstance(data, list) else [data],
+                  key=lambda r: r.get("report_every_blocks", 0))
+    if not runs or "cache_delta_bytes_per_s" not in runs[0]:
+        fail("prefix-report: no 'cache_delta_bytes_per_s'")
+    xs = [r["report_every_blocks"] for r in runs]
+    fig, ax = plt.subplots(figsize=(6.5, 4), dpi=DPI)
+    ax.bar(range(len(runs)), [100 * r["cache_share_of_gossip_and_load_stream"] for r in runs],
+           color=plt.cm.Blues(0.7), label="cache deltas / (load stream + gossip)")
+    for i, r in enumerate(runs):
+        ax.annotate(f"{r['cache_delta_bytes_per_s']:,.0f} B/s", (i, 100 *
+                    r["cache_share_of_gossip_and_load_stream"]), textcoords="offset points",
+                    xytext=(0, 3), ha="center", fontsize=8)
+    ax.axhline(5, linestyle=":", color="grey", label="5 %")
+    ax.set_xticks(range(len(runs)), [f"every {x} ({16 * x} tokens)" for x in xs], fontsize=8)
+    ax.set_xlabel("blocks reported per chain (16-token blocks)")
+    ax.set_ylabel("% of the node's load stream + gossip")
+    r0 = runs[0]
+    ax.set_title(f"exaserve-bench prefix-report: {r0.get('replicas')} replicas, "
+                 f"{r0.get('requests')} requests, load stream "
+                 f"{r0['load_stream_bytes_per_s_without_cache']:,.0f} B/s", fontsize=9)
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_prefix_share(data, out):
+    runs = data if isinstance(data, list) else [data]
+    if not runs or "prefix_cache" not in runs[0]:
+        fail("prefix-share: no 'prefix_cache'")
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.8), dpi=DPI)
+    labels = [f"share {r.get('prefix_share')}, run {i + 1}" for i, r in enumerate(runs)]
+    for ax, (field, title) in zip(axes, (("ttft_p50_ms", "P50 TTFT (ms)"),
+                                         ("prefill_tokens_computed", "prefill tokens computed"))):
+        width = 0.38
+        for k, (side, shade) in enumerate((("off", 0.4), ("on", 0.8))):
+            ax.bar([i + (k - 0.5) * width for i in range(len(runs))],
+                   [r["prefix_cache"][side][field] for r in runs], width,
+                   label=f"cache {side}", color=plt.cm.Blues(shade))
+        ax.set_xticks(range(len(runs)), labels, fontsize=8)
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3, axis="y")
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"exaserve-bench engine --prefix-share ({runs[0].get('backend')}, "
+                 f"{runs[0].get('prompt_tokens')}-token prompts)", fontsize=10)
+    return fig
+
+
 KINDS = {"route": plot_route, "weights": plot_weights, "engine": plot_engine,
-         "gossip": plot_gossip}
+         "gossip": plot_gossip, "prefix-report": plot_prefix_report,
+         "prefix-share": plot_prefix_share}
 
 
 def main(argv):

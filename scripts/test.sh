@@ -7,6 +7,7 @@ start=$(date +%s)
 scripts/setup-deps.sh
 scripts/build.sh
 scripts/check-style.sh
+scripts/check-docs.sh
 cd "${BUILD_DIR:-build}"
 ctest --output-on-failure -j "$(nproc)" ${CTEST_ARGS:-}
 echo "scripts/test.sh: all done in $(( $(date +%s) - start ))s"

@@ -20,13 +20,13 @@
 #include "daemon/observer_role.h"
 #include "daemon/weights_role.h"
 #include "engine/model_config.h"
+#include "engine/rpc/generate_stream.h"
 #include "exaserve/v1/scheduler.grpc.pb.h"
 #include "gateway/openai_api.h"
 #include "metrics/host_metrics.h"
 #include "net/grpc_status.h"
 #include "net/tls.h"
 #include "nlohmann/json.hpp"
-#include "node/generate_stream.h"
 #include "router/outliers.h"
 #include "scheduler/node_view.h"
 
@@ -86,29 +86,9 @@ Daemon::~Daemon() {
   io_.Stop();
 }
 
-absl::Status Daemon::Start() {
-  start_time_ = absl::Now();
-  // Every channel this node opens (to peers' Node, Weights, Scheduler and Admin services)
-  // presents its certificate when TLS is configured; exaserved checked the files already.
-  if (options_.tls.enabled()) EXA_RETURN_IF_ERROR(net::UseClientTls(options_.tls));
-  EXA_ASSIGN_OR_RETURN(node_id_, LoadOrCreateNodeId(options_.node.data_dir, options_.node.id));
-  EXA_ASSIGN_OR_RETURN(DataDirLock lock, DataDirLock::Acquire(options_.node.data_dir));
-  data_dir_lock_.emplace(std::move(lock));
-  metrics::RegisterProcessMetrics(registry_, Version());
-  metrics::RegisterNetworkMetrics(registry_);  // NIC counters for the network alert
-  gpus_ = PrepareGpus(registry_);              // GPU hook: before replicas load onto the GPUs
-  if (options_.inference.backend == "cuda" && options_.inference.burn_in &&
-      HasRole(roles_, "inference")) {
-    RunNodeBurnIn(gpus_);  // a failure taints the node: no replicas below
-  }
-  registry_.AddGaugeCallback("exaserve_ready", "1 when this node accepts traffic, else 0.",
-                             [this] { return state_ == State::kReady ? 1.0 : 0.0; });
-  auto& roles_metric = registry_.AddGauge(
-      "exaserve_node_role", "Roles whose services this node started; the value is always 1.",
-      {"role"});
-  for (const std::string& r : roles_) roles_metric.WithLabels({r}).Set(1);
-
-  EXA_RETURN_IF_ERROR(StartServing());
+// The HTTP server(s): probes, scrapes and the admin pages, and the OpenAI API when this node is a
+// gateway.
+absl::Status Daemon::StartHttp() {
   // With a certificate, the OpenAI API is served over HTTPS on its own port, and the plain HTTP
   // port keeps the open, read-only endpoints (probes, scrapes) only.
   net::HttpServerOptions plain = options_.http;
@@ -149,6 +129,11 @@ absl::Status Daemon::Start() {
           StrCat(ToStd(s.message()), " (HTTPS; set another with --https-port)"));
     }
   }
+  return absl::OkStatus();
+}
+
+// The Admin service over the parts the daemon owns (daemon/admin_service.h).
+absl::Status Daemon::MakeAdminService() {
   if (!options_.admin.token_file.empty()) {
     EXA_ASSIGN_OR_RETURN(admin_tokens_,
                          gateway::ApiKeys::Load(options_.admin.token_file, "admin token"));
@@ -172,6 +157,34 @@ absl::Status Daemon::Start() {
       .route_scheduler = [this] { return RouteScheduler(); },
       .authorize = [this](std::string_view a) { return AuthorizeAdmin(a); },
   });
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::Start() {
+  start_time_ = absl::Now();
+  // Every channel this node opens (to peers' Node, Weights, Scheduler and Admin services)
+  // presents its certificate when TLS is configured; exaserved checked the files already.
+  if (options_.tls.enabled()) EXA_RETURN_IF_ERROR(net::UseClientTls(options_.tls));
+  EXA_ASSIGN_OR_RETURN(node_id_, LoadOrCreateNodeId(options_.node.data_dir, options_.node.id));
+  EXA_ASSIGN_OR_RETURN(DataDirLock lock, DataDirLock::Acquire(options_.node.data_dir));
+  data_dir_lock_.emplace(std::move(lock));
+  metrics::RegisterProcessMetrics(registry_, Version());
+  metrics::RegisterNetworkMetrics(registry_);  // NIC counters for the network alert
+  gpus_ = PrepareGpus(registry_);              // GPU hook: before replicas load onto the GPUs
+  if (options_.inference.backend == "cuda" && options_.inference.burn_in &&
+      HasRole(roles_, "inference")) {
+    RunNodeBurnIn(gpus_);  // a failure taints the node: no replicas below
+  }
+  registry_.AddGaugeCallback("exaserve_ready", "1 when this node accepts traffic, else 0.",
+                             [this] { return state_ == State::kReady ? 1.0 : 0.0; });
+  auto& roles_metric = registry_.AddGauge(
+      "exaserve_node_role", "Roles whose services this node started; the value is always 1.",
+      {"role"});
+  for (const std::string& r : roles_) roles_metric.WithLabels({r}).Set(1);
+
+  EXA_RETURN_IF_ERROR(StartServing());
+  EXA_RETURN_IF_ERROR(StartHttp());
+  EXA_RETURN_IF_ERROR(MakeAdminService());
   grpc_ = std::make_unique<net::GrpcServer>(options_.grpc);
   grpc_->RegisterService(admin_.get());
   if (inference_service_) grpc_->RegisterService(inference_service_.get());
@@ -535,7 +548,7 @@ void Daemon::FollowElectedObserver() {
 // which must not hold up an io thread. A change waits for the previous one to finish.
 void Daemon::FollowElectedScheduler() {
   if (!scheduler_ || !ElectableControlRoles()) return;
-  std::lock_guard<std::mutex> lock(scheduler_switch_mu_);
+  absl::MutexLock lock(&scheduler_switch_mu_);
   if (state_ != State::kReady || scheduler_switching_.load()) return;
   const bool elected = HasRole(CurrentRoles(), "scheduler");
   if (elected == scheduler_->running()) return;
@@ -554,7 +567,7 @@ void Daemon::FollowElectedScheduler() {
 }
 
 void Daemon::JoinSchedulerSwitch() {
-  std::lock_guard<std::mutex> lock(scheduler_switch_mu_);
+  absl::MutexLock lock(&scheduler_switch_mu_);
   if (scheduler_switch_.joinable()) scheduler_switch_.join();
 }
 

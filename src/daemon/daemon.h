@@ -72,6 +72,8 @@ class Daemon {
   void StartWatchdog();
   absl::Status WriteEndpointsFile();
   absl::Status StartGossip();
+  absl::Status StartHttp();
+  absl::Status MakeAdminService();
   absl::Status StartServing();
   absl::Status OpenScheduler();
   grpc::Status AuthorizeAdmin(std::string_view authorization) const;
@@ -147,8 +149,8 @@ class Daemon {
   std::unique_ptr<class WeightsRole> weights_;
   std::unique_ptr<scheduler::SchedulerService> scheduler_;
   // An elected scheduler's Start or Stop in progress (FollowElectedScheduler).
-  std::mutex scheduler_switch_mu_;
-  std::thread scheduler_switch_;  // guarded by scheduler_switch_mu_
+  absl::Mutex scheduler_switch_mu_;
+  std::thread scheduler_switch_ ABSL_GUARDED_BY(scheduler_switch_mu_);
   std::atomic<bool> scheduler_switching_{false};
   uint64_t election_ticks_ = 0;  // on the io strand timer
   std::atomic<int> route_syncs_in_flight_{0};

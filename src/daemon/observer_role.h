@@ -23,7 +23,7 @@
 
 #include "absl/status/status.h"
 #include "common/clock.h"
-#include "daemon/options.h"
+#include "daemon/observer_options.h"
 #include "exaserve/v1/admin.pb.h"
 #include "membership/member.h"
 #include "metrics/alert_rules.h"
@@ -31,8 +31,6 @@
 #include "net/io_runner.h"
 
 namespace exa::daemon {
-
-void RegisterObserverConfig(config::Schema& schema, ObserverOptions* options);
 
 // The rule core's settings from the daemon's observer options.
 metrics::AlertRulesConfig RulesConfig(const ObserverOptions& options);

@@ -13,8 +13,8 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "daemon/node_identity.h"
-#include "daemon/observer_role.h"
-#include "daemon/weights_role.h"
+#include "daemon/observer_options.h"
+#include "daemon/weights_options.h"
 
 namespace exa::daemon {
 namespace {

@@ -34,8 +34,6 @@ struct FetchMetrics;
 
 namespace exa::daemon {
 
-void RegisterWeightsConfig(config::Schema& schema, WeightsOptions* options);
-
 // "host:grpc_port" of the storage peer of `rack` in `members` (alive, not `self_id`, serving
 // gRPC, storage per `is_storage`); empty when there is none. The lowest node id wins, so every
 // node of a rack picks the same peer.

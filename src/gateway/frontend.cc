@@ -207,6 +207,35 @@ absl::Status Frontend::Validate(const TextRequest& r) const {
   return engine::ValidateSamplingParams(s);
 }
 
+absl::StatusOr<engine::GenerateRequest> Frontend::BuildEngineRequest(TextRequest& r,
+                                                                     const ModelView& model) const {
+  engine::GenerateRequest g;
+  g.prompt_tokens = r.prompt_tokens.empty() ? model.tokenizer->tokenizer().Encode(r.prompt, true)
+                                            : std::move(r.prompt_tokens);
+  if (g.prompt_tokens.empty()) return FieldError("prompt", "encodes to no tokens");
+  // Without an explicit max_tokens, generate up to the default or to the end of the context,
+  // whichever comes first; an explicit one over the context is the caller's error (engine).
+  int32_t room = model.max_context - static_cast<int32_t>(g.prompt_tokens.size());
+  // Validate bounded an explicit max_tokens by max_tokens_limit, an int.
+  g.max_tokens = r.max_tokens ? static_cast<int32_t>(*r.max_tokens)
+                              : std::max(1, std::min(options_.default_max_tokens, room));
+  if (static_cast<int64_t>(g.prompt_tokens.size()) + g.max_tokens > model.max_context) {
+    // Checked here too, not only by the engine: a remote replica would only fail the stream.
+    absl::Status s = absl::InvalidArgumentError(
+        StrCat("prompt of ", g.prompt_tokens.size(), " tokens plus ", r.max_tokens_field, " ",
+               g.max_tokens, " exceeds the context length of ", model.max_context, " tokens"));
+    s.SetPayload(kFieldPayload, FieldCord(r.max_tokens_field));
+    return s;
+  }
+  g.sampling = r.sampling;
+  g.stop_strings = std::move(r.stop);
+  // Length-prefixed, so no tenant and salt pair can spell another's.
+  g.cache_salt = options_.isolate_prefix_cache
+                     ? StrCat(r.tenant.size(), ":", r.tenant, r.cache_salt)
+                     : r.cache_salt;
+  return g;
+}
+
 absl::StatusOr<std::shared_ptr<Call>> Frontend::Start(TextRequest r, EventSink sink) {
   if (draining_) {
     requests_.WithLabels({"draining"}).Increment();
@@ -227,27 +256,12 @@ absl::StatusOr<std::shared_ptr<Call>> Frontend::Start(TextRequest r, EventSink s
     requests_.WithLabels({"not_found"}).Increment();
     return model.status();
   }
-  engine::GenerateRequest g;
-  g.prompt_tokens = r.prompt_tokens.empty() ? model->tokenizer->tokenizer().Encode(r.prompt, true)
-                                            : std::move(r.prompt_tokens);
-  if (g.prompt_tokens.empty()) return FieldError("prompt", "encodes to no tokens");
-  // Without an explicit max_tokens, generate up to the default or to the end of the context,
-  // whichever comes first; an explicit one over the context is the caller's error (engine).
-  int32_t room = model->max_context - static_cast<int32_t>(g.prompt_tokens.size());
-  // Validate bounded an explicit max_tokens by max_tokens_limit, an int.
-  g.max_tokens = r.max_tokens ? static_cast<int32_t>(*r.max_tokens)
-                              : std::max(1, std::min(options_.default_max_tokens, room));
-  if (static_cast<int64_t>(g.prompt_tokens.size()) + g.max_tokens > model->max_context) {
-    // Checked here too, not only by the engine: a remote replica would only fail the stream.
+  auto built = BuildEngineRequest(r, *model);
+  if (!built.ok()) {
     requests_.WithLabels({"invalid_argument"}).Increment();
-    absl::Status s = absl::InvalidArgumentError(
-        StrCat("prompt of ", g.prompt_tokens.size(), " tokens plus ", r.max_tokens_field, " ",
-               g.max_tokens, " exceeds the context length of ", model->max_context, " tokens"));
-    s.SetPayload(kFieldPayload, FieldCord(r.max_tokens_field));
-    return s;
+    return built.status();
   }
-  g.sampling = r.sampling;
-  g.stop_strings = std::move(r.stop);
+  engine::GenerateRequest g = *std::move(built);
 
   if (in_flight_.fetch_add(1) >= options_.max_in_flight) {
     in_flight_--;
@@ -269,9 +283,8 @@ absl::StatusOr<std::shared_ptr<Call>> Frontend::Start(TextRequest r, EventSink s
         .Increment();
     return replica.status();
   }
-  auto call = std::make_shared<Call>();
+  auto call = std::make_shared<Call>(*replica);
   call->request_id_ = r.request_id.empty() ? NewRequestId() : r.request_id;
-  call->replica_id_ = *replica;
   call->model_ = model->name;
   call->version_ = version;
   call->prompt_tokens_ = static_cast<int32_t>(g.prompt_tokens.size());
@@ -279,10 +292,6 @@ absl::StatusOr<std::shared_ptr<Call>> Frontend::Start(TextRequest r, EventSink s
   call->tried_.push_back(*replica);
   call->labels_ = std::move(labels);
   g.request_id = call->request_id_;
-  // Length-prefixed, so no tenant and salt pair can spell another's.
-  g.cache_salt = options_.isolate_prefix_cache
-                     ? StrCat(r.tenant.size(), ":", r.tenant, r.cache_salt)
-                     : r.cache_salt;
   call->request_ = g;  // kept for a retry (no callback yet)
   g.callback = MakeCallback(call, std::move(sink), absl::Now());
   auto id = backend_.Submit(*replica, std::move(g));

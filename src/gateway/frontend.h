@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -86,6 +87,8 @@ using EventSink = std::function<void(const engine::StreamEvent&)>;
 // One admitted request. Its sink sees every token and exactly one final event.
 class Call {
  public:
+  // Frontend::Start creates calls, on the replica it chose.
+  explicit Call(std::string replica_id) : replica_id_(std::move(replica_id)) {}
   void Cancel();
   const std::string& request_id() const { return request_id_; }
   // The replica serving the request now (a retry before the first token moves it).
@@ -143,6 +146,10 @@ class Frontend {
   const GatewayOptions& options() const { return options_; }
 
  private:
+  // The engine's request for `r` on `model`: tokens, max_tokens within the context, sampling,
+  // stops and the effective cache salt. INVALID_ARGUMENT names the field.
+  absl::StatusOr<engine::GenerateRequest> BuildEngineRequest(TextRequest& r,
+                                                             const ModelView& model) const;
   absl::StatusOr<ModelView> ResolveModel(const TextRequest& request) const;
   engine::StreamCallback MakeCallback(std::shared_ptr<Call> call, EventSink sink,
                                       absl::Time admitted);

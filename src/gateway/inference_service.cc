@@ -2,19 +2,20 @@
 
 #include "absl/synchronization/mutex.h"
 #include "common/status.h"
+#include "engine/rpc/generate_stream.h"
 #include "net/grpc_status.h"
-#include "node/generate_stream.h"
 
 namespace exa::gateway {
 namespace {
 
 // Starts `request` on the frontend as the producer of a GenerateStreamReactor.
-node::GenerateStreamReactor::Starter FrontendStarter(Frontend& frontend, TextRequest request) {
+engine::rpc::GenerateStreamReactor::Starter FrontendStarter(Frontend& frontend,
+                                                            TextRequest request) {
   return [&frontend, request = std::move(request)](
-             engine::StreamCallback sink) mutable -> absl::StatusOr<node::StreamHandle> {
+             engine::StreamCallback sink) mutable -> absl::StatusOr<engine::rpc::StreamHandle> {
     EXA_ASSIGN_OR_RETURN(std::shared_ptr<Call> call,
                          frontend.Start(std::move(request), std::move(sink)));
-    node::StreamHandle handle;
+    engine::rpc::StreamHandle handle;
     handle.cancel = [call] { call->Cancel(); };
     handle.request_id = [call] { return call->request_id(); };
     handle.replica_id = [call] { return call->replica_id(); };
@@ -37,7 +38,7 @@ absl::StatusOr<TextRequest> FromProto(const exaserve::v1::GenerateRequest& p) {
     return absl::InvalidArgumentError("max_tokens: must not be negative (0 uses the default)");
   }
   if (p.max_tokens() > 0) r.max_tokens = p.max_tokens();
-  r.sampling = node::SamplingFromProto(p.sampling());
+  r.sampling = engine::rpc::SamplingFromProto(p.sampling());
   r.stop.assign(p.stop().begin(), p.stop().end());
   r.request_id = p.request_id();
   r.cache_salt = p.cache_salt();
@@ -67,7 +68,7 @@ absl::StatusOr<TextRequest> InferenceService::Admit(
 
 grpc::ServerWriteReactor<exaserve::v1::GenerateResponse>* InferenceService::Generate(
     grpc::CallbackServerContext* context, const exaserve::v1::GenerateRequest* request) {
-  auto* reactor = new node::GenerateStreamReactor(request->sampling().logprobs());
+  auto* reactor = new engine::rpc::GenerateStreamReactor(request->sampling().logprobs());
   auto text = Admit(context, *request);
   if (!text.ok()) {
     reactor->Begin([&](engine::StreamCallback) { return text.status(); });
@@ -88,7 +89,7 @@ grpc::ServerUnaryReactor* InferenceService::Complete(grpc::CallbackServerContext
   }
   struct State {
     absl::Mutex mu;
-    std::shared_ptr<Call> call;
+    std::shared_ptr<Call> call ABSL_GUARDED_BY(mu);
   };
   auto state = std::make_shared<State>();
   absl::MutexLock lock(&state->mu);
@@ -100,7 +101,7 @@ grpc::ServerUnaryReactor* InferenceService::Complete(grpc::CallbackServerContext
         if (e.token >= 0 && logprobs) response->add_logprobs(e.logprob);
         response->mutable_text()->append(e.text);
         if (!e.finished) return;
-        response->set_finish_reason(node::FinishReasonToProto(e.finish_reason));
+        response->set_finish_reason(engine::rpc::FinishReasonToProto(e.finish_reason));
         response->mutable_usage()->set_prompt_tokens(e.prompt_tokens);
         response->mutable_usage()->set_completion_tokens(e.completion_tokens);
         if (state->call) {

@@ -137,6 +137,22 @@ std::optional<ApiError> RefuseUnsupported(const json& body) {
   return std::nullopt;
 }
 
+// Who is asking: `cache_salt` (docs/architecture.md#prefix-cache: only requests with the same
+// salt share cached prompt prefixes; its length is checked with the other fields in
+// Frontend::Validate) and OpenAI's `user`, accepted for compatibility and not used.
+std::optional<ApiError> ParseCacheSaltAndUser(const json& body, TextRequest* r) {
+  if (auto it = body.find("user"); it != body.end() && it->is_string()) {
+    r->request_id.clear();
+  }
+  auto it = body.find("cache_salt");
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_string()) {
+    return ApiError{400, "cache_salt: expected a string (at most 256 bytes)", "cache_salt"};
+  }
+  r->cache_salt = it->get<std::string>();
+  return std::nullopt;
+}
+
 std::optional<ApiError> ParseCommon(const json& body, TextRequest* r, bool* stream,
                                     bool* include_usage) {
   if (auto it = body.find("model"); it != body.end() && !it->is_null()) {
@@ -216,16 +232,7 @@ std::optional<ApiError> ParseCommon(const json& body, TextRequest* r, bool* stre
       *include_usage = usage->get<bool>();
     }
   }
-  if (auto it = body.find("cache_salt"); it != body.end() && !it->is_null()) {
-    if (!it->is_string()) {
-      return ApiError{400, "cache_salt: expected a string (at most 256 bytes)", "cache_salt"};
-    }
-    r->cache_salt = it->get<std::string>();
-  }
-  if (auto it = body.find("user"); it != body.end() && it->is_string()) {
-    r->request_id.clear();  // accepted for compatibility; not used for routing
-  }
-  return std::nullopt;
+  return ParseCacheSaltAndUser(body, r);
 }
 
 std::optional<ApiError> ParseCompletionPrompt(const json& body, TextRequest* r) {

@@ -8,10 +8,10 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "engine/rpc/generate_stream.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "net/grpc_status.h"
 #include "net/tls.h"
-#include "node/generate_stream.h"
 
 namespace exa::gateway {
 namespace {
@@ -323,7 +323,7 @@ class RemoteBackend::RemoteCall final : public grpc::ClientReadReactor<GenerateR
     if (!ok) return;
     const GenerateResponse& r = response_;
     if (r.finish_reason() != exaserve::v1::FINISH_REASON_UNSPECIFIED) {
-      final_reason_ = node::FinishReasonFromProto(r.finish_reason());
+      final_reason_ = engine::rpc::FinishReasonFromProto(r.finish_reason());
       prompt_tokens_ = r.usage().prompt_tokens();
       completion_tokens_ = r.usage().completion_tokens();
     }
@@ -567,7 +567,7 @@ absl::StatusOr<engine::RequestId> RemoteBackend::Submit(const std::string& repli
   g->mutable_prompt_tokens()->mutable_ids()->Assign(request.prompt_tokens.begin(),
                                                     request.prompt_tokens.end());
   g->set_max_tokens(request.max_tokens);
-  node::SamplingToProto(request.sampling, g->mutable_sampling());
+  engine::rpc::SamplingToProto(request.sampling, g->mutable_sampling());
   for (const std::string& stop : request.stop_strings) g->add_stop(stop);
   g->set_request_id(request.request_id);
   g->set_cache_salt(request.cache_salt);

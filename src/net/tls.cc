@@ -8,10 +8,10 @@
 #include <openssl/x509_vfy.h>
 
 #include <fstream>
-#include <mutex>
 #include <sstream>
 
 #include "absl/base/internal/sysinfo.h"
+#include "absl/synchronization/mutex.h"
 #include "common/file_util.h"
 #include "common/status.h"
 #include "common/strings.h"
@@ -128,12 +128,13 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentials(const
 namespace {
 
 struct ClientTls {
-  std::mutex mu;
-  std::shared_ptr<grpc::ChannelCredentials> credentials;  // null: plain
-  std::string server_name;
+  absl::Mutex mu;
+  std::shared_ptr<grpc::ChannelCredentials> credentials ABSL_GUARDED_BY(mu);  // null: plain
+  std::string server_name ABSL_GUARDED_BY(mu);
 };
 
 ClientTls& Client() {
+  PrepareGrpcProcess();                      // before the first contended absl::Mutex (see tls.h)
   static ClientTls* client = new ClientTls;  // never destroyed: channels may outlive main
   return *client;
 }
@@ -147,7 +148,7 @@ absl::Status UseClientTls(const TlsOptions& o) {
   ssl.pem_private_key = m.key_pem;
   ssl.pem_cert_chain = m.cert_pem;
   ClientTls& c = Client();
-  std::lock_guard<std::mutex> lock(c.mu);
+  absl::MutexLock lock(&c.mu);
   c.credentials = grpc::SslCredentials(ssl);
   c.server_name = o.server_name;
   return absl::OkStatus();
@@ -155,7 +156,7 @@ absl::Status UseClientTls(const TlsOptions& o) {
 
 std::shared_ptr<grpc::ChannelCredentials> ClientCredentials() {
   ClientTls& c = Client();
-  std::lock_guard<std::mutex> lock(c.mu);
+  absl::MutexLock lock(&c.mu);
   return c.credentials ? c.credentials : grpc::InsecureChannelCredentials();
 }
 
@@ -179,7 +180,7 @@ std::shared_ptr<grpc::Channel> NewChannel(const std::string& target, grpc::Chann
   ClientTls& c = Client();
   std::shared_ptr<grpc::ChannelCredentials> credentials;
   {
-    std::lock_guard<std::mutex> lock(c.mu);
+    absl::MutexLock lock(&c.mu);
     credentials = c.credentials;
     if (credentials) args.SetSslTargetNameOverride(c.server_name);
   }

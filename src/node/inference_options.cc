@@ -9,6 +9,21 @@ namespace {
 
 std::string Positive(const int& v) { return v > 0 ? "" : StrCat(v, ": must be positive"); }
 
+// inference.prefix_cache_* (docs/architecture.md#prefix-cache).
+void RegisterPrefixCacheConfig(config::Schema& s, const std::string& p,
+                               engine::PrefixCacheOptions* o) {
+  s.Add(p + ".prefix_cache_enabled", &o->enabled,
+        "reuse the KV blocks of prompt prefixes earlier requests computed");
+  s.Add<double>(p + ".prefix_cache_max_cached_fraction", &o->max_cached_fraction,
+                "share of the KV cache unreferenced cached blocks may hold", [](const double& v) {
+                  return v >= 0 && v <= 1 ? std::string() : StrCat(v, ": must be in [0, 1]");
+                });
+  s.Add<int>(
+      p + ".prefix_cache_report_every_blocks", &o->report_every_blocks,
+      "report every this-many-th cached block of a chain to gateways (1-1024)",
+      [](const int& v) { return v >= 1 && v <= 1024 ? "" : StrCat(v, ": expected 1-1024"); });
+}
+
 }  // namespace
 
 void RegisterConfig(config::Schema& s, std::string_view section, InferenceOptions* o) {
@@ -75,16 +90,7 @@ void RegisterConfig(config::Schema& s, std::string_view section, InferenceOption
   s.Add<int>(p + ".max_running", &o->max_running, "sequences batched at once", Positive);
   s.Add<int>(p + ".max_queue", &o->max_queue,
              "requests waiting per replica; beyond this: RESOURCE_EXHAUSTED", Positive);
-  s.Add(p + ".prefix_cache.enabled", &o->prefix_cache.enabled,
-        "reuse the KV blocks of prompt prefixes earlier requests computed");
-  s.Add<double>(p + ".prefix_cache.max_cached_fraction", &o->prefix_cache.max_cached_fraction,
-                "share of the KV cache unreferenced cached blocks may hold", [](const double& v) {
-                  return v >= 0 && v <= 1 ? std::string() : StrCat(v, ": must be in [0, 1]");
-                });
-  s.Add<int>(
-      p + ".prefix_cache.report_every_blocks", &o->prefix_cache.report_every_blocks,
-      "report every this-many-th cached block of a chain to gateways (1-1024)",
-      [](const int& v) { return v >= 1 && v <= 1024 ? "" : StrCat(v, ": expected 1-1024"); });
+  RegisterPrefixCacheConfig(s, p, &o->prefix_cache);
 }
 
 }  // namespace exa::node

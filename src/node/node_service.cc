@@ -8,13 +8,17 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "engine/rpc/generate_stream.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "net/grpc_status.h"
-#include "node/generate_stream.h"
 
 namespace exa::node {
 
+using engine::rpc::GenerateStreamReactor;
+using engine::rpc::SamplingFromProto;
+using engine::rpc::StreamHandle;
 using exaserve::v1::LoadReport;
+using net::StatusToGrpc;
 
 // One WatchLoad stream. Publish hands it the newest report; only one write is in flight and a
 // report that arrives meanwhile replaces the pending one. The replicas' cached-block deltas are
@@ -90,10 +94,11 @@ class NodeService::Watcher final : public grpc::ServerWriteReactor<LoadReport> {
 
   const bool registered_;
   const absl::Duration min_interval_;
-  absl::Time last_write_ = absl::InfinitePast();
   std::atomic<bool> done_{false};
   absl::Mutex mu_;
-  LoadReport current_ ABSL_GUARDED_BY(mu_), pending_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_write_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  LoadReport current_ ABSL_GUARDED_BY(mu_);  // the write in flight
+  LoadReport pending_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const Engines> pending_engines_ ABSL_GUARDED_BY(mu_);
   CacheCursors cursors_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;

@@ -14,7 +14,8 @@ ReplicaMetrics::ReplicaMetrics(const ReplicaHost& host, metrics::Registry& r, in
   running_ = &r.AddGauge("exaserve_replica_running_sequences", "Sequences in the batch.", labels);
   waiting_ = &r.AddGauge("exaserve_replica_waiting_sequences",
                          "Sequences admitted but not running (queued or preempted).", labels);
-  kv_used_ = &r.AddGauge("exaserve_replica_kv_blocks_used", "KV cache blocks in use.", labels);
+  kv_used_ = &r.AddGauge("exaserve_replica_kv_blocks_used",
+                         "KV cache blocks referenced by a sequence.", labels);
   kv_total_ =
       &r.AddGauge("exaserve_replica_kv_blocks_capacity", "KV cache blocks reserved.", labels);
   ttft_ = &r.AddGauge("exaserve_replica_ttft_p99_seconds",

@@ -79,8 +79,8 @@ void ReplicaProber::SendProbes() {
     request.prompt_tokens = r->model->tokenizer->tokenizer().Encode(options_.probe_prompt, true);
     request.max_tokens = options_.probe_max_tokens;
     request.priority = true;  // past a full queue, ahead of waiting requests
-    request.callback = [this, probe](const engine::StreamEvent& e) {
-      absl::MutexLock lock(&mu_);
+    request.callback = [probe](const engine::StreamEvent& e) {
+      absl::MutexLock lock(&probe->mu);
       probe->text += e.text;
       if (e.finished) {
         probe->finished = true;
@@ -88,7 +88,7 @@ void ReplicaProber::SendProbes() {
       }
     };
     auto id = r->engine->Submit(std::move(request));
-    absl::MutexLock lock(&mu_);
+    absl::MutexLock lock(&probe->mu);
     if (id.ok()) {
       probe->id = *id;
       probe->submitted = true;
@@ -104,12 +104,15 @@ void ReplicaProber::CollectProbes() {
     if (!state.probe) continue;
     std::optional<std::string> answer;
     bool cancel = false;
+    engine::RequestId id = 0;
     {
-      absl::MutexLock lock(&mu_);
-      if (state.probe->finished && state.probe->ok) answer = state.probe->text;
-      cancel = state.probe->submitted && !state.probe->finished;
+      Probe& probe = *state.probe;
+      absl::MutexLock lock(&probe.mu);
+      if (probe.finished && probe.ok) answer = probe.text;
+      cancel = probe.submitted && !probe.finished;
+      id = probe.id;
     }
-    if (cancel) r->engine->Cancel(state.probe->id);
+    if (cancel) r->engine->Cancel(id);
     state.probe.reset();
     uint64_t ok_before = state.health.probes_ok();
     state.health.OnProbeResult(answer);

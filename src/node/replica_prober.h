@@ -4,7 +4,7 @@
 //
 // Thread safety: every public method may be called from any thread (the daemon's process and
 // model timers fire on different I/O threads); `states_mu_` serializes them. Probe callbacks run
-// on engine threads and only touch `mu_`.
+// on engine threads and only touch their own probe, under its `mu`.
 #pragma once
 
 #include <functional>
@@ -38,12 +38,14 @@ class ReplicaProber {
   const HealthOptions& options() const { return options_; }
 
  private:
+  // One probe request; its fields are written on engine threads.
   struct Probe {
-    std::string text;
-    bool finished = false;
-    bool ok = false;
-    engine::RequestId id = 0;
-    bool submitted = false;
+    absl::Mutex mu;
+    std::string text ABSL_GUARDED_BY(mu);
+    bool finished ABSL_GUARDED_BY(mu) = false;
+    bool ok ABSL_GUARDED_BY(mu) = false;
+    engine::RequestId id ABSL_GUARDED_BY(mu) = 0;
+    bool submitted ABSL_GUARDED_BY(mu) = false;
   };
   struct State {
     explicit State(const HealthOptions& o) : health(o) {}
@@ -61,7 +63,6 @@ class ReplicaProber {
   OnChange on_change_;
   mutable absl::Mutex states_mu_;
   std::map<std::string, State> states_ ABSL_GUARDED_BY(states_mu_);
-  mutable absl::Mutex mu_;  // guards every Probe's fields (written on engine threads)
   metrics::Family<metrics::Gauge>& healthy_gauge_;
   metrics::Family<metrics::Counter>& probes_;
 };

@@ -11,12 +11,12 @@
 #include <sstream>
 
 #include "cluster/label_rule.h"  // the reserved label prefix (a constant)
+#include "cluster/model_names.h"
 #include "common/file_util.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "common/units.h"
 #include "config/schema.h"
-#include "weights/manifest.h"
 #include "yaml-cpp/yaml.h"
 
 namespace exa::scheduler {
@@ -423,7 +423,7 @@ absl::Status ParseSpecBody(const Reader& r, const YAML::Node& n, InferenceReplic
     EXA_ASSIGN_OR_RETURN(s.version, r.String(n["version"], "spec.version"));
     // A version names a weights version (a directory in every cache): the weights rule, and
     // a label value besides (replicas carry it as their version label).
-    if (absl::Status v = weights::ValidateVersion("version", s.version);
+    if (absl::Status v = cluster::ValidateModelVersion("version", s.version);
         !v.ok() || !ValidLabelPart(s.version)) {
       return r.Error(n["version"], "spec.version",
                      v.ok() ? StrCat("\"", s.version, "\": expected at most 63 characters")

@@ -28,40 +28,86 @@
 #include "tools/soak_bench.h"
 #include "tools/weights_bench.h"
 
+namespace {
+
+// exaserve-bench engine: its flags.
+CLI::App* AddEngineCommand(CLI::App& app, exa::engine::EngineBenchOptions* engine) {
+  CLI::App* engine_cmd = app.add_subcommand(
+      "engine", "prefill and decode throughput vs memory bandwidth; --accuracy for held-out sums");
+  engine_cmd->add_option("--model", engine->model_dir, "model directory (HF layout)")->required();
+  engine_cmd->add_option("--backend", engine->backend, "cpu (default), cuda or sim")
+      ->check(CLI::IsMember({"cpu", "cuda", "sim"}));
+  engine_cmd->add_option("--device", engine->device, "backend cuda: the GPU index (default 0)");
+  engine_cmd->add_option("--kv-cache-bytes", engine->kv_cache_bytes,
+                         "the replica's KV cache budget (default 512 MiB)");
+  engine_cmd->add_option("--threads", engine->threads, "CPU threads; 0: one per hardware thread")
+      ->check(CLI::Range(0, 1024));
+  engine_cmd->add_flag("--accuracy", engine->accuracy,
+                       "exact-match rate on the model's heldout-2digit.txt");
+  engine_cmd->add_option("--prefill-tokens", engine->prefill_tokens, "prompt length for prefill")
+      ->check(CLI::Range(1, 1 << 20));
+  engine_cmd->add_option("--decode-tokens", engine->decode_tokens, "tokens per decode round")
+      ->check(CLI::Range(1, 1 << 20));
+  engine_cmd
+      ->add_option("--batch-sizes", engine->batch_sizes, "decode batch sizes (default 1 8 32)")
+      ->check(CLI::Range(1, 4096));
+  engine_cmd
+      ->add_option("--prefix-share", engine->prefix_share,
+                   "fraction F of each prompt shared (a common system prompt): TTFT and prefill "
+                   "tokens with the prefix cache on and off, same run")
+      ->check(CLI::Range(0.0, 1.0));
+  engine_cmd
+      ->add_option("--prefix-requests", engine->prefix_requests,
+                   "--prefix-share: prompts sent, one at a time (default 32)")
+      ->check(CLI::Range(2, 100000));
+  engine_cmd->add_option("--repeats", engine->repeats, "rounds per figure; the best is reported")
+      ->check(CLI::Range(1, 1000));
+  return engine_cmd;
+}
+
+// exaserve-bench prefix-report: its flags.
+CLI::App* AddPrefixReportCommand(CLI::App& app, exa::bench::PrefixReportOptions* prefix) {
+  CLI::App* prefix_cmd = app.add_subcommand(
+      "prefix-report", "the cached-block report's share of a node's load stream, on a trace");
+  prefix_cmd->add_option("--trace", prefix->trace, "Mooncake-format JSONL trace")->required();
+  prefix_cmd->add_option("--replicas", prefix->replicas, "replicas on the node (default 12)")
+      ->check(CLI::Range(1, 64));
+  prefix_cmd->add_option("--speedup", prefix->speedup, "trace time / replay time (default 1)")
+      ->check(CLI::PositiveNumber);
+  prefix_cmd
+      ->add_option("--duration", prefix->duration_s,
+                   "replayed seconds (default 600; 0: the whole trace)")
+      ->check(CLI::NonNegativeNumber);
+  prefix_cmd
+      ->add_option("--report-every-blocks", prefix->report_every_blocks,
+                   "report every this-many-th block of a chain (default 4)")
+      ->check(CLI::Range(1, 1024));
+  prefix_cmd
+      ->add_option("--gossip-bytes-per-s", prefix->gossip_bytes_per_s,
+                   "the node's gossip traffic (default 1300: exaserve-sim gossip, N=256)")
+      ->check(CLI::NonNegativeNumber);
+  return prefix_cmd;
+}
+
+// A benchmark's JSON on stdout; its error on stderr, exit 2 for bad input and 1 otherwise.
+int PrintResult(const char* name, const absl::StatusOr<nlohmann::json>& result) {
+  if (!result.ok()) {
+    std::fprintf(stderr, "exaserve-bench %s: %s\n", name,
+                 std::string(result.status().message()).c_str());
+    return result.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  std::cout << result->dump(2) << "\n";
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   exa::TuneMalloc();
   CLI::App app{"exaserve-bench: ExaServe benchmarks (JSON on stdout)"};
   app.require_subcommand(1);
   exa::engine::EngineBenchOptions engine;
-  auto* engine_cmd = app.add_subcommand(
-      "engine", "prefill and decode throughput vs memory bandwidth; --accuracy for held-out sums");
-  engine_cmd->add_option("--model", engine.model_dir, "model directory (HF layout)")->required();
-  engine_cmd->add_option("--backend", engine.backend, "cpu (default), cuda or sim")
-      ->check(CLI::IsMember({"cpu", "cuda", "sim"}));
-  engine_cmd->add_option("--device", engine.device, "backend cuda: the GPU index (default 0)");
-  engine_cmd->add_option("--kv-cache-bytes", engine.kv_cache_bytes,
-                         "the replica's KV cache budget (default 512 MiB)");
-  engine_cmd->add_option("--threads", engine.threads, "CPU threads; 0: one per hardware thread")
-      ->check(CLI::Range(0, 1024));
-  engine_cmd->add_flag("--accuracy", engine.accuracy,
-                       "exact-match rate on the model's heldout-2digit.txt");
-  engine_cmd->add_option("--prefill-tokens", engine.prefill_tokens, "prompt length for prefill")
-      ->check(CLI::Range(1, 1 << 20));
-  engine_cmd->add_option("--decode-tokens", engine.decode_tokens, "tokens per decode round")
-      ->check(CLI::Range(1, 1 << 20));
-  engine_cmd->add_option("--batch-sizes", engine.batch_sizes, "decode batch sizes (default 1 8 32)")
-      ->check(CLI::Range(1, 4096));
-  engine_cmd
-      ->add_option("--prefix-share", engine.prefix_share,
-                   "fraction F of each prompt shared (a common system prompt): TTFT and prefill "
-                   "tokens with the prefix cache on and off, same run")
-      ->check(CLI::Range(0.0, 1.0));
-  engine_cmd
-      ->add_option("--prefix-requests", engine.prefix_requests,
-                   "--prefix-share: prompts sent, one at a time (default 32)")
-      ->check(CLI::Range(2, 100000));
-  engine_cmd->add_option("--repeats", engine.repeats, "rounds per figure; the best is reported")
-      ->check(CLI::Range(1, 1000));
+  CLI::App* engine_cmd = AddEngineCommand(app, &engine);
   exa::tools::WeightsBenchOptions weights;
   std::string weights_size = "2Gi", weights_chunk = "64Mi";
   auto* weights_cmd = app.add_subcommand(
@@ -166,25 +212,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1024, 60000));
   soak_cmd->add_option("--seed", soak.seed, "traffic and fault seed");
   exa::bench::PrefixReportOptions prefix;
-  auto* prefix_cmd = app.add_subcommand(
-      "prefix-report", "the cached-block report's share of a node's load stream, on a trace");
-  prefix_cmd->add_option("--trace", prefix.trace, "Mooncake-format JSONL trace")->required();
-  prefix_cmd->add_option("--replicas", prefix.replicas, "replicas on the node (default 12)")
-      ->check(CLI::Range(1, 64));
-  prefix_cmd->add_option("--speedup", prefix.speedup, "trace time / replay time (default 1)")
-      ->check(CLI::PositiveNumber);
-  prefix_cmd
-      ->add_option("--duration", prefix.duration_s,
-                   "replayed seconds (default 600; 0: the whole trace)")
-      ->check(CLI::NonNegativeNumber);
-  prefix_cmd
-      ->add_option("--report-every-blocks", prefix.report_every_blocks,
-                   "report every this-many-th block of a chain (default 4)")
-      ->check(CLI::Range(1, 1024));
-  prefix_cmd
-      ->add_option("--gossip-bytes-per-s", prefix.gossip_bytes_per_s,
-                   "the node's gossip traffic (default 1300: exaserve-sim gossip, N=256)")
-      ->check(CLI::NonNegativeNumber);
+  CLI::App* prefix_cmd = AddPrefixReportCommand(app, &prefix);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -202,25 +230,9 @@ int main(int argc, char** argv) {
     return result.value("passed", false) ? 0 : 1;
   }
   if (prefix_cmd->parsed()) {
-    auto result = exa::bench::RunPrefixReportBench(prefix);
-    if (!result.ok()) {
-      std::fprintf(stderr, "exaserve-bench prefix-report: %s\n",
-                   std::string(result.status().message()).c_str());
-      return result.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
-    }
-    std::cout << result->dump(2) << "\n";
-    return 0;
+    return PrintResult("prefix-report", exa::bench::RunPrefixReportBench(prefix));
   }
-  if (engine_cmd->parsed()) {
-    auto result = exa::engine::RunEngineBench(engine);
-    if (!result.ok()) {
-      std::fprintf(stderr, "exaserve-bench engine: %s\n",
-                   std::string(result.status().message()).c_str());
-      return result.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
-    }
-    std::cout << result->dump(2) << "\n";
-    return 0;
-  }
+  if (engine_cmd->parsed()) return PrintResult("engine", exa::engine::RunEngineBench(engine));
   if (weights_cmd->parsed()) {
     auto size = exa::ParseBytes(weights_size);
     auto chunk = exa::ParseBytes(weights_chunk);

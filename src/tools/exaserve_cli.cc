@@ -925,7 +925,8 @@ Command GossipKey(std::string_view path, std::string_view help,
 }
 
 // Every command, in the order --help lists them.
-std::vector<Command> Commands() {
+// The commands that need no cluster state: credentials, keys, generation and tokenization.
+std::vector<Command> LocalCommands() {
   using Op = exaserve::v1::GossipKeyRequest;
   return {
       {"certs init",
@@ -965,6 +966,12 @@ std::vector<Command> Commands() {
       GossipKey("gossip key install", "add a key (decrypts, not yet used)", Op::OP_INSTALL),
       GossipKey("gossip key use", "make an installed key the primary", Op::OP_USE),
       GossipKey("gossip key remove", "remove a key that is not primary", Op::OP_REMOVE),
+  };
+}
+
+// The commands that act on nodes, replicas, gateways and the scheduler's store.
+std::vector<Command> ClusterTableCommands() {
+  return {
       Simple("node burn-in",
              "run the GPU burn-in on the node at --addr now (GEMM TFLOP/s and copy bandwidth "
              "against the device class); failing taints it burn-in-failed. Exit 0 passed, 1 "
@@ -1012,6 +1019,12 @@ std::vector<Command> Commands() {
          return exa::tools::RunSchedulerCommands(f.scheduler, f.g.json, f.g.Access());
        }},
   };
+}
+
+std::vector<Command> Commands() {
+  std::vector<Command> commands = LocalCommands();
+  for (Command& c : ClusterTableCommands()) commands.push_back(std::move(c));
+  return commands;
 }
 
 void AddGlobalFlags(CLI::App& app, CliFlags& f) {

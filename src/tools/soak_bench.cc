@@ -11,7 +11,6 @@
 #include <fstream>
 #include <future>
 #include <map>
-#include <mutex>
 #include <random>
 #include <set>
 #include <thread>
@@ -19,6 +18,7 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include "absl/synchronization/mutex.h"
 #include "bench/route_workload.h"
 #include "common/strings.h"
 #include "net/http_client.h"
@@ -68,11 +68,15 @@ std::map<int, int> Pids(const std::string& dir) {
 }
 
 struct Tally {
-  std::mutex mu;
-  int64_t correct = 0, wrong_answer = 0, hangs = 0, transport_errors = 0, unexplained = 0;
-  std::map<int, int64_t> explicit_errors;  // HTTP status → count
-  std::map<std::string, int64_t> transport_kinds;
-  std::vector<double> latency_ms;
+  absl::Mutex mu;
+  int64_t correct ABSL_GUARDED_BY(mu) = 0;
+  int64_t wrong_answer ABSL_GUARDED_BY(mu) = 0;
+  int64_t hangs ABSL_GUARDED_BY(mu) = 0;
+  int64_t transport_errors ABSL_GUARDED_BY(mu) = 0;
+  int64_t unexplained ABSL_GUARDED_BY(mu) = 0;
+  std::map<int, int64_t> explicit_errors ABSL_GUARDED_BY(mu);  // HTTP status → count
+  std::map<std::string, int64_t> transport_kinds ABSL_GUARDED_BY(mu);
+  std::vector<double> latency_ms ABSL_GUARDED_BY(mu);
 };
 
 }  // namespace
@@ -136,13 +140,13 @@ int RunSoak(const SoakOptions& o, json* out) {
         // The client's own deadline bounds the exchange; past it and a grace, the call is hung.
         if (future.wait_for(std::chrono::duration<double>(o.request_timeout_s + 10)) !=
             std::future_status::ready) {
-          std::lock_guard<std::mutex> l(tally.mu);
+          absl::MutexLock l(&tally.mu);
           tally.hangs++;
           continue;
         }
         absl::StatusOr<net::HttpClientResponse> r = future.get();
         const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-        std::lock_guard<std::mutex> l(tally.mu);
+        absl::MutexLock l(&tally.mu);
         if (!r.ok()) {
           if (r.status().code() == absl::StatusCode::kDeadlineExceeded) {
             tally.hangs++;  // no answer within the request's deadline
@@ -241,7 +245,7 @@ int RunSoak(const SoakOptions& o, json* out) {
   io.stop();
   for (auto& t : io_threads) t.join();
 
-  std::lock_guard<std::mutex> l(tally.mu);
+  absl::MutexLock l(&tally.mu);
   int64_t explicit_total = 0;
   json explicit_errors = json::object();
   for (const auto& [code, n] : tally.explicit_errors) {

@@ -10,11 +10,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "cluster/model_names.h"
 #include "common/check.h"
 #include "common/logging.h"
 #include "common/status.h"
@@ -35,11 +35,11 @@ struct FileJob {
   fs::path done_path;
   int fd = -1;
   int direct_fd = -1;  // the same file opened O_DIRECT; -1 where the file system refuses it
-  std::mutex mu;
-  std::vector<bool> done;
-  size_t remaining = 0;
-  bool finished = false;
-  absl::Time done_saved = absl::InfinitePast();
+  absl::Mutex mu;      // workers mark chunks of one file concurrently
+  std::vector<bool> done ABSL_GUARDED_BY(mu);
+  size_t remaining ABSL_GUARDED_BY(mu) = 0;
+  bool finished ABSL_GUARDED_BY(mu) = false;
+  absl::Time done_saved ABSL_GUARDED_BY(mu) = absl::InfinitePast();
 };
 
 struct ChunkTask {
@@ -149,6 +149,7 @@ std::vector<bool> ReadDone(const fs::path& done_path, const FileEntry& f) {
   return done;
 }
 
+absl::Status WriteDone(const FileJob& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(job.mu);
 absl::Status WriteDone(const FileJob& job) {
   nlohmann::json chunks = nlohmann::json::array();
   for (size_t i = 0; i < job.done.size(); ++i) {
@@ -180,10 +181,10 @@ Fetcher::Fetcher(std::vector<Tier*> tiers, FetchOptions options, FetchMetrics* m
 
 absl::StatusOr<Manifest> Fetcher::ResolveManifest(const std::string& name,
                                                   const std::string& version) {
-  EXA_RETURN_IF_ERROR(ValidateName("model name", name));
+  EXA_RETURN_IF_ERROR(cluster::ValidateModelName("model name", name));
   const fs::path root = options_.cache_dir;
   if (!version.empty()) {
-    EXA_RETURN_IF_ERROR(ValidateVersion("model version", version));
+    EXA_RETURN_IF_ERROR(cluster::ValidateModelVersion("model version", version));
     // Versions are immutable: a manifest already here is the version's manifest.
     auto local = LoadManifest(root, name, version);
     if (local.ok() || !absl::IsNotFound(local.status())) return local;
@@ -271,15 +272,20 @@ class PullRun {
     }
     result.elapsed = absl::Now() - start_;
     result.fetch_cpu = absl::Nanoseconds(fetch_cpu_ns_.load());
-    if (!failure_.ok()) {
+    absl::Status failure;
+    {
+      absl::MutexLock lock(&mu_);  // the workers are joined; the lock is for the analysis
+      failure = failure_;
+    }
+    if (!failure.ok()) {
       // Disk full: nothing half-written stays behind. Other failures keep verified chunks, so
       // the next pull resumes.
-      if (absl::IsResourceExhausted(failure_)) {
+      if (absl::IsResourceExhausted(failure)) {
         RemovePartials();
       } else {
         SaveResumeRecords();
       }
-      return failure_;
+      return failure;
     }
     if (metrics_ != nullptr) metrics_->pull_seconds.Observe(absl::ToDoubleSeconds(result.elapsed));
     Report(true);
@@ -303,6 +309,7 @@ class PullRun {
     // A final file without a marker (a crash after the rename) is re-checked, not trusted.
     fs::remove(j.final_path, ec);
     bool resume = fs::exists(j.part_path, ec) && fs::file_size(j.part_path, ec) == f.size_bytes;
+    absl::MutexLock lock(&j.mu);  // no worker runs yet; the lock is for the analysis
     j.done = resume ? ReadDone(j.done_path, f) : std::vector<bool>(f.chunks.size(), false);
     j.fd = ::open(j.part_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (j.fd < 0) return ErrnoStatus(errno, "create", j.part_path);
@@ -337,7 +344,10 @@ class PullRun {
         Fail(ErrnoStatus(errno, "rename into", job->final_path));
         continue;
       }
-      job->finished = true;
+      {
+        absl::MutexLock lock(&job->mu);
+        job->finished = true;
+      }
       absl::Status s = WriteVerifiedMarker(root_, m_, *job->file);
       if (!s.ok()) Fail(s);
     }
@@ -483,7 +493,7 @@ class PullRun {
 
   // Marks a verified chunk; the last one of a file makes the file visible.
   absl::Status MarkDone(FileJob& job, uint32_t index) {
-    std::lock_guard<std::mutex> lock(job.mu);
+    absl::MutexLock lock(&job.mu);
     job.done[index] = true;
     if (--job.remaining > 0) {
       // The resume record is refreshed at most once a second (each costs an fsync of the part
@@ -510,6 +520,7 @@ class PullRun {
   void RemovePartials() {
     for (auto& job : jobs_) {
       CloseFds(*job);
+      absl::MutexLock lock(&job->mu);  // the workers are joined; the lock is for the analysis
       if (!job->finished) {
         ::unlink(job->part_path.c_str());
         ::unlink(job->done_path.c_str());
@@ -521,7 +532,10 @@ class PullRun {
   void SaveResumeRecords() {
     for (auto& job : jobs_) {
       if (job->fd < 0) continue;
-      if (::fdatasync(job->fd) == 0) WriteDone(*job).IgnoreError();
+      if (::fdatasync(job->fd) == 0) {
+        absl::MutexLock lock(&job->mu);  // the workers are joined
+        WriteDone(*job).IgnoreError();
+      }
       CloseFds(*job);
     }
   }

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 
+#include "cluster/model_names.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "weights/sha256.h"
@@ -37,17 +38,17 @@ fs::path ModelDir(const fs::path& root, std::string_view name, std::string_view 
   return root / std::string(name) / std::string(version);
 }
 fs::path ManifestPath(const fs::path& root, std::string_view name, std::string_view version) {
-  return root / std::string(name) / StrCat(version, kManifestSuffix);
+  return root / std::string(name) / StrCat(version, cluster::kManifestSuffix);
 }
 fs::path StateDir(const fs::path& root, std::string_view name, std::string_view version) {
-  return root / std::string(name) / StrCat(version, kStateSuffix);
+  return root / std::string(name) / StrCat(version, cluster::kStateSuffix);
 }
 fs::path PinPath(const fs::path& root, std::string_view name, std::string_view version) {
-  return root / std::string(name) / StrCat(version, kPinSuffix);
+  return root / std::string(name) / StrCat(version, cluster::kPinSuffix);
 }
 
 fs::path LockPath(const fs::path& root, std::string_view name, std::string_view version) {
-  return root / std::string(name) / StrCat(version, kLockSuffix);
+  return root / std::string(name) / StrCat(version, cluster::kLockSuffix);
 }
 
 absl::StatusOr<VersionLock> VersionLock::Acquire(const fs::path& root, std::string_view name,
@@ -102,16 +103,16 @@ std::vector<ModelId> ListModelIds(const fs::path& root) {
   std::error_code ec;
   for (const auto& dir : fs::directory_iterator(root, ec)) {
     std::string name = dir.path().filename().string();
-    if (!ValidateName("name", name).ok() || !dir.is_directory(ec)) continue;
+    if (!cluster::ValidateModelName("name", name).ok() || !dir.is_directory(ec)) continue;
     for (const auto& file : fs::directory_iterator(dir.path(), ec)) {
       std::string f = file.path().filename().string();
-      if (f.size() <= kManifestSuffix.size() ||
-          f.compare(f.size() - kManifestSuffix.size(), kManifestSuffix.size(), kManifestSuffix) !=
-              0) {
+      if (f.size() <= cluster::kManifestSuffix.size() ||
+          f.compare(f.size() - cluster::kManifestSuffix.size(), cluster::kManifestSuffix.size(),
+                    cluster::kManifestSuffix) != 0) {
         continue;
       }
-      std::string version = f.substr(0, f.size() - kManifestSuffix.size());
-      if (ValidateVersion("version", version).ok()) out.push_back({name, version});
+      std::string version = f.substr(0, f.size() - cluster::kManifestSuffix.size());
+      if (cluster::ValidateModelVersion("version", version).ok()) out.push_back({name, version});
     }
   }
   std::sort(out.begin(), out.end());
@@ -120,8 +121,8 @@ std::vector<ModelId> ListModelIds(const fs::path& root) {
 
 absl::StatusOr<Manifest> LoadManifest(const fs::path& root, std::string_view name,
                                       std::string_view version) {
-  EXA_RETURN_IF_ERROR(ValidateName("model name", name));
-  EXA_RETURN_IF_ERROR(ValidateVersion("model version", version));
+  EXA_RETURN_IF_ERROR(cluster::ValidateModelName("model name", name));
+  EXA_RETURN_IF_ERROR(cluster::ValidateModelVersion("model version", version));
   fs::path path = ManifestPath(root, name, version);
   auto text = ReadSmallFile(path, kMaxManifestJsonBytes);
   if (!text.ok()) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "cluster/model_names.h"
 #include "common/chars.h"
 #include "common/status.h"
 #include "common/strings.h"
@@ -16,11 +17,6 @@ constexpr std::string_view kFormat = "exaserve.manifest.v1";
 constexpr int kMaxJsonDepth = 8;  // the format nests 4 deep; more is not a manifest
 
 absl::Status Invalid(const std::string& what) { return absl::InvalidArgumentError(what); }
-
-bool NameChar(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-         c == '_' || c == '-';
-}
 
 absl::Status ValidateChunks(const FileEntry& f, uint64_t chunk_bytes) {
   uint64_t expected = (f.size_bytes + chunk_bytes - 1) / chunk_bytes;
@@ -148,29 +144,6 @@ const FileEntry* Manifest::FindFile(std::string_view path) const {
   return it != files.end() && it->path == path ? &*it : nullptr;
 }
 
-absl::Status ValidateName(std::string_view field, std::string_view name) {
-  if (name.empty() || name.size() > kMaxNameBytes) {
-    return Invalid(StrCat(field, " \"", name.substr(0, kMaxNameBytes), "\": expected 1-",
-                          kMaxNameBytes, " characters"));
-  }
-  if (name[0] == '.' || !std::all_of(name.begin(), name.end(), NameChar)) {
-    return Invalid(StrCat(field, " \"", name, "\": expected letters, digits, '.', '_' or '-', ",
-                          "not starting with '.'"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ValidateVersion(std::string_view field, std::string_view version) {
-  EXA_RETURN_IF_ERROR(ValidateName(field, version));
-  for (std::string_view suffix : kReservedVersionSuffixes) {
-    if (version.ends_with(suffix)) {
-      return Invalid(StrCat(field, " \"", version, "\": must not end in \"", suffix,
-                            "\" (the weights layout's name for files beside a version)"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::Status ValidateRelativePath(std::string_view path) {
   std::string shown(path.substr(0, 200));
   for (char& c : shown) {
@@ -208,8 +181,8 @@ absl::Status ValidateRelativePath(std::string_view path) {
 }
 
 absl::Status ValidateManifest(const Manifest& m) {
-  EXA_RETURN_IF_ERROR(ValidateName("name", m.name));
-  EXA_RETURN_IF_ERROR(ValidateVersion("version", m.version));
+  EXA_RETURN_IF_ERROR(cluster::ValidateModelName("name", m.name));
+  EXA_RETURN_IF_ERROR(cluster::ValidateModelVersion("version", m.version));
   if (m.chunk_bytes < kMinChunkBytes || m.chunk_bytes > kMaxChunkBytes) {
     return Invalid(StrCat("chunk_bytes ", m.chunk_bytes, ": expected ", kMinChunkBytes, " to ",
                           kMaxChunkBytes));
@@ -311,10 +284,10 @@ absl::StatusOr<ModelSpec> ParseModelSpec(std::string_view text) {
   ModelSpec spec;
   size_t colon = text.find(':');
   spec.name = std::string(text.substr(0, colon));
-  EXA_RETURN_IF_ERROR(ValidateName("model name", spec.name));
+  EXA_RETURN_IF_ERROR(cluster::ValidateModelName("model name", spec.name));
   if (colon != std::string_view::npos) {
     spec.version = std::string(text.substr(colon + 1));
-    EXA_RETURN_IF_ERROR(ValidateVersion("model version", spec.version));
+    EXA_RETURN_IF_ERROR(cluster::ValidateModelVersion("model version", spec.version));
   }
   return spec;
 }

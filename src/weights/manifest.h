@@ -30,7 +30,6 @@ inline constexpr uint64_t kMaxModelBytes = 64ull << 40;  // 64 TiB: far beyond a
 inline constexpr size_t kMaxFiles = 100000;
 inline constexpr uint64_t kMaxChunks = 1ull << 22;  // per manifest
 inline constexpr size_t kMaxPathBytes = 1024;
-inline constexpr size_t kMaxNameBytes = 128;
 inline constexpr size_t kMaxManifestJsonBytes = 256ull << 20;
 // A chunk's bytes are written under this suffix until the whole file is verified.
 inline constexpr std::string_view kPartSuffix = ".exa-part";
@@ -62,22 +61,6 @@ struct Manifest {
   const FileEntry* FindFile(std::string_view path) const;
 };
 
-// A model or version name: 1-128 of [A-Za-z0-9._-], not starting with '.'.
-absl::Status ValidateName(std::string_view field, std::string_view name);
-// The names the weights layout (layout.h) gives the files beside a version's directory
-// ROOT/NAME/VERSION, and the staging directory of a publish. ".tmp" ends the temporary name of
-// every file written atomically there.
-inline constexpr std::string_view kManifestSuffix = ".manifest.json";
-inline constexpr std::string_view kStateSuffix = ".state";
-inline constexpr std::string_view kPinSuffix = ".pinned";
-inline constexpr std::string_view kLockSuffix = ".lock";
-inline constexpr std::string_view kPublishingSuffix = ".publishing";
-inline constexpr std::string_view kReservedVersionSuffixes[] = {
-    kManifestSuffix, kStateSuffix, kPinSuffix, kLockSuffix, kPublishingSuffix, ".tmp"};
-
-// A model version: a name (above) that does not end in one of kReservedVersionSuffixes, so that
-// no version's files can be another version's.
-absl::Status ValidateVersion(std::string_view field, std::string_view version);
 // A file path inside the model directory: relative, '/'-separated, no empty, "." or ".."
 // components, no control characters or backslashes, at most kMaxPathBytes.
 absl::Status ValidateRelativePath(std::string_view path);

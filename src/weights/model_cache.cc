@@ -6,6 +6,7 @@
 #include <mutex>
 #include <thread>
 
+#include "cluster/model_names.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "nlohmann/json.hpp"
@@ -132,8 +133,8 @@ absl::StatusOr<VerifyReport> VerifyModel(const fs::path& root, const std::string
 
 absl::Status RemoveModel(const fs::path& root, const std::string& name,
                          const std::string& version) {
-  EXA_RETURN_IF_ERROR(ValidateName("model name", name));
-  EXA_RETURN_IF_ERROR(ValidateVersion("model version", version));
+  EXA_RETURN_IF_ERROR(cluster::ValidateModelName("model name", name));
+  EXA_RETURN_IF_ERROR(cluster::ValidateModelVersion("model version", version));
   std::error_code ec;
   if (!fs::exists(ManifestPath(root, name, version), ec) &&
       !fs::exists(ModelDir(root, name, version), ec)) {

@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "cluster/model_names.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "weights/layout.h"
@@ -17,8 +18,8 @@ absl::StatusOr<Manifest> ComputeManifest(const fs::path& dir, std::string_view n
   m.name = std::string(name);
   m.version = std::string(version);
   m.chunk_bytes = options.chunk_bytes;
-  EXA_RETURN_IF_ERROR(ValidateName("model name", name));
-  EXA_RETURN_IF_ERROR(ValidateVersion("model version", version));
+  EXA_RETURN_IF_ERROR(cluster::ValidateModelName("model name", name));
+  EXA_RETURN_IF_ERROR(cluster::ValidateModelVersion("model version", version));
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
     return absl::NotFoundError(StrCat(dir.string(), ": not a directory"));
@@ -112,8 +113,8 @@ absl::Status CheckSource(const fs::path& dir) {
 absl::StatusOr<Manifest> PublishModel(const fs::path& dir, const fs::path& origin,
                                       std::string_view name, std::string_view version,
                                       const ComputeOptions& options) {
-  EXA_RETURN_IF_ERROR(ValidateName("model name", name));
-  EXA_RETURN_IF_ERROR(ValidateVersion("model version", version));
+  EXA_RETURN_IF_ERROR(cluster::ValidateModelName("model name", name));
+  EXA_RETURN_IF_ERROR(cluster::ValidateModelVersion("model version", version));
   std::error_code ec;
   fs::path target = ModelDir(origin, name, version);
   bool in_place = fs::exists(target, ec) && fs::equivalent(dir, target, ec);
@@ -139,7 +140,7 @@ absl::StatusOr<Manifest> PublishModel(const fs::path& dir, const fs::path& origi
   // own files; it becomes the version's directory only once its manifest is computed, so a
   // failed publish leaves nothing a retry would take for a published version.
   fs::path staging = target;
-  staging += kPublishingSuffix;
+  staging += cluster::kPublishingSuffix;
   fs::remove_all(staging, ec);
   fs::create_directories(staging.parent_path(), ec);
   if (ec) return ErrnoStatus(ec.value(), "create", staging.parent_path());

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <vector>
 
+#include "cluster/model_names.h"
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/strings.h"
@@ -103,10 +104,10 @@ absl::StatusOr<std::vector<ModelRef>> RackCache::ListModels() {
 
 absl::StatusOr<Manifest> RackCache::GetManifest(const std::string& name,
                                                 const std::string& version) {
-  EXA_RETURN_IF_ERROR(ValidateName("model name", name));
+  EXA_RETURN_IF_ERROR(cluster::ValidateModelName("model name", name));
   std::string v = version;
   if (!v.empty()) {
-    EXA_RETURN_IF_ERROR(ValidateVersion("model version", v));
+    EXA_RETURN_IF_ERROR(cluster::ValidateModelVersion("model version", v));
     auto local = LoadManifest(options_.root, name, v);
     if (local.ok() || !absl::IsNotFound(local.status())) return local;
   }
@@ -125,7 +126,7 @@ absl::StatusOr<Manifest> RackCache::GetManifest(const std::string& name,
 
 absl::StatusOr<std::unique_ptr<ChunkReader>> RackCache::OpenChunk(
     const ChunkKey& key, const std::function<bool()>& cancelled) {
-  EXA_RETURN_IF_ERROR(ValidateVersion("model version", key.version));
+  EXA_RETURN_IF_ERROR(cluster::ValidateModelVersion("model version", key.version));
   const std::string id = StrCat(key.name, ":", key.version);
   std::shared_ptr<const Manifest> m;
   {

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 
+#include "cluster/model_names.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "weights/layout.h"
@@ -70,7 +71,7 @@ absl::StatusOr<std::vector<ModelRef>> DirectorySource::ListModels() {
 
 absl::StatusOr<Manifest> DirectorySource::GetManifest(const std::string& name,
                                                       const std::string& version) {
-  EXA_RETURN_IF_ERROR(ValidateName("model name", name));
+  EXA_RETURN_IF_ERROR(cluster::ValidateModelName("model name", name));
   std::string v = version;
   if (v.empty()) {
     EXA_ASSIGN_OR_RETURN(v, NewestVersion(ListModelIds(root_), name));
@@ -80,7 +81,7 @@ absl::StatusOr<Manifest> DirectorySource::GetManifest(const std::string& name,
 
 absl::StatusOr<std::unique_ptr<ChunkReader>> DirectorySource::OpenChunk(
     const ChunkKey& key, const std::function<bool()>&) {
-  EXA_RETURN_IF_ERROR(ValidateVersion("model version", key.version));
+  EXA_RETURN_IF_ERROR(cluster::ValidateModelVersion("model version", key.version));
   EXA_RETURN_IF_ERROR(ValidateRelativePath(key.path));
   EXA_ASSIGN_OR_RETURN(Manifest m, LoadManifest(root_, key.name, key.version));
   EXA_ASSIGN_OR_RETURN(const ChunkRef* chunk, FindChunk(m, key));

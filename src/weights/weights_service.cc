@@ -1,5 +1,6 @@
 #include "weights/weights_service.h"
 
+#include "cluster/model_names.h"
 #include "common/strings.h"
 #include "net/grpc_status.h"
 #include "weights/proto_convert.h"
@@ -107,8 +108,8 @@ grpc::Status WeightsService::FetchChunk(grpc::ServerContext* context,
     Release(client);
     return net::StatusToGrpc(s);
   };
-  absl::Status valid = ValidateName("name", request->name());
-  if (valid.ok()) valid = ValidateVersion("version", request->version());
+  absl::Status valid = cluster::ValidateModelName("name", request->name());
+  if (valid.ok()) valid = cluster::ValidateModelVersion("version", request->version());
   if (valid.ok()) valid = ValidateRelativePath(request->path());
   if (!valid.ok()) return fail(valid);
   ChunkKey key{request->name(), request->version(), request->path(), request->chunk_index()};

@@ -273,9 +273,17 @@ absl::StatusOr<json> MeasurePrefixRun(Engine& engine,
     if (!rec.Wait(1)) return absl::DeadlineExceededError("prefix-share request did not finish");
     ttft_ms.push_back(absl::ToDoubleMilliseconds(rec.times()[0].front() - start));
   }
-  // The load is published after the step that finished the last request.
+  // The load is published after the step that finished the last request, which may be after
+  // its callback: wait until every prompt token is counted as a hit or a miss (each prompt is
+  // admitted once; the cache is large enough for no preemption).
+  int64_t prompt_tokens = 0;
+  for (const auto& p : prompts) prompt_tokens += static_cast<int64_t>(p.size());
   EngineLoad after = engine.Load();
-  for (int i = 0; i < 1000 && after.running + after.waiting > 0; ++i) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (after.prefix_hit_tokens + after.prefix_miss_tokens - before.prefix_hit_tokens -
+                 before.prefix_miss_tokens <
+             prompt_tokens &&
+         absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(2));
     after = engine.Load();
   }

@@ -10,23 +10,26 @@ ThreadPool::ThreadPool(int threads) {
 
 ThreadPool::~ThreadPool() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stop_ = true;
   }
-  work_cv_.notify_all();
+  work_cv_.SignalAll();
   for (auto& t : workers_) t.join();
 }
 
 void ThreadPool::RunChunks() {
   while (true) {
-    int64_t begin;
+    int64_t begin, end;
+    const std::function<void(int64_t, int64_t)>* fn;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (next_ >= n_) return;
       begin = next_;
-      next_ = std::min(n_, next_ + chunk_);
+      end = std::min(n_, next_ + chunk_);
+      next_ = end;
+      fn = fn_;
     }
-    (*fn_)(begin, std::min(n_, begin + chunk_));
+    (*fn)(begin, end);
   }
 }
 
@@ -34,14 +37,14 @@ void ThreadPool::WorkerLoop() {
   uint64_t seen = 0;
   while (true) {
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      absl::MutexLock lock(&mu_);
+      while (!stop_ && generation_ == seen) work_cv_.Wait(&mu_);
       if (stop_) return;
       seen = generation_;
     }
     RunChunks();
-    std::lock_guard<std::mutex> lock(mu_);
-    if (--pending_ == 0) done_cv_.notify_one();
+    absl::MutexLock lock(&mu_);
+    if (--pending_ == 0) done_cv_.Signal();
   }
 }
 
@@ -55,7 +58,7 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
     return;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     fn_ = &fn;
     n_ = n;
     chunk_ = (n + chunks - 1) / chunks;
@@ -63,10 +66,10 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
     pending_ = static_cast<int64_t>(workers_.size());
     ++generation_;
   }
-  work_cv_.notify_all();
+  work_cv_.SignalAll();
   RunChunks();
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [&] { return pending_ == 0; });
+  absl::MutexLock lock(&mu_);
+  while (pending_ != 0) done_cv_.Wait(&mu_);
   fn_ = nullptr;
 }
 

@@ -5,12 +5,13 @@
 // Thread safety: ParallelFor is called by one thread at a time (the engine thread).
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace exa::engine::cpu {
 
@@ -32,16 +33,16 @@ class ThreadPool {
   void RunChunks();
 
   std::vector<std::thread> workers_;
-  std::mutex mu_;
-  std::condition_variable work_cv_;
-  std::condition_variable done_cv_;
-  uint64_t generation_ = 0;  // bumped for each ParallelFor
-  bool stop_ = false;
-  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
-  int64_t n_ = 0;
-  int64_t chunk_ = 0;
-  int64_t next_ = 0;     // next chunk start, guarded by mu_
-  int64_t pending_ = 0;  // workers that have not finished this generation
+  absl::Mutex mu_;
+  absl::CondVar work_cv_;                         // generation_ or stop_ changed
+  absl::CondVar done_cv_;                         // pending_ reached 0
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // bumped for each ParallelFor
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  const std::function<void(int64_t, int64_t)>* fn_ ABSL_GUARDED_BY(mu_) = nullptr;
+  int64_t n_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t chunk_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t next_ ABSL_GUARDED_BY(mu_) = 0;     // next chunk start
+  int64_t pending_ ABSL_GUARDED_BY(mu_) = 0;  // workers that have not finished this generation
 };
 
 }  // namespace exa::engine::cpu

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
-#include <mutex>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -22,8 +21,8 @@ namespace {
 constexpr int64_t kStagingBytes = int64_t{32} << 20;
 
 struct RegistryEntry {
-  std::mutex load_mu;  // held while the first replica loads; later ones wait, then share
-  std::weak_ptr<const DeviceWeights> weights;
+  absl::Mutex load_mu;  // held while the first replica loads; later ones wait, then share
+  std::weak_ptr<const DeviceWeights> weights ABSL_GUARDED_BY(load_mu);
 };
 
 absl::Mutex registry_mu;
@@ -143,7 +142,7 @@ absl::StatusOr<std::shared_ptr<const DeviceWeights>> DeviceWeights::Acquire(
     if (slot == nullptr) slot = std::make_shared<RegistryEntry>();
     entry = slot;
   }
-  std::lock_guard<std::mutex> load_lock(entry->load_mu);
+  absl::MutexLock load_lock(&entry->load_mu);
   if (auto shared = entry->weights.lock()) {
     if (shared->size() != EnumerateTensors(weights).size()) {
       return absl::InternalError(StrCat("model ", key, " on GPU ", device,

@@ -102,7 +102,7 @@ struct GossipAgent::Impl : std::enable_shared_from_this<Impl> {
   mutable absl::Mutex mu;
   std::vector<Member> snapshot ABSL_GUARDED_BY(mu);
   Stats stats ABSL_GUARDED_BY(mu);
-  int health = 0;
+  int health ABSL_GUARDED_BY(mu) = 0;
   size_t pending_broadcasts ABSL_GUARDED_BY(mu) = 0;
   std::vector<std::function<void(const Event&)>> subscribers ABSL_GUARDED_BY(mu);
   std::atomic<uint64_t> decrypt_failures{0};

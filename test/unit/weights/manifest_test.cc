@@ -2,6 +2,7 @@
 // the field, the JSON form round-trips, and its digest names the content.
 #include <catch2/catch.hpp>
 
+#include "cluster/model_names.h"
 #include "common/strings.h"
 #include "weights/layout.h"
 #include "weights/manifest.h"
@@ -109,10 +110,10 @@ TEST_CASE("Versions may not end in the layout's suffixes for files beside a vers
   for (const char* v :
        {"v1.publishing", "v1.pinned", "v1.state", "v1.lock", "v1.manifest.json", "v1.tmp"}) {
     INFO(v);
-    CHECK(ValidateVersion("version", v).code() == absl::StatusCode::kInvalidArgument);
-    CHECK(ValidateName("name", v).ok());  // as model names they are fine
+    CHECK(cluster::ValidateModelVersion("version", v).code() == absl::StatusCode::kInvalidArgument);
+    CHECK(cluster::ValidateModelName("name", v).ok());  // as model names they are fine
   }
-  CHECK(ValidateVersion("version", "v1.pinnedx").ok());
+  CHECK(cluster::ValidateModelVersion("version", "v1.pinnedx").ok());
   Manifest m = Sample();
   m.version = "v2.pinned";
   CHECK_THAT(ErrorOf(m), Catch::Contains("must not end in \".pinned\""));

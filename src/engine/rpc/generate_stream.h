@@ -19,7 +19,7 @@
 #include "engine/request.h"
 #include "exaserve/v1/inference.pb.h"
 
-namespace exa::node {
+namespace exa::engine::rpc {
 
 exaserve::v1::FinishReason FinishReasonToProto(engine::FinishReason reason);
 engine::FinishReason FinishReasonFromProto(exaserve::v1::FinishReason reason);
@@ -64,11 +64,15 @@ class GenerateStreamReactor final
   StreamHandle handle_ ABSL_GUARDED_BY(mu_);
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<exaserve::v1::GenerateResponse> queue_ ABSL_GUARDED_BY(mu_);
-  exaserve::v1::GenerateResponse current_;
-  grpc::Status final_status_;
+  exaserve::v1::GenerateResponse current_ ABSL_GUARDED_BY(mu_);  // the write in flight
+  grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
   const bool logprobs_;
-  bool writing_ = false, finishing_ = false, done_ = false, first_ = true;
-  bool producer_done_ = false, released_ = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool first_ ABSL_GUARDED_BY(mu_) = true;
+  bool producer_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool released_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-}  // namespace exa::node
+}  // namespace exa::engine::rpc

@@ -1,8 +1,8 @@
-#include "node/generate_stream.h"
+#include "engine/rpc/generate_stream.h"
 
 #include "net/grpc_status.h"
 
-namespace exa::node {
+namespace exa::engine::rpc {
 
 using net::StatusToGrpc;
 
@@ -174,4 +174,4 @@ void GenerateStreamReactor::WriteNextLocked() {
   StartWrite(&current_);
 }
 
-}  // namespace exa::node
+}  // namespace exa::engine::rpc

@@ -1,11 +1,12 @@
-// The config fuzz target survives its seed corpus (real config files, environment dumps and
-// refused inputs) and deterministic mutations of each; seeds load or fail as their names say,
-// and loading a seed as a file (the daemon's --config path) agrees with loading its text.
+// The config corpus's seeds (real config files, environment dumps and refused inputs) load or
+// fail as their names say, and loading a seed as a file (the daemon's --config path) agrees with
+// loading its text. corpus_runner.cc runs them and their mutations through the fuzz target.
 #include <filesystem>
 
 #include <catch2/catch.hpp>
 
 #include "daemon_like_schema.h"
+#include "fuzz_corpus_params.h"
 #include "support/fuzz_corpus.h"
 
 namespace exa::config {
@@ -27,12 +28,10 @@ absl::Status LoadEnvironmentLines(Schema& schema, const std::string& text) {
   return schema.LoadEnvironment(envp.data());
 }
 
-TEST_CASE("Config fuzz corpus and its mutations load or fail cleanly", "[fuzz]") {
-  exa::testing::MutationOptions options;
-  options.count = 300;
-  options.specials = "{}[]:,-'\"#&*!|>\n =_.0123456789GiMsmh\\";
+TEST_CASE("Config fuzz seeds load or fail as their names say", "[fuzz]") {
+  const std::string dir = exa::testing::fuzz_params::kCorpusDir;
   int files = 0, valid = 0;
-  for (const auto& [name, seed] : exa::testing::ReadCorpus(EXA_CONFIG_FUZZ_CORPUS_DIR)) {
+  for (const auto& [name, seed] : exa::testing::ReadCorpus(dir)) {
     INFO(name);
     ++files;
     fuzz::DaemonLikeOptions from_text_options, from_file_options;
@@ -41,8 +40,7 @@ TEST_CASE("Config fuzz corpus and its mutations load or fail cleanly", "[fuzz]")
     fuzz::RegisterDaemonLike(from_file, &from_file_options);
     const absl::Status text_status = from_text.LoadYamlString(seed, "seed");
     INFO(text_status.message());
-    const std::string path = std::string(EXA_CONFIG_FUZZ_CORPUS_DIR) + "/" + name;
-    CHECK(from_file.LoadYamlFile(path).ok() == text_status.ok());
+    CHECK(from_file.LoadYamlFile(dir + "/" + name).ok() == text_status.ok());
     if (name.rfind("valid_", 0) == 0) {
       CHECK(text_status.ok());
       ++valid;
@@ -54,11 +52,6 @@ TEST_CASE("Config fuzz corpus and its mutations load or fail cleanly", "[fuzz]")
       fuzz::RegisterDaemonLike(env, &env_options);
       CHECK(LoadEnvironmentLines(env, seed).ok());
       ++valid;
-    }
-    exa::testing::RunFuzzInput(seed);
-    for (const std::string& m :
-         exa::testing::Mutations(seed, static_cast<uint32_t>(files), options)) {
-      exa::testing::RunFuzzInput(m);
     }
   }
   CHECK(files >= 8);
