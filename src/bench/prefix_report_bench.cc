@@ -77,28 +77,6 @@ std::vector<int32_t> PromptTokens(const TraceRequest& r, size_t index, int32_t v
   return tokens;
 }
 
-// The non-cache fields of one replica's load report, as NodeService::SnapshotLocked fills them.
-void FillLoad(const std::string& id, const engine::EngineLoad& load, exaserve::v1::ReplicaLoad* p) {
-  p->set_replica_id(id);
-  p->set_pending_tokens(load.pending_tokens);
-  p->set_running_sequences(load.running);
-  p->set_waiting_sequences(load.waiting);
-  p->set_blocked_sequences(load.blocked);
-  p->set_kv_blocks_used(load.kv_blocks_used);
-  p->set_kv_blocks_total(load.kv_blocks_total);
-  p->set_ttft_p50_ms(load.ttft_p50_ms);
-  p->set_ttft_p99_ms(load.ttft_p99_ms);
-  p->set_inter_token_p50_ms(load.itl_p50_ms);
-  p->set_inter_token_p99_ms(load.itl_p99_ms);
-  p->set_model("llama-2-13b");
-  p->set_version("v1");
-  p->set_ready(true);
-  p->set_kv_blocks_cached(load.kv_blocks_cached);
-  p->set_kv_evictions(load.kv_evictions);
-  p->set_prefix_hit_tokens(load.prefix_hit_tokens);
-  p->set_prefix_miss_tokens(load.prefix_miss_tokens);
-}
-
 // One node's replicas and journals, and what its load stream has carried so far.
 struct Node {
   engine::EngineOptions engine;
@@ -152,7 +130,8 @@ void Report(Node& n, absl::Time t) {
   for (size_t i = 0; i < n.replicas.size(); ++i) {
     n.replicas[i]->RunUntil(t);
     n.replicas[i]->PublishCacheEvents(*n.journals[i]);
-    FillLoad(n.ids[i], n.replicas[i]->Load(), report.add_replicas());
+    node::FillReplicaLoad(n.ids[i], "llama-2-13b", "v1", true, n.replicas[i]->Load(),
+                          report.add_replicas());
   }
   const node::JournalOf journal_of = [&n](const std::string& id) -> const engine::PrefixJournal* {
     auto it = std::find(n.ids.begin(), n.ids.end(), id);

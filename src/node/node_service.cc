@@ -126,6 +126,28 @@ void ToProto(const PrefixCacheDelta& d, exaserve::v1::PrefixCacheDelta* p) {
   p->set_evicted_bits(std::move(bits));
 }
 
+void FillReplicaLoad(const std::string& id, const std::string& model, const std::string& version,
+                     bool ready, const engine::EngineLoad& load, exaserve::v1::ReplicaLoad* p) {
+  p->set_replica_id(id);
+  p->set_pending_tokens(load.pending_tokens);
+  p->set_running_sequences(load.running);
+  p->set_waiting_sequences(load.waiting);
+  p->set_blocked_sequences(load.blocked);
+  p->set_kv_blocks_used(load.kv_blocks_used);
+  p->set_kv_blocks_total(load.kv_blocks_total);
+  p->set_ttft_p50_ms(load.ttft_p50_ms);
+  p->set_ttft_p99_ms(load.ttft_p99_ms);
+  p->set_inter_token_p50_ms(load.itl_p50_ms);
+  p->set_inter_token_p99_ms(load.itl_p99_ms);
+  p->set_model(model);
+  p->set_version(version);
+  p->set_ready(ready);
+  p->set_kv_blocks_cached(load.kv_blocks_cached);
+  p->set_kv_evictions(load.kv_evictions);
+  p->set_prefix_hit_tokens(load.prefix_hit_tokens);
+  p->set_prefix_miss_tokens(load.prefix_miss_tokens);
+}
+
 void AddCacheDeltas(LoadReport& report, const JournalOf& journal_of, CacheCursors& cursors,
                     absl::Time now) {
   size_t budget = kMaxCacheEventsPerReport;
@@ -436,26 +458,9 @@ LoadReport NodeService::SnapshotLocked() {
   report.set_node_id(node_id_);
   report.set_sequence(++sequence_);
   for (const auto& r : host_.replicas()) {
-    engine::EngineLoad load = r->engine->Load();
     auto* p = report.add_replicas();
-    p->set_replica_id(r->id);
-    p->set_pending_tokens(load.pending_tokens);
-    p->set_running_sequences(load.running);
-    p->set_waiting_sequences(load.waiting);
-    p->set_blocked_sequences(load.blocked);
-    p->set_kv_blocks_used(load.kv_blocks_used);
-    p->set_kv_blocks_total(load.kv_blocks_total);
-    p->set_ttft_p50_ms(load.ttft_p50_ms);
-    p->set_ttft_p99_ms(load.ttft_p99_ms);
-    p->set_inter_token_p50_ms(load.itl_p50_ms);
-    p->set_inter_token_p99_ms(load.itl_p99_ms);
-    p->set_model(r->model->name);
-    p->set_version(r->model->version);
-    p->set_ready(routable_(r->id));
-    p->set_kv_blocks_cached(load.kv_blocks_cached);
-    p->set_kv_evictions(load.kv_evictions);
-    p->set_prefix_hit_tokens(load.prefix_hit_tokens);
-    p->set_prefix_miss_tokens(load.prefix_miss_tokens);
+    FillReplicaLoad(r->id, r->model->name, r->model->version, routable_(r->id), r->engine->Load(),
+                    p);
     for (const auto& [k, v] : host_.LabelsOf(r->id)) (*p->mutable_labels())[k] = v;
   }
   return report;

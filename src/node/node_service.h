@@ -50,6 +50,10 @@ inline constexpr absl::Duration kCacheDeltaInterval = absl::Milliseconds(500);
 inline constexpr uint64_t kEagerCacheEvents = 1024;
 inline constexpr size_t kMaxCacheEventsPerReport = 65536;
 
+// One replica's entry of a load report (labels apart), from its engine's load.
+void FillReplicaLoad(const std::string& id, const std::string& model, const std::string& version,
+                     bool ready, const engine::EngineLoad& load, exaserve::v1::ReplicaLoad* out);
+
 // The cached-block journal of a replica by id (null: none).
 using JournalOf = std::function<const engine::PrefixJournal*(const std::string&)>;
 // Adds to each replica of `report` what its journal recorded past `cursors` (advancing them),
