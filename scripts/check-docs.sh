@@ -19,7 +19,8 @@ GREP_PATHS = ["src", "test", "kernels", "scripts", "docs", "README.md", "CHANGEL
 README_MAX_LINES = 200
 # Written in pieces so that this file does not match itself.
 FORBIDDEN = re.compile("|".join([r"MISSION" + r"\.md", r"DESIGN" + r"\.md",
-                                 r"[Ii]ssue" + r" [0-9]", r"[Ss]ession" + r" [0-9]"]))
+                                 r"[Ii]ssue" + r"[- #]?#?[0-9]",
+                                 r"[Ss]ession" + r"[- #]?#?[0-9]"]))
 SKIP_DIRS = {".git", "build", "node_modules", "corpus", "__pycache__"}
 errors = []
 

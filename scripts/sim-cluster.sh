@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the issue-8 "Done when" scheduler scenarios at 256 nodes / 3072 replicas through
+# Runs the scheduler scenarios of docs/perf/cluster.md at 256 nodes / 3072 replicas through
 # exaserve-sim cluster for the given seeds (default 1 2 3) and prints a markdown table, one
 # column per seed. Usage: scripts/sim-cluster.sh [build-dir] [seeds...]
 set -euo pipefail

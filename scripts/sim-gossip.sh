@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the issue-3 "Done when" gossip scenarios for seeds 1-5 through exaserve-sim and prints a
+# Runs the gossip scenarios of docs/perf/gossip.md for seeds 1-5 through exaserve-sim and prints a
 # markdown table (one column per seed). Usage: scripts/sim-gossip.sh [build-dir] [seeds...]
 set -euo pipefail
 build="${1:-build}"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the issue-9 "Done when" release scenarios at 256 nodes / 3072 replicas through
+# Runs the release scenarios of docs/perf/releases.md at 256 nodes / 3072 replicas through
 # exaserve-sim cluster and prints a markdown table: canary-bad and canary-good
 # (config/specs/llama-13b-canary.yaml) for the given seeds (default 1 2), lifetime (24 h + 1 h of
 # simulated time, config/specs/llama-13b-lifetime.yaml, first seed; several minutes) and leak
