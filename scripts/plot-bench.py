@@ -13,6 +13,8 @@ KIND and the JSON it reads:
            ("decode_tokens_per_s": {batch: tokens_per_s}): decode tokens/s against batch size.
   gossip   exaserve-sim gossip: p50 / p99 / max of detection and dissemination times per
            scenario (one JSON object, an array of them, or several runs appended to one file).
+  cluster  exaserve-sim cluster: the bring-up waves (replicas per wave, started to ready) and,
+           for a fault scenario, when it struck and when rebuilds ran.
   prefix-report
            exaserve-bench prefix-report, one run per --report-every-blocks appended to one file:
            the cached-block deltas' bytes per second and their share of the load stream plus
@@ -208,6 +210,39 @@ def plot_gossip(data, out):
     return fig
 
 
+def plot_cluster(data, out):
+    runs = data if isinstance(data, list) else [data]
+    fig, axes = plt.subplots(len(runs), 1, figsize=(7.5, 1.2 + 1.6 * len(runs)), dpi=DPI,
+                             squeeze=False)
+    for ax, r in zip(axes[:, 0], runs):
+        waves = r.get("waves") or []
+        if not waves:
+            fail("cluster: no 'waves'")
+        for w in waves:
+            ax.barh(w["wave"], w["ready_s"] - w["started_s"], left=w["started_s"],
+                    color=plt.cm.Blues(0.7))
+            ax.annotate(f"{w['replicas']}", (w["ready_s"], w["wave"]), textcoords="offset points",
+                        xytext=(3, -3), fontsize=7)
+        fault = r.get("fault") or {}
+        if fault.get("at_s") is not None:
+            ax.axvline(fault["at_s"], color="red", linestyle=":", label="fault")
+        rebuilds = fault.get("rebuilds") or {}
+        if rebuilds.get("first_s") is not None:
+            ax.axvspan(rebuilds["first_s"], rebuilds["last_s"] or rebuilds["first_s"],
+                       color="orange", alpha=0.3, label="rebuilds")
+        ax.invert_yaxis()
+        ax.set_ylabel("wave")
+        sc = r.get("scenario", {})
+        ax.set_title(f"{sc.get('name')}, {sc.get('nodes')} nodes, seed {sc.get('seed')}: "
+                     f"{r.get('replicas_placed')} replicas, all ready at {r.get('all_ready_s')} s"
+                     f" (bars: wave started → ready, replicas at the end)", fontsize=8)
+        ax.grid(alpha=0.3, axis="x")
+        if fault:
+            ax.legend(fontsize=7, loc="lower right")
+    axes[-1, 0].set_xlabel("simulated seconds")
+    return fig
+
+
 def plot_prefix_report(data, out):
     runs = sorted(data if isinstance(data, list) else [data],
                   key=lambda r: r.get("report_every_blocks", 0))
@@ -257,7 +292,7 @@ def plot_prefix_share(data, out):
 
 
 KINDS = {"route": plot_route, "weights": plot_weights, "engine": plot_engine,
-         "gossip": plot_gossip, "prefix-report": plot_prefix_report,
+         "gossip": plot_gossip, "cluster": plot_cluster, "prefix-report": plot_prefix_report,
          "prefix-share": plot_prefix_share}
 
 
