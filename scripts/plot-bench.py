@@ -15,6 +15,8 @@ KIND and the JSON it reads:
            scenario (one JSON object, an array of them, or several runs appended to one file).
   cluster  exaserve-sim cluster: the bring-up waves (replicas per wave, started to ready) and,
            for a fault scenario, when it struck and when rebuilds ran.
+  releases exaserve-sim cluster --scenario canary-*: each stage's decision, with each metric's
+           value on the old and the new version over the stage's window.
   prefix-report
            exaserve-bench prefix-report, one run per --report-every-blocks appended to one file:
            the cached-block deltas' bytes per second and their share of the load stream plus
@@ -243,6 +245,34 @@ def plot_cluster(data, out):
     return fig
 
 
+def plot_releases(data, out):
+    runs = data if isinstance(data, list) else [data]
+    rows = []
+    for r in runs:
+        ro = r.get("rollout") or fail("releases: no 'rollout'")
+        for d in ro.get("decisions", []):
+            for m in d.get("metrics", []):
+                ratio = m["new"] / m["old"] if m["old"] else (1.0 if m["new"] == m["old"] else 0)
+                rows.append((f"{r['scenario'].get('name')} seed {r['scenario'].get('seed')}, stage "
+                             f"{d['stage']} ({d['decision']} at {d['at_s']:.0f} s): {m['metric']}",
+                             ratio, m["old"], m["new"], m.get("regressed")))
+    if not rows:
+        fail("releases: no stage decisions (run with a --duration long enough for one)")
+    fig, ax = plt.subplots(figsize=(7.5, 1.5 + 0.45 * len(rows)), dpi=DPI)
+    for i, (label, ratio, old, new, regressed) in enumerate(rows):
+        ax.barh(i, ratio, 0.6, color="tab:red" if regressed else plt.cm.Blues(0.7))
+        ax.annotate(f"{new:.4g} vs {old:.4g}", (ratio, i), textcoords="offset points",
+                    xytext=(4, -3), fontsize=7)
+    ax.axvline(1.0, color="grey", linestyle=":")
+    ax.set_yticks(range(len(rows)), [r[0] for r in rows], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("new version / old version over the stage's window (red: regressed)")
+    ax.set_title("exaserve-sim cluster: each rollout stage's metrics, new against old",
+                 fontsize=10)
+    ax.grid(alpha=0.3, axis="x")
+    return fig
+
+
 def plot_prefix_report(data, out):
     runs = sorted(data if isinstance(data, list) else [data],
                   key=lambda r: r.get("report_every_blocks", 0))
@@ -292,7 +322,8 @@ def plot_prefix_share(data, out):
 
 
 KINDS = {"route": plot_route, "weights": plot_weights, "engine": plot_engine,
-         "gossip": plot_gossip, "cluster": plot_cluster, "prefix-report": plot_prefix_report,
+         "gossip": plot_gossip, "cluster": plot_cluster, "releases": plot_releases,
+         "prefix-report": plot_prefix_report,
          "prefix-share": plot_prefix_share}
 
 
