@@ -102,6 +102,24 @@ class Harness {
     running_.erase(running_.begin() + static_cast<int64_t>(i));
   }
 
+  // One of the four operations, chosen by `draw`.
+  void RandomOp(uint32_t draw) {
+    switch (draw % 4) {
+      case 0:
+        Admit();
+        break;
+      case 1:
+        Schedule();
+        break;
+      case 2:
+        Decode();
+        break;
+      default:
+        Finish();
+        break;
+    }
+  }
+
   void CheckInvariants() {
     std::vector<std::vector<int32_t>> tables;
     for (const Seq& s : running_) tables.push_back(s.table);
@@ -174,20 +192,7 @@ TEST_CASE(
     const double fraction = seed % 3 == 0 ? 0.25 : 1.0;
     Harness h(24 + static_cast<int32_t>(seed % 16), fraction, seed);
     for (int op = 0; op < 3000; ++op) {
-      switch (rng() % 4) {
-        case 0:
-          h.Admit();
-          break;
-        case 1:
-          h.Schedule();
-          break;
-        case 2:
-          h.Decode();
-          break;
-        case 3:
-          h.Finish();
-          break;
-      }
+      h.RandomOp(static_cast<uint32_t>(rng()));
       h.CheckInvariants();
     }
     CHECK(h.hits() > 0);
@@ -205,20 +210,7 @@ TEST_CASE(
     Harness h(32, 1.0, seed + 100, /*report_every=*/1 + static_cast<int32_t>(seed % 3));
     absl::flat_hash_set<BlockHash> index;
     for (int op = 0; op < 10000; ++op) {
-      switch (rng() % 4) {
-        case 0:
-          h.Admit();
-          break;
-        case 1:
-          h.Schedule();
-          break;
-        case 2:
-          h.Decode();
-          break;
-        case 3:
-          h.Finish();
-          break;
-      }
+      h.RandomOp(static_cast<uint32_t>(rng()));
       if (rng() % 50 == 0) h.ApplyEvents(index);
     }
     h.ApplyEvents(index);
