@@ -499,7 +499,12 @@ void Daemon::RunElection() {
     }
     view.push_back({m.id, m.metadata.rack, cluster::ParseRoleList(m.metadata.roles)});
   }
-  if (!view.empty()) {
+  // A node joining through seeds elects nothing while it sees only itself: from a view of one
+  // it would name itself to every control role (and start a scheduler, an observer) for the
+  // moment until the seed's state arrives. A node with no seeds is a cluster of one.
+  seen_peers_ = seen_peers_ || view.size() > 1;
+  const bool awaiting_join = !options_.network.join.empty() && !seen_peers_;
+  if (!view.empty() && !awaiting_join) {
     const cluster::Assignment& a = election_.Update(absl::Now(), view);
     absl::MutexLock lock(&roles_mu_);
     if (a != assignment_) {

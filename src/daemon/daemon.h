@@ -153,6 +153,7 @@ class Daemon {
   std::thread scheduler_switch_ ABSL_GUARDED_BY(scheduler_switch_mu_);
   std::atomic<bool> scheduler_switching_{false};
   uint64_t election_ticks_ = 0;  // on the io strand timer
+  bool seen_peers_ = false;      // on the io strand timer: the view once held another member
   std::atomic<int> route_syncs_in_flight_{0};
   std::string route_sync_target_;                      // on the io strand timer
   std::shared_ptr<grpc::Channel> route_sync_channel_;  // on the io strand timer

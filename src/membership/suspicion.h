@@ -22,6 +22,10 @@ class Suspicion {
   absl::Time deadline() const { return start_ + timeout_; }
   int confirmations() const { return static_cast<int>(confirmed_.size()) - 1; }
 
+  // When the holder next tells the suspect directly (SwimCore::NudgeSuspects).
+  absl::Time next_nudge() const { return next_nudge_; }
+  void set_next_nudge(absl::Time t) { next_nudge_ = t; }
+
  private:
   void Recompute();
 
@@ -31,6 +35,7 @@ class Suspicion {
   absl::Time start_;
   absl::Duration timeout_;
   std::vector<std::string> confirmed_;  // first entry is the origin; at most k + 1 entries
+  absl::Time next_nudge_ = absl::InfiniteFuture();
 };
 
 // memberlist suspicionTimeout: mult * log10(max(n, 10)) * probe interval (the Lifeguard min).

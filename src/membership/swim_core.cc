@@ -114,6 +114,7 @@ void SwimCore::HandlePacket(absl::Time now, const Address& from, std::string_vie
 
 void SwimCore::Tick(absl::Time now) {
   ExpireTimers(now);
+  NudgeSuspects(now);
   for (Probe& probe : probes_) {
     if (probe.active && !probe.indirect_sent && now >= probe.indirect_at)
       StartIndirectProbe(now, probe);
@@ -153,7 +154,7 @@ absl::Time SwimCore::NextTick() const {
     t = std::min(
         t, probe.indirect_sent ? probe.deadline : std::min(probe.indirect_at, probe.deadline));
   }
-  for (const auto& [id, s] : suspicions_) t = std::min(t, s.deadline());
+  for (const auto& [id, s] : suspicions_) t = std::min({t, s.deadline(), s.next_nudge()});
   for (const auto& [seq, r] : relays_) t = std::min(t, r.deadline);
   for (const auto& [seq, deadline] : push_pulls_in_flight_) t = std::min(t, deadline);
   return t;
@@ -315,7 +316,11 @@ void SwimCore::AliveNode(absl::Time now, const Alive& a, bool spread) {
 
 void SwimCore::SuspectNode(absl::Time now, const Suspect& s) {
   Member* m = FindMutable(s.node);
-  if (m == nullptr || s.incarnation < m->incarnation) return;
+  if (m == nullptr) return;
+  if (s.incarnation < m->incarnation) {
+    if (s.node == self_id_) AnswerStaleAccusation(s.from);
+    return;
+  }
   if (auto it = suspicions_.find(s.node); it != suspicions_.end()) {
     if (it->second.Confirm(s.from)) Broadcast(s.node, s, /*alive=*/false);
     return;
@@ -335,13 +340,18 @@ void SwimCore::SuspectNode(absl::Time now, const Suspect& s) {
   if (static_cast<int>(n) - 2 < k) k = 0;
   absl::Duration min = SuspicionMinTimeout(config_.suspicion_mult, n, config_.probe_interval);
   absl::Duration max = min * config_.suspicion_max_timeout_mult;
-  suspicions_.emplace(s.node, Suspicion(s.from, k, min, max, now));
+  auto [it, inserted] = suspicions_.emplace(s.node, Suspicion(s.from, k, min, max, now));
+  it->second.set_next_nudge(now + config_.probe_interval);
   Emit(EventType::kSuspect, *m);
 }
 
 void SwimCore::DeadNode(absl::Time now, const Dead& d) {
   Member* m = FindMutable(d.node);
-  if (m == nullptr || d.incarnation < m->incarnation) return;
+  if (m == nullptr) return;
+  if (d.incarnation < m->incarnation) {
+    if (d.node == self_id_ && d.from != self_id_) AnswerStaleAccusation(d.from);
+    return;
+  }
   if (m->state == MemberState::kDead || m->state == MemberState::kLeft) return;
   if (d.node == self_id_) {
     if (!leaving_) Refute(now, d.incarnation);
@@ -369,6 +379,19 @@ void SwimCore::Refute(absl::Time now, uint32_t accused_incarnation) {
   awareness_.ApplyDelta(1);
   stats_.refutations++;
   Broadcast(me.id, Alive{me.incarnation, me.id, me.address, me.metadata}, /*alive=*/true);
+}
+
+// An accusation older than our incarnation: we refuted it, but the accuser (who still probes
+// us, carrying it) never heard; our "alive" broadcasts may have run out of retransmissions on
+// a lossy path. Tell the accuser directly, or it declares us dead at its suspicion timeout.
+// One datagram per accusation received, so the reply rate is bounded by the accusations.
+void SwimCore::AnswerStaleAccusation(const NodeId& accuser) {
+  if (leaving_ || accuser == self_id_) return;
+  const Member* to = Find(accuser);
+  if (to == nullptr || to->state == MemberState::kLeft) return;
+  const Member& me = self();
+  stats_.stale_accusations_answered++;
+  SendDatagram(to->address, {EncodeMessage(Alive{me.incarnation, me.id, me.address, me.metadata})});
 }
 
 void SwimCore::MergeRemoteState(absl::Time now, const PushPull& pp) {
@@ -416,6 +439,27 @@ void SwimCore::ExpireTimers(absl::Time now) {
     relays_.erase(seq);
   }
   absl::erase_if(push_pulls_in_flight_, [now](const auto& kv) { return now >= kv.second; });
+}
+
+// Every suspicion we hold is told to the suspect directly once per probe interval, not only on
+// our (awareness-scaled, ring-ordered) probes of it or the few gossip retransmissions: on a
+// lossy path the suspect's refutation is what is missing, and a suspect that hears it in time
+// refutes (or, having refuted already, answers us with its alive state). Bounded: one datagram
+// per suspicion per interval.
+void SwimCore::NudgeSuspects(absl::Time now) {
+  if (leaving_) return;
+  std::vector<NodeId> due;
+  for (auto& [id, s] : suspicions_) {
+    if (now < s.next_nudge()) continue;
+    s.set_next_nudge(now + config_.probe_interval);
+    due.push_back(id);
+  }
+  std::sort(due.begin(), due.end());  // flat_hash_map order is not deterministic
+  for (const NodeId& id : due) {
+    const Member* m = Find(id);
+    if (m == nullptr || m->state != MemberState::kSuspect) continue;
+    SendDatagram(m->address, {EncodeMessage(Suspect{m->incarnation, m->id, self_id_})});
+  }
 }
 
 const Member* SwimCore::NextRoundRobinTarget(absl::Time now) {

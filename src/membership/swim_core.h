@@ -68,6 +68,8 @@ struct Stats {
   uint64_t tcp_fallback_pings = 0;
   uint64_t suspicions = 0;
   uint64_t refutations = 0;
+  // Accusations older than our incarnation, answered with our alive state to the accuser.
+  uint64_t stale_accusations_answered = 0;
   uint64_t deaths = 0;
   uint64_t push_pulls_sent = 0;
   uint64_t push_pulls_served = 0;
@@ -148,6 +150,8 @@ class SwimCore {
   void SuspectNode(absl::Time now, const Suspect& s);
   void DeadNode(absl::Time now, const Dead& d);
   void Refute(absl::Time now, uint32_t accused_incarnation);
+  void AnswerStaleAccusation(const NodeId& accuser);
+  void NudgeSuspects(absl::Time now);
   void MergeRemoteState(absl::Time now, const PushPull& pp);
 
   // Timers.

@@ -52,7 +52,11 @@ for n in 2 3 4 5; do
 done
 [ -n "$spare" ] || fail "the seed was elected a scheduler: $elected"
 # Each node elects from its own view; once the views agree the spare stops if it ever started.
-wait_for 15 not_scheduling "$spare" || fail "auto-$spare schedules beside $elected"
+election_log() {  # the node's election and membership changes, for a failure message
+  grep -hE '"roles elected"|elected scheduler|"msg":"(suspect|dead)"' "$work/n$1.log" | tail -8
+}
+wait_for 15 not_scheduling "$spare" ||
+  fail "auto-$spare schedules beside $elected: $(election_log "$spare")"
 echo "elected schedulers: $elected; spare auto-$spare"
 
 # The spare answers Scheduler calls with UNAVAILABLE, naming the schedulers to ask.

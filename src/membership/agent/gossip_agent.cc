@@ -126,6 +126,10 @@ void GossipAgent::Impl::RegisterMetrics(metrics::Registry& r) {
                        stat(&Stats::suspicions));
   r.AddCounterCallback("exaserve_gossip_refutations_total", "Times this node refuted.",
                        stat(&Stats::refutations));
+  r.AddCounterCallback("exaserve_gossip_stale_accusations_answered_total",
+                       "Suspicions or deaths of this node at an incarnation it had already "
+                       "refuted, answered with its alive state straight to the accuser.",
+                       stat(&Stats::stale_accusations_answered));
   r.AddCounterCallback("exaserve_gossip_deaths_total", "Members declared dead.",
                        stat(&Stats::deaths));
   r.AddCounterCallback("exaserve_gossip_bytes_in_total", "Gossip bytes received.",

@@ -30,6 +30,7 @@ class TestNet {
       cores_.push_back(std::make_unique<SwimCore>(
           config, SwimCore::LocalNode{id, "addr-" + std::to_string(i), md, 0}, 1000 + i, now_));
       cut_.push_back(seed_cut && i == 0);
+      deaf_.push_back(false);
       events_.emplace_back();
     }
     for (int i = 1; i < n; ++i) cores_[i]->Join(now_, {"addr-0"});
@@ -38,6 +39,8 @@ class TestNet {
 
   SwimCore& core(int i) { return *cores_[i]; }
   void Cut(int i, bool cut) { cut_[i] = cut; }
+  // Node i still runs and sends, but hears nothing (a one-way loss).
+  void CutInbound(int i, bool cut) { deaf_[i] = cut; }
   absl::Time now() const { return now_; }
 
   // Runs until `until`, ticking each live core when due and delivering packets in order.
@@ -58,7 +61,7 @@ class TestNet {
         Packet p = in_flight_.begin()->second;
         in_flight_.erase(in_flight_.begin());
         int to = IndexOf(p.to);
-        if (to < 0 || cut_[to] || cut_[p.from]) continue;
+        if (to < 0 || cut_[to] || deaf_[to] || cut_[p.from]) continue;
         cores_[to]->HandlePacket(now_, "addr-" + std::to_string(p.from), p.bytes, p.channel);
       }
       Flush();
@@ -108,6 +111,7 @@ class TestNet {
   absl::Time now_;
   std::vector<std::unique_ptr<SwimCore>> cores_;
   std::vector<bool> cut_;
+  std::vector<bool> deaf_;
   std::vector<std::vector<Event>> events_;
   std::multimap<absl::Time, Packet> in_flight_;
 };
@@ -179,6 +183,29 @@ TEST_CASE("A briefly unreachable node is suspected and refutes without dying",
   CHECK(suspected);
   CHECK(net.core(3).self().incarnation > before);
   CHECK(net.core(3).stats().refutations >= 1);
+}
+
+TEST_CASE("A suspicion that missed the refutation is cleared by the suspect itself",
+          "[membership][swim]") {
+  // Node 0 hears nothing for 2.5 s: its probes fail, it suspects members, and they refute; every
+  // "alive" they gossip is lost on the way to node 0 and the broadcasts run out of
+  // retransmissions. Back on the air, node 0 still holds the old-incarnation suspicions (and,
+  // having failed probes, probes slowly). It tells each suspect once per probe interval, and a
+  // suspect that has already refuted answers with its alive state; otherwise node 0 declares
+  // live members dead at the suspicion timeout, long before the next push-pull.
+  TestNet net(5);
+  net.RunFor(absl::Seconds(5));
+  net.CutInbound(0, true);
+  net.RunFor(absl::Milliseconds(2500));
+  net.CutInbound(0, false);
+  uint64_t suspicions = net.core(0).stats().suspicions;
+  REQUIRE(suspicions >= 1);
+  net.RunFor(absl::Seconds(25));
+  for (int i = 0; i < 5; ++i) {
+    INFO("observer " << i);
+    CHECK(net.core(i).stats().deaths == 0);
+    CHECK(net.core(i).CountInState(MemberState::kAlive) == 5);
+  }
 }
 
 TEST_CASE("A node declared dead comes back alive when it can talk again", "[membership][swim]") {
