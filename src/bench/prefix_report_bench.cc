@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "bench/trace.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "engine/prefix_journal.h"
@@ -16,66 +17,6 @@ namespace exa::bench {
 namespace {
 
 using nlohmann::json;
-
-struct TraceRequest {
-  double arrival_s = 0;
-  int32_t input_length = 0;
-  int32_t output_length = 0;
-  std::vector<int64_t> hash_ids;
-};
-
-absl::StatusOr<std::vector<TraceRequest>> ReadTrace(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(StrCat("--trace \"", path, "\": cannot open"));
-  std::vector<TraceRequest> out;
-  int line_no = 0;
-  for (std::string line; std::getline(in, line);) {
-    ++line_no;
-    if (line.empty()) continue;
-    try {
-      const json j = json::parse(line);
-      TraceRequest r;
-      r.arrival_s = j.at("timestamp").get<double>() / 1000.0;
-      r.input_length = j.at("input_length").get<int32_t>();
-      r.output_length = j.at("output_length").get<int32_t>();
-      r.hash_ids = j.at("hash_ids").get<std::vector<int64_t>>();
-      if (r.input_length < 1 || r.output_length < 0) {
-        return absl::InvalidArgumentError(StrCat(path, ":", line_no, ": input_length ",
-                                                 r.input_length, " or output_length ",
-                                                 r.output_length, " out of range"));
-      }
-      out.push_back(std::move(r));
-    } catch (const json::exception& e) {
-      return absl::InvalidArgumentError(StrCat(path, ":", line_no, ": ", e.what()));
-    }
-  }
-  if (out.empty()) return absl::InvalidArgumentError(StrCat(path, ": no requests"));
-  return out;
-}
-
-uint64_t SplitMix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ULL;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-  return x ^ (x >> 31);
-}
-
-// Prompt tokens: each 512-token block a function of its hash id (equal ids at equal positions
-// give equal tokens, hence equal prefixes), tokens past the listed blocks unique to the request.
-std::vector<int32_t> PromptTokens(const TraceRequest& r, size_t index, int32_t vocab) {
-  constexpr int32_t kTraceBlock = 512;
-  std::vector<int32_t> tokens(static_cast<size_t>(r.input_length));
-  for (int32_t i = 0; i < r.input_length; ++i) {
-    const size_t block = static_cast<size_t>(i / kTraceBlock);
-    const uint64_t seed = block < r.hash_ids.size() ? static_cast<uint64_t>(r.hash_ids[block])
-                                                    : (uint64_t{1} << 62) + index * 1000003 + block;
-    const uint64_t h = SplitMix(seed * 4096 + static_cast<uint64_t>(i % kTraceBlock));
-    // Clear of the sim's small special ids and its output-length directive marker.
-    tokens[static_cast<size_t>(i)] =
-        16 + static_cast<int32_t>(h % static_cast<uint64_t>(vocab - 16));
-  }
-  return tokens;
-}
 
 // One node's replicas and journals, and what its load stream has carried so far.
 struct Node {
@@ -111,7 +52,7 @@ void Submit(Node& n, const TraceRequest& r, size_t index, absl::Time at) {
   engine::SimReplica& replica = *n.replicas[index % n.replicas.size()];
   replica.RunUntil(at);
   engine::GenerateRequest g;
-  g.prompt_tokens = PromptTokens(r, index, n.engine.sim.vocab_size);
+  g.prompt_tokens = TracePromptTokens(r, index, n.engine.sim.vocab_size);
   g.max_tokens = std::max(1, r.output_length);
   g.ignore_eos = true;
   g.callback = [](const engine::StreamEvent&) {};
@@ -182,7 +123,8 @@ absl::StatusOr<json> RunPrefixReportBench(const PrefixReportOptions& o) {
                                              o.speedup, " (> 0), --report-hz ", o.report_hz,
                                              " (> 0), --duration ", o.duration_s, " (>= 0)"));
   }
-  EXA_ASSIGN_OR_RETURN(std::vector<TraceRequest> trace, ReadTrace(o.trace));
+  EXA_ASSIGN_OR_RETURN(Trace loaded, ReadTrace(o.trace));
+  const std::vector<TraceRequest>& trace = loaded.requests;
   const absl::Time start = absl::UnixEpoch();
   Node n;
   EXA_RETURN_IF_ERROR(MakeNode(o, start, n));

@@ -26,13 +26,23 @@
 namespace exa::bench {
 
 struct RouteSimOptions {
+  // Replica sizing (RouteProfile): "13b-a100-64" (the default), "13b-a100", "long-context".
+  std::string profile = "13b-a100-64";
+  int32_t slots = 0;  // > 0: overrides the profile's batch slots (max running sequences)
+  // A recorded trace (bench/trace.h) instead of the synthetic workload; empty: synthetic.
+  std::string trace;
+  // How often a node's cached-block deltas reach the gateways (node_service.h batches them
+  // for 500 ms): the index is this stale.
+  double cache_report_hz = 2;
   int32_t replicas = 48;
   int32_t replicas_per_node = 8;  // one load report per node carries all its replicas
   int32_t gateways = 4;
   double report_hz = 10;
   std::vector<double> rhos = {0.5, 0.7, 0.85, 0.95};
-  std::vector<std::string> policies = {"token-aware", "least-connections", "least-requests",
-                                       "round-robin", "random"};
+  // The first is the reference the comparisons divide by. "oracle" is kv-token-aware on instant
+  // global state: every replica's true load (true remaining output lengths) and exact cache.
+  std::vector<std::string> policies = {"kv-token-aware", "token-aware", "least-connections",
+                                       "least-requests", "round-robin", "random"};
   int64_t requests = 20000;          // measured per (policy, rho), after the warm-up
   double warmup_fraction = 0.1;      // extra requests before the measured ones, not counted
   int64_t capacity_requests = 3000;  // completions of the saturation run that sizes capacity
@@ -44,6 +54,11 @@ struct RouteSimOptions {
 // A100-80GB) with the engine's default batching and a KV budget of what such a GPU holds beside
 // the weights.
 engine::EngineOptions BenchEngineOptions();
+// A named replica sizing (docs/perf/routing.md#profiles); INVALID_ARGUMENT lists the names.
+//   13b-a100-64   BenchEngineOptions(): 64 slots, 4096 context, ~52 k tokens of KV
+//   13b-a100      4 slots, 4096 context, ~34 000 tokens of KV (the source document's sizing)
+//   long-context  16 slots, 131072 context, 262144 tokens of KV
+absl::StatusOr<engine::EngineOptions> RouteProfile(const std::string& name);
 nlohmann::json DescribeEngine(const engine::EngineOptions& options);
 
 // One (policy, load) measurement.
@@ -57,11 +72,14 @@ struct RunStats {
   int64_t failed = 0;
   int64_t output_tokens = 0;
   double window_s = 0;  // from the first to the last measured arrival
+  // Prompt tokens the replicas took from their prefix caches / computed, over the run.
+  int64_t prefix_hit_tokens = 0, prefix_miss_tokens = 0;
+  // Of the measured requests' prompt tokens, what one unbounded cache would have held.
+  double unbounded_hit_ratio = 0;
 };
 nlohmann::json ToJson(const RunStats& stats);
-// The Done-when ratios per rho: least-connections / token-aware and round-robin / token-aware
-// P99s, and goodput differences.
-nlohmann::json Compare(const std::vector<RunStats>& runs);
+// Per rho: every other policy's P99s over `reference`'s, and goodput differences.
+nlohmann::json Compare(const std::vector<RunStats>& runs, const std::string& reference);
 
 absl::StatusOr<nlohmann::json> RunRouteSim(const RouteSimOptions& options);
 
@@ -69,6 +87,6 @@ absl::StatusOr<nlohmann::json> RunRouteSim(const RouteSimOptions& options);
 // keeping more than max_running requests outstanding), measured in virtual time.
 absl::StatusOr<double> MeasureReplicaCapacity(const engine::EngineOptions& engine,
                                               const WorkloadOptions& workload, int64_t completions,
-                                              uint64_t seed);
+                                              uint64_t seed, const Trace* trace = nullptr);
 
 }  // namespace exa::bench

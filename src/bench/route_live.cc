@@ -448,7 +448,7 @@ absl::StatusOr<nlohmann::json> RunRouteLive(const RouteLiveOptions& o) {
          "the sim cost model's saturation throughput per replica (as --mode sim) times the "
          "replica count; live steps also pay real CPU time, so real capacity is a little lower"}}},
       {"results", std::move(results)},
-      {"comparisons", Compare(runs)},
+      {"comparisons", Compare(runs, o.policies.front())},
       {"wall_s", absl::ToDoubleSeconds(absl::Now() - began)},
   };
   if (!o.gateway_addr.empty()) out["gateway"] = o.gateway_addr;

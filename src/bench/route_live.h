@@ -32,7 +32,7 @@ struct RouteLiveOptions {
   int32_t nodes = 4;
   int32_t replicas_per_node = 3;
   std::vector<double> rhos = {0.85};
-  std::vector<std::string> policies = {"token-aware", "least-connections", "round-robin"};
+  std::vector<std::string> policies = {"kv-token-aware", "least-connections", "round-robin"};
   double duration_s = 60;       // arrivals per (policy, rho)
   double call_timeout_s = 120;  // a call still open this long after it started counts as hung
   bool kill_one = false;

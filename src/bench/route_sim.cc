@@ -9,20 +9,31 @@
 //   finish   a request's last token: the dispatching gateway's table learns it (Complete);
 //   report   a node's load report (every replica on it) reaches every gateway, report_hz times a
 //            second, each node at its own phase; what was dispatched since is forgotten, as in
-//            ReplicaTable::Report.
+//            ReplicaTable::Report;
+//   cache    a node's cached-block deltas (engine/prefix_journal.h) reach the gateways' prefix
+//            index, cache_report_hz times a second (the node batches them). The gateways share
+//            one index: they would all receive the same deltas at the same instants.
+// The oracle is kv-token-aware on instant global state: before each pick the gateway gets every
+// replica's load as of now, with pending tokens from the true remaining output lengths, and an
+// index read up to now.
 // A report reflects each replica's state after the step it is in (at most one step, ~20-45 ms,
 // ahead of the report's time); the real WatchLoad stream reads the engine's last published load,
 // which is up to one step behind. Both are within the 100 ms report period.
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <queue>
 #include <unordered_map>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
 #include "bench/route_bench.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "engine/prefix_hash.h"
+#include "engine/prefix_journal.h"
 #include "engine/sim_replica.h"
+#include "router/prefix_index.h"
 #include "router/replica_table.h"
 
 namespace exa::bench {
@@ -31,7 +42,7 @@ namespace {
 const absl::Time kEpoch = absl::FromUnixSeconds(1'000'000);
 constexpr char kModel[] = "sim-13b";
 
-enum class Kind { kStep, kFinish, kReport, kArrival };
+enum class Kind { kStep, kFinish, kReport, kCache, kArrival };
 
 struct Event {
   absl::Time time;
@@ -47,22 +58,37 @@ struct Request {
   int32_t gateway = 0;
   int32_t replica = -1;
   bool measured = false;
+  int32_t true_output = 0;  // the oracle's knowledge
+  int32_t emitted = 0;
+  int64_t uncached_prompt = 0;
 };
 
 class Simulation {
  public:
   Simulation(const RouteSimOptions& o, const engine::EngineOptions& engine, router::Policy policy,
-             double rate, uint64_t seed)
-      : o_(o), engine_(engine), rate_(rate), workload_(o.workload, seed), random_(seed ^ 0xA5A5) {
+             bool oracle, double rate, uint64_t seed, const Trace* trace)
+      : o_(o),
+        engine_(engine),
+        rate_(rate),
+        oracle_(oracle),
+        workload_(o.workload, seed, trace),
+        random_(seed ^ 0xA5A5) {
     for (int32_t g = 0; g < o.gateways; ++g) {
       tables_.push_back(std::make_unique<router::ReplicaTable>(policy, seed * 131 + g));
+      tables_.back()->SetPrefixIndex(&prefix_index_);
     }
+    root_ = hasher_.Root(engine_.prefix_cache_namespace, "");
   }
 
   absl::Status Init() {
     for (int32_t r = 0; r < o_.replicas; ++r) {
       EXA_ASSIGN_OR_RETURN(auto replica, engine::SimReplica::Create(engine_, kEpoch));
       replicas_.push_back(std::move(replica));
+      journals_.push_back(std::make_unique<engine::PrefixJournal>(
+          static_cast<uint64_t>(r + 1), engine_.prefix_cache.report_every_blocks,
+          engine_.prefix_cache_namespace));
+      cursors_.push_back({});
+      open_on_.emplace_back();
       ids_.push_back(
           StrCat("node-", r / o_.replicas_per_node, "/", kModel, "@v1#", r % o_.replicas_per_node));
       index_[ids_.back()] = r;
@@ -71,9 +97,11 @@ class Simulation {
     scheduled_.assign(replicas_.size(), absl::InfiniteFuture());
     const int32_t nodes = (o_.replicas + o_.replicas_per_node - 1) / o_.replicas_per_node;
     const absl::Duration period = absl::Seconds(1.0 / o_.report_hz);
+    const absl::Duration cache_period = absl::Seconds(1.0 / o_.cache_report_hz);
     for (int32_t n = 0; n < nodes; ++n) {
       Report(n);  // every replica known and ready from the start
       Push(kEpoch + period * random_.UniformDouble(), Kind::kReport, n);
+      Push(kEpoch + cache_period * random_.UniformDouble(), Kind::kCache, n);
     }
     Push(kEpoch, Kind::kArrival, 0);
     return absl::OkStatus();
@@ -102,9 +130,20 @@ class Simulation {
           Report(static_cast<int32_t>(e.index));
           Push(e.time + period, Kind::kReport, e.index);
           break;
+        case Kind::kCache:
+          ReportCache(static_cast<int32_t>(e.index));
+          Push(e.time + absl::Seconds(1.0 / o_.cache_report_hz), Kind::kCache, e.index);
+          break;
       }
     }
     stats_.window_s = absl::ToDoubleSeconds(last_measured_ - first_measured_);
+    for (const auto& r : replicas_) {
+      stats_.prefix_hit_tokens += r->Load().prefix_hit_tokens;
+      stats_.prefix_miss_tokens += r->Load().prefix_miss_tokens;
+    }
+    stats_.unbounded_hit_ratio = unbounded_total_ > 0 ? static_cast<double>(unbounded_hit_) /
+                                                            static_cast<double>(unbounded_total_)
+                                                      : 0.0;
     return std::move(stats_);
   }
 
@@ -124,18 +163,61 @@ class Simulation {
     if (scheduled_[r] != t) return;  // superseded
     scheduled_[r] = absl::InfiniteFuture();
     replicas_[r]->RunUntil(t);
+    replicas_[r]->PublishCacheEvents(*journals_[r]);
     Schedule(r);
+  }
+
+  router::LoadReport ReportOf(int32_t r) const {
+    const engine::EngineLoad load = replicas_[r]->Load();
+    router::LoadReport report{load.pending_tokens, load.running + load.waiting, true, load.blocked};
+    report.slots = engine_.max_running;
+    if (oracle_) {  // the true remaining work, not the replica's estimate
+      report.pending_tokens = 0;
+      for (int64_t i : open_on_[r]) {
+        const Request& q = requests_[i];
+        report.pending_tokens +=
+            (q.first_token ? 0 : q.uncached_prompt) + std::max(0, q.true_output - q.emitted);
+      }
+    }
+    return report;
   }
 
   void Report(int32_t node) {
     const int32_t begin = node * o_.replicas_per_node;
     const int32_t end = std::min(o_.replicas, begin + o_.replicas_per_node);
     for (int32_t r = begin; r < end; ++r) {
-      const engine::EngineLoad load = replicas_[r]->Load();
-      const router::LoadReport report{load.pending_tokens, load.running + load.waiting, true,
-                                      load.blocked};
+      const router::LoadReport report = ReportOf(r);
       for (auto& t : tables_) t->Report(ids_[r], report);
     }
+  }
+
+  // The replica's cached-block deltas since the index's cursor (node_service.h's bounds).
+  void ReportCacheOf(int32_t r) {
+    const engine::PrefixJournal& j = *journals_[r];
+    while (true) {
+      // Epoch 0 at first: the journal answers with a snapshot, as to a new stream.
+      PrefixCacheDelta d = j.Since(cursors_[r].epoch, cursors_[r].seq, 4096);
+      if (d.empty()) return;
+      cursors_[r] = {d.epoch, d.to};
+      prefix_index_.Apply(ids_[r], d);
+      if (d.to >= j.last_seq()) return;
+    }
+  }
+
+  void ReportCache(int32_t node) {
+    if (oracle_) return;  // the oracle reads the journals at every pick
+    const int32_t begin = node * o_.replicas_per_node;
+    const int32_t end = std::min(o_.replicas, begin + o_.replicas_per_node);
+    for (int32_t r = begin; r < end; ++r) ReportCacheOf(r);
+  }
+
+  // The unbounded reference: one cache that holds every block ever computed.
+  void CountUnbounded(const std::vector<Hash128>& hashes, int32_t prompt_tokens) {
+    size_t hit = 0;
+    while (hit < hashes.size() && unbounded_.contains(hashes[hit])) ++hit;
+    for (const Hash128& h : hashes) unbounded_.insert(h);
+    unbounded_hit_ += static_cast<int64_t>(hit) * engine_.kv_block_size;
+    unbounded_total_ += prompt_tokens;
   }
 
   void Arrive() {
@@ -149,16 +231,38 @@ class Simulation {
     }
     if (issued_ < total_) Push(now_ + absl::Seconds(workload_.NextGap(rate_)), Kind::kArrival, 0);
     const WorkItem item = workload_.Next();
+    req.true_output = item.output_tokens;
     req.gateway = static_cast<int32_t>(random_.Uniform(tables_.size()));
     router::ReplicaTable& table = *tables_[req.gateway];
-    auto chosen = table.Choose({kModel, "", item.prompt_tokens, {}});
+    std::vector<int32_t> prompt = Workload::PromptTokens(item, engine_.sim.vocab_size);
+    // The gateway names the prompt's full blocks as the replicas' caches do.
+    std::vector<Hash128> hashes;
+    hasher_.Extend(root_, prompt, engine_.kv_block_size,
+                   static_cast<int32_t>(prompt.size()) / engine_.kv_block_size, &hashes);
+    if (req.measured) CountUnbounded(hashes, item.prompt_tokens);
+    if (oracle_) {
+      for (int32_t r = 0; r < o_.replicas; ++r) {
+        ReportCacheOf(r);
+        table.Report(ids_[r], ReportOf(r));
+      }
+    }
+    router::RouteRequest route{kModel, "", item.prompt_tokens, {}};
+    route.block_hashes = [&](const std::string& ns) {
+      return ns == engine_.prefix_cache_namespace ? std::span<const Hash128>(hashes)
+                                                  : std::span<const Hash128>();
+    };
+    route.block_tokens = engine_.kv_block_size;
+    auto chosen = table.Choose(route);
     if (!chosen.ok()) {
       if (req.measured) stats_.rejected++;
       return;
     }
     req.replica = index_.at(*chosen);
+    req.uncached_prompt =
+        item.prompt_tokens -
+        int64_t{prefix_index_.MatchedBlocks(*chosen, hashes)} * engine_.kv_block_size;
     engine::GenerateRequest g;
-    g.prompt_tokens = Workload::PromptTokens(item, engine_.sim.vocab_size);
+    g.prompt_tokens = std::move(prompt);
     g.max_tokens = item.max_tokens;
     g.callback = [this, i](const engine::StreamEvent& e) { OnEvent(i, e); };
     auto id = replicas_[req.replica]->Submit(std::move(g), now_);
@@ -168,14 +272,17 @@ class Simulation {
       return;
     }
     open_++;
+    open_on_[req.replica].insert(i);
     Schedule(req.replica);
   }
 
   void OnEvent(int64_t i, const engine::StreamEvent& e) {
     Request& req = requests_[i];
     if (e.token >= 0 && !req.first_token) req.first_token = e.time;
+    if (e.token >= 0) req.emitted++;
     if (!e.finished) return;
     open_--;
+    open_on_[req.replica].erase(i);
     Push(e.time, Kind::kFinish, i);
     if (!req.measured) return;
     if (!e.status.ok() || !req.first_token) {
@@ -191,10 +298,22 @@ class Simulation {
   const RouteSimOptions& o_;
   const engine::EngineOptions engine_;
   const double rate_;
+  const bool oracle_;
   Workload workload_;
   Random random_;
+  engine::PrefixHasher hasher_;
+  Hash128 root_;
+  router::PrefixIndex prefix_index_;
   std::vector<std::unique_ptr<router::ReplicaTable>> tables_;
   std::vector<std::unique_ptr<engine::SimReplica>> replicas_;
+  std::vector<std::unique_ptr<engine::PrefixJournal>> journals_;
+  struct Cursor {
+    uint64_t epoch = 0, seq = 0;
+  };
+  std::vector<Cursor> cursors_;                        // the index's place in each journal
+  std::vector<absl::flat_hash_set<int64_t>> open_on_;  // open requests per replica
+  absl::flat_hash_set<Hash128> unbounded_;
+  int64_t unbounded_hit_ = 0, unbounded_total_ = 0;
   std::vector<std::string> ids_;
   std::unordered_map<std::string, int32_t> index_;
   std::vector<absl::Time> scheduled_;
@@ -235,11 +354,40 @@ nlohmann::json DescribeEngine(const engine::EngineOptions& o) {
           {"max_queue", o.max_queue}};
 }
 
-absl::StatusOr<double> MeasureReplicaCapacity(const engine::EngineOptions& engine,
+absl::StatusOr<engine::EngineOptions> RouteProfile(const std::string& name) {
+  engine::EngineOptions o = BenchEngineOptions();
+  // 13B FP16 holds 0.8 MB of KV per token (engine/sim_cost_model.h).
+  const int64_t per_token = o.sim.kv_bytes_per_token;
+  if (name == "13b-a100-64") return o;
+  if (name == "13b-a100") {
+    // The source document's sizing: 4 running sequences, 4096 context, ~34 000 tokens of KV.
+    o.max_running = 4;
+    o.kv_cache_bytes = int64_t{34000} * per_token;
+    return o;
+  }
+  if (name == "long-context") {
+    // Room for the Mooncake prompts (p99 85 k tokens): 128 k context and 256 k tokens of KV
+    // (~215 GB: a 13B model over 4 x 80 GB GPUs after weights), 16 running sequences. The step
+    // costs stay the single-A100 model's.
+    o.sim.max_context = 131072;
+    o.max_context = 131072;
+    o.max_running = 16;
+    o.kv_cache_bytes = int64_t{262144} * per_token;
+    return o;
+  }
+  return absl::InvalidArgumentError(
+      StrCat("--profile \"", name, "\": expected 13b-a100-64, 13b-a100 or long-context"));
+}
+
+absl::StatusOr<double> MeasureReplicaCapacity(const engine::EngineOptions& options,
                                               const WorkloadOptions& workload, int64_t completions,
-                                              uint64_t seed) {
+                                              uint64_t seed, const Trace* trace) {
+  // Capacity as without reuse: one replica seeing every request would share far more than a
+  // pool does, and overstate what the pool sustains.
+  engine::EngineOptions engine = options;
+  engine.prefix_cache.enabled = false;
   EXA_ASSIGN_OR_RETURN(auto replica, engine::SimReplica::Create(engine, kEpoch));
-  Workload w(workload, seed);
+  Workload w(workload, seed, trace);
   const int32_t outstanding_target = engine.max_running + engine.max_running / 2;
   int32_t outstanding = 0;
   std::vector<absl::Time> done;
@@ -270,20 +418,26 @@ absl::StatusOr<double> MeasureReplicaCapacity(const engine::EngineOptions& engin
 
 nlohmann::json ToJson(const RunStats& s) {
   const double window = std::max(1e-9, s.window_s);
-  return {{"policy", s.policy},
-          {"rho", s.rho},
-          {"offered_requests_per_s", s.arrival_rate},
-          {"ttft_ms", {{"p50", Quantile(s.ttft_ms, 0.5)}, {"p99", Quantile(s.ttft_ms, 0.99)}}},
-          {"e2e_ms", {{"p50", Quantile(s.e2e_ms, 0.5)}, {"p99", Quantile(s.e2e_ms, 0.99)}}},
-          {"goodput",
-           {{"requests_per_s", static_cast<double>(s.completed) / window},
-            {"output_tokens_per_s", static_cast<double>(s.output_tokens) / window}}},
-          {"completed", s.completed},
-          {"rejections", s.rejected},
-          {"failed", s.failed}};
+  return {
+      {"policy", s.policy},
+      {"rho", s.rho},
+      {"offered_requests_per_s", s.arrival_rate},
+      {"ttft_ms", {{"p50", Quantile(s.ttft_ms, 0.5)}, {"p99", Quantile(s.ttft_ms, 0.99)}}},
+      {"e2e_ms", {{"p50", Quantile(s.e2e_ms, 0.5)}, {"p99", Quantile(s.e2e_ms, 0.99)}}},
+      {"goodput",
+       {{"requests_per_s", static_cast<double>(s.completed) / window},
+        {"output_tokens_per_s", static_cast<double>(s.output_tokens) / window}}},
+      {"completed", s.completed},
+      {"rejections", s.rejected},
+      {"failed", s.failed},
+      {"prefix_hit_ratio", s.prefix_hit_tokens + s.prefix_miss_tokens > 0
+                               ? static_cast<double>(s.prefix_hit_tokens) /
+                                     static_cast<double>(s.prefix_hit_tokens + s.prefix_miss_tokens)
+                               : 0.0},
+      {"unbounded_cache_hit_ratio", s.unbounded_hit_ratio}};
 }
 
-nlohmann::json Compare(const std::vector<RunStats>& runs) {
+nlohmann::json Compare(const std::vector<RunStats>& runs, const std::string& reference) {
   auto find = [&](const std::string& policy, double rho) -> const RunStats* {
     for (const RunStats& r : runs) {
       if (r.policy == policy && r.rho == rho) return &r;
@@ -296,35 +450,45 @@ nlohmann::json Compare(const std::vector<RunStats>& runs) {
   }
   nlohmann::json out = nlohmann::json::array();
   for (double rho : rhos) {
-    const RunStats* ta = find("token-aware", rho);
-    if (ta == nullptr) continue;
-    nlohmann::json c = {{"rho", rho}};
-    const double ta_e2e = Quantile(ta->e2e_ms, 0.99), ta_ttft = Quantile(ta->ttft_ms, 0.99);
-    const double ta_goodput = static_cast<double>(ta->output_tokens) / std::max(1e-9, ta->window_s);
-    for (const char* other : {"least-connections", "round-robin", "least-requests", "random"}) {
-      const RunStats* r = find(other, rho);
-      if (r == nullptr || ta_e2e <= 0 || ta_ttft <= 0) continue;
-      const double goodput = static_cast<double>(r->output_tokens) / std::max(1e-9, r->window_s);
-      c[other] = {
-          {"p99_e2e_over_token_aware", Quantile(r->e2e_ms, 0.99) / ta_e2e},
-          {"p99_ttft_over_token_aware", Quantile(r->ttft_ms, 0.99) / ta_ttft},
-          {"goodput_diff_percent", 100.0 * (ta_goodput - goodput) / std::max(1e-9, goodput)}};
+    const RunStats* ref = find(reference, rho);
+    if (ref == nullptr) continue;
+    nlohmann::json c = {{"rho", rho}, {"reference", reference}};
+    const double ref_e2e = Quantile(ref->e2e_ms, 0.99), ref_ttft = Quantile(ref->ttft_ms, 0.99);
+    const double ref_goodput =
+        static_cast<double>(ref->output_tokens) / std::max(1e-9, ref->window_s);
+    for (const RunStats& r : runs) {
+      if (r.rho != rho || r.policy == reference || ref_e2e <= 0 || ref_ttft <= 0) continue;
+      const double goodput = static_cast<double>(r.output_tokens) / std::max(1e-9, r.window_s);
+      c[r.policy] = {
+          {"p99_e2e_over_reference", Quantile(r.e2e_ms, 0.99) / ref_e2e},
+          {"p99_ttft_over_reference", Quantile(r.ttft_ms, 0.99) / ref_ttft},
+          {"goodput_diff_percent", 100.0 * (ref_goodput - goodput) / std::max(1e-9, goodput)}};
     }
     out.push_back(std::move(c));
   }
   return out;
 }
 
-absl::StatusOr<nlohmann::json> RunRouteSim(const RouteSimOptions& o) {
+absl::StatusOr<nlohmann::json> RunRouteSim(const RouteSimOptions& options) {
+  RouteSimOptions o = options;
   if (o.replicas < 1 || o.gateways < 1 || o.replicas_per_node < 1 || o.requests < 1 ||
-      !(o.report_hz > 0) || !(o.warmup_fraction >= 0) || o.capacity_requests < 10) {
+      !(o.report_hz > 0) || !(o.cache_report_hz > 0) || !(o.warmup_fraction >= 0) ||
+      o.capacity_requests < 10 || o.slots < 0 || o.policies.empty()) {
     return absl::InvalidArgumentError(StrCat(
         "route sim: replicas ", o.replicas, ", gateways ", o.gateways, ", replicas-per-node ",
-        o.replicas_per_node, ", requests ", o.requests, " and report-hz ", o.report_hz,
-        " must be positive, warmup non-negative, capacity-requests at least 10"));
+        o.replicas_per_node, ", requests ", o.requests, ", report-hz ", o.report_hz,
+        " and cache-report-hz ", o.cache_report_hz,
+        " must be positive, warmup and slots non-negative, capacity-requests at least 10, and "
+        "at least one policy given"));
   }
   std::vector<router::Policy> policies;
+  std::vector<bool> oracle;
   for (const std::string& name : o.policies) {
+    oracle.push_back(name == "oracle");
+    if (oracle.back()) {
+      policies.push_back(router::Policy::kKvTokenAware);
+      continue;
+    }
     EXA_ASSIGN_OR_RETURN(router::Policy p, router::ParsePolicy(name));
     policies.push_back(p);
   }
@@ -333,12 +497,20 @@ absl::StatusOr<nlohmann::json> RunRouteSim(const RouteSimOptions& o) {
       return absl::InvalidArgumentError(StrCat("route sim: rho ", rho, " is outside (0, 2]"));
     }
   }
-  engine::EngineOptions engine = BenchEngineOptions();
+  EXA_ASSIGN_OR_RETURN(engine::EngineOptions engine, RouteProfile(o.profile));
+  if (o.slots > 0) engine.max_running = o.slots;
   // Timing does not depend on the vocabulary; a small one keeps the sim's sampling cheap.
   engine.sim.vocab_size = 256;
-  engine.max_context = o.workload.context;
+  engine.prefix_cache_namespace = StrCat(kModel, "@v1/sim");
+  o.workload.context = engine.sim.max_context;
+  engine.max_context = engine.sim.max_context;
+  std::optional<Trace> trace;
+  if (!o.trace.empty()) {
+    EXA_ASSIGN_OR_RETURN(trace, ReadTrace(o.trace));
+  }
+  const Trace* t = trace ? &*trace : nullptr;
   EXA_ASSIGN_OR_RETURN(const double per_replica,
-                       MeasureReplicaCapacity(engine, o.workload, o.capacity_requests, o.seed));
+                       MeasureReplicaCapacity(engine, o.workload, o.capacity_requests, o.seed, t));
   const double capacity = per_replica * o.replicas;
   const auto warmup = static_cast<int64_t>(o.warmup_fraction * static_cast<double>(o.requests));
   std::vector<RunStats> runs;
@@ -346,7 +518,7 @@ absl::StatusOr<nlohmann::json> RunRouteSim(const RouteSimOptions& o) {
   for (double rho : o.rhos) {
     for (size_t p = 0; p < policies.size(); ++p) {
       // The same seed for every policy at a rho: the same arrivals and the same requests.
-      Simulation sim(o, engine, policies[p], rho * capacity, o.seed);
+      Simulation sim(o, engine, policies[p], oracle[p], rho * capacity, o.seed, t);
       EXA_RETURN_IF_ERROR(sim.Init());
       RunStats stats = sim.Run(warmup, o.requests);
       stats.policy = o.policies[p];
@@ -359,24 +531,27 @@ absl::StatusOr<nlohmann::json> RunRouteSim(const RouteSimOptions& o) {
   return nlohmann::json{
       {"mode", "sim"},
       {"seed", o.seed},
+      {"profile", o.profile},
       {"replicas", o.replicas},
       {"replicas_per_node", o.replicas_per_node},
       {"gateways", o.gateways},
       {"report_hz", o.report_hz},
+      {"cache_report_hz", o.cache_report_hz},
       {"requests_per_run", o.requests},
       {"warmup_requests", warmup},
-      {"workload", Workload(o.workload, o.seed).Describe()},
+      {"workload", Workload(o.workload, o.seed, t).Describe()},
       {"engine", DescribeEngine(engine)},
       {"capacity",
        {{"per_replica_requests_per_s", per_replica},
         {"total_requests_per_s", capacity},
-        {"method",
-         StrCat("one sim replica kept saturated (", engine.max_running + engine.max_running / 2,
-                " requests outstanding, max_running ", engine.max_running,
-                ") on the same workload; completions per virtual second after the first fifth of ",
-                o.capacity_requests, ", times the replica count")}}},
+        {"method", StrCat("one sim replica without prefix reuse kept saturated (",
+                          engine.max_running + engine.max_running / 2,
+                          " requests outstanding, max_running ", engine.max_running,
+                          ") on the same workload; completions per virtual second after "
+                          "the first fifth of ",
+                          o.capacity_requests, ", times the replica count")}}},
       {"results", std::move(results)},
-      {"comparisons", Compare(runs)},
+      {"comparisons", Compare(runs, o.policies.front())},
   };
 }
 

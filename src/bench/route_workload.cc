@@ -27,32 +27,68 @@ double Workload::LogNormal(double median, double p99) {
 
 WorkItem Workload::Next() {
   WorkItem w;
-  const auto prompt = std::llround(LogNormal(options_.prompt_median, options_.prompt_p99));
+  w.index = issued_++;
+  long long prompt = 0, output = 0;
+  if (trace_ != nullptr) {
+    w.trace = &trace_->requests[static_cast<size_t>(w.index) % trace_->requests.size()];
+    prompt = w.trace->input_length;
+    output = w.trace->output_length;
+  } else {
+    prompt = std::llround(LogNormal(options_.prompt_median, options_.prompt_p99));
+  }
   w.prompt_tokens = static_cast<int32_t>(std::clamp<long long>(
       prompt, engine::kSimDirectiveTokens + 1, static_cast<long long>(options_.context) - 1));
   const int32_t room = options_.context - w.prompt_tokens;
   w.max_tokens = std::min(options_.max_tokens, room);
-  const auto output = std::llround(LogNormal(options_.output_median, options_.output_p99));
+  if (trace_ == nullptr)
+    output = std::llround(LogNormal(options_.output_median, options_.output_p99));
   w.output_tokens =
       static_cast<int32_t>(std::clamp<long long>(output, 1, static_cast<long long>(room)));
   return w;
 }
 
 double Workload::NextGap(double rate_per_s) {
-  return -std::log(1.0 - random_.UniformDouble()) / rate_per_s;
+  if (trace_ == nullptr) return -std::log(1.0 - random_.UniformDouble()) / rate_per_s;
+  const auto& r = trace_->requests;
+  const size_t n = r.size();
+  const size_t i = static_cast<size_t>(gaps_++) % n;
+  // The trace's own mean gap; across the wrap, one mean gap.
+  const double mean =
+      n > 1 && trace_->duration_s > 0 ? trace_->duration_s / static_cast<double>(n - 1) : 1.0;
+  const double gap = i + 1 < n ? r[i + 1].arrival_s - r[i].arrival_s : mean;
+  return gap / mean / rate_per_s;
 }
 
 std::vector<int32_t> Workload::PromptTokens(const WorkItem& item, int32_t vocab) {
-  std::vector<int32_t> tokens = engine::SimOutputLengthDirective(item.output_tokens);
-  tokens.reserve(static_cast<size_t>(item.prompt_tokens));
-  // Filler: ordinary ids (clear of the first 16, which a vocabulary keeps for special tokens).
-  for (int32_t i = static_cast<int32_t>(tokens.size()); i < item.prompt_tokens; ++i) {
-    tokens.push_back(16 + i % std::max(1, vocab - 16));
+  const std::vector<int32_t> directive = engine::SimOutputLengthDirective(item.output_tokens);
+  const auto n = static_cast<size_t>(item.prompt_tokens);
+  if (item.trace != nullptr) {
+    std::vector<int32_t> tokens =
+        TracePromptTokens(*item.trace, static_cast<size_t>(item.index), vocab);
+    tokens.resize(n);  // capped to the context
+    std::copy(directive.begin(), directive.end(),
+              tokens.end() - static_cast<long>(directive.size()));
+    return tokens;
   }
+  std::vector<int32_t> tokens = directive;
+  const std::vector<int32_t> filler =
+      UniqueTokens(static_cast<uint64_t>(item.index),
+                   item.prompt_tokens - static_cast<int32_t>(directive.size()), vocab);
+  tokens.insert(tokens.end(), filler.begin(), filler.end());
   return tokens;
 }
 
 nlohmann::json Workload::Describe() const {
+  if (trace_ != nullptr) {
+    nlohmann::json t = trace_->Describe();
+    t["arrivals"] = "the trace's gaps, scaled to the offered rate";
+    t["clamp"] = {{"prompt", {engine::kSimDirectiveTokens + 1, options_.context - 1}},
+                  {"output", "1 .. context - prompt"}};
+    t["max_tokens_sent"] = options_.max_tokens;
+    t["context"] = options_.context;
+    t["true_output_length"] = "only in the prompt's sim output-length directive (its last tokens)";
+    return t;
+  }
   return {
       {"prompt_tokens",
        {{"distribution", "lognormal"},

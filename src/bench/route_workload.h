@@ -7,8 +7,13 @@
 //   - every client asks for max_tokens = 2048, clamped to the context left after the prompt (the
 //     gateway refuses prompt + max_tokens beyond the context; clients clamp, as OpenAI's do);
 //   - arrivals are Poisson.
+// Or a recorded trace (bench/trace.h), used as recorded: its requests in order, its prompt and
+// output lengths (capped to the context as above), its inter-arrival gaps scaled by one factor
+// so the mean rate is the one asked for; Mooncake block ids become shared prompt blocks. Past
+// the trace's end it starts over (new request indices, so tails stay unique).
 // The true output length travels only inside the prompt as the sim engine's output-length
-// directive (engine/step_executor.h): the gateway and router see a prompt of N tokens and
+// directive (engine/step_executor.h): at the start of a synthetic prompt, at the end of a trace's
+// (so shared prefixes stay shared). The gateway and router see a prompt of N tokens and
 // max_tokens, nothing else.
 #pragma once
 
@@ -16,6 +21,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "bench/trace.h"
 #include "common/random.h"
 #include "nlohmann/json.hpp"
 
@@ -29,6 +35,8 @@ struct WorkloadOptions {
 };
 
 struct WorkItem {
+  int64_t index = 0;                    // the request's serial number (salts its unique tokens)
+  const TraceRequest* trace = nullptr;  // the recorded request, in trace mode
   int32_t prompt_tokens = 0;
   int32_t output_tokens = 0;  // the truth; only the sim engine learns it (directive)
   int32_t max_tokens = 0;     // what the client sends
@@ -36,13 +44,17 @@ struct WorkItem {
 
 class Workload {
  public:
-  Workload(const WorkloadOptions& options, uint64_t seed) : options_(options), random_(seed) {}
+  // `trace` (optional) must outlive the workload.
+  Workload(const WorkloadOptions& options, uint64_t seed, const Trace* trace = nullptr)
+      : options_(options), random_(seed), trace_(trace) {}
 
   WorkItem Next();
-  // Seconds to the next Poisson arrival at `rate_per_s`.
+  // Seconds to the next arrival at a mean `rate_per_s`: Poisson, or the trace's next gap scaled.
   double NextGap(double rate_per_s);
-  // The prompt's token ids: the sim output-length directive, then filler tokens.
+  // The prompt's token ids with the sim output-length directive; synthetic prompts share
+  // nothing, a trace's share what its block ids share.
   static std::vector<int32_t> PromptTokens(const WorkItem& item, int32_t vocab);
+  const Trace* trace() const { return trace_; }
 
   nlohmann::json Describe() const;
 
@@ -52,6 +64,9 @@ class Workload {
 
   WorkloadOptions options_;
   Random random_;
+  const Trace* trace_;
+  int64_t issued_ = 0;  // items handed out
+  int64_t gaps_ = 0;    // gaps handed out
 };
 
 // The q-quantile (nearest rank) of `values`; 0 when empty. Sorts a copy.

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "common/hash128.h"
@@ -29,6 +30,9 @@ struct PrefixCacheDelta {
   uint64_t to = 0;
   // Events name every this-many-th block of a chain only (positions k-1, 2k-1, ...).
   int32_t report_every_blocks = 1;
+  // On snapshots: the namespace the chain's root was made from (model, version, backend:
+  // EngineOptions::prefix_cache_namespace), so a gateway hashes a prompt as this replica does.
+  std::string cache_namespace;
   std::vector<CacheEvent> events;
   bool empty() const { return !snapshot && events.empty(); }
 };

@@ -363,13 +363,15 @@ absl::Status Daemon::StartServing() {
   if (HasRole(roles_, "gateway")) {
     EXA_ASSIGN_OR_RETURN(router::Policy policy,
                          router::ParsePolicy(options_.gateway.routing_policy));
+    prefix_index_ = std::make_unique<router::PrefixIndex>();
     table_ = std::make_unique<router::ReplicaTable>(policy, absl::ToUnixNanos(absl::Now()));
+    table_->SetPrefixIndex(prefix_index_.get());
     if (replicas_) {
       local_backend_ = std::make_unique<LocalReplicaBackend>(*replicas_);
       local_backend_->Register(*table_);
     }
     remote_ = std::make_unique<gateway::RemoteBackend>(node_id_, local_backend_.get(), *table_,
-                                                       registry_);
+                                                       *prefix_index_, registry_);
     frontend_ = std::make_unique<gateway::Frontend>(options_.gateway, *remote_, *table_, registry_);
     routes_ =
         std::make_unique<gateway::VersionRoutes>(options_.node.data_dir + "/gateway-routes.json");
@@ -672,7 +674,9 @@ std::vector<std::string> Daemon::CurrentRoles() const {
 void Daemon::PumpLoad() {
   if (!replicas_) return;
   replica_metrics_->Update();
-  if (local_backend_) local_backend_->ReportLoad(*table_, state_ == State::kReady);
+  if (local_backend_) {
+    local_backend_->ReportLoad(*table_, state_ == State::kReady, prefix_index_.get());
+  }
   if (node_service_) node_service_->Publish();
   // Replicas started or stopped (StartReplica/StopReplica): the gossip summary follows.
   if (gossip_) {

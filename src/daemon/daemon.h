@@ -139,6 +139,9 @@ class Daemon {
   mutable absl::Mutex health_mu_;
   std::map<std::string, bool> replica_healthy_ ABSL_GUARDED_BY(health_mu_);
   std::map<std::string, std::string> replica_reason_ ABSL_GUARDED_BY(health_mu_);
+  // What every replica holds in its prefix cache: fed by the load streams (remote_) and the local
+  // engines' journals (local_backend_), read by the table. Declared first: the others point here.
+  std::unique_ptr<router::PrefixIndex> prefix_index_;
   std::unique_ptr<router::ReplicaTable> table_;
   std::unique_ptr<gateway::RemoteBackend> remote_;
   std::unique_ptr<gateway::VersionRoutes> routes_;

@@ -5,12 +5,15 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <set>
 #include <string>
 
 #include "absl/synchronization/mutex.h"
+#include "engine/prefix_journal.h"
 #include "gateway/frontend.h"
 #include "node/replica_host.h"
+#include "router/prefix_index.h"
 #include "router/replica_table.h"
 
 namespace exa::daemon {
@@ -49,8 +52,9 @@ class LocalReplicaBackend final : public gateway::ReplicaBackend {
     }
     registered_ = std::move(now);
   }
-  // Copies each replica's load into the table: what the load stream does across nodes.
-  void ReportLoad(router::ReplicaTable& table, bool ready) const {
+  // Copies each replica's load into the table, and what its prefix cache stored and evicted into
+  // `index` (may be null): what the load stream does across nodes.
+  void ReportLoad(router::ReplicaTable& table, bool ready, router::PrefixIndex* index) const {
     // Labels changed (exaserve-cli replica label) or replicas started or stopped: the router
     // re-reads them.
     const uint64_t labels = host_.labels_version(), serving = host_.serving_version();
@@ -62,16 +66,48 @@ class LocalReplicaBackend final : public gateway::ReplicaBackend {
       // The router avoids replicas with requests blocked for a slot, not those whose admission
       // queue merely holds this step's arrivals.
       table.Report(r->id, {load.pending_tokens, load.running + load.waiting, ready, load.blocked,
-                           load.ttft_p99_ms, load.itl_p99_ms});
+                           load.ttft_p99_ms, load.itl_p99_ms, load.max_running});
     }
+    if (index != nullptr) FeedIndex(*index);
   }
 
  private:
+  // The journals' news since the last call (node_service.h's per-report bound), and stopped
+  // replicas out.
+  void FeedIndex(router::PrefixIndex& index) const {
+    absl::MutexLock lock(&mu_);
+    std::set<std::string> present;
+    for (const auto& r : host_.replicas()) {
+      present.insert(r->id);
+      const engine::PrefixJournal* journal = r->engine->prefix_journal();
+      if (journal == nullptr) continue;
+      JournalCursor& c = cursors_[r->id];  // epoch 0 at first: the journal sends a snapshot
+      PrefixCacheDelta d = journal->Since(c.epoch, c.seq, kMaxEventsPerReport);
+      if (d.empty()) continue;
+      c = {d.epoch, d.to};
+      index.Apply(r->id, d);
+    }
+    for (auto it = cursors_.begin(); it != cursors_.end();) {
+      if (present.count(it->first) != 0) {
+        ++it;
+        continue;
+      }
+      index.Remove(it->first);
+      it = cursors_.erase(it);
+    }
+  }
+
+  static constexpr size_t kMaxEventsPerReport = 4096;
+  struct JournalCursor {
+    uint64_t epoch = 0, seq = 0;
+  };
+
   const node::ReplicaHost& host_;
   mutable std::atomic<uint64_t> registered_labels_{0};  // Register at start saw version 0
   mutable std::atomic<uint64_t> registered_serving_{0};
   mutable absl::Mutex mu_;
   mutable std::set<std::string> registered_ ABSL_GUARDED_BY(mu_);  // ids in the table
+  mutable std::map<std::string, JournalCursor> cursors_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace exa::daemon

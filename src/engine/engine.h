@@ -78,7 +78,8 @@ struct EngineLoad {
   // Mean output length of recently completed requests; 0 until the history has enough samples.
   double expected_output_tokens = 0;
   int32_t running = 0;
-  int32_t waiting = 0;  // admitted but not running (queued, or preempted)
+  int32_t max_running = 0;  // batch slots: the scheduler's max_running
+  int32_t waiting = 0;      // admitted but not running (queued, or preempted)
   // Of `waiting`, those the scheduler holds for want of a batch slot or KV blocks (preempted
   // ones included), not requests merely in the admission queue until the next step: what a
   // router should avoid. A request queued for admission waits at most one step.

@@ -276,6 +276,7 @@ EngineLoad EngineCore::Load() const {
       load.pending_tokens += EstimatedPendingTokens(*seq, info_.max_context, output_lengths_);
   }
   load.running = static_cast<int32_t>(scheduler_.running().size());
+  load.max_running = options_.max_running;
   load.waiting = static_cast<int32_t>(scheduler_.waiting().size());
   load.blocked = load.waiting;  // the scheduler's own waiting line: no slot or KV this step
   load.kv_blocks_used = cache_.used_blocks();

@@ -4,10 +4,11 @@
 
 namespace exa::engine {
 
-PrefixJournal::PrefixJournal(uint64_t epoch, int32_t report_every_blocks, size_t capacity,
-                             size_t max_snapshot)
+PrefixJournal::PrefixJournal(uint64_t epoch, int32_t report_every_blocks,
+                             std::string cache_namespace, size_t capacity, size_t max_snapshot)
     : epoch_(epoch),
       report_every_blocks_(std::max(1, report_every_blocks)),
+      cache_namespace_(std::move(cache_namespace)),
       capacity_(std::max<size_t>(1, capacity)),
       max_snapshot_(max_snapshot) {}
 
@@ -47,6 +48,7 @@ PrefixCacheDelta PrefixJournal::Since(uint64_t epoch, uint64_t cursor, size_t ma
   if (epoch != epoch_ || cursor < reset_seq_ || cursor < first_kept || cursor > last_seq_) {
     d.snapshot = true;
     d.to = last_seq_;
+    d.cache_namespace = cache_namespace_;
     const size_t limit = std::min(max_snapshot, max_snapshot_);
     d.events.reserve(std::min(current_.size(), limit));
     for (const BlockHash& h : current_) {

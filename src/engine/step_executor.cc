@@ -53,11 +53,16 @@ std::vector<int32_t> SimOutputLengthDirective(int32_t output_tokens) {
 }
 
 int32_t SimExecutor::DirectedOutputLength(std::span<const int32_t> prompt) {
-  if (prompt.size() < kSimDirectiveTokens || prompt[0] != kSimDirectiveMarker ||
-      prompt[1] != kSimDirectiveMarker || prompt[2] < 16 || prompt[3] < 16 || prompt[3] >= 80) {
-    return 0;
-  }
-  return (prompt[2] - 16) * 64 + (prompt[3] - 16);
+  if (prompt.size() < kSimDirectiveTokens) return 0;
+  const auto parse = [](std::span<const int32_t> d) -> int32_t {
+    if (d[0] != kSimDirectiveMarker || d[1] != kSimDirectiveMarker || d[2] < 16 || d[3] < 16 ||
+        d[3] >= 80) {
+      return 0;
+    }
+    return (d[2] - 16) * 64 + (d[3] - 16);
+  };
+  if (int32_t l = parse(prompt.first(kSimDirectiveTokens)); l > 0) return l;
+  return parse(prompt.last(kSimDirectiveTokens));
 }
 
 int32_t SimExecutor::NextToken(int32_t last, int32_t position, int32_t vocab) {

@@ -21,9 +21,9 @@ namespace exa::engine {
 
 // The sim backend's end-of-sequence token (the sim emits it only under a directive).
 inline constexpr int32_t kSimEosToken = 1;
-// SimOutputLengthDirective: {2, 2, 16 + L / 64, 16 + L % 64}, then the rest of the prompt. Token
-// 2 twice is never produced by encoding text; the digits need a vocabulary of at least 80 and
-// L < 64 * (vocab - 16).
+// SimOutputLengthDirective: {2, 2, 16 + L / 64, 16 + L % 64}, at the start of the prompt or at its
+// end (where it leaves a shared prefix intact). Token 2 twice is never produced by encoding text;
+// the digits need a vocabulary of at least 80 and L < 64 * (vocab - 16).
 inline constexpr int32_t kSimDirectiveMarker = 2;
 inline constexpr int32_t kSimDirectiveTokens = 4;
 std::vector<int32_t> SimOutputLengthDirective(int32_t output_tokens);
@@ -88,7 +88,7 @@ class ModelExecutor final : public StepExecutor {
 // end-of-sequence id) and returns the cost model's step time (the driver waits it out: a sleep
 // in the threaded engine, a clock advance in SimReplica).
 //
-// Output-length directive (benchmarks): a prompt that starts with the tokens of
+// Output-length directive (benchmarks): a prompt that starts or ends with the tokens of
 // SimOutputLengthDirective(L) ends after exactly L generated tokens, the last one kSimEosToken
 // (unless max_tokens or the context ends it first). This is how a workload's true output length
 // reaches the sim engine and nothing else: gateways and routers see only prompt tokens.

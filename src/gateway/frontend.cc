@@ -8,6 +8,7 @@
 #include "common/logging.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "engine/prefix_hash.h"
 
 namespace exa::gateway {
 namespace {
@@ -26,6 +27,41 @@ absl::Cord FieldCord(std::string_view field) {
   return absl::Cord(absl::string_view(field.data(), field.size()));
 }
 
+// A prompt's chained block hashes per cache namespace, made on first ask, for kv-token-aware
+// routing (docs/architecture.md#routing). Replicas use 16-token blocks (the engine's default);
+// a replica with another size simply matches nothing.
+class PromptChains {
+ public:
+  static constexpr int32_t kBlockTokens = 16;
+
+  PromptChains(std::span<const int32_t> tokens, std::string salt)
+      : tokens_(tokens), salt_(std::move(salt)) {}
+
+  std::span<const Hash128> For(const std::string& cache_namespace) {
+    if (cache_namespace.empty()) return {};  // a replica not reporting its cache yet
+    for (const auto& [name, chain] : chains_) {
+      if (name == cache_namespace) return chain;
+    }
+    std::vector<Hash128> chain;
+    hasher_.Extend(hasher_.Root(cache_namespace, salt_), tokens_, kBlockTokens,
+                   static_cast<int32_t>(tokens_.size()) / kBlockTokens, &chain);
+    chains_.emplace_back(cache_namespace, std::move(chain));
+    return chains_.back().second;
+  }
+
+  // Fills `route` to ask this object for hashes; it must outlive the route's use.
+  void Attach(router::RouteRequest& route) {
+    route.block_tokens = kBlockTokens;
+    route.block_hashes = [this](const std::string& ns) { return For(ns); };
+  }
+
+ private:
+  std::span<const int32_t> tokens_;
+  std::string salt_;
+  engine::PrefixHasher hasher_;
+  std::vector<std::pair<std::string, std::vector<Hash128>>> chains_;
+};
+
 }  // namespace
 
 absl::Status FieldError(std::string_view field, std::string_view message) {
@@ -42,7 +78,8 @@ std::string ErrorField(const absl::Status& status) {
 void RegisterConfig(config::Schema& s, std::string_view section, GatewayOptions* o) {
   std::string p(section);
   s.AddEnum(p + ".routing_policy", &o->routing_policy,
-            {"token-aware", "least-connections", "least-requests", "round-robin", "random"},
+            {"kv-token-aware", "token-aware", "least-connections", "least-requests", "round-robin",
+             "random"},
             "how the gateway picks a replica");
   s.Add<int>(p + ".max_in_flight", &o->max_in_flight,
              "requests open at once; beyond this: 429 / RESOURCE_EXHAUSTED", PositiveInt);
@@ -273,8 +310,11 @@ absl::StatusOr<std::shared_ptr<Call>> Frontend::Start(TextRequest r, EventSink s
   if (routes_ != nullptr) labels = routes_->Labels(r.headers);
   // Without an explicit version any version may serve, subject to the version routes' labels.
   std::string version = r.version;
-  auto replica = table_.Choose(
-      {model->name, version, static_cast<int64_t>(g.prompt_tokens.size()), {}, labels});
+  router::RouteRequest route{
+      model->name, version, static_cast<int64_t>(g.prompt_tokens.size()), {}, labels};
+  PromptChains chains(g.prompt_tokens, g.cache_salt);
+  if (table_.policy() == router::Policy::kKvTokenAware) chains.Attach(route);
+  auto replica = table_.Choose(route);
   if (!replica.ok()) {
     in_flight_--;
     requests_
@@ -389,7 +429,10 @@ bool Frontend::Retry(const std::shared_ptr<Call>& call, const engine::StreamCall
     std::atomic<int>& n;
     ~Release() { n--; }
   } release{retries_in_flight_};
-  auto replica = table_.Choose({call->model_, call->version_, call->prompt_tokens_, call->tried_});
+  router::RouteRequest route{call->model_, call->version_, call->prompt_tokens_, call->tried_};
+  PromptChains chains(call->request_.prompt_tokens, call->request_.cache_salt);
+  if (table_.policy() == router::Policy::kKvTokenAware) chains.Attach(route);
+  auto replica = table_.Choose(route);
   if (!replica.ok()) {
     retries_.WithLabels({"refused_no_replica"}).Increment();
     return false;

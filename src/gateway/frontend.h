@@ -30,7 +30,7 @@
 namespace exa::gateway {
 
 struct GatewayOptions {
-  std::string routing_policy = "token-aware";
+  std::string routing_policy = "kv-token-aware";
   int max_in_flight = 1024;      // requests this gateway holds open; beyond: 429
   int default_max_tokens = 256;  // when the request names none
   int max_tokens_limit = 4096;   // largest max_tokens accepted

@@ -48,9 +48,15 @@ absl::StatusOr<PrefixCacheDelta> PrefixCacheDeltaFromProto(
       return absl::InvalidArgumentError(StrCat(
           "cache_delta.report_every_blocks: ", p.report_every_blocks(), "; expected 1-1024"));
     }
+    if (p.cache_namespace().size() > 1024) {
+      return absl::InvalidArgumentError(
+          StrCat("cache_delta.cache_namespace: ", p.cache_namespace().size(),
+                 " bytes; at most 1024 expected"));
+    }
     d.epoch = p.epoch();
     d.to = p.to_seq();
     d.report_every_blocks = static_cast<int32_t>(p.report_every_blocks());
+    d.cache_namespace = p.cache_namespace();
   } else {
     if (p.evicted_bits().size() != (n + 7) / 8) {
       return absl::InvalidArgumentError(
@@ -138,7 +144,7 @@ class RemoteBackend::Peer : public std::enable_shared_from_this<Peer> {
       owner_->table_.Report(r.replica_id(),
                             {r.pending_tokens(), r.running_sequences() + r.waiting_sequences(),
                              r.ready() && described_, r.blocked_sequences(), r.ttft_p99_ms(),
-                             r.inter_token_p99_ms()});
+                             r.inter_token_p99_ms(), std::max(0, r.max_running_sequences())});
       if (r.has_cache_delta()) ApplyCacheDelta(r.replica_id(), r.cache_delta());
     }
     // A replica of a model this node did not serve when we asked (StartReplica since): ask again
@@ -386,10 +392,12 @@ class RemoteBackend::RemoteCall final : public grpc::ClientReadReactor<GenerateR
 // ---- RemoteBackend ------------------------------------------------------------------------------
 
 RemoteBackend::RemoteBackend(std::string self_node_id, ReplicaBackend* local,
-                             router::ReplicaTable& table, metrics::Registry& registry)
+                             router::ReplicaTable& table, router::PrefixIndex& prefix_index,
+                             metrics::Registry& registry)
     : self_node_id_(std::move(self_node_id)),
       local_(local),
       table_(table),
+      prefix_index_(prefix_index),
       stream_breaks_(registry.SimpleCounter(
           "exaserve_gateway_load_stream_breaks_total",
           "Node load streams that ended unexpectedly (the node's replicas left routing).")),

@@ -38,8 +38,10 @@ absl::StatusOr<PrefixCacheDelta> PrefixCacheDeltaFromProto(const exaserve::v1::P
 class RemoteBackend final : public ReplicaBackend {
  public:
   // `local` serves the replicas of this process (any id no load stream reported); may be null.
+  // `prefix_index` (shared with the table and the local replicas) follows the remote replicas'
+  // cached-block reports; it must outlive this backend.
   RemoteBackend(std::string self_node_id, ReplicaBackend* local, router::ReplicaTable& table,
-                metrics::Registry& registry);
+                router::PrefixIndex& prefix_index, metrics::Registry& registry);
   ~RemoteBackend() override;
 
   // The current membership view (call on every change and about once a second: it also retries
@@ -55,8 +57,6 @@ class RemoteBackend final : public ReplicaBackend {
 
   // Nodes with an open load stream (for tests and /status).
   int watched_nodes() const;
-  // What each remote replica holds in its prefix cache, from the load streams.
-  const router::PrefixIndex& prefix_index() const { return prefix_index_; }
 
   class Peer;
   class RemoteCall;
@@ -79,6 +79,7 @@ class RemoteBackend final : public ReplicaBackend {
   const std::string self_node_id_;
   ReplicaBackend* const local_;
   router::ReplicaTable& table_;
+  router::PrefixIndex& prefix_index_;  // remote replicas' entries; the daemon's (shared)
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Peer>> peers_ ABSL_GUARDED_BY(mu_);  // by node id
   std::map<std::string, ModelView> models_ ABSL_GUARDED_BY(mu_);             // by "name@version"
@@ -92,7 +93,6 @@ class RemoteBackend final : public ReplicaBackend {
   std::atomic<engine::RequestId> next_id_{1};
   std::atomic<int> reactors_open_{0};  // load watches and DescribeModels calls in flight
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
-  router::PrefixIndex prefix_index_;
   metrics::Counter& stream_breaks_;
   metrics::Counter& cache_resyncs_;
   metrics::Counter& remote_calls_;

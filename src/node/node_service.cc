@@ -116,6 +116,7 @@ void ToProto(const PrefixCacheDelta& d, exaserve::v1::PrefixCacheDelta* p) {
     p->set_epoch(d.epoch);
     p->set_to_seq(d.to);
     p->set_report_every_blocks(static_cast<uint32_t>(d.report_every_blocks));
+    p->set_cache_namespace(d.cache_namespace);
     return;
   }
   p->set_from_seq(d.from);
@@ -131,6 +132,7 @@ void FillReplicaLoad(const std::string& id, const std::string& model, const std:
   p->set_replica_id(id);
   p->set_pending_tokens(load.pending_tokens);
   p->set_running_sequences(load.running);
+  p->set_max_running_sequences(load.max_running);
   p->set_waiting_sequences(load.waiting);
   p->set_blocked_sequences(load.blocked);
   p->set_kv_blocks_used(load.kv_blocks_used);

@@ -9,6 +9,7 @@ namespace exa::router {
 namespace {
 
 constexpr std::pair<Policy, std::string_view> kNames[] = {
+    {Policy::kKvTokenAware, "kv-token-aware"},
     {Policy::kTokenAware, "token-aware"},
     {Policy::kLeastConnections, "least-connections"},
     {Policy::kLeastRequests, "least-requests"},
@@ -33,6 +34,17 @@ size_t ArgMinRandomTie(const std::vector<Candidate>& c, Cost cost, Random& rando
   return ties[random.Uniform(ties.size())];
 }
 
+// What one more request adds besides its prompt: the decode tokens it is expected to produce,
+// the pool's reported pending tokens per sequence (see TokenAware).
+int64_t PerRequestDecode(const std::vector<Candidate>& c) {
+  int64_t pool_pending = 0, pool_sequences = 0;
+  for (const Candidate& x : c) {
+    pool_pending += std::max<int64_t>(0, x.reported_pending_tokens);
+    pool_sequences += std::max<int32_t>(0, x.reported_sequences);
+  }
+  return pool_sequences > 0 ? pool_pending / pool_sequences : 0;
+}
+
 size_t TokenAware(const std::vector<Candidate>& c, int64_t prompt_tokens,
                   const PolicyOptions& options, Random& random) {
   // What one more request adds besides its prompt: the decode tokens it is expected to produce.
@@ -40,12 +52,7 @@ size_t TokenAware(const std::vector<Candidate>& c, int64_t prompt_tokens,
   // sequence (the replicas' own history-based estimates). Without it a request dispatched since
   // the last report would count only its prompt, and every gateway would keep sending to the
   // replica that looked cheapest at the report, for the whole report period (herding).
-  int64_t pool_pending = 0, pool_sequences = 0;
-  for (const Candidate& x : c) {
-    pool_pending += std::max<int64_t>(0, x.reported_pending_tokens);
-    pool_sequences += std::max<int32_t>(0, x.reported_sequences);
-  }
-  const int64_t per_request = pool_sequences > 0 ? pool_pending / pool_sequences : 0;
+  const int64_t per_request = PerRequestDecode(c);
   // A replica that reported requests waiting is saturated (no batch slot or KV free): a new
   // request would queue there however few tokens it owes. Pending tokens measure work, not
   // slots, so skip saturated replicas while any other is eligible.
@@ -83,6 +90,68 @@ size_t TokenAware(const std::vector<Candidate>& c, int64_t prompt_tokens,
   return cost[b] < cost[a] ? b : a;
 }
 
+size_t KvTokenAware(const std::vector<Candidate>& c, int64_t prompt_tokens,
+                    const PolicyOptions& options, Random& random) {
+  constexpr int64_t kExcluded = std::numeric_limits<int64_t>::max();
+  const int64_t per_request = PerRequestDecode(c);
+  const auto sequences = [&](size_t i) {
+    return int64_t{c[i].reported_sequences} + c[i].dispatched_requests;
+  };
+  // Tier 0: a batch slot free and nothing blocked; 1: nothing blocked; 2: the rest. A request
+  // sent where no slot is free waits for a running one to end, however few tokens it owes.
+  const auto tier = [&](size_t i) {
+    if (c[i].reported_waiting > 0) return 2;
+    return c[i].slots > 0 && sequences(i) >= c[i].slots ? 1 : 0;
+  };
+  int best_tier = 2;
+  for (size_t i = 0; i < c.size(); ++i) best_tier = std::min(best_tier, tier(i));
+  std::vector<int64_t> queue(c.size()), uncached(c.size()), cost(c.size(), kExcluded);
+  int64_t queue_sum = 0, members = 0;
+  for (size_t i = 0; i < c.size(); ++i) {
+    queue[i] = std::max<int64_t>(0, c[i].reported_pending_tokens) + c[i].dispatched_tokens +
+               int64_t{c[i].dispatched_requests} * per_request;
+    if (tier(i) != best_tier) continue;
+    queue_sum += queue[i];
+    members++;
+  }
+  const double mean_queue = static_cast<double>(queue_sum) / static_cast<double>(members);
+  const double hot = options.affinity_load_bound * mean_queue + static_cast<double>(prompt_tokens);
+  int64_t best = kExcluded;
+  size_t best_index = 0;
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (tier(i) != best_tier) continue;
+    const int64_t cached = static_cast<double>(queue[i]) > hot
+                               ? 0
+                               : std::clamp<int64_t>(c[i].cached_tokens, 0, prompt_tokens);
+    uncached[i] = prompt_tokens - cached;
+    cost[i] = queue[i] + uncached[i];
+    if (cost[i] < best) {
+      best = cost[i];
+      best_index = i;
+    }
+  }
+  const int64_t slack =
+      std::max({options.near_equal_tokens, static_cast<int64_t>(best * options.near_equal_fraction),
+                uncached[best_index]});
+  // Near-equal alternatives hold about as much of the prefix as the cheapest, or more: saved
+  // prefill is work not done, never noise to even out.
+  std::vector<size_t> near;
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (cost[i] != kExcluded && cost[i] <= best + slack &&
+        uncached[i] <= uncached[best_index] + options.near_equal_tokens) {
+      near.push_back(i);
+    }
+  }
+  if (near.size() == 1) return near[0];
+  size_t a = near[random.Uniform(near.size())];
+  size_t b = near[random.Uniform(near.size())];
+  if (std::abs(uncached[a] - uncached[b]) > options.near_equal_tokens) {
+    return uncached[b] < uncached[a] ? b : a;
+  }
+  if (sequences(a) != sequences(b)) return sequences(b) < sequences(a) ? b : a;
+  return cost[b] < cost[a] ? b : a;
+}
+
 }  // namespace
 
 absl::StatusOr<Policy> ParsePolicy(std::string_view name) {
@@ -91,7 +160,8 @@ absl::StatusOr<Policy> ParsePolicy(std::string_view name) {
   }
   return absl::InvalidArgumentError(
       StrCat("routing policy \"", name,
-             "\": expected token-aware, least-connections, least-requests, round-robin or random"));
+             "\": expected kv-token-aware, token-aware, least-connections, least-requests, "
+             "round-robin or random"));
 }
 
 std::string_view PolicyName(Policy policy) {
@@ -106,6 +176,8 @@ std::optional<size_t> Pick(Policy policy, const std::vector<Candidate>& candidat
                            Random& random) {
   if (candidates.empty()) return std::nullopt;
   switch (policy) {
+    case Policy::kKvTokenAware:
+      return KvTokenAware(candidates, prompt_tokens, options, random);
     case Policy::kTokenAware:
       return TokenAware(candidates, prompt_tokens, options, random);
     case Policy::kLeastConnections:

@@ -1,7 +1,16 @@
 // Routing policies (docs/architecture.md#routing): pure functions from a view of candidate replicas
 // to a choice. No clock, no I/O, no locks (TigerBeetle's pure leaves); randomness is passed in.
 //
-//   token-aware (default): cost = reported pending tokens + what this gateway dispatched since
+//   kv-token-aware (default): token-aware's queue, made cache- and slot-aware. A replica's cost =
+//     its queue (as token-aware) + this request's uncached prefill (the prompt minus the prefix
+//     the replica holds, from the gateway's prefix index). Replicas are tiered: a free batch slot
+//     (reported sequences + dispatched since < slots) and nothing blocked, then nothing blocked,
+//     then the rest; the best non-empty tier competes. Bounded load for affinity: a replica
+//     whose queue is over `affinity_load_bound` x the tier's mean (plus this prompt) gets no
+//     credit for its cache, so a hot prefix never piles requests onto one replica. Near-equal
+//     as token-aware but within the cheapest's uncached prefill, not the whole prompt; power of
+//     two choices among them: the bigger cache hit, then more free slots, then the cheaper.
+//   token-aware: cost = reported pending tokens + what this gateway dispatched since
 //     that report (each request's prompt plus the pool's reported pending tokens per sequence,
 //     the expected decode) + this request's prompt tokens. Replicas that reported requests
 //     waiting (no batch slot or KV free) are skipped while any other is eligible: tokens measure
@@ -25,7 +34,14 @@
 
 namespace exa::router {
 
-enum class Policy { kTokenAware, kLeastConnections, kLeastRequests, kRoundRobin, kRandom };
+enum class Policy {
+  kKvTokenAware,
+  kTokenAware,
+  kLeastConnections,
+  kLeastRequests,
+  kRoundRobin,
+  kRandom
+};
 
 absl::StatusOr<Policy> ParsePolicy(std::string_view name);
 std::string_view PolicyName(Policy policy);
@@ -39,6 +55,8 @@ struct Candidate {
   int32_t dispatched_requests = 0;      // this gateway's dispatches since that report
   int32_t open_requests = 0;            // this gateway's requests still streaming from it
   int32_t reported_waiting = 0;         // admitted but not running at the last report
+  int32_t slots = 0;                    // the replica's batch slots (max running); 0: unknown
+  int64_t cached_tokens = 0;            // of this request's prompt, the prefix the replica holds
 };
 
 struct PolicyOptions {
@@ -46,6 +64,9 @@ struct PolicyOptions {
   double near_equal_fraction = 0.1;
   // ...or within this many tokens, which matters when every replica is nearly idle.
   int64_t near_equal_tokens = 64;
+  // kv-token-aware: a replica whose queue exceeds this multiple of the mean (plus the prompt)
+  // gets no credit for the prefix it holds.
+  double affinity_load_bound = 1.5;
 };
 
 // Per-gateway state a policy may keep between picks (the round-robin cursor).

@@ -22,6 +22,7 @@ PrefixIndex::Applied PrefixIndex::Apply(const std::string& replica, const Prefix
     }
     e.epoch = delta.epoch;
     e.report_every_blocks = std::max(1, delta.report_every_blocks);
+    e.cache_namespace = delta.cache_namespace;
     e.cursor = delta.to;
     e.stale = false;
     return Applied::kApplied;
@@ -68,7 +69,8 @@ PrefixIndex::ReplicaState PrefixIndex::State(const std::string& replica) const {
   auto it = replicas_.find(replica);
   if (it == replicas_.end()) return {};
   const Entry& e = it->second;
-  return {e.epoch, e.cursor, e.stale, e.report_every_blocks, e.hashes.size(), e.dropped};
+  return {e.epoch,         e.cursor,  e.stale,          e.report_every_blocks,
+          e.hashes.size(), e.dropped, e.cache_namespace};
 }
 
 bool PrefixIndex::Holds(const std::string& replica, std::span<const Hash128> hashes) const {

@@ -58,7 +58,8 @@ class PrefixIndex {
     bool stale = true;
     int32_t report_every_blocks = 1;
     size_t hashes = 0;
-    uint64_t dropped = 0;  // stored hashes not indexed (the bound)
+    uint64_t dropped = 0;         // stored hashes not indexed (the bound)
+    std::string cache_namespace;  // the chains' namespace, from the last snapshot
   };
   ReplicaState State(const std::string& replica) const ABSL_LOCKS_EXCLUDED(mu_);
   // Whether `replica`'s set is exactly `hashes` (tests).
@@ -72,6 +73,7 @@ class PrefixIndex {
     bool stale = true;
     int32_t report_every_blocks = 1;
     uint64_t dropped = 0;
+    std::string cache_namespace;
     absl::flat_hash_set<uint64_t> hashes;
   };
   void Store(Entry& e, uint64_t key);

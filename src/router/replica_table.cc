@@ -39,6 +39,11 @@ void ReplicaTable::SetEjected(const std::string& id, bool ejected) {
   if (it != replicas_.end()) it->second.snap.ejected = ejected;
 }
 
+void ReplicaTable::SetPrefixIndex(const PrefixIndex* index) {
+  absl::MutexLock lock(&mu_);
+  prefix_index_ = index;
+}
+
 void ReplicaTable::SetHealthy(const std::string& id, bool healthy) {
   absl::MutexLock lock(&mu_);
   auto it = replicas_.find(id);
@@ -108,14 +113,34 @@ absl::StatusOr<std::string> ReplicaTable::Choose(const RouteRequest& request) {
   }
   std::vector<Candidate> candidates;
   candidates.reserve(eligible.size());
+  const bool affinity = policy_ == Policy::kKvTokenAware && prefix_index_ != nullptr &&
+                        request.block_hashes != nullptr;
+  std::vector<std::pair<std::string, std::span<const Hash128>>> chains;  // one per namespace
+  const auto chain_for = [&](const std::string& id) -> std::span<const Hash128> {
+    const std::string ns = prefix_index_->State(id).cache_namespace;
+    for (const auto& [name, chain] : chains) {
+      if (name == ns) return chain;
+    }
+    chains.emplace_back(ns, request.block_hashes(ns));
+    return chains.back().second;
+  };
   for (const Entry* e : eligible) {
-    candidates.push_back(Candidate{e->snap.report.pending_tokens, e->snap.dispatched_tokens,
-                                   e->snap.report.sequences, e->dispatched_requests,
-                                   e->snap.open_requests, e->snap.report.waiting});
+    Candidate c{e->snap.report.pending_tokens, e->snap.dispatched_tokens,
+                e->snap.report.sequences,      e->dispatched_requests,
+                e->snap.open_requests,         e->snap.report.waiting,
+                e->snap.report.slots,          0};
+    if (affinity) {
+      c.cached_tokens =
+          int64_t{prefix_index_->MatchedBlocks(e->snap.info.id, chain_for(e->snap.info.id))} *
+          request.block_tokens;
+    }
+    candidates.push_back(c);
   }
   auto pick = Pick(policy_, candidates, request.prompt_tokens, options_, state_, random_);
   Entry* chosen = eligible[*pick];
-  chosen->snap.dispatched_tokens += request.prompt_tokens;
+  // The work this dispatch adds: what the replica must prefill of the prompt.
+  chosen->snap.dispatched_tokens +=
+      request.prompt_tokens - std::min(request.prompt_tokens, candidates[*pick].cached_tokens);
   chosen->dispatched_requests++;
   chosen->snap.open_requests++;
   return chosen->snap.info.id;

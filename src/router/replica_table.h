@@ -7,15 +7,19 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/hash128.h"
 #include "common/random.h"
 #include "router/policy.h"
+#include "router/prefix_index.h"
 
 namespace exa::router {
 
@@ -35,6 +39,7 @@ struct LoadReport {
   int32_t waiting = 0;
   double ttft_p99_ms = 0;  // recent latency; 0: not measured yet
   double itl_p99_ms = 0;
+  int32_t slots = 0;  // batch slots (max running sequences); 0 when the reporter does not say
 };
 
 struct RouteRequest {
@@ -46,6 +51,12 @@ struct RouteRequest {
   // Only replicas carrying every one of these labels (version routing). The key "version"
   // falls back to the replica's model version when it has no such label.
   std::map<std::string, std::string> labels;
+  // The prompt's chained block hashes from a cache namespace's root
+  // (docs/architecture.md#prefix-cache), every full block of `block_tokens`, for the
+  // kv-token-aware policy; unset: no prefix affinity. Choose calls it once per namespace its
+  // candidates' caches use; the span must stay valid until Choose returns.
+  std::function<std::span<const Hash128>(const std::string& cache_namespace)> block_hashes;
+  int32_t block_tokens = 16;
 };
 
 // The replica's value for label `key` ("version" defaults to info.version); "" when absent.
@@ -71,6 +82,9 @@ class ReplicaTable {
   void Report(const std::string& id, const LoadReport& report);
   void SetHealthy(const std::string& id, bool healthy);
   void SetEjected(const std::string& id, bool ejected);
+  // The index Choose asks how much of a request's prefix each replica holds (not owned; it
+  // must outlive the table). Without one, no replica is credited for a cached prefix.
+  void SetPrefixIndex(const PrefixIndex* index) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The replica for `request`, its dispatch recorded (pair with Complete). NOT_FOUND names the
   // model or version and lists what exists; UNAVAILABLE when none is ready and healthy.
@@ -93,6 +107,7 @@ class ReplicaTable {
   const PolicyOptions options_;
   mutable absl::Mutex mu_;
   Random random_ ABSL_GUARDED_BY(mu_);
+  const PrefixIndex* prefix_index_ ABSL_GUARDED_BY(mu_) = nullptr;
   PolicyState state_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Entry> replicas_ ABSL_GUARDED_BY(mu_);
 };

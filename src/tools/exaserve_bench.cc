@@ -153,7 +153,20 @@ int main(int argc, char** argv) {
   route_cmd->add_option("--report-hz", route_sim.report_hz, "sim: load reports per second");
   route_cmd->add_option("--rho", route_sim.rhos,
                         "offered load as fractions of capacity (default 0.5 0.7 0.85 0.95)");
-  route_cmd->add_option("--policies", route_sim.policies, "routing policies (default: all five)");
+  route_cmd->add_option("--policies", route_sim.policies,
+                        "routing policies, the first the reference of the comparisons (default: "
+                        "kv-token-aware and the five others); sim also takes oracle");
+  route_cmd->add_option("--profile", route_sim.profile,
+                        "sim: replica sizing: 13b-a100-64 (default), 13b-a100 or long-context");
+  route_cmd
+      ->add_option("--slots", route_sim.slots,
+                   "sim: batch slots (max running sequences), overriding the profile's")
+      ->check(CLI::Range(1, 4096));
+  route_cmd->add_option("--trace", route_sim.trace,
+                        "sim: replay a recorded trace (Mooncake JSON lines or Azure CSV) instead "
+                        "of the synthetic workload");
+  route_cmd->add_option("--cache-report-hz", route_sim.cache_report_hz,
+                        "sim: cached-block deltas per second reaching the gateways (default 2)");
   route_cmd->add_option("--requests", route_sim.requests,
                         "measured requests per policy and load (default 20000)");
   route_cmd->add_option("--warmup-fraction", route_sim.warmup_fraction,
@@ -186,8 +199,8 @@ int main(int argc, char** argv) {
   route_cmd
       ->add_option("--overhead-policy", route_live.overhead_policy,
                    "overhead: the gateway's policy (default round-robin, as the direct calls)")
-      ->check(CLI::IsMember(
-          {"token-aware", "least-connections", "least-requests", "round-robin", "random"}));
+      ->check(CLI::IsMember({"kv-token-aware", "token-aware", "least-connections", "least-requests",
+                             "round-robin", "random"}));
   route_cmd->add_option("--max-tokens", route_live.overhead_max_tokens,
                         "overhead: tokens generated per request (default 4)");
   exa::tools::SoakOptions soak;
@@ -259,7 +272,7 @@ int main(int argc, char** argv) {
     if (route_mode == "live") {
       if (route_cmd->count("--rho") == 0) route_sim.rhos = {0.85};
       if (route_cmd->count("--policies") == 0) {
-        route_sim.policies = {"token-aware", "least-connections", "round-robin"};
+        route_sim.policies = {"kv-token-aware", "least-connections", "round-robin"};
       }
       route_live.rhos = route_sim.rhos;
       route_live.policies = route_sim.policies;

@@ -2,9 +2,15 @@
 // test suite): the JSON has the documented shape, the figures are sane (every request completes
 // under light load, latencies ordered, goodput near the offered load), and a fixed seed gives the
 // same answer twice.
+#include <cstdio>
+#include <fstream>
+#include <string>
+
 #include <catch2/catch.hpp>
 
 #include "bench/route_bench.h"
+#include "bench/trace.h"
+#include "support/temp_dir.h"
 
 namespace exa::bench {
 namespace {
@@ -61,6 +67,96 @@ TEST_CASE("route sim: bad options are refused naming the field", "[sim][route]")
   o = Small();
   o.rhos = {0};
   CHECK(RunRouteSim(o).status().code() == absl::StatusCode::kInvalidArgument);
+}
+
+// A Mooncake-format trace of multi-turn conversations: each turn re-sends the conversation so far
+// (its block ids) and adds two blocks; arrivals interleave the conversations.
+std::string WriteConversations(const testing::TempDir& dir, int conversations, int turns) {
+  const std::string path = (dir.path / "conversations.jsonl").string();
+  std::ofstream out(path);
+  int64_t next_id = 1000;
+  std::vector<std::vector<int64_t>> ids(static_cast<size_t>(conversations));
+  int64_t ms = 0;
+  for (int t = 0; t < turns; ++t) {
+    for (int c = 0; c < conversations; ++c) {
+      auto& conv = ids[static_cast<size_t>(c)];
+      conv.push_back(next_id++);
+      conv.push_back(next_id++);
+      out << "{\"timestamp\": " << ms << ", \"input_length\": " << conv.size() * 512 - 100
+          << ", \"output_length\": 40, \"hash_ids\": [";
+      for (size_t i = 0; i < conv.size(); ++i) out << (i ? ", " : "") << conv[i];
+      out << "]}\n";
+      ms += 250;
+    }
+  }
+  return path;
+}
+
+TEST_CASE("route sim: on a trace of conversations kv-token-aware reuses the cache",
+          "[sim][route]") {
+  testing::TempDir dir;
+  RouteSimOptions o = Small();
+  o.trace = WriteConversations(dir, 12, 3);  // prompts of 924 to 2 972 tokens
+  o.replicas = 6;
+  o.replicas_per_node = 3;
+  o.policies = {"kv-token-aware", "round-robin"};
+  o.requests = 36;
+  o.warmup_fraction = 0;
+  o.capacity_requests = 30;
+  auto out = RunRouteSim(o);
+  REQUIRE(out.ok());
+  const nlohmann::json& j = *out;
+  CHECK(j["workload"]["format"] == "mooncake");
+  const auto& kv = j["results"][0];
+  const auto& rr = j["results"][1];
+  CHECK(kv["completed"] == 36);
+  CHECK(rr["completed"] == 36);
+  // Turns 2 and 3 repeat their conversation's earlier blocks: 2/3 of their prompts could hit.
+  const double unbounded = kv["unbounded_cache_hit_ratio"];
+  CHECK(unbounded > 0.4);
+  const double kv_hits = kv["prefix_hit_ratio"], rr_hits = rr["prefix_hit_ratio"];
+  CHECK(kv_hits >= 0.8 * unbounded);
+  CHECK(kv_hits > rr_hits + 0.15);
+}
+
+TEST_CASE("traces: both formats read, bad lines named", "[sim][route]") {
+  testing::TempDir dir;
+  const std::string azure = (dir.path / "azure.csv").string();
+  {
+    std::ofstream out(azure);
+    out << "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        << "2023-11-16 18:15:46.6805900,374,44\n"
+        << "2023-11-16 18:15:50.9951690,396,109\n";
+  }
+  auto t = ReadTrace(azure);
+  REQUIRE(t.ok());
+  CHECK(t->format == "azure");
+  REQUIRE(t->requests.size() == 2);
+  CHECK(t->requests[1].arrival_s == Approx(4.3145789));
+  CHECK(t->requests[1].input_length == 396);
+  CHECK(t->requests[1].output_length == 109);
+  {
+    std::ofstream out(azure, std::ios::app);
+    out << "2023-11-16 18:15:51,-3,5\n";
+  }
+  auto bad = ReadTrace(azure);
+  REQUIRE(bad.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(bad.status().message()).find(":4:") != std::string::npos);
+  const std::string mooncake = (dir.path / "mooncake.jsonl").string();
+  {
+    std::ofstream out(mooncake);
+    out << "{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 5, \"hash_ids\": [1, 2]}\n"
+        << "{\"timestamp\": 10, \"input_length\": 600}\n";
+  }
+  auto m = ReadTrace(mooncake);
+  REQUIRE(m.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(m.status().message()).find(":2:") != std::string::npos);
+  CHECK(ReadTrace("/nonexistent/trace").status().code() == absl::StatusCode::kNotFound);
+  // Equal block ids give equal tokens; the tail past the ids is the request's own.
+  TraceRequest a{0, 600, 5, {1, 2}}, b{0, 600, 5, {1, 3}};
+  auto ta = TracePromptTokens(a, 0, 256), tb = TracePromptTokens(b, 1, 256);
+  CHECK(std::equal(ta.begin(), ta.begin() + 512, tb.begin()));
+  CHECK_FALSE(std::equal(ta.begin() + 512, ta.end(), tb.begin() + 512));
 }
 
 }  // namespace

@@ -93,6 +93,45 @@ TEST_CASE("A long prompt counts backlogs within its own size as equal", "[router
   CHECK(long_hits[0] > 50);
 }
 
+// Candidate fields in order: reported pending, dispatched tokens, reported sequences, dispatched
+// requests, open requests, reported waiting, slots, cached tokens.
+TEST_CASE("KV-token-aware sends a request where its prefix is cached", "[router]") {
+  Random random(11);
+  PolicyState state;
+  // Three equally loaded replicas; replica 2 holds 7 000 of the 8 000-token prompt.
+  std::vector<Candidate> c(3, Candidate{20000, 0, 8, 0, 8, 0, 16, 0});
+  c[2].cached_tokens = 7000;
+  for (int i = 0; i < 50; ++i) CHECK(*Pick(Policy::kKvTokenAware, c, 8000, {}, state, random) == 2);
+  // Without a cached prefix it is token-aware: the fewest pending tokens.
+  std::vector<Candidate> plain = {{5000, 0, 1, 0, 1, 0, 16, 0}, {100, 0, 9, 0, 9, 0, 16, 0}};
+  for (int i = 0; i < 20; ++i) {
+    CHECK(*Pick(Policy::kKvTokenAware, plain, 50, {}, state, random) == 1);
+  }
+}
+
+TEST_CASE("KV-token-aware does not pile onto a hot replica for its cache", "[router]") {
+  Random random(12);
+  PolicyState state;
+  // Replica 0 holds the prefix but owes 200 000 tokens, far over 1.5 x the mean plus the
+  // prompt: its cache earns it nothing and the idle replicas win.
+  std::vector<Candidate> c = {{200000, 0, 15, 0, 15, 0, 16, 7000},
+                              {1000, 0, 1, 0, 1, 0, 16, 0},
+                              {1200, 0, 1, 0, 1, 0, 16, 0}};
+  for (int i = 0; i < 50; ++i) CHECK(*Pick(Policy::kKvTokenAware, c, 8000, {}, state, random) != 0);
+}
+
+TEST_CASE("KV-token-aware prefers a free batch slot to fewer tokens", "[router]") {
+  Random random(13);
+  PolicyState state;
+  // Replica 0 owes fewer tokens but its 4 slots are taken (3 reported + 1 sent since): the
+  // request would wait for one to end. Replica 1 has a slot free.
+  std::vector<Candidate> c = {{300, 50, 3, 1, 4, 0, 4, 0}, {2000, 0, 2, 0, 2, 0, 4, 0}};
+  for (int i = 0; i < 20; ++i) CHECK(*Pick(Policy::kKvTokenAware, c, 50, {}, state, random) == 1);
+  // When no replica has a slot free, tokens decide again.
+  c[1].reported_sequences = 4;
+  for (int i = 0; i < 20; ++i) CHECK(*Pick(Policy::kKvTokenAware, c, 50, {}, state, random) == 0);
+}
+
 TEST_CASE("Round-robin cycles and an empty list has no pick", "[router]") {
   Random random(4);
   PolicyState state;
@@ -102,7 +141,8 @@ TEST_CASE("Round-robin cycles and an empty list has no pick", "[router]") {
   CHECK(*Pick(Policy::kRoundRobin, c, 0, {}, state, random) == 2);
   CHECK_FALSE(Pick(Policy::kTokenAware, {}, 0, {}, state, random).has_value());
   CHECK(ParsePolicy("token-aware").value() == Policy::kTokenAware);
-  CHECK(std::string(ParsePolicy("fastest").status().message()).find("token-aware") !=
+  CHECK(ParsePolicy("kv-token-aware").value() == Policy::kKvTokenAware);
+  CHECK(std::string(ParsePolicy("fastest").status().message()).find("kv-token-aware") !=
         std::string::npos);
 }
 
@@ -125,6 +165,43 @@ TEST_CASE("The table filters by model, version, readiness and health", "[router]
   CHECK(list[1].open_requests == 6);
   table.Complete("b");
   CHECK(table.List()[1].open_requests == 5);
+}
+
+TEST_CASE("The table credits the prefix a replica's index entry holds", "[router]") {
+  PrefixIndex index;
+  ReplicaTable table(Policy::kKvTokenAware, 6);
+  table.SetPrefixIndex(&index);
+  for (const char* id : {"a", "b", "c"}) {
+    table.Upsert({id, "m", "v1", {}});
+    table.Report(id, {5000, 4, true});
+  }
+  // b reports the prompt's first 8 blocks (every block: report_every_blocks 1).
+  std::vector<Hash128> chain;
+  for (uint64_t i = 1; i <= 10; ++i) chain.push_back(Hash128{i * 7919, i});
+  PrefixCacheDelta snap{.epoch = 1, .snapshot = true, .from = 0, .to = 8};
+  snap.cache_namespace = "m@v1/cpu";
+  for (int i = 0; i < 8; ++i) snap.events.push_back({true, chain[static_cast<size_t>(i)]});
+  REQUIRE(index.Apply("b", snap) == PrefixIndex::Applied::kApplied);
+  RouteRequest request{"m", "", 160, {}};
+  std::vector<std::string> asked;
+  request.block_hashes = [&](const std::string& ns) {
+    asked.push_back(ns);
+    return ns == "m@v1/cpu" ? std::span<const Hash128>(chain) : std::span<const Hash128>();
+  };
+  request.block_tokens = 16;
+  CHECK(*table.Choose(request) == "b");
+  // Once per namespace: b's, and the unknown one of a and c (no snapshot yet).
+  CHECK(asked.size() == 2);
+  // The dispatch added only the 32 uncached tokens to b's queue.
+  for (const ReplicaSnapshot& r : table.List()) {
+    CHECK(r.dispatched_tokens == (r.info.id == "b" ? 32 : 0));
+  }
+  // Without hashes the same request has no affinity (b now owes a little more).
+  std::map<std::string, int> picks;
+  for (int i = 0; i < 30; ++i) {
+    picks[*table.Choose({"m", "", 160, {}})]++;
+  }
+  CHECK(picks.size() >= 2);
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ TEST_CASE("prefix index: matches the replica's set after 10 000 events with loss
     INFO("seed " << seed);
     std::mt19937_64 rng(seed);
     uint64_t epoch = 1;
-    auto journal = std::make_unique<engine::PrefixJournal>(epoch, 1, /*capacity=*/256);
+    auto journal = std::make_unique<engine::PrefixJournal>(epoch, 1, "m@v1/sim", /*capacity=*/256);
     std::vector<Hash128> truth;  // the replica's set
     PrefixIndex index(/*max_hashes_per_replica=*/4096);
     // The node's cursor for this gateway's stream: what it believes it sent. A new stream
@@ -62,7 +62,7 @@ TEST_CASE("prefix index: matches the replica's set after 10 000 events with loss
       }
       if (rng() % 1000 == 0) journal->Reset(truth);  // the cache dropped events
       if (rng() % 3000 == 0) {                       // the replica restarted: a new journal
-        journal = std::make_unique<engine::PrefixJournal>(++epoch, 1, 256);
+        journal = std::make_unique<engine::PrefixJournal>(++epoch, 1, "m@v1/sim", 256);
         truth.clear();
       }
       if (rng() % (1 + rng() % 20) == 0) send(/*may_lose=*/true);
