@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -187,10 +188,10 @@ std::shared_ptr<grpc::Channel> Channel(const std::string& target) {
 }
 
 // Open-loop Poisson arrivals for `duration`; `start_one(i, measured)` starts request i.
-void Drive(double rate, absl::Duration duration, uint64_t seed,
+// Starts requests until `duration` has passed, `gap()` seconds apart.
+void Drive(const std::function<double()>& gap, absl::Duration duration,
            const std::function<void(int64_t)>& start_one,
            const std::function<void(absl::Duration)>& at_elapsed = nullptr) {
-  Random random(seed);
   const absl::Time t0 = absl::Now();
   absl::Duration next;
   int64_t i = 0;
@@ -200,8 +201,14 @@ void Drive(double rate, absl::Duration duration, uint64_t seed,
     if (due > now) absl::SleepFor(due - now);
     if (at_elapsed) at_elapsed(next);
     start_one(i++);
-    next += absl::Seconds(-std::log(1.0 - random.UniformDouble()) / rate);
+    next += absl::Seconds(gap());
   }
+}
+
+// Poisson arrivals at `rate` per second.
+std::function<double()> PoissonGaps(double rate, uint64_t seed) {
+  auto random = std::make_shared<Random>(seed);
+  return [random, rate] { return -std::log(1.0 - random->UniformDouble()) / rate; };
 }
 
 RunStats Summarize(const std::vector<CallResult>& results, double window_s) {
@@ -291,15 +298,20 @@ struct LiveRun {
 };
 
 // Drives the workload through `gateway_target` at `rate` for `duration_s`.
-LiveRun DriveWorkload(const RouteLiveOptions& o, const std::string& gateway_target, double rate,
+LiveRun DriveWorkload(const RouteLiveOptions& o, const Trace* trace,
+                      const std::string& gateway_target, double rate,
                       const std::function<void(absl::Duration)>& at_elapsed = nullptr) {
   auto channel = Channel(gateway_target);
   auto stub = exaserve::v1::Inference::NewStub(channel);
-  Workload workload(o.workload, o.seed);
+  Workload workload(o.workload, o.seed, trace);
   auto recorder = std::make_shared<Recorder>();
   const absl::Duration timeout = absl::Seconds(o.call_timeout_s);
+  // Synthetic: Poisson; a trace: its own gaps, scaled to the rate.
+  const std::function<double()> gap =
+      trace != nullptr ? std::function<double()>([&] { return workload.NextGap(rate); })
+                       : PoissonGaps(rate, o.seed ^ 0x5EED);
   Drive(
-      rate, absl::Seconds(o.duration_s), o.seed ^ 0x5EED,
+      gap, absl::Seconds(o.duration_s),
       [&](int64_t) {
         const WorkItem item = workload.Next();
         auto* call = new StreamCall(recorder, timeout, true);
@@ -348,8 +360,14 @@ absl::StatusOr<nlohmann::json> RunRouteLive(const RouteLiveOptions& o) {
   for (const std::string& p : o.policies) EXA_RETURN_IF_ERROR(router::ParsePolicy(p).status());
   engine::EngineOptions engine = BenchEngineOptions();
   engine.sim.vocab_size = 256;  // timing does not depend on it; the capacity run is faster
-  EXA_ASSIGN_OR_RETURN(const double per_replica,
-                       MeasureReplicaCapacity(engine, o.workload, o.capacity_requests, o.seed));
+  std::optional<Trace> loaded;
+  if (!o.trace.empty()) {
+    EXA_ASSIGN_OR_RETURN(loaded, ReadTrace(o.trace));
+  }
+  const Trace* trace = loaded ? &*loaded : nullptr;
+  EXA_ASSIGN_OR_RETURN(
+      const double per_replica,
+      MeasureReplicaCapacity(engine, o.workload, o.capacity_requests, o.seed, trace));
   const double capacity = per_replica * o.nodes * o.replicas_per_node;
   const absl::Time began = absl::Now();
 
@@ -368,7 +386,7 @@ absl::StatusOr<nlohmann::json> RunRouteLive(const RouteLiveOptions& o) {
         EXA_ASSIGN_OR_RETURN(gw, StartGateway(o, cluster, policy, gateway_index++));
         target = gw->grpc_target();
       }
-      LiveRun run = DriveWorkload(o, target, rho * capacity);
+      LiveRun run = DriveWorkload(o, trace, target, rho * capacity);
       run.stats.policy = policy;
       run.stats.rho = rho;
       run.stats.arrival_rate = rho * capacity;
@@ -387,16 +405,17 @@ absl::StatusOr<nlohmann::json> RunRouteLive(const RouteLiveOptions& o) {
   nlohmann::json kill = nullptr;
   if (o.kill_one) {
     const double rho = o.rhos.back();
-    EXA_ASSIGN_OR_RETURN(auto gw, StartGateway(o, cluster, "token-aware", gateway_index++));
+    EXA_ASSIGN_OR_RETURN(auto gw, StartGateway(o, cluster, "kv-token-aware", gateway_index++));
     std::atomic<bool> killed{false};
     absl::Time killed_at;
-    LiveRun run = DriveWorkload(o, gw->grpc_target(), rho * capacity, [&](absl::Duration at) {
-      if (!killed && at >= absl::Seconds(o.duration_s / 3)) {
-        killed = true;
-        killed_at = absl::Now();
-        cluster.nodes.back()->Kill9();
-      }
-    });
+    LiveRun run =
+        DriveWorkload(o, trace, gw->grpc_target(), rho * capacity, [&](absl::Duration at) {
+          if (!killed && at >= absl::Seconds(o.duration_s / 3)) {
+            killed = true;
+            killed_at = absl::Now();
+            cluster.nodes.back()->Kill9();
+          }
+        });
     const std::string metrics = HttpGet(gw->http_port(), "/metrics");
     int64_t ok = 0, before_first = 0, after_first = 0, hung = 0, rejected = 0, other = 0;
     int64_t in_flight_at_kill = 0;
@@ -416,7 +435,7 @@ absl::StatusOr<nlohmann::json> RunRouteLive(const RouteLiveOptions& o) {
         other++;
       }
     }
-    kill = {{"policy", "token-aware"},
+    kill = {{"policy", "kv-token-aware"},
             {"rho", rho},
             {"killed_node_after_s", o.duration_s / 3},
             {"requests", run.results.size()},
@@ -439,7 +458,7 @@ absl::StatusOr<nlohmann::json> RunRouteLive(const RouteLiveOptions& o) {
       {"replicas_per_node", o.replicas_per_node},
       {"gateways", 1},
       {"duration_s_per_run", o.duration_s},
-      {"workload", Workload(o.workload, o.seed).Describe()},
+      {"workload", Workload(o.workload, o.seed, trace).Describe()},
       {"engine", DescribeEngine(BenchEngineOptions())},
       {"capacity",
        {{"per_replica_requests_per_s", per_replica},
@@ -492,7 +511,7 @@ absl::StatusOr<nlohmann::json> RunRouteOverhead(const RouteLiveOptions& o) {
   const absl::Duration warmup = absl::Seconds(2);
   absl::Duration elapsed;
   Drive(
-      o.overhead_rate, absl::Seconds(o.overhead_duration_s) + warmup, o.seed ^ 0x0EAD,
+      PoissonGaps(o.overhead_rate, o.seed ^ 0x0EAD), absl::Seconds(o.overhead_duration_s) + warmup,
       [&](int64_t i) {
         auto* call = new StreamCall(recorder, absl::Seconds(o.call_timeout_s), elapsed >= warmup);
         if (coin.Bernoulli(0.5)) {

@@ -47,6 +47,7 @@ struct RouteLiveOptions {
   int64_t capacity_requests = 3000;
   uint64_t seed = 1;
   WorkloadOptions workload;
+  std::string trace;  // a recorded trace instead of the synthetic workload (bench/trace.h)
 };
 
 absl::StatusOr<nlohmann::json> RunRouteLive(const RouteLiveOptions& options);

@@ -163,8 +163,8 @@ int main(int argc, char** argv) {
                    "sim: batch slots (max running sequences), overriding the profile's")
       ->check(CLI::Range(1, 4096));
   route_cmd->add_option("--trace", route_sim.trace,
-                        "sim: replay a recorded trace (Mooncake JSON lines or Azure CSV) instead "
-                        "of the synthetic workload");
+                        "sim/live: replay a recorded trace (Mooncake JSON lines or Azure CSV) "
+                        "instead of the synthetic workload");
   route_cmd->add_option("--cache-report-hz", route_sim.cache_report_hz,
                         "sim: cached-block deltas per second reaching the gateways (default 2)");
   route_cmd->add_option("--requests", route_sim.requests,
@@ -193,7 +193,7 @@ int main(int argc, char** argv) {
   route_cmd->add_option("--call-timeout", route_live.call_timeout_s,
                         "live: a call open this many seconds counts as hung (default 120)");
   route_cmd->add_flag("--kill-one", route_live.kill_one,
-                      "live: a last token-aware run that kills -9 one inference process under "
+                      "live: a last kv-token-aware run that kills -9 one inference process under "
                       "load and counts what happened to the requests");
   route_cmd->add_option("--rate", route_live.overhead_rate, "overhead: requests per second");
   route_cmd
@@ -269,6 +269,7 @@ int main(int argc, char** argv) {
     route_live.seed = route_sim.seed;
     route_live.capacity_requests = route_sim.capacity_requests;
     route_live.workload = route_sim.workload;
+    route_live.trace = route_sim.trace;
     if (route_mode == "live") {
       if (route_cmd->count("--rho") == 0) route_sim.rhos = {0.85};
       if (route_cmd->count("--policies") == 0) {
