@@ -76,12 +76,22 @@ struct RunStats {
   int64_t prefix_hit_tokens = 0, prefix_miss_tokens = 0;
   // Of the measured requests' prompt tokens, what one unbounded cache would have held.
   double unbounded_hit_ratio = 0;
+  std::vector<double> choose_us;  // each routing decision's wall time (sim)
 };
 nlohmann::json ToJson(const RunStats& stats);
 // Per rho: every other policy's P99s over `reference`'s, and goodput differences.
 nlohmann::json Compare(const std::vector<RunStats>& runs, const std::string& reference);
 
 absl::StatusOr<nlohmann::json> RunRouteSim(const RouteSimOptions& options);
+
+// `--grid`: the never-worse grid (docs/perf/routing.md#grid). For each workload (synthetic short
+// prompts, synthetic heavy-tailed prompts with median 400 and p99 20 000, then each of `traces`)
+// x slots {4, 16, 64} x the options' rhos, on the long-context profile's KV and context: the
+// first policy of the options (the default's) against least-connections and round-robin. Each
+// cell gives the default's P99 TTFT and end-to-end over the better of the two, and its goodput
+// against the best; `within` says whether both ratios are at most 1.03 and goodput within 2 %.
+absl::StatusOr<nlohmann::json> RunRouteGrid(const RouteSimOptions& options,
+                                            const std::vector<std::string>& traces);
 
 // Requests per second one replica sustains on the workload when never starved (a closed loop
 // keeping more than max_running requests outstanding), measured in virtual time.

@@ -20,6 +20,8 @@
 // ahead of the report's time); the real WatchLoad stream reads the engine's last published load,
 // which is up to one step behind. Both are within the 100 ms report period.
 #include <algorithm>
+#include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <queue>
@@ -237,8 +239,12 @@ class Simulation {
     std::vector<int32_t> prompt = Workload::PromptTokens(item, engine_.sim.vocab_size);
     // The gateway names the prompt's full blocks as the replicas' caches do.
     std::vector<Hash128> hashes;
+    const auto hash_start = std::chrono::steady_clock::now();
     hasher_.Extend(root_, prompt, engine_.kv_block_size,
                    static_cast<int32_t>(prompt.size()) / engine_.kv_block_size, &hashes);
+    const double hash_us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - hash_start)
+            .count();
     if (req.measured) CountUnbounded(hashes, item.prompt_tokens);
     if (oracle_) {
       for (int32_t r = 0; r < o_.replicas; ++r) {
@@ -252,7 +258,15 @@ class Simulation {
                                                   : std::span<const Hash128>();
     };
     route.block_tokens = engine_.kv_block_size;
+    // The routing decision's CPU cost, hashing the prompt included (the oracle's refresh not).
+    const auto choose_start = std::chrono::steady_clock::now();
     auto chosen = table.Choose(route);
+    if (req.measured) {
+      stats_.choose_us.push_back(
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - choose_start)
+              .count() +
+          hash_us);
+    }
     if (!chosen.ok()) {
       if (req.measured) stats_.rejected++;
       return;
@@ -434,7 +448,11 @@ nlohmann::json ToJson(const RunStats& s) {
                                ? static_cast<double>(s.prefix_hit_tokens) /
                                      static_cast<double>(s.prefix_hit_tokens + s.prefix_miss_tokens)
                                : 0.0},
-      {"unbounded_cache_hit_ratio", s.unbounded_hit_ratio}};
+      {"unbounded_cache_hit_ratio", s.unbounded_hit_ratio},
+      {"decision_us",
+       {{"p50", Quantile(s.choose_us, 0.5)},
+        {"p99", Quantile(s.choose_us, 0.99)},
+        {"note", "wall time of hashing the prompt and ReplicaTable::Choose, on this machine"}}}};
 }
 
 nlohmann::json Compare(const std::vector<RunStats>& runs, const std::string& reference) {
@@ -553,6 +571,85 @@ absl::StatusOr<nlohmann::json> RunRouteSim(const RouteSimOptions& options) {
       {"results", std::move(results)},
       {"comparisons", Compare(runs, o.policies.front())},
   };
+}
+
+absl::StatusOr<nlohmann::json> RunRouteGrid(const RouteSimOptions& options,
+                                            const std::vector<std::string>& traces) {
+  struct GridWorkload {
+    std::string name, trace;
+    WorkloadOptions options;
+  };
+  std::vector<GridWorkload> workloads = {{"synthetic-short", "", options.workload},
+                                     {"synthetic-heavy", "", options.workload}};
+  workloads[1].options.prompt_median = 400;
+  workloads[1].options.prompt_p99 = 20000;
+  for (const std::string& t : traces) workloads.push_back({t, t, options.workload});
+  const std::string reference = options.policies.front();
+  nlohmann::json rows = nlohmann::json::array();
+  int cells = 0, within = 0;
+  for (const GridWorkload& w : workloads) {
+    for (int32_t slots : {4, 16, 64}) {
+      RouteSimOptions o = options;
+      o.profile = "long-context";
+      o.slots = slots;
+      o.trace = w.trace;
+      o.workload = w.options;
+      o.policies = {reference, "least-connections", "round-robin"};
+      EXA_ASSIGN_OR_RETURN(nlohmann::json run, RunRouteSim(o));
+      for (double rho : o.rhos) {
+        std::map<std::string, nlohmann::json> by;
+        for (const auto& r : run["results"]) {
+          if (r["rho"].get<double>() == rho) by[r["policy"].get<std::string>()] = r;
+        }
+        const auto p99 = [&](const std::string& p, const char* field) {
+          return by[p][field]["p99"].get<double>();
+        };
+        const auto goodput = [&](const std::string& p) {
+          return by[p]["goodput"]["output_tokens_per_s"].get<double>();
+        };
+        const double ttft =
+            p99(reference, "ttft_ms") / std::max(1e-9, std::min(p99("least-connections", "ttft_ms"),
+                                                                p99("round-robin", "ttft_ms")));
+        const double e2e =
+            p99(reference, "e2e_ms") / std::max(1e-9, std::min(p99("least-connections", "e2e_ms"),
+                                                               p99("round-robin", "e2e_ms")));
+        const double best_goodput =
+            std::max({goodput(reference), goodput("least-connections"), goodput("round-robin")});
+        const double goodput_gap =
+            100.0 * (best_goodput - goodput(reference)) / std::max(1e-9, best_goodput);
+        const bool ok = ttft <= 1.03 && e2e <= 1.03 && goodput_gap <= 2.0;
+        cells++;
+        within += ok ? 1 : 0;
+        rows.push_back({{"workload", w.name},
+                        {"slots", slots},
+                        {"rho", rho},
+                        {"p99_ttft_ms",
+                         {{reference, p99(reference, "ttft_ms")},
+                          {"least-connections", p99("least-connections", "ttft_ms")},
+                          {"round-robin", p99("round-robin", "ttft_ms")}}},
+                        {"p99_e2e_ms",
+                         {{reference, p99(reference, "e2e_ms")},
+                          {"least-connections", p99("least-connections", "e2e_ms")},
+                          {"round-robin", p99("round-robin", "e2e_ms")}}},
+                        {"p99_ttft_over_better", ttft},
+                        {"p99_e2e_over_better", e2e},
+                        {"goodput_below_best_percent", goodput_gap},
+                        {"within", ok}});
+        std::fprintf(stderr, "| %s | %d | %.2f | %.2f | %.2f | %.1f | %s |\n", w.name.c_str(),
+                     slots, rho, ttft, e2e, goodput_gap, ok ? "yes" : "no");
+      }
+    }
+  }
+  return nlohmann::json{{"mode", "grid"},
+                        {"seed", options.seed},
+                        {"reference", reference},
+                        {"replicas", options.replicas},
+                        {"gateways", options.gateways},
+                        {"requests_per_run", options.requests},
+                        {"profile", "long-context (KV and context), slots per row"},
+                        {"cells", cells},
+                        {"cells_within", within},
+                        {"grid", std::move(rows)}};
 }
 
 }  // namespace exa::bench

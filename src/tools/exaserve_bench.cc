@@ -165,6 +165,12 @@ int main(int argc, char** argv) {
   route_cmd->add_option("--trace", route_sim.trace,
                         "sim/live: replay a recorded trace (Mooncake JSON lines or Azure CSV) "
                         "instead of the synthetic workload");
+  bool route_grid = false;
+  std::vector<std::string> grid_traces;
+  route_cmd->add_flag("--grid", route_grid,
+                      "sim: the never-worse grid over workloads x slots {4, 16, 64} x --rho, the "
+                      "first policy against least-connections and round-robin");
+  route_cmd->add_option("--grid-traces", grid_traces, "sim --grid: traces to add as workloads");
   route_cmd->add_option("--cache-report-hz", route_sim.cache_report_hz,
                         "sim: cached-block deltas per second reaching the gateways (default 2)");
   route_cmd->add_option("--requests", route_sim.requests,
@@ -286,8 +292,10 @@ int main(int argc, char** argv) {
     if (route_mode == "overhead" && route_cmd->count("--node-replicas") == 0) {
       route_live.replicas_per_node = 3;
     }
+    if (route_grid && route_cmd->count("--rho") == 0) route_sim.rhos = {0.7, 0.85, 0.95};
     auto result = route_mode == "live"       ? exa::bench::RunRouteLive(route_live)
                   : route_mode == "overhead" ? exa::bench::RunRouteOverhead(route_live)
+                  : route_grid               ? exa::bench::RunRouteGrid(route_sim, grid_traces)
                                              : exa::bench::RunRouteSim(route_sim);
     if (!result.ok()) {
       std::fprintf(stderr, "exaserve-bench route: %s\n",
