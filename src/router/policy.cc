@@ -116,8 +116,6 @@ size_t KvTokenAware(const std::vector<Candidate>& c, int64_t prompt_tokens,
   }
   const double mean_queue = static_cast<double>(queue_sum) / static_cast<double>(members);
   const double hot = options.affinity_load_bound * mean_queue + static_cast<double>(prompt_tokens);
-  int64_t best = kExcluded;
-  size_t best_index = 0;
   for (size_t i = 0; i < c.size(); ++i) {
     if (tier(i) != best_tier) continue;
     const int64_t cached = static_cast<double>(queue[i]) > hot
@@ -125,31 +123,30 @@ size_t KvTokenAware(const std::vector<Candidate>& c, int64_t prompt_tokens,
                                : std::clamp<int64_t>(c[i].cached_tokens, 0, prompt_tokens);
     uncached[i] = prompt_tokens - cached;
     cost[i] = queue[i] + uncached[i];
-    if (cost[i] < best) {
-      best = cost[i];
-      best_index = i;
-    }
   }
-  const int64_t slack =
-      std::max({options.near_equal_tokens, static_cast<int64_t>(best * options.near_equal_fraction),
-                uncached[best_index]});
-  // Near-equal alternatives hold about as much of the prefix as the cheapest, or more: saved
-  // prefill is work not done, never noise to even out.
-  std::vector<size_t> near;
+  // Power of two choices over the tier: two random members, the cheaper (then the one with more
+  // free slots). Many gateways acting on the same stale report all see the same cheapest
+  // replica; a random pair spreads them (Mitzenmacher, "How useful is old information?").
+  std::vector<size_t> members_of_tier;
   for (size_t i = 0; i < c.size(); ++i) {
-    if (cost[i] != kExcluded && cost[i] <= best + slack &&
-        uncached[i] <= uncached[best_index] + options.near_equal_tokens) {
-      near.push_back(i);
-    }
+    if (cost[i] != kExcluded) members_of_tier.push_back(i);
   }
-  if (near.size() == 1) return near[0];
-  size_t a = near[random.Uniform(near.size())];
-  size_t b = near[random.Uniform(near.size())];
-  if (std::abs(uncached[a] - uncached[b]) > options.near_equal_tokens) {
-    return uncached[b] < uncached[a] ? b : a;
+  const size_t n = members_of_tier.size();
+  const size_t first = random.Uniform(n);
+  const size_t a = members_of_tier[first];
+  // A second draw distinct from the first (with two members: both).
+  const size_t b = n == 1 ? a : members_of_tier[(first + 1 + random.Uniform(n - 1)) % n];
+  size_t pick = a;
+  if (cost[b] < cost[a] || (cost[b] == cost[a] && sequences(b) < sequences(a))) pick = b;
+  // The cheapest replica holding part of this prompt challenges the draw: saved prefill is work
+  // not done, and the bounded load above already kept hot replicas out.
+  size_t holder = c.size();
+  for (size_t i : members_of_tier) {
+    if (uncached[i] + options.near_equal_tokens >= prompt_tokens) continue;
+    if (holder == c.size() || cost[i] < cost[holder]) holder = i;
   }
-  if (sequences(a) != sequences(b)) return sequences(b) < sequences(a) ? b : a;
-  return cost[b] < cost[a] ? b : a;
+  if (holder != c.size() && cost[holder] < cost[pick]) pick = holder;
+  return pick;
 }
 
 }  // namespace

@@ -5,11 +5,12 @@
 //     its queue (as token-aware) + this request's uncached prefill (the prompt minus the prefix
 //     the replica holds, from the gateway's prefix index). Replicas are tiered: a free batch slot
 //     (reported sequences + dispatched since < slots) and nothing blocked, then nothing blocked,
-//     then the rest; the best non-empty tier competes. Bounded load for affinity: a replica
-//     whose queue is over `affinity_load_bound` x the tier's mean (plus this prompt) gets no
-//     credit for its cache, so a hot prefix never piles requests onto one replica. Near-equal
-//     as token-aware but within the cheapest's uncached prefill, not the whole prompt; power of
-//     two choices among them: the bigger cache hit, then more free slots, then the cheaper.
+//     then the rest; the best non-empty tier competes. Within it, power of two choices: two
+//     distinct random members, the cheaper (then the one with more free slots), so gateways
+//     sharing a stale report do not herd onto its cheapest replica. The cheapest member holding
+//     part of the prompt then challenges that pick and wins when cheaper. Bounded load for
+//     affinity: a replica whose queue is over `affinity_load_bound` x the tier's mean (plus the
+//     prompt) gets no credit for its cache, so a hot prefix never piles onto one replica.
 //   token-aware: cost = reported pending tokens + what this gateway dispatched since
 //     that report (each request's prompt plus the pool's reported pending tokens per sequence,
 //     the expected decode) + this request's prompt tokens. Replicas that reported requests

@@ -109,6 +109,21 @@ TEST_CASE("KV-token-aware sends a request where its prefix is cached", "[router]
   }
 }
 
+TEST_CASE("KV-token-aware spreads gateways that share a stale view", "[router]") {
+  Random random(14);
+  PolicyState state;
+  // Eight replicas the last report showed nearly alike: power of two choices sends requests to
+  // all but the dearest (it loses every pair) instead of every gateway to the cheapest.
+  std::vector<Candidate> c;
+  for (int64_t i = 0; i < 8; ++i) c.push_back({1000 + 10 * i, 0, 2, 0, 2, 0, 16, 0});
+  std::map<size_t, int> hits;
+  for (int i = 0; i < 800; ++i) hits[*Pick(Policy::kKvTokenAware, c, 50, {}, state, random)]++;
+  CHECK(hits.size() == 7);
+  CHECK(hits.count(7) == 0);
+  CHECK(hits[0] < 400);
+  CHECK(hits[0] > hits[6]);  // the cheaper still wins more often
+}
+
 TEST_CASE("KV-token-aware does not pile onto a hot replica for its cache", "[router]") {
   Random random(12);
   PolicyState state;
