@@ -28,7 +28,8 @@ namespace exa::bench {
 struct RouteSimOptions {
   // Replica sizing (RouteProfile): "13b-a100-64" (the default), "13b-a100", "long-context".
   std::string profile = "13b-a100-64";
-  int32_t slots = 0;  // > 0: overrides the profile's batch slots (max running sequences)
+  int32_t slots = 0;      // > 0: overrides the profile's batch slots (max running sequences)
+  int64_t kv_tokens = 0;  // > 0: overrides the profile's KV cache, in tokens
   // A recorded trace (bench/trace.h) instead of the synthetic workload; empty: synthetic.
   std::string trace;
   // How often a node's cached-block deltas reach the gateways (node_service.h batches them

@@ -499,6 +499,17 @@ absl::StatusOr<nlohmann::json> RunRouteSim(const RouteSimOptions& options) {
         " must be positive, warmup and slots non-negative, capacity-requests at least 10, and "
         "at least one policy given"));
   }
+  const WorkloadOptions& w = o.workload;
+  if (!(w.prompt_median >= 5 && w.prompt_p99 >= w.prompt_median && w.output_median >= 1 &&
+        w.output_p99 >= w.output_median) ||
+      o.kv_tokens < 0) {
+    return absl::InvalidArgumentError(
+        StrCat("route sim: prompt median ", w.prompt_median, " and p99 ", w.prompt_p99,
+               ", output median ", w.output_median, " and p99 ", w.output_p99,
+               ": medians at least 5 (prompt) and 1 (output), each p99 at least its median; "
+               "kv-tokens ",
+               o.kv_tokens, " not negative"));
+  }
   std::vector<router::Policy> policies;
   std::vector<bool> oracle;
   for (const std::string& name : o.policies) {
@@ -517,6 +528,7 @@ absl::StatusOr<nlohmann::json> RunRouteSim(const RouteSimOptions& options) {
   }
   EXA_ASSIGN_OR_RETURN(engine::EngineOptions engine, RouteProfile(o.profile));
   if (o.slots > 0) engine.max_running = o.slots;
+  if (o.kv_tokens > 0) engine.kv_cache_bytes = o.kv_tokens * engine.sim.kv_bytes_per_token;
   // Timing does not depend on the vocabulary; a small one keeps the sim's sampling cheap.
   engine.sim.vocab_size = 256;
   engine.prefix_cache_namespace = StrCat(kModel, "@v1/sim");
@@ -580,7 +592,7 @@ absl::StatusOr<nlohmann::json> RunRouteGrid(const RouteSimOptions& options,
     WorkloadOptions options;
   };
   std::vector<GridWorkload> workloads = {{"synthetic-short", "", options.workload},
-                                     {"synthetic-heavy", "", options.workload}};
+                                         {"synthetic-heavy", "", options.workload}};
   workloads[1].options.prompt_median = 400;
   workloads[1].options.prompt_p99 = 20000;
   for (const std::string& t : traces) workloads.push_back({t, t, options.workload});

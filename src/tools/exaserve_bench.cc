@@ -165,6 +165,27 @@ int main(int argc, char** argv) {
   route_cmd->add_option("--trace", route_sim.trace,
                         "sim/live: replay a recorded trace (Mooncake JSON lines or Azure CSV) "
                         "instead of the synthetic workload");
+  route_cmd
+      ->add_option("--prompt-median", route_sim.workload.prompt_median,
+                   "synthetic workload: median prompt tokens (default 70)")
+      ->check(CLI::Range(5.0, 1e6));
+  route_cmd
+      ->add_option("--prompt-p99", route_sim.workload.prompt_p99,
+                   "synthetic workload: p99 prompt tokens (default 3400)")
+      ->check(CLI::Range(5.0, 1e6));
+  route_cmd
+      ->add_option("--output-median", route_sim.workload.output_median,
+                   "synthetic workload: median output tokens (default 200)")
+      ->check(CLI::Range(1.0, 1e6));
+  route_cmd
+      ->add_option("--output-p99", route_sim.workload.output_p99,
+                   "synthetic workload: p99 output tokens (default 1200; equal to the "
+                   "median: every output that long)")
+      ->check(CLI::Range(1.0, 1e6));
+  route_cmd
+      ->add_option("--kv-tokens", route_sim.kv_tokens,
+                   "sim: KV cache per replica in tokens, overriding the profile's")
+      ->check(CLI::Range(1024, 1 << 24));
   bool route_grid = false;
   std::vector<std::string> grid_traces;
   route_cmd->add_flag("--grid", route_grid,
