@@ -162,7 +162,24 @@ Frontend::Frontend(GatewayOptions options, ReplicaBackend& backend, router::Repl
           "exaserve_gateway_retries_total",
           "Requests resubmitted after their replica failed before the first token, by outcome: "
           "sent, or refused (attempts, budget, no_replica).",
-          {"outcome"})) {}
+          {"outcome"})) {
+  // Prefix-aware routing as this gateway saw it (docs/architecture.md#routing).
+  registry.AddCounterCallback("exaserve_gateway_routing_decisions_total",
+                              "Replicas chosen for requests (retries included).",
+                              [this] { return static_cast<double>(table_.decisions().total); });
+  registry.AddCounterCallback(
+      "exaserve_gateway_routing_cache_hits_total",
+      "Routing decisions whose chosen replica held part of the prompt, by the prefix index.",
+      [this] { return static_cast<double>(table_.decisions().with_cache); });
+  registry.AddCounterCallback(
+      "exaserve_gateway_routed_prompt_tokens_total", "Prompt tokens of the routed requests.",
+      [this] { return static_cast<double>(table_.decisions().prompt_tokens); });
+  registry.AddCounterCallback(
+      "exaserve_gateway_routed_cached_tokens_total",
+      "Of the routed prompt tokens, those the chosen replica held in its prefix cache by the "
+      "index: over the prompt tokens, this gateway's expected prefix hit ratio.",
+      [this] { return static_cast<double>(table_.decisions().cached_tokens); });
+}
 
 absl::Status Frontend::LoadApiKeys() {
   if (options_.api_keys_file.empty()) return absl::OkStatus();

@@ -139,8 +139,13 @@ absl::StatusOr<std::string> ReplicaTable::Choose(const RouteRequest& request) {
   auto pick = Pick(policy_, candidates, request.prompt_tokens, options_, state_, random_);
   Entry* chosen = eligible[*pick];
   // The work this dispatch adds: what the replica must prefill of the prompt.
-  chosen->snap.dispatched_tokens +=
-      request.prompt_tokens - std::min(request.prompt_tokens, candidates[*pick].cached_tokens);
+  const int64_t cached = std::clamp<int64_t>(candidates[*pick].cached_tokens, 0,
+                                             std::max<int64_t>(0, request.prompt_tokens));
+  chosen->snap.dispatched_tokens += request.prompt_tokens - cached;
+  decisions_.total++;
+  decisions_.with_cache += cached > 0 ? 1 : 0;
+  decisions_.prompt_tokens += static_cast<uint64_t>(std::max<int64_t>(0, request.prompt_tokens));
+  decisions_.cached_tokens += static_cast<uint64_t>(cached);
   chosen->dispatched_requests++;
   chosen->snap.open_requests++;
   return chosen->snap.info.id;
@@ -150,6 +155,11 @@ void ReplicaTable::Complete(const std::string& id) {
   absl::MutexLock lock(&mu_);
   auto it = replicas_.find(id);
   if (it != replicas_.end() && it->second.snap.open_requests > 0) it->second.snap.open_requests--;
+}
+
+ReplicaTable::Decisions ReplicaTable::decisions() const {
+  absl::MutexLock lock(&mu_);
+  return decisions_;
 }
 
 std::vector<ReplicaSnapshot> ReplicaTable::List() const {

@@ -93,6 +93,15 @@ class ReplicaTable {
   void Complete(const std::string& id);
 
   std::vector<ReplicaSnapshot> List() const;
+
+  // What Choose decided since the table was made (for /metrics).
+  struct Decisions {
+    uint64_t total = 0;
+    uint64_t with_cache = 0;  // the chosen replica held part of the prompt
+    uint64_t prompt_tokens = 0;
+    uint64_t cached_tokens = 0;  // of those, what the chosen replicas held (by the index)
+  };
+  Decisions decisions() const ABSL_LOCKS_EXCLUDED(mu_);
   // Models with at least one replica, sorted.
   std::vector<std::string> Models() const;
   Policy policy() const { return policy_; }
@@ -109,6 +118,7 @@ class ReplicaTable {
   Random random_ ABSL_GUARDED_BY(mu_);
   const PrefixIndex* prefix_index_ ABSL_GUARDED_BY(mu_) = nullptr;
   PolicyState state_ ABSL_GUARDED_BY(mu_);
+  Decisions decisions_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Entry> replicas_ ABSL_GUARDED_BY(mu_);
 };
 

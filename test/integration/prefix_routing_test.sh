@@ -41,6 +41,9 @@ hits() {
       sleep 0.8  # the first copy's blocks reach the gateway (deltas batched for 500 ms)
     done
   done
+  routed_hits=$(curl -s "$gw/metrics" |
+    awk '/^exaserve_gateway_routing_cache_hits_total/ {printf "%d", $2}')
+  echo "$policy: the gateway counted $routed_hits decisions onto a cached prefix" >&2
   local hit=0 miss=0 v
   for n in 2 3; do
     curl -s "http://127.0.0.1:$(port_of $n http_port)/metrics" >"$work/m$n"
@@ -49,11 +52,11 @@ hits() {
     v=$(awk '/^exaserve_replica_prefix_miss_tokens_total/ {s += $2} END {printf "%d", s}' "$work/m$n")
     miss=$((miss + v))
   done
-  echo "$hit $miss"
+  echo "$hit $miss $routed_hits"
 }
 
-read -r kv kv_miss <<<"$(hits kv-token-aware)"
-read -r rr rr_miss <<<"$(hits round-robin)"
+read -r kv kv_miss kv_routed <<<"$(hits kv-token-aware)"
+read -r rr rr_miss rr_routed <<<"$(hits round-robin)"
 echo "prefix hit / miss tokens over 8 prompts sent twice: kv-token-aware $kv / $kv_miss," \
   "round-robin $rr / $rr_miss"
 # The repeats are half the prompt tokens; each can hit all its full blocks (the last, partial
@@ -61,4 +64,7 @@ echo "prefix hit / miss tokens over 8 prompts sent twice: kv-token-aware $kv / $
 total=$((kv + kv_miss))
 [ $((kv * 100)) -ge $((total * 35)) ] || fail "kv-token-aware hit only $kv of $total tokens"
 [ "$kv" -gt $((2 * rr + 100)) ] || fail "kv-token-aware ($kv) is not well ahead of round-robin ($rr)"
+# The gateway knew: every repeat was routed onto its cached prefix (round-robin asks no index).
+[ "$kv_routed" -ge 8 ] || fail "kv-token-aware counted $kv_routed cache-hit decisions, not 8"
+[ "$rr_routed" = 0 ] || fail "round-robin counted $rr_routed cache-hit decisions"
 echo PASS
