@@ -532,8 +532,11 @@ absl::StatusOr<nlohmann::json> RunRouteSim(const RouteSimOptions& options) {
   // Timing does not depend on the vocabulary; a small one keeps the sim's sampling cheap.
   engine.sim.vocab_size = 256;
   engine.prefix_cache_namespace = StrCat(kModel, "@v1/sim");
-  o.workload.context = engine.sim.max_context;
-  engine.max_context = engine.sim.max_context;
+  // A replica cannot take a prompt (plus its max_tokens) larger than its KV cache: the context
+  // the workload clamps to is the smaller of the two.
+  const int64_t kv_tokens = engine.kv_cache_bytes / engine.sim.kv_bytes_per_token;
+  engine.max_context = static_cast<int32_t>(std::min<int64_t>(engine.sim.max_context, kv_tokens));
+  o.workload.context = engine.max_context;
   std::optional<Trace> trace;
   if (!o.trace.empty()) {
     EXA_ASSIGN_OR_RETURN(trace, ReadTrace(o.trace));
