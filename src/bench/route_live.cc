@@ -350,24 +350,24 @@ absl::Status ValidateLive(const RouteLiveOptions& o) {
       return absl::InvalidArgumentError(StrCat("route live: rho ", rho, " is outside (0, 2]"));
     }
   }
+  for (const std::string& p : o.policies) EXA_RETURN_IF_ERROR(router::ParsePolicy(p).status());
   return absl::OkStatus();
+}
+
+// What one replica sustains, as the sim measures it (the nodes run the same engine options).
+absl::StatusOr<double> LiveReplicaCapacity(const RouteLiveOptions& o, const Trace* trace) {
+  engine::EngineOptions engine = BenchEngineOptions();
+  engine.sim.vocab_size = 256;  // timing does not depend on it; the capacity run is faster
+  return MeasureReplicaCapacity(engine, o.workload, o.capacity_requests, o.seed, trace);
 }
 
 }  // namespace
 
 absl::StatusOr<nlohmann::json> RunRouteLive(const RouteLiveOptions& o) {
   EXA_RETURN_IF_ERROR(ValidateLive(o));
-  for (const std::string& p : o.policies) EXA_RETURN_IF_ERROR(router::ParsePolicy(p).status());
-  engine::EngineOptions engine = BenchEngineOptions();
-  engine.sim.vocab_size = 256;  // timing does not depend on it; the capacity run is faster
-  std::optional<Trace> loaded;
-  if (!o.trace.empty()) {
-    EXA_ASSIGN_OR_RETURN(loaded, ReadTrace(o.trace));
-  }
+  EXA_ASSIGN_OR_RETURN(const std::optional<Trace> loaded, ReadTraceIfAny(o.trace));
   const Trace* trace = loaded ? &*loaded : nullptr;
-  EXA_ASSIGN_OR_RETURN(
-      const double per_replica,
-      MeasureReplicaCapacity(engine, o.workload, o.capacity_requests, o.seed, trace));
+  EXA_ASSIGN_OR_RETURN(const double per_replica, LiveReplicaCapacity(o, trace));
   const double capacity = per_replica * o.nodes * o.replicas_per_node;
   const absl::Time began = absl::Now();
 

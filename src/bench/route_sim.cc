@@ -487,8 +487,9 @@ nlohmann::json Compare(const std::vector<RunStats>& runs, const std::string& ref
   return out;
 }
 
-absl::StatusOr<nlohmann::json> RunRouteSim(const RouteSimOptions& options) {
-  RouteSimOptions o = options;
+namespace {
+
+absl::Status ValidateSim(const RouteSimOptions& o) {
   if (o.replicas < 1 || o.gateways < 1 || o.replicas_per_node < 1 || o.requests < 1 ||
       !(o.report_hz > 0) || !(o.cache_report_hz > 0) || !(o.warmup_fraction >= 0) ||
       o.capacity_requests < 10 || o.slots < 0 || o.policies.empty()) {
@@ -510,22 +511,34 @@ absl::StatusOr<nlohmann::json> RunRouteSim(const RouteSimOptions& options) {
                "kv-tokens ",
                o.kv_tokens, " not negative"));
   }
-  std::vector<router::Policy> policies;
-  std::vector<bool> oracle;
-  for (const std::string& name : o.policies) {
-    oracle.push_back(name == "oracle");
-    if (oracle.back()) {
-      policies.push_back(router::Policy::kKvTokenAware);
-      continue;
-    }
-    EXA_ASSIGN_OR_RETURN(router::Policy p, router::ParsePolicy(name));
-    policies.push_back(p);
-  }
   for (double rho : o.rhos) {
     if (!(rho > 0 && rho <= 2)) {
       return absl::InvalidArgumentError(StrCat("route sim: rho ", rho, " is outside (0, 2]"));
     }
   }
+  return absl::OkStatus();
+}
+
+// The router policy behind each name; "oracle" is kv-token-aware on instant global state.
+struct SimPolicy {
+  router::Policy policy;
+  bool oracle = false;
+};
+absl::StatusOr<std::vector<SimPolicy>> ParseSimPolicies(const std::vector<std::string>& names) {
+  std::vector<SimPolicy> out;
+  for (const std::string& name : names) {
+    if (name == "oracle") {
+      out.push_back({router::Policy::kKvTokenAware, true});
+      continue;
+    }
+    EXA_ASSIGN_OR_RETURN(router::Policy p, router::ParsePolicy(name));
+    out.push_back({p, false});
+  }
+  return out;
+}
+
+// The replicas' engine: the profile with the options' overrides.
+absl::StatusOr<engine::EngineOptions> SimEngine(const RouteSimOptions& o) {
   EXA_ASSIGN_OR_RETURN(engine::EngineOptions engine, RouteProfile(o.profile));
   if (o.slots > 0) engine.max_running = o.slots;
   if (o.kv_tokens > 0) engine.kv_cache_bytes = o.kv_tokens * engine.sim.kv_bytes_per_token;
@@ -536,11 +549,53 @@ absl::StatusOr<nlohmann::json> RunRouteSim(const RouteSimOptions& options) {
   // the workload clamps to is the smaller of the two.
   const int64_t kv_tokens = engine.kv_cache_bytes / engine.sim.kv_bytes_per_token;
   engine.max_context = static_cast<int32_t>(std::min<int64_t>(engine.sim.max_context, kv_tokens));
-  o.workload.context = engine.max_context;
-  std::optional<Trace> trace;
-  if (!o.trace.empty()) {
-    EXA_ASSIGN_OR_RETURN(trace, ReadTrace(o.trace));
+  return engine;
+}
+
+// One grid cell from a run: `reference`'s P99s over the better of least-connections and
+// round-robin, and its goodput below the best of the three.
+nlohmann::json GridCell(const nlohmann::json& run, double rho, const std::string& reference) {
+  std::map<std::string, nlohmann::json> by;
+  for (const auto& r : run["results"]) {
+    if (r["rho"].get<double>() == rho) by[r["policy"].get<std::string>()] = r;
   }
+  const auto p99 = [&](const std::string& p, const char* field) {
+    return by[p][field]["p99"].get<double>();
+  };
+  const auto goodput = [&](const std::string& p) {
+    return by[p]["goodput"]["output_tokens_per_s"].get<double>();
+  };
+  const auto over_better = [&](const char* field) {
+    return p99(reference, field) /
+           std::max(1e-9, std::min(p99("least-connections", field), p99("round-robin", field)));
+  };
+  const double ttft = over_better("ttft_ms"), e2e = over_better("e2e_ms");
+  const double best =
+      std::max({goodput(reference), goodput("least-connections"), goodput("round-robin")});
+  const double gap = 100.0 * (best - goodput(reference)) / std::max(1e-9, best);
+  nlohmann::json cell = {{"rho", rho}};
+  for (const char* field : {"ttft_ms", "e2e_ms"}) {
+    for (const std::string& p :
+         {reference, std::string("least-connections"), std::string("round-robin")}) {
+      cell[StrCat("p99_", field)][p] = p99(p, field);
+    }
+  }
+  cell["p99_ttft_over_better"] = ttft;
+  cell["p99_e2e_over_better"] = e2e;
+  cell["goodput_below_best_percent"] = gap;
+  cell["within"] = ttft <= 1.03 && e2e <= 1.03 && gap <= 2.0;
+  return cell;
+}
+
+}  // namespace
+
+absl::StatusOr<nlohmann::json> RunRouteSim(const RouteSimOptions& options) {
+  RouteSimOptions o = options;
+  EXA_RETURN_IF_ERROR(ValidateSim(o));
+  EXA_ASSIGN_OR_RETURN(const std::vector<SimPolicy> policies, ParseSimPolicies(o.policies));
+  EXA_ASSIGN_OR_RETURN(const engine::EngineOptions engine, SimEngine(o));
+  o.workload.context = engine.max_context;
+  EXA_ASSIGN_OR_RETURN(const std::optional<Trace> trace, ReadTraceIfAny(o.trace));
   const Trace* t = trace ? &*trace : nullptr;
   EXA_ASSIGN_OR_RETURN(const double per_replica,
                        MeasureReplicaCapacity(engine, o.workload, o.capacity_requests, o.seed, t));
@@ -551,7 +606,7 @@ absl::StatusOr<nlohmann::json> RunRouteSim(const RouteSimOptions& options) {
   for (double rho : o.rhos) {
     for (size_t p = 0; p < policies.size(); ++p) {
       // The same seed for every policy at a rho: the same arrivals and the same requests.
-      Simulation sim(o, engine, policies[p], oracle[p], rho * capacity, o.seed, t);
+      Simulation sim(o, engine, policies[p].policy, policies[p].oracle, rho * capacity, o.seed, t);
       EXA_RETURN_IF_ERROR(sim.Init());
       RunStats stats = sim.Run(warmup, o.requests);
       stats.policy = o.policies[p];
@@ -612,46 +667,17 @@ absl::StatusOr<nlohmann::json> RunRouteGrid(const RouteSimOptions& options,
       o.policies = {reference, "least-connections", "round-robin"};
       EXA_ASSIGN_OR_RETURN(nlohmann::json run, RunRouteSim(o));
       for (double rho : o.rhos) {
-        std::map<std::string, nlohmann::json> by;
-        for (const auto& r : run["results"]) {
-          if (r["rho"].get<double>() == rho) by[r["policy"].get<std::string>()] = r;
-        }
-        const auto p99 = [&](const std::string& p, const char* field) {
-          return by[p][field]["p99"].get<double>();
-        };
-        const auto goodput = [&](const std::string& p) {
-          return by[p]["goodput"]["output_tokens_per_s"].get<double>();
-        };
-        const double ttft =
-            p99(reference, "ttft_ms") / std::max(1e-9, std::min(p99("least-connections", "ttft_ms"),
-                                                                p99("round-robin", "ttft_ms")));
-        const double e2e =
-            p99(reference, "e2e_ms") / std::max(1e-9, std::min(p99("least-connections", "e2e_ms"),
-                                                               p99("round-robin", "e2e_ms")));
-        const double best_goodput =
-            std::max({goodput(reference), goodput("least-connections"), goodput("round-robin")});
-        const double goodput_gap =
-            100.0 * (best_goodput - goodput(reference)) / std::max(1e-9, best_goodput);
-        const bool ok = ttft <= 1.03 && e2e <= 1.03 && goodput_gap <= 2.0;
+        nlohmann::json cell = GridCell(run, rho, reference);
+        cell["workload"] = w.name;
+        cell["slots"] = slots;
+        const bool ok = cell["within"].get<bool>();
         cells++;
         within += ok ? 1 : 0;
-        rows.push_back({{"workload", w.name},
-                        {"slots", slots},
-                        {"rho", rho},
-                        {"p99_ttft_ms",
-                         {{reference, p99(reference, "ttft_ms")},
-                          {"least-connections", p99("least-connections", "ttft_ms")},
-                          {"round-robin", p99("round-robin", "ttft_ms")}}},
-                        {"p99_e2e_ms",
-                         {{reference, p99(reference, "e2e_ms")},
-                          {"least-connections", p99("least-connections", "e2e_ms")},
-                          {"round-robin", p99("round-robin", "e2e_ms")}}},
-                        {"p99_ttft_over_better", ttft},
-                        {"p99_e2e_over_better", e2e},
-                        {"goodput_below_best_percent", goodput_gap},
-                        {"within", ok}});
         std::fprintf(stderr, "| %s | %d | %.2f | %.2f | %.2f | %.1f | %s |\n", w.name.c_str(),
-                     slots, rho, ttft, e2e, goodput_gap, ok ? "yes" : "no");
+                     slots, rho, cell["p99_ttft_over_better"].get<double>(),
+                     cell["p99_e2e_over_better"].get<double>(),
+                     cell["goodput_below_best_percent"].get<double>(), ok ? "yes" : "no");
+        rows.push_back(std::move(cell));
       }
     }
   }

@@ -139,6 +139,13 @@ absl::StatusOr<Trace> ReadTrace(const std::string& path) {
   return t;
 }
 
+absl::StatusOr<std::optional<Trace>> ReadTraceIfAny(const std::string& path) {
+  if (path.empty()) return std::optional<Trace>();
+  absl::StatusOr<Trace> t = ReadTrace(path);
+  if (!t.ok()) return t.status();
+  return std::optional<Trace>(*std::move(t));
+}
+
 nlohmann::json Trace::Describe() const {
   std::vector<double> in, out;
   int64_t blocks = 0;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,8 @@ inline constexpr int32_t kTraceBlockTokens = 512;
 
 // INVALID_ARGUMENT names the file, line and field; NOT_FOUND when the file cannot be opened.
 absl::StatusOr<Trace> ReadTrace(const std::string& path);
+// ReadTrace, or no trace when `path` is empty.
+absl::StatusOr<std::optional<Trace>> ReadTraceIfAny(const std::string& path);
 
 // The prompt's token ids: block b is a deterministic function of hash_ids[b] (equal ids give
 // equal tokens, hence equal prefixes); tokens past the listed blocks are unique to request

@@ -358,38 +358,38 @@ absl::Status Daemon::StartServing() {
         registry_,
         [this](std::string_view authorization) { return AuthorizeAdmin(authorization); });
   }
-  // A gateway routes to replicas in its own process directly and to every other node's replicas
-  // through their Node service, fed by their load streams (gateway/remote_backend.h).
-  if (HasRole(roles_, "gateway")) {
-    EXA_ASSIGN_OR_RETURN(router::Policy policy,
-                         router::ParsePolicy(options_.gateway.routing_policy));
-    prefix_index_ = std::make_unique<router::PrefixIndex>();
-    table_ = std::make_unique<router::ReplicaTable>(policy, absl::ToUnixNanos(absl::Now()));
-    table_->SetPrefixIndex(prefix_index_.get());
-    if (replicas_) {
-      local_backend_ = std::make_unique<LocalReplicaBackend>(*replicas_);
-      local_backend_->Register(*table_);
-    }
-    remote_ = std::make_unique<gateway::RemoteBackend>(node_id_, local_backend_.get(), *table_,
-                                                       *prefix_index_, registry_);
-    frontend_ = std::make_unique<gateway::Frontend>(options_.gateway, *remote_, *table_, registry_);
-    routes_ =
-        std::make_unique<gateway::VersionRoutes>(options_.node.data_dir + "/gateway-routes.json");
-    EXA_RETURN_IF_ERROR(routes_->Load());
-    frontend_->SetRoutes(routes_.get());
-    ejections_ = &registry_.SimpleCounter(
-        "exaserve_gateway_ejections_total",
-        "Replicas taken out of routing by the performance level (slow versus their peers).");
-    registry_.AddGaugeCallback("exaserve_gateway_replicas_ejected",
-                               "Replicas out of routing for being slow versus their peers.",
-                               [this] {
-                                 double n = 0;
-                                 for (const auto& r : table_->List()) n += r.ejected ? 1 : 0;
-                                 return n;
-                               });
-    EXA_RETURN_IF_ERROR(frontend_->LoadApiKeys());
-    inference_service_ = std::make_unique<gateway::InferenceService>(*frontend_);
+  if (HasRole(roles_, "gateway")) EXA_RETURN_IF_ERROR(StartGateway());
+  return absl::OkStatus();
+}
+
+// A gateway routes to replicas in its own process directly and to every other node's replicas
+// through their Node service, fed by their load streams (gateway/remote_backend.h).
+absl::Status Daemon::StartGateway() {
+  EXA_ASSIGN_OR_RETURN(router::Policy policy, router::ParsePolicy(options_.gateway.routing_policy));
+  table_ = std::make_unique<router::ReplicaTable>(policy, absl::ToUnixNanos(absl::Now()));
+  table_->SetPrefixIndex(&prefix_index_);
+  if (replicas_) {
+    local_backend_ = std::make_unique<LocalReplicaBackend>(*replicas_, &prefix_index_);
+    local_backend_->Register(*table_);
   }
+  remote_ = std::make_unique<gateway::RemoteBackend>(node_id_, local_backend_.get(), *table_,
+                                                     prefix_index_, registry_);
+  frontend_ = std::make_unique<gateway::Frontend>(options_.gateway, *remote_, *table_, registry_);
+  routes_ =
+      std::make_unique<gateway::VersionRoutes>(options_.node.data_dir + "/gateway-routes.json");
+  EXA_RETURN_IF_ERROR(routes_->Load());
+  frontend_->SetRoutes(routes_.get());
+  ejections_ = &registry_.SimpleCounter(
+      "exaserve_gateway_ejections_total",
+      "Replicas taken out of routing by the performance level (slow versus their peers).");
+  registry_.AddGaugeCallback("exaserve_gateway_replicas_ejected",
+                             "Replicas out of routing for being slow versus their peers.", [this] {
+                               double n = 0;
+                               for (const auto& r : table_->List()) n += r.ejected ? 1 : 0;
+                               return n;
+                             });
+  EXA_RETURN_IF_ERROR(frontend_->LoadApiKeys());
+  inference_service_ = std::make_unique<gateway::InferenceService>(*frontend_);
   return absl::OkStatus();
 }
 
@@ -501,12 +501,10 @@ void Daemon::RunElection() {
     }
     view.push_back({m.id, m.metadata.rack, cluster::ParseRoleList(m.metadata.roles)});
   }
-  // A node joining through seeds elects nothing while it sees only itself: from a view of one
-  // it would name itself to every control role (and start a scheduler, an observer) for the
-  // moment until the seed's state arrives. A node with no seeds is a cluster of one.
+  // A node joining through seeds elects nothing from a view of itself alone: it would name itself
+  // to every control role (a scheduler, an observer...) until the seed's state arrives.
   seen_peers_ = seen_peers_ || view.size() > 1;
-  const bool awaiting_join = !options_.network.join.empty() && !seen_peers_;
-  if (!view.empty() && !awaiting_join) {
+  if (!view.empty() && (seen_peers_ || options_.network.join.empty())) {
     const cluster::Assignment& a = election_.Update(absl::Now(), view);
     absl::MutexLock lock(&roles_mu_);
     if (a != assignment_) {
@@ -525,71 +523,6 @@ void Daemon::RunElection() {
   timers_->election.async_wait([this](const boost::system::error_code& ec) {
     if (!ec) RunElection();
   });
-}
-
-bool Daemon::ElectableControlRoles() const {
-  return options_.node.roles == std::vector<std::string>{"auto"} && !options_.network.join.empty();
-}
-
-// An elected observer observes while the election names it and stops when it no longer does
-// (the other observer, or a new one, carries on); never once the node drains.
-void Daemon::FollowElectedObserver() {
-  if (!observer_ || !ElectableControlRoles() || state_ != State::kReady) return;
-  const bool elected = HasRole(CurrentRoles(), "observer");
-  if (elected == observer_->running()) return;
-  if (elected) {
-    if (absl::Status s = observer_->Start(); !s.ok()) {
-      EXA_LOG_ERROR("observer", "elected but cannot observe", {{"error", ToStd(s.message())}});
-      return;
-    }
-    EXA_LOG_INFO("observer", "elected observer: observing");
-  } else {
-    observer_->Stop();
-    EXA_LOG_INFO("observer", "no longer an elected observer: stopped");
-  }
-}
-
-// An elected scheduler schedules while the election names it and stops when it no longer does
-// (RunsScheduler then counts whoever the view names instead). Start and Stop run on a thread of
-// their own: stopping waits for the control loop's calls to nodes (up to scheduler.rpc_timeout),
-// which must not hold up an io thread. A change waits for the previous one to finish.
-void Daemon::FollowElectedScheduler() {
-  if (!scheduler_ || !ElectableControlRoles()) return;
-  absl::MutexLock lock(&scheduler_switch_mu_);
-  if (state_ != State::kReady || scheduler_switching_.load()) return;
-  const bool elected = HasRole(CurrentRoles(), "scheduler");
-  if (elected == scheduler_->running()) return;
-  if (scheduler_switch_.joinable()) scheduler_switch_.join();  // finished: switching is false
-  scheduler_switching_ = true;
-  scheduler_switch_ = std::thread([this, elected] {
-    if (elected) {
-      scheduler_->Start();
-      EXA_LOG_INFO("scheduler", "elected scheduler: scheduling");
-    } else {
-      scheduler_->Stop();
-      EXA_LOG_INFO("scheduler", "no longer an elected scheduler: stopped");
-    }
-    scheduler_switching_ = false;
-  });
-}
-
-void Daemon::JoinSchedulerSwitch() {
-  absl::MutexLock lock(&scheduler_switch_mu_);
-  if (scheduler_switch_.joinable()) scheduler_switch_.join();
-}
-
-// A member runs the scheduler service: this node while its control loop runs; another when it is
-// pinned to the role or the election (this node's view of it) names it.
-bool Daemon::RunsScheduler(const membership::Member& m) const {
-  if (m.id == node_id_) return scheduler_ != nullptr && scheduler_->running();
-  return HoldsRole(m, "scheduler");
-}
-
-bool Daemon::HoldsRole(const membership::Member& m, std::string_view role) const {
-  if (HasRole(m.metadata.roles, role)) return true;
-  absl::MutexLock lock(&roles_mu_);
-  auto it = assignment_.find(m.id);
-  return it != assignment_.end() && HasRole(it->second.Names(), role);
 }
 
 // A gateway in a cluster with schedulers follows the version routes of the spec store: every 2 s
@@ -674,9 +607,7 @@ std::vector<std::string> Daemon::CurrentRoles() const {
 void Daemon::PumpLoad() {
   if (!replicas_) return;
   replica_metrics_->Update();
-  if (local_backend_) {
-    local_backend_->ReportLoad(*table_, state_ == State::kReady, prefix_index_.get());
-  }
+  if (local_backend_) local_backend_->ReportLoad(*table_, state_ == State::kReady);
   if (node_service_) node_service_->Publish();
   // Replicas started or stopped (StartReplica/StopReplica): the gossip summary follows.
   if (gossip_) {

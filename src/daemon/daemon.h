@@ -75,6 +75,7 @@ class Daemon {
   absl::Status StartHttp();
   absl::Status MakeAdminService();
   absl::Status StartServing();
+  absl::Status StartGateway();  // the gateway role: router table, backends, frontend
   absl::Status OpenScheduler();
   grpc::Status AuthorizeAdmin(std::string_view authorization) const;
   void PumpLoad();
@@ -141,7 +142,7 @@ class Daemon {
   std::map<std::string, std::string> replica_reason_ ABSL_GUARDED_BY(health_mu_);
   // What every replica holds in its prefix cache: fed by the load streams (remote_) and the local
   // engines' journals (local_backend_), read by the table. Declared first: the others point here.
-  std::unique_ptr<router::PrefixIndex> prefix_index_;
+  router::PrefixIndex prefix_index_;
   std::unique_ptr<router::ReplicaTable> table_;
   std::unique_ptr<gateway::RemoteBackend> remote_;
   std::unique_ptr<gateway::VersionRoutes> routes_;

@@ -20,7 +20,9 @@ namespace exa::daemon {
 
 class LocalReplicaBackend final : public gateway::ReplicaBackend {
  public:
-  explicit LocalReplicaBackend(const node::ReplicaHost& host) : host_(host) {}
+  // `index` (may be null; it must outlive this) learns what the local replicas cache.
+  LocalReplicaBackend(const node::ReplicaHost& host, router::PrefixIndex* index)
+      : host_(host), index_(index) {}
 
   std::vector<gateway::ModelView> Models() const override {
     std::vector<gateway::ModelView> out;
@@ -53,8 +55,8 @@ class LocalReplicaBackend final : public gateway::ReplicaBackend {
     registered_ = std::move(now);
   }
   // Copies each replica's load into the table, and what its prefix cache stored and evicted into
-  // `index` (may be null): what the load stream does across nodes.
-  void ReportLoad(router::ReplicaTable& table, bool ready, router::PrefixIndex* index) const {
+  // the index: what the load stream does across nodes.
+  void ReportLoad(router::ReplicaTable& table, bool ready) const {
     // Labels changed (exaserve-cli replica label) or replicas started or stopped: the router
     // re-reads them.
     const uint64_t labels = host_.labels_version(), serving = host_.serving_version();
@@ -68,7 +70,7 @@ class LocalReplicaBackend final : public gateway::ReplicaBackend {
       table.Report(r->id, {load.pending_tokens, load.running + load.waiting, ready, load.blocked,
                            load.ttft_p99_ms, load.itl_p99_ms, load.max_running});
     }
-    if (index != nullptr) FeedIndex(*index);
+    if (index_ != nullptr) FeedIndex(*index_);
   }
 
  private:
@@ -103,6 +105,7 @@ class LocalReplicaBackend final : public gateway::ReplicaBackend {
   };
 
   const node::ReplicaHost& host_;
+  router::PrefixIndex* const index_;
   mutable std::atomic<uint64_t> registered_labels_{0};  // Register at start saw version 0
   mutable std::atomic<uint64_t> registered_serving_{0};
   mutable absl::Mutex mu_;

@@ -181,6 +181,13 @@ Frontend::Frontend(GatewayOptions options, ReplicaBackend& backend, router::Repl
       [this] { return static_cast<double>(table_.decisions().cached_tokens); });
 }
 
+absl::StatusOr<std::string> Frontend::Route(router::RouteRequest route,
+                                            const engine::GenerateRequest& request) {
+  PromptChains chains(request.prompt_tokens, request.cache_salt);
+  if (table_.policy() == router::Policy::kKvTokenAware) chains.Attach(route);
+  return table_.Choose(route);
+}
+
 absl::Status Frontend::LoadApiKeys() {
   if (options_.api_keys_file.empty()) return absl::OkStatus();
   EXA_ASSIGN_OR_RETURN(api_keys_, ApiKeys::Load(options_.api_keys_file));
@@ -327,11 +334,8 @@ absl::StatusOr<std::shared_ptr<Call>> Frontend::Start(TextRequest r, EventSink s
   if (routes_ != nullptr) labels = routes_->Labels(r.headers);
   // Without an explicit version any version may serve, subject to the version routes' labels.
   std::string version = r.version;
-  router::RouteRequest route{
-      model->name, version, static_cast<int64_t>(g.prompt_tokens.size()), {}, labels};
-  PromptChains chains(g.prompt_tokens, g.cache_salt);
-  if (table_.policy() == router::Policy::kKvTokenAware) chains.Attach(route);
-  auto replica = table_.Choose(route);
+  auto replica =
+      Route({model->name, version, static_cast<int64_t>(g.prompt_tokens.size()), {}, labels}, g);
   if (!replica.ok()) {
     in_flight_--;
     requests_
@@ -446,10 +450,8 @@ bool Frontend::Retry(const std::shared_ptr<Call>& call, const engine::StreamCall
     std::atomic<int>& n;
     ~Release() { n--; }
   } release{retries_in_flight_};
-  router::RouteRequest route{call->model_, call->version_, call->prompt_tokens_, call->tried_};
-  PromptChains chains(call->request_.prompt_tokens, call->request_.cache_salt);
-  if (table_.policy() == router::Policy::kKvTokenAware) chains.Attach(route);
-  auto replica = table_.Choose(route);
+  auto replica =
+      Route({call->model_, call->version_, call->prompt_tokens_, call->tried_}, call->request_);
   if (!replica.ok()) {
     retries_.WithLabels({"refused_no_replica"}).Increment();
     return false;

@@ -153,6 +153,10 @@ class Frontend {
   absl::StatusOr<ModelView> ResolveModel(const TextRequest& request) const;
   engine::StreamCallback MakeCallback(std::shared_ptr<Call> call, EventSink sink,
                                       absl::Time admitted);
+  // The table's choice for `route`; under kv-token-aware it hashes `request`'s prompt for the
+  // prefix index (docs/architecture.md#routing).
+  absl::StatusOr<std::string> Route(router::RouteRequest route,
+                                    const engine::GenerateRequest& request);
   // After `call`'s replica failed before its first token: resubmits it to another replica.
   // False when the attempt or retry budget is spent or no other replica is ready.
   bool Retry(const std::shared_ptr<Call>& call, const engine::StreamCallback& callback);

@@ -112,6 +112,12 @@ class ReplicaTable {
     int32_t dispatched_requests = 0;
   };
 
+  static bool Eligible(const std::string& id, const Entry& e, const RouteRequest& request);
+  absl::Status NoReplica(const RouteRequest& request) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<Candidate> Candidates(const std::vector<Entry*>& eligible,
+                                    const RouteRequest& request) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const Policy policy_;
   const PolicyOptions options_;
   mutable absl::Mutex mu_;

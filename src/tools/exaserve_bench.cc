@@ -100,6 +100,149 @@ int PrintResult(const char* name, const absl::StatusOr<nlohmann::json>& result) 
   return 0;
 }
 
+struct RouteCommand {
+  std::string mode = "sim";
+  exa::bench::RouteSimOptions sim;
+  exa::bench::RouteLiveOptions live;
+  bool grid = false;
+  std::vector<std::string> grid_traces;
+};
+
+// The live and overhead modes' options of `exaserve-bench route`.
+void AddRouteLiveOptions(CLI::App& route_cmd, RouteCommand* r) {
+  std::error_code ec;
+  r->live.exaserved =
+      (std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "exaserved").string();
+  route_cmd.add_option("--exaserved", r->live.exaserved,
+                       "live/overhead: the exaserved binary (default: next to this one)");
+  route_cmd.add_option("--work-dir", r->live.work_dir,
+                       "live/overhead: data dirs and logs (default: a new /tmp directory)");
+  route_cmd.add_option("--gateway", r->live.gateway_addr,
+                       "live: HOST:PORT of a running gateway to drive instead of starting one");
+  route_cmd.add_option("--nodes", r->live.nodes, "live: inference processes (default 4)");
+  route_cmd.add_option("--node-replicas", r->live.replicas_per_node,
+                       "live/overhead: sim replicas per inference process (default 3)");
+  route_cmd.add_option("--duration", r->live.duration_s,
+                       "live: seconds of arrivals per policy and load (default 60); overhead: "
+                       "seconds measured (default 20)");
+  route_cmd.add_option("--call-timeout", r->live.call_timeout_s,
+                       "live: a call open this many seconds counts as hung (default 120)");
+  route_cmd.add_flag("--kill-one", r->live.kill_one,
+                     "live: a last kv-token-aware run that kills -9 one inference process under "
+                     "load and counts what happened to the requests");
+  route_cmd.add_option("--rate", r->live.overhead_rate, "overhead: requests per second");
+  route_cmd
+      .add_option("--overhead-policy", r->live.overhead_policy,
+                  "overhead: the gateway's policy (default round-robin, as the direct calls)")
+      ->check(CLI::IsMember({"kv-token-aware", "token-aware", "least-connections", "least-requests",
+                             "round-robin", "random"}));
+  route_cmd.add_option("--max-tokens", r->live.overhead_max_tokens,
+                       "overhead: tokens generated per request (default 4)");
+}
+
+CLI::App* AddRouteCommand(CLI::App& app, RouteCommand* r) {
+  auto* route_cmd = app.add_subcommand(
+      "route",
+      "routing policies compared on a fixed workload: P50/P99 TTFT and end-to-end "
+      "latency, goodput, rejections per policy and load");
+  route_cmd
+      ->add_option("--mode", r->mode,
+                   "sim (discrete-event, virtual time), live (real processes on loopback) or "
+                   "overhead (gateway hop vs Node.Generate direct)")
+      ->check(CLI::IsMember({"sim", "live", "overhead"}));
+  route_cmd->add_option("--replicas", r->sim.replicas, "sim: replicas (default 48)");
+  route_cmd->add_option("--replicas-per-node", r->sim.replicas_per_node,
+                        "sim: replicas sharing one load report (default 8)");
+  route_cmd->add_option("--gateways", r->sim.gateways,
+                        "sim: gateways, each with its own replica table (default 4)");
+  route_cmd->add_option("--report-hz", r->sim.report_hz, "sim: load reports per second");
+  route_cmd->add_option("--rho", r->sim.rhos,
+                        "offered load as fractions of capacity (default 0.5 0.7 0.85 0.95)");
+  route_cmd->add_option("--policies", r->sim.policies,
+                        "routing policies, the first the reference of the comparisons (default: "
+                        "kv-token-aware and the five others); sim also takes oracle");
+  route_cmd->add_option("--profile", r->sim.profile,
+                        "sim: replica sizing: 13b-a100-64 (default), 13b-a100 or long-context");
+  route_cmd
+      ->add_option("--slots", r->sim.slots,
+                   "sim: batch slots (max running sequences), overriding the profile's")
+      ->check(CLI::Range(1, 4096));
+  route_cmd->add_option("--trace", r->sim.trace,
+                        "sim/live: replay a recorded trace (Mooncake JSON lines or Azure CSV) "
+                        "instead of the synthetic workload");
+  route_cmd
+      ->add_option("--prompt-median", r->sim.workload.prompt_median,
+                   "synthetic workload: median prompt tokens (default 70)")
+      ->check(CLI::Range(5.0, 1e6));
+  route_cmd
+      ->add_option("--prompt-p99", r->sim.workload.prompt_p99,
+                   "synthetic workload: p99 prompt tokens (default 3400)")
+      ->check(CLI::Range(5.0, 1e6));
+  route_cmd
+      ->add_option("--output-median", r->sim.workload.output_median,
+                   "synthetic workload: median output tokens (default 200)")
+      ->check(CLI::Range(1.0, 1e6));
+  route_cmd
+      ->add_option("--output-p99", r->sim.workload.output_p99,
+                   "synthetic workload: p99 output tokens (default 1200; equal to the "
+                   "median: every output that long)")
+      ->check(CLI::Range(1.0, 1e6));
+  route_cmd
+      ->add_option("--kv-tokens", r->sim.kv_tokens,
+                   "sim: KV cache per replica in tokens, overriding the profile's")
+      ->check(CLI::Range(1024, 1 << 24));
+  route_cmd->add_flag("--grid", r->grid,
+                      "sim: the never-worse grid over workloads x slots {4, 16, 64} x --rho, the "
+                      "first policy against least-connections and round-robin");
+  route_cmd->add_option("--grid-traces", r->grid_traces, "sim --grid: traces to add as workloads");
+  route_cmd->add_option("--cache-report-hz", r->sim.cache_report_hz,
+                        "sim: cached-block deltas per second reaching the gateways (default 2)");
+  route_cmd->add_option("--requests", r->sim.requests,
+                        "measured requests per policy and load (default 20000)");
+  route_cmd->add_option("--warmup-fraction", r->sim.warmup_fraction,
+                        "extra requests first, not measured, as a fraction of --requests");
+  route_cmd->add_option("--capacity-requests", r->sim.capacity_requests,
+                        "completions of the saturation run that sizes capacity");
+  route_cmd->add_option("--seed", r->sim.seed, "workload and router seed (fixed: reproducible)");
+  AddRouteLiveOptions(*route_cmd, r);
+  return route_cmd;
+}
+
+int RunRoute(const CLI::App& route_cmd, RouteCommand& r) {
+  r.live.seed = r.sim.seed;
+  r.live.capacity_requests = r.sim.capacity_requests;
+  r.live.workload = r.sim.workload;
+  r.live.trace = r.sim.trace;
+  if (r.mode == "live") {
+    if (route_cmd.count("--rho") == 0) r.sim.rhos = {0.85};
+    if (route_cmd.count("--policies") == 0) {
+      r.sim.policies = {"kv-token-aware", "least-connections", "round-robin"};
+    }
+    r.live.rhos = r.sim.rhos;
+    r.live.policies = r.sim.policies;
+  }
+  if (r.mode == "overhead" && route_cmd.count("--duration") == 0) {
+    r.live.overhead_duration_s = 20;
+  } else {
+    r.live.overhead_duration_s = r.live.duration_s;
+  }
+  if (r.mode == "overhead" && route_cmd.count("--node-replicas") == 0) {
+    r.live.replicas_per_node = 3;
+  }
+  if (r.grid && route_cmd.count("--rho") == 0) r.sim.rhos = {0.7, 0.85, 0.95};
+  auto result = r.mode == "live"       ? exa::bench::RunRouteLive(r.live)
+                : r.mode == "overhead" ? exa::bench::RunRouteOverhead(r.live)
+                : r.grid               ? exa::bench::RunRouteGrid(r.sim, r.grid_traces)
+                                       : exa::bench::RunRouteSim(r.sim);
+  if (!result.ok()) {
+    std::fprintf(stderr, "exaserve-bench route: %s\n",
+                 std::string(result.status().message()).c_str());
+    return result.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  std::cout << result->dump(2) << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -134,103 +277,10 @@ int main(int argc, char** argv) {
   weights_cmd->add_option("--repeats", weights.repeats, "(d) pulls per stream count (default 3)")
       ->check(CLI::Range(1, 20));
 
-  std::string route_mode = "sim";
-  exa::bench::RouteSimOptions route_sim;
-  auto* route_cmd = app.add_subcommand(
-      "route",
-      "routing policies compared on a fixed workload: P50/P99 TTFT and end-to-end "
-      "latency, goodput, rejections per policy and load");
-  route_cmd
-      ->add_option("--mode", route_mode,
-                   "sim (discrete-event, virtual time), live (real processes on loopback) or "
-                   "overhead (gateway hop vs Node.Generate direct)")
-      ->check(CLI::IsMember({"sim", "live", "overhead"}));
-  route_cmd->add_option("--replicas", route_sim.replicas, "sim: replicas (default 48)");
-  route_cmd->add_option("--replicas-per-node", route_sim.replicas_per_node,
-                        "sim: replicas sharing one load report (default 8)");
-  route_cmd->add_option("--gateways", route_sim.gateways,
-                        "sim: gateways, each with its own replica table (default 4)");
-  route_cmd->add_option("--report-hz", route_sim.report_hz, "sim: load reports per second");
-  route_cmd->add_option("--rho", route_sim.rhos,
-                        "offered load as fractions of capacity (default 0.5 0.7 0.85 0.95)");
-  route_cmd->add_option("--policies", route_sim.policies,
-                        "routing policies, the first the reference of the comparisons (default: "
-                        "kv-token-aware and the five others); sim also takes oracle");
-  route_cmd->add_option("--profile", route_sim.profile,
-                        "sim: replica sizing: 13b-a100-64 (default), 13b-a100 or long-context");
-  route_cmd
-      ->add_option("--slots", route_sim.slots,
-                   "sim: batch slots (max running sequences), overriding the profile's")
-      ->check(CLI::Range(1, 4096));
-  route_cmd->add_option("--trace", route_sim.trace,
-                        "sim/live: replay a recorded trace (Mooncake JSON lines or Azure CSV) "
-                        "instead of the synthetic workload");
-  route_cmd
-      ->add_option("--prompt-median", route_sim.workload.prompt_median,
-                   "synthetic workload: median prompt tokens (default 70)")
-      ->check(CLI::Range(5.0, 1e6));
-  route_cmd
-      ->add_option("--prompt-p99", route_sim.workload.prompt_p99,
-                   "synthetic workload: p99 prompt tokens (default 3400)")
-      ->check(CLI::Range(5.0, 1e6));
-  route_cmd
-      ->add_option("--output-median", route_sim.workload.output_median,
-                   "synthetic workload: median output tokens (default 200)")
-      ->check(CLI::Range(1.0, 1e6));
-  route_cmd
-      ->add_option("--output-p99", route_sim.workload.output_p99,
-                   "synthetic workload: p99 output tokens (default 1200; equal to the "
-                   "median: every output that long)")
-      ->check(CLI::Range(1.0, 1e6));
-  route_cmd
-      ->add_option("--kv-tokens", route_sim.kv_tokens,
-                   "sim: KV cache per replica in tokens, overriding the profile's")
-      ->check(CLI::Range(1024, 1 << 24));
-  bool route_grid = false;
-  std::vector<std::string> grid_traces;
-  route_cmd->add_flag("--grid", route_grid,
-                      "sim: the never-worse grid over workloads x slots {4, 16, 64} x --rho, the "
-                      "first policy against least-connections and round-robin");
-  route_cmd->add_option("--grid-traces", grid_traces, "sim --grid: traces to add as workloads");
-  route_cmd->add_option("--cache-report-hz", route_sim.cache_report_hz,
-                        "sim: cached-block deltas per second reaching the gateways (default 2)");
-  route_cmd->add_option("--requests", route_sim.requests,
-                        "measured requests per policy and load (default 20000)");
-  route_cmd->add_option("--warmup-fraction", route_sim.warmup_fraction,
-                        "extra requests first, not measured, as a fraction of --requests");
-  route_cmd->add_option("--capacity-requests", route_sim.capacity_requests,
-                        "completions of the saturation run that sizes capacity");
-  route_cmd->add_option("--seed", route_sim.seed, "workload and router seed (fixed: reproducible)");
-  exa::bench::RouteLiveOptions route_live;
-  std::error_code ec;
-  route_live.exaserved =
-      (std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "exaserved").string();
-  route_cmd->add_option("--exaserved", route_live.exaserved,
-                        "live/overhead: the exaserved binary (default: next to this one)");
-  route_cmd->add_option("--work-dir", route_live.work_dir,
-                        "live/overhead: data dirs and logs (default: a new /tmp directory)");
-  route_cmd->add_option("--gateway", route_live.gateway_addr,
-                        "live: HOST:PORT of a running gateway to drive instead of starting one");
-  route_cmd->add_option("--nodes", route_live.nodes, "live: inference processes (default 4)");
-  route_cmd->add_option("--node-replicas", route_live.replicas_per_node,
-                        "live/overhead: sim replicas per inference process (default 3)");
-  route_cmd->add_option("--duration", route_live.duration_s,
-                        "live: seconds of arrivals per policy and load (default 60); overhead: "
-                        "seconds measured (default 20)");
-  route_cmd->add_option("--call-timeout", route_live.call_timeout_s,
-                        "live: a call open this many seconds counts as hung (default 120)");
-  route_cmd->add_flag("--kill-one", route_live.kill_one,
-                      "live: a last kv-token-aware run that kills -9 one inference process under "
-                      "load and counts what happened to the requests");
-  route_cmd->add_option("--rate", route_live.overhead_rate, "overhead: requests per second");
-  route_cmd
-      ->add_option("--overhead-policy", route_live.overhead_policy,
-                   "overhead: the gateway's policy (default round-robin, as the direct calls)")
-      ->check(CLI::IsMember({"kv-token-aware", "token-aware", "least-connections", "least-requests",
-                             "round-robin", "random"}));
-  route_cmd->add_option("--max-tokens", route_live.overhead_max_tokens,
-                        "overhead: tokens generated per request (default 4)");
+  RouteCommand route;
+  CLI::App* route_cmd = AddRouteCommand(app, &route);
   exa::tools::SoakOptions soak;
+  std::error_code ec;
   soak.bin_dir = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path().string();
   auto* soak_cmd = app.add_subcommand(
       "soak",
@@ -292,39 +342,6 @@ int main(int argc, char** argv) {
     std::cout << result->dump(2) << "\n";
     return 0;
   }
-  if (route_cmd->parsed()) {
-    route_live.seed = route_sim.seed;
-    route_live.capacity_requests = route_sim.capacity_requests;
-    route_live.workload = route_sim.workload;
-    route_live.trace = route_sim.trace;
-    if (route_mode == "live") {
-      if (route_cmd->count("--rho") == 0) route_sim.rhos = {0.85};
-      if (route_cmd->count("--policies") == 0) {
-        route_sim.policies = {"kv-token-aware", "least-connections", "round-robin"};
-      }
-      route_live.rhos = route_sim.rhos;
-      route_live.policies = route_sim.policies;
-    }
-    if (route_mode == "overhead" && route_cmd->count("--duration") == 0) {
-      route_live.overhead_duration_s = 20;
-    } else {
-      route_live.overhead_duration_s = route_live.duration_s;
-    }
-    if (route_mode == "overhead" && route_cmd->count("--node-replicas") == 0) {
-      route_live.replicas_per_node = 3;
-    }
-    if (route_grid && route_cmd->count("--rho") == 0) route_sim.rhos = {0.7, 0.85, 0.95};
-    auto result = route_mode == "live"       ? exa::bench::RunRouteLive(route_live)
-                  : route_mode == "overhead" ? exa::bench::RunRouteOverhead(route_live)
-                  : route_grid               ? exa::bench::RunRouteGrid(route_sim, grid_traces)
-                                             : exa::bench::RunRouteSim(route_sim);
-    if (!result.ok()) {
-      std::fprintf(stderr, "exaserve-bench route: %s\n",
-                   std::string(result.status().message()).c_str());
-      return result.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
-    }
-    std::cout << result->dump(2) << "\n";
-    return 0;
-  }
+  if (route_cmd->parsed()) return RunRoute(*route_cmd, route);
   return 2;
 }
