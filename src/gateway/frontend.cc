@@ -1,5 +1,6 @@
 #include "gateway/frontend.h"
 
+#include <deque>
 #include <random>
 
 #include "absl/strings/cord.h"
@@ -59,7 +60,8 @@ class PromptChains {
   std::span<const int32_t> tokens_;
   std::string salt_;
   engine::PrefixHasher hasher_;
-  std::vector<std::pair<std::string, std::vector<Hash128>>> chains_;
+  // A deque: spans handed out stay valid as more namespaces are added.
+  std::deque<std::pair<std::string, std::vector<Hash128>>> chains_;
 };
 
 }  // namespace
