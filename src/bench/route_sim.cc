@@ -432,7 +432,7 @@ absl::StatusOr<double> MeasureReplicaCapacity(const engine::EngineOptions& optio
 
 nlohmann::json ToJson(const RunStats& s) {
   const double window = std::max(1e-9, s.window_s);
-  return {
+  nlohmann::json j = {
       {"policy", s.policy},
       {"rho", s.rho},
       {"offered_requests_per_s", s.arrival_rate},
@@ -443,16 +443,20 @@ nlohmann::json ToJson(const RunStats& s) {
         {"output_tokens_per_s", static_cast<double>(s.output_tokens) / window}}},
       {"completed", s.completed},
       {"rejections", s.rejected},
-      {"failed", s.failed},
-      {"prefix_hit_ratio", s.prefix_hit_tokens + s.prefix_miss_tokens > 0
-                               ? static_cast<double>(s.prefix_hit_tokens) /
-                                     static_cast<double>(s.prefix_hit_tokens + s.prefix_miss_tokens)
-                               : 0.0},
-      {"unbounded_cache_hit_ratio", s.unbounded_hit_ratio},
-      {"decision_us",
-       {{"p50", Quantile(s.choose_us, 0.5)},
+      {"failed", s.failed}};
+  // What only the sim measures (the live mode leaves these out rather than print zeros).
+  const int64_t prompt = s.prefix_hit_tokens + s.prefix_miss_tokens;
+  if (prompt > 0) {
+    j["prefix_hit_ratio"] = static_cast<double>(s.prefix_hit_tokens) / static_cast<double>(prompt);
+    j["unbounded_cache_hit_ratio"] = s.unbounded_hit_ratio;
+  }
+  if (!s.choose_us.empty()) {
+    j["decision_us"] = {
+        {"p50", Quantile(s.choose_us, 0.5)},
         {"p99", Quantile(s.choose_us, 0.99)},
-        {"note", "wall time of hashing the prompt and ReplicaTable::Choose, on this machine"}}}};
+        {"note", "wall time of hashing the prompt and ReplicaTable::Choose, on this machine"}};
+  }
+  return j;
 }
 
 nlohmann::json Compare(const std::vector<RunStats>& runs, const std::string& reference) {
