@@ -27,7 +27,11 @@ r1="${node:0:8}/exa-tiny-arith@v1#1"
 export EXASERVE_TOKEN=$admin
 out=$("$CLI" --addr "$grpc" replica label --selector "replica=$r1" --version v2)
 grep -q "^$r1  version=v2$" <<<"$out" || fail "label output: $out"
-"$CLI" --addr "$grpc" gateway route --header x-model-version --target replica-version --default v1
+# Setting a route fans out to the live gateways in the membership view; 0.9 s after start it once
+# found none in CI ("no gateway answered"), so it is retried (it is idempotent) for a while.
+wait_for 10 "$CLI" --addr "$grpc" gateway route --header x-model-version --target replica-version \
+  --default v1 || fail "gateway route: $("$CLI" --addr "$grpc" gateway route --header \
+  x-model-version --target replica-version --default v1 2>&1)"
 "$CLI" --addr "$grpc" gateway routes | grep -q "x-model-version -> label version (default v1)" ||
   fail "routes: $("$CLI" --addr "$grpc" gateway routes)"
 rc=0; "$CLI" --addr "$grpc" gateway route --header x-model-version --target bogus 2>/dev/null || rc=$?
