@@ -76,7 +76,6 @@ absl::Status ReadAzure(std::ifstream& in, const std::string& header, Trace& t) {
   }
   const int need = std::max({ts, context, generated});
   int line_no = 1;
-  absl::Time first = absl::InfiniteFuture();
   for (std::string line; std::getline(in, line);) {
     ++line_no;
     if (absl::StripAsciiWhitespace(line).empty()) continue;
@@ -99,9 +98,8 @@ absl::Status ReadAzure(std::ifstream& in, const std::string& header, Trace& t) {
                                                "\" must be integers"));
     }
     if (auto s = CheckLengths(where, input, output); !s.ok()) return s;
-    if (first == absl::InfiniteFuture()) first = at;
     TraceRequest r;
-    r.arrival_s = absl::ToDoubleSeconds(at - first);
+    r.arrival_s = absl::ToDoubleSeconds(at - absl::UnixEpoch());  // ReadTrace rebases to 0
     r.input_length = static_cast<int32_t>(input);
     r.output_length = static_cast<int32_t>(output);
     t.requests.push_back(std::move(r));

@@ -234,13 +234,7 @@ int RunRoute(const CLI::App& route_cmd, RouteCommand& r) {
                 : r.mode == "overhead" ? exa::bench::RunRouteOverhead(r.live)
                 : r.grid               ? exa::bench::RunRouteGrid(r.sim, r.grid_traces)
                                        : exa::bench::RunRouteSim(r.sim);
-  if (!result.ok()) {
-    std::fprintf(stderr, "exaserve-bench route: %s\n",
-                 std::string(result.status().message()).c_str());
-    return result.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
-  }
-  std::cout << result->dump(2) << "\n";
-  return 0;
+  return PrintResult("route", result);
 }
 
 }  // namespace
@@ -333,14 +327,7 @@ int main(int argc, char** argv) {
     }
     weights.model_bytes = *size;
     weights.chunk_bytes = *chunk;
-    auto result = exa::tools::RunWeightsBench(weights);
-    if (!result.ok()) {
-      std::fprintf(stderr, "exaserve-bench weights: %s\n",
-                   std::string(result.status().message()).c_str());
-      return result.status().code() == absl::StatusCode::kInvalidArgument ? 2 : 1;
-    }
-    std::cout << result->dump(2) << "\n";
-    return 0;
+    return PrintResult("weights", exa::tools::RunWeightsBench(weights));
   }
   if (route_cmd->parsed()) return RunRoute(*route_cmd, route);
   return 2;
