@@ -34,13 +34,13 @@ absl::Status MakeNode(const PrefixReportOptions& o, absl::Time start, Node& n) {
   n.engine.sim.max_context = o.max_context;
   n.engine.kv_cache_bytes = o.kv_tokens * n.engine.sim.kv_bytes_per_token;
   n.engine.max_queue = 1 << 16;
-  n.engine.prefix_cache.report_every_blocks = o.report_every_blocks;
-  n.engine.prefix_cache_namespace = "llama-2-13b@v1/sim";
+  n.engine.prefix_cache.report = o.report;
+  n.engine.prefix_cache_namespace = CacheNamespace("llama-2-13b", "v1", "sim");
   for (int i = 0; i < o.replicas; ++i) {
     EXA_ASSIGN_OR_RETURN(auto r, engine::SimReplica::Create(n.engine, start));
     n.replicas.push_back(std::move(r));
-    n.journals.push_back(std::make_unique<engine::PrefixJournal>(static_cast<uint64_t>(i + 1),
-                                                                 o.report_every_blocks));
+    n.journals.push_back(
+        std::make_unique<engine::PrefixJournal>(static_cast<uint64_t>(i + 1), o.report));
     n.ids.push_back(StrCat("node-0/llama-2-13b@v1#", i));
   }
   return absl::OkStatus();
@@ -101,7 +101,8 @@ json Summary(const PrefixReportOptions& o, const Node& n) {
               {"speedup", o.speedup},
               {"replayed_seconds", seconds},
               {"report_hz", o.report_hz},
-              {"report_every_blocks", o.report_every_blocks},
+              {"report_every_blocks", o.report.every_blocks},
+              {"report_max_every_blocks", o.report.Normalized().max_every_blocks},
               {"requests", n.submitted},
               {"refused", n.refused},
               {"prefix_hit_ratio", hit + miss > 0 ? double(hit) / double(hit + miss) : 0.0},

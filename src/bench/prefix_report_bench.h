@@ -13,6 +13,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "engine/kv_cache.h"
 #include "nlohmann/json.hpp"
 
 namespace exa::bench {
@@ -24,7 +25,7 @@ struct PrefixReportOptions {
   double speedup = 1.0;     // trace time / replay time
   double duration_s = 600;  // replayed (virtual) seconds; 0: the whole trace
   double report_hz = 10;    // the node's load report rate
-  int32_t report_every_blocks = 4;
+  ReportSchedule report = engine::PrefixCacheOptions().report;
   int64_t kv_tokens = 163840;  // per replica
   int32_t max_context = 131072;
   double gossip_bytes_per_s = 1300;  // the node's gossip traffic (exaserve-sim gossip, N=256)

@@ -77,7 +77,8 @@ struct RunStats {
   int64_t prefix_hit_tokens = 0, prefix_miss_tokens = 0;
   // Of the measured requests' prompt tokens, what one unbounded cache would have held.
   double unbounded_hit_ratio = 0;
-  std::vector<double> choose_us;  // each routing decision's wall time (sim)
+  std::vector<double> choose_us;  // each routing decision's wall time (sim): ReplicaTable::Choose
+  std::vector<double> hash_us;    // the gateway hashing each prompt's blocks (sim)
 };
 nlohmann::json ToJson(const RunStats& stats);
 // Per rho: every other policy's P99s over `reference`'s, and goodput differences.

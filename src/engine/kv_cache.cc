@@ -22,8 +22,7 @@ KvCache::KvCache(int32_t num_blocks, int32_t block_size, PrefixCacheOptions pref
   EXA_CHECK(num_blocks >= 0 && block_size > 0) << num_blocks << " blocks of " << block_size;
   EXA_CHECK(prefix.max_cached_fraction >= 0 && prefix.max_cached_fraction <= 1)
       << "max_cached_fraction " << prefix.max_cached_fraction;
-  EXA_CHECK(prefix.report_every_blocks >= 1)
-      << "report_every_blocks " << prefix.report_every_blocks;
+  prefix_.report = prefix.report.Normalized();
   max_cached_blocks_ = static_cast<int32_t>(std::floor(prefix.max_cached_fraction * num_blocks));
   free_.reserve(num_blocks);
   for (int32_t b = num_blocks - 1; b >= 0; --b) free_.push_back(b);
@@ -62,7 +61,7 @@ void KvCache::LruRemove(int32_t b) {
 }
 
 void KvCache::Record(bool stored, int32_t block) {
-  if ((position_[block] + 1) % prefix_.report_every_blocks != 0) return;
+  if (!prefix_.report.Reports(position_[block] + 1)) return;
   if (events_.size() >= kMaxPendingEvents) {
     events_.clear();  // the consumer resynchronises from a snapshot instead
     events_lost_ = true;
@@ -179,7 +178,7 @@ std::vector<BlockHash> KvCache::Snapshot() {
   std::vector<BlockHash> out;
   out.reserve(by_hash_.size());
   for (const auto& [hash, block] : by_hash_) {
-    if ((position_[block] + 1) % prefix_.report_every_blocks == 0) out.push_back(hash);
+    if (prefix_.report.Reports(position_[block] + 1)) out.push_back(hash);
   }
   events_.clear();
   events_lost_ = false;

@@ -13,7 +13,7 @@
 // all of it and is never written again: sequences only write past their last full shared block,
 // so sharing needs no copy-on-write. Partial blocks are never published.
 //
-// Publishes and evictions of every report_every_blocks-th block of a chain are recorded as
+// Publishes and evictions of the blocks of a chain `report` names are recorded as
 // events (stored / evicted hash) for the replica's cached-block report; at most kMaxPendingEvents
 // wait to be taken, beyond which they are dropped and events_lost() tells the consumer to
 // resynchronise from Snapshot().
@@ -36,10 +36,12 @@ struct PrefixCacheOptions {
   bool enabled = true;
   // Unreferenced cached blocks may hold at most this fraction of the cache; 1: all of it.
   double max_cached_fraction = 1.0;
-  // Events are recorded for every this-many-th block of a chain only (positions k-1, 2k-1, ...):
-  // a chained hash names its whole prefix, so a reader still finds a request's cached prefix,
-  // to within k blocks, at 1/k of the report's bandwidth.
-  int32_t report_every_blocks = 4;
+  // Events are recorded for the blocks of a chain this schedule names only (common/prefix_delta.h):
+  // a chained hash names its whole prefix, so a reader still finds a request's cached prefix, to
+  // within the stride at its depth, at a fraction of the report's bandwidth. Default: every 4th
+  // block (64 tokens of 16) near a chain's root, then to within a quarter of the depth, the
+  // stride at most 1024 blocks (16 k tokens) deep in it (docs/perf/prefix-report.md).
+  ReportSchedule report = {.every_blocks = 4, .max_every_blocks = 1024};
 };
 
 using ::exa::CacheEvent;
@@ -93,7 +95,7 @@ class KvCache {
   std::vector<CacheEvent> TakeEvents();
   // Whether events were dropped since the last Snapshot (the pending list was full).
   bool events_lost() const { return events_lost_; }
-  // Every published hash recorded in events (report_every_blocks); clears events_lost() and the
+  // Every published hash recorded in events (the report schedule); clears events_lost() and the
   // pending events, which it supersedes.
   std::vector<BlockHash> Snapshot();
 

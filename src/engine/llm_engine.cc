@@ -32,8 +32,7 @@ LlmEngine::LlmEngine(const EngineOptions& options, EngineInfo info,
     : core_(options, std::move(info), std::move(executor), std::move(detokenizer),
             &SystemClock::Get()),
       queue_(static_cast<size_t>(std::max(1, options.max_queue))),
-      journal_(NewJournalEpoch(), options.prefix_cache.report_every_blocks,
-               options.prefix_cache_namespace) {
+      journal_(NewJournalEpoch(), options.prefix_cache.report, options.prefix_cache_namespace) {
   PublishLoad();
   thread_ = std::thread([this] { Loop(); });
 }

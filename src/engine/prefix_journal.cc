@@ -4,10 +4,10 @@
 
 namespace exa::engine {
 
-PrefixJournal::PrefixJournal(uint64_t epoch, int32_t report_every_blocks,
-                             std::string cache_namespace, size_t capacity, size_t max_snapshot)
+PrefixJournal::PrefixJournal(uint64_t epoch, ReportSchedule report, std::string cache_namespace,
+                             size_t capacity, size_t max_snapshot)
     : epoch_(epoch),
-      report_every_blocks_(std::max(1, report_every_blocks)),
+      report_(report.Normalized()),
       cache_namespace_(std::move(cache_namespace)),
       capacity_(std::max<size_t>(1, capacity)),
       max_snapshot_(max_snapshot) {}
@@ -43,7 +43,7 @@ PrefixCacheDelta PrefixJournal::Since(uint64_t epoch, uint64_t cursor, size_t ma
   absl::MutexLock lock(&mu_);
   PrefixCacheDelta d;
   d.epoch = epoch_;
-  d.report_every_blocks = report_every_blocks_;
+  d.report = report_;
   const uint64_t first_kept = last_seq_ - events_.size();  // events (first_kept, last_seq_]
   if (epoch != epoch_ || cursor < reset_seq_ || cursor < first_kept || cursor > last_seq_) {
     d.snapshot = true;

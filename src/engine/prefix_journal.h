@@ -32,9 +32,9 @@ class PrefixJournal {
   static constexpr size_t kDefaultCapacity = 1 << 16;
   static constexpr size_t kDefaultMaxSnapshot = 1 << 18;
 
-  // `report_every_blocks`: the cache's (kv_cache.h), carried in every delta; `cache_namespace`
+  // `report`: the cache's (kv_cache.h), carried in every delta; `cache_namespace`
   // (EngineOptions::prefix_cache_namespace) on every snapshot.
-  explicit PrefixJournal(uint64_t epoch, int32_t report_every_blocks = 1,
+  explicit PrefixJournal(uint64_t epoch, ReportSchedule report = {},
                          std::string cache_namespace = "", size_t capacity = kDefaultCapacity,
                          size_t max_snapshot = kDefaultMaxSnapshot);
 
@@ -59,7 +59,7 @@ class PrefixJournal {
   void AppendLocked(const CacheEvent& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const uint64_t epoch_;
-  const int32_t report_every_blocks_;
+  const ReportSchedule report_;
   const std::string cache_namespace_;
   const size_t capacity_;
   const size_t max_snapshot_;

@@ -48,6 +48,10 @@ absl::StatusOr<PrefixCacheDelta> PrefixCacheDeltaFromProto(
       return absl::InvalidArgumentError(StrCat(
           "cache_delta.report_every_blocks: ", p.report_every_blocks(), "; expected 1-1024"));
     }
+    if (p.report_max_every_blocks() > 65536) {
+      return absl::InvalidArgumentError(StrCat("cache_delta.report_max_every_blocks: ",
+                                               p.report_max_every_blocks(), "; expected 0-65536"));
+    }
     if (p.cache_namespace().size() > 1024) {
       return absl::InvalidArgumentError(
           StrCat("cache_delta.cache_namespace: ", p.cache_namespace().size(),
@@ -55,7 +59,12 @@ absl::StatusOr<PrefixCacheDelta> PrefixCacheDeltaFromProto(
     }
     d.epoch = p.epoch();
     d.to = p.to_seq();
-    d.report_every_blocks = static_cast<int32_t>(p.report_every_blocks());
+    // 0 (a node that does not send it): a fixed stride.
+    d.report =
+        ReportSchedule{
+            static_cast<int32_t>(p.report_every_blocks()),
+            static_cast<int32_t>(std::max(p.report_every_blocks(), p.report_max_every_blocks()))}
+            .Normalized();
     d.cache_namespace = p.cache_namespace();
   } else {
     if (p.evicted_bits().size() != (n + 7) / 8) {

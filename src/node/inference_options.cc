@@ -19,9 +19,14 @@ void RegisterPrefixCacheConfig(config::Schema& s, const std::string& p,
                   return v >= 0 && v <= 1 ? std::string() : StrCat(v, ": must be in [0, 1]");
                 });
   s.Add<int>(
-      p + ".prefix_cache_report_every_blocks", &o->report_every_blocks,
-      "report every this-many-th cached block of a chain to gateways (1-1024)",
+      p + ".prefix_cache_report_every_blocks", &o->report.every_blocks,
+      "report every this-many-th cached block near a chain's root to gateways (1-1024)",
       [](const int& v) { return v >= 1 && v <= 1024 ? "" : StrCat(v, ": expected 1-1024"); });
+  s.Add<int>(
+      p + ".prefix_cache_report_max_every_blocks", &o->report.max_every_blocks,
+      "the widest reporting stride, reached deep in a chain (1-65536; rounded down to "
+      "prefix_cache_report_every_blocks times a power of two)",
+      [](const int& v) { return v >= 1 && v <= 65536 ? "" : StrCat(v, ": expected 1-65536"); });
 }
 
 }  // namespace

@@ -115,7 +115,8 @@ void ToProto(const PrefixCacheDelta& d, exaserve::v1::PrefixCacheDelta* p) {
     p->set_snapshot(true);
     p->set_epoch(d.epoch);
     p->set_to_seq(d.to);
-    p->set_report_every_blocks(static_cast<uint32_t>(d.report_every_blocks));
+    p->set_report_every_blocks(static_cast<uint32_t>(d.report.every_blocks));
+    p->set_report_max_every_blocks(static_cast<uint32_t>(d.report.max_every_blocks));
     p->set_cache_namespace(d.cache_namespace);
     return;
   }

@@ -9,6 +9,7 @@
 #include "cluster/label_rule.h"
 #include "common/chars.h"
 #include "common/logging.h"
+#include "common/prefix_delta.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "common/units.h"
@@ -74,7 +75,7 @@ engine::EngineOptions ReplicaHost::EngineOptionsFor(const ServedModel& model,
   eo.max_queue = options_.max_queue;
   eo.prefix_cache = options_.prefix_cache;
   // Replicas of one model and version on one backend compute the same K and V for a prefix.
-  eo.prefix_cache_namespace = StrCat(model.name, "@", model.version, "/", backend);
+  eo.prefix_cache_namespace = CacheNamespace(model.name, model.version, backend);
   const auto& slow = options_.sim_slow_versions;
   const double slowdown =
       slow.empty() || std::find(slow.begin(), slow.end(), model.version) != slow.end()

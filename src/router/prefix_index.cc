@@ -4,25 +4,90 @@
 
 namespace exa::router {
 
+PrefixIndex::Entry& PrefixIndex::EntryFor(const std::string& replica) {
+  auto [it, inserted] = replicas_.try_emplace(replica);
+  Entry& e = it->second;
+  if (!inserted) return e;
+  if (free_slots_.empty()) {
+    e.slot = static_cast<Slot>(slot_ids_.size());
+    slot_ids_.push_back(nullptr);
+    slot_group_.push_back(0);
+    walk_pos_.push_back(0);
+    walk_mark_.push_back(0);
+  } else {
+    e.slot = free_slots_.back();
+    free_slots_.pop_back();
+  }
+  slot_ids_[e.slot] = &it->first;
+  if (groups_.empty()) groups_.emplace_back();  // group 0: no snapshot yet
+  e.group = 0;
+  slot_group_[e.slot] = 0;
+  groups_[0].replicas++;
+  return e;
+}
+
+void PrefixIndex::SetGroup(Entry& e, const std::string& cache_namespace, ReportSchedule report) {
+  const Group& current = groups_[e.group];
+  if (e.group != 0 && current.cache_namespace == cache_namespace && current.report == report) {
+    return;
+  }
+  groups_[e.group].replicas--;
+  uint32_t found = 0, empty = 0;
+  for (uint32_t g = 1; g < groups_.size(); ++g) {
+    if (groups_[g].cache_namespace == cache_namespace && groups_[g].report == report) found = g;
+    if (groups_[g].replicas == 0 && empty == 0) empty = g;
+  }
+  if (found == 0) {
+    found = empty != 0 ? empty : static_cast<uint32_t>(groups_.size());
+    if (found == groups_.size()) groups_.emplace_back();
+    groups_[found] = {cache_namespace, report, 0};
+  }
+  groups_[found].replicas++;
+  e.group = found;
+  slot_group_[e.slot] = found;
+}
+
 void PrefixIndex::Store(Entry& e, uint64_t key) {
   if (e.hashes.size() >= max_hashes_ && !e.hashes.contains(key)) {
     ++e.dropped;
     return;
   }
-  e.hashes.insert(key);
+  if (e.hashes.insert(key).second) holders_[key].push_back(e.slot);
+}
+
+void PrefixIndex::Erase(Entry& e, uint64_t key) {
+  if (e.hashes.erase(key) > 0) DropHolder(e.slot, key);
+}
+
+void PrefixIndex::DropHolder(Slot slot, uint64_t key) {
+  auto it = holders_.find(key);
+  if (it == holders_.end()) return;
+  auto& list = it->second;
+  auto pos = std::find(list.begin(), list.end(), slot);
+  if (pos != list.end()) {
+    *pos = list.back();
+    list.pop_back();
+  }
+  if (list.empty()) holders_.erase(it);
+}
+
+void PrefixIndex::Clear(Entry& e) {
+  for (uint64_t key : e.hashes) DropHolder(e.slot, key);
+  e.hashes.clear();
 }
 
 PrefixIndex::Applied PrefixIndex::Apply(const std::string& replica, const PrefixCacheDelta& delta) {
   absl::MutexLock lock(&mu_);
-  Entry& e = replicas_[replica];
+  Entry& e = EntryFor(replica);
   if (delta.snapshot) {
-    e.hashes.clear();
+    Clear(e);
     for (const CacheEvent& ev : delta.events) {
       if (ev.stored) Store(e, ev.hash.hi);
     }
     e.epoch = delta.epoch;
-    e.report_every_blocks = std::max(1, delta.report_every_blocks);
+    e.report = delta.report.Normalized();
     e.cache_namespace = delta.cache_namespace;
+    SetGroup(e, e.cache_namespace, e.report);
     e.cursor = delta.to;
     e.stale = false;
     return Applied::kApplied;
@@ -30,7 +95,7 @@ PrefixIndex::Applied PrefixIndex::Apply(const std::string& replica, const Prefix
   // Deltas on the wire carry no epoch (0): they follow the snapshot of theirs by construction.
   const bool other_epoch = delta.epoch != 0 && delta.epoch != e.epoch;
   if (e.stale || other_epoch || delta.from != e.cursor || delta.to < delta.from) {
-    e.hashes.clear();
+    Clear(e);
     e.stale = true;
     return Applied::kStale;
   }
@@ -38,16 +103,34 @@ PrefixIndex::Applied PrefixIndex::Apply(const std::string& replica, const Prefix
     if (ev.stored) {
       Store(e, ev.hash.hi);
     } else {
-      e.hashes.erase(ev.hash.hi);
+      Erase(e, ev.hash.hi);
     }
   }
   e.cursor = delta.to;
   return Applied::kApplied;
 }
 
+void PrefixIndex::Matches(
+    const std::function<std::span<const Hash128>(const std::string&)>& chain_for,
+    absl::FunctionRef<void(const std::string&, int32_t)> found) const {
+  absl::MutexLock lock(&mu_);
+  for (uint32_t g = 1; g < groups_.size(); ++g) {
+    if (groups_[g].replicas == 0) continue;
+    const std::span<const Hash128> chain = chain_for(groups_[g].cache_namespace);
+    if (!chain.empty()) WalkGroup(g, chain, found);
+  }
+}
+
 void PrefixIndex::Remove(const std::string& replica) {
   absl::MutexLock lock(&mu_);
-  replicas_.erase(replica);
+  auto it = replicas_.find(replica);
+  if (it == replicas_.end()) return;
+  Entry& e = it->second;
+  Clear(e);
+  groups_[e.group].replicas--;
+  slot_ids_[e.slot] = nullptr;
+  free_slots_.push_back(e.slot);
+  replicas_.erase(it);
 }
 
 int32_t PrefixIndex::MatchedBlocks(const std::string& replica,
@@ -56,12 +139,48 @@ int32_t PrefixIndex::MatchedBlocks(const std::string& replica,
   auto it = replicas_.find(replica);
   if (it == replicas_.end() || it->second.stale) return 0;
   const Entry& e = it->second;
-  const size_t k = static_cast<size_t>(e.report_every_blocks);
-  size_t matched = 0;
-  while (matched + k <= hashes.size() && e.hashes.contains(hashes[matched + k - 1].hi)) {
-    matched += k;
+  const auto n = static_cast<int64_t>(hashes.size());
+  int64_t matched = 0;
+  for (int64_t next = e.report.Next(0); next <= n; next = e.report.Next(next)) {
+    if (!e.hashes.contains(hashes[static_cast<size_t>(next - 1)].hi)) break;
+    matched = next;
   }
   return static_cast<int32_t>(matched);
+}
+
+// The replicas of `group` holding the chain's first reported position, then, position by
+// position, those that also hold the next: each walk marks its survivors with a fresh number.
+void PrefixIndex::WalkGroup(uint32_t group, std::span<const Hash128> chain,
+                            absl::FunctionRef<void(const std::string&, int32_t)> found) const {
+  const ReportSchedule& report = groups_[group].report;
+  const auto n = static_cast<int64_t>(chain.size());
+  const uint64_t walk = ++walk_;
+  std::vector<Slot> alive;
+  int64_t pos = report.Next(0);
+  if (pos > n) return;
+  if (auto it = holders_.find(chain[static_cast<size_t>(pos - 1)].hi); it != holders_.end()) {
+    for (Slot s : it->second) {
+      if (slot_group_[s] != group) continue;
+      alive.push_back(s);
+      walk_mark_[s] = walk;
+      walk_pos_[s] = pos;
+    }
+  }
+  // Survivors (marked by this walk, at the previous position) that hold the next position
+  // advance to it; the rest keep the position they reached.
+  int64_t advanced = static_cast<int64_t>(alive.size());
+  for (int64_t prev = pos, next = report.Next(pos); advanced > 0 && next <= n;
+       prev = next, next = report.Next(next)) {
+    auto it = holders_.find(chain[static_cast<size_t>(next - 1)].hi);
+    if (it == holders_.end()) break;
+    advanced = 0;
+    for (Slot s : it->second) {
+      if (walk_mark_[s] != walk || walk_pos_[s] != prev) continue;
+      walk_pos_[s] = next;
+      advanced++;
+    }
+  }
+  for (Slot s : alive) found(*slot_ids_[s], static_cast<int32_t>(walk_pos_[s]));
 }
 
 PrefixIndex::ReplicaState PrefixIndex::State(const std::string& replica) const {
@@ -69,8 +188,7 @@ PrefixIndex::ReplicaState PrefixIndex::State(const std::string& replica) const {
   auto it = replicas_.find(replica);
   if (it == replicas_.end()) return {};
   const Entry& e = it->second;
-  return {e.epoch,         e.cursor,  e.stale,          e.report_every_blocks,
-          e.hashes.size(), e.dropped, e.cache_namespace};
+  return {e.epoch, e.cursor, e.stale, e.report, e.hashes.size(), e.dropped, e.cache_namespace};
 }
 
 bool PrefixIndex::Holds(const std::string& replica, std::span<const Hash128> hashes) const {

@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "common/prefix_delta.h"
 #include "common/strings.h"
 
 namespace exa::router {
@@ -14,14 +15,35 @@ std::string LabelValue(const ReplicaInfo& info, const std::string& key) {
   return key == "version" ? info.version : std::string();
 }
 
+void ReplicaTable::AddToPool(Entry* e) { pools_[e->snap.info.model].push_back(e); }
+
+void ReplicaTable::RemoveFromPool(Entry* e) {
+  auto it = pools_.find(e->snap.info.model);
+  if (it == pools_.end()) return;
+  std::vector<Entry*>& pool = it->second;
+  pool.erase(std::remove(pool.begin(), pool.end(), e), pool.end());
+  if (pool.empty()) pools_.erase(it);
+}
+
 void ReplicaTable::Upsert(const ReplicaInfo& info) {
   absl::MutexLock lock(&mu_);
-  replicas_[info.id].snap.info = info;
+  auto [it, inserted] = replicas_.try_emplace(info.id);
+  Entry& e = it->second;
+  if (!inserted && e.snap.info.model == info.model) {
+    e.snap.info = info;
+    return;
+  }
+  if (!inserted) RemoveFromPool(&e);
+  e.snap.info = info;
+  AddToPool(&e);
 }
 
 void ReplicaTable::Remove(const std::string& id) {
   absl::MutexLock lock(&mu_);
-  replicas_.erase(id);
+  auto it = replicas_.find(id);
+  if (it == replicas_.end()) return;
+  RemoveFromPool(&it->second);
+  replicas_.erase(it);
 }
 
 void ReplicaTable::Report(const std::string& id, const LoadReport& report) {
@@ -50,11 +72,12 @@ void ReplicaTable::SetHealthy(const std::string& id, bool healthy) {
   if (it != replicas_.end()) it->second.snap.healthy = healthy;
 }
 
-bool ReplicaTable::Eligible(const std::string& id, const Entry& e, const RouteRequest& request) {
-  if (e.snap.info.model != request.model) return false;
-  if (!request.version.empty() && e.snap.info.version != request.version) return false;
+// For a member of the request's model's pool.
+bool ReplicaTable::Eligible(const Entry& e, const RouteRequest& request) {
   if (!e.snap.report.ready || !e.snap.healthy || e.snap.ejected) return false;
-  if (std::find(request.exclude.begin(), request.exclude.end(), id) != request.exclude.end()) {
+  if (!request.version.empty() && e.snap.info.version != request.version) return false;
+  if (!request.exclude.empty() && std::find(request.exclude.begin(), request.exclude.end(),
+                                            e.snap.info.id) != request.exclude.end()) {
     return false;
   }
   for (const auto& [key, value] : request.labels) {
@@ -111,32 +134,36 @@ absl::Status ReplicaTable::NoReplica(const RouteRequest& request) const {
       StrCat("model \"", request.model, "\": no ready and healthy replica"));
 }
 
+void ReplicaTable::MarkHolders(const RouteRequest& request, uint64_t decision) {
+  // Only the request's model's namespaces (of its version, when pinned): a prompt's tokens mean
+  // nothing to another model's cache.
+  const auto chain_for = [&request](const std::string& ns) -> std::span<const Hash128> {
+    if (!CacheNamespaceOf(ns, request.model, request.version)) return {};
+    return request.block_hashes(ns);
+  };
+  std::vector<std::pair<std::string, int32_t>> holders;
+  prefix_index_->Matches(chain_for, [&holders](const std::string& id, int32_t blocks) {
+    holders.emplace_back(id, blocks);
+  });
+  for (const auto& [id, blocks] : holders) {
+    auto it = replicas_.find(id);
+    if (it == replicas_.end() || it->second.snap.info.model != request.model) continue;
+    it->second.match_decision = decision;
+    it->second.match_blocks = blocks;
+  }
+}
+
 std::vector<Candidate> ReplicaTable::Candidates(const std::vector<Entry*>& eligible,
-                                                const RouteRequest& request) const {
+                                                const RouteRequest& request,
+                                                uint64_t decision) const {
   std::vector<Candidate> candidates;
   candidates.reserve(eligible.size());
-  const PrefixIndex* index = prefix_index_;
-  const bool affinity =
-      policy_ == Policy::kKvTokenAware && index != nullptr && request.block_hashes != nullptr;
-  std::vector<std::pair<std::string, std::span<const Hash128>>> chains;  // one per namespace
-  const auto chain_for = [&](const std::string& id) -> std::span<const Hash128> {
-    const std::string ns = index->State(id).cache_namespace;
-    for (const auto& [name, chain] : chains) {
-      if (name == ns) return chain;
-    }
-    chains.emplace_back(ns, request.block_hashes(ns));
-    return chains.back().second;
-  };
   for (const Entry* e : eligible) {
-    Candidate c{e->snap.report.pending_tokens, e->snap.dispatched_tokens,
-                e->snap.report.sequences,      e->dispatched_requests,
-                e->snap.open_requests,         e->snap.report.waiting,
-                e->snap.report.slots,          0};
-    if (affinity) {
-      c.cached_tokens = int64_t{index->MatchedBlocks(e->snap.info.id, chain_for(e->snap.info.id))} *
-                        request.block_tokens;
-    }
-    candidates.push_back(c);
+    const int64_t cached =
+        e->match_decision == decision ? int64_t{e->match_blocks} * request.block_tokens : 0;
+    candidates.push_back({e->snap.report.pending_tokens, e->snap.dispatched_tokens,
+                          e->snap.report.sequences, e->dispatched_requests, e->snap.open_requests,
+                          e->snap.report.waiting, e->snap.report.slots, cached});
   }
   return candidates;
 }
@@ -144,11 +171,19 @@ std::vector<Candidate> ReplicaTable::Candidates(const std::vector<Entry*>& eligi
 absl::StatusOr<std::string> ReplicaTable::Choose(const RouteRequest& request) {
   absl::MutexLock lock(&mu_);
   std::vector<Entry*> eligible;
-  for (auto& [id, e] : replicas_) {
-    if (Eligible(id, e, request)) eligible.push_back(&e);
+  if (auto pool = pools_.find(request.model); pool != pools_.end()) {
+    eligible.reserve(pool->second.size());
+    for (Entry* e : pool->second) {
+      if (Eligible(*e, request)) eligible.push_back(e);
+    }
   }
   if (eligible.empty()) return NoReplica(request);
-  const std::vector<Candidate> candidates = Candidates(eligible, request);
+  const uint64_t decision = ++marked_decisions_;
+  if (policy_ == Policy::kKvTokenAware && prefix_index_ != nullptr &&
+      request.block_hashes != nullptr) {
+    MarkHolders(request, decision);
+  }
+  const std::vector<Candidate> candidates = Candidates(eligible, request, decision);
   auto pick = Pick(policy_, candidates, request.prompt_tokens, options_, state_, random_);
   Entry* chosen = eligible[*pick];
   // The work this dispatch adds: what the replica must prefill of the prompt.

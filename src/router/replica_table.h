@@ -2,8 +2,9 @@
 // report, what this gateway has dispatched since, and health. Choose() filters by model,
 // version, readiness and health, then asks the policy (router/policy.h).
 //
-// Thread safety: every method may be called from any thread (one mutex; Choose is O(replicas
-// of the model), a few microseconds for hundreds).
+// Thread safety: every method may be called from any thread (one mutex). Choose visits the
+// model's replicas in one flat pass (a pool per model) and asks the prefix index once for the
+// replicas holding part of the prompt (docs/architecture.md#routing).
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/hash128.h"
@@ -110,12 +112,20 @@ class ReplicaTable {
   struct Entry {
     ReplicaSnapshot snap;
     int32_t dispatched_requests = 0;
+    // Set by the prefix index's answer for decision number `match_decision` only.
+    uint64_t match_decision = 0;
+    int32_t match_blocks = 0;
   };
 
-  static bool Eligible(const std::string& id, const Entry& e, const RouteRequest& request);
+  static bool Eligible(const Entry& e, const RouteRequest& request);
+  void AddToPool(Entry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RemoveFromPool(Entry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks the entries holding part of the prompt for decision `decision`.
+  void MarkHolders(const RouteRequest& request, uint64_t decision)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status NoReplica(const RouteRequest& request) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::vector<Candidate> Candidates(const std::vector<Entry*>& eligible,
-                                    const RouteRequest& request) const
+                                    const RouteRequest& request, uint64_t decision) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Policy policy_;
@@ -125,7 +135,10 @@ class ReplicaTable {
   const PrefixIndex* prefix_index_ ABSL_GUARDED_BY(mu_) = nullptr;
   PolicyState state_ ABSL_GUARDED_BY(mu_);
   Decisions decisions_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, Entry> replicas_ ABSL_GUARDED_BY(mu_);
+  uint64_t marked_decisions_ ABSL_GUARDED_BY(mu_) = 0;          // Entry::match_decision
+  std::map<std::string, Entry> replicas_ ABSL_GUARDED_BY(mu_);  // pointer-stable
+  // By model: its replicas' entries, the order immaterial.
+  absl::flat_hash_map<std::string, std::vector<Entry*>> pools_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace exa::router

@@ -79,9 +79,14 @@ CLI::App* AddPrefixReportCommand(CLI::App& app, exa::bench::PrefixReportOptions*
                    "replayed seconds (default 600; 0: the whole trace)")
       ->check(CLI::NonNegativeNumber);
   prefix_cmd
-      ->add_option("--report-every-blocks", prefix->report_every_blocks,
-                   "report every this-many-th block of a chain (default 4)")
+      ->add_option("--report-every-blocks", prefix->report.every_blocks,
+                   "report every this-many-th block near a chain's root (default 4)")
       ->check(CLI::Range(1, 1024));
+  prefix_cmd
+      ->add_option("--report-max-every-blocks", prefix->report.max_every_blocks,
+                   "the widest reporting stride, deep in a chain (default 1024; "
+                   "= --report-every-blocks: a fixed stride)")
+      ->check(CLI::Range(1, 65536));
   prefix_cmd
       ->add_option("--gossip-bytes-per-s", prefix->gossip_bytes_per_s,
                    "the node's gossip traffic (default 1300: exaserve-sim gossip, N=256)")

@@ -138,6 +138,13 @@ TEST_CASE("a malformed cached-block delta is refused, naming what is wrong", "[g
              Catch::Contains("report_every_blocks: 0; expected 1-1024"));
   p.set_report_every_blocks(4);
   REQUIRE(PrefixCacheDeltaFromProto(p).ok());
+  // A node that does not send the cap reports at a fixed stride.
+  CHECK(PrefixCacheDeltaFromProto(p)->report == ReportSchedule{4, 4});
+  p.set_report_max_every_blocks(70000);
+  CHECK_THAT(std::string(PrefixCacheDeltaFromProto(p).status().message()),
+             Catch::Contains("report_max_every_blocks: 70000; expected 0-65536"));
+  p.set_report_max_every_blocks(100);
+  CHECK(PrefixCacheDeltaFromProto(p)->report == ReportSchedule{4, 64});
   CHECK(PrefixCacheDeltaFromProto(p)->events[1].stored);  // a snapshot holds stored hashes
 }
 
