@@ -78,7 +78,7 @@ struct RunStats {
   // Of the measured requests' prompt tokens, what one unbounded cache would have held.
   double unbounded_hit_ratio = 0;
   std::vector<double> choose_us;  // each routing decision's wall time (sim): ReplicaTable::Choose
-  std::vector<double> hash_us;    // the gateway hashing each prompt's blocks (sim)
+  std::vector<double> hash_us;    // hashing every full block of each prompt (sim)
 };
 nlohmann::json ToJson(const RunStats& stats);
 // Per rho: every other policy's P99s over `reference`'s, and goodput differences.

@@ -38,30 +38,43 @@ class PromptChains {
   PromptChains(std::span<const int32_t> tokens, std::string salt)
       : tokens_(tokens), salt_(std::move(salt)) {}
 
-  std::span<const Hash128> For(const std::string& cache_namespace) {
+  // At least the first `blocks` hashes of the chain from `cache_namespace`'s root (fewer when
+  // the prompt has fewer full blocks): hashed as the router asks, no deeper.
+  std::span<const Hash128> For(const std::string& cache_namespace, size_t blocks) {
     if (cache_namespace.empty()) return {};  // a replica not reporting its cache yet
-    for (const auto& [name, chain] : chains_) {
-      if (name == cache_namespace) return chain;
+    Chain* chain = nullptr;
+    for (Chain& c : chains_) {
+      if (c.cache_namespace == cache_namespace) chain = &c;
     }
-    std::vector<Hash128> chain;
-    hasher_.Extend(hasher_.Root(cache_namespace, salt_), tokens_, kBlockTokens,
-                   static_cast<int32_t>(tokens_.size()) / kBlockTokens, &chain);
-    chains_.emplace_back(cache_namespace, std::move(chain));
-    return chains_.back().second;
+    if (chain == nullptr) {
+      chain = &chains_.emplace_back();
+      chain->cache_namespace = cache_namespace;
+      chain->root = hasher_.Root(cache_namespace, salt_);
+    }
+    const size_t full = tokens_.size() / kBlockTokens;
+    if (chain->hashes.size() < std::min(blocks, full)) {
+      hasher_.Extend(chain->root, tokens_, kBlockTokens,
+                     static_cast<int32_t>(std::min(blocks, full)), &chain->hashes);
+    }
+    return chain->hashes;
   }
 
   // Fills `route` to ask this object for hashes; it must outlive the route's use.
   void Attach(router::RouteRequest& route) {
     route.block_tokens = kBlockTokens;
-    route.block_hashes = [this](const std::string& ns) { return For(ns); };
+    route.block_hashes = [this](const std::string& ns, size_t blocks) { return For(ns, blocks); };
   }
 
  private:
   std::span<const int32_t> tokens_;
   std::string salt_;
   engine::PrefixHasher hasher_;
-  // A deque: spans handed out stay valid as more namespaces are added.
-  std::deque<std::pair<std::string, std::vector<Hash128>>> chains_;
+  struct Chain {
+    std::string cache_namespace;
+    Hash128 root;
+    std::vector<Hash128> hashes;
+  };
+  std::deque<Chain> chains_;
 };
 
 }  // namespace

@@ -92,64 +92,83 @@ size_t TokenAware(const std::vector<Candidate>& c, int64_t prompt_tokens,
 
 size_t KvTokenAware(const std::vector<Candidate>& c, int64_t prompt_tokens,
                     const PolicyOptions& options, Random& random) {
-  constexpr int64_t kExcluded = std::numeric_limits<int64_t>::max();
-  const int64_t per_request = PerRequestDecode(c);
-  const auto sequences = [&](size_t i) {
-    return int64_t{c[i].reported_sequences} + c[i].dispatched_requests;
-  };
-  // Tier 0: a batch slot free and nothing blocked; 1: nothing blocked; 2: the rest. A request
-  // sent where no slot is free waits for a running one to end, however few tokens it owes.
-  const auto tier = [&](size_t i) {
-    if (c[i].reported_waiting > 0) return 2;
-    return c[i].slots > 0 && sequences(i) >= c[i].slots ? 1 : 0;
-  };
+  KvTierStats stats;
+  stats.per_request = PerRequestDecode(c);
   int best_tier = 2;
-  for (size_t i = 0; i < c.size(); ++i) best_tier = std::min(best_tier, tier(i));
-  std::vector<int64_t> queue(c.size()), uncached(c.size()), cost(c.size(), kExcluded);
-  int64_t queue_sum = 0, members = 0;
+  for (const Candidate& x : c) best_tier = std::min(best_tier, KvTier(x));
+  std::vector<size_t> members;
+  int64_t queue_sum = 0;
   for (size_t i = 0; i < c.size(); ++i) {
-    queue[i] = std::max<int64_t>(0, c[i].reported_pending_tokens) + c[i].dispatched_tokens +
-               int64_t{c[i].dispatched_requests} * per_request;
-    if (tier(i) != best_tier) continue;
-    queue_sum += queue[i];
-    members++;
+    if (KvTier(c[i]) != best_tier) continue;
+    members.push_back(i);
+    queue_sum += KvQueue(c[i], stats.per_request);
   }
-  const double mean_queue = static_cast<double>(queue_sum) / static_cast<double>(members);
-  const double hot = options.affinity_load_bound * mean_queue + static_cast<double>(prompt_tokens);
-  for (size_t i = 0; i < c.size(); ++i) {
-    if (tier(i) != best_tier) continue;
-    const int64_t cached = static_cast<double>(queue[i]) > hot
-                               ? 0
-                               : std::clamp<int64_t>(c[i].cached_tokens, 0, prompt_tokens);
-    uncached[i] = prompt_tokens - cached;
-    cost[i] = queue[i] + uncached[i];
-  }
-  // Power of two choices over the tier: two random members, the cheaper (then the one with more
-  // free slots). Many gateways acting on the same stale report all see the same cheapest
-  // replica; a random pair spreads them (Mitzenmacher, "How useful is old information?").
-  std::vector<size_t> members_of_tier;
-  for (size_t i = 0; i < c.size(); ++i) {
-    if (cost[i] != kExcluded) members_of_tier.push_back(i);
-  }
-  const size_t n = members_of_tier.size();
+  stats.mean_queue = static_cast<double>(queue_sum) / static_cast<double>(members.size());
+  // Power of two choices over the tier: two distinct random members (with one: it).
+  const size_t n = members.size();
   const size_t first = random.Uniform(n);
-  const size_t a = members_of_tier[first];
-  // A second draw distinct from the first (with two members: both).
-  const size_t b = n == 1 ? a : members_of_tier[(first + 1 + random.Uniform(n - 1)) % n];
-  size_t pick = a;
-  if (cost[b] < cost[a] || (cost[b] == cost[a] && sequences(b) < sequences(a))) pick = b;
-  // The cheapest replica holding part of this prompt challenges the draw: saved prefill is work
-  // not done, and the bounded load above already kept hot replicas out.
-  size_t holder = c.size();
-  for (size_t i : members_of_tier) {
-    if (uncached[i] + options.near_equal_tokens >= prompt_tokens) continue;
-    if (holder == c.size() || cost[i] < cost[holder]) holder = i;
+  std::vector<size_t> sampled = {members[first]};
+  if (n > 1) sampled.push_back(members[(first + 1 + random.Uniform(n - 1)) % n]);
+  const size_t draws = sampled.size();
+  for (size_t i : members) {
+    if (c[i].cached_tokens > 0) sampled.push_back(i);
   }
-  if (holder != c.size() && cost[holder] < cost[pick]) pick = holder;
-  return pick;
+  std::vector<Candidate> view;
+  view.reserve(sampled.size());
+  for (size_t i : sampled) view.push_back(c[i]);
+  return sampled[KvPick(view, draws, prompt_tokens, stats, options)];
 }
 
 }  // namespace
+
+int KvTier(const Candidate& c) {
+  // A request sent where no slot is free waits for a running one to end, however few tokens it
+  // owes.
+  if (c.reported_waiting > 0) return 2;
+  const int64_t sequences = int64_t{c.reported_sequences} + c.dispatched_requests;
+  return c.slots > 0 && sequences >= c.slots ? 1 : 0;
+}
+
+int64_t KvQueue(const Candidate& c, int64_t per_request) {
+  return std::max<int64_t>(0, c.reported_pending_tokens) + c.dispatched_tokens +
+         int64_t{c.dispatched_requests} * per_request;
+}
+
+size_t KvPick(std::span<const Candidate> sampled, size_t draws, int64_t prompt_tokens,
+              const KvTierStats& stats, const PolicyOptions& options) {
+  // Bounded load for affinity: a replica whose queue is over the bound gets no credit for the
+  // prefix it holds, so a hot prefix never piles onto one replica.
+  const double hot =
+      options.affinity_load_bound * stats.mean_queue + static_cast<double>(prompt_tokens);
+  std::vector<int64_t> cost(sampled.size()), uncached(sampled.size());
+  for (size_t i = 0; i < sampled.size(); ++i) {
+    const int64_t queue = KvQueue(sampled[i], stats.per_request);
+    const int64_t cached = static_cast<double>(queue) > hot
+                               ? 0
+                               : std::clamp<int64_t>(sampled[i].cached_tokens, 0, prompt_tokens);
+    uncached[i] = prompt_tokens - cached;
+    cost[i] = queue + uncached[i];
+  }
+  const auto sequences = [&](size_t i) {
+    return int64_t{sampled[i].reported_sequences} + sampled[i].dispatched_requests;
+  };
+  // The cheaper draw (then the one with more free slots): many gateways acting on the same
+  // stale report all see the same cheapest replica; a random pair spreads them (Mitzenmacher,
+  // "How useful is old information?").
+  size_t pick = 0;
+  if (draws > 1 && (cost[1] < cost[0] || (cost[1] == cost[0] && sequences(1) < sequences(0)))) {
+    pick = 1;
+  }
+  // The cheapest replica holding part of this prompt challenges the draw: saved prefill is work
+  // not done, and the bound above already kept hot replicas out.
+  size_t holder = sampled.size();
+  for (size_t i = draws; i < sampled.size(); ++i) {
+    if (uncached[i] + options.near_equal_tokens >= prompt_tokens) continue;
+    if (holder == sampled.size() || cost[i] < cost[holder]) holder = i;
+  }
+  if (holder != sampled.size() && cost[holder] < cost[pick]) pick = holder;
+  return pick;
+}
 
 absl::StatusOr<Policy> ParsePolicy(std::string_view name) {
   for (const auto& [policy, text] : kNames) {

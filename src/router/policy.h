@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -74,6 +75,23 @@ struct PolicyOptions {
 struct PolicyState {
   uint64_t next = 0;
 };
+
+// kv-token-aware in parts, for a caller that keeps the tiers and their sums itself
+// (ReplicaTable does, so a decision need not visit every replica); Pick composes the same parts.
+//
+// The candidate's tier: 0 a batch slot free and nothing blocked, 1 nothing blocked, 2 the rest.
+int KvTier(const Candidate& c);
+// The work queued ahead of a new request: reported pending tokens, this gateway's dispatches
+// since, and `per_request` expected decode tokens for each of those dispatches.
+int64_t KvQueue(const Candidate& c, int64_t per_request);
+struct KvTierStats {
+  int64_t per_request = 0;  // the pool's reported pending tokens per sequence
+  double mean_queue = 0;    // KvQueue's mean over the best tier's members
+};
+// Of `sampled` — the power-of-two draws first (`draws`: 1 or 2, members of the best tier), then
+// members of the same tier holding part of the prompt — the index of the one to use.
+size_t KvPick(std::span<const Candidate> sampled, size_t draws, int64_t prompt_tokens,
+              const KvTierStats& stats, const PolicyOptions& options);
 
 // Index into `candidates` of the replica to use, or nullopt when there is none.
 std::optional<size_t> Pick(Policy policy, const std::vector<Candidate>& candidates,

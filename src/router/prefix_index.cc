@@ -1,6 +1,7 @@
 #include "router/prefix_index.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace exa::router {
 
@@ -110,14 +111,55 @@ PrefixIndex::Applied PrefixIndex::Apply(const std::string& replica, const Prefix
   return Applied::kApplied;
 }
 
-void PrefixIndex::Matches(
-    const std::function<std::span<const Hash128>(const std::string&)>& chain_for,
-    absl::FunctionRef<void(const std::string&, int32_t)> found) const {
+// The replicas of `group` holding the chain's first reported position, then, position by
+// position, those that also hold the next: each walk marks its survivors with a fresh number.
+void PrefixIndex::WalkGroup(uint32_t group, const ChainFn& chain_for,
+                            absl::FunctionRef<void(const std::string&, int32_t)> found) const {
+  const std::string& ns = groups_[group].cache_namespace;
+  const ReportSchedule& report = groups_[group].report;
+  // The key of position `pos` (1-based), hashing no deeper than asked; nullopt past the chain.
+  const auto key_at = [&](int64_t pos) -> std::optional<uint64_t> {
+    const std::span<const Hash128> chain = chain_for(ns, static_cast<size_t>(pos));
+    if (static_cast<int64_t>(chain.size()) < pos) return std::nullopt;
+    return chain[static_cast<size_t>(pos - 1)].hi;
+  };
+  const uint64_t walk = ++walk_;
+  std::vector<Slot> alive;
+  int64_t pos = report.Next(0);
+  const std::optional<uint64_t> first = key_at(pos);
+  if (!first) return;
+  if (auto it = holders_.find(*first); it != holders_.end()) {
+    for (Slot s : it->second) {
+      if (slot_group_[s] != group) continue;
+      alive.push_back(s);
+      walk_mark_[s] = walk;
+      walk_pos_[s] = pos;
+    }
+  }
+  // Survivors (marked by this walk, at the previous position) that hold the next position
+  // advance to it; the rest keep the position they reached.
+  int64_t advanced = static_cast<int64_t>(alive.size());
+  for (int64_t prev = pos, next = report.Next(pos); advanced > 0;
+       prev = next, next = report.Next(next)) {
+    const std::optional<uint64_t> key = key_at(next);
+    if (!key) break;
+    auto it = holders_.find(*key);
+    if (it == holders_.end()) break;
+    advanced = 0;
+    for (Slot s : it->second) {
+      if (walk_mark_[s] != walk || walk_pos_[s] != prev) continue;
+      walk_pos_[s] = next;
+      advanced++;
+    }
+  }
+  for (Slot s : alive) found(*slot_ids_[s], static_cast<int32_t>(walk_pos_[s]));
+}
+
+void PrefixIndex::Matches(const ChainFn& chain_for,
+                          absl::FunctionRef<void(const std::string&, int32_t)> found) const {
   absl::MutexLock lock(&mu_);
   for (uint32_t g = 1; g < groups_.size(); ++g) {
-    if (groups_[g].replicas == 0) continue;
-    const std::span<const Hash128> chain = chain_for(groups_[g].cache_namespace);
-    if (!chain.empty()) WalkGroup(g, chain, found);
+    if (groups_[g].replicas > 0) WalkGroup(g, chain_for, found);
   }
 }
 
@@ -146,41 +188,6 @@ int32_t PrefixIndex::MatchedBlocks(const std::string& replica,
     matched = next;
   }
   return static_cast<int32_t>(matched);
-}
-
-// The replicas of `group` holding the chain's first reported position, then, position by
-// position, those that also hold the next: each walk marks its survivors with a fresh number.
-void PrefixIndex::WalkGroup(uint32_t group, std::span<const Hash128> chain,
-                            absl::FunctionRef<void(const std::string&, int32_t)> found) const {
-  const ReportSchedule& report = groups_[group].report;
-  const auto n = static_cast<int64_t>(chain.size());
-  const uint64_t walk = ++walk_;
-  std::vector<Slot> alive;
-  int64_t pos = report.Next(0);
-  if (pos > n) return;
-  if (auto it = holders_.find(chain[static_cast<size_t>(pos - 1)].hi); it != holders_.end()) {
-    for (Slot s : it->second) {
-      if (slot_group_[s] != group) continue;
-      alive.push_back(s);
-      walk_mark_[s] = walk;
-      walk_pos_[s] = pos;
-    }
-  }
-  // Survivors (marked by this walk, at the previous position) that hold the next position
-  // advance to it; the rest keep the position they reached.
-  int64_t advanced = static_cast<int64_t>(alive.size());
-  for (int64_t prev = pos, next = report.Next(pos); advanced > 0 && next <= n;
-       prev = next, next = report.Next(next)) {
-    auto it = holders_.find(chain[static_cast<size_t>(next - 1)].hi);
-    if (it == holders_.end()) break;
-    advanced = 0;
-    for (Slot s : it->second) {
-      if (walk_mark_[s] != walk || walk_pos_[s] != prev) continue;
-      walk_pos_[s] = next;
-      advanced++;
-    }
-  }
-  for (Slot s : alive) found(*slot_ids_[s], static_cast<int32_t>(walk_pos_[s]));
 }
 
 PrefixIndex::ReplicaState PrefixIndex::State(const std::string& replica) const {

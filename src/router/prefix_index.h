@@ -63,11 +63,13 @@ class PrefixIndex {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Every replica holding at least the first reported block of the request's chain, with the
-  // leading blocks it holds (as MatchedBlocks): `chain_for(cache_namespace)` is the request's
-  // chain hashed from that namespace's root (empty: skip the namespace); `found(replica,
-  // blocks)` is called under the index's lock, once per holder. Cost: one lookup per reported
-  // position of the chain while any replica still matches, plus the holders visited.
-  void Matches(const std::function<std::span<const Hash128>(const std::string&)>& chain_for,
+  // leading blocks it holds (as MatchedBlocks): `chain_for(cache_namespace, n)` is at least the
+  // first n blocks of the request's chain hashed from that namespace's root (fewer: the chain
+  // ends there; empty: skip the namespace), asked only as deep as some replica still matches;
+  // `found(replica, blocks)` is called under the index's lock, once per holder. Cost: one lookup
+  // per reported position of the chain while any replica still matches, plus the holders.
+  using ChainFn = std::function<std::span<const Hash128>(const std::string&, size_t blocks)>;
+  void Matches(const ChainFn& chain_for,
                absl::FunctionRef<void(const std::string& replica, int32_t blocks)> found) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -111,7 +113,7 @@ class PrefixIndex {
   void Clear(Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetGroup(Entry& e, const std::string& cache_namespace, ReportSchedule report)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void WalkGroup(uint32_t group, std::span<const Hash128> chain,
+  void WalkGroup(uint32_t group, const ChainFn& chain_for,
                  absl::FunctionRef<void(const std::string&, int32_t)> found) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

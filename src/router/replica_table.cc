@@ -15,14 +15,56 @@ std::string LabelValue(const ReplicaInfo& info, const std::string& key) {
   return key == "version" ? info.version : std::string();
 }
 
-void ReplicaTable::AddToPool(Entry* e) { pools_[e->snap.info.model].push_back(e); }
+Candidate ReplicaTable::CandidateOf(const Entry& e, int64_t cached_tokens) {
+  return {e.snap.report.pending_tokens, e.snap.dispatched_tokens,
+          e.snap.report.sequences,      e.dispatched_requests,
+          e.snap.open_requests,         e.snap.report.waiting,
+          e.snap.report.slots,          cached_tokens};
+}
+
+void ReplicaTable::Link(Entry* e) {
+  if (!e->snap.report.ready || !e->snap.healthy || e->snap.ejected) return;
+  Pool& pool = pools_[e->snap.info.model];
+  e->tier = KvTier(CandidateOf(*e, 0));
+  auto& members = pool.tiers[static_cast<size_t>(e->tier)];
+  e->tier_pos = members.size();
+  members.push_back(e);
+  TierSums& sums = pool.sums[static_cast<size_t>(e->tier)];
+  sums.pending += std::max<int64_t>(0, e->snap.report.pending_tokens);
+  sums.dispatched_tokens += e->snap.dispatched_tokens;
+  sums.dispatched_requests += e->dispatched_requests;
+  pool.routable_pending += std::max<int64_t>(0, e->snap.report.pending_tokens);
+  pool.routable_sequences += std::max<int32_t>(0, e->snap.report.sequences);
+}
+
+void ReplicaTable::Unlink(Entry* e) {
+  if (e->tier < 0) return;
+  Pool& pool = pools_[e->snap.info.model];
+  auto& members = pool.tiers[static_cast<size_t>(e->tier)];
+  members[e->tier_pos] = members.back();
+  members[e->tier_pos]->tier_pos = e->tier_pos;
+  members.pop_back();
+  TierSums& sums = pool.sums[static_cast<size_t>(e->tier)];
+  sums.pending -= std::max<int64_t>(0, e->snap.report.pending_tokens);
+  sums.dispatched_tokens -= e->snap.dispatched_tokens;
+  sums.dispatched_requests -= e->dispatched_requests;
+  pool.routable_pending -= std::max<int64_t>(0, e->snap.report.pending_tokens);
+  pool.routable_sequences -= std::max<int32_t>(0, e->snap.report.sequences);
+  e->tier = -1;
+}
+
+void ReplicaTable::AddToPool(Entry* e) {
+  pools_[e->snap.info.model].all.push_back(e);
+  Link(e);
+}
 
 void ReplicaTable::RemoveFromPool(Entry* e) {
+  Unlink(e);
   auto it = pools_.find(e->snap.info.model);
   if (it == pools_.end()) return;
-  std::vector<Entry*>& pool = it->second;
-  pool.erase(std::remove(pool.begin(), pool.end(), e), pool.end());
-  if (pool.empty()) pools_.erase(it);
+  std::vector<Entry*>& all = it->second.all;
+  all.erase(std::remove(all.begin(), all.end(), e), all.end());
+  if (all.empty()) pools_.erase(it);
 }
 
 void ReplicaTable::Upsert(const ReplicaInfo& info) {
@@ -50,15 +92,21 @@ void ReplicaTable::Report(const std::string& id, const LoadReport& report) {
   absl::MutexLock lock(&mu_);
   auto it = replicas_.find(id);
   if (it == replicas_.end()) return;
-  it->second.snap.report = report;
-  it->second.snap.dispatched_tokens = 0;
-  it->second.dispatched_requests = 0;
+  Entry& e = it->second;
+  Unlink(&e);
+  e.snap.report = report;
+  e.snap.dispatched_tokens = 0;
+  e.dispatched_requests = 0;
+  Link(&e);
 }
 
 void ReplicaTable::SetEjected(const std::string& id, bool ejected) {
   absl::MutexLock lock(&mu_);
   auto it = replicas_.find(id);
-  if (it != replicas_.end()) it->second.snap.ejected = ejected;
+  if (it == replicas_.end()) return;
+  Unlink(&it->second);
+  it->second.snap.ejected = ejected;
+  Link(&it->second);
 }
 
 void ReplicaTable::SetPrefixIndex(const PrefixIndex* index) {
@@ -69,7 +117,10 @@ void ReplicaTable::SetPrefixIndex(const PrefixIndex* index) {
 void ReplicaTable::SetHealthy(const std::string& id, bool healthy) {
   absl::MutexLock lock(&mu_);
   auto it = replicas_.find(id);
-  if (it != replicas_.end()) it->second.snap.healthy = healthy;
+  if (it == replicas_.end()) return;
+  Unlink(&it->second);
+  it->second.snap.healthy = healthy;
+  Link(&it->second);
 }
 
 // For a member of the request's model's pool.
@@ -134,64 +185,111 @@ absl::Status ReplicaTable::NoReplica(const RouteRequest& request) const {
       StrCat("model \"", request.model, "\": no ready and healthy replica"));
 }
 
-void ReplicaTable::MarkHolders(const RouteRequest& request, uint64_t decision) {
+std::vector<std::pair<ReplicaTable::Entry*, int32_t>> ReplicaTable::MarkHolders(
+    const RouteRequest& request, uint64_t decision) {
   // Only the request's model's namespaces (of its version, when pinned): a prompt's tokens mean
   // nothing to another model's cache.
-  const auto chain_for = [&request](const std::string& ns) -> std::span<const Hash128> {
+  const auto chain_for = [&request](const std::string& ns,
+                                    size_t blocks) -> std::span<const Hash128> {
     if (!CacheNamespaceOf(ns, request.model, request.version)) return {};
-    return request.block_hashes(ns);
+    return request.block_hashes(ns, blocks);
   };
-  std::vector<std::pair<std::string, int32_t>> holders;
-  prefix_index_->Matches(chain_for, [&holders](const std::string& id, int32_t blocks) {
-    holders.emplace_back(id, blocks);
+  std::vector<std::pair<std::string, int32_t>> found;
+  prefix_index_->Matches(chain_for, [&found](const std::string& id, int32_t blocks) {
+    found.emplace_back(id, blocks);
   });
-  for (const auto& [id, blocks] : holders) {
+  std::vector<std::pair<Entry*, int32_t>> holders;
+  for (const auto& [id, blocks] : found) {
     auto it = replicas_.find(id);
     if (it == replicas_.end() || it->second.snap.info.model != request.model) continue;
     it->second.match_decision = decision;
     it->second.match_blocks = blocks;
+    holders.emplace_back(&it->second, blocks);
   }
+  return holders;
 }
 
-std::vector<Candidate> ReplicaTable::Candidates(const std::vector<Entry*>& eligible,
-                                                const RouteRequest& request,
-                                                uint64_t decision) const {
-  std::vector<Candidate> candidates;
-  candidates.reserve(eligible.size());
-  for (const Entry* e : eligible) {
-    const int64_t cached =
-        e->match_decision == decision ? int64_t{e->match_blocks} * request.block_tokens : 0;
-    candidates.push_back({e->snap.report.pending_tokens, e->snap.dispatched_tokens,
-                          e->snap.report.sequences, e->dispatched_requests, e->snap.open_requests,
-                          e->snap.report.waiting, e->snap.report.slots, cached});
-  }
-  return candidates;
-}
-
-absl::StatusOr<std::string> ReplicaTable::Choose(const RouteRequest& request) {
-  absl::MutexLock lock(&mu_);
-  std::vector<Entry*> eligible;
-  if (auto pool = pools_.find(request.model); pool != pools_.end()) {
-    eligible.reserve(pool->second.size());
-    for (Entry* e : pool->second) {
-      if (Eligible(*e, request)) eligible.push_back(e);
+ReplicaTable::Entry* ReplicaTable::ChooseFromTiers(Pool& pool, const RouteRequest& request,
+                                                   uint64_t decision, int64_t* cached_tokens) {
+  size_t tier = 0;
+  while (tier < pool.tiers.size() && pool.tiers[tier].empty()) ++tier;
+  if (tier == pool.tiers.size()) return nullptr;
+  const std::vector<Entry*>& members = pool.tiers[tier];
+  const TierSums& sums = pool.sums[tier];
+  KvTierStats stats;
+  stats.per_request =
+      pool.routable_sequences > 0 ? pool.routable_pending / pool.routable_sequences : 0;
+  stats.mean_queue = static_cast<double>(sums.pending + sums.dispatched_tokens +
+                                         sums.dispatched_requests * stats.per_request) /
+                     static_cast<double>(members.size());
+  // The same draws as Pick's kv-token-aware: two distinct members of the best tier.
+  const size_t n = members.size();
+  const size_t first = random_.Uniform(n);
+  std::vector<Entry*> sampled = {members[first]};
+  if (n > 1) sampled.push_back(members[(first + 1 + random_.Uniform(n - 1)) % n]);
+  const size_t draws = sampled.size();
+  std::vector<Candidate> view;
+  for (Entry* e : sampled) view.push_back(CandidateOf(*e, 0));
+  if (prefix_index_ != nullptr && request.block_hashes != nullptr) {
+    for (auto [e, blocks] : MarkHolders(request, decision)) {
+      if (e->tier != static_cast<int>(tier)) continue;
+      sampled.push_back(e);
+      view.push_back(CandidateOf(*e, int64_t{blocks} * request.block_tokens));
+    }
+    for (size_t i = 0; i < draws; ++i) {  // a draw may hold part of the prompt too
+      if (sampled[i]->match_decision == decision) {
+        view[i].cached_tokens = int64_t{sampled[i]->match_blocks} * request.block_tokens;
+      }
     }
   }
-  if (eligible.empty()) return NoReplica(request);
-  const uint64_t decision = ++marked_decisions_;
+  const size_t pick = KvPick(view, draws, request.prompt_tokens, stats, options_);
+  *cached_tokens = view[pick].cached_tokens;
+  return sampled[pick];
+}
+
+ReplicaTable::Entry* ReplicaTable::ChooseByPass(Pool& pool, const RouteRequest& request,
+                                                uint64_t decision, int64_t* cached_tokens) {
+  std::vector<Entry*> eligible;
+  eligible.reserve(pool.all.size());
+  for (Entry* e : pool.all) {
+    if (Eligible(*e, request)) eligible.push_back(e);
+  }
+  if (eligible.empty()) return nullptr;
   if (policy_ == Policy::kKvTokenAware && prefix_index_ != nullptr &&
       request.block_hashes != nullptr) {
     MarkHolders(request, decision);
   }
-  const std::vector<Candidate> candidates = Candidates(eligible, request, decision);
-  auto pick = Pick(policy_, candidates, request.prompt_tokens, options_, state_, random_);
-  Entry* chosen = eligible[*pick];
+  std::vector<Candidate> candidates;
+  candidates.reserve(eligible.size());
+  for (const Entry* e : eligible) {
+    candidates.push_back(CandidateOf(
+        *e, e->match_decision == decision ? int64_t{e->match_blocks} * request.block_tokens : 0));
+  }
+  const auto pick = Pick(policy_, candidates, request.prompt_tokens, options_, state_, random_);
+  *cached_tokens = candidates[*pick].cached_tokens;
+  return eligible[*pick];
+}
+
+absl::StatusOr<std::string> ReplicaTable::Choose(const RouteRequest& request) {
+  absl::MutexLock lock(&mu_);
+  auto pool = pools_.find(request.model);
+  if (pool == pools_.end()) return NoReplica(request);
+  const uint64_t decision = ++marked_decisions_;
+  const bool unpinned =
+      request.version.empty() && request.labels.empty() && request.exclude.empty();
+  int64_t cached = 0;
+  Entry* chosen = policy_ == Policy::kKvTokenAware && unpinned
+                      ? ChooseFromTiers(pool->second, request, decision, &cached)
+                      : ChooseByPass(pool->second, request, decision, &cached);
+  if (chosen == nullptr) return NoReplica(request);
   // The work this dispatch adds: what the replica must prefill of the prompt.
   const int64_t prompt = std::max<int64_t>(0, request.prompt_tokens);
-  const int64_t cached = std::clamp<int64_t>(candidates[*pick].cached_tokens, 0, prompt);
+  cached = std::clamp<int64_t>(cached, 0, prompt);
+  Unlink(chosen);
   chosen->snap.dispatched_tokens += prompt - cached;
   chosen->dispatched_requests++;
   chosen->snap.open_requests++;
+  Link(chosen);
   decisions_.total++;
   decisions_.with_cache += cached > 0 ? 1 : 0;
   decisions_.prompt_tokens += static_cast<uint64_t>(prompt);
@@ -215,6 +313,45 @@ std::vector<ReplicaSnapshot> ReplicaTable::List() const {
   std::vector<ReplicaSnapshot> out;
   for (const auto& [id, e] : replicas_) out.push_back(e.snap);
   return out;
+}
+
+std::string ReplicaTable::CheckInvariants() const {
+  absl::MutexLock lock(&mu_);
+  std::string err;
+  for (const auto& [model, pool] : pools_) {
+    std::array<TierSums, 3> sums{};
+    int64_t pending = 0, sequences = 0;
+    std::array<size_t, 3> members{};
+    for (const Entry* e : pool.all) {
+      const bool routable = e->snap.report.ready && e->snap.healthy && !e->snap.ejected;
+      const int tier = routable ? KvTier(CandidateOf(*e, 0)) : -1;
+      if (e->tier != tier)
+        StrAppend(&err, e->snap.info.id, ": tier ", e->tier, ", want ", tier, "; ");
+      if (tier < 0) continue;
+      const auto t = static_cast<size_t>(tier);
+      const auto& list = pool.tiers[t];
+      if (e->tier_pos >= list.size() || list[e->tier_pos] != e) {
+        StrAppend(&err, e->snap.info.id, ": not at its place in tier ", tier, "; ");
+      }
+      members[t]++;
+      sums[t].pending += std::max<int64_t>(0, e->snap.report.pending_tokens);
+      sums[t].dispatched_tokens += e->snap.dispatched_tokens;
+      sums[t].dispatched_requests += e->dispatched_requests;
+      pending += std::max<int64_t>(0, e->snap.report.pending_tokens);
+      sequences += std::max<int32_t>(0, e->snap.report.sequences);
+    }
+    for (size_t t = 0; t < 3; ++t) {
+      if (pool.tiers[t].size() != members[t] || pool.sums[t].pending != sums[t].pending ||
+          pool.sums[t].dispatched_tokens != sums[t].dispatched_tokens ||
+          pool.sums[t].dispatched_requests != sums[t].dispatched_requests) {
+        StrAppend(&err, model, ": tier ", t, " list or sums disagree; ");
+      }
+    }
+    if (pool.routable_pending != pending || pool.routable_sequences != sequences) {
+      StrAppend(&err, model, ": pool sums disagree; ");
+    }
+  }
+  return err;
 }
 
 std::vector<std::string> ReplicaTable::Models() const {

@@ -2,11 +2,18 @@
 // report, what this gateway has dispatched since, and health. Choose() filters by model,
 // version, readiness and health, then asks the policy (router/policy.h).
 //
-// Thread safety: every method may be called from any thread (one mutex). Choose visits the
-// model's replicas in one flat pass (a pool per model) and asks the prefix index once for the
-// replicas holding part of the prompt (docs/architecture.md#routing).
+// Scale (docs/architecture.md#routing): replicas are pooled by model, and each pool keeps its
+// routable replicas (ready, healthy, not ejected) in kv-token-aware's tiers with the sums the
+// policy needs, updated as reports, dispatches and health change. So the default policy's
+// decision touches two random members of the best tier and the replicas the prefix index
+// names as holding part of the prompt, not every replica; a request pinned to a version, to
+// labels or away from replicas already tried takes the full pass over its model's pool, as do
+// the other policies.
+//
+// Thread safety: every method may be called from any thread (one mutex).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -54,10 +61,12 @@ struct RouteRequest {
   // falls back to the replica's model version when it has no such label.
   std::map<std::string, std::string> labels;
   // The prompt's chained block hashes from a cache namespace's root
-  // (docs/architecture.md#prefix-cache), every full block of `block_tokens`, for the
-  // kv-token-aware policy; unset: no prefix affinity. Choose calls it once per namespace its
-  // candidates' caches use; the span must stay valid until Choose returns.
-  std::function<std::span<const Hash128>(const std::string& cache_namespace)> block_hashes;
+  // (docs/architecture.md#prefix-cache), full blocks of `block_tokens`, for the kv-token-aware
+  // policy; unset: no prefix affinity. block_hashes(ns, n) gives at least the first n (fewer
+  // only when the prompt has fewer full blocks), so the caller may hash lazily: Choose asks only
+  // as deep as some replica's cache reaches. A span is read before the next call.
+  std::function<std::span<const Hash128>(const std::string& cache_namespace, size_t blocks)>
+      block_hashes;
   int32_t block_tokens = 16;
 };
 
@@ -95,6 +104,8 @@ class ReplicaTable {
   void Complete(const std::string& id);
 
   std::vector<ReplicaSnapshot> List() const;
+  // Empty when every pool's tiers and sums agree with its entries, else what disagrees (tests).
+  std::string CheckInvariants() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // What Choose decided since the table was made (for /metrics).
   struct Decisions {
@@ -115,18 +126,43 @@ class ReplicaTable {
     // Set by the prefix index's answer for decision number `match_decision` only.
     uint64_t match_decision = 0;
     int32_t match_blocks = 0;
+    // Its place among the pool's routable replicas: tier (KvTier), -1 when not routable, and
+    // index in that tier's list.
+    int tier = -1;
+    size_t tier_pos = 0;
+  };
+  // What a tier's members add up to (for kv-token-aware's mean queue).
+  struct TierSums {
+    int64_t pending = 0;  // reported pending tokens, each clamped at 0
+    int64_t dispatched_tokens = 0;
+    int64_t dispatched_requests = 0;
+  };
+  struct Pool {
+    std::vector<Entry*> all;
+    std::array<std::vector<Entry*>, 3> tiers;
+    std::array<TierSums, 3> sums;
+    int64_t routable_pending = 0;    // over every routable replica, each clamped at 0
+    int64_t routable_sequences = 0;  // the same, reported running + waiting
   };
 
   static bool Eligible(const Entry& e, const RouteRequest& request);
+  static Candidate CandidateOf(const Entry& e, int64_t cached_tokens);
   void AddToPool(Entry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveFromPool(Entry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Marks the entries holding part of the prompt for decision `decision`.
-  void MarkHolders(const RouteRequest& request, uint64_t decision)
+  // Unlink before changing what an entry's tier or sums depend on, Link after.
+  void Link(Entry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Unlink(Entry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The entries holding part of the prompt, marked for decision `decision`, with their blocks.
+  std::vector<std::pair<Entry*, int32_t>> MarkHolders(const RouteRequest& request,
+                                                      uint64_t decision)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // kv-token-aware over the pool's tiers; nullptr when no replica is routable.
+  Entry* ChooseFromTiers(Pool& pool, const RouteRequest& request, uint64_t decision,
+                         int64_t* cached_tokens) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Any policy over the eligible replicas of the pool; nullptr when none is eligible.
+  Entry* ChooseByPass(Pool& pool, const RouteRequest& request, uint64_t decision,
+                      int64_t* cached_tokens) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status NoReplica(const RouteRequest& request) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::vector<Candidate> Candidates(const std::vector<Entry*>& eligible,
-                                    const RouteRequest& request, uint64_t decision) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Policy policy_;
   const PolicyOptions options_;
@@ -135,10 +171,9 @@ class ReplicaTable {
   const PrefixIndex* prefix_index_ ABSL_GUARDED_BY(mu_) = nullptr;
   PolicyState state_ ABSL_GUARDED_BY(mu_);
   Decisions decisions_ ABSL_GUARDED_BY(mu_);
-  uint64_t marked_decisions_ ABSL_GUARDED_BY(mu_) = 0;          // Entry::match_decision
-  std::map<std::string, Entry> replicas_ ABSL_GUARDED_BY(mu_);  // pointer-stable
-  // By model: its replicas' entries, the order immaterial.
-  absl::flat_hash_map<std::string, std::vector<Entry*>> pools_ ABSL_GUARDED_BY(mu_);
+  uint64_t marked_decisions_ ABSL_GUARDED_BY(mu_) = 0;                 // Entry::match_decision
+  std::map<std::string, Entry> replicas_ ABSL_GUARDED_BY(mu_);         // pointer-stable
+  absl::flat_hash_map<std::string, Pool> pools_ ABSL_GUARDED_BY(mu_);  // by model
 };
 
 }  // namespace exa::router

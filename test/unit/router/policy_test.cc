@@ -206,14 +206,18 @@ TEST_CASE("The table credits the prefix a replica's index entry holds", "[router
   REQUIRE(index.Apply("x", other) == PrefixIndex::Applied::kApplied);
   RouteRequest request{"m", "", 160, {}};
   std::vector<std::string> asked;
-  request.block_hashes = [&](const std::string& ns) {
-    asked.push_back(ns);
+  size_t deepest = 0;
+  request.block_hashes = [&](const std::string& ns, size_t blocks) {
+    if (asked.empty() || asked.back() != ns) asked.push_back(ns);
+    deepest = std::max(deepest, blocks);
     return ns == "m@v1/cpu" ? std::span<const Hash128>(chain) : std::span<const Hash128>();
   };
   request.block_tokens = 16;
   CHECK(*table.Choose(request) == "b");
   // Once, for b's namespace: a and c have reported no cache yet, x serves another model.
   CHECK(asked == std::vector<std::string>{"m@v1/cpu"});
+  // Hashed no deeper than b's cache reaches, plus the one block that ends the match.
+  CHECK(deepest == 9);
   // The dispatch added only the 32 uncached tokens to b's queue.
   for (const ReplicaSnapshot& r : table.List()) {
     CHECK(r.dispatched_tokens == (r.info.id == "b" ? 32 : 0));

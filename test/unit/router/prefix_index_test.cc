@@ -186,8 +186,9 @@ TEST_CASE("prefix index: Matches finds exactly the replicas MatchedBlocks credit
                 static_cast<uint64_t>(rng() % 3))};
       std::map<std::string, int32_t> found;
       index.Matches(
-          [&](const std::string& ns) {
-            return std::span<const Hash128>(requests[ns == namespaces[0] ? 0 : 1]);
+          [&](const std::string& ns, size_t blocks) {
+            const auto& chain = requests[ns == namespaces[0] ? 0 : 1];
+            return std::span<const Hash128>(chain).first(std::min(blocks, chain.size()));
           },
           [&](const std::string& id, int32_t blocks) { CHECK(found.emplace(id, blocks).second); });
       for (int r = 0; r < 24; ++r) {
