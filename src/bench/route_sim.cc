@@ -222,6 +222,32 @@ class Simulation {
     unbounded_total_ += prompt_tokens;
   }
 
+  // Routes one prompt through `table` as a gateway would, timing the decision: the hashing it
+  // asks for included — as deep as Choose asks, like frontend.cc's PromptChains — and the
+  // oracle's refresh not.
+  absl::StatusOr<std::string> Route(router::ReplicaTable& table, const std::vector<int32_t>& prompt,
+                                    int64_t prompt_tokens, bool measured) {
+    router::RouteRequest route{kModel, "", prompt_tokens, {}};
+    std::vector<Hash128> asked;
+    route.block_hashes = [&](const std::string& ns, size_t blocks) {
+      if (ns != engine_.prefix_cache_namespace) return std::span<const Hash128>();
+      const size_t n = std::min(blocks, prompt.size() / static_cast<size_t>(engine_.kv_block_size));
+      if (asked.size() < n) {
+        hasher_.Extend(root_, prompt, engine_.kv_block_size, static_cast<int32_t>(n), &asked);
+      }
+      return std::span<const Hash128>(asked);
+    };
+    route.block_tokens = engine_.kv_block_size;
+    const auto start = std::chrono::steady_clock::now();
+    auto chosen = table.Choose(route);
+    if (measured) {
+      stats_.choose_us.push_back(
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+              .count());
+    }
+    return chosen;
+  }
+
   void Arrive() {
     const int64_t i = issued_++;
     Request& req = requests_[i];
@@ -254,28 +280,8 @@ class Simulation {
         table.Report(ids_[r], ReportOf(r));
       }
     }
-    router::RouteRequest route{kModel, "", item.prompt_tokens, {}};
-    // What the gateway hashes: as deep as Choose asks (frontend.cc's PromptChains does the same).
-    std::vector<Hash128> asked;
-    route.block_hashes = [&](const std::string& ns, size_t blocks) {
-      if (ns != engine_.prefix_cache_namespace) return std::span<const Hash128>();
-      const size_t n = std::min(blocks, prompt.size() / static_cast<size_t>(engine_.kv_block_size));
-      if (asked.size() < n) {
-        hasher_.Extend(root_, prompt, engine_.kv_block_size, static_cast<int32_t>(n), &asked);
-      }
-      return std::span<const Hash128>(asked);
-    };
-    route.block_tokens = engine_.kv_block_size;
-    // The routing decision's CPU cost, the hashing it asks for included (the oracle's refresh
-    // not).
-    const auto choose_start = std::chrono::steady_clock::now();
-    auto chosen = table.Choose(route);
-    if (req.measured) {
-      stats_.choose_us.push_back(
-          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - choose_start)
-              .count());
-      stats_.hash_us.push_back(hash_us);
-    }
+    auto chosen = Route(table, prompt, item.prompt_tokens, req.measured);
+    if (req.measured) stats_.hash_us.push_back(hash_us);
     if (!chosen.ok()) {
       if (req.measured) stats_.rejected++;
       return;
