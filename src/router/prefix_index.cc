@@ -155,12 +155,51 @@ void PrefixIndex::WalkGroup(uint32_t group, const ChainFn& chain_for,
   for (Slot s : alive) found(*slot_ids_[s], static_cast<int32_t>(walk_pos_[s]));
 }
 
-void PrefixIndex::Matches(const ChainFn& chain_for,
-                          absl::FunctionRef<void(const std::string&, int32_t)> found) const {
-  absl::MutexLock lock(&mu_);
-  for (uint32_t g = 1; g < groups_.size(); ++g) {
-    if (groups_[g].replicas > 0) WalkGroup(g, chain_for, found);
+std::vector<PrefixIndex::Match> PrefixIndex::Matches(const ChainFn& chain_for) const {
+  struct Hashed {
+    std::string cache_namespace;
+    std::span<const Hash128> chain;
+    bool complete = false;  // the whole chain: it has no more blocks
+  };
+  std::vector<Hashed> hashed;
+  std::vector<std::pair<std::string, size_t>> wanted;  // deeper than hashed, by namespace
+  // What is hashed of a namespace's chain, noting when a walk wanted more.
+  const ChainFn view = [&](const std::string& ns, size_t blocks) -> std::span<const Hash128> {
+    for (const Hashed& h : hashed) {
+      if (h.cache_namespace != ns) continue;
+      if (h.chain.size() < blocks && !h.complete) wanted.emplace_back(ns, blocks);
+      return h.chain.first(std::min(blocks, h.chain.size()));
+    }
+    wanted.emplace_back(ns, blocks);
+    return {};
+  };
+  std::vector<Match> out;
+  // 64 blocks, then twice as many a round (a re-walk costs far less than hashing more than
+  // needed): 20 rounds reach past any context.
+  for (int round = 0; round < 20; ++round) {
+    out.clear();
+    wanted.clear();
+    {
+      absl::MutexLock lock(&mu_);
+      for (uint32_t g = 1; g < groups_.size(); ++g) {
+        if (groups_[g].replicas == 0) continue;
+        WalkGroup(g, view, [&out](const std::string& replica, int32_t blocks) {
+          out.push_back({replica, blocks});
+        });
+      }
+    }
+    if (wanted.empty()) break;
+    for (const auto& want : wanted) {
+      const std::string& ns = want.first;
+      auto it = std::find_if(hashed.begin(), hashed.end(),
+                             [&ns](const Hashed& h) { return h.cache_namespace == ns; });
+      if (it == hashed.end()) it = hashed.insert(hashed.end(), Hashed{ns, {}, false});
+      const size_t ask = std::max<size_t>(64, 2 * std::max(want.second, it->chain.size()));
+      it->chain = chain_for(ns, ask);
+      it->complete = it->chain.size() < ask;
+    }
   }
+  return out;
 }
 
 void PrefixIndex::Remove(const std::string& replica) {

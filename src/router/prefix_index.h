@@ -63,15 +63,19 @@ class PrefixIndex {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Every replica holding at least the first reported block of the request's chain, with the
-  // leading blocks it holds (as MatchedBlocks): `chain_for(cache_namespace, n)` is at least the
-  // first n blocks of the request's chain hashed from that namespace's root (fewer: the chain
-  // ends there; empty: skip the namespace), asked only as deep as some replica still matches;
-  // `found(replica, blocks)` is called under the index's lock, once per holder. Cost: one lookup
-  // per reported position of the chain while any replica still matches, plus the holders.
+  // leading blocks it holds (as MatchedBlocks). `chain_for(cache_namespace, n)` hashes at least
+  // the first n blocks of the request's chain from that namespace's root (fewer: the chain ends
+  // there; empty: skip the namespace). It is called without the index's lock, in rounds: the
+  // index walks what is hashed, and only while some replica still matches where the hashed part
+  // ends does it ask for twice as much and walk again. So a prompt is hashed about as deep as
+  // some cache reaches, and long hashing never holds the lock. Cost under the lock: one lookup
+  // per reported position while any replica still matches, plus the holders, per round.
   using ChainFn = std::function<std::span<const Hash128>(const std::string&, size_t blocks)>;
-  void Matches(const ChainFn& chain_for,
-               absl::FunctionRef<void(const std::string& replica, int32_t blocks)> found) const
-      ABSL_LOCKS_EXCLUDED(mu_);
+  struct Match {
+    std::string replica;
+    int32_t blocks = 0;
+  };
+  std::vector<Match> Matches(const ChainFn& chain_for) const ABSL_LOCKS_EXCLUDED(mu_);
 
   struct ReplicaState {
     uint64_t epoch = 0;

@@ -185,32 +185,37 @@ absl::Status ReplicaTable::NoReplica(const RouteRequest& request) const {
       StrCat("model \"", request.model, "\": no ready and healthy replica"));
 }
 
-std::vector<std::pair<ReplicaTable::Entry*, int32_t>> ReplicaTable::MarkHolders(
-    const RouteRequest& request, uint64_t decision) {
+std::vector<PrefixIndex::Match> ReplicaTable::FindHolders(const RouteRequest& request) const {
+  const PrefixIndex* index = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    if (policy_ == Policy::kKvTokenAware) index = prefix_index_;
+  }
+  if (index == nullptr || request.block_hashes == nullptr) return {};
   // Only the request's model's namespaces (of its version, when pinned): a prompt's tokens mean
   // nothing to another model's cache.
-  const auto chain_for = [&request](const std::string& ns,
-                                    size_t blocks) -> std::span<const Hash128> {
-    if (!CacheNamespaceOf(ns, request.model, request.version)) return {};
+  return index->Matches([&request](const std::string& ns, size_t blocks) {
+    if (!CacheNamespaceOf(ns, request.model, request.version)) return std::span<const Hash128>();
     return request.block_hashes(ns, blocks);
-  };
-  std::vector<std::pair<std::string, int32_t>> found;
-  prefix_index_->Matches(chain_for, [&found](const std::string& id, int32_t blocks) {
-    found.emplace_back(id, blocks);
   });
+}
+
+std::vector<std::pair<ReplicaTable::Entry*, int32_t>> ReplicaTable::MarkHolders(
+    const std::vector<PrefixIndex::Match>& found, const std::string& model, uint64_t decision) {
   std::vector<std::pair<Entry*, int32_t>> holders;
-  for (const auto& [id, blocks] : found) {
-    auto it = replicas_.find(id);
-    if (it == replicas_.end() || it->second.snap.info.model != request.model) continue;
+  for (const PrefixIndex::Match& m : found) {
+    auto it = replicas_.find(m.replica);
+    if (it == replicas_.end() || it->second.snap.info.model != model) continue;
     it->second.match_decision = decision;
-    it->second.match_blocks = blocks;
-    holders.emplace_back(&it->second, blocks);
+    it->second.match_blocks = m.blocks;
+    holders.emplace_back(&it->second, m.blocks);
   }
   return holders;
 }
 
-ReplicaTable::Entry* ReplicaTable::ChooseFromTiers(Pool& pool, const RouteRequest& request,
-                                                   uint64_t decision, int64_t* cached_tokens) {
+ReplicaTable::Entry* ReplicaTable::ChooseFromTiers(
+    Pool& pool, const RouteRequest& request, uint64_t decision,
+    const std::vector<std::pair<Entry*, int32_t>>& holders, int64_t* cached_tokens) {
   size_t tier = 0;
   while (tier < pool.tiers.size() && pool.tiers[tier].empty()) ++tier;
   if (tier == pool.tiers.size()) return nullptr;
@@ -230,16 +235,14 @@ ReplicaTable::Entry* ReplicaTable::ChooseFromTiers(Pool& pool, const RouteReques
   const size_t draws = sampled.size();
   std::vector<Candidate> view;
   for (Entry* e : sampled) view.push_back(CandidateOf(*e, 0));
-  if (prefix_index_ != nullptr && request.block_hashes != nullptr) {
-    for (auto [e, blocks] : MarkHolders(request, decision)) {
-      if (e->tier != static_cast<int>(tier)) continue;
-      sampled.push_back(e);
-      view.push_back(CandidateOf(*e, int64_t{blocks} * request.block_tokens));
-    }
-    for (size_t i = 0; i < draws; ++i) {  // a draw may hold part of the prompt too
-      if (sampled[i]->match_decision == decision) {
-        view[i].cached_tokens = int64_t{sampled[i]->match_blocks} * request.block_tokens;
-      }
+  for (auto [e, blocks] : holders) {
+    if (e->tier != static_cast<int>(tier)) continue;
+    sampled.push_back(e);
+    view.push_back(CandidateOf(*e, int64_t{blocks} * request.block_tokens));
+  }
+  for (size_t i = 0; i < draws; ++i) {  // a draw may hold part of the prompt too
+    if (sampled[i]->match_decision == decision) {
+      view[i].cached_tokens = int64_t{sampled[i]->match_blocks} * request.block_tokens;
     }
   }
   const size_t pick = KvPick(view, draws, request.prompt_tokens, stats, options_);
@@ -255,10 +258,6 @@ ReplicaTable::Entry* ReplicaTable::ChooseByPass(Pool& pool, const RouteRequest& 
     if (Eligible(*e, request)) eligible.push_back(e);
   }
   if (eligible.empty()) return nullptr;
-  if (policy_ == Policy::kKvTokenAware && prefix_index_ != nullptr &&
-      request.block_hashes != nullptr) {
-    MarkHolders(request, decision);
-  }
   std::vector<Candidate> candidates;
   candidates.reserve(eligible.size());
   for (const Entry* e : eligible) {
@@ -271,15 +270,18 @@ ReplicaTable::Entry* ReplicaTable::ChooseByPass(Pool& pool, const RouteRequest& 
 }
 
 absl::StatusOr<std::string> ReplicaTable::Choose(const RouteRequest& request) {
+  // Hashing the prompt and asking the index happen before the table's lock is taken.
+  const std::vector<PrefixIndex::Match> found = FindHolders(request);
   absl::MutexLock lock(&mu_);
   auto pool = pools_.find(request.model);
   if (pool == pools_.end()) return NoReplica(request);
   const uint64_t decision = ++marked_decisions_;
+  const auto holders = MarkHolders(found, request.model, decision);
   const bool unpinned =
       request.version.empty() && request.labels.empty() && request.exclude.empty();
   int64_t cached = 0;
   Entry* chosen = policy_ == Policy::kKvTokenAware && unpinned
-                      ? ChooseFromTiers(pool->second, request, decision, &cached)
+                      ? ChooseFromTiers(pool->second, request, decision, holders, &cached)
                       : ChooseByPass(pool->second, request, decision, &cached);
   if (chosen == nullptr) return NoReplica(request);
   // The work this dispatch adds: what the replica must prefill of the prompt.

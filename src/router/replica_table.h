@@ -152,12 +152,17 @@ class ReplicaTable {
   // Unlink before changing what an entry's tier or sums depend on, Link after.
   void Link(Entry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Unlink(Entry* e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The entries holding part of the prompt, marked for decision `decision`, with their blocks.
-  std::vector<std::pair<Entry*, int32_t>> MarkHolders(const RouteRequest& request,
-                                                      uint64_t decision)
+  // The replicas the prefix index names as holding part of the prompt (kv-token-aware only),
+  // hashing the prompt as deep as needed: without the table's lock.
+  std::vector<PrefixIndex::Match> FindHolders(const RouteRequest& request) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Of `found`, the entries of `model`, marked for decision `decision`, with their blocks.
+  std::vector<std::pair<Entry*, int32_t>> MarkHolders(const std::vector<PrefixIndex::Match>& found,
+                                                      const std::string& model, uint64_t decision)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // kv-token-aware over the pool's tiers; nullptr when no replica is routable.
   Entry* ChooseFromTiers(Pool& pool, const RouteRequest& request, uint64_t decision,
+                         const std::vector<std::pair<Entry*, int32_t>>& holders,
                          int64_t* cached_tokens) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Any policy over the eligible replicas of the pool; nullptr when none is eligible.
   Entry* ChooseByPass(Pool& pool, const RouteRequest& request, uint64_t decision,

@@ -185,12 +185,18 @@ TEST_CASE("prefix index: Matches finds exactly the replicas MatchedBlocks credit
           Chain(1, 1 + static_cast<int>(rng() % 300), static_cast<int>(rng() % 200),
                 static_cast<uint64_t>(rng() % 3))};
       std::map<std::string, int32_t> found;
-      index.Matches(
-          [&](const std::string& ns, size_t blocks) {
-            const auto& chain = requests[ns == namespaces[0] ? 0 : 1];
-            return std::span<const Hash128>(chain).first(std::min(blocks, chain.size()));
-          },
-          [&](const std::string& id, int32_t blocks) { CHECK(found.emplace(id, blocks).second); });
+      size_t deepest = 0;
+      for (const PrefixIndex::Match& m : index.Matches([&](const std::string&ns, size_t blocks) {
+             deepest = std::max(deepest, blocks);
+             const auto& chain = requests[ns == namespaces[0] ? 0 : 1];
+             return std::span<const Hash128>(chain).first(std::min(blocks, chain.size()));
+           })) {
+        CHECK(found.emplace(m.replica, m.blocks).second);
+      }
+      // Hashed in rounds of 64 blocks, then x2: never more than twice what a walk needed.
+      int32_t most = 0;
+      for (const auto& [id, blocks] : found) most = std::max(most, blocks);
+      CHECK(deepest <= std::max<size_t>(64, 2 * (static_cast<size_t>(most) + 64)));
       for (int r = 0; r < 24; ++r) {
         const int32_t want = index.MatchedBlocks(ids[r], requests[r % 2]);
         INFO("replica " << ids[r]);
