@@ -163,19 +163,28 @@ std::vector<PrefixIndex::Match> PrefixIndex::Matches(const ChainFn& chain_for) c
   };
   std::vector<Hashed> hashed;
   std::vector<std::pair<std::string, size_t>> wanted;  // deeper than hashed, by namespace
+  const auto want = [&wanted](const std::string& ns, size_t blocks) {
+    for (auto& w : wanted) {
+      if (w.first == ns) {
+        w.second = std::max(w.second, blocks);
+        return;
+      }
+    }
+    wanted.emplace_back(ns, blocks);
+  };
   // What is hashed of a namespace's chain, noting when a walk wanted more.
   const ChainFn view = [&](const std::string& ns, size_t blocks) -> std::span<const Hash128> {
     for (const Hashed& h : hashed) {
       if (h.cache_namespace != ns) continue;
-      if (h.chain.size() < blocks && !h.complete) wanted.emplace_back(ns, blocks);
+      if (h.chain.size() < blocks && !h.complete) want(ns, blocks);
       return h.chain.first(std::min(blocks, h.chain.size()));
     }
-    wanted.emplace_back(ns, blocks);
+    want(ns, blocks);
     return {};
   };
   std::vector<Match> out;
-  // 64 blocks, then twice as many a round (a re-walk costs far less than hashing more than
-  // needed): 20 rounds reach past any context.
+  // Twice what the walk wanted (at least 8 blocks), then twice as many a round: a re-walk costs
+  // far less than hashing more than needed. 20 rounds reach past any context.
   for (int round = 0; round < 20; ++round) {
     out.clear();
     wanted.clear();
@@ -189,12 +198,12 @@ std::vector<PrefixIndex::Match> PrefixIndex::Matches(const ChainFn& chain_for) c
       }
     }
     if (wanted.empty()) break;
-    for (const auto& want : wanted) {
-      const std::string& ns = want.first;
+    for (const auto& w : wanted) {
+      const std::string& ns = w.first;
       auto it = std::find_if(hashed.begin(), hashed.end(),
                              [&ns](const Hashed& h) { return h.cache_namespace == ns; });
       if (it == hashed.end()) it = hashed.insert(hashed.end(), Hashed{ns, {}, false});
-      const size_t ask = std::max<size_t>(64, 2 * std::max(want.second, it->chain.size()));
+      const size_t ask = std::max<size_t>(8, 2 * std::max(w.second, it->chain.size()));
       it->chain = chain_for(ns, ask);
       it->complete = it->chain.size() < ask;
     }

@@ -193,10 +193,10 @@ TEST_CASE("prefix index: Matches finds exactly the replicas MatchedBlocks credit
            })) {
         CHECK(found.emplace(m.replica, m.blocks).second);
       }
-      // Hashed in rounds of 64 blocks, then x2: never more than twice what a walk needed.
+      // Hashed in rounds that double: never more than twice what a walk needed (or 8 blocks).
       int32_t most = 0;
       for (const auto& [id, blocks] : found) most = std::max(most, blocks);
-      CHECK(deepest <= std::max<size_t>(64, 2 * (static_cast<size_t>(most) + 64)));
+      CHECK(deepest <= std::max<size_t>(8, 2 * (static_cast<size_t>(most) + 64)));
       for (int r = 0; r < 24; ++r) {
         const int32_t want = index.MatchedBlocks(ids[r], requests[r % 2]);
         INFO("replica " << ids[r]);
