@@ -274,11 +274,16 @@ def plot_releases(data, out):
 
 
 def plot_prefix_report(data, out):
-    runs = sorted(data if isinstance(data, list) else [data],
-                  key=lambda r: r.get("report_every_blocks", 0))
+    runs = data if isinstance(data, list) else [data]
     if not runs or "cache_delta_bytes_per_s" not in runs[0]:
         fail("prefix-report: no 'cache_delta_bytes_per_s'")
-    xs = [r["report_every_blocks"] for r in runs]
+
+    def schedule(r):
+        k = r["report_every_blocks"]
+        cap = r.get("report_max_every_blocks", k)
+        if cap == k:
+            return f"every {k}\n({16 * k} tokens)"
+        return f"every {k}, widening\nto every {cap}"
     fig, ax = plt.subplots(figsize=(6.5, 4), dpi=DPI)
     ax.bar(range(len(runs)), [100 * r["cache_share_of_gossip_and_load_stream"] for r in runs],
            color=plt.cm.Blues(0.7), label="cache deltas / (load stream + gossip)")
@@ -287,8 +292,8 @@ def plot_prefix_report(data, out):
                     r["cache_share_of_gossip_and_load_stream"]), textcoords="offset points",
                     xytext=(0, 3), ha="center", fontsize=8)
     ax.axhline(5, linestyle=":", color="grey", label="5 %")
-    ax.set_xticks(range(len(runs)), [f"every {x} ({16 * x} tokens)" for x in xs], fontsize=8)
-    ax.set_xlabel("blocks reported per chain (16-token blocks)")
+    ax.set_xticks(range(len(runs)), [schedule(r) for r in runs], fontsize=7)
+    ax.set_xlabel("blocks of a chain reported (16-token blocks)")
     ax.set_ylabel("% of the node's load stream + gossip")
     r0 = runs[0]
     ax.set_title(f"exaserve-bench prefix-report: {r0.get('replicas')} replicas, "
