@@ -18,12 +18,16 @@ KIND and the JSON it reads:
   releases exaserve-sim cluster --scenario canary-*: each stage's decision, with each metric's
            value on the old and the new version over the stage's window.
   prefix-report
-           exaserve-bench prefix-report, one run per --report-every-blocks appended to one file:
+           exaserve-bench prefix-report, one run per reporting schedule appended to one file:
            the cached-block deltas' bytes per second and their share of the load stream plus
-           gossip, against the reporting stride.
+           gossip, per schedule.
   prefix-share
            exaserve-bench engine --prefix-share (runs appended to one file): P50 TTFT and
            prefill tokens computed with the prefix cache off and on, per run.
+  soak     exaserve-bench soak: requests answered and failed per window, P99 latency per
+           window and each node's resident memory over the run, the faults marked.
+  ci       scripts/ctest-times.py's JSON: the recorded CI runs' total time, and the slowest
+           tests of the latest run.
 
 Needs python3-matplotlib (scripts/setup-deps.sh installs it). Writes nothing but OUT.png.
 """
@@ -326,10 +330,78 @@ def plot_prefix_share(data, out):
     return fig
 
 
+def plot_soak(data, out):
+    if not isinstance(data, dict) or "timeline" not in data:
+        fail("soak: no 'timeline' (exaserve-bench soak prints one)")
+    rows = data["timeline"]
+    fig, axes = plt.subplots(3, 1, figsize=(8, 7.5), dpi=DPI, sharex=True)
+    t = [r["start_s"] / 60 for r in rows]
+    width = (t[1] - t[0]) if len(t) > 1 else 1 / 6
+    ax = axes[0]
+    ax.bar(t, [r["answered"] for r in rows], width=width, align="edge",
+           color=plt.cm.Blues(0.6), label="answered")
+    ax.bar(t, [r["errors"] + r["hangs"] for r in rows], width=width, align="edge",
+           color=plt.cm.Reds(0.7), label="explicit errors + hangs")
+    ax.set_ylabel("requests per window")
+    ax.set_yscale("symlog")
+    ax.legend(fontsize=8, loc="lower right")
+    axes[1].plot(t, [max(1, r["latency_p99_ms"]) for r in rows], marker=".", color="black")
+    axes[1].set_yscale("log")
+    axes[1].set_ylabel("P99 latency (ms)")
+    nodes = sorted({n for r in rows for n in r.get("rss_kb", {})})
+    for i, node in enumerate(nodes):
+        ys = [r.get("rss_kb", {}).get(node) for r in rows]
+        axes[2].plot(t, [y / 1024 if y is not None else None for y in ys], label=node,
+                     color=plt.cm.tab10(i % 10))
+    axes[2].set_ylabel("resident memory (MiB)")
+    axes[2].set_xlabel("minutes into the run")
+    axes[2].legend(fontsize=7, ncol=3)
+    for ax in axes:
+        for f in data.get("faults", []):
+            ax.axvline(f["at_s"] / 60, color="red" if f["action"] != "pause" else "orange",
+                       alpha=0.4, linewidth=1)
+        ax.grid(alpha=0.3)
+    req = data.get("requests", {})
+    fig.suptitle(f"exaserve-bench soak: {req.get('total', 0):,} requests, "
+                 f"{req.get('hangs', 0)} hangs; faults marked (orange: pause, red: kill -9)",
+                 fontsize=10)
+    return fig
+
+
+def plot_ci(data, out):
+    if not isinstance(data, dict) or "runs" not in data:
+        fail("ci: no 'runs' (scripts/ctest-times.py writes them)")
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.5), dpi=DPI,
+                             gridspec_kw={"width_ratios": [1, 1.4]})
+    runs = data["runs"]
+    ax = axes[0]
+    ax.bar(range(len(runs)), [r["total_s"] / 60 for r in runs], color=plt.cm.Blues(0.6))
+    ax.axhline(45, linestyle=":", color="grey", label="45 min: the project's budget")
+    ax.axhline(90, linestyle="--", color="red", label="90 min: CI's limit")
+    ax.set_xticks(range(len(runs)), [f"{r['date'][5:]}\n{r['commit']}" for r in runs],
+                  fontsize=6)
+    ax.set_ylabel("clean clone to tests passed (min)")
+    ax.set_title("recorded CI runs, 2 cores", fontsize=9)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, axis="y")
+    latest = data.get("latest", {})
+    tests = sorted(latest.get("tests", []), key=lambda x: -x["seconds"])[:15]
+    ax = axes[1]
+    ax.barh(range(len(tests)), [x["seconds"] for x in tests], color=plt.cm.Oranges(0.6))
+    ax.set_yticks(range(len(tests)), [x["name"] for x in tests], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds")
+    total = sum(x["seconds"] for x in latest.get("tests", []))
+    ax.set_title(f"the slowest tests at {latest.get('commit', '?')} "
+                 f"({len(latest.get('tests', []))} tests, {total:,.0f} s in all)", fontsize=9)
+    ax.grid(alpha=0.3, axis="x")
+    return fig
+
+
 KINDS = {"route": plot_route, "weights": plot_weights, "engine": plot_engine,
          "gossip": plot_gossip, "cluster": plot_cluster, "releases": plot_releases,
          "prefix-report": plot_prefix_report,
-         "prefix-share": plot_prefix_share}
+         "prefix-share": plot_prefix_share, "soak": plot_soak, "ci": plot_ci}
 
 
 def main(argv):
