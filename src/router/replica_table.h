@@ -64,7 +64,8 @@ struct RouteRequest {
   // (docs/architecture.md#prefix-cache), full blocks of `block_tokens`, for the kv-token-aware
   // policy; unset: no prefix affinity. block_hashes(ns, n) gives at least the first n (fewer
   // only when the prompt has fewer full blocks), so the caller may hash lazily: Choose asks only
-  // as deep as some replica's cache reaches. A span is read before the next call.
+  // as deep as some replica's cache reaches, without the table's lock held. A span must stay
+  // valid until the next call for the same namespace, and until Choose returns.
   std::function<std::span<const Hash128>(const std::string& cache_namespace, size_t blocks)>
       block_hashes;
   int32_t block_tokens = 16;
