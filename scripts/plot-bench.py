@@ -378,8 +378,8 @@ def plot_ci(data, out):
     ax.bar(range(len(runs)), [r["total_s"] / 60 for r in runs], color=plt.cm.Blues(0.6))
     ax.axhline(45, linestyle=":", color="grey", label="45 min: the project's budget")
     ax.axhline(90, linestyle="--", color="red", label="90 min: CI's limit")
-    ax.set_xticks(range(len(runs)), [f"{r['date'][5:]}\n{r['commit']}" for r in runs],
-                  fontsize=6)
+    ax.set_xticks(range(len(runs)), [f"{r['date'][5:]} {r['commit']}" for r in runs],
+                  fontsize=6, rotation=60, ha="right")
     ax.set_ylabel("clean clone to tests passed (min)")
     ax.set_title("recorded CI runs, 2 cores", fontsize=9)
     ax.legend(fontsize=7)
