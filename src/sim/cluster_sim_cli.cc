@@ -8,6 +8,7 @@
 #include "common/strings.h"
 #include "common/units.h"
 #include "scheduler/placement.h"
+#include "sim/cli_flags.h"
 #include "sim/cluster_sim.h"
 
 namespace exa::sim {
@@ -88,18 +89,8 @@ constexpr const char* kUsage =
 
 absl::StatusOr<ClusterSimOptions> ParseClusterSimArgs(const std::vector<std::string>& args) {
   ClusterSimOptions o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string key = args[i], value;
-    if (size_t eq = key.find('='); eq != std::string::npos && key.rfind("--", 0) == 0) {
-      value = key.substr(eq + 1);
-      key = key.substr(0, eq);
-    } else if (i + 1 < args.size()) {
-      value = args[++i];
-    } else {
-      return absl::InvalidArgumentError(StrCat(key, ": missing value"));
-    }
-    EXA_RETURN_IF_ERROR(Apply(key, value, &o));
-  }
+  EXA_ASSIGN_OR_RETURN(auto flags, SplitFlags(args));
+  for (const auto& [key, value] : flags) EXA_RETURN_IF_ERROR(Apply(key, value, &o));
   if (o.spec_file.empty()) return absl::InvalidArgumentError("-f SPEC is required");
   bool kills_or_cuts = o.scenario == "kill-8-nodes" || o.scenario == "blip-20s";
   if (kills_or_cuts && o.fault_nodes >= o.nodes) {

@@ -8,6 +8,7 @@
 #include "CLI/CLI.hpp"
 #include "common/status.h"
 #include "common/strings.h"
+#include "sim/cli_flags.h"
 #include "sim/gossip_sim.h"
 
 namespace exa::sim {
@@ -109,18 +110,8 @@ absl::Status Apply(const std::string& key, const std::string& value, GossipSimOp
 
 absl::StatusOr<GossipSimOptions> ParseGossipSimArgs(const std::vector<std::string>& args) {
   GossipSimOptions o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string key = args[i], value;
-    if (size_t eq = key.find('='); eq != std::string::npos) {
-      value = key.substr(eq + 1);
-      key = key.substr(0, eq);
-    } else if (i + 1 < args.size()) {
-      value = args[++i];
-    } else {
-      return absl::InvalidArgumentError(StrCat(key, ": missing value"));
-    }
-    if (auto s = Apply(key, value, &o); !s.ok()) return s;
-  }
+  EXA_ASSIGN_OR_RETURN(auto flags, SplitFlags(args));
+  for (const auto& [key, value] : flags) EXA_RETURN_IF_ERROR(Apply(key, value, &o));
   if (o.nodes < 1 || o.nodes > 100000) {
     return absl::InvalidArgumentError(StrCat("--nodes ", o.nodes, ": must be in [1, 100000]"));
   }
