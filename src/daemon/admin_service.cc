@@ -193,14 +193,20 @@ grpc::Status AdminService::ChangeRoutes(const pb::RoutesRequest& req, pb::Routes
 }
 
 grpc::Status AdminService::RunBurnIn(pb::BurnInResponse* resp) {
+  // One at a time: a second is refused, not queued.
+  if (!parts_.burn_in_mu.TryLock()) {
+    return grpc::Status(grpc::RESOURCE_EXHAUSTED, "a burn-in is already running on this node");
+  }
+  grpc::Status status = RunBurnInLocked(resp);
+  parts_.burn_in_mu.Unlock();
+  return status;
+}
+
+grpc::Status AdminService::RunBurnInLocked(pb::BurnInResponse* resp) {
   GpuNode& gpus = parts_.gpus;
   if (gpus.inventory.devices.empty()) {
     return grpc::Status(grpc::FAILED_PRECONDITION,
                         StrCat("this node has no GPU to burn in (", gpus.inventory.note, ")"));
-  }
-  std::unique_lock<std::mutex> running(parts_.burn_in_mu, std::try_to_lock);
-  if (!running.owns_lock()) {
-    return grpc::Status(grpc::RESOURCE_EXHAUSTED, "a burn-in is already running on this node");
   }
   const bool passed = RunNodeBurnIn(gpus);
   resp->set_passed(passed);

@@ -11,12 +11,13 @@
 
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/gpu_node.h"
 #include "daemon/options.h"
@@ -43,8 +44,10 @@ struct AdminParts {
   const std::unique_ptr<node::ReplicaHost>& replicas;
   const std::unique_ptr<gateway::VersionRoutes>& routes;
   const std::unique_ptr<ObserverRole>& observer;
-  GpuNode& gpus;
-  std::mutex& burn_in_mu;
+  absl::Mutex& burn_in_mu;
+  // Written by a burn-in, so read and written here only under burn_in_mu (the daemon touches it
+  // only before it serves).
+  GpuNode& gpus ABSL_GUARDED_BY(burn_in_mu);
   // "starting", "ready" or "draining".
   std::function<std::string()> state;
   // This node's roles now: pinned, or as the election gives them.
@@ -95,6 +98,8 @@ class AdminService final : public exaserve::v1::Admin::CallbackService {
   grpc::Status ChangeRoutes(const exaserve::v1::RoutesRequest& request,
                             exaserve::v1::RoutesResponse* response);
   grpc::Status RunBurnIn(exaserve::v1::BurnInResponse* response);
+  grpc::Status RunBurnInLocked(exaserve::v1::BurnInResponse* response)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(parts_.burn_in_mu);
   grpc::Status FillAlerts(exaserve::v1::AlertsResponse* response) const;
 
   AdminParts parts_;

@@ -12,7 +12,6 @@
 #include <atomic>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -129,8 +128,11 @@ class Daemon {
   mutable absl::Mutex roles_mu_;
   cluster::Assignment assignment_ ABSL_GUARDED_BY(roles_mu_);
   std::unique_ptr<node::ReplicaHost> replicas_;
-  GpuNode gpus_;                     // inventory for the gossip metadata, warm-up timings, burn-in
-  std::mutex burn_in_mu_;            // one burn-in at a time; held while gpus_.burn_in* change
+  // Inventory for the gossip metadata, warm-up timings, burn-in. Read and written by Start
+  // before the node serves; after that only by the Admin service's burn-in, under burn_in_mu_
+  // (AdminParts::gpus is annotated with it).
+  GpuNode gpus_;
+  absl::Mutex burn_in_mu_;           // one burn-in at a time
   uint16_t published_replicas_ = 0;  // the replica count in our gossip metadata (load tick)
   std::unique_ptr<node::ReplicaProber> prober_;
   std::unique_ptr<node::ReplicaMetrics> replica_metrics_;
