@@ -99,7 +99,8 @@ absl::Status ReadAzure(std::ifstream& in, const std::string& header, Trace& t) {
     }
     if (auto s = CheckLengths(where, input, output); !s.ok()) return s;
     TraceRequest r;
-    r.arrival_s = absl::ToDoubleSeconds(at - absl::UnixEpoch());  // ReadTrace rebases to 0
+    // Seconds since the Unix epoch; ReadTrace then makes every trace start at its first arrival.
+    r.arrival_s = absl::ToDoubleSeconds(at - absl::UnixEpoch());
     r.input_length = static_cast<int32_t>(input);
     r.output_length = static_cast<int32_t>(output);
     t.requests.push_back(std::move(r));
