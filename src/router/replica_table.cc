@@ -22,19 +22,26 @@ Candidate ReplicaTable::CandidateOf(const Entry& e, int64_t cached_tokens) {
           e.snap.report.slots,          cached_tokens};
 }
 
+bool ReplicaTable::Routable(const Entry& e) {
+  return e.snap.report.ready && e.snap.healthy && !e.snap.ejected;
+}
+
+void ReplicaTable::Account(const Entry& e, int64_t sign, TierSums& sums) {
+  sums.pending += sign * std::max<int64_t>(0, e.snap.report.pending_tokens);
+  sums.sequences += sign * std::max<int32_t>(0, e.snap.report.sequences);
+  sums.dispatched_tokens += sign * e.snap.dispatched_tokens;
+  sums.dispatched_requests += sign * e.dispatched_requests;
+}
+
 void ReplicaTable::Link(Entry* e) {
-  if (!e->snap.report.ready || !e->snap.healthy || e->snap.ejected) return;
+  if (!Routable(*e)) return;
   Pool& pool = pools_[e->snap.info.model];
   e->tier = KvTier(CandidateOf(*e, 0));
   auto& members = pool.tiers[static_cast<size_t>(e->tier)];
   e->tier_pos = members.size();
   members.push_back(e);
-  TierSums& sums = pool.sums[static_cast<size_t>(e->tier)];
-  sums.pending += std::max<int64_t>(0, e->snap.report.pending_tokens);
-  sums.dispatched_tokens += e->snap.dispatched_tokens;
-  sums.dispatched_requests += e->dispatched_requests;
-  pool.routable_pending += std::max<int64_t>(0, e->snap.report.pending_tokens);
-  pool.routable_sequences += std::max<int32_t>(0, e->snap.report.sequences);
+  Account(*e, 1, pool.sums[static_cast<size_t>(e->tier)]);
+  Account(*e, 1, pool.routable);
 }
 
 void ReplicaTable::Unlink(Entry* e) {
@@ -44,12 +51,8 @@ void ReplicaTable::Unlink(Entry* e) {
   members[e->tier_pos] = members.back();
   members[e->tier_pos]->tier_pos = e->tier_pos;
   members.pop_back();
-  TierSums& sums = pool.sums[static_cast<size_t>(e->tier)];
-  sums.pending -= std::max<int64_t>(0, e->snap.report.pending_tokens);
-  sums.dispatched_tokens -= e->snap.dispatched_tokens;
-  sums.dispatched_requests -= e->dispatched_requests;
-  pool.routable_pending -= std::max<int64_t>(0, e->snap.report.pending_tokens);
-  pool.routable_sequences -= std::max<int32_t>(0, e->snap.report.sequences);
+  Account(*e, -1, pool.sums[static_cast<size_t>(e->tier)]);
+  Account(*e, -1, pool.routable);
   e->tier = -1;
 }
 
@@ -125,7 +128,7 @@ void ReplicaTable::SetHealthy(const std::string& id, bool healthy) {
 
 // For a member of the request's model's pool.
 bool ReplicaTable::Eligible(const Entry& e, const RouteRequest& request) {
-  if (!e.snap.report.ready || !e.snap.healthy || e.snap.ejected) return false;
+  if (!Routable(e)) return false;
   if (!request.version.empty() && e.snap.info.version != request.version) return false;
   if (!request.exclude.empty() && std::find(request.exclude.begin(), request.exclude.end(),
                                             e.snap.info.id) != request.exclude.end()) {
@@ -223,7 +226,7 @@ ReplicaTable::Entry* ReplicaTable::ChooseFromTiers(
   const TierSums& sums = pool.sums[tier];
   KvTierStats stats;
   stats.per_request =
-      pool.routable_sequences > 0 ? pool.routable_pending / pool.routable_sequences : 0;
+      pool.routable.sequences > 0 ? pool.routable.pending / pool.routable.sequences : 0;
   stats.mean_queue = static_cast<double>(sums.pending + sums.dispatched_tokens +
                                          sums.dispatched_requests * stats.per_request) /
                      static_cast<double>(members.size());
@@ -322,13 +325,13 @@ std::string ReplicaTable::CheckInvariants() const {
   std::string err;
   for (const auto& [model, pool] : pools_) {
     std::array<TierSums, 3> sums{};
-    int64_t pending = 0, sequences = 0;
+    TierSums routable;
     std::array<size_t, 3> members{};
     for (const Entry* e : pool.all) {
-      const bool routable = e->snap.report.ready && e->snap.healthy && !e->snap.ejected;
-      const int tier = routable ? KvTier(CandidateOf(*e, 0)) : -1;
-      if (e->tier != tier)
+      const int tier = Routable(*e) ? KvTier(CandidateOf(*e, 0)) : -1;
+      if (e->tier != tier) {
         StrAppend(&err, e->snap.info.id, ": tier ", e->tier, ", want ", tier, "; ");
+      }
       if (tier < 0) continue;
       const auto t = static_cast<size_t>(tier);
       const auto& list = pool.tiers[t];
@@ -336,22 +339,15 @@ std::string ReplicaTable::CheckInvariants() const {
         StrAppend(&err, e->snap.info.id, ": not at its place in tier ", tier, "; ");
       }
       members[t]++;
-      sums[t].pending += std::max<int64_t>(0, e->snap.report.pending_tokens);
-      sums[t].dispatched_tokens += e->snap.dispatched_tokens;
-      sums[t].dispatched_requests += e->dispatched_requests;
-      pending += std::max<int64_t>(0, e->snap.report.pending_tokens);
-      sequences += std::max<int32_t>(0, e->snap.report.sequences);
+      Account(*e, 1, sums[t]);
+      Account(*e, 1, routable);
     }
     for (size_t t = 0; t < 3; ++t) {
-      if (pool.tiers[t].size() != members[t] || pool.sums[t].pending != sums[t].pending ||
-          pool.sums[t].dispatched_tokens != sums[t].dispatched_tokens ||
-          pool.sums[t].dispatched_requests != sums[t].dispatched_requests) {
+      if (pool.tiers[t].size() != members[t] || !(pool.sums[t] == sums[t])) {
         StrAppend(&err, model, ": tier ", t, " list or sums disagree; ");
       }
     }
-    if (pool.routable_pending != pending || pool.routable_sequences != sequences) {
-      StrAppend(&err, model, ": pool sums disagree; ");
-    }
+    if (!(pool.routable == routable)) StrAppend(&err, model, ": pool sums disagree; ");
   }
   return err;
 }

@@ -133,18 +133,26 @@ class ReplicaTable {
     size_t tier_pos = 0;
   };
   // What a tier's members add up to (for kv-token-aware's mean queue).
+  // What a set of routable replicas adds up to (kv-token-aware's mean queue and the pool's
+  // decode estimate).
   struct TierSums {
-    int64_t pending = 0;  // reported pending tokens, each clamped at 0
+    int64_t pending = 0;    // reported pending tokens, each clamped at 0
+    int64_t sequences = 0;  // reported running + waiting, each clamped at 0
     int64_t dispatched_tokens = 0;
     int64_t dispatched_requests = 0;
+    bool operator==(const TierSums&) const = default;
   };
   struct Pool {
     std::vector<Entry*> all;
     std::array<std::vector<Entry*>, 3> tiers;
-    std::array<TierSums, 3> sums;
-    int64_t routable_pending = 0;    // over every routable replica, each clamped at 0
-    int64_t routable_sequences = 0;  // the same, reported running + waiting
+    std::array<TierSums, 3> sums;  // by tier
+    TierSums routable;             // every routable replica of the pool
   };
+
+  // Ready, healthy and not ejected: in the pool's tiers.
+  static bool Routable(const Entry& e);
+  // Adds (sign 1) or takes away (sign -1) what `e` contributes to `sums`.
+  static void Account(const Entry& e, int64_t sign, TierSums& sums);
 
   static bool Eligible(const Entry& e, const RouteRequest& request);
   static Candidate CandidateOf(const Entry& e, int64_t cached_tokens);
