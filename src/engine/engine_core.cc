@@ -106,7 +106,9 @@ void EngineCore::Admit(std::unique_ptr<Sequence> seq) {
     }
     seq->text_sent = std::min<size_t>(seq->text.size(), seq->request.resumed_text_bytes);
   }
-  if (seq->request.priority) {
+  // Probes, and resumed requests: a client is mid-stream on those, as on a preempted sequence,
+  // which also goes back ahead of the waiting ones.
+  if (seq->request.priority || seq->request.resumed_tokens > 0) {
     scheduler_.EnqueueFront(std::move(seq));  // ahead of every waiting request
   } else {
     scheduler_.Enqueue(std::move(seq));

@@ -132,9 +132,8 @@ for path in sorted(glob.glob(f"{work}/{name}.grpc*")):
             err = (err or "") + line.strip()
             continue
         ids += m.get("token_ids", [])
-        final = m.get("usage", final)
-    out[path.rsplit(".", 1)[1]] = {"ids": ids, "error": err,
-                                    "completion_tokens": (final or {}).get("completion_tokens")}
+        final = m.get("completion_tokens", final)
+    out[path.rsplit(".", 1)[1]] = {"ids": ids, "error": err, "completion_tokens": final}
 print(json.dumps(out, sort_keys=True))
 PY
 }

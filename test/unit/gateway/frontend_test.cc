@@ -102,6 +102,7 @@ bool Has(const std::string& metrics, const std::string& line) {
 TEST_CASE("A failure after the first token continues the stream on another replica") {
   Fixture f;
   auto call = f.Start();
+  absl::SleepFor(absl::Milliseconds(2));
   f.backend.Token(0, 17);
   f.backend.Token(0, 18);
   f.backend.Finish(0, absl::UnavailableError("node went away"));
@@ -129,6 +130,7 @@ TEST_CASE("A failure after the first token continues the stream on another repli
   CHECK(f.events[3].finished);
   CHECK(f.events[3].status.ok());
   CHECK(f.events[3].completion_tokens == 3);
+  CHECK(f.events[3].time_to_first_token_ms >= 2);  // from admission, across the resume
   CHECK(f.events[3].prompt_tokens == static_cast<int32_t>(first.prompt_tokens.size()));
   CHECK(f.frontend.in_flight() == 0);
   for (const auto& r : f.table.List()) CHECK(r.open_requests == 0);
