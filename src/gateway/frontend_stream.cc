@@ -77,10 +77,11 @@ Frontend::Reattempt Frontend::Replace(const std::shared_ptr<Call>& call, std::st
     call->refusal_ = "attempts";
     return Reattempt::kRefused;
   }
-  // Over the budget or with no replica ready, a stream that failed or stalled mid-way waits
-  // (paused, retried by CheckStreams) until gateway.resume_deadline; one that merely looks bad
-  // (suspected, ejected) keeps its replica; a request with no token yet fails as it always did.
-  const bool can_wait = resume && (!abandon || cause == "stalled");
+  // A request whose replica failed or stalled waits (paused, retried by CheckStreams) until
+  // gateway.resume_deadline while the budget is spent, and mid-stream also while no replica is
+  // ready (before its first token that is the client's error at once, as for a new request); one
+  // whose replica merely looks bad (suspected, ejected) keeps it.
+  const bool broken = !abandon || cause == "stalled";
   const std::string failed = call->replica_id();
   std::string blocked;
   absl::StatusOr<std::pair<std::string, engine::RequestId>> next =
@@ -99,7 +100,7 @@ Frontend::Reattempt Frontend::Replace(const std::shared_ptr<Call>& call, std::st
     if (!next.ok()) blocked = "no_replica";
   }
   if (!blocked.empty()) {
-    if (can_wait) {
+    if (broken && (resume || blocked == "budget")) {
       if (first_try) CommitBreak(*call, cause, abandon);
       if (!call->resume_by_) call->resume_by_ = now + options_.resume_deadline;
       if (now < *call->resume_by_) return Reattempt::kWaiting;
@@ -140,10 +141,10 @@ void Frontend::CommitBreak(Call& call, std::string_view cause, bool abandon) {
   }
   if (call.dispatched_) table_.Complete(old_replica);
   call.dispatched_ = false;
+  call.resume_cause_ = std::string(cause);
   if (!call.sent_tokens_.empty()) {
     call.resumes_++;
     call.broken_at_ = call.last_event_at_;
-    call.resume_cause_ = std::string(cause);
   }
 }
 

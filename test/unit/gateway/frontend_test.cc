@@ -230,6 +230,23 @@ TEST_CASE("A broken stream waits for a replica until gateway.resume_deadline") {
       Has(f.registry.Expose(), "exaserve_gateway_resume_failures_total{reason=\"no_replica\"} 1"));
 }
 
+TEST_CASE("Past the reattempt budget a failed request waits for it instead of failing") {
+  Fixture f;
+  constexpr int kCalls = 17;  // the budget is 16 at this load
+  for (int i = 0; i < kCalls; ++i) f.Start();
+  for (int i = 0; i < kCalls; ++i) {
+    f.backend.Finish(static_cast<size_t>(i), absl::UnavailableError("node went away"));
+  }
+  REQUIRE(f.backend.submitted.size() == kCalls + 16);
+  CHECK(f.events.empty());  // the 17th waits: no error
+  f.frontend.CheckStreams(absl::Now());
+  CHECK(f.backend.submitted.size() == kCalls + 16);
+  f.backend.Token(kCalls, 17);  // a retried request's first token frees a place
+  f.frontend.CheckStreams(absl::Now());
+  CHECK(f.backend.submitted.size() == kCalls + 17);
+  CHECK(f.frontend.in_flight() == kCalls);
+}
+
 TEST_CASE("A client's seed is kept") {
   Fixture f;
   TextRequest r;
