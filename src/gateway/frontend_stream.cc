@@ -19,6 +19,7 @@ constexpr int kMinReattemptBudget = 16;
 // Without gateway.stream_stall_timeout: this many times the replica's inter-token P99, and at
 // least kMinStall.
 constexpr double kStallItlFactor = 10;
+constexpr double kStallTtftFactor = 4;
 constexpr absl::Duration kMinStall = absl::Seconds(2);
 
 void CancelAll(ReplicaBackend& backend,
@@ -198,10 +199,15 @@ std::string Frontend::BrokenCause(Call& call, absl::Time now) const {
   }
   // Before the first token a request may queue for as long as the replica is busy.
   if (call.sent_tokens_.empty()) return "";
-  const absl::Duration stall =
+  absl::Duration stall =
       options_.stream_stall_timeout > absl::ZeroDuration()
           ? options_.stream_stall_timeout
           : std::max(kMinStall, absl::Milliseconds(kStallItlFactor * standing.itl_p99_ms));
+  // A continuation's first token comes after a prefill of everything so far, which a busy
+  // replica may queue: it gets what the replica's first tokens take too.
+  if (call.reattempting_) {
+    stall = std::max(stall, absl::Milliseconds(kStallTtftFactor * standing.ttft_p99_ms));
+  }
   return now - call.last_event_at_ > stall ? "stalled" : "";
 }
 

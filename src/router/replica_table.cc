@@ -325,7 +325,7 @@ ReplicaStanding ReplicaTable::StandingOf(const std::string& id) const {
   auto it = replicas_.find(id);
   if (it == replicas_.end()) return {};
   const ReplicaSnapshot& s = it->second.snap;
-  return {true, s.healthy, s.ejected, s.report.itl_p99_ms};
+  return {true, s.healthy, s.ejected, s.report.itl_p99_ms, s.report.ttft_p99_ms};
 }
 
 std::string ReplicaTable::CheckInvariants() const {

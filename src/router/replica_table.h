@@ -85,10 +85,11 @@ struct ReplicaSnapshot {
 
 // Whether a replica still deserves the streams it serves (docs/architecture.md#failover).
 struct ReplicaStanding {
-  bool known = false;     // false: removed (its node died or left)
-  bool healthy = true;    // false: its node is suspected
-  bool ejected = false;   // a performance outlier
-  double itl_p99_ms = 0;  // its last reported inter-token P99; 0: not measured
+  bool known = false;      // false: removed (its node died or left)
+  bool healthy = true;     // false: its node is suspected
+  bool ejected = false;    // a performance outlier
+  double itl_p99_ms = 0;   // its last reported inter-token P99; 0: not measured
+  double ttft_p99_ms = 0;  // and time-to-first-token P99
 };
 
 class ReplicaTable {
