@@ -42,31 +42,13 @@ bool InList(const char* list, std::string_view name) {
 absl::Status Fail(std::string_view what) { return absl::InvalidArgumentError(std::string(what)); }
 
 absl::Status NotForType(std::string_view filter, const Value& v) {
-  return Fail(StrCat("filter ", filter, " cannot be applied to a ", v.TypeName()));
+  return Fail(StrCat("filter ", filter, " cannot be applied to ", v.TypeName()));
 }
 
 // A positional argument, else the keyword one, else null.
 const Value* Arg(const CallArgs& args, size_t index, std::string_view keyword) {
   if (index < args.positional.size()) return &args.positional[index];
   return args.Keyword(keyword);
-}
-
-// titleCase: /\b\w/g upper-cased, with \w the ASCII word characters.
-std::string TitleCase(std::string_view s) {
-  std::string out(s);
-  bool prev_word = false;
-  for (char& c : out) {
-    const bool word =
-        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-    if (word && !prev_word && c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
-    prev_word = word;
-  }
-  return out;
-}
-
-std::string Capitalize(std::string_view s) {
-  if (s.empty()) return "";
-  return AsciiUpper(s.substr(0, 1)) + std::string(s.substr(1));
 }
 
 // JavaScript's parseInt(s, 10) / parseFloat(s); NaN when no number starts the string.
@@ -92,7 +74,7 @@ absl::StatusOr<int> CompareValues(const Value& a, const Value& b) {
   if (!a.is(Type::kString) || !b.is(Type::kString)) {
     return Fail(StrCat("cannot compare ", a.TypeName(), " with ", b.TypeName()));
   }
-  const std::string x = AsciiLower(a.str()), y = AsciiLower(b.str());
+  const std::string x = JsLower(a.str()), y = JsLower(b.str());
   return x < y ? -1 : x > y ? 1 : 0;
 }
 
@@ -155,10 +137,10 @@ std::string Indent(std::string_view s, std::string_view pad, bool first, bool bl
 absl::StatusOr<Value> StringFilter(const Value& v, std::string_view name) {
   const std::string& s = v.str();
   if (name == "length") return Value::Int(Utf16Length(s));
-  if (name == "upper") return Value::String(AsciiUpper(s));
-  if (name == "lower") return Value::String(AsciiLower(s));
-  if (name == "title") return Value::String(TitleCase(s));
-  if (name == "capitalize") return Value::String(Capitalize(s));
+  if (name == "upper") return Value::String(JsUpper(s));
+  if (name == "lower") return Value::String(JsLower(s));
+  if (name == "title") return Value::String(JsTitle(s));
+  if (name == "capitalize") return Value::String(JsCapitalize(s));
   if (name == "trim") return Value::String(std::string(Trim(s)));
   if (name == "indent") return Value::String(Indent(s, "    ", false, false));
   if (name == "join" || name == "string") return v;
@@ -300,7 +282,7 @@ absl::StatusOr<Value> CalledFilter(const Value& v, std::string_view name, CallAr
     if (width && width->is(Type::kInt)) pad.assign(std::max<int64_t>(0, width->integer()), ' ');
     return Value::String(Indent(v.str(), pad, first && first->Truthy(), blank && blank->Truthy()));
   }
-  return Fail(StrCat("filter ", name, "(...) cannot be applied to a ", v.TypeName()));
+  return Fail(StrCat("filter ", name, "(...) cannot be applied to ", v.TypeName()));
 }
 
 }  // namespace
@@ -326,7 +308,7 @@ absl::StatusOr<Value> ApplyFilter(const Value& operand, std::string_view name, b
 absl::StatusOr<bool> ApplyTest(const Value& v, std::string_view name) {
   if (name == "odd" || name == "even") {
     if (!v.is(Type::kInt))
-      return Fail(StrCat("test ", name, " needs an integer, not a ", v.TypeName()));
+      return Fail(StrCat("test ", name, " needs an integer, not ", v.TypeName()));
     return (v.integer() % 2 != 0) == (name == "odd");
   }
   if (name == "boolean") return v.is(Type::kBool);
@@ -340,8 +322,8 @@ absl::StatusOr<bool> ApplyTest(const Value& v, std::string_view name) {
   if (name == "iterable") return v.is(Type::kArray) || v.is(Type::kString);
   if (name == "mapping") return v.is(Type::kObject);
   if (name == "sequence") return v.is(Type::kArray) || v.is(Type::kObject) || v.is(Type::kString);
-  if (name == "lower") return v.is(Type::kString) && AsciiLower(v.str()) == v.str();
-  if (name == "upper") return v.is(Type::kString) && AsciiUpper(v.str()) == v.str();
+  if (name == "lower") return v.is(Type::kString) && JsLower(v.str()) == v.str();
+  if (name == "upper") return v.is(Type::kString) && JsUpper(v.str()) == v.str();
   if (name == "defined") return !v.is(Type::kUndefined);
   if (name == "undefined") return v.is(Type::kUndefined);
   // equalto/eq without an argument compare with undefined.

@@ -69,18 +69,6 @@ absl::StatusOr<Value> Replace(const std::string& s, const CallArgs& args) {
   return Value::String(ReplaceAll(s, old_text.str(), new_text.str(), n));
 }
 
-std::string Title(const std::string& s) {
-  std::string out(s);
-  bool prev_word = false;
-  for (char& c : out) {
-    const bool word =
-        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-    if (word && !prev_word && c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
-    prev_word = word;
-  }
-  return out;
-}
-
 // The strip family ignores its argument, as @huggingface/jinja does: strip('\n') trims all
 // whitespace (docs/models.md#chat-templates lists this difference from Python).
 Value StringMethod(const Value& self, const std::string& name) {
@@ -89,13 +77,13 @@ Value StringMethod(const Value& self, const std::string& name) {
     return Method(name,
                   [result](CallArgs&) -> absl::StatusOr<Value> { return Value::String(result); });
   };
-  if (name == "upper") return unary(AsciiUpper(s));
-  if (name == "lower") return unary(AsciiLower(s));
+  if (name == "upper") return unary(JsUpper(s));
+  if (name == "lower") return unary(JsLower(s));
   if (name == "strip") return unary(std::string(Trim(s)));
   if (name == "lstrip") return unary(std::string(TrimStart(s)));
   if (name == "rstrip") return unary(std::string(TrimEnd(s)));
-  if (name == "title") return unary(Title(s));
-  if (name == "capitalize") return unary(s.empty() ? s : AsciiUpper(s.substr(0, 1)) + s.substr(1));
+  if (name == "title") return unary(JsTitle(s));
+  if (name == "capitalize") return unary(JsCapitalize(s));
   if (name == "startswith" || name == "endswith") {
     const bool prefix = name == "startswith";
     return Method(name, [s, prefix](CallArgs& a) { return AffixTest(s, a, prefix); });
@@ -198,7 +186,7 @@ absl::StatusOr<Value> StrftimeNow(CallArgs& args) {
 absl::StatusOr<Value> GetMember(const Value& object, const Value& property) {
   if (object.IsMapping()) {
     if (!property.is(Type::kString)) {
-      return Fail(StrCat("a mapping's keys are strings, not a ", property.TypeName()));
+      return Fail(StrCat("a mapping's keys are strings, not ", property.TypeName()));
     }
     if (const Value* v = object.Find(property.str())) return *v;
     return object.is(Type::kObject) ? ObjectMethod(object, property.str()) : Value();
@@ -215,7 +203,7 @@ absl::StatusOr<Value> GetMember(const Value& object, const Value& property) {
     return i >= 0 && i < static_cast<int64_t>(a.size()) ? a[static_cast<size_t>(i)] : Value();
   }
   if (!property.is(Type::kString)) {
-    return Fail(StrCat("cannot index a ", object.TypeName(), " with a ", property.TypeName()));
+    return Fail(StrCat("cannot index ", object.TypeName(), " with ", property.TypeName()));
   }
   if (property.str() == "length" && object.is(Type::kArray)) {
     return Value::Int(static_cast<int64_t>(object.array().size()));

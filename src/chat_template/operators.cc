@@ -14,7 +14,7 @@ using Type = Value::Type;
 absl::Status Fail(std::string_view what) { return absl::InvalidArgumentError(std::string(what)); }
 
 absl::Status Unsupported(std::string_view op, const Value& left, const Value& right) {
-  return Fail(StrCat("operator ", op, " is not defined between a ", left.TypeName(), " and a ",
+  return Fail(StrCat("operator ", op, " is not defined between ", left.TypeName(), " and ",
                      right.TypeName()));
 }
 

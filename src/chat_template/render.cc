@@ -154,14 +154,14 @@ absl::StatusOr<Array> Renderer::LoopItems(const Stmt& s, const Value& iterable,
   } else if (iterable.is(Type::kArray)) {
     candidates = iterable.array();
   } else {
-    return Fail(StrCat("for: cannot loop over a ", iterable.TypeName()));
+    return Fail(StrCat("for: cannot loop over ", iterable.TypeName()));
   }
   if (s.target->kind == Kind::kName && !s.condition) return candidates;
   Array items;
   for (const Value& item : candidates) {
     if (s.target->kind == Kind::kTuple &&
         (!item.is(Type::kArray) || item.array().size() != s.target->operands.size())) {
-      return Fail(StrCat("for: cannot unpack a ", item.TypeName(), " into ",
+      return Fail(StrCat("for: cannot unpack ", item.TypeName(), " into ",
                          s.target->operands.size(), " names"));
     }
     if (s.condition) {
@@ -208,7 +208,7 @@ absl::Status Renderer::Bind(const Expr& target, const Value& value, Scope& scope
   }
   if (!value.is(Type::kArray) || value.array().size() != target.operands.size()) {
     return Fail(
-        StrCat("cannot unpack a ", value.TypeName(), " into ", target.operands.size(), " names"));
+        StrCat("cannot unpack ", value.TypeName(), " into ", target.operands.size(), " names"));
   }
   for (size_t i = 0; i < target.operands.size(); ++i) {
     scope.Set(target.operands[i]->name, value.array()[i]);
@@ -228,7 +228,7 @@ absl::Status Renderer::Assign(const Stmt& s, const ScopePtr& scope) {
   if (s.target->kind != Kind::kMember) return Bind(*s.target, value, *scope);
   EXA_ASSIGN_OR_RETURN(Value object, Eval(*s.target->operands[0], scope));
   if (!object.is(Type::kNamespace)) {
-    return Fail(StrCat("set: cannot assign an attribute of a ", object.TypeName(),
+    return Fail(StrCat("set: cannot assign an attribute of ", object.TypeName(),
                        " (only of a namespace())"));
   }
   const std::string& key = s.target->operands[1]->literal.str();
@@ -351,7 +351,7 @@ absl::StatusOr<Value> Renderer::EvalCollection(const Expr& e, const ScopePtr& sc
     if (v.is(Type::kFloat)) return Value::Float(sign * v.number());
     if (v.is(Type::kInt)) return Value::Int(static_cast<int64_t>(sign) * v.integer());
     if (v.is(Type::kBool)) return Value::Int(static_cast<int64_t>(sign) * (v.boolean() ? 1 : 0));
-    return Fail(StrCat("unary ", e.name, " on a ", v.TypeName()));
+    return Fail(StrCat("unary ", e.name, " on ", v.TypeName()));
   }
   if (e.kind == Kind::kDict) {
     Entries entries;
@@ -398,7 +398,7 @@ absl::StatusOr<Value> Renderer::EvalCall(const Expr& e, const ScopePtr& scope) {
   } else {
     EXA_ASSIGN_OR_RETURN(fn, Eval(callee, scope));
   }
-  if (!fn.is(Type::kFunction)) return Fail(StrCat("cannot call a ", fn.TypeName()));
+  if (!fn.is(Type::kFunction)) return Fail(StrCat("cannot call ", fn.TypeName()));
   EXA_ASSIGN_OR_RETURN(Value result, fn.function()(args));
   return Sized(std::move(result));
 }
@@ -407,7 +407,7 @@ absl::StatusOr<Value> Renderer::EvalCall(const Expr& e, const ScopePtr& scope) {
 absl::StatusOr<Value> Renderer::EvalSlice(const Expr& e, const ScopePtr& scope) {
   EXA_ASSIGN_OR_RETURN(Value object, Eval(*e.operands[0], scope));
   if (!object.is(Type::kArray) && !object.is(Type::kString)) {
-    return Fail(StrCat("cannot slice a ", object.TypeName()));
+    return Fail(StrCat("cannot slice ", object.TypeName()));
   }
   std::optional<int64_t> bounds[3];
   for (int i = 0; i < 3; ++i) {

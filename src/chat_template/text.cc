@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "utf8proc.h"
+
 namespace exa::chat_template {
 
 bool IsJsWhitespace(uint32_t c) {
@@ -92,20 +94,69 @@ bool Utf16At(std::string_view s, int64_t index, std::string* out) {
   return false;
 }
 
-std::string AsciiUpper(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+void AppendUtf8(uint32_t c, std::string* out) {
+  if (c < 0x80) {
+    out->push_back(static_cast<char>(c));
+  } else if (c < 0x800) {
+    out->push_back(static_cast<char>(0xC0 | (c >> 6)));
+    out->push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  } else if (c < 0x10000) {
+    out->push_back(static_cast<char>(0xE0 | (c >> 12)));
+    out->push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  } else {
+    out->push_back(static_cast<char>(0xF0 | (c >> 18)));
+    out->push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  }
+}
+
+std::string JsUpper(std::string_view s) {
+  std::string out;
+  size_t pos = 0;
+  while (pos < s.size()) {
+    const uint32_t c = NextCodePoint(s, &pos);
+    if (c == 0xDF) {  // SpecialCasing: ß upper-cases to two letters
+      out.append("SS");
+      continue;
+    }
+    AppendUtf8(static_cast<uint32_t>(utf8proc_toupper(static_cast<utf8proc_int32_t>(c))), &out);
   }
   return out;
 }
 
-std::string AsciiLower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+std::string JsLower(std::string_view s) {
+  std::string out;
+  size_t pos = 0;
+  while (pos < s.size()) {
+    const uint32_t c = NextCodePoint(s, &pos);
+    if (c == 0x130) {  // SpecialCasing: İ lower-cases to i and a combining dot
+      out.append("i\xCC\x87");
+      continue;
+    }
+    AppendUtf8(static_cast<uint32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))), &out);
   }
   return out;
+}
+
+std::string JsTitle(std::string_view s) {
+  std::string out(s);
+  bool prev_word = false;
+  for (char& c : out) {
+    const bool word =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+    if (word && !prev_word && c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+    prev_word = word;
+  }
+  return out;
+}
+
+std::string JsCapitalize(std::string_view s) {
+  if (s.empty()) return "";
+  size_t pos = 0;
+  NextCodePoint(s, &pos);
+  return JsUpper(s.substr(0, pos)) + std::string(s.substr(pos));
 }
 
 namespace {

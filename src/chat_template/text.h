@@ -27,9 +27,15 @@ int64_t Utf16Length(std::string_view s);
 // surrogate pair becomes U+FFFD, as it does when JavaScript writes the string out as UTF-8.
 bool Utf16At(std::string_view s, int64_t index, std::string* out);
 
-// ASCII case mapping (toUpperCase/toLowerCase beyond ASCII are not carried over).
-std::string AsciiUpper(std::string_view s);
-std::string AsciiLower(std::string_view s);
+// toUpperCase / toLowerCase: Unicode simple case mapping, with SpecialCasing's unconditional
+// ß -> SS and İ -> i̇ (the context-dependent final sigma is not carried over).
+std::string JsUpper(std::string_view s);
+std::string JsLower(std::string_view s);
+// value.replace(/\b\w/g, toUpperCase): \w is ASCII, so only ASCII letters change.
+std::string JsTitle(std::string_view s);
+// charAt(0).toUpperCase() + slice(1), on the first code point.
+std::string JsCapitalize(std::string_view s);
+void AppendUtf8(uint32_t code_point, std::string* out);
 
 // JSON.stringify of a string; with `ensure_ascii`, every code unit past 0x7e as \uXXXX.
 void AppendJsonString(std::string_view s, bool ensure_ascii, std::string* out);

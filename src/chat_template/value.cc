@@ -243,25 +243,25 @@ absl::StatusOr<std::string> Value::Primitive() const {
 const char* Value::TypeName() const {
   switch (type_) {
     case Type::kUndefined:
-      return "undefined";
+      return "an undefined value";
     case Type::kNull:
       return "none";
     case Type::kBool:
-      return "boolean";
+      return "a boolean";
     case Type::kInt:
-      return "integer";
+      return "an integer";
     case Type::kFloat:
-      return "float";
+      return "a float";
     case Type::kString:
-      return "string";
+      return "a string";
     case Type::kArray:
-      return "list";
+      return "a list";
     case Type::kObject:
-      return "mapping";
+      return "a mapping";
     case Type::kNamespace:
-      return "namespace";
+      return "a namespace";
     case Type::kFunction:
-      return "function";
+      return "a function";
   }
   return "?";
 }

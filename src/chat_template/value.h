@@ -83,6 +83,7 @@ class Value {
   std::string Display() const;
   // The value JavaScript's String() gives the underlying value, which `~` and `+` concatenate.
   absl::StatusOr<std::string> Primitive() const;
+  // "an integer", "a string", "none"...: the type, as an error message names it.
   const char* TypeName() const;
 
  private:
