@@ -1,4 +1,4 @@
-// The parsed form of a chat template (docs/models.md#chat-templates): statements holding
+// The parsed form of a chat template (docs/reference/api.md#chat-templates): statements holding
 // expressions, each with the template line it came from. Built once by Parse and only read by
 // renders afterwards, so one parsed template serves any number of concurrent renders.
 #pragma once

@@ -1,6 +1,6 @@
 // The filters, tests, methods and global functions a chat template may use
-// (docs/models.md#chat-templates), with @huggingface/jinja's semantics. The parser checks names
-// against these lists so that a template using anything else fails when it is loaded.
+// (docs/reference/api.md#chat-templates), with @huggingface/jinja's semantics. The parser checks
+// names against these lists so that a template using anything else fails when it is loaded.
 #pragma once
 
 #include <string_view>

@@ -1,7 +1,7 @@
 // Chat templates: the Jinja subset that Hugging Face models ship in tokenizer_config.json's
 // `chat_template` to turn a conversation into the prompt the model was trained on
-// (docs/models.md#chat-templates). Semantics are @huggingface/jinja's (transformers.js), which a
-// conformance test holds this engine to byte for byte on real templates.
+// (docs/reference/api.md#chat-templates). Semantics are @huggingface/jinja's (transformers.js),
+// which a conformance test holds this engine to byte for byte on real templates.
 //
 // A template is parsed once, when its model loads: anything this engine cannot render (an
 // unsupported statement, filter, test, method or function) fails the parse with its line and

@@ -1,8 +1,9 @@
-// Splits a chat template into tokens the way @huggingface/jinja does (docs/models.md#chat-
-// templates), including the whitespace rules transformers sets: trim_blocks (the newline after a
-// block tag goes), lstrip_blocks (spaces and tabs before a block tag on its line go), the single
-// trailing newline of the template dropped, and `-` on a tag stripping whitespace on that side.
-// Each token keeps the line of the original template it came from, for error messages.
+// Splits a chat template into tokens the way @huggingface/jinja does
+// (docs/reference/api.md#chat-templates), including the whitespace rules transformers sets:
+// trim_blocks (the newline after a block tag goes), lstrip_blocks (spaces and tabs before a block
+// tag on its line go), the single trailing newline of the template dropped, and `-` on a tag
+// stripping whitespace on that side. Each token keeps the line of the original template it came
+// from, for error messages.
 #pragma once
 
 #include <string>

@@ -70,7 +70,7 @@ absl::StatusOr<Value> Replace(const std::string& s, const CallArgs& args) {
 }
 
 // The strip family ignores its argument, as @huggingface/jinja does: strip('\n') trims all
-// whitespace (docs/models.md#chat-templates lists this difference from Python).
+// whitespace (docs/reference/api.md#chat-templates lists this difference from Python).
 Value StringMethod(const Value& self, const std::string& name) {
   const std::string s = self.str();
   auto unary = [&](std::string result) {

@@ -19,7 +19,7 @@ constexpr int kMaxDepth = 200;
 
 constexpr const char* kSupportedStatements =
     "chat templates may use if/elif/else, for, set, macro, break and continue "
-    "(docs/models.md#chat-templates)";
+    "(docs/reference/api.md#chat-templates)";
 
 using Kind = Expr::Kind;
 

@@ -1,4 +1,4 @@
-// Parses a chat template's tokens into statements (docs/models.md#chat-templates), with the
+// Parses a chat template's tokens into statements (docs/reference/api.md#chat-templates), with the
 // grammar and operator precedence of @huggingface/jinja. Everything a render could not do is
 // refused here, with its line: statements other than if/for/set/macro/break/continue (call,
 // filter blocks, include, import, extends, block, raw...), filters, tests, methods and functions

@@ -1,6 +1,6 @@
-// `exaserve-cli chat-template`'s loop (docs/models.md#chat-templates): each input line is a JSON
-// object {"messages": [...], "add_generation_prompt": bool, "tools": [...], ...} rendered with a
-// model's chat template; each output line is the rendering as a JSON string, or
+// `exaserve-cli chat-template`'s loop (docs/reference/api.md#chat-templates): each input line is a
+// JSON object {"messages": [...], "add_generation_prompt": bool, "tools": [...], ...} rendered with
+// a model's chat template; each output line is the rendering as a JSON string, or
 // {"error": MESSAGE} when that line's render fails (the template's raise_exception included),
 // and the loop goes on. Empty lines are skipped.
 #pragma once

@@ -1,6 +1,7 @@
-// The JavaScript string operations a chat template's strings go through (docs/models.md#chat-
-// templates), on UTF-8: what counts as whitespace for trim() and split(), lengths and indices in
-// UTF-16 code units, and JSON string quoting as JSON.stringify writes it.
+// The JavaScript string operations a chat template's strings go through
+// (docs/reference/api.md#chat-templates), on UTF-8: what counts as whitespace for trim() and
+// split(), lengths and indices in UTF-16 code units, and JSON string quoting as JSON.stringify
+// writes it.
 #pragma once
 
 #include <cstdint>

