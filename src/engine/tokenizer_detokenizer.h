@@ -33,8 +33,9 @@ class TokenizerDetokenizer final : public Detokenizer {
   std::shared_ptr<const chat_template::ChatTemplate> chat_template_;
 };
 
-// Loads `<model_dir>/tokenizer.json` and, when there is one, `<model_dir>/tokenizer_config.json`'s
-// chat template: a template this engine cannot render fails the load, naming the file and line.
+// Loads `<model_dir>/tokenizer.json` and, when there is one, the model's chat template
+// (ReadTokenizerConfig): a template this engine cannot render fails the load, naming the file and
+// line.
 absl::StatusOr<std::shared_ptr<const TokenizerDetokenizer>> LoadDetokenizer(
     const std::string& model_dir);
 
@@ -44,6 +45,11 @@ absl::StatusOr<std::shared_ptr<const TokenizerDetokenizer>> LoadDetokenizer(
 absl::StatusOr<std::shared_ptr<const TokenizerDetokenizer>> DetokenizerFromJson(
     std::string_view tokenizer_json, std::string_view tokenizer_config_json,
     std::string_view source);
+
+// `<model_dir>/tokenizer_config.json` as a gateway needs it, "" when the model has none. A
+// `chat_template.jinja` beside it (where newer transformers save the template) replaces its
+// chat_template, as it does for transformers.
+absl::StatusOr<std::string> ReadTokenizerConfig(const std::string& model_dir);
 
 // At most this many bytes of tokenizer_config.json are read (real ones are a few KiB, a few
 // hundred with a large added_tokens_decoder).

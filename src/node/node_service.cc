@@ -1,6 +1,5 @@
 #include "node/node_service.h"
 
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -519,13 +518,10 @@ absl::StatusOr<exaserve::v1::DescribeModelsResponse> DescribeModels(const std::s
     d->set_version(m->version);
     d->set_max_context(m->info.max_context);
     d->set_tokenizer_json(*std::move(text));
-    // The replica loaded (and so parsed) the same file; a gateway renders chat prompts with it.
-    const std::string config_path = m->dir + "/tokenizer_config.json";
-    if (std::filesystem::exists(config_path)) {
-      auto config = ReadFile(config_path, engine::kMaxTokenizerConfigBytes);
-      if (!config.ok()) return absl::InternalError(config.status().message());
-      d->set_tokenizer_config_json(*std::move(config));
-    }
+    // The chat template the replica loaded (and so parsed); gateways render chat prompts with it.
+    auto config = engine::ReadTokenizerConfig(m->dir);
+    if (!config.ok()) return absl::InternalError(config.status().message());
+    d->set_tokenizer_config_json(*std::move(config));
   }
   return response;
 }

@@ -5,6 +5,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <fstream>
+
 #include "engine/tokenizer_detokenizer.h"
 
 namespace exa::gateway {
@@ -72,6 +75,47 @@ TEST_CASE("raise_exception and an oversized rendering are errors on messages") {
   REQUIRE(!too_big.ok());
   CHECK(std::string(too_big.status().message()).find("larger than gateway.max_prompt_bytes") !=
         std::string::npos);
+}
+
+// A model directory: the bundled model's tokenizer files plus `files` (name, content).
+std::string ModelDir(const std::string& name,
+                     const std::vector<std::pair<std::string, std::string>>& files) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("exa_chat_prompt_test_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
+    fs::copy_file(fs::path(EXA_SOURCE_DIR "/models/exa-tiny-arith") / f, dir / f);
+  }
+  for (const auto& [file, content] : files) std::ofstream(dir / file) << content;
+  return dir.string();
+}
+
+TEST_CASE("a chat_template.jinja beside tokenizer_config.json is the model's template") {
+  const std::string dir =
+      ModelDir("jinja", {{"chat_template.jinja", "{{ bos_token }}J{{ messages[0].content }}\n"}});
+  auto detok = engine::LoadDetokenizer(dir);
+  REQUIRE(detok.ok());
+  REQUIRE((*detok)->chat_template() != nullptr);
+  auto out = (*detok)->chat_template()->Render(
+      nlohmann::ordered_json::parse(R"({"messages": [{"role": "user", "content": "1+1"}]})"));
+  REQUIRE(out.ok());
+  CHECK(*out == "<s>J1+1");  // the config's bos_token, the template's trailing newline dropped
+  auto config = engine::ReadTokenizerConfig(dir);
+  REQUIRE(config.ok());
+  CHECK(config->find("\"chat_template\":\"{{ bos_token }}J") != std::string::npos);
+
+  const std::string bad = ModelDir("bad_jinja", {{"chat_template.jinja", "ok\n{% include 'x' %}"}});
+  auto refused = engine::LoadDetokenizer(bad);
+  REQUIRE(!refused.ok());
+  CHECK(std::string(refused.status().message()) ==
+        bad +
+            "/chat_template.jinja: chat_template: line 2: {% include %} is not supported: chat "
+            "templates may use if/elif/else, for, set, macro, break and continue "
+            "(docs/reference/api.md#chat-templates)");
+  auto plain = engine::LoadDetokenizer(EXA_SOURCE_DIR "/models/exa-tiny-arith");
+  REQUIRE(plain.ok());
+  CHECK((*plain)->chat_template() == nullptr);  // its tokenizer_config.json has no template
 }
 
 }  // namespace
