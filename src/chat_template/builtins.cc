@@ -146,7 +146,7 @@ absl::StatusOr<Value> StringFilter(const Value& v, std::string_view name) {
   if (name == "join" || name == "string") return v;
   if (name == "int" || name == "float") {
     const double d = ParseJsNumber(s, name == "int");
-    if (name == "int") return Value::Int(std::isnan(d) ? 0 : static_cast<int64_t>(d));
+    if (name == "int") return Value::Number(std::isnan(d) ? 0 : d, false);
     return Value::Float(std::isnan(d) ? 0 : d);
   }
   return NotForType(name, v);
@@ -158,7 +158,7 @@ absl::StatusOr<Value> ScalarFilter(const Value& v, std::string_view name) {
       return v.is(Type::kInt) ? Value::Int(std::llabs(v.integer()))
                               : Value::Float(std::fabs(v.number()));
     }
-    if (name == "int") return Value::Int(static_cast<int64_t>(std::trunc(v.number())));
+    if (name == "int") return Value::Number(std::trunc(v.number()), false);
     if (name == "float") return Value::Float(v.number());
     if (name == "string") return Value::String(v.Display());
   } else if (v.is(Type::kBool)) {

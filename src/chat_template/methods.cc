@@ -129,9 +129,15 @@ absl::StatusOr<Value> Range(CallArgs& args) {
   const int64_t step = n.size() == 3 ? n[2] : 1;
   if (step == 0) return Fail("range() step must not be zero");
   // A render's loops are bounded anyway; this keeps one range() from allocating without bound.
-  if ((stop - start) / step > 1000000) return Fail("range() of more than 1000000 items");
+  if ((static_cast<double>(stop) - static_cast<double>(start)) / static_cast<double>(step) >
+      1000000) {
+    return Fail("range() of more than 1000000 items");
+  }
   Array out;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.push_back(Value::Int(i));
+  const __int128 span = static_cast<__int128>(stop) - start;
+  const __int128 count = (span > 0) == (step > 0) ? (span + step - (step > 0 ? 1 : -1)) / step : 0;
+  for (__int128 k = 0; k < count; ++k)
+    out.push_back(Value::Int(static_cast<int64_t>(start + k * step)));
   return Value::MakeArray(std::move(out));
 }
 

@@ -21,9 +21,7 @@ absl::Status Unsupported(std::string_view op, const Value& left, const Value& ri
 absl::StatusOr<Value> Arithmetic(std::string_view op, const Value& left, const Value& right) {
   const double a = left.number(), b = right.number();
   const bool floating = left.is(Type::kFloat) || right.is(Type::kFloat);
-  const auto number = [floating](double d) {
-    return floating ? Value::Float(d) : Value::Int(static_cast<int64_t>(d));
-  };
+  const auto number = [floating](double d) { return Value::Number(d, floating); };
   if (op == "+") return number(a + b);
   if (op == "-") return number(a - b);
   if (op == "*") return number(a * b);
@@ -45,7 +43,7 @@ absl::StatusOr<Value> Power(const Value& left, const Value& right) {
   const double result = std::pow(a, b);
   if (!std::isfinite(result)) return Fail("exponentiation result is not a finite number");
   const bool floating = left.is(Type::kFloat) || right.is(Type::kFloat) || b < 0;
-  return floating ? Value::Float(result) : Value::Int(static_cast<int64_t>(result));
+  return Value::Number(result, floating);
 }
 
 absl::StatusOr<Value> Concatenate(const Value& left, const Value& right) {

@@ -348,9 +348,8 @@ absl::StatusOr<Value> Renderer::EvalCollection(const Expr& e, const ScopePtr& sc
     EXA_ASSIGN_OR_RETURN(Value v, Eval(*e.operands[0], scope));
     if (e.name == "not") return Value::Bool(!v.Truthy());
     const double sign = e.name == "-" ? -1 : 1;
-    if (v.is(Type::kFloat)) return Value::Float(sign * v.number());
-    if (v.is(Type::kInt)) return Value::Int(static_cast<int64_t>(sign) * v.integer());
-    if (v.is(Type::kBool)) return Value::Int(static_cast<int64_t>(sign) * (v.boolean() ? 1 : 0));
+    if (v.IsNumber()) return Value::Number(sign * v.number(), v.is(Type::kFloat));
+    if (v.is(Type::kBool)) return Value::Int(e.name == "-" ? -v.boolean() : v.boolean());
     return Fail(StrCat("unary ", e.name, " on ", v.TypeName()));
   }
   if (e.kind == Kind::kDict) {

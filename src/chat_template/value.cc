@@ -73,6 +73,12 @@ Value Value::Function(std::string name, NativeFunction fn) {
   return v;
 }
 
+Value Value::Number(double d, bool floating) {
+  // 2^63: the first double past int64's range.
+  if (floating || !std::isfinite(d) || std::fabs(d) >= 9223372036854775808.0) return Float(d);
+  return Int(static_cast<int64_t>(d));
+}
+
 namespace {
 
 // A key JavaScript treats as an array index, which own-property order lists first.

@@ -53,6 +53,9 @@ class Value {
   static Value Object(Entries entries);
   static Value Namespace(Entries entries);
   static Value Function(std::string name, NativeFunction fn);
+  // A JavaScript number as @huggingface/jinja keeps it: an integer unless `floating`, or unless
+  // it is out of int64's range (or not finite), where it stays a float.
+  static Value Number(double d, bool floating);
   // JSON as JSON.parse gives it to @huggingface/jinja: integral numbers are integers and keys
   // that are array indices come first, ascending (JavaScript's own-property order).
   static Value FromJson(const nlohmann::ordered_json& j);
