@@ -14,6 +14,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -72,13 +74,41 @@ double MetricValue(const std::string& metrics, const std::string& prefix) {
   return 0.0;
 }
 
+// The upper bound of the bucket holding quantile `q` of histogram `name` in `metrics` (0 when it
+// has no samples): a bucket's resolution, not an interpolation.
+double HistogramQuantile(const std::string& metrics, const std::string& name, double q) {
+  std::vector<std::pair<double, double>> buckets;  // (le, cumulative count)
+  std::istringstream in(metrics);
+  std::string line;
+  const std::string prefix = name + "_bucket{le=\"";
+  while (std::getline(in, line)) {
+    if (line.rfind(prefix, 0) != 0) continue;
+    const size_t close = line.find('"', prefix.size());
+    const size_t sp = line.rfind(' ');
+    if (close == std::string::npos || sp == std::string::npos) continue;
+    const std::string le = line.substr(prefix.size(), close - prefix.size());
+    buckets.emplace_back(
+        le == "+Inf" ? std::numeric_limits<double>::infinity() : std::atof(le.c_str()),
+        std::atof(line.c_str() + sp + 1));
+  }
+  if (buckets.empty() || buckets.back().second <= 0) return 0;
+  for (const auto& [le, count] : buckets) {
+    if (count >= q * buckets.back().second) return le;
+  }
+  return buckets.back().first;
+}
+
 // ---- Load generation ---------------------------------------------------------------------------
 
 struct CallResult {
+  int64_t index = -1;  // the request's number in its run's workload
   absl::Time start;
   std::optional<absl::Time> first_token;
   absl::Time end;
   int32_t tokens = 0;
+  std::vector<int32_t> ids;  // the tokens, when the run keeps them (the kill runs)
+  absl::Duration max_gap;    // the longest wait between two tokens
+  std::optional<absl::Time> last_token;
   grpc::StatusCode code = grpc::OK;
   bool via_gateway = true;
   bool measured = true;
@@ -114,8 +144,10 @@ class StreamCall final : public grpc::ClientReadReactor<GenerateResponse> {
  public:
   // The recorder is shared: a caller woken by the last Done() may return (and drop its
   // reference) while that Done() is still releasing the recorder's mutex.
-  StreamCall(std::shared_ptr<Recorder> recorder, absl::Duration timeout, bool measured)
-      : recorder_(std::move(recorder)) {
+  StreamCall(std::shared_ptr<Recorder> recorder, absl::Duration timeout, bool measured,
+             int64_t index = -1, bool keep_ids = false)
+      : recorder_(std::move(recorder)), keep_ids_(keep_ids) {
+    result_.index = index;
     context_.set_deadline(std::chrono::system_clock::now() +
                           std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout)));
     result_.measured = measured;
@@ -139,8 +171,16 @@ class StreamCall final : public grpc::ClientReadReactor<GenerateResponse> {
   void OnReadDone(bool ok) override {
     if (!ok) return;
     if (response_.token_ids_size() > 0) {
-      if (!result_.first_token) result_.first_token = absl::Now();
+      const absl::Time now = absl::Now();
+      if (!result_.first_token) result_.first_token = now;
+      if (result_.last_token)
+        result_.max_gap = std::max(result_.max_gap, now - *result_.last_token);
+      result_.last_token = now;
       result_.tokens += response_.token_ids_size();
+      if (keep_ids_) {
+        result_.ids.insert(result_.ids.end(), response_.token_ids().begin(),
+                           response_.token_ids().end());
+      }
     }
     StartRead(&response_);
   }
@@ -157,6 +197,7 @@ class StreamCall final : public grpc::ClientReadReactor<GenerateResponse> {
     result_.start = absl::Now();
   }
   std::shared_ptr<Recorder> recorder_;
+  const bool keep_ids_;
   grpc::ClientContext context_;
   exaserve::v1::GenerateRequest gateway_request_;
   exaserve::v1::NodeGenerateRequest node_request_;
@@ -169,6 +210,18 @@ exaserve::v1::GenerateRequest ToProto(const std::vector<int32_t>& prompt, int32_
   r.mutable_prompt_tokens()->mutable_ids()->Add(prompt.begin(), prompt.end());
   r.set_max_tokens(max_tokens);
   r.mutable_sampling()->set_top_p(1.0f);
+  return r;
+}
+
+// Request `index` of a run: greedy when even, sampled with seed `index` when odd, so two runs of
+// the same workload ask for the same tokens.
+exaserve::v1::GenerateRequest ToProto(const std::vector<int32_t>& prompt, int32_t max_tokens,
+                                      int64_t index) {
+  exaserve::v1::GenerateRequest r = ToProto(prompt, max_tokens);
+  if (index % 2 == 1) {
+    r.mutable_sampling()->set_temperature(0.8f);
+    r.mutable_sampling()->set_seed(static_cast<uint64_t>(index));
+  }
   return r;
 }
 
@@ -297,10 +350,12 @@ struct LiveRun {
   std::vector<CallResult> results;
 };
 
-// Drives the workload through `gateway_target` at `rate` for `duration_s`.
+// Drives the workload through `gateway_target` at `rate` for `duration_s`; `keep_ids` keeps
+// every call's tokens (and samples odd requests with a seed).
 LiveRun DriveWorkload(const RouteLiveOptions& o, const Trace* trace,
                       const std::string& gateway_target, double rate,
-                      const std::function<void(absl::Duration)>& at_elapsed = nullptr) {
+                      const std::function<void(absl::Duration)>& at_elapsed = nullptr,
+                      bool keep_ids = false) {
   auto channel = Channel(gateway_target);
   auto stub = exaserve::v1::Inference::NewStub(channel);
   Workload workload(o.workload, o.seed, trace);
@@ -312,10 +367,12 @@ LiveRun DriveWorkload(const RouteLiveOptions& o, const Trace* trace,
                        : PoissonGaps(rate, o.seed ^ 0x5EED);
   Drive(
       gap, absl::Seconds(o.duration_s),
-      [&](int64_t) {
+      [&](int64_t i) {
         const WorkItem item = workload.Next();
-        auto* call = new StreamCall(recorder, timeout, true);
-        call->StartGateway(*stub, ToProto(Workload::PromptTokens(item, 32000), item.max_tokens));
+        auto* call = new StreamCall(recorder, timeout, true, i, keep_ids);
+        call->StartGateway(
+            *stub, keep_ids ? ToProto(Workload::PromptTokens(item, 32000), item.max_tokens, i)
+                            : ToProto(Workload::PromptTokens(item, 32000), item.max_tokens));
       },
       at_elapsed);
   LiveRun run;
@@ -333,17 +390,19 @@ absl::Status ValidateLive(const RouteLiveOptions& o) {
         o.duration_s, ", call-timeout ", o.call_timeout_s,
         ", overhead rate/duration/max-tokens must be positive and overhead prompt at least 5"));
   }
-  if (o.kill_one && o.nodes < 2) {
-    return absl::InvalidArgumentError("route live: --kill-one needs at least 2 nodes");
+  if (o.kill_nodes < 0 || (o.kill_nodes > 0 && o.kill_nodes >= o.nodes)) {
+    return absl::InvalidArgumentError(StrCat("route live: --kill-nodes ", o.kill_nodes,
+                                             " must leave at least one of the ", o.nodes,
+                                             " nodes (0 to ", o.nodes - 1, ")"));
   }
   if (o.gateway_addr.empty() && !std::filesystem::exists(o.exaserved)) {
     return absl::InvalidArgumentError(
         StrCat("route live: exaserved not found at \"", o.exaserved, "\" (--exaserved PATH)"));
   }
-  if (!o.gateway_addr.empty() && (o.policies.size() != 1 || o.kill_one)) {
+  if (!o.gateway_addr.empty() && (o.policies.size() != 1 || o.kill_nodes > 0)) {
     return absl::InvalidArgumentError(
         "route live: with --gateway, name the one policy that gateway runs (--policies P) and "
-        "leave out --kill-one");
+        "leave out --kill-one / --kill-nodes");
   }
   for (double rho : o.rhos) {
     if (!(rho > 0 && rho <= 2)) {
@@ -359,6 +418,92 @@ absl::StatusOr<double> LiveReplicaCapacity(const RouteLiveOptions& o, const Trac
   engine::EngineOptions engine = BenchEngineOptions();
   engine.sim.vocab_size = 256;  // timing does not depend on it; the capacity run is faster
   return MeasureReplicaCapacity(engine, o.workload, o.capacity_requests, o.seed, trace);
+}
+
+// How the kill run's requests fared against the fault-free run of the same workload.
+nlohmann::json CompareKillRun(const std::vector<CallResult>& base,
+                              const std::vector<CallResult>& run,
+                              const std::vector<absl::Time>& kills) {
+  std::map<int64_t, const CallResult*> by_index;
+  for (const CallResult& r : base) by_index[r.index] = &r;
+  int64_t ok = 0, failed = 0, hung = 0, rejected = 0, compared = 0, mismatched = 0;
+  std::vector<double> gaps_ms;
+  for (const CallResult& r : run) {
+    if (r.code == grpc::DEADLINE_EXCEEDED) {
+      hung++;
+    } else if (r.code == grpc::RESOURCE_EXHAUSTED) {
+      rejected++;
+    } else if (r.code != grpc::OK) {
+      failed++;
+    } else {
+      ok++;
+    }
+    auto b = by_index.find(r.index);
+    if (r.code == grpc::OK && b != by_index.end() && b->second->code == grpc::OK) {
+      compared++;
+      mismatched += r.ids != b->second->ids ? 1 : 0;
+    }
+    // A stream that had tokens when a node died and went on: its longest pause is the resume's.
+    for (absl::Time k : kills) {
+      if (r.code == grpc::OK && r.first_token && *r.first_token < k && r.end > k) {
+        gaps_ms.push_back(absl::ToDoubleMilliseconds(r.max_gap));
+        break;
+      }
+    }
+  }
+  return {{"requests", run.size()},
+          {"succeeded", ok},
+          {"failed", failed},
+          {"rejected", rejected},
+          {"hung", hung},
+          {"compared_streams", compared},
+          {"mismatched_streams", mismatched},
+          {"streams_across_a_kill", gaps_ms.size()},
+          {"longest_gap_ms_p50", gaps_ms.empty() ? 0.0 : Quantile(gaps_ms, 0.5)},
+          {"longest_gap_ms_p99", gaps_ms.empty() ? 0.0 : Quantile(gaps_ms, 0.99)}};
+}
+
+// A fault-free kv-token-aware run, then the same workload again while `kill_nodes` inference
+// processes are killed with SIGKILL one after another (the k-th at duration × k / (N + 1)):
+// every stream that succeeded in both must carry the same tokens.
+absl::StatusOr<nlohmann::json> RunKills(const RouteLiveOptions& o, Cluster& cluster,
+                                        const Trace* trace, double rate, int& gateway_index) {
+  EXA_ASSIGN_OR_RETURN(auto base_gw, StartGateway(o, cluster, "kv-token-aware", gateway_index++));
+  LiveRun base = DriveWorkload(o, trace, base_gw->grpc_target(), rate, nullptr, true);
+  base_gw->Stop();
+  EXA_ASSIGN_OR_RETURN(auto gw, StartGateway(o, cluster, "kv-token-aware", gateway_index++));
+  std::vector<absl::Time> kills;
+  LiveRun run = DriveWorkload(
+      o, trace, gw->grpc_target(), rate,
+      [&](absl::Duration at) {
+        const auto k = static_cast<int32_t>(kills.size());
+        if (k < o.kill_nodes && at >= absl::Seconds(o.duration_s * (k + 1) / (o.kill_nodes + 1))) {
+          kills.push_back(absl::Now());
+          cluster.nodes[cluster.nodes.size() - 1 - static_cast<size_t>(k)]->Kill9();
+        }
+      },
+      true);
+  const std::string metrics = HttpGet(gw->http_port(), "/metrics");
+  nlohmann::json out = CompareKillRun(base.results, run.results, kills);
+  out["policy"] = "kv-token-aware";
+  out["rate"] = rate;
+  out["killed_nodes"] = kills.size();
+  out["baseline_succeeded"] = base.stats.completed;
+  nlohmann::json resumes;
+  for (const char* cause : {"stream_error", "stalled", "node_suspect", "ejected"}) {
+    resumes[cause] =
+        MetricValue(metrics, StrCat("exaserve_gateway_resumes_total{cause=\"", cause, "\"}"));
+  }
+  out["resumes"] = std::move(resumes);
+  out["retried"] = MetricValue(metrics, "exaserve_gateway_retries_total{outcome=\"sent\"}");
+  // The pause of the resumed streams themselves, as the gateway measured it.
+  for (const auto& [key, q] :
+       {std::pair("resume_gap_ms_p50_bucket", 0.5), std::pair("resume_gap_ms_p99_bucket", 0.99)}) {
+    out[key] = 1000 * HistogramQuantile(metrics, "exaserve_gateway_resume_gap_seconds", q);
+  }
+  std::fprintf(stderr, "%s\n", out.dump().c_str());
+  gw->Stop();
+  return out;
 }
 
 }  // namespace
@@ -403,52 +548,9 @@ absl::StatusOr<nlohmann::json> RunRouteLive(const RouteLiveOptions& o) {
   }
 
   nlohmann::json kill = nullptr;
-  if (o.kill_one) {
-    const double rho = o.rhos.back();
-    EXA_ASSIGN_OR_RETURN(auto gw, StartGateway(o, cluster, "kv-token-aware", gateway_index++));
-    std::atomic<bool> killed{false};
-    absl::Time killed_at;
-    LiveRun run =
-        DriveWorkload(o, trace, gw->grpc_target(), rho * capacity, [&](absl::Duration at) {
-          if (!killed && at >= absl::Seconds(o.duration_s / 3)) {
-            killed = true;
-            killed_at = absl::Now();
-            cluster.nodes.back()->Kill9();
-          }
-        });
-    const std::string metrics = HttpGet(gw->http_port(), "/metrics");
-    int64_t ok = 0, before_first = 0, after_first = 0, hung = 0, rejected = 0, other = 0;
-    int64_t in_flight_at_kill = 0;
-    for (const CallResult& r : run.results) {
-      if (r.start <= killed_at && r.end >= killed_at) in_flight_at_kill++;
-      if (r.code == grpc::OK) {
-        ok++;
-      } else if (r.code == grpc::DEADLINE_EXCEEDED) {
-        hung++;
-      } else if (r.code == grpc::RESOURCE_EXHAUSTED) {
-        rejected++;
-      } else if (r.first_token) {
-        after_first++;
-      } else if (r.code == grpc::UNAVAILABLE) {
-        before_first++;
-      } else {
-        other++;
-      }
-    }
-    kill = {{"policy", "kv-token-aware"},
-            {"rho", rho},
-            {"killed_node_after_s", o.duration_s / 3},
-            {"requests", run.results.size()},
-            {"in_flight_at_kill", in_flight_at_kill},
-            {"succeeded", ok},
-            {"retried", MetricValue(metrics, "exaserve_gateway_retries_total{outcome=\"sent\"}")},
-            {"failed_before_first_token", before_first},
-            {"failed_after_first_token", after_first},
-            {"rejected", rejected},
-            {"other_errors", other},
-            {"hung", hung}};
-    std::fprintf(stderr, "%s\n", kill.dump().c_str());
-    gw->Stop();
+  if (o.kill_nodes > 0) {
+    EXA_ASSIGN_OR_RETURN(kill,
+                         RunKills(o, cluster, trace, o.rhos.back() * capacity, gateway_index));
   }
   for (auto& n : cluster.nodes) n->Stop();
   nlohmann::json out = {
@@ -471,7 +573,7 @@ absl::StatusOr<nlohmann::json> RunRouteLive(const RouteLiveOptions& o) {
       {"wall_s", absl::ToDoubleSeconds(absl::Now() - began)},
   };
   if (!o.gateway_addr.empty()) out["gateway"] = o.gateway_addr;
-  if (!kill.is_null()) out["kill_one"] = std::move(kill);
+  if (!kill.is_null()) out["kills"] = std::move(kill);
   return out;
 }
 

@@ -7,8 +7,10 @@
 // the gateway's gRPC Inference.Generate for `duration_s`, waits for the stragglers (each call has
 // a deadline, so nothing can hang the bench), stops the gateway. Run time per (policy, rho) is
 // duration_s plus the drain (bounded by call_timeout_s), plus a few seconds of start-up.
-// --kill-one adds a final token-aware run in which one inference node is killed with SIGKILL a
-// third of the way in, and prints what happened to the requests.
+// --kill-nodes N (--kill-one: N = 1) adds a fault-free kv-token-aware run and then the same
+// workload again while N inference nodes are killed with SIGKILL one after another; it prints
+// what happened to the requests, how many streams differ from the fault-free run's
+// (mismatched_streams) and the longest token gap of the streams that crossed a kill.
 //
 // overhead: one inference node and one gateway; each arrival of a Poisson stream at `rate` goes at
 // random either through the gateway or straight to a replica's Node.Generate, same run, same
@@ -35,7 +37,9 @@ struct RouteLiveOptions {
   std::vector<std::string> policies = {"kv-token-aware", "least-connections", "round-robin"};
   double duration_s = 60;       // arrivals per (policy, rho)
   double call_timeout_s = 120;  // a call still open this long after it started counts as hung
-  bool kill_one = false;
+  // A last pair of kv-token-aware runs: fault-free, then killing this many inference processes
+  // one after another; the streams of both are compared (--kill-one is 1).
+  int32_t kill_nodes = 0;
   double overhead_rate = 500;  // requests per second, overhead mode
   double overhead_duration_s = 20;
   int32_t overhead_max_tokens = 4;

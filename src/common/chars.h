@@ -1,10 +1,20 @@
 #pragma once
 
+#include <cctype>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace exa {
+
+// `s` with its ASCII letters in lower case, other bytes as they are (header names, environment
+// variable names).
+inline std::string AsciiLower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
 
 // True when every character of `s` is an ASCII letter, a digit or one of `extra`: the rule for
 // names that end up in logs, file names and labels (node ids, certificate names, request ids).

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/chars.h"
 #include "common/check.h"
 #include "common/status.h"
 #include "common/strings.h"
@@ -405,8 +406,7 @@ absl::Status Schema::LoadEnvironment(const char* const* envp) {
                                                     "EXASERVE_CACHE_DIR", "EXASERVE_RACK_CACHE"};
     if (std::find(std::begin(kCliOnly), std::end(kCliOnly), name) != std::end(kCliOnly)) continue;
     // Sections have no underscore, so the first one after the prefix ends the section.
-    std::string rest(name.substr(kPrefix.size()));
-    for (char& c : rest) c = static_cast<char>(std::tolower(c));
+    const std::string rest = AsciiLower(name.substr(kPrefix.size()));
     size_t split = rest.find('_');
     std::string path = split == std::string::npos
                            ? rest

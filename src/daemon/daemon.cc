@@ -46,6 +46,17 @@ std::string StateName(Daemon::State state) {
                                              : "starting";
 }
 
+// Runs `tick` every `period` on `timer` (the first after one period) until the timer is
+// cancelled; a tick never overlaps the next.
+void Every(asio::steady_timer& timer, absl::Duration period, std::function<void()> tick) {
+  timer.expires_after(absl::ToChronoNanoseconds(period));
+  timer.async_wait([&timer, period, tick = std::move(tick)](const boost::system::error_code& ec) {
+    if (ec) return;
+    tick();
+    Every(timer, period, tick);
+  });
+}
+
 }  // namespace
 
 struct Daemon::Timers {
@@ -57,7 +68,8 @@ struct Daemon::Timers {
         process_check(io),
         model_probe(io),
         probe_collect(io),
-        performance(io) {}
+        performance(io),
+        stream_check(io) {}
   asio::signal_set signals;
   asio::steady_timer watchdog;
   asio::steady_timer load;
@@ -68,7 +80,7 @@ struct Daemon::Timers {
   asio::steady_timer model_probe;
   asio::steady_timer probe_collect;
   asio::steady_timer performance;
-  std::chrono::microseconds watchdog_interval{0};
+  asio::steady_timer stream_check;  // the gateway's broken-stream scan
 };
 
 Daemon::Daemon(DaemonOptions options)
@@ -231,10 +243,8 @@ absl::Status Daemon::Start() {
   io_.Start();
   EXA_RETURN_IF_ERROR(WriteEndpointsFile());
   state_ = State::kReady;
-  PumpLoad();
-  RunElection();
+  StartTimers();
   StartHealthChecks();
-  if (table_) SchedulePerformanceCheck();
   grpc_->SetServing(true);
   weights_->StartPrestage([this] { return RackStoragePeer(); });
   sd_notify(0, "READY=1\nSTATUS=serving");
@@ -375,6 +385,11 @@ absl::Status Daemon::StartGateway() {
   remote_ = std::make_unique<gateway::RemoteBackend>(node_id_, local_backend_.get(), *table_,
                                                      prefix_index_, registry_);
   frontend_ = std::make_unique<gateway::Frontend>(options_.gateway, *remote_, *table_, registry_);
+  Every(timers_->performance, options_.health.performance_interval, [this] { EjectSlow(); });
+  // Mid-stream failover (docs/architecture.md#failover): stalled streams and those on a replica
+  // that looks dead are resumed elsewhere.
+  Every(timers_->stream_check, absl::Milliseconds(100),
+        [this] { frontend_->CheckStreams(absl::Now()); });
   routes_ =
       std::make_unique<gateway::VersionRoutes>(options_.node.data_dir + "/gateway-routes.json");
   EXA_RETURN_IF_ERROR(routes_->Load());
@@ -428,7 +443,8 @@ void Daemon::StartHealthChecks() {
         }
         if (table_) table_->SetHealthy(id, healthy);
       });
-  ScheduleProcessCheck();
+  Every(timers_->process_check, options_.health.process_interval,
+        [this] { prober_->CheckProcesses(); });
   // The first probe right away: it records the golden answer and proves the path end to end.
   ScheduleProbe(absl::ZeroDuration());
 }
@@ -436,43 +452,28 @@ void Daemon::StartHealthChecks() {
 // Performance level (docs/architecture.md#health-checks), on gateways: replicas far slower than
 // their model's median leave routing (they are reported, not killed) and return once they are back
 // within the factor.
-void Daemon::SchedulePerformanceCheck() {
-  timers_->performance.expires_after(
-      absl::ToChronoNanoseconds(options_.health.performance_interval));
-  timers_->performance.async_wait([this](const boost::system::error_code& ec) {
-    if (ec) return;
-    router::OutlierOptions o{options_.health.performance_factor,
-                             options_.health.performance_min_peers};
-    std::vector<router::ReplicaSnapshot> snapshot = table_->List();
-    std::map<std::string, router::Outlier> outliers;
-    for (router::Outlier& x : router::SlowOutliers(snapshot, o)) outliers[x.id] = x;
-    for (const router::ReplicaSnapshot& r : snapshot) {
-      auto it = outliers.find(r.info.id);
-      bool eject = it != outliers.end();
-      if (eject == r.ejected) continue;
-      table_->SetEjected(r.info.id, eject);
-      if (eject) {
-        ejections_->Increment();
-        EXA_LOG_WARN("gateway", "replica ejected: slow",
-                     {{"replica", r.info.id},
-                      {"itl_p99_ms", it->second.itl_p99_ms},
-                      {"model_median_ms", it->second.model_median_ms},
-                      {"factor", options_.health.performance_factor}});
-      } else {
-        EXA_LOG_INFO("gateway", "replica readmitted", {{"replica", r.info.id}});
-      }
+void Daemon::EjectSlow() {
+  router::OutlierOptions o{options_.health.performance_factor,
+                           options_.health.performance_min_peers};
+  std::vector<router::ReplicaSnapshot> snapshot = table_->List();
+  std::map<std::string, router::Outlier> outliers;
+  for (router::Outlier& x : router::SlowOutliers(snapshot, o)) outliers[x.id] = x;
+  for (const router::ReplicaSnapshot& r : snapshot) {
+    auto it = outliers.find(r.info.id);
+    bool eject = it != outliers.end();
+    if (eject == r.ejected) continue;
+    table_->SetEjected(r.info.id, eject);
+    if (eject) {
+      ejections_->Increment();
+      EXA_LOG_WARN("gateway", "replica ejected: slow",
+                   {{"replica", r.info.id},
+                    {"itl_p99_ms", it->second.itl_p99_ms},
+                    {"model_median_ms", it->second.model_median_ms},
+                    {"factor", options_.health.performance_factor}});
+    } else {
+      EXA_LOG_INFO("gateway", "replica readmitted", {{"replica", r.info.id}});
     }
-    SchedulePerformanceCheck();
-  });
-}
-
-void Daemon::ScheduleProcessCheck() {
-  timers_->process_check.expires_after(absl::ToChronoNanoseconds(options_.health.process_interval));
-  timers_->process_check.async_wait([this](const boost::system::error_code& ec) {
-    if (ec) return;
-    prober_->CheckProcesses();
-    ScheduleProcessCheck();
-  });
+  }
 }
 
 void Daemon::ScheduleProbe(absl::Duration delay) {
@@ -492,6 +493,13 @@ void Daemon::ScheduleProbe(absl::Duration delay) {
 // Recomputes role election from the membership view once a second (cluster/election.h): every
 // node computes the same assignment from the same view; StableElection holds a change back
 // until the view has been stable, so roles do not flap.
+void Daemon::StartTimers() {
+  PumpLoad();
+  Every(timers_->load, absl::Milliseconds(100), [this] { PumpLoad(); });
+  RunElection();
+  Every(timers_->election, absl::Seconds(1), [this] { RunElection(); });
+}
+
 void Daemon::RunElection() {
   std::vector<cluster::ElectionNode> view;
   for (const membership::Member& m : gossip_->Members()) {
@@ -519,10 +527,6 @@ void Daemon::RunElection() {
   FollowElectedScheduler();
   FeedMembership();  // also retries broken load streams
   if (++election_ticks_ % 2 == 0) SyncRoutes();
-  timers_->election.expires_after(std::chrono::seconds(1));
-  timers_->election.async_wait([this](const boost::system::error_code& ec) {
-    if (!ec) RunElection();
-  });
 }
 
 // A gateway in a cluster with schedulers follows the version routes of the spec store: every 2 s
@@ -618,10 +622,6 @@ void Daemon::PumpLoad() {
       gossip_->UpdateMetadata([count](membership::Metadata* m) { m->replicas = {count, count}; });
     }
   }
-  timers_->load.expires_after(std::chrono::milliseconds(100));
-  timers_->load.async_wait([this](const boost::system::error_code& ec) {
-    if (!ec) PumpLoad();
-  });
 }
 
 absl::Status Daemon::StartGossip() {
@@ -717,13 +717,7 @@ void Daemon::StartWatchdog() {
   uint64_t usec = 0;
   if (sd_watchdog_enabled(0, &usec) <= 0 || usec == 0) return;
   // systemd's advice: ping at half the WatchdogSec interval.
-  timers_->watchdog_interval = std::chrono::microseconds(usec / 2);
-  timers_->watchdog.expires_after(timers_->watchdog_interval);
-  timers_->watchdog.async_wait([this](const boost::system::error_code& ec) {
-    if (ec) return;
-    sd_notify(0, "WATCHDOG=1");
-    StartWatchdog();
-  });
+  Every(timers_->watchdog, absl::Microseconds(usec / 2), [] { sd_notify(0, "WATCHDOG=1"); });
 }
 
 absl::Status Daemon::WriteEndpointsFile() {
@@ -796,6 +790,7 @@ void Daemon::Drain() {
   timers_->model_probe.cancel();
   timers_->probe_collect.cancel();
   timers_->performance.cancel();
+  timers_->stream_check.cancel();
   io_.Stop();
   if (replicas_) replicas_->Stop();
   state_ = State::kStopped;

@@ -69,6 +69,8 @@ class Daemon {
   void AddHttpRoutes(net::HttpServer& http);
   void WatchSignals();
   void StartWatchdog();
+  // Load reports every 100 ms and the election every second, each first at once.
+  void StartTimers();
   absl::Status WriteEndpointsFile();
   absl::Status StartGossip();
   absl::Status StartHttp();
@@ -97,8 +99,8 @@ class Daemon {
   void RunElection();
   void SyncRoutes();
   void StartHealthChecks();
-  void ScheduleProcessCheck();
-  void SchedulePerformanceCheck();
+  // Performance level of health: takes slow replicas out of routing, readmits recovered ones.
+  void EjectSlow();
   void ScheduleProbe(absl::Duration delay);
   // This node's roles: elected from the membership view (pinned roles are kept as pinned).
   std::vector<std::string> CurrentRoles() const;

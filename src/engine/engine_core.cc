@@ -56,7 +56,15 @@ absl::Status EngineCore::Validate(const GenerateRequest& r) const {
   if (r.max_tokens < 1) {
     return absl::InvalidArgumentError(StrCat("max_tokens ", r.max_tokens, " must be at least 1"));
   }
-  const int64_t prompt = static_cast<int64_t>(r.prompt_tokens.size());
+  if (r.resumed_tokens < 0 || r.resumed_tokens >= static_cast<int64_t>(r.prompt_tokens.size()) ||
+      r.resumed_tokens >= r.max_tokens) {
+    return absl::InvalidArgumentError(
+        StrCat("resumed_tokens ", r.resumed_tokens, " must be in [0, ",
+               std::min<int64_t>(static_cast<int64_t>(r.prompt_tokens.size()), r.max_tokens),
+               "): fewer than the tokens sent and than max_tokens"));
+  }
+  // A resumed request's own earlier output counts against max_tokens, not the prompt.
+  const int64_t prompt = static_cast<int64_t>(r.prompt_tokens.size()) - r.resumed_tokens;
   if (prompt + r.max_tokens > info_.max_context) {
     return absl::InvalidArgumentError(StrCat("prompt of ", prompt, " tokens plus max_tokens ",
                                              r.max_tokens, " exceeds the context length of ",
@@ -88,8 +96,19 @@ void EngineCore::Admit(std::unique_ptr<Sequence> seq) {
   if (!seq->request.sampling.seed) {
     seq->sampler = Sampler(seq->request.sampling, options_.seed + ++seed_counter_);
   }
-  if (detokenizer_ != nullptr) seq->text_stream = detokenizer_->NewStream();
-  if (seq->request.priority) {
+  if (detokenizer_ != nullptr) {
+    seq->text_stream = detokenizer_->NewStream();
+    // A resumed request: the text stream decodes the earlier output again, so a character split
+    // by the resume and a stop string spanning it come out as they would have on one replica;
+    // of that text, what the caller already has is not sent twice (docs/architecture.md#failover).
+    for (int32_t i = seq->prompt_len; i < static_cast<int32_t>(seq->tokens.size()); ++i) {
+      seq->text += seq->text_stream->Push(seq->tokens[static_cast<size_t>(i)]);
+    }
+    seq->text_sent = std::min<size_t>(seq->text.size(), seq->request.resumed_text_bytes);
+  }
+  // Probes, and resumed requests: a client is mid-stream on those, as on a preempted sequence,
+  // which also goes back ahead of the waiting ones.
+  if (seq->request.priority || seq->request.resumed_tokens > 0) {
     scheduler_.EnqueueFront(std::move(seq));  // ahead of every waiting request
   } else {
     scheduler_.Enqueue(std::move(seq));
@@ -216,7 +235,7 @@ absl::StatusOr<absl::Duration> EngineCore::Step(const std::function<void(absl::D
   device_sampling_.clear();
   if (on_device) {
     for (const ScheduledChunk& c : chunks) {
-      if (c.sample) device_sampling_.push_back(c.seq->sampler.NextDeviceDraw());
+      if (c.sample) device_sampling_.push_back(c.seq->sampler.DeviceDraw(c.seq->generated()));
     }
   }
   absl::StatusOr<absl::Duration> modeled =
@@ -251,7 +270,7 @@ void EngineCore::Complete(const std::vector<ScheduledChunk>& chunks, bool sample
       t.token = device_tokens_[static_cast<size_t>(row++)];
     } else {
       std::span<float> logits(logits_.data() + row++ * vocab, static_cast<size_t>(vocab));
-      t = c.seq->sampler.Sample(logits, c.seq->tokens);
+      t = c.seq->sampler.Sample(logits, c.seq->tokens, c.seq->generated());
     }
     FinishReason reason = Accept(*c.seq, t, now);
     if (reason != FinishReason::kNone) finished.emplace_back(c.seq->id, reason);

@@ -39,6 +39,9 @@ struct StreamEvent {
   absl::Status status;  // not OK when finished by cancellation or error
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
+  // On the final event a gateway sends its client: milliseconds from admission to the first
+  // token (0 when none came).
+  double time_to_first_token_ms = 0;
 };
 
 // Called on the engine thread for every generated token and once more (finished == true) at the
@@ -57,12 +60,21 @@ struct GenerateRequest {
   // and scheduled ahead of every waiting request, so overload does not fail a probe.
   bool priority = false;
   // The gateway's id for the request, carried to the replica's node so one request can be
-  // followed through the logs of every node it crossed. Not used by the engine.
+  // followed through the logs of every node it crossed, and which attempt this is (0 the first;
+  // a retry or a resume on another replica counts up). Not used by the engine.
   std::string request_id;
+  int32_t attempt = 0;
   // Prefix caching (docs/architecture.md#prefix-cache): only requests with the same salt share
   // cached KV blocks. Gateways set it per tenant when tenants must not share (the timing of a
   // cache hit tells one tenant what another sent); a client may set its own to opt out.
   std::string cache_salt;
+  // Mid-stream failover (docs/architecture.md#failover): the last `resumed_tokens` of
+  // prompt_tokens are this request's own output from an earlier attempt, of which the caller
+  // already streamed the first `resumed_text_bytes` bytes of text. The engine counts them as
+  // generated (max_tokens, usage, sampling positions, stop strings) and streams on from there, so
+  // the caller sees one continuous output.
+  int32_t resumed_tokens = 0;
+  uint64_t resumed_text_bytes = 0;
 };
 
 }  // namespace exa::engine

@@ -55,7 +55,19 @@ absl::Status ValidateSamplingParams(const SamplingParams& p) {
   return absl::OkStatus();
 }
 
-int32_t Sampler::Draw(std::span<const float> logits) {
+double Sampler::Uniform(uint64_t seed, int64_t position) {
+  // SplitMix64's finaliser over (seed, position): every position an independent-looking draw,
+  // with no state carried from one token to the next.
+  auto mix = [](uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  };
+  const uint64_t bits = mix(seed + 0x9E3779B97F4A7C15ULL * (static_cast<uint64_t>(position) + 1));
+  return static_cast<double>(bits >> 11) * 0x1.0p-53;
+}
+
+int32_t Sampler::Draw(std::span<const float> logits, int64_t position) {
   // Candidates sorted by logit (ties by id, so the order never depends on the sort's whims).
   candidates_.clear();
   for (size_t i = 0; i < logits.size(); ++i) {
@@ -88,7 +100,7 @@ int32_t Sampler::Draw(std::span<const float> logits) {
     total = 0;
     for (size_t i = 0; i < keep; ++i) total += probs[i];
   }
-  double r = random_.UniformDouble() * total;
+  double r = Uniform(seed_, position) * total;
   for (size_t i = 0; i < keep; ++i) {
     r -= probs[i];
     if (r < 0) return candidates_[i].second;
@@ -96,24 +108,25 @@ int32_t Sampler::Draw(std::span<const float> logits) {
   return candidates_[keep - 1].second;
 }
 
-DeviceSampling Sampler::NextDeviceDraw() {
+DeviceSampling Sampler::DeviceDraw(int64_t position) const {
   DeviceSampling d;
   d.temperature = params_.temperature;
   d.top_k = params_.top_k;
   d.top_p = params_.top_p;
-  if (params_.temperature > 0.0f) d.uniform = static_cast<float>(random_.UniformDouble());
+  if (params_.temperature > 0.0f) d.uniform = static_cast<float>(Uniform(seed_, position));
   // A draw that rounds up to 1.0f in float would fall past the last kept token.
   d.uniform = std::min(d.uniform, std::nextafter(1.0f, 0.0f));
   return d;
 }
 
-SampledToken Sampler::Sample(std::span<float> logits, std::span<const int32_t> history) {
+SampledToken Sampler::Sample(std::span<float> logits, std::span<const int32_t> history,
+                             int64_t position) {
   ApplyRepetitionPenalty(logits, history, params_.repetition_penalty);
   if (params_.temperature > 0.0f) {
     for (float& l : logits) l /= params_.temperature;
   }
   SampledToken out;
-  out.token = params_.temperature > 0.0f ? Draw(logits) : ArgMax(logits);
+  out.token = params_.temperature > 0.0f ? Draw(logits, position) : ArgMax(logits);
   if (!params_.logprobs && params_.top_logprobs == 0) return out;
   const double norm = LogNormaliser(logits);
   out.logprob = static_cast<float>(logits[out.token] - norm);

@@ -1,6 +1,9 @@
 // Token selection from one position's logits: repetition penalty, temperature, top-k, top-p,
-// then a seeded draw (or argmax when temperature is 0). The same seed and the same logits give
-// the same token, so a request with a seed is reproducible whatever else shares its batch.
+// then a seeded draw (or argmax when temperature is 0). The draw for a request's i-th generated
+// token is a function of (seed, i) alone, not of a stream that lives in one replica: the same
+// seed and the same logits give the same token whatever else shares the batch, and a request
+// resumed on another replica after i tokens draws token i as the first replica would have
+// (docs/architecture.md#failover).
 //
 // Thread safety: a Sampler belongs to one sequence and is used by the engine thread only.
 #pragma once
@@ -12,7 +15,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "common/random.h"
 #include "engine/backend.h"
 
 namespace exa::engine {
@@ -37,27 +39,30 @@ struct SampledToken {
 
 class Sampler {
  public:
-  Sampler(const SamplingParams& params, uint64_t seed) : params_(params), random_(seed) {}
+  Sampler(const SamplingParams& params, uint64_t seed) : params_(params), seed_(seed) {}
 
-  // `logits` is scratch: it is modified in place. `history` holds prompt and generated tokens.
-  SampledToken Sample(std::span<float> logits, std::span<const int32_t> history);
+  // The request's `position`-th generated token (0 for the first). `logits` is scratch: it is
+  // modified in place. `history` holds prompt and generated tokens.
+  SampledToken Sample(std::span<float> logits, std::span<const int32_t> history, int64_t position);
 
   // Whether a device can choose this sequence's tokens (Backend::SampleRows): everything but the
   // repetition penalty and log-probabilities, which need the logits on the host.
   bool device_compatible() const {
     return params_.repetition_penalty == 1.0f && !params_.logprobs && params_.top_logprobs == 0;
   }
-  // The next token's parameters for the device, with its uniform draw taken from this
-  // sequence's seeded stream (one draw per sampled token, as Sample takes; none when greedy).
-  // The device walks kept tokens in id order where Sample walks them most likely first, so a
-  // seeded request repeats its output on the same backend, not across backends.
-  DeviceSampling NextDeviceDraw();
+  // The `position`-th token's parameters for the device, with the uniform draw Sample would take
+  // there. The device walks kept tokens in id order where Sample walks them most likely first,
+  // so a seeded request repeats its output on the same backend, not across backends.
+  DeviceSampling DeviceDraw(int64_t position) const;
+
+  // The uniform draw in [0, 1) for a request's `position`-th token under `seed`.
+  static double Uniform(uint64_t seed, int64_t position);
 
  private:
-  int32_t Draw(std::span<const float> logits);
+  int32_t Draw(std::span<const float> logits, int64_t position);
 
   SamplingParams params_;
-  Random random_;
+  uint64_t seed_;
   std::vector<std::pair<float, int32_t>> candidates_;  // scratch, reused across calls
 };
 

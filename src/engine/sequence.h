@@ -22,7 +22,7 @@ struct Sequence {
       : id(id),
         request(std::move(req)),
         tokens(request.prompt_tokens),
-        prompt_len(static_cast<int32_t>(request.prompt_tokens.size())),
+        prompt_len(static_cast<int32_t>(request.prompt_tokens.size()) - request.resumed_tokens),
         sampler(request.sampling, request.sampling.seed.value_or(seed)),
         arrival(arrival) {}
 
@@ -33,7 +33,7 @@ struct Sequence {
   RequestId id;
   GenerateRequest request;
   std::vector<int32_t> tokens;  // prompt then generated
-  int32_t prompt_len;
+  int32_t prompt_len;           // without the tokens a resumed request generated before (request.h)
   int32_t computed = 0;         // tokens whose K and V are in the cache
   std::vector<int32_t> blocks;  // block table
   // Prefix caching (kv_cache.h): the chained hashes of the first full blocks of `tokens` (kept

@@ -20,6 +20,11 @@ std::string NewRequestId() {
   return fmt::format("{:016x}", rng());
 }
 
+uint64_t NewSeed() {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  return rng();
+}
+
 std::string PositiveInt(const int& v) { return v > 0 ? "" : StrCat(v, ": must be positive"); }
 
 // Status payloads are keyed by absl::string_view, which is not std::string_view here.
@@ -110,6 +115,19 @@ void RegisterConfig(config::Schema& s, std::string_view section, GatewayOptions*
         "timing would tell one tenant what another sent)");
   s.Add(p + ".api_keys_file", &o->api_keys_file,
         "file of SHA-256 hashes of API keys (exaserve-cli apikey new); empty: no auth");
+  s.Add<int>(p + ".max_resumes", &o->max_resumes,
+             "times a request may continue on another replica after its replica failed "
+             "mid-stream; 0 turns mid-stream failover off",
+             [](const int& v) { return v >= 0 && v <= 16 ? "" : StrCat(v, ": expected 0-16"); });
+  s.Add(p + ".stream_stall_timeout", &o->stream_stall_timeout,
+        "a stream with no token for this long is resumed elsewhere; 0s: ten times the "
+        "replica's inter-token P99, at least 2s",
+        config::Validator<absl::Duration>([](const absl::Duration& d) {
+          return d >= absl::ZeroDuration() ? "" : "must not be negative";
+        }));
+  s.Add(p + ".resume_deadline", &o->resume_deadline,
+        "how long a broken stream waits for a ready replica to resume on",
+        config::Validator<absl::Duration>(config::PositiveDuration));
 }
 
 int HttpStatusFor(absl::StatusCode code) {
@@ -178,7 +196,28 @@ Frontend::Frontend(GatewayOptions options, ReplicaBackend& backend, router::Repl
           "exaserve_gateway_retries_total",
           "Requests resubmitted after their replica failed before the first token, by outcome: "
           "sent, or refused (attempts, budget, no_replica).",
-          {"outcome"})) {
+          {"outcome"})),
+      resumes_(registry.AddCounter(
+          "exaserve_gateway_resumes_total",
+          "Requests continued on another replica after theirs failed mid-stream, by cause: "
+          "stream_error, stalled, node_suspect (or the replica failed its health checks), "
+          "ejected.",
+          {"cause"})),
+      resume_failures_(registry.AddCounter(
+          "exaserve_gateway_resume_failures_total",
+          "Mid-stream failures that reached the client as errors, by reason: attempts "
+          "(gateway.max_resumes), budget, no_replica (none within gateway.resume_deadline).",
+          {"reason"})),
+      resume_gap_seconds_(registry
+                              .AddHistogram("exaserve_gateway_resume_gap_seconds",
+                                            "Time between the client's last token before a "
+                                            "resume and its first token after it.",
+                                            {}, metrics::LatencyBucketsSeconds())
+                              .WithLabels({})),
+      resume_prefill_tokens_(registry.SimpleCounter(
+          "exaserve_gateway_resume_prefill_tokens_total",
+          "Tokens prefilled again by resumed requests (prompt plus what was generated before "
+          "the failure); not in the clients' usage.")) {
   // Prefix-aware routing as this gateway saw it (docs/architecture.md#routing).
   registry.AddCounterCallback("exaserve_gateway_routing_decisions_total",
                               "Replicas chosen for requests (retries included).",
@@ -312,7 +351,7 @@ absl::StatusOr<engine::GenerateRequest> Frontend::BuildEngineRequest(TextRequest
   return g;
 }
 
-absl::StatusOr<std::shared_ptr<Call>> Frontend::Start(TextRequest r, EventSink sink) {
+absl::StatusOr<std::pair<ModelView, engine::GenerateRequest>> Frontend::Admit(TextRequest& r) {
   if (draining_) {
     requests_.WithLabels({"draining"}).Increment();
     return absl::UnavailableError("gateway is draining (shutting down); retry on another node");
@@ -337,7 +376,13 @@ absl::StatusOr<std::shared_ptr<Call>> Frontend::Start(TextRequest r, EventSink s
     requests_.WithLabels({"invalid_argument"}).Increment();
     return built.status();
   }
-  engine::GenerateRequest g = *std::move(built);
+  return std::make_pair(*std::move(model), *std::move(built));
+}
+
+absl::StatusOr<std::shared_ptr<Call>> Frontend::Start(TextRequest r, EventSink sink) {
+  EXA_ASSIGN_OR_RETURN(auto admitted, Admit(r));
+  const ModelView* model = &admitted.first;
+  engine::GenerateRequest g = std::move(admitted.second);
 
   if (in_flight_.fetch_add(1) >= options_.max_in_flight) {
     in_flight_--;
@@ -359,19 +404,30 @@ absl::StatusOr<std::shared_ptr<Call>> Frontend::Start(TextRequest r, EventSink s
         .Increment();
     return replica.status();
   }
-  auto call = std::make_shared<Call>(*replica);
-  call->request_id_ = r.request_id.empty() ? NewRequestId() : r.request_id;
+  // Every request samples with a seed, so a resumed one draws what it would have drawn
+  // (docs/architecture.md#failover); the client learns the seed to replay it.
+  if (!g.sampling.seed) g.sampling.seed = NewSeed();
+  const std::string request_id = r.request_id.empty() ? NewRequestId() : r.request_id;
+  g.request_id = request_id;
+  // The call keeps the request without its callback, for a retry or a resume.
+  auto call = std::make_shared<Call>(*replica, g, std::move(labels), std::move(sink));
+  call->request_id_ = request_id;
   call->model_ = model->name;
   call->version_ = version;
   call->prompt_tokens_ = static_cast<int32_t>(g.prompt_tokens.size());
+  call->seed_ = *g.sampling.seed;
   call->backend_ = &backend_;
-  call->tried_.push_back(*replica);
-  call->labels_ = std::move(labels);
-  g.request_id = call->request_id_;
-  call->request_ = g;  // kept for a retry (no callback yet)
-  g.callback = MakeCallback(call, std::move(sink), absl::Now());
+  g.callback = AttemptCallback(call, 0);
+  {
+    absl::MutexLock lock(&calls_mu_);
+    open_calls_.emplace(call.get(), call);
+  }
   auto id = backend_.Submit(*replica, std::move(g));
   if (!id.ok()) {
+    {
+      absl::MutexLock lock(&calls_mu_);
+      open_calls_.erase(call.get());
+    }
     table_.Complete(*replica);
     in_flight_--;
     requests_
@@ -381,45 +437,16 @@ absl::StatusOr<std::shared_ptr<Call>> Frontend::Start(TextRequest r, EventSink s
         .Increment();
     return id.status();
   }
-  call->engine_id_ = static_cast<int64_t>(*id);
+  // Unless a retry or resume already replaced this attempt (its failure can arrive first).
+  int64_t unset = -1;
+  call->engine_id_.compare_exchange_strong(unset, static_cast<int64_t>(*id));
   if (call->cancel_requested_) call->Cancel();
   return call;
 }
 
-engine::StreamCallback Frontend::MakeCallback(std::shared_ptr<Call> call, EventSink sink,
-                                              absl::Time admitted) {
-  return [this, call = std::move(call), sink = std::move(sink),
-          admitted](const engine::StreamEvent& e) {
-    if (e.token >= 0 && !call->any_token_) {
-      call->any_token_ = true;
-      ttft_seconds_.Observe(absl::ToDoubleSeconds(absl::Now() - admitted));
-    }
-    if (e.finished && !e.status.ok() && !call->any_token_ && !call->cancel_requested_ &&
-        IsRetryable(e.status)) {
-      std::string failed = call->replica_id();
-      // The retry gets a fresh callback bound to the same call and sink.
-      if (Retry(call, MakeCallback(call, sink, admitted))) {
-        table_.Complete(failed);
-        return;
-      }
-    }
-    if (e.finished) {
-      call->finished_ = true;
-      const absl::Duration e2e = absl::Now() - admitted;
-      e2e_seconds_.Observe(absl::ToDoubleSeconds(e2e));
-      LogFinished(*call, e, e2e);
-      prompt_tokens_total_.Increment(e.prompt_tokens);
-      completion_tokens_total_.Increment(e.completion_tokens);
-      // A request its client cancelled (or disconnected from) is not an engine failure.
-      requests_
-          .WithLabels({e.status.ok()             ? "ok"
-                       : call->cancel_requested_ ? "cancelled"
-                                                 : "engine_error"})
-          .Increment();
-      table_.Complete(call->replica_id());
-      in_flight_--;
-    }
-    sink(e);
+engine::StreamCallback Frontend::AttemptCallback(std::shared_ptr<Call> call, int attempt) {
+  return [this, call = std::move(call), attempt](const engine::StreamEvent& e) {
+    OnEvent(call, attempt, e);
   };
 }
 
@@ -433,6 +460,7 @@ void Frontend::LogFinished(const Call& call, const engine::StreamEvent& e, absl:
                    {"model", call.model()},
                    {"replica", call.replica_id()},
                    {"attempts", call.tried_.size()},
+                   {"resumes", call.resumes_},
                    {"prompt_tokens", e.prompt_tokens},
                    {"completion_tokens", e.completion_tokens},
                    {"e2e_ms", absl::ToInt64Milliseconds(e2e)}});
@@ -442,57 +470,11 @@ void Frontend::LogFinished(const Call& call, const engine::StreamEvent& e, absl:
                   {"model", call.model()},
                   {"replica", call.replica_id()},
                   {"attempts", call.tried_.size()},
+                  {"resumes", call.resumes_},
                   {"completion_tokens", e.completion_tokens},
                   {"e2e_ms", absl::ToInt64Milliseconds(e2e)},
                   {"error", ToStd(e.status.message())}});
   }
-}
-
-bool Frontend::Retry(const std::shared_ptr<Call>& call, const engine::StreamCallback& callback) {
-  constexpr size_t kMaxAttempts = 2;
-  if (call->tried_.size() >= kMaxAttempts) {
-    retries_.WithLabels({"refused_attempts"}).Increment();
-    return false;
-  }
-  // Retries stay under 20 % of what is in flight, so a failing cluster is not hit twice as hard.
-  int budget = std::max(1, in_flight_.load() / 5);
-  if (retries_in_flight_.fetch_add(1) >= budget) {
-    retries_in_flight_--;
-    retries_.WithLabels({"refused_budget"}).Increment();
-    return false;
-  }
-  struct Release {
-    std::atomic<int>& n;
-    ~Release() { n--; }
-  } release{retries_in_flight_};
-  auto replica =
-      Route({call->model_, call->version_, call->prompt_tokens_, call->tried_}, call->request_);
-  if (!replica.ok()) {
-    retries_.WithLabels({"refused_no_replica"}).Increment();
-    return false;
-  }
-  std::string failed;
-  {
-    absl::MutexLock lock(&call->mu_);
-    failed = std::exchange(call->replica_id_, *replica);
-  }
-  call->tried_.push_back(*replica);
-  engine::GenerateRequest g = call->request_;
-  g.callback = callback;
-  auto id = backend_.Submit(*replica, std::move(g));
-  if (!id.ok()) {
-    table_.Complete(*replica);
-    absl::MutexLock lock(&call->mu_);
-    call->replica_id_ = failed;
-    retries_.WithLabels({"refused_submit"}).Increment();
-    return false;
-  }
-  retries_.WithLabels({"sent"}).Increment();
-  EXA_LOG_INFO("gateway", "request retried on another replica",
-               {{"request_id", call->request_id()}, {"failed", failed}, {"replica", *replica}});
-  call->engine_id_ = static_cast<int64_t>(*id);
-  if (call->cancel_requested_) call->Cancel();
-  return true;
 }
 
 }  // namespace exa::gateway

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -41,6 +42,14 @@ struct GatewayOptions {
   // (docs/architecture.md#prefix-cache: a cache hit is faster, which tells one tenant what
   // another sent). Without API keys every request is the same tenant.
   bool isolate_prefix_cache = true;
+  // Mid-stream failover (docs/architecture.md#failover): a request whose replica fails after
+  // its first token continues on another replica, at most this many times.
+  int max_resumes = 2;
+  // A stream with no token for this long counts as broken and is resumed elsewhere; zero: ten
+  // times the replica's inter-token P99, and at least 2 s.
+  absl::Duration stream_stall_timeout = absl::ZeroDuration();
+  // How long a broken stream waits for a ready replica to resume on before it fails.
+  absl::Duration resume_deadline = absl::Seconds(5);
 };
 
 void RegisterConfig(config::Schema& schema, std::string_view section, GatewayOptions* options);
@@ -88,36 +97,78 @@ struct TextRequest {
 
 using EventSink = std::function<void(const engine::StreamEvent&)>;
 
-// One admitted request. Its sink sees every token and exactly one final event.
+// One admitted request. Its sink sees every token once, in order, and exactly one final event,
+// however many replicas served it: a replica that fails before the first token is replaced
+// (a retry), one that fails after it is replaced by a continuation on another replica (a resume;
+// docs/architecture.md#failover).
 class Call {
  public:
-  // Frontend::Start creates calls, on the replica it chose.
-  explicit Call(std::string replica_id) : replica_id_(std::move(replica_id)) {}
+  // Frontend::Start creates calls, on the replica it chose, before any other thread sees them
+  // (so without their locks: a caller may hold its own lock around Start that its sink takes).
+  Call(std::string replica_id, engine::GenerateRequest request,
+       std::map<std::string, std::string> labels, EventSink sink)
+      : replica_id_(replica_id),
+        sink_(std::move(sink)),
+        admitted_(absl::Now()),
+        request_(std::move(request)),
+        tried_{std::move(replica_id)},
+        labels_(std::move(labels)),
+        last_event_at_(admitted_),
+        dispatched_(true) {}
   void Cancel();
   const std::string& request_id() const { return request_id_; }
-  // The replica serving the request now (a retry before the first token moves it).
+  // The replica serving the request now (a retry or a resume moves it).
   std::string replica_id() const {
     absl::MutexLock lock(&mu_);
     return replica_id_;
   }
   const std::string& model() const { return model_; }
   int32_t prompt_tokens() const { return prompt_tokens_; }
+  // The sampling seed: the client's, or the one the gateway drew (so the client can replay it).
+  uint64_t seed() const { return seed_; }
 
  private:
   friend class Frontend;
+  // Which attempt is running where; the engine id of that attempt.
   mutable absl::Mutex mu_;
   std::string replica_id_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int64_t> engine_id_{-1};
+  // Set once by Start, then read-only.
   std::string request_id_, model_, version_;
   int32_t prompt_tokens_ = 0;
+  uint64_t seed_ = 0;
   ReplicaBackend* backend_ = nullptr;
-  std::atomic<int64_t> engine_id_{-1};
+  EventSink sink_;
+  absl::Time admitted_;
   std::atomic<bool> cancel_requested_{false};
   std::atomic<bool> finished_{false};
-  // Retry state; touched only by the backend's callbacks for this call, which never overlap.
-  engine::GenerateRequest request_;  // without its callback: what a retry resubmits
-  std::vector<std::string> tried_;
-  std::map<std::string, std::string> labels_;  // version-route filter, kept for a retry
-  bool any_token_ = false;
+  // The stream as the client has it, and which attempt may add to it. Held while an event is
+  // checked, recorded and handed to the sink, so events from an abandoned attempt never reach
+  // the client and the sink sees one ordered stream. Taken before mu_, never the other way.
+  absl::Mutex stream_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  int attempt_ ABSL_GUARDED_BY(stream_mu_) = 0;
+  engine::GenerateRequest request_ ABSL_GUARDED_BY(stream_mu_);  // the first attempt's, uncalled
+  std::vector<std::string> tried_ ABSL_GUARDED_BY(stream_mu_);
+  std::map<std::string, std::string> labels_ ABSL_GUARDED_BY(stream_mu_);  // version routes
+  std::vector<int32_t> sent_tokens_ ABSL_GUARDED_BY(stream_mu_);           // bounded by max_tokens
+  uint64_t sent_text_bytes_ ABSL_GUARDED_BY(stream_mu_) = 0;
+  absl::Time first_token_at_ ABSL_GUARDED_BY(stream_mu_) = absl::InfinitePast();
+  absl::Time last_event_at_ ABSL_GUARDED_BY(stream_mu_);  // the attempt's start or last token
+  int resumes_ ABSL_GUARDED_BY(stream_mu_) = 0;
+  // Between a retry or resume and its attempt's first token: counted in the gateway's budget.
+  bool reattempting_ ABSL_GUARDED_BY(stream_mu_) = false;
+  absl::Time broken_at_ ABSL_GUARDED_BY(stream_mu_);  // the client's last token before a resume
+  // A resume waiting for a ready replica until then (the stream is paused, not failed).
+  std::optional<absl::Time> resume_by_ ABSL_GUARDED_BY(stream_mu_);
+  std::string resume_cause_ ABSL_GUARDED_BY(stream_mu_);
+  absl::Status break_status_ ABSL_GUARDED_BY(stream_mu_);  // why the stream broke
+  std::string refusal_ ABSL_GUARDED_BY(stream_mu_);        // why Replace refused, for metrics
+  // An attempt whose replica looked bad but had no replacement: not checked again.
+  int kept_attempt_ ABSL_GUARDED_BY(stream_mu_) = -1;
+  bool done_ ABSL_GUARDED_BY(stream_mu_) = false;        // the final event was sent
+  bool dispatched_ ABSL_GUARDED_BY(stream_mu_) = false;  // replica_id_ counts it in the table
+  // Attempts to cancel once stream_mu_ is released (a backend may call back from Cancel).
+  std::vector<std::pair<std::string, engine::RequestId>> to_cancel_ ABSL_GUARDED_BY(stream_mu_);
 };
 
 class Frontend {
@@ -149,29 +200,64 @@ class Frontend {
   int in_flight() const { return in_flight_.load(); }
   const GatewayOptions& options() const { return options_; }
 
+  // Finds the streams that broke without an error — stalled, or on a replica whose node is
+  // suspected, dead, or ejected — and resumes them elsewhere; retries resumes waiting for a
+  // replica, and fails those past gateway.resume_deadline. The daemon calls it every 100 ms.
+  void CheckStreams(absl::Time now);
+
  private:
   // The engine's request for `r` on `model`: tokens, max_tokens within the context, sampling,
   // stops and the effective cache salt. INVALID_ARGUMENT names the field.
   absl::StatusOr<engine::GenerateRequest> BuildEngineRequest(TextRequest& r,
                                                              const ModelView& model) const;
   absl::StatusOr<ModelView> ResolveModel(const TextRequest& request) const;
-  engine::StreamCallback MakeCallback(std::shared_ptr<Call> call, EventSink sink,
-                                      absl::Time admitted);
+  // Draining, activity, validation, the model and the engine request, each refusal counted.
+  absl::StatusOr<std::pair<ModelView, engine::GenerateRequest>> Admit(TextRequest& request);
+  // The callback of `call`'s attempt number `attempt`: its events count only while that is the
+  // call's current attempt.
+  engine::StreamCallback AttemptCallback(std::shared_ptr<Call> call, int attempt);
+  void OnEvent(const std::shared_ptr<Call>& call, int attempt, const engine::StreamEvent& e);
   // The table's choice for `route`; under kv-token-aware it hashes `request`'s prompt for the
   // prefix index (docs/architecture.md#routing).
   absl::StatusOr<std::string> Route(router::RouteRequest route,
                                     const engine::GenerateRequest& request);
-  // After `call`'s replica failed before its first token: resubmits it to another replica.
-  // False when the attempt or retry budget is spent or no other replica is ready.
-  bool Retry(const std::shared_ptr<Call>& call, const engine::StreamCallback& callback);
-  void LogFinished(const Call& call, const engine::StreamEvent& e, absl::Duration e2e);
+  // `call`'s attempt ended or was abandoned for `cause`: another attempt on another replica (a
+  // retry before the first token, a resume after it). kSent: it runs; kWaiting: a resume waits
+  // for a replica (CheckStreams tries again); kRefused: a bound is reached, the call must fail.
+  // `abandon`: the old attempt may still be running (stalled, suspected): it is cancelled.
+  enum class Reattempt { kSent, kWaiting, kRefused };
+  Reattempt Replace(const std::shared_ptr<Call>& call, std::string_view cause, bool abandon,
+                    absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(call->stream_mu_);
+  // Submits attempt number `attempt` of `call` (its continuation when tokens were sent) to a
+  // replica other than those tried: that replica and the backend's id. UNAVAILABLE when none is
+  // ready. Changes nothing in `call`.
+  absl::StatusOr<std::pair<std::string, engine::RequestId>> SubmitNext(
+      const std::shared_ptr<Call>& call, int attempt)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(call->stream_mu_);
+  // Gives up `call`'s running attempt: its events no longer count; cancelled when `abandon`.
+  void CommitBreak(Call& call, std::string_view cause, bool abandon)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(call.stream_mu_);
+  // Counts why Replace refused (call.refusal_) under retries or resume failures.
+  void CountRefusal(const Call& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(call.stream_mu_);
+  // Why `call`'s running attempt must be given up although it has not failed; "" when it is fine.
+  std::string BrokenCause(Call& call, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(call.stream_mu_);
+  // Sends the call's one final event: `e`, with usage and timing as the client sees them.
+  void FinishCall(Call& call, engine::StreamEvent e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(call.stream_mu_);
+  void EndReattempt(Call& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(call.stream_mu_);
+  void LogFinished(const Call& call, const engine::StreamEvent& e, absl::Duration e2e)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(call.stream_mu_);
   absl::Status Validate(const TextRequest& request) const;
 
   const GatewayOptions options_;
   ReplicaBackend& backend_;
   router::ReplicaTable& table_;
   std::atomic<int> in_flight_{0};
-  std::atomic<int> retries_in_flight_{0};
+  // Calls between a retry or resume and its attempt's first token (the reattempt budget).
+  std::atomic<int> reattempts_in_flight_{0};
+  // Calls not finished yet, for CheckStreams; bounded by max_in_flight.
+  absl::Mutex calls_mu_;
+  absl::flat_hash_map<const Call*, std::shared_ptr<Call>> open_calls_ ABSL_GUARDED_BY(calls_mu_);
   std::atomic<bool> draining_{false};
   std::atomic<bool> active_{true};
   std::unique_ptr<ApiKeys> api_keys_;
@@ -183,6 +269,10 @@ class Frontend {
   metrics::Counter& completion_tokens_total_;
   metrics::Counter& auth_failures_;
   metrics::Family<metrics::Counter>& retries_;
+  metrics::Family<metrics::Counter>& resumes_;
+  metrics::Family<metrics::Counter>& resume_failures_;
+  metrics::Histogram& resume_gap_seconds_;
+  metrics::Counter& resume_prefill_tokens_;
 };
 
 // A failure worth retrying on another replica when no token reached the client yet: the replica

@@ -19,6 +19,7 @@ engine::rpc::GenerateStreamReactor::Starter FrontendStarter(Frontend& frontend,
     handle.cancel = [call] { call->Cancel(); };
     handle.request_id = [call] { return call->request_id(); };
     handle.replica_id = [call] { return call->replica_id(); };
+    handle.seed = [call] { return call->seed(); };
     return handle;
   };
 }
@@ -104,9 +105,11 @@ grpc::ServerUnaryReactor* InferenceService::Complete(grpc::CallbackServerContext
         response->set_finish_reason(engine::rpc::FinishReasonToProto(e.finish_reason));
         response->mutable_usage()->set_prompt_tokens(e.prompt_tokens);
         response->mutable_usage()->set_completion_tokens(e.completion_tokens);
+        response->mutable_usage()->set_time_to_first_token_ms(e.time_to_first_token_ms);
         if (state->call) {
           response->set_request_id(state->call->request_id());
           response->set_replica_id(state->call->replica_id());
+          response->set_seed(state->call->seed());
         }
         reactor->Finish(e.status.ok() ? grpc::Status::OK : net::StatusToGrpc(e.status));
       });

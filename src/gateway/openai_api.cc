@@ -369,11 +369,14 @@ struct Exchange {
   bool role_sent ABSL_GUARDED_BY(mu) = false;
 
   json Envelope() const {
-    return {{"id", id},
-            {"object",
-             chat ? (stream ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
-            {"created", created},
-            {"model", model}};
+    json out = {{"id", id},
+                {"object",
+                 chat ? (stream ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
+                {"created", created},
+                {"model", model}};
+    // The sampling seed (the request's, or the one the gateway chose): replays the request.
+    if (call) out["seed"] = call->seed();
+    return out;
   }
   static json Usage(const engine::StreamEvent& e) {
     return {{"prompt_tokens", e.prompt_tokens},

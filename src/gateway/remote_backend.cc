@@ -587,6 +587,12 @@ absl::StatusOr<engine::RequestId> RemoteBackend::Submit(const std::string& repli
   for (const std::string& stop : request.stop_strings) g->add_stop(stop);
   g->set_request_id(request.request_id);
   g->set_cache_salt(request.cache_salt);
+  if (request.attempt > 0 || request.resumed_tokens > 0) {
+    exaserve::v1::Continuation* c = p.mutable_continuation();
+    c->set_resumed_tokens(request.resumed_tokens);
+    c->set_resumed_text_bytes(request.resumed_text_bytes);
+    c->set_attempt(request.attempt);
+  }
   remote_calls_.Increment();
   call->Start(peer->stub(), std::move(p));
   return id;

@@ -1,9 +1,8 @@
 #include "net/http_request.h"
 
-#include <cctype>
-
 #include <boost/asio/buffer.hpp>
 #include <boost/beast/http/error.hpp>
+#include "common/chars.h"
 #include "common/strings.h"
 #include "net/http_request_beast.h"
 #include "nlohmann/json.hpp"
@@ -19,11 +18,7 @@ std::string SafeDump(const nlohmann::json& j) {
 }
 
 // A header value compared case-insensitively, without its surrounding whitespace.
-std::string Normalized(std::string_view v) {
-  std::string out(StripWhitespace(v));
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
+std::string Normalized(std::string_view v) { return AsciiLower(StripWhitespace(v)); }
 
 // The value of `field` when the head has it, else nullopt (an empty value counts as present).
 std::optional<std::string_view> Field(const internal::BeastRequest& head, http::field field) {
@@ -113,9 +108,7 @@ HttpRequest ToHttpRequest(BeastRequest message) {
   req.path = req.target.substr(0, q);
   if (q != std::string::npos) req.query = req.target.substr(q + 1);
   for (const auto& field : message) {
-    std::string name(field.name_string());
-    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    req.headers.emplace_back(std::move(name), std::string(field.value()));
+    req.headers.emplace_back(AsciiLower(field.name_string()), std::string(field.value()));
   }
   req.body = std::move(message.body());
   return req;

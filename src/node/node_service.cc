@@ -248,25 +248,33 @@ grpc::ServerWriteReactor<exaserve::v1::GenerateResponse>* NodeService::Generate(
     g.stop_strings.assign(p.stop().begin(), p.stop().end());
     g.request_id = p.request_id();
     g.cache_salt = p.cache_salt();
+    // A continuation; the engine checks its numbers against the prompt (engine/request.h).
+    g.resumed_tokens = request->continuation().resumed_tokens();
+    g.resumed_text_bytes = request->continuation().resumed_text_bytes();
+    g.attempt = request->continuation().attempt();
     EXA_LOG_DEBUG("node", "request started",
                   {{"request_id", g.request_id},
+                   {"attempt", g.attempt},
+                   {"resumed_tokens", g.resumed_tokens},
                    {"replica", replica_id},
                    {"prompt_tokens", g.prompt_tokens.size()},
                    {"max_tokens", g.max_tokens}});
     // The same request id as the gateway's line: one request followed across nodes.
-    g.callback = [sink = std::move(sink), rid = g.request_id, replica_id,
+    g.callback = [sink = std::move(sink), rid = g.request_id, attempt = g.attempt, replica_id,
                   started = absl::Now()](const engine::StreamEvent& e) {
       if (e.finished) {
         const int64_t ms = absl::ToInt64Milliseconds(absl::Now() - started);
         if (e.status.ok()) {
           EXA_LOG_DEBUG("node", "request finished",
                         {{"request_id", rid},
+                         {"attempt", attempt},
                          {"replica", replica_id},
                          {"completion_tokens", e.completion_tokens},
                          {"ms", ms}});
         } else {
           EXA_LOG_WARN("node", "request failed",
                        {{"request_id", rid},
+                        {"attempt", attempt},
                         {"replica", replica_id},
                         {"completion_tokens", e.completion_tokens},
                         {"ms", ms},

@@ -320,6 +320,14 @@ std::vector<ReplicaSnapshot> ReplicaTable::List() const {
   return out;
 }
 
+ReplicaStanding ReplicaTable::StandingOf(const std::string& id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = replicas_.find(id);
+  if (it == replicas_.end()) return {};
+  const ReplicaSnapshot& s = it->second.snap;
+  return {true, s.healthy, s.ejected, s.report.itl_p99_ms};
+}
+
 std::string ReplicaTable::CheckInvariants() const {
   absl::MutexLock lock(&mu_);
   std::string err;

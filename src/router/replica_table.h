@@ -83,6 +83,14 @@ struct ReplicaSnapshot {
   int64_t dispatched_tokens = 0;
 };
 
+// Whether a replica still deserves the streams it serves (docs/architecture.md#failover).
+struct ReplicaStanding {
+  bool known = false;     // false: removed (its node died or left)
+  bool healthy = true;    // false: its node is suspected
+  bool ejected = false;   // a performance outlier
+  double itl_p99_ms = 0;  // its last reported inter-token P99; 0: not measured
+};
+
 class ReplicaTable {
  public:
   ReplicaTable(Policy policy, uint64_t seed, PolicyOptions options = {})
@@ -105,6 +113,7 @@ class ReplicaTable {
   void Complete(const std::string& id);
 
   std::vector<ReplicaSnapshot> List() const;
+  ReplicaStanding StandingOf(const std::string& id) const ABSL_LOCKS_EXCLUDED(mu_);
   // Empty when every pool's tiers and sums agree with its entries, else what disagrees (tests).
   std::string CheckInvariants() const ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -7,7 +7,7 @@
 //   exaserve-bench route --mode sim [--replicas 48] [--gateways 4] [--rho 0.5 0.7 0.85 0.95]
 //                        [--policies ...] [--requests 20000] [--seed 1]
 //   exaserve-bench route --mode live [--nodes 4] [--node-replicas 3] [--rho 0.85]
-//                        [--duration 60] [--kill-one] [--gateway HOST:PORT]
+//                        [--duration 60] [--kill-one | --kill-nodes N] [--gateway HOST:PORT]
 //   exaserve-bench route --mode overhead [--rate 500] [--duration 20]
 //   exaserve-bench prefix-report --trace FILE [--replicas 12] [--speedup 1] [--duration 600]
 //   exaserve-bench soak [--minutes 10] [--nodes 6] [--concurrency 6] [--fault-every 30]
@@ -132,9 +132,13 @@ void AddRouteLiveOptions(CLI::App& route_cmd, RouteCommand* r) {
                        "seconds measured (default 20)");
   route_cmd.add_option("--call-timeout", r->live.call_timeout_s,
                        "live: a call open this many seconds counts as hung (default 120)");
-  route_cmd.add_flag("--kill-one", r->live.kill_one,
-                     "live: a last kv-token-aware run that kills -9 one inference process under "
-                     "load and counts what happened to the requests");
+  route_cmd
+      .add_flag_callback(
+          "--kill-one", [r] { r->live.kill_nodes = 1; }, "live: --kill-nodes 1")
+      ->excludes(route_cmd.add_option(
+          "--kill-nodes", r->live.kill_nodes,
+          "live: a fault-free kv-token-aware run, then the same workload while this many "
+          "inference processes are killed -9 one after another; compares every stream's tokens"));
   route_cmd.add_option("--rate", r->live.overhead_rate, "overhead: requests per second");
   route_cmd
       .add_option("--overhead-policy", r->live.overhead_policy,

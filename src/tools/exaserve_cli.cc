@@ -699,11 +699,7 @@ int RunGenerate(const GlobalOptions& g, const GenerateOptions& o) {
   std::map<std::string, std::string> headers;
   if (!ParsePairs("--header", o.headers, &headers)) return 2;
   auto ctx = MakeContext(g);
-  for (const auto& [k, v] : headers) {
-    std::string key = k;
-    std::transform(key.begin(), key.end(), key.begin(), ::tolower);
-    ctx->AddMetadata(key, v);
-  }
+  for (const auto& [k, v] : headers) ctx->AddMetadata(exa::AsciiLower(k), v);
   auto reader = stub->Generate(ctx.get(), request);
   exaserve::v1::GenerateResponse message;
   bool printed = false;
@@ -719,8 +715,10 @@ int RunGenerate(const GlobalOptions& g, const GenerateOptions& o) {
         j["finish_reason"] = exaserve::v1::FinishReason_Name(message.finish_reason());
         j["prompt_tokens"] = message.usage().prompt_tokens();
         j["completion_tokens"] = message.usage().completion_tokens();
+        j["time_to_first_token_ms"] = message.usage().time_to_first_token_ms();
       }
       if (!message.replica_id().empty()) j["replica_id"] = message.replica_id();
+      if (message.has_seed()) j["seed"] = message.seed();
       std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {
       std::cout << message.text() << std::flush;

@@ -82,6 +82,9 @@ lps = sum((m["logprobs"] for m in msgs), [])
 assert ids and len(ids) == len(lps), (ids, lps)
 assert all(lp <= 0 for lp in lps), lps
 assert lps[0] > -0.7, lps  # greedy "2" after "1+1=": the bundled model is sure of it
+# The final message's usage times the first token; the first carries the seed the gateway chose.
+assert msgs[-1]["time_to_first_token_ms"] > 0, msgs[-1]
+assert "seed" in msgs[0], msgs[0]
 PY
 "$BIN/exaserve-cli" --addr "$grpc" --json generate --max-tokens 3 "1+1=" | grep -q logprobs &&
   fail "logprobs sent without being asked"

@@ -131,12 +131,14 @@ void GenerateStreamReactor::OnEvent(const engine::StreamEvent& e) {
         if (e.token >= 0 && started_ && first_) {
           if (handle_.request_id) r.set_request_id(handle_.request_id());
           if (handle_.replica_id) r.set_replica_id(handle_.replica_id());
+          if (handle_.seed) r.set_seed(handle_.seed());
           first_ = false;
         }
         if (e.finished) {
           r.set_finish_reason(FinishReasonToProto(e.finish_reason));
           r.mutable_usage()->set_prompt_tokens(e.prompt_tokens);
           r.mutable_usage()->set_completion_tokens(e.completion_tokens);
+          r.mutable_usage()->set_time_to_first_token_ms(e.time_to_first_token_ms);
           if (e.status.ok()) {
             final_status_ = grpc::Status::OK;
           } else if (e.finish_reason == engine::FinishReason::kCancelled &&

@@ -33,6 +33,8 @@ struct StreamHandle {
   std::function<void()> cancel;
   std::function<std::string()> request_id;
   std::function<std::string()> replica_id;
+  // The sampling seed the request runs with, for the first message; unset: none is sent.
+  std::function<uint64_t()> seed;
 };
 
 class GenerateStreamReactor final

@@ -17,7 +17,7 @@ std::vector<int32_t> Draws(const SamplingParams& p, uint64_t seed, int n) {
   std::vector<int32_t> out;
   for (int i = 0; i < n; ++i) {
     auto l = Logits();
-    out.push_back(s.Sample(l, {}).token);
+    out.push_back(s.Sample(l, {}, i).token);
   }
   return out;
 }
@@ -28,7 +28,7 @@ TEST_CASE("greedy picks the argmax and reports a normalised logprob", "[engine][
   p.top_logprobs = 3;
   Sampler s(p, 1);
   auto l = Logits();
-  SampledToken t = s.Sample(l, {});
+  SampledToken t = s.Sample(l, {}, 0);
   CHECK(t.token == 1);
   REQUIRE(t.top.size() == 3);
   CHECK(t.top[0].first == 1);
@@ -43,6 +43,22 @@ TEST_CASE("the same seed gives the same draws; another seed differs", "[engine][
   p.temperature = 2.0f;
   CHECK(Draws(p, 7, 64) == Draws(p, 7, 64));
   CHECK(Draws(p, 7, 64) != Draws(p, 8, 64));
+}
+
+TEST_CASE("a token's draw depends on its seed and position only", "[engine][sampler]") {
+  // What a resumed request relies on (docs/architecture.md#failover): a fresh sampler asked for
+  // position i draws what the first one drew there, after any number of earlier draws.
+  SamplingParams p;
+  p.temperature = 2.0f;
+  const std::vector<int32_t> all = Draws(p, 11, 64);
+  Sampler fresh(p, 11);
+  for (int i = 40; i < 64; ++i) {
+    auto l = Logits();
+    CHECK(fresh.Sample(l, {}, i).token == all[static_cast<size_t>(i)]);
+  }
+  CHECK(fresh.DeviceDraw(5).uniform == static_cast<float>(Sampler::Uniform(11, 5)));
+  CHECK(Sampler::Uniform(11, 5) != Sampler::Uniform(11, 6));
+  CHECK(Sampler::Uniform(11, 5) != Sampler::Uniform(12, 5));
 }
 
 TEST_CASE("top-k and top-p restrict the candidates", "[engine][sampler]") {
@@ -64,7 +80,7 @@ TEST_CASE("repetition penalty demotes tokens already in the sequence", "[engine]
   Sampler s(p, 1);
   auto l = Logits();
   const std::vector<int32_t> history = {1};
-  CHECK(s.Sample(l, history).token == 5);  // 3.0 / 2 = 1.5 < 2.9
+  CHECK(s.Sample(l, history, 0).token == 5);  // 3.0 / 2 = 1.5 < 2.9
   CHECK(l[1] == 1.5f);
 }
 

@@ -1,7 +1,8 @@
 // The Frontend's failover: a replica that fails before the first token is retried once on another
-// replica, invisibly to the client; after a token, or after the second attempt, the client gets
-// the error; a cancelled request is never retried (and counts as cancelled). Validation errors
-// carry the field they name.
+// replica, invisibly to the client; one that fails, stalls or is suspected after it is replaced by
+// a continuation on another replica, and the client's stream goes on with each token once; past
+// the bounds the client gets the error; a cancelled request is never retried (and counts as
+// cancelled). Validation errors carry the field they name.
 #include "gateway/frontend.h"
 
 #include <catch2/catch.hpp>
@@ -52,7 +53,8 @@ class FakeBackend final : public ReplicaBackend {
 };
 
 struct Fixture {
-  Fixture() : table(router::Policy::kRoundRobin, 1), frontend({}, backend, table, registry) {
+  explicit Fixture(GatewayOptions options = {})
+      : table(router::Policy::kRoundRobin, 1), frontend(options, backend, table, registry) {
     for (const char* id : {"n1/m@v1#0", "n2/m@v1#0", "n3/m@v1#0"}) {
       table.Upsert({id, "m", "v1", {}});
       table.Report(id, {0, 0, true});
@@ -93,15 +95,168 @@ TEST_CASE("A replica failing before the first token is retried on another replic
   for (const auto& r : f.table.List()) CHECK(r.open_requests == 0);
 }
 
-TEST_CASE("A failure after the first token reaches the client as an error") {
+bool Has(const std::string& metrics, const std::string& line) {
+  return metrics.find(line) != std::string::npos;
+}
+
+TEST_CASE("A failure after the first token continues the stream on another replica") {
   Fixture f;
+  auto call = f.Start();
+  absl::SleepFor(absl::Milliseconds(2));
+  f.backend.Token(0, 17);
+  f.backend.Token(0, 18);
+  f.backend.Finish(0, absl::UnavailableError("node went away"));
+  REQUIRE(f.backend.submitted.size() == 2);
+  const engine::GenerateRequest& first = f.backend.submitted[0].second;
+  const engine::GenerateRequest& next = f.backend.submitted[1].second;
+  CHECK(f.backend.submitted[1].first != f.backend.submitted[0].first);
+  std::vector<int32_t> expected = first.prompt_tokens;
+  expected.insert(expected.end(), {17, 18});
+  CHECK(next.prompt_tokens == expected);
+  CHECK(next.resumed_tokens == 2);
+  CHECK(next.resumed_text_bytes == 2);
+  CHECK(next.max_tokens == first.max_tokens);
+  REQUIRE(first.sampling.seed.has_value());  // the gateway chose one
+  CHECK(next.sampling.seed == first.sampling.seed);
+  CHECK(call->seed() == *first.sampling.seed);
+  CHECK(next.attempt == 1);
+  CHECK(next.request_id == first.request_id);
+  CHECK(f.events.size() == 2);  // the two tokens; no error
+  f.backend.Token(0, 99);       // the old attempt, late: never reaches the client
+  f.backend.Token(1, 19);
+  f.backend.Finish(1, absl::OkStatus());
+  REQUIRE(f.events.size() == 4);
+  CHECK(f.events[2].token == 19);
+  CHECK(f.events[3].finished);
+  CHECK(f.events[3].status.ok());
+  CHECK(f.events[3].completion_tokens == 3);
+  CHECK(f.events[3].time_to_first_token_ms >= 2);  // from admission, across the resume
+  CHECK(f.events[3].prompt_tokens == static_cast<int32_t>(first.prompt_tokens.size()));
+  CHECK(f.frontend.in_flight() == 0);
+  for (const auto& r : f.table.List()) CHECK(r.open_requests == 0);
+  const std::string metrics = f.registry.Expose();
+  CHECK(Has(metrics, "exaserve_gateway_resumes_total{cause=\"stream_error\"} 1"));
+  CHECK(Has(metrics, "exaserve_gateway_resume_gap_seconds_count 1"));
+  CHECK(Has(metrics, "exaserve_gateway_requests_total{outcome=\"ok\"} 1"));
+}
+
+TEST_CASE("Resumes stop at gateway.max_resumes; then the client gets the error") {
+  GatewayOptions o;
+  o.max_resumes = 1;
+  Fixture f(o);
   f.Start();
   f.backend.Token(0, 17);
+  f.backend.Finish(0, absl::UnavailableError("first"));
+  REQUIRE(f.backend.submitted.size() == 2);
+  f.backend.Token(1, 18);
+  f.backend.Finish(1, absl::UnavailableError("second"));
+  CHECK(f.backend.submitted.size() == 2);
+  REQUIRE(f.events.size() == 3);
+  CHECK(f.events[2].status.code() == absl::StatusCode::kUnavailable);
+  CHECK(f.events[2].completion_tokens == 2);
+  CHECK(f.frontend.in_flight() == 0);
+  CHECK(Has(f.registry.Expose(), "exaserve_gateway_resume_failures_total{reason=\"attempts\"} 1"));
+}
+
+TEST_CASE("A stalled stream is resumed elsewhere and the stalled attempt cancelled") {
+  GatewayOptions o;
+  o.stream_stall_timeout = absl::Seconds(1);
+  Fixture f(o);
+  f.Start();
+  const absl::Time t0 = absl::Now();
+  f.backend.Token(0, 17);
+  f.frontend.CheckStreams(t0 + absl::Milliseconds(500));
+  CHECK(f.backend.submitted.size() == 1);
+  f.frontend.CheckStreams(t0 + absl::Seconds(3));
+  REQUIRE(f.backend.submitted.size() == 2);
+  CHECK(f.backend.cancelled == std::vector<engine::RequestId>{1});
+  f.backend.Token(0, 55);  // the stalled replica wakes up: ignored
+  f.backend.Token(1, 18);
+  f.backend.Finish(0, absl::CancelledError("cancelled"));  // ignored too
+  f.backend.Finish(1, absl::OkStatus());
+  REQUIRE(f.events.size() == 3);
+  CHECK(f.events[1].token == 18);
+  CHECK(f.events[2].status.ok());
+  CHECK(Has(f.registry.Expose(), "exaserve_gateway_resumes_total{cause=\"stalled\"} 1"));
+}
+
+TEST_CASE("Streams on a suspected node move; with nowhere to go they stay") {
+  Fixture f;
+  auto call = f.Start();
+  f.backend.Token(0, 17);
+  const std::string first = f.backend.submitted[0].first;
+  f.table.SetHealthy(first, false);
+  f.frontend.CheckStreams(absl::Now());
+  REQUIRE(f.backend.submitted.size() == 2);
+  CHECK(call->replica_id() != first);
+  CHECK(f.backend.cancelled.size() == 1);
+  // Every other replica suspected too: the stream stays where it is rather than fail.
+  for (const auto& r : f.table.List()) f.table.SetHealthy(r.info.id, false);
+  f.frontend.CheckStreams(absl::Now());
+  CHECK(f.backend.submitted.size() == 2);
+  f.backend.Token(1, 18);
+  f.backend.Finish(1, absl::OkStatus());
+  REQUIRE(f.events.size() == 3);
+  CHECK(f.events.back().status.ok());
+}
+
+TEST_CASE("A broken stream waits for a replica until gateway.resume_deadline") {
+  GatewayOptions o;
+  o.resume_deadline = absl::Seconds(2);
+  Fixture f(o);
+  f.Start();
+  f.backend.Token(0, 17);
+  for (const auto& r : f.table.List()) {
+    if (r.info.id != f.backend.submitted[0].first) f.table.Report(r.info.id, {0, 0, false});
+  }
   f.backend.Finish(0, absl::UnavailableError("node went away"));
   CHECK(f.backend.submitted.size() == 1);
-  REQUIRE(f.events.size() == 2);
-  CHECK(f.events.back().status.code() == absl::StatusCode::kUnavailable);
+  CHECK(f.events.size() == 1);  // paused, not failed
+  f.frontend.CheckStreams(absl::Now());
+  CHECK(f.events.size() == 1);
+  f.table.Report("n3/m@v1#0", {0, 0, true});
+  f.frontend.CheckStreams(absl::Now());
+  REQUIRE(f.backend.submitted.size() == 2);
+  CHECK(f.backend.submitted[1].first == "n3/m@v1#0");
+  // Again, and this time nothing comes back within the deadline.
+  f.table.Report("n3/m@v1#0", {0, 0, false});
+  f.backend.Token(1, 18);
+  f.backend.Finish(1, absl::UnavailableError("node went away again"));
+  f.frontend.CheckStreams(absl::Now() + absl::Seconds(3));
+  REQUIRE(f.events.size() == 3);
+  CHECK(f.events[2].status.code() == absl::StatusCode::kUnavailable);
   CHECK(f.frontend.in_flight() == 0);
+  CHECK(
+      Has(f.registry.Expose(), "exaserve_gateway_resume_failures_total{reason=\"no_replica\"} 1"));
+}
+
+TEST_CASE("Past the reattempt budget a failed request waits for it instead of failing") {
+  Fixture f;
+  constexpr int kCalls = 17;  // the budget is 16 at this load
+  for (int i = 0; i < kCalls; ++i) f.Start();
+  for (int i = 0; i < kCalls; ++i) {
+    f.backend.Finish(static_cast<size_t>(i), absl::UnavailableError("node went away"));
+  }
+  REQUIRE(f.backend.submitted.size() == kCalls + 16);
+  CHECK(f.events.empty());  // the 17th waits: no error
+  f.frontend.CheckStreams(absl::Now());
+  CHECK(f.backend.submitted.size() == kCalls + 16);
+  f.backend.Token(kCalls, 17);  // a retried request's first token frees a place
+  f.frontend.CheckStreams(absl::Now());
+  CHECK(f.backend.submitted.size() == kCalls + 17);
+  CHECK(f.frontend.in_flight() == kCalls);
+}
+
+TEST_CASE("A client's seed is kept") {
+  Fixture f;
+  TextRequest r;
+  r.prompt = "1+1=";
+  r.max_tokens = 4;
+  r.sampling.seed = 77;
+  auto call = f.frontend.Start(r, [](const engine::StreamEvent&) {});
+  REQUIRE(call.ok());
+  CHECK((*call)->seed() == 77);
+  CHECK(f.backend.submitted[0].second.sampling.seed == 77u);
 }
 
 TEST_CASE("At most two attempts, and no retry for errors that would fail again") {
