@@ -24,13 +24,18 @@ packages=(
 command -v node >/dev/null 2>&1 || packages+=(nodejs)
 command -v npm >/dev/null 2>&1 || packages+=(npm)
 
-# The openai npm client, pinned by test/tools/openai/package-lock.json (npm registry).
 install_npm_tools() {
-  local dir
-  dir="$(cd "$(dirname "$0")/.." && pwd)/test/tools/openai"
-  if [ -f "$dir/node_modules/openai/package.json" ]; then return; fi
-  echo "setup-deps: npm ci in test/tools/openai"
-  npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error >/dev/null
+  # The openai client (test/integration/openai_client_test.sh) and the chat-template oracle
+  # (test/integration/chat_template_test.sh), each pinned by its package-lock.json.
+  local root dir dir_marker marker
+  root="$(cd "$(dirname "$0")/.." && pwd)/test/tools"
+  for dir_marker in openai:openai chat_template:@huggingface/jinja; do
+    dir="$root/${dir_marker%%:*}"
+    marker="${dir_marker#*:}"
+    if [ -f "$dir/node_modules/$marker/package.json" ]; then continue; fi
+    echo "setup-deps: npm ci in test/tools/${dir_marker%%:*}"
+    npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error >/dev/null
+  done
 }
 
 missing=()

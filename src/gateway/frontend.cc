@@ -10,6 +10,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "engine/prefix_hash.h"
+#include "gateway/chat_prompt.h"
 
 namespace exa::gateway {
 namespace {
@@ -325,8 +326,7 @@ absl::Status Frontend::Validate(const TextRequest& r) const {
 absl::StatusOr<engine::GenerateRequest> Frontend::BuildEngineRequest(TextRequest& r,
                                                                      const ModelView& model) const {
   engine::GenerateRequest g;
-  g.prompt_tokens = r.prompt_tokens.empty() ? model.tokenizer->tokenizer().Encode(r.prompt, true)
-                                            : std::move(r.prompt_tokens);
+  EXA_ASSIGN_OR_RETURN(g.prompt_tokens, PromptTokens(r, model, options_.max_prompt_bytes.value));
   if (g.prompt_tokens.empty()) return FieldError("prompt", "encodes to no tokens");
   // Without an explicit max_tokens, generate up to the default or to the end of the context,
   // whichever comes first; an explicit one over the context is the caller's error (engine).

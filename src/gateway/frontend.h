@@ -26,6 +26,7 @@
 #include "gateway/api_keys.h"
 #include "gateway/version_routes.h"
 #include "metrics/registry.h"
+#include "nlohmann/json.hpp"
 #include "router/replica_table.h"
 
 namespace exa::gateway {
@@ -89,6 +90,9 @@ struct TextRequest {
   std::string tenant;
   // Values of the version-route headers the request carried (lower-case names).
   std::map<std::string, std::string> headers;
+  // A chat request's {messages, add_generation_prompt, ...}: on a model with a chat template the
+  // prompt is its rendering (gateway/chat_prompt.h); without one, `prompt` (the fallback).
+  std::optional<nlohmann::ordered_json> chat;
 };
 
 using EventSink = std::function<void(const engine::StreamEvent&)>;

@@ -260,7 +260,47 @@ std::optional<ApiError> ParseCompletionPrompt(const json& body, TextRequest* r) 
   return std::nullopt;
 }
 
-std::optional<ApiError> ParseChatMessages(const json& body, TextRequest* r) {
+// What a model's chat template renders (docs/reference/api.md#chat-templates): the messages as
+// sent, in the order their keys were sent (tojson prints them so), a list of text parts joined into
+// one string; add_generation_prompt (true unless the body says otherwise) and the
+// chat_template_kwargs extension (e.g. enable_thinking), as vLLM takes them.
+std::optional<ApiError> ParseChatVariables(const std::string& raw_body, TextRequest* r) {
+  using ordered = nlohmann::ordered_json;
+  ordered body;
+  try {
+    body = ordered::parse(raw_body);
+  } catch (const ordered::exception& e) {  // parsed once already: not expected
+    return ApiError{400, StrCat("request body: invalid JSON: ", e.what()), ""};
+  }
+  ordered chat = ordered::object();
+  auto kwargs = body.find("chat_template_kwargs");
+  if (kwargs != body.end() && !kwargs->is_null()) {
+    if (!kwargs->is_object()) {
+      return ApiError{400, "chat_template_kwargs: expected an object", "chat_template_kwargs"};
+    }
+    for (const auto& [key, value] : kwargs->items()) chat[key] = value;
+  }
+  auto generation = body.find("add_generation_prompt");
+  if (generation != body.end() && !generation->is_null() && !generation->is_boolean()) {
+    return ApiError{400, "add_generation_prompt: expected a boolean", "add_generation_prompt"};
+  }
+  chat["add_generation_prompt"] =
+      generation == body.end() || generation->is_null() || generation->get<bool>();
+  ordered messages = body["messages"];
+  for (ordered& m : messages) {
+    auto content = m.find("content");
+    if (content == m.end() || !content->is_array()) continue;
+    std::string text;
+    for (const ordered& part : *content) text += part["text"].get<std::string>();
+    *content = std::move(text);
+  }
+  chat["messages"] = std::move(messages);
+  r->chat = std::move(chat);
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseChatMessages(const json& body, const std::string& raw_body,
+                                          TextRequest* r) {
   auto it = body.find("messages");
   if (it == body.end() || !it->is_array() || it->empty()) {
     return ApiError{400, "messages: expected a non-empty list of {role, content}", "messages"};
@@ -311,7 +351,7 @@ std::optional<ApiError> ParseChatMessages(const json& body, TextRequest* r) {
     return ApiError{400, "messages: every message's content is empty", "messages"};
   }
   r->prompt = std::move(prompt);
-  return std::nullopt;
+  return ParseChatVariables(raw_body, r);
 }
 
 // One response in progress: collects text for a whole response or writes SSE chunks.
@@ -442,7 +482,8 @@ void HandleGenerate(Frontend& frontend, bool chat, net::HttpRequest req,
   std::optional<ApiError> error =
       ParseCommon(body, &request, &exchange->stream, &exchange->include_usage);
   if (!error)
-    error = chat ? ParseChatMessages(body, &request) : ParseCompletionPrompt(body, &request);
+    error =
+        chat ? ParseChatMessages(body, req.body, &request) : ParseCompletionPrompt(body, &request);
   if (error) {
     responder->Respond(net::JsonError(error->status, error->message, error->param));
     return;

@@ -527,16 +527,15 @@ void RemoteBackend::OnModels(const std::string& node_id,
       absl::MutexLock lock(&mu_);
       if (models_.count(key) != 0) continue;
     }
-    auto tokenizer = engine::Tokenizer::FromJson(d.tokenizer_json(), StrCat(node_id, ":", key));
-    if (!tokenizer.ok()) {
+    auto detok = engine::DetokenizerFromJson(d.tokenizer_json(), d.tokenizer_config_json(),
+                                             StrCat(node_id, ":", key));
+    if (!detok.ok()) {
       EXA_LOG_WARN("gateway", "model tokenizer refused",
-                   {{"node", node_id}, {"model", key}, {"error", tokenizer.status().ToString()}});
+                   {{"node", node_id}, {"model", key}, {"error", detok.status().ToString()}});
       continue;
     }
-    auto detok = std::make_shared<const engine::TokenizerDetokenizer>(
-        std::shared_ptr<const engine::Tokenizer>(*std::move(tokenizer)));
     absl::MutexLock lock(&mu_);
-    models_.emplace(key, ModelView{d.name(), d.version(), std::move(detok), d.max_context()});
+    models_.emplace(key, ModelView{d.name(), d.version(), *std::move(detok), d.max_context()});
   }
 }
 

@@ -10,6 +10,7 @@
 #include "common/strings.h"
 #include "engine/rpc/generate_stream.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer_detokenizer.h"
 #include "net/grpc_status.h"
 
 namespace exa::node {
@@ -525,6 +526,10 @@ absl::StatusOr<exaserve::v1::DescribeModelsResponse> DescribeModels(const std::s
     d->set_version(m->version);
     d->set_max_context(m->info.max_context);
     d->set_tokenizer_json(*std::move(text));
+    // The chat template the replica loaded (and so parsed); gateways render chat prompts with it.
+    auto config = engine::ReadTokenizerConfig(m->dir);
+    if (!config.ok()) return absl::InternalError(config.status().message());
+    d->set_tokenizer_config_json(*std::move(config));
   }
   return response;
 }

@@ -17,14 +17,15 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/time/time.h"
+#include "chat_template/render_lines.h"
 #include "cluster/label_rule.h"
 #include "common/chars.h"
 #include "common/check.h"
+#include "common/file_util.h"
 #include "common/host_port.h"
 #include "common/malloc_tuning.h"
 #include "common/strings.h"
 #include "common/units.h"
-#include "engine/tokenizer/tokenize_lines.h"
 #include "exaserve/v1/admin.grpc.pb.h"
 #include "exaserve/v1/inference.grpc.pb.h"
 #include "exaserve/v1/node.grpc.pb.h"
@@ -39,6 +40,7 @@
 #include "tools/cluster_commands.h"
 #include "tools/model_commands.h"
 #include "tools/scheduler_commands.h"
+#include "tools/text_commands.h"
 
 namespace {
 
@@ -735,15 +737,6 @@ int RunGenerate(const GlobalOptions& g, const GenerateOptions& o) {
   return 0;
 }
 
-// One JSON string per stdin line -> one JSON array of ids per line (or back with --decode).
-int RunTokenize(const std::string& tokenizer_path, bool decode) {
-  auto tokenizer = exa::engine::Tokenizer::FromFile(tokenizer_path);
-  if (!tokenizer.ok()) return Usage(std::string(tokenizer.status().message()));
-  absl::Status s = exa::engine::TokenizeLines(**tokenizer, std::cin, std::cout, {.decode = decode});
-  if (!s.ok()) return Usage(std::string(s.message()));
-  return 0;
-}
-
 // `certs init`: everything `exaserved --secure` needs, in one directory.
 int RunCertsInit(exa::net::CertsInitOptions options, const std::string& nodes) {
   for (size_t start = 0; start <= nodes.size();) {
@@ -794,8 +787,7 @@ struct CliFlags {
   exa::net::CertsInitOptions certs;
   std::string certs_nodes;
   GenerateOptions generate;
-  std::string tokenizer_path;
-  bool decode = false;
+  exa::tools::TextCommands text;
   std::string key;
   bool replicas_local = false;
   LabelOptions label;
@@ -947,12 +939,8 @@ std::vector<Command> LocalCommands() {
        }},
       {"generate", "generate text through a gateway (streams)", GenerateFlags,
        [](CliFlags& f) -> std::optional<int> { return RunGenerate(f.g, f.generate); }},
-      {"tokenize", "stdin lines of JSON strings -> JSON id arrays, with a model's tokenizer.json",
-       [](CLI::App& cmd, CliFlags& f) {
-         cmd.add_option("--tokenizer", f.tokenizer_path, "tokenizer.json")->required();
-         cmd.add_flag("--decode", f.decode, "id arrays in, strings out");
-       },
-       [](CliFlags& f) -> std::optional<int> { return RunTokenize(f.tokenizer_path, f.decode); }},
+      {"", "", [](CLI::App& app, CliFlags& f) { exa::tools::AddTextCommands(app, &f.text); },
+       [](CliFlags& f) { return exa::tools::RunTextCommands(f.text); }},
       Simple("members", "the membership view of the node at --addr",
              [](CliFlags& f) { return RunMembers(f.g); }),
       Simple("gossip keygen", "print a new random base64 AES-256 key",

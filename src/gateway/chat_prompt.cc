@@ -1,0 +1,33 @@
+#include "gateway/chat_prompt.h"
+
+#include <string>
+#include <utility>
+
+#include "common/strings.h"
+
+namespace exa::gateway {
+
+absl::StatusOr<std::vector<int32_t>> PromptTokens(TextRequest& r, const ModelView& model,
+                                                  size_t max_prompt_bytes) {
+  if (!r.prompt_tokens.empty()) return std::move(r.prompt_tokens);
+  const engine::Tokenizer& tokenizer = model.tokenizer->tokenizer();
+  const chat_template::ChatTemplate* chat_template = model.tokenizer->chat_template();
+  if (!r.chat || chat_template == nullptr) return tokenizer.Encode(r.prompt, true);
+  chat_template::RenderLimits limits;
+  // Framing on top of a prompt already bounded by max_prompt_bytes: the slack only keeps a
+  // runaway template from building strings without bound; the rendering is checked below.
+  limits.max_output_bytes = max_prompt_bytes + (1 << 20);
+  absl::StatusOr<std::string> rendered = chat_template->Render(*r.chat, limits);
+  if (!rendered.ok()) {
+    return FieldError("messages",
+                      StrCat("the model's chat template: ", ToStd(rendered.status().message())));
+  }
+  if (rendered->size() > max_prompt_bytes) {
+    return FieldError("messages", StrCat("the chat template renders ", rendered->size(),
+                                         " bytes, larger than gateway.max_prompt_bytes (",
+                                         max_prompt_bytes, ")"));
+  }
+  return tokenizer.Encode(*rendered, /*add_special_tokens=*/false);
+}
+
+}  // namespace exa::gateway

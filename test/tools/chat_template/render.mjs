@@ -1,0 +1,29 @@
+// The oracle of the chat-template conformance test (test/integration/chat_template_test.sh):
+// renders each stdin line {messages, add_generation_prompt, tools, ...} with the chat_template of
+// the tokenizer_config.json given, through @huggingface/jinja as transformers.js does, and prints
+// the rendering as a JSON string line, or {"error": MESSAGE} when the render throws.
+import { readFileSync } from "node:fs";
+import { createInterface } from "node:readline";
+import { Template } from "@huggingface/jinja";
+
+const config = JSON.parse(readFileSync(process.argv[2], "utf8"));
+let source = config.chat_template;
+if (Array.isArray(source)) source = source.find((t) => t.name === "default").template;
+const template = new Template(source);
+// transformers.js passes the special tokens as strings (an AddedToken's content) or null.
+const token = (t) => (t === undefined || t === null ? null : typeof t === "string" ? t : t.content);
+
+const out = [];
+for await (const line of createInterface({ input: process.stdin, crlfDelay: Infinity })) {
+  if (line === "") continue;
+  const request = JSON.parse(line);
+  const variables = { messages: [], tools: null, add_generation_prompt: false, ...request };
+  variables.bos_token = token(config.bos_token);
+  variables.eos_token = token(config.eos_token);
+  try {
+    out.push(JSON.stringify(template.render(variables)));
+  } catch (e) {
+    out.push(JSON.stringify({ error: String(e.message ?? e) }));
+  }
+}
+process.stdout.write(out.map((l) => l + "\n").join(""));
