@@ -158,7 +158,7 @@ class Call {
   // Between a retry or resume and its attempt's first token: counted in the gateway's budget.
   bool reattempting_ ABSL_GUARDED_BY(stream_mu_) = false;
   absl::Time broken_at_ ABSL_GUARDED_BY(stream_mu_);  // the client's last token before a resume
-  // A resume waiting for a ready replica until then (the stream is paused, not failed).
+  // A retry or resume waiting for a ready replica or the budget until then (paused, not failed).
   std::optional<absl::Time> resume_by_ ABSL_GUARDED_BY(stream_mu_);
   std::string resume_cause_ ABSL_GUARDED_BY(stream_mu_);
   absl::Status break_status_ ABSL_GUARDED_BY(stream_mu_);  // why the stream broke
@@ -201,8 +201,9 @@ class Frontend {
   const GatewayOptions& options() const { return options_; }
 
   // Finds the streams that broke without an error — stalled, or on a replica whose node is
-  // suspected, dead, or ejected — and resumes them elsewhere; retries resumes waiting for a
-  // replica, and fails those past gateway.resume_deadline. The daemon calls it every 100 ms.
+  // suspected (or that fails its health checks) or that is ejected — and moves them elsewhere;
+  // tries again those waiting for a replica or the budget, and fails them past
+  // gateway.resume_deadline. The daemon calls it every 100 ms.
   void CheckStreams(absl::Time now);
 
  private:
@@ -222,8 +223,9 @@ class Frontend {
   absl::StatusOr<std::string> Route(router::RouteRequest route,
                                     const engine::GenerateRequest& request);
   // `call`'s attempt ended or was abandoned for `cause`: another attempt on another replica (a
-  // retry before the first token, a resume after it). kSent: it runs; kWaiting: a resume waits
-  // for a replica (CheckStreams tries again); kRefused: a bound is reached, the call must fail.
+  // retry before the first token, a resume after it). kSent: it runs; kWaiting: it waits for a
+  // replica or the budget (CheckStreams tries again); kRefused: a bound is reached (the reason
+  // in call->refusal_) — the call fails, unless its replica merely looked bad and keeps it.
   // `abandon`: the old attempt may still be running (stalled, suspected): it is cancelled.
   enum class Reattempt { kSent, kWaiting, kRefused };
   Reattempt Replace(const std::shared_ptr<Call>& call, std::string_view cause, bool abandon,
