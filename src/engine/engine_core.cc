@@ -57,11 +57,11 @@ absl::Status EngineCore::Validate(const GenerateRequest& r) const {
     return absl::InvalidArgumentError(StrCat("max_tokens ", r.max_tokens, " must be at least 1"));
   }
   if (r.resumed_tokens < 0 || r.resumed_tokens >= static_cast<int64_t>(r.prompt_tokens.size()) ||
-      r.resumed_tokens >= r.max_tokens) {
+      r.resumed_tokens > r.max_tokens) {
     return absl::InvalidArgumentError(
         StrCat("resumed_tokens ", r.resumed_tokens, " must be in [0, ",
-               std::min<int64_t>(static_cast<int64_t>(r.prompt_tokens.size()), r.max_tokens),
-               "): fewer than the tokens sent and than max_tokens"));
+               std::min<int64_t>(static_cast<int64_t>(r.prompt_tokens.size()) - 1, r.max_tokens),
+               "]: fewer than the tokens sent, and at most max_tokens"));
   }
   // A resumed request's own earlier output counts against max_tokens, not the prompt.
   const int64_t prompt = static_cast<int64_t>(r.prompt_tokens.size()) - r.resumed_tokens;
@@ -108,11 +108,34 @@ void EngineCore::Admit(std::unique_ptr<Sequence> seq) {
   }
   // Probes, and resumed requests: a client is mid-stream on those, as on a preempted sequence,
   // which also goes back ahead of the waiting ones.
+  const RequestId id = seq->id;
+  const FinishReason ended =
+      seq->request.resumed_tokens > 0 ? EndedBeforeResume(*seq) : FinishReason::kNone;
   if (seq->request.priority || seq->request.resumed_tokens > 0) {
     scheduler_.EnqueueFront(std::move(seq));  // ahead of every waiting request
   } else {
     scheduler_.Enqueue(std::move(seq));
   }
+  // Its first replica failed between its last token and the end of the stream: it ends here as
+  // it would have ended there, rather than run past its end.
+  if (ended != FinishReason::kNone) Finish(id, ended, absl::OkStatus());
+}
+
+bool EngineCore::IsStopToken(const GenerateRequest& r, int32_t token) const {
+  const bool eos =
+      !r.ignore_eos && std::find(info_.eos_token_ids.begin(), info_.eos_token_ids.end(), token) !=
+                           info_.eos_token_ids.end();
+  return eos || std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), token) !=
+                    r.stop_token_ids.end();
+}
+
+FinishReason EngineCore::EndedBeforeResume(const Sequence& seq) const {
+  if (IsStopToken(seq.request, seq.tokens.back())) return FinishReason::kStop;
+  if (seq.generated() >= seq.request.max_tokens ||
+      static_cast<int32_t>(seq.tokens.size()) >= info_.max_context) {
+    return FinishReason::kLength;
+  }
+  return FinishReason::kNone;
 }
 
 void EngineCore::Cancel(RequestId id) {
@@ -171,11 +194,7 @@ FinishReason EngineCore::Accept(Sequence& seq, const SampledToken& sampled, absl
   seq.last_token_time = now;
   const GenerateRequest& r = seq.request;
   FinishReason reason = FinishReason::kNone;
-  const bool eos =
-      !r.ignore_eos && std::find(info_.eos_token_ids.begin(), info_.eos_token_ids.end(),
-                                 sampled.token) != info_.eos_token_ids.end();
-  if (eos || std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), sampled.token) !=
-                 r.stop_token_ids.end()) {
+  if (IsStopToken(r, sampled.token)) {
     reason = FinishReason::kStop;
   } else if (seq.generated() >= r.max_tokens ||
              static_cast<int32_t>(seq.tokens.size()) >= info_.max_context) {

@@ -63,6 +63,10 @@ class EngineCore {
   void Complete(const std::vector<ScheduledChunk>& chunks, bool sampled_on_device);
   // Appends a sampled token to `seq` and streams it; returns the finish reason, if any.
   FinishReason Accept(Sequence& seq, const SampledToken& sampled, absl::Time now);
+  // An end-of-sequence token (unless ignored) or one of the request's stop tokens.
+  bool IsStopToken(const GenerateRequest& r, int32_t token) const;
+  // How a resumed request's earlier output had already ended, or kNone (engine/request.h).
+  FinishReason EndedBeforeResume(const Sequence& seq) const;
   void Finish(RequestId id, FinishReason reason, absl::Status status);
 
   const EngineOptions options_;

@@ -165,6 +165,26 @@ TEST_CASE("a character split by the resume point is sent once", "[engine][failov
   }
 }
 
+TEST_CASE("a continuation whose output had already ended ends at once", "[engine][failover]") {
+  // The first replica sent the last token and died before the end of the stream.
+  auto detok = std::make_shared<AngleDetokenizer>();
+  GenerateRequest r;
+  r.prompt_tokens = {20, 21, 22};
+  r.max_tokens = 5;
+  r.ignore_eos = true;
+  const Recorded full = Run(SimOptions(), detok, r);
+  REQUIRE(full.tokens.size() == 5);
+  const Recorded at_length = Run(SimOptions(), detok, Continuation(r, full, 5));
+  CHECK(at_length.tokens.empty());
+  CHECK(at_length.last.finish_reason == FinishReason::kLength);
+  CHECK(at_length.last.completion_tokens == 5);
+  GenerateRequest stop = r;
+  stop.stop_token_ids = {full.tokens[2]};
+  const Recorded at_stop = Run(SimOptions(), detok, Continuation(stop, full, 3));
+  CHECK(at_stop.tokens.empty());
+  CHECK(at_stop.last.finish_reason == FinishReason::kStop);
+}
+
 TEST_CASE("a continuation that does not add up is refused", "[engine][failover]") {
   auto engine = CreateEngine(SimOptions());
   REQUIRE(engine.ok());
@@ -173,8 +193,9 @@ TEST_CASE("a continuation that does not add up is refused", "[engine][failover]"
   r.prompt_tokens = {20, 21, 22};
   r.max_tokens = 4;
   r.callback = c.Callback(0);
-  for (int32_t resumed : {-1, 3, 4}) {
+  for (int32_t resumed : {-1, 3, 4, 5}) {
     GenerateRequest bad = r;
+    if (resumed == 5) bad.prompt_tokens = {20, 21, 22, 23, 24, 25};  // 5 > max_tokens 4
     bad.resumed_tokens = resumed;
     auto refused = (*engine)->Submit(bad);
     CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
