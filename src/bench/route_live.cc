@@ -205,22 +205,17 @@ class StreamCall final : public grpc::ClientReadReactor<GenerateResponse> {
   CallResult result_;
 };
 
-exaserve::v1::GenerateRequest ToProto(const std::vector<int32_t>& prompt, int32_t max_tokens) {
+// A greedy request; with a `seed`, sampled (temperature 0.8) with that seed, so two runs of the
+// same workload ask for the same tokens.
+exaserve::v1::GenerateRequest ToProto(const std::vector<int32_t>& prompt, int32_t max_tokens,
+                                      std::optional<uint64_t> seed = std::nullopt) {
   exaserve::v1::GenerateRequest r;
   r.mutable_prompt_tokens()->mutable_ids()->Add(prompt.begin(), prompt.end());
   r.set_max_tokens(max_tokens);
   r.mutable_sampling()->set_top_p(1.0f);
-  return r;
-}
-
-// Request `index` of a run: greedy when even, sampled with seed `index` when odd, so two runs of
-// the same workload ask for the same tokens.
-exaserve::v1::GenerateRequest ToProto(const std::vector<int32_t>& prompt, int32_t max_tokens,
-                                      int64_t index) {
-  exaserve::v1::GenerateRequest r = ToProto(prompt, max_tokens);
-  if (index % 2 == 1) {
+  if (seed) {
     r.mutable_sampling()->set_temperature(0.8f);
-    r.mutable_sampling()->set_seed(static_cast<uint64_t>(index));
+    r.mutable_sampling()->set_seed(*seed);
   }
   return r;
 }
@@ -370,9 +365,11 @@ LiveRun DriveWorkload(const RouteLiveOptions& o, const Trace* trace,
       [&](int64_t i) {
         const WorkItem item = workload.Next();
         auto* call = new StreamCall(recorder, timeout, true, i, keep_ids);
-        call->StartGateway(
-            *stub, keep_ids ? ToProto(Workload::PromptTokens(item, 32000), item.max_tokens, i)
-                            : ToProto(Workload::PromptTokens(item, 32000), item.max_tokens));
+        // Kept runs sample their odd requests, seeded by their number.
+        std::optional<uint64_t> seed;
+        if (keep_ids && i % 2 == 1) seed = static_cast<uint64_t>(i);
+        call->StartGateway(*stub,
+                           ToProto(Workload::PromptTokens(item, 32000), item.max_tokens, seed));
       },
       at_elapsed);
   LiveRun run;

@@ -14,7 +14,9 @@
 namespace exa::engine {
 namespace {
 
+using testing::AngleDetokenizer;
 using testing::Collector;
+using testing::SimOptions;
 
 std::string Message(const absl::Status& s) { return std::string(ToStd(s.message())); }
 
@@ -286,27 +288,6 @@ TEST_CASE("the same seed gives the same sampled output, batched or not", "[engin
   CHECK(c.Get(2).tokens == c.Get(0).tokens);
   CHECK(c.Get(3).tokens != c.Get(0).tokens);
   for (float lp : c.Get(0).logprobs) CHECK(lp <= 0.0f);
-}
-
-// A detokenizer for the sim: token t decodes to "<t>".
-class AngleDetokenizer final : public Detokenizer {
-  class Stream final : public TextStream {
-   public:
-    std::string Push(int32_t token) override { return StrCat("<", token, ">"); }
-  };
-
- public:
-  std::unique_ptr<TextStream> NewStream() const override { return std::make_unique<Stream>(); }
-};
-
-EngineOptions SimOptions() {
-  EngineOptions o;
-  o.backend = "sim";
-  o.sim.decode_base_ms = 0.5;
-  o.sim.prefill_per_token_us = 1;
-  o.sim.vocab_size = 1000;
-  o.kv_cache_bytes = int64_t{1} << 30;
-  return o;
 }
 
 TEST_CASE("a request larger than the whole KV cache is a client error, naming both numbers",

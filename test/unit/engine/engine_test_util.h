@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "common/strings.h"
+#include "engine/detokenizer.h"
 #include "engine/engine.h"
 
 namespace exa::engine::testing {
@@ -61,6 +63,28 @@ class Collector {
   absl::Mutex mu_;
   std::map<int, Result> results_ ABSL_GUARDED_BY(mu_);
   int finished_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// The sim backend, fast: 0.5 ms a decode step, a 1000-token vocabulary, room for everything.
+inline EngineOptions SimOptions() {
+  EngineOptions o;
+  o.backend = "sim";
+  o.sim.decode_base_ms = 0.5;
+  o.sim.prefill_per_token_us = 1;
+  o.sim.vocab_size = 1000;
+  o.kv_cache_bytes = int64_t{1} << 30;
+  return o;
+}
+
+// A detokenizer for the sim: token t decodes to "<t>".
+class AngleDetokenizer final : public Detokenizer {
+  class Stream final : public TextStream {
+   public:
+    std::string Push(int32_t token) override { return StrCat("<", token, ">"); }
+  };
+
+ public:
+  std::unique_ptr<TextStream> NewStream() const override { return std::make_unique<Stream>(); }
 };
 
 // Polls `cond` until true or the deadline passes.

@@ -12,7 +12,9 @@
 namespace exa::engine {
 namespace {
 
+using testing::AngleDetokenizer;
 using testing::Collector;
+using testing::SimOptions;
 
 // Every event of one request: tokens, and the text the client had after each token.
 struct Recorded {
@@ -58,27 +60,6 @@ GenerateRequest Continuation(GenerateRequest request, const Recorded& full, size
   request.resumed_text_bytes = k == 0 ? 0 : full.text_after[k - 1];
   return request;
 }
-
-EngineOptions SimOptions() {
-  EngineOptions o;
-  o.backend = "sim";
-  o.sim.decode_base_ms = 0.2;
-  o.sim.prefill_per_token_us = 1;
-  o.sim.vocab_size = 1000;
-  o.kv_cache_bytes = int64_t{1} << 30;
-  return o;
-}
-
-// The sim's tokens as "<id>".
-class AngleDetokenizer final : public Detokenizer {
-  class Stream final : public TextStream {
-   public:
-    std::string Push(int32_t token) override { return StrCat("<", token, ">"); }
-  };
-
- public:
-  std::unique_ptr<TextStream> NewStream() const override { return std::make_unique<Stream>(); }
-};
 
 // Each token is one byte of "€" (three bytes) in turn, whatever its id; like the tokenizer's
 // stream decoder, a stream holds an incomplete character back until it is whole.
