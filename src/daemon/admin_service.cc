@@ -6,7 +6,6 @@
 #include "common/logging.h"
 #include "common/strings.h"
 #include "daemon/observer_role.h"
-#include "gateway/inference_service.h"
 #include "membership/agent/keyring.h"
 #include "net/grpc_status.h"
 
@@ -41,7 +40,7 @@ grpc::ServerUnaryReactor* AdminService::GossipKey(grpc::CallbackServerContext* c
                                                   const pb::GossipKeyRequest* request,
                                                   pb::GossipKeyResponse* response) {
   if (request->op() != pb::GossipKeyRequest::OP_LIST) {
-    grpc::Status s = parts_.authorize(gateway::AuthorizationMetadata(context));
+    grpc::Status s = parts_.authorize(*context, "Admin.GossipKey");
     if (!s.ok()) return Done(context, s);
   }
   return Done(context, ChangeGossipKey(*request, response));
@@ -50,7 +49,7 @@ grpc::ServerUnaryReactor* AdminService::GossipKey(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* AdminService::LabelReplicas(grpc::CallbackServerContext* context,
                                                       const pb::LabelReplicasRequest* request,
                                                       pb::LabelReplicasResponse* response) {
-  grpc::Status s = parts_.authorize(gateway::AuthorizationMetadata(context));
+  grpc::Status s = parts_.authorize(*context, "Admin.LabelReplicas");
   if (!s.ok()) return Done(context, s);
   return Done(context, Relabel(*request, response));
 }
@@ -59,7 +58,7 @@ grpc::ServerUnaryReactor* AdminService::Routes(grpc::CallbackServerContext* cont
                                                const pb::RoutesRequest* request,
                                                pb::RoutesResponse* response) {
   if (request->op() != pb::RoutesRequest::OP_LIST) {
-    grpc::Status s = parts_.authorize(gateway::AuthorizationMetadata(context));
+    grpc::Status s = parts_.authorize(*context, "Admin.Routes");
     if (!s.ok()) return Done(context, s);
   }
   return Done(context, ChangeRoutes(*request, response));
@@ -68,7 +67,7 @@ grpc::ServerUnaryReactor* AdminService::Routes(grpc::CallbackServerContext* cont
 grpc::ServerUnaryReactor* AdminService::BurnIn(grpc::CallbackServerContext* context,
                                                const pb::BurnInRequest*,
                                                pb::BurnInResponse* response) {
-  grpc::Status s = parts_.authorize(gateway::AuthorizationMetadata(context));
+  grpc::Status s = parts_.authorize(*context, "Admin.BurnIn");
   if (!s.ok()) return Done(context, s);
   return Done(context, RunBurnIn(response));
 }

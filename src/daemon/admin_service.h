@@ -24,6 +24,7 @@
 #include "exaserve/v1/admin.grpc.pb.h"
 #include "gateway/version_routes.h"
 #include "membership/agent/gossip_agent.h"
+#include "net/admin_auth.h"
 #include "net/grpc_server.h"
 #include "net/http_server.h"
 #include "node/replica_host.h"
@@ -56,8 +57,8 @@ struct AdminParts {
   std::function<std::optional<std::vector<std::string>>(const std::string& id)> elected_roles;
   // The scheduler whose spec store holds the version routes; empty when the cluster has none.
   std::function<std::string()> route_scheduler;
-  // Checks the caller's `authorization` metadata for operations that change the node.
-  std::function<grpc::Status(std::string_view authorization)> authorize;
+  // Asked before every operation that changes the node (docs/security.md#admin-rpcs).
+  net::AdminAuthorizer authorize;
 };
 
 class AdminService final : public exaserve::v1::Admin::CallbackService {

@@ -38,14 +38,6 @@ const char* Version() { return EXASERVE_VERSION; }
 
 namespace {
 
-// The state as Admin.Status reports it. A stopped daemon answers no calls, so kStopped is never
-// asked for; it reads "starting", as it always has.
-std::string StateName(Daemon::State state) {
-  return state == Daemon::State::kReady      ? "ready"
-         : state == Daemon::State::kDraining ? "draining"
-                                             : "starting";
-}
-
 // Runs `tick` every `period` on `timer` (the first after one period) until the timer is
 // cancelled; a tick never overlaps the next.
 void Every(asio::steady_timer& timer, absl::Duration period, std::function<void()> tick) {
@@ -95,81 +87,8 @@ Daemon::~Daemon() {
   JoinSchedulerSwitch();
   if (https_) https_->CloseAll();
   if (http_) http_->CloseAll();
+  if (metrics_http_) metrics_http_->CloseAll();
   io_.Stop();
-}
-
-// The HTTP server(s): probes, scrapes and the admin pages, and the OpenAI API when this node is a
-// gateway.
-absl::Status Daemon::StartHttp() {
-  // With a certificate, the OpenAI API is served over HTTPS on its own port, and the plain HTTP
-  // port keeps the open, read-only endpoints (probes, scrapes) only.
-  net::HttpServerOptions plain = options_.http;
-  plain.tls_cert_file.clear();
-  plain.tls_key_file.clear();
-  http_ = std::make_unique<net::HttpServer>(io_, plain);
-  AddHttpRoutes(*http_);
-  if (net::HttpsConfigured(options_.http)) {
-    net::HttpServerOptions tls = options_.http;
-    tls.port = options_.network.https_port;
-    https_ = std::make_unique<net::HttpServer>(io_, tls);
-    AddHttpRoutes(*https_);
-  }
-  if (frontend_) gateway::AddOpenAiRoutes(https_ ? *https_ : *http_, *frontend_);
-  if (frontend_ && https_) {
-    // A client still on plain HTTP gets told where the API went, not a bare 404.
-    for (const auto& [method, path] :
-         {std::pair<const char*, const char*>{"POST", "/v1/completions"},
-          {"POST", "/v1/chat/completions"},
-          {"GET", "/v1/models"}}) {
-      http_->AddRoute(method, path, [this](const net::HttpRequest&) {
-        net::HttpResponse r = net::JsonError(
-            426,
-            StrCat("this node serves the OpenAI API over HTTPS only, on port ", https_->port()));
-        r.headers.emplace_back("Upgrade", "TLS/1.2, HTTP/1.1");
-        return r;
-      });
-    }
-  }
-  if (absl::Status s = http_->Start(); !s.ok()) {
-    return absl::UnavailableError(
-        StrCat(ToStd(s.message()), " (HTTP; set another with --http-port)"));
-  }
-  if (https_) {
-    if (absl::Status s = https_->Start(); !s.ok()) {
-      if (absl::IsInvalidArgument(s)) return s;  // the certificate or key
-      return absl::UnavailableError(
-          StrCat(ToStd(s.message()), " (HTTPS; set another with --https-port)"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// The Admin service over the parts the daemon owns (daemon/admin_service.h).
-absl::Status Daemon::MakeAdminService() {
-  if (!options_.admin.token_file.empty()) {
-    EXA_ASSIGN_OR_RETURN(admin_tokens_,
-                         gateway::ApiKeys::Load(options_.admin.token_file, "admin token"));
-  }
-  admin_ = std::make_unique<AdminService>(AdminParts{
-      .options = options_,
-      .node_id = node_id_,
-      .start_time = start_time_,
-      .version = Version(),
-      .grpc = grpc_,
-      .http = http_,
-      .gossip = gossip_,
-      .replicas = replicas_,
-      .routes = routes_,
-      .observer = observer_,
-      .burn_in_mu = burn_in_mu_,
-      .gpus = gpus_,
-      .state = [this] { return StateName(state_); },
-      .roles = [this] { return CurrentRoles(); },
-      .elected_roles = [this](const std::string& id) { return ElectedRoles(id); },
-      .route_scheduler = [this] { return RouteScheduler(); },
-      .authorize = [this](std::string_view a) { return AuthorizeAdmin(a); },
-  });
-  return absl::OkStatus();
 }
 
 absl::Status Daemon::Start() {
@@ -194,9 +113,9 @@ absl::Status Daemon::Start() {
       {"role"});
   for (const std::string& r : roles_) roles_metric.WithLabels({r}).Set(1);
 
+  EXA_RETURN_IF_ERROR(MakeAdminService());
   EXA_RETURN_IF_ERROR(StartServing());
   EXA_RETURN_IF_ERROR(StartHttp());
-  EXA_RETURN_IF_ERROR(MakeAdminService());
   grpc_ = std::make_unique<net::GrpcServer>(options_.grpc);
   grpc_->RegisterService(admin_.get());
   if (inference_service_) grpc_->RegisterService(inference_service_.get());
@@ -261,18 +180,6 @@ absl::Status Daemon::Start() {
   return absl::OkStatus();
 }
 
-// One check of the caller's admin token for every service that changes state (Admin, Node,
-// Scheduler): UNAUTHENTICATED naming why; open when no token file is configured.
-grpc::Status Daemon::AuthorizeAdmin(std::string_view authorization) const {
-  if (!admin_tokens_) return grpc::Status::OK;
-  auto who = admin_tokens_->Check(authorization);
-  if (!who.ok()) {
-    return grpc::Status(grpc::UNAUTHENTICATED, std::string(who.status().message()));
-  }
-  EXA_LOG_INFO("admin", "authorized", {{"token", *who}});
-  return grpc::Status::OK;
-}
-
 // The scheduler role (scheduler/scheduler_service.h): the spec store under the data dir, the
 // Scheduler API and the control loop. Schedulers are the members pinned to the role or elected
 // to it (RunsScheduler).
@@ -294,6 +201,8 @@ absl::Status Daemon::OpenScheduler() {
           StrCat("scheduler.node_token_file: cannot read a token from ",
                  options_.scheduler.node_token_file));
     }
+  } else {
+    o.node_token = own_admin_token_;  // a lone node, or nodes that share it (docs/security.md)
   }
   scheduler::SchedulerEnv env;
   env.registry = &registry_;
@@ -306,7 +215,9 @@ absl::Status Daemon::OpenScheduler() {
   };
   env.members = [this] { return gossip_ ? gossip_->Members() : std::vector<membership::Member>{}; };
   env.is_scheduler = [this](const membership::Member& m) { return RunsScheduler(m); };
-  env.authorize = [this](std::string_view authorization) { return AuthorizeAdmin(authorization); };
+  env.authorize = [this](const grpc::ServerContextBase& c, std::string_view m) {
+    return AuthorizeAdmin(c, m);
+  };
   env.model_shape = [this](const std::string& model,
                            const std::string& version) -> absl::StatusOr<scheduler::ModelShape> {
     // config.json alone (not the weights): a scheduler node plans, it does not serve.
@@ -366,7 +277,9 @@ absl::Status Daemon::StartServing() {
           return {"unhealthy", it == replica_reason_.end() ? std::string() : it->second};
         },
         registry_,
-        [this](std::string_view authorization) { return AuthorizeAdmin(authorization); });
+        [this](const grpc::ServerContextBase& c, std::string_view m) {
+          return AuthorizeAdmin(c, m);
+        });
   }
   if (HasRole(roles_, "gateway")) EXA_RETURN_IF_ERROR(StartGateway());
   return absl::OkStatus();
@@ -677,24 +590,6 @@ absl::Status Daemon::StartGossip() {
   return absl::OkStatus();
 }
 
-void Daemon::AddHttpRoutes(net::HttpServer& http) {
-  http.AddRoute("GET", "/healthz", [](const net::HttpRequest&) {
-    return net::HttpResponse{200, "application/json", "{\"status\":\"ok\"}\n", {}};
-  });
-  http.AddRoute("GET", "/readyz", [this](const net::HttpRequest&) {
-    State s = state_;
-    if (s == State::kReady) {
-      return net::HttpResponse{200, "application/json", "{\"status\":\"ready\"}\n", {}};
-    }
-    std::string why = s == State::kDraining ? "draining" : "starting";
-    return net::HttpResponse{503, "application/json", StrCat("{\"status\":\"", why, "\"}\n"), {}};
-  });
-  http.AddRoute("GET", "/metrics", [this](const net::HttpRequest&) {
-    return net::HttpResponse{
-        200, "text/plain; version=0.0.4; charset=utf-8", registry_.Expose(), {}};
-  });
-}
-
 void Daemon::WatchSignals() {
   timers_->signals.async_wait([this](const boost::system::error_code& ec, int signal) {
     if (ec) return;
@@ -725,6 +620,7 @@ absl::Status Daemon::WriteEndpointsFile() {
                       {"pid", getpid()},
                       {"http_port", http_->port()},
                       {"https_port", https_ ? https_->port() : 0},
+                      {"metrics_port", metrics_http_ ? metrics_http_->port() : http_->port()},
                       {"grpc_port", grpc_->port()},
                       {"gossip_port", gossip_->port()},
                       {"advertise", options_.network.advertise}};
@@ -762,6 +658,7 @@ void Daemon::Drain() {
   if (node_service_) node_service_->Stop();
   http_->StopAccepting();
   if (https_) https_->StopAccepting();
+  if (metrics_http_) metrics_http_->StopAccepting();
   while (in_flight() > 0 && absl::Now() < deadline &&
          !drain_forced_.WaitForNotificationWithTimeout(absl::Milliseconds(20))) {
   }
@@ -782,6 +679,7 @@ void Daemon::Drain() {
   gossip_->Stop();
   http_->CloseAll();
   if (https_) https_->CloseAll();
+  if (metrics_http_) metrics_http_->CloseAll();
   timers_->signals.cancel();
   timers_->watchdog.cancel();
   timers_->load.cancel();

@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
 #include "cluster/stable_election.h"
+#include "daemon/admin_guard.h"
 #include "daemon/gpu_node.h"
 #include "daemon/node_identity.h"
 #include "daemon/options.h"
@@ -66,7 +67,10 @@ class Daemon {
 
  private:
   // The open, read-only endpoints: /healthz, /readyz, /metrics.
-  void AddHttpRoutes(net::HttpServer& http);
+  // /healthz and /readyz, and /metrics unless `metrics` is false (metrics.listen is set).
+  void AddHttpRoutes(net::HttpServer& http, bool metrics);
+  void AddMetricsRoute(net::HttpServer& http);
+  absl::Status StartMetricsHttp();
   void WatchSignals();
   void StartWatchdog();
   // Load reports every 100 ms and the election every second, each first at once.
@@ -74,11 +78,15 @@ class Daemon {
   absl::Status WriteEndpointsFile();
   absl::Status StartGossip();
   absl::Status StartHttp();
-  absl::Status MakeAdminService();
+  absl::Status MakeAdminService();  // the guard, then the Admin service (daemon_admin.cc)
   absl::Status StartServing();
   absl::Status StartGateway();  // the gateway role: router table, backends, frontend
   absl::Status OpenScheduler();
-  grpc::Status AuthorizeAdmin(std::string_view authorization) const;
+  // Who may call admin RPCs here (daemon/admin_guard.h): the token file, or the token this node
+  // made in its data dir; logs how the node is exposed.
+  absl::Status MakeAdminGuard();
+  grpc::Status AuthorizeAdmin(const grpc::ServerContextBase& context,
+                              std::string_view method) const;
   void PumpLoad();
   // A local replica may take traffic: the node is ready and the replica passes its checks.
   bool Routable(const std::string& replica_id) const;
@@ -123,7 +131,8 @@ class Daemon {
   metrics::Registry registry_;
   net::IoRunner io_;
   std::unique_ptr<net::HttpServer> http_;
-  std::unique_ptr<net::HttpServer> https_;  // the OpenAI API over TLS, when configured
+  std::unique_ptr<net::HttpServer> https_;         // the OpenAI API over TLS, when configured
+  std::unique_ptr<net::HttpServer> metrics_http_;  // /metrics alone, with metrics.listen
   std::unique_ptr<net::GrpcServer> grpc_;
   std::unique_ptr<membership::GossipAgent> gossip_;
   cluster::StableElection election_;  // owned by the io strand timer
@@ -166,7 +175,8 @@ class Daemon {
   std::string route_sync_target_;                      // on the io strand timer
   std::shared_ptr<grpc::Channel> route_sync_channel_;  // on the io strand timer
   std::unique_ptr<class ObserverRole> observer_;       // daemon/observer_role.h
-  std::unique_ptr<gateway::ApiKeys> admin_tokens_;
+  std::unique_ptr<AdminGuard> admin_guard_;
+  std::string own_admin_token_;  // <data_dir>/admin.token; empty with admin.token_file
   struct Timers;
   std::unique_ptr<Timers> timers_;
 };

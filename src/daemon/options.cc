@@ -86,33 +86,8 @@ std::string ValidateAdvertise(const std::string& v) {
   return hostname ? "" : StrCat("\"", v, "\": expected an IP address or a host name (no port)");
 }
 
-}  // namespace
-
-void RegisterConfig(config::Schema& s, DaemonOptions* o) {
-  s.Add<std::string>("node.id", &o->node.id,
-                     "stable node id; empty: generated once, kept in data_dir/node_id",
-                     [](const std::string& v) { return v.empty() ? "" : NodeIdError(v); });
-  s.Add<std::string>("node.rack", &o->node.rack, "rack this node is in (placement, storage peers)",
-                     ValidateRack);
-  s.Add<std::vector<std::string>>(
-      "node.roles", &o->node.roles,
-      "roles: inference, gateway, scheduler, storage, observer, or auto", ValidateRoles);
-  s.Add("node.data_dir", &o->node.data_dir,
-        "state directory; empty: /var/lib/exaserve as root, else ~/.local/state/exaserve");
-  s.Add("node.cache_dir", &o->node.cache_dir, "model weight cache; empty: <data_dir>/cache");
-  s.Add<std::string>("network.bind", &o->network.bind, "address every listener binds",
-                     ValidateBind);
-  s.Add<std::string>("network.advertise", &o->network.advertise,
-                     "address peers use to reach this node; empty: derived from bind",
-                     ValidateAdvertise);
-  s.Add("network.gossip_port", &o->network.gossip_port, "membership gossip port (UDP and TCP)");
-  s.Add("network.grpc_port", &o->network.grpc_port, "gRPC port (inference, admin, node APIs)");
-  s.Add("network.http_port", &o->network.http_port,
-        "HTTP port (OpenAI API, /metrics, /healthz, /readyz)");
-  s.Add("network.https_port", &o->network.https_port,
-        "HTTPS port of the OpenAI API, with http.tls_cert_file and http.tls_key_file set");
-  s.Add<std::vector<std::string>>("network.join", &o->network.join,
-                                  "host:port of cluster members to join through", ValidateJoin);
+// gossip.*: the membership protocol's timing, key and elections.
+void RegisterGossipConfig(config::Schema& s, DaemonOptions* o) {
   s.AddEnum("gossip.profile", &o->gossip.profile, {"lan", "wan"},
             "failure-detection timing: lan (memberlist LAN defaults) or wan");
   s.Add("gossip.key_file", &o->gossip.key_file,
@@ -128,17 +103,82 @@ void RegisterConfig(config::Schema& s, DaemonOptions* o) {
   s.Add<int>("gossip.nodes_per_observer", &o->gossip.nodes_per_observer,
              "elect one observer per this many live nodes, at most 2 (the same on every node)",
              [](const int& v) { return v >= 1 ? "" : StrCat(v, ": expected 1 or more"); });
+}
+
+// admin.* and security.*: who may change the node, and what the node refuses to start without.
+void RegisterSecurityConfig(config::Schema& s, DaemonOptions* o) {
+  s.Add("admin.token_file", &o->admin.token_file,
+        "SHA-256 hashes of admin tokens for RPCs that change a node or the cluster; empty: the "
+        "token in <data_dir>/admin.token, required off loopback");
+  s.Add<int>("admin.max_failures_per_minute", &o->admin.max_failures_per_minute,
+             "bad admin credentials a peer may send in a minute before it is refused unchecked "
+             "until the minute ends; 0: never",
+             [](const int& v) { return v >= 0 ? "" : StrCat(v, ": must not be negative"); });
+  s.Add("security.secure", &o->security.secure,
+        "refuse to start without mutual TLS, a gossip key and admin tokens (--secure)");
+  s.Add("security.insecure", &o->security.insecure,
+        "reachable from other hosts without a gossip key, admin RPCs open (--insecure; labs "
+        "only)");
+}
+
+// metrics.listen: empty, or an IP literal and a port ("[::1]:9464").
+std::string ValidateMetricsListen(const std::string& v) {
+  if (v.empty()) return "";
+  const size_t colon = v.rfind(':');
+  std::string host = colon == std::string::npos ? v : v.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  const std::string port = colon == std::string::npos ? "" : v.substr(colon + 1);
+  const bool port_ok = !port.empty() && port.size() <= 5 &&
+                       std::all_of(port.begin(), port.end(), ::isdigit) && std::stoi(port) <= 65535;
+  if (ValidateBind(host).empty() && port_ok) return "";
+  return StrCat("\"", v,
+                "\": expected IP:PORT, e.g. 127.0.0.1:9464 or [::1]:9464 (port 0 picks one)");
+}
+
+}  // namespace
+
+void RegisterConfig(config::Schema& s, DaemonOptions* o) {
+  s.Add<std::string>("node.id", &o->node.id,
+                     "stable node id; empty: generated once, kept in data_dir/node_id",
+                     [](const std::string& v) { return v.empty() ? "" : NodeIdError(v); });
+  s.Add<std::string>("node.rack", &o->node.rack, "rack this node is in (placement, storage peers)",
+                     ValidateRack);
+  s.Add<std::vector<std::string>>(
+      "node.roles", &o->node.roles,
+      "roles: inference, gateway, scheduler, storage, observer, or auto", ValidateRoles);
+  s.Add("node.data_dir", &o->node.data_dir,
+        "state directory; empty: /var/lib/exaserve as root, else ~/.local/state/exaserve");
+  s.Add("node.cache_dir", &o->node.cache_dir, "model weight cache; empty: <data_dir>/cache");
+  s.Add<std::string>(
+      "network.bind", &o->network.bind,
+      "address every listener binds; empty: 127.0.0.1 alone, 0.0.0.0 with network.join",
+      [](const std::string& v) { return v.empty() ? std::string() : ValidateBind(v); });
+  s.Add<std::string>("network.advertise", &o->network.advertise,
+                     "address peers use to reach this node; empty: derived from bind",
+                     ValidateAdvertise);
+  s.Add("network.gossip_port", &o->network.gossip_port, "membership gossip port (UDP and TCP)");
+  s.Add("network.grpc_port", &o->network.grpc_port, "gRPC port (inference, admin, node APIs)");
+  s.Add("network.http_port", &o->network.http_port,
+        "HTTP port (OpenAI API, /metrics, /healthz, /readyz)");
+  s.Add("network.https_port", &o->network.https_port,
+        "HTTPS port of the OpenAI API, with http.tls_cert_file and http.tls_key_file set");
+  s.Add<std::vector<std::string>>("network.join", &o->network.join,
+                                  "host:port of cluster members to join through", ValidateJoin);
+  RegisterGossipConfig(s, o);
   s.AddEnum("log.format", &o->log.format, {"json", "text"}, "log line format");
+  s.Add<std::string>("metrics.listen", &o->metrics.listen,
+                     "IP:PORT serving /metrics alone (then not on the HTTP port); empty: the HTTP "
+                     "port",
+                     ValidateMetricsListen);
   s.AddEnum("log.level", &o->log.level, {"trace", "debug", "info", "warn", "error", "off"},
             "lowest level logged");
   s.Add("lifecycle.drain_timeout", &o->lifecycle.drain_timeout,
         "time in-flight requests get to finish after SIGTERM");
   s.Add<int>("lifecycle.io_threads", &o->lifecycle.io_threads, "threads for sockets and timers",
              [](const int& v) { return v >= 1 && v <= 64 ? "" : StrCat(v, ": expected 1-64"); });
-  s.Add("admin.token_file", &o->admin.token_file,
-        "SHA-256 hashes of admin tokens for RPCs that change a node; empty: open");
-  s.Add("security.secure", &o->security.secure,
-        "refuse to start without mutual TLS, a gossip key and admin tokens (--secure)");
+  RegisterSecurityConfig(s, o);
   net::RegisterConfig(s, "tls", &o->tls);
   net::RegisterConfig(s, "http", &o->http);
   s.Add("http.tls_cert_file", &o->http.tls_cert_file,
@@ -194,6 +234,7 @@ void ResolveDefaults(DaemonOptions* o) {
   if (o->observer.file_sd_path.empty()) {
     o->observer.file_sd_path = o->node.data_dir + "/observer/targets.json";
   }
+  if (o->network.bind.empty()) o->network.bind = o->network.join.empty() ? "127.0.0.1" : "0.0.0.0";
   if (o->network.advertise.empty()) {
     bool any = o->network.bind == "0.0.0.0" || o->network.bind == "::";
     o->network.advertise = any ? FirstInterfaceAddress() : o->network.bind;
@@ -205,10 +246,36 @@ void ResolveDefaults(DaemonOptions* o) {
   o->grpc.tls = o->tls;
 }
 
+bool IsLoopback(const std::string& address) {
+  in_addr v4;
+  if (inet_pton(AF_INET, address.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6;
+  return inet_pton(AF_INET6, address.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
+}
+
+bool AdminTokensRequired(const DaemonOptions& o) {
+  return !o.admin.token_file.empty() || (!IsLoopback(o.network.bind) && !o.security.insecure);
+}
+
 absl::Status ValidateSecurity(const DaemonOptions& o) {
   if (o.tls.enabled()) EXA_RETURN_IF_ERROR(net::LoadTls(o.tls).status());
   if (net::HttpsConfigured(o.http)) EXA_RETURN_IF_ERROR(net::CheckHttpsFiles(o.http));
-  if (!o.security.secure) return absl::OkStatus();
+  if (o.security.secure && o.security.insecure) {
+    return absl::InvalidArgumentError("--secure and --insecure contradict each other: pass one");
+  }
+  if (!o.security.secure) {
+    if (IsLoopback(o.network.bind) || o.security.insecure || !o.gossip.key_file.empty()) {
+      return absl::OkStatus();
+    }
+    return absl::InvalidArgumentError(StrCat(
+        "network.bind ", o.network.bind,
+        " is reachable from other hosts, where gossip needs a key: pass --gossip-key-file FILE "
+        "(every node the same; exaserve-cli gossip keygen makes one). Admin RPCs there need an "
+        "admin token (--admin-token-file, or the one this node keeps in ",
+        o.node.data_dir,
+        "/admin.token). Or bind loopback only (--bind 127.0.0.1), or pass "
+        "--insecure on a lab network"));
+  }
   std::vector<std::string> missing;
   if (!o.tls.enabled()) {
     missing.push_back(

@@ -35,7 +35,9 @@ struct NodeOptions {
 };
 
 struct NetworkOptions {
-  std::string bind = "0.0.0.0";
+  // Empty: 127.0.0.1 alone (nothing to join), 0.0.0.0 with network.join
+  // (docs/security.md#defaults).
+  std::string bind;
   std::string advertise;  // empty: the bind address, or the first non-loopback IPv4 address
   uint16_t gossip_port = 7946;
   uint16_t grpc_port = 7070;
@@ -56,6 +58,12 @@ struct GossipOptions {
   int nodes_per_observer = 64;
 };
 
+struct MetricsOptions {
+  // Empty: /metrics on the HTTP port (and the HTTPS one). IP:PORT: there only, e.g.
+  // 127.0.0.1:9464 for a local agent; the cluster's observer then cannot scrape this node.
+  std::string listen;
+};
+
 struct LogOptions {
   std::string format = "json";
   std::string level = "info";
@@ -65,11 +73,18 @@ struct SecurityOptions {
   // --secure: refuse to start unless every channel is authenticated (mutual TLS, gossip key,
   // admin tokens; API keys where the node can be a gateway). See ValidateSecure.
   bool secure = false;
+  // --insecure: a node reachable from other hosts may run without a gossip key and with open
+  // admin RPCs (a lab network); logged as a warning at start. See ValidateSecurity.
+  bool insecure = false;
 };
 
 struct AdminOptions {
-  // SHA-256 hashes of admin tokens (the API key file format); empty: admin RPCs are open.
+  // SHA-256 hashes of admin tokens (the API key file format); empty: the token the node keeps in
+  // <data_dir>/admin.token, required off loopback (AdminTokensRequired).
   std::string token_file;
+  // A peer that sends this many bad admin credentials in a minute is refused without a check
+  // until the minute ends (daemon/admin_guard.h); 0: never.
+  int max_failures_per_minute = 10;
 };
 
 struct LifecycleOptions {
@@ -102,6 +117,7 @@ struct DaemonOptions {
   NetworkOptions network;
   GossipOptions gossip;
   LogOptions log;
+  MetricsOptions metrics;
   LifecycleOptions lifecycle;
   AdminOptions admin;
   SecurityOptions security;
@@ -128,8 +144,17 @@ void ResolveDefaults(DaemonOptions* options);
 
 // With security.secure, every missing piece at once (TLS files, gossip key, admin tokens, the
 // scheduler's node token, gateway API keys), each named with its flag; OK otherwise. TLS files
-// are also checked to parse and match whenever they are set.
+// are also checked to parse and match whenever they are set. A node bound to an address other
+// hosts can reach needs a gossip key unless security.insecure (docs/security.md#defaults).
+// Call after ResolveDefaults.
 absl::Status ValidateSecurity(const DaemonOptions& options);
+
+// Whether `address` (an IP literal) is reachable from this host only: 127.0.0.0/8 or ::1.
+bool IsLoopback(const std::string& address);
+
+// Whether admin RPCs need a token on this node: a token file is configured, or the node is
+// reachable from other hosts without security.insecure (docs/security.md#admin-rpcs).
+bool AdminTokensRequired(const DaemonOptions& options);
 
 // The SWIM core's tunables for the configured profile.
 membership::Config GossipCoreConfig(const DaemonOptions& options);

@@ -68,6 +68,14 @@ absl::StatusOr<std::unique_ptr<ApiKeys>> ApiKeys::Load(const std::string& path, 
   return keys;
 }
 
+std::unique_ptr<ApiKeys> ApiKeys::FromToken(std::string name, std::string_view token,
+                                            std::string kind) {
+  auto keys = std::unique_ptr<ApiKeys>(new ApiKeys());
+  keys->kind_ = std::move(kind);
+  keys->hash_to_name_[Sha256Hex(token)] = std::move(name);
+  return keys;
+}
+
 absl::StatusOr<std::string> ApiKeys::Check(std::string_view header) const {
   constexpr std::string_view kBearer = "Bearer ";
   if (header.empty()) {

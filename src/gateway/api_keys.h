@@ -20,6 +20,9 @@ class ApiKeys {
   // `kind` names the secret in errors: "API key" (the public API) or "admin token".
   static absl::StatusOr<std::unique_ptr<ApiKeys>> Load(const std::string& path,
                                                        std::string kind = "API key");
+  // One key, held as its hash under `name` (a token the process made itself).
+  static std::unique_ptr<ApiKeys> FromToken(std::string name, std::string_view token,
+                                            std::string kind);
 
   // OK with the key's name; UNAUTHENTICATED (with the reason) for a missing or unknown key.
   absl::StatusOr<std::string> Check(std::string_view authorization_header) const;

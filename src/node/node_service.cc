@@ -186,26 +186,19 @@ void AddCacheDeltas(LoadReport& report, const JournalOf& journal_of, CacheCursor
 namespace {
 
 // The caller's "authorization" metadata ("Bearer <token>"), empty when absent.
-std::string_view AuthorizationOf(const grpc::CallbackServerContext* context) {
-  const auto& md = context->client_metadata();
-  auto it = md.find("authorization");
-  return it == md.end() ? std::string_view()
-                        : std::string_view(it->second.data(), it->second.size());
-}
-
 }  // namespace
 
 NodeService::NodeService(std::string node_id, ReplicaHost& host,
                          std::function<bool(const std::string&)> routable,
                          std::function<NotRoutable(const std::string&)> why_not,
-                         metrics::Registry& registry,
-                         std::function<grpc::Status(std::string_view)> authorize)
+                         metrics::Registry& registry, net::AdminAuthorizer authorize)
     : node_id_(std::move(node_id)),
       host_(host),
       routable_(std::move(routable)),
       why_not_(std::move(why_not)),
       authorize_(authorize ? std::move(authorize)
-                           : [](std::string_view) { return grpc::Status::OK; }),
+                           : [](const grpc::ServerContextBase&,
+                                std::string_view) { return grpc::Status::OK; }),
       generate_requests_(
           registry.SimpleCounter("exaserve_node_generate_requests_total",
                                  "Node.Generate calls (the gateway → replica hop).")),
@@ -377,7 +370,7 @@ grpc::ServerUnaryReactor* NodeService::StartReplica(grpc::CallbackServerContext*
                                                     const exaserve::v1::StartReplicaRequest* req,
                                                     exaserve::v1::ReplicaStatus* response) {
   auto* reactor = context->DefaultReactor();
-  if (grpc::Status s = authorize_(AuthorizationOf(context)); !s.ok()) {
+  if (grpc::Status s = authorize_(*context, "Node.StartReplica"); !s.ok()) {
     reactor->Finish(s);
     return reactor;
   }
@@ -406,7 +399,7 @@ grpc::ServerUnaryReactor* NodeService::StopReplica(grpc::CallbackServerContext* 
                                                    const exaserve::v1::StopReplicaRequest* req,
                                                    exaserve::v1::ReplicaStatus* response) {
   auto* reactor = context->DefaultReactor();
-  if (grpc::Status s = authorize_(AuthorizationOf(context)); !s.ok()) {
+  if (grpc::Status s = authorize_(*context, "Node.StopReplica"); !s.ok()) {
     reactor->Finish(s);
     return reactor;
   }
@@ -432,7 +425,7 @@ grpc::ServerUnaryReactor* NodeService::StageModel(grpc::CallbackServerContext* c
                                                   const exaserve::v1::StageModelRequest* req,
                                                   exaserve::v1::StageModelResponse* response) {
   auto* reactor = context->DefaultReactor();
-  if (grpc::Status s = authorize_(AuthorizationOf(context)); !s.ok()) {
+  if (grpc::Status s = authorize_(*context, "Node.StageModel"); !s.ok()) {
     reactor->Finish(s);
     return reactor;
   }

@@ -24,6 +24,7 @@
 #include "common/prefix_delta.h"
 #include "exaserve/v1/node.grpc.pb.h"
 #include "metrics/registry.h"
+#include "net/admin_auth.h"
 #include "node/replica_host.h"
 
 namespace exa::node {
@@ -72,12 +73,12 @@ class NodeService final : public exaserve::v1::Node::CallbackService {
     std::string state;  // "unhealthy" or "draining"
     std::string reason;
   };
-  // `authorize(authorization metadata)`: StartReplica, StopReplica and StageModel change the node
-  // and need the admin token (OK when none is configured).
+  // `authorize`: StartReplica, StopReplica and StageModel change the node and ask it first
+  // (docs/security.md#admin-rpcs); empty: they are open.
   NodeService(std::string node_id, ReplicaHost& host,
               std::function<bool(const std::string&)> routable,
               std::function<NotRoutable(const std::string&)> why_not, metrics::Registry& registry,
-              std::function<grpc::Status(std::string_view)> authorize = {});
+              net::AdminAuthorizer authorize = {});
   ~NodeService() override;
 
   grpc::ServerWriteReactor<exaserve::v1::GenerateResponse>* Generate(
@@ -128,7 +129,7 @@ class NodeService final : public exaserve::v1::Node::CallbackService {
   ReplicaHost& host_;
   std::function<bool(const std::string&)> routable_;
   std::function<NotRoutable(const std::string&)> why_not_;
-  std::function<grpc::Status(std::string_view)> authorize_;
+  net::AdminAuthorizer authorize_;
   std::atomic<uint64_t> boot_id_{0};
   absl::Mutex mu_;
   std::vector<Watcher*> watchers_ ABSL_GUARDED_BY(mu_);

@@ -378,12 +378,9 @@ std::shared_ptr<grpc::Channel> SchedulerService::ChannelFor(const std::string& a
   return channel;
 }
 
-grpc::Status SchedulerService::Authorize(grpc::CallbackServerContext* context) const {
-  const auto& md = context->client_metadata();
-  auto it = md.find("authorization");
-  std::string_view auth =
-      it == md.end() ? std::string_view() : std::string_view(it->second.data(), it->second.size());
-  return env_.authorize ? env_.authorize(auth) : grpc::Status::OK;
+grpc::Status SchedulerService::Authorize(grpc::CallbackServerContext* context,
+                                         std::string_view method) const {
+  return env_.authorize ? env_.authorize(*context, method) : grpc::Status::OK;
 }
 
 void SchedulerService::FlushLocked(std::unique_lock<std::mutex>& lock) {
@@ -1137,7 +1134,7 @@ grpc::ServerUnaryReactor* SchedulerService::Apply(grpc::CallbackServerContext* c
                                                   const pb::ApplyRequest* request,
                                                   pb::ApplyResponse* response) {
   if (grpc::Status s = CheckRunning(); !s.ok()) return Finish(context, s);
-  if (grpc::Status s = Authorize(context); !s.ok()) return Finish(context, s);
+  if (auto s = Authorize(context, "Scheduler.Apply"); !s.ok()) return Finish(context, s);
   const std::string source = request->source().empty() ? "spec" : request->source();
   absl::StatusOr<std::vector<InferenceReplicaSpec>> specs = ParseSpecs(request->yaml(), source);
   if (!specs.ok()) return Finish(context, net::StatusToGrpc(specs.status()));
@@ -1289,7 +1286,7 @@ grpc::ServerUnaryReactor* SchedulerService::DeleteSpec(grpc::CallbackServerConte
                                                        const pb::DeleteSpecRequest* request,
                                                        pb::DeleteSpecResponse*) {
   if (grpc::Status s = CheckRunning(); !s.ok()) return Finish(context, s);
-  if (grpc::Status s = Authorize(context); !s.ok()) return Finish(context, s);
+  if (auto s = Authorize(context, "Scheduler.DeleteSpec"); !s.ok()) return Finish(context, s);
   std::unique_lock<std::mutex> lock(mu_);
   const std::string key = StrCat(kSpecPrefix, request->name());
   if (!store_.Get(key)) {
@@ -1324,7 +1321,7 @@ grpc::ServerUnaryReactor* SchedulerService::NodeOp(grpc::CallbackServerContext* 
     list(NodeOpsLocked());
     return Finish(context, grpc::Status::OK);
   }
-  if (grpc::Status s = Authorize(context); !s.ok()) return Finish(context, s);
+  if (auto s = Authorize(context, "Scheduler.NodeOp"); !s.ok()) return Finish(context, s);
   if (request->node().empty()) {
     return Finish(context, grpc::Status(grpc::INVALID_ARGUMENT, "node: a node id is required"));
   }
@@ -1416,7 +1413,7 @@ grpc::ServerUnaryReactor* SchedulerService::Rollout(grpc::CallbackServerContext*
   const bool status_only = request->command().empty() || request->command() == "status";
   absl::StatusOr<RolloutCommand> command = RolloutCommand::kPause;
   if (!status_only) {
-    if (grpc::Status s = Authorize(context); !s.ok()) return Finish(context, s);
+    if (auto s = Authorize(context, "Scheduler.Rollout"); !s.ok()) return Finish(context, s);
     command = ParseRolloutCommand(request->command());
     if (!command.ok()) return Finish(context, net::StatusToGrpc(command.status()));
   }
@@ -1511,7 +1508,7 @@ grpc::ServerUnaryReactor* SchedulerService::Routes(grpc::CallbackServerContext* 
     list({});
     return Finish(context, grpc::Status::OK);
   }
-  if (grpc::Status s = Authorize(context); !s.ok()) return Finish(context, s);
+  if (auto s = Authorize(context, "Scheduler.Routes"); !s.ok()) return Finish(context, s);
   if (!env_.normalize_route) {
     return Finish(context, grpc::Status(grpc::FAILED_PRECONDITION, "routes are not enabled here"));
   }
@@ -1565,7 +1562,7 @@ grpc::ServerUnaryReactor* SchedulerService::LabelRules(grpc::CallbackServerConte
     list(LabelRulesLocked());
     return Finish(context, grpc::Status::OK);
   }
-  if (grpc::Status s = Authorize(context); !s.ok()) return Finish(context, s);
+  if (auto s = Authorize(context, "Scheduler.LabelRules"); !s.ok()) return Finish(context, s);
   cluster::LabelRule update;
   update.selector.insert(request->selector().begin(), request->selector().end());
   update.set.insert(request->labels().begin(), request->labels().end());
@@ -1609,7 +1606,7 @@ grpc::ServerUnaryReactor* SchedulerService::Replicate(grpc::CallbackServerContex
                                                       const pb::ReplicateRequest* request,
                                                       pb::ReplicateResponse*) {
   if (grpc::Status s = CheckRunning(); !s.ok()) return Finish(context, s);
-  if (grpc::Status s = Authorize(context); !s.ok()) return Finish(context, s);
+  if (auto s = Authorize(context, "Scheduler.Replicate"); !s.ok()) return Finish(context, s);
   if (request->from().empty() || request->type() < pb::ReplicateRequest::PUT ||
       request->type() > pb::ReplicateRequest::PULL) {
     return Finish(context, grpc::Status(grpc::INVALID_ARGUMENT, "from and type are required"));

@@ -46,6 +46,7 @@
 #include "exaserve/v1/scheduler.grpc.pb.h"
 #include "membership/member.h"
 #include "metrics/registry.h"
+#include "net/admin_auth.h"
 #include "scheduler/leak_detector.h"
 #include "scheduler/memory_planner.h"
 #include "scheduler/reconciler.h"
@@ -79,8 +80,8 @@ struct SchedulerEnv {
   std::function<std::vector<membership::Member>()> members;
   // Whether a member holds the scheduler role (pinned or elected).
   std::function<bool(const membership::Member&)> is_scheduler;
-  // Checks the caller's "authorization" metadata for operations that change state.
-  std::function<grpc::Status(std::string_view authorization)> authorize;
+  // Asked before every operation that changes state (docs/security.md#admin-rpcs); null: open.
+  net::AdminAuthorizer authorize;
   // Validates and normalizes a version route (the gateway's rules); INVALID_ARGUMENT names the
   // field. Null: routes are refused.
   std::function<absl::Status(exaserve::v1::VersionRoute*)> normalize_route;
@@ -208,7 +209,8 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   // Applies an operator command stored for the spec and not yet applied. Needs mu_.
   RolloutState ApplyCommandsLocked(absl::Time now, const InferenceReplicaSpec& spec,
                                    RolloutState state);
-  grpc::Status Authorize(grpc::CallbackServerContext* context) const;
+  // `method`: the RPC's name, as the audit log shows it ("Scheduler.Apply").
+  grpc::Status Authorize(grpc::CallbackServerContext* context, std::string_view method) const;
   // UNAVAILABLE while the control thread is stopped (this node is not a scheduler now), naming
   // the live schedulers in this node's view; OK while running.
   grpc::Status CheckRunning() const;

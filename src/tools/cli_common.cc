@@ -2,8 +2,18 @@
 // thread.
 #include "tools/cli_common.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "common/file_util.h"
+#include "common/strings.h"
 
 namespace exa::tools {
 
@@ -16,7 +26,52 @@ void PrintError(std::string_view message, std::string_view command) {
                message.data());
 }
 
+// Whether `host` (a name or an IP literal) is this machine: loopback, or an address one of its
+// interfaces holds.
+bool IsLocalHost(std::string_view host) {
+  if (host == "localhost" || host.starts_with("127.") || host == "::1") return true;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return false;
+  bool local = false;
+  for (ifaddrs* a = list; a != nullptr && !local; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr) continue;
+    char text[INET6_ADDRSTRLEN] = {};
+    const int family = a->ifa_addr->sa_family;
+    const void* raw = nullptr;
+    if (family == AF_INET) raw = &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr;
+    if (family == AF_INET6) raw = &reinterpret_cast<sockaddr_in6*>(a->ifa_addr)->sin6_addr;
+    if (raw != nullptr && inet_ntop(family, raw, text, sizeof(text)) != nullptr) {
+      local = host == text;
+    }
+  }
+  freeifaddrs(list);
+  return local;
+}
+
 }  // namespace
+
+std::string LocalAdminToken(std::string_view addr, const std::string& data_dir) {
+  std::string_view host = addr.substr(0, addr.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (!IsLocalHost(host)) return {};
+  std::vector<std::string> dirs;
+  if (!data_dir.empty()) {
+    dirs.push_back(data_dir);
+  } else {
+    if (const char* env = std::getenv("EXASERVE_NODE_DATA_DIR"); env && *env) dirs.push_back(env);
+    dirs.push_back("/var/lib/exaserve");
+    if (const char* home = std::getenv("HOME"); home && *home) {
+      dirs.push_back(StrCat(home, "/.local/state/exaserve"));
+    }
+  }
+  for (const std::string& dir : dirs) {
+    absl::StatusOr<std::string> text = ReadFile(dir + "/admin.token", 4096);
+    if (text.ok() && !StripWhitespace(*text).empty()) return std::string(StripWhitespace(*text));
+  }
+  return {};
+}
 
 int Usage(std::string_view message, std::string_view command) {
   PrintError(message, command);

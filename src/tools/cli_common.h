@@ -41,6 +41,12 @@ int Failure(std::string_view message, std::string_view command = {});
 int RpcFailure(std::string_view addr, const grpc::Status& status);
 int RpcFailure(std::string_view addr, const grpc::Status& status, std::string_view message);
 
+// The admin token a node on this host keeps in its data dir (docs/security.md#bootstrap), for
+// calls to `addr` when it is an address of this host (loopback or a local interface); "" when
+// `addr` is another host's, or no readable token is found. Looks in `data_dir` when given, else
+// $EXASERVE_NODE_DATA_DIR, /var/lib/exaserve and ~/.local/state/exaserve, in that order.
+std::string LocalAdminToken(std::string_view addr, const std::string& data_dir);
+
 // A context for one call to `cluster`: a deadline `timeout` from now (default cluster.timeout)
 // and its token, when set, as a bearer credential.
 std::unique_ptr<grpc::ClientContext> MakeContext(const ClusterAccess& cluster);

@@ -40,6 +40,7 @@
 #include "tools/cluster_commands.h"
 #include "tools/model_commands.h"
 #include "tools/scheduler_commands.h"
+#include "tools/security_commands.h"
 #include "tools/text_commands.h"
 
 namespace {
@@ -51,7 +52,8 @@ struct GlobalOptions {
   std::string timeout = "5s";
   bool json = false;
   absl::Duration timeout_duration = absl::Seconds(5);
-  std::string token;  // API key or admin token, sent as "authorization: Bearer ..."
+  std::string token;     // API key or admin token, sent as "authorization: Bearer ..."
+  std::string data_dir;  // where a node on this host keeps its admin token
 
   exa::tools::ClusterAccess Access() const { return {addr, token, timeout_duration}; }
 };
@@ -737,46 +739,6 @@ int RunGenerate(const GlobalOptions& g, const GenerateOptions& o) {
   return 0;
 }
 
-// `certs init`: everything `exaserved --secure` needs, in one directory.
-int RunCertsInit(exa::net::CertsInitOptions options, const std::string& nodes) {
-  for (size_t start = 0; start <= nodes.size();) {
-    size_t comma = std::min(nodes.find(',', start), nodes.size());
-    options.nodes.push_back(nodes.substr(start, comma - start));
-    start = comma + 1;
-  }
-  const std::string admin_token = exa::gateway::ApiKeys::NewKey();
-  const std::string api_key = exa::gateway::ApiKeys::NewKey();
-  options.secret_files = {
-      {"gossip.key", exa::membership::Keyring::GenerateBase64() + "\n"},
-      {"admin.token", admin_token + "\n"},
-      {"admin-tokens", "admin:" + exa::gateway::ApiKeys::Sha256Hex(admin_token) + "\n"},
-      {"api.key", api_key + "\n"},
-      {"api-keys", "default:" + exa::gateway::ApiKeys::Sha256Hex(api_key) + "\n"},
-  };
-  auto written = exa::net::WriteClusterCerts(options);
-  if (!written.ok()) {
-    if (written.status().code() == absl::StatusCode::kInvalidArgument ||
-        written.status().code() == absl::StatusCode::kAlreadyExists) {
-      return Usage(std::string(written.status().message()));
-    }
-    std::fprintf(stderr, "exaserve-cli: %s\n", std::string(written.status().message()).c_str());
-    return 1;
-  }
-  for (const std::string& path : *written) std::cout << "wrote " << path << "\n";
-  const std::string& d = options.out_dir;
-  std::cout << "\nstart a node (here " << options.nodes.front() << ") with:\n  exaserved --secure"
-            << " --node-id " << options.nodes.front() << " --tls-ca " << d << "/ca.pem --tls-cert "
-            << d << "/" << options.nodes.front() << ".pem --tls-key " << d << "/"
-            << options.nodes.front() << "-key.pem --gossip-key-file " << d
-            << "/gossip.key --admin-token-file " << d << "/admin-tokens --api-keys-file " << d
-            << "/api-keys --node-token-file " << d
-            << "/admin.token\nand call it with:\n  EXASERVE_TLS_CA=" << d
-            << "/ca.pem EXASERVE_TLS_CERT=" << d << "/client.pem EXASERVE_TLS_KEY=" << d
-            << "/client-key.pem EXASERVE_TOKEN=$(cat " << d
-            << "/admin.token) exaserve-cli members\n";
-  return 0;
-}
-
 // ---- The command table ---------------------------------------------------------------------
 
 // Where every flag lands, so the table's handlers share them (start and stop share
@@ -811,6 +773,9 @@ struct Command {
   std::function<std::optional<int>(CliFlags& f)> run;
   // certs init runs before --addr, --timeout and the TLS files are checked: it writes them.
   bool before_flag_checks = false;
+  // A call to the public Inference API: --token is an API key, and a local node's admin token
+  // is never sent in its place.
+  bool public_api = false;
 };
 
 // Commands that only hold others: one of them must follow ("exaserve-cli gossip key list").
@@ -923,7 +888,9 @@ std::vector<Command> LocalCommands() {
        "create a cluster CA, a certificate per node and one for this tool, plus a gossip key, an "
        "admin token and an API key, for a quick --secure set-up",
        CertsInitFlags,
-       [](CliFlags& f) -> std::optional<int> { return RunCertsInit(f.certs, f.certs_nodes); },
+       [](CliFlags& f) -> std::optional<int> {
+         return exa::tools::RunCertsInit(f.certs, f.certs_nodes);
+       },
        /*before_flag_checks=*/true},
       Simple("apikey new",
              "print a new key (give it to the client) and its hash line (for the key file)",
@@ -938,7 +905,8 @@ std::vector<Command> LocalCommands() {
          return exa::tools::RunClusterCommands(f.cluster, f.g.json, f.g.Access());
        }},
       {"generate", "generate text through a gateway (streams)", GenerateFlags,
-       [](CliFlags& f) -> std::optional<int> { return RunGenerate(f.g, f.generate); }},
+       [](CliFlags& f) -> std::optional<int> { return RunGenerate(f.g, f.generate); },
+       /*before_flag_checks=*/false, /*public_api=*/true},
       {"", "", [](CLI::App& app, CliFlags& f) { exa::tools::AddTextCommands(app, &f.text); },
        [](CliFlags& f) { return exa::tools::RunTextCommands(f.text); }},
       Simple("members", "the membership view of the node at --addr",
@@ -1023,6 +991,10 @@ void AddGlobalFlags(CLI::App& app, CliFlags& f) {
   app.add_option("--token", g.token,
                  "API key or admin token (default: $EXASERVE_TOKEN), sent as a Bearer token");
   if (const char* env = std::getenv("EXASERVE_TOKEN")) g.token = env;
+  app.add_option("--data-dir", g.data_dir,
+                 "data dir of a node on this host, whose admin token is sent when --addr is this "
+                 "host and no --token is given (default: $EXASERVE_NODE_DATA_DIR, "
+                 "/var/lib/exaserve, ~/.local/state/exaserve)");
   // Mutual TLS toward a --secure cluster (exaserve-cli certs init writes client.pem).
   exa::net::TlsOptions& tls = f.tls;
   if (const char* env = std::getenv("EXASERVE_TLS_CA")) tls.ca_file = env;
@@ -1112,6 +1084,13 @@ int main(int argc, char** argv) {
   };
   if (std::optional<int> rc = run(/*before_flag_checks=*/true)) return *rc;
   if (int rc = CheckGlobalFlags(f); rc != 0) return rc;
+  bool public_api = false;
+  for (size_t i = 0; i < commands.size(); ++i) {
+    public_api = public_api || (commands[i].public_api && apps[i]->parsed());
+  }
+  if (!public_api && f.g.token.empty()) {
+    f.g.token = exa::tools::LocalAdminToken(f.g.addr, f.g.data_dir);
+  }
   if (std::optional<int> rc = run(/*before_flag_checks=*/false)) return *rc;
   return Usage("no command given");
 }

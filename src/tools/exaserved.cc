@@ -6,10 +6,13 @@
 
 #include <cstdio>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "common/logging.h"
 #include "common/malloc_tuning.h"
+#include "common/status.h"
 #include "common/strings.h"
 #include "config/schema.h"
 #include "daemon/daemon.h"
@@ -38,7 +41,10 @@ constexpr FlagBinding kFlags[] = {
     {"--origin-dir", "weights.origin_dir",
      "Serve this directory as the weights origin (storage role; exaserve-cli model publish)"},
     {"--origin", "weights.origin", "host:port (gRPC) of the weights origin"},
-    {"--bind", "network.bind", "Address every listener binds (default 0.0.0.0)"},
+    {"--bind", "network.bind",
+     "Address every listener binds (default 127.0.0.1; with --join, 0.0.0.0). Another than "
+     "loopback needs --gossip-key-file (or --insecure)"},
+    {"--listen", "network.bind", "Same as --bind"},
     {"--advertise", "network.advertise", "Address peers use to reach this node"},
     {"--join", "network.join", "Comma list of host:port of members to join through"},
     {"--gossip-port", "network.gossip_port", "Membership gossip port, UDP and TCP (default 7946)"},
@@ -63,6 +69,20 @@ constexpr FlagBinding kFlags[] = {
     {"--log-format", "log.format", "json or text"},
     {"--log-level", "log.level", "trace, debug, info, warn, error or off"},
 };
+
+// A flag given on the command line: the config key it sets, its value, and its name for errors.
+struct SetFlag {
+  std::string key, value, source;
+};
+
+// The configuration sources, weakest first: the YAML file (when given), the environment, flags.
+absl::Status LoadConfig(exa::config::Schema& schema, const std::string& config_path,
+                        const std::vector<SetFlag>& flags) {
+  if (!config_path.empty()) EXA_RETURN_IF_ERROR(schema.LoadYamlFile(config_path));
+  EXA_RETURN_IF_ERROR(schema.LoadEnvironment(environ));
+  for (const SetFlag& f : flags) EXA_RETURN_IF_ERROR(schema.Set(f.key, f.value, f.source));
+  return absl::OkStatus();
+}
 
 int Fail(int code, const std::string& message) {
   std::fprintf(stderr, "exaserved: %s\n", message.c_str());
@@ -104,6 +124,10 @@ int main(int argc, char** argv) {
   app.add_flag("--secure", secure,
                "Refuse to start unless gRPC is mutual TLS, gossip is encrypted and admin RPCs "
                "(and the public API on gateways) need credentials");
+  bool insecure = false;
+  app.add_flag("--insecure", insecure,
+               "Labs only: listen on an address other hosts can reach without a gossip key and "
+               "with admin RPCs open (logged as a warning)");
   bool burn_in = false, gpu_inventory = false;
   app.add_flag("--burn-in", burn_in,
                "Run the GPU burn-in (cuBLAS GEMM TFLOP/s, copy bandwidth vs the device class), "
@@ -134,24 +158,15 @@ int main(int argc, char** argv) {
   exa::daemon::DaemonOptions options;
   exa::config::Schema schema;
   exa::daemon::RegisterConfig(schema, &options);
-  if (!config_path.empty()) {
-    if (absl::Status s = schema.LoadYamlFile(config_path); !s.ok()) {
-      return Fail(2, std::string(s.message()));
-    }
-  }
-  if (absl::Status s = schema.LoadEnvironment(environ); !s.ok()) {
-    return Fail(2, std::string(s.message()));
-  }
+  std::vector<SetFlag> flags;
   for (size_t i = 0; i < std::size(kFlags); ++i) {
     if (flag_options[i]->count() == 0) continue;
-    absl::Status s =
-        schema.Set(kFlags[i].key, flag_values[i], exa::StrCat("flag ", kFlags[i].flag));
-    if (!s.ok()) return Fail(2, std::string(s.message()));
+    flags.push_back({kFlags[i].key, flag_values[i], exa::StrCat("flag ", kFlags[i].flag)});
   }
-  if (secure) {
-    if (absl::Status s = schema.Set("security.secure", "true", "flag --secure"); !s.ok()) {
-      return Fail(2, std::string(s.message()));
-    }
+  if (secure) flags.push_back({"security.secure", "true", "flag --secure"});
+  if (insecure) flags.push_back({"security.insecure", "true", "flag --insecure"});
+  if (absl::Status s = LoadConfig(schema, config_path, flags); !s.ok()) {
+    return Fail(2, std::string(s.message()));
   }
   if (print_config) {
     std::cout << schema.ToYaml();

@@ -18,7 +18,8 @@
 #      declares 3 and 4 dead and rebuilds their replicas on 5 and 6 after deadGrace, while rack
 #      b (no scheduler there) keeps its stale copies and starts nothing; after the heal every
 #      replica id runs on exactly one node and 4 are ready.
-# Each case prints its figures. Needs root and `ip netns`; skipped with a message otherwise.
+# Each case prints its figures. Needs root and `ip netns`; skipped with a message otherwise. The
+# nodes run --insecure: the namespaces are a lab network of the test's own (docs/security.md#defaults).
 source "$(dirname "$0")/lib.sh"
 BIN=$(cd "$1" && pwd)
 if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null || ! ip netns add "exa-probe-$$" 2>/dev/null; then
@@ -114,7 +115,7 @@ start() {  # start I ROLES ARGS...
   local join=()
   [ "$i" -gt 1 ] && join=(--join "$prefix.1:7946")
   ip netns exec "exa$$-$i" env "${envs[@]}" "$BIN/exaserved" --node-id "node-$i" --role "$roles" \
-    --rack "$(rack_of "$i")" --data-dir "$work/n$i" --bind "$prefix.$i" --grpc-port 7070 \
+    --rack "$(rack_of "$i")" --data-dir "$work/n$i" --bind "$prefix.$i" --insecure --grpc-port 7070 \
     --http-port 8080 --gossip-port 7946 "${join[@]}" "$@" >>"$work/n$i.log" 2>&1 &
   echo $! >"$work/n$i.pid"
   disown $!  # killed by cleanup: no "Killed" job notices at exit
