@@ -5,6 +5,7 @@
 #include <set>
 
 #include "common/prefix_delta.h"
+#include "common/status.h"
 #include "common/strings.h"
 
 namespace exa::router {
@@ -273,6 +274,11 @@ ReplicaTable::Entry* ReplicaTable::ChooseByPass(Pool& pool, const RouteRequest& 
 }
 
 absl::StatusOr<std::string> ReplicaTable::Choose(const RouteRequest& request) {
+  EXA_ASSIGN_OR_RETURN(Choice choice, ChooseFor(request));
+  return std::move(choice.replica);
+}
+
+absl::StatusOr<ReplicaTable::Choice> ReplicaTable::ChooseFor(const RouteRequest& request) {
   // Hashing the prompt and asking the index happen before the table's lock is taken.
   const std::vector<PrefixIndex::Match> found = FindHolders(request);
   absl::MutexLock lock(&mu_);
@@ -290,6 +296,12 @@ absl::StatusOr<std::string> ReplicaTable::Choose(const RouteRequest& request) {
   // The work this dispatch adds: what the replica must prefill of the prompt.
   const int64_t prompt = std::max<int64_t>(0, request.prompt_tokens);
   cached = std::clamp<int64_t>(cached, 0, prompt);
+  const Pool& p = pool->second;
+  const int64_t per_request =
+      p.routable.sequences > 0 ? p.routable.pending / p.routable.sequences : 0;
+  Choice choice{.replica = chosen->snap.info.id,
+                .cached_tokens = cached,
+                .tokens_ahead = KvQueue(CandidateOf(*chosen, 0), per_request) + prompt - cached};
   Unlink(chosen);
   chosen->snap.dispatched_tokens += prompt - cached;
   chosen->dispatched_requests++;
@@ -299,7 +311,7 @@ absl::StatusOr<std::string> ReplicaTable::Choose(const RouteRequest& request) {
   decisions_.with_cache += cached > 0 ? 1 : 0;
   decisions_.prompt_tokens += static_cast<uint64_t>(prompt);
   decisions_.cached_tokens += static_cast<uint64_t>(cached);
-  return chosen->snap.info.id;
+  return choice;
 }
 
 void ReplicaTable::Complete(const std::string& id) {

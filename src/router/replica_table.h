@@ -110,6 +110,15 @@ class ReplicaTable {
   // The replica for `request`, its dispatch recorded (pair with Complete). NOT_FOUND names the
   // model or version and lists what exists; UNAVAILABLE when none is ready and healthy.
   absl::StatusOr<std::string> Choose(const RouteRequest& request);
+  // Choose, with what the table saw of the chosen replica.
+  struct Choice {
+    std::string replica;
+    int64_t cached_tokens = 0;  // of the prompt, what the prefix index said the replica holds
+    // The work ahead of the request's first token there: the replica's queue (KvQueue) before
+    // this dispatch plus the prompt's uncached part (router/wait_model.h turns it into seconds).
+    int64_t tokens_ahead = 0;
+  };
+  absl::StatusOr<Choice> ChooseFor(const RouteRequest& request);
   // The request sent by Choose finished (any outcome).
   void Complete(const std::string& id);
 

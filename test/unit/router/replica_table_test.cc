@@ -87,5 +87,22 @@ TEST_CASE("table: the tiered decision takes a free slot over fewer tokens", "[ro
   CHECK(*table.Choose({"m", "", 100, {}}) != "r7");
 }
 
+TEST_CASE("table: a choice carries the work ahead of the request's first token", "[router]") {
+  for (Policy policy : {Policy::kKvTokenAware, Policy::kLeastConnections}) {
+    ReplicaTable table(policy, 1);
+    table.Upsert({"r0", "m", "v1", {}});
+    // 1000 tokens pending over 2 sequences: 500 expected per request dispatched since.
+    table.Report("r0", {1000, 2, true, 0, 0, 0, 8});
+    auto first = table.ChooseFor({"m", "", 100, {}});
+    REQUIRE(first.ok());
+    CHECK(first->replica == "r0");
+    CHECK(first->tokens_ahead == 1000 + 100);  // the queue, then this prompt
+    auto second = table.ChooseFor({"m", "", 50, {}});
+    REQUIRE(second.ok());
+    // The first dispatch's prompt and its expected decode now sit ahead of the second.
+    CHECK(second->tokens_ahead == 1000 + 100 + 500 + 50);
+  }
+}
+
 }  // namespace
 }  // namespace exa::router
