@@ -217,7 +217,21 @@ Frontend::Frontend(GatewayOptions options, ReplicaBackend& backend, router::Repl
       resume_prefill_tokens_(registry.SimpleCounter(
           "exaserve_gateway_resume_prefill_tokens_total",
           "Tokens prefilled again by resumed requests (prompt plus what was generated before "
-          "the failure); not in the clients' usage.")) {
+          "the failure); not in the clients' usage.")),
+      ttft_estimated_seconds_(
+          registry
+              .AddHistogram("exaserve_gateway_ttft_estimated_seconds",
+                            "The router's estimate of the time to first token at admission: the "
+                            "work ahead on the chosen replica, in seconds by the gateway's own "
+                            "fit (first attempts, once the fit has 32 observations).",
+                            {}, metrics::LatencyBucketsSeconds())
+              .WithLabels({})),
+      ttft_estimate_ratio_(registry
+                               .AddHistogram("exaserve_gateway_ttft_estimate_ratio",
+                                             "Actual / estimated time to first token, per "
+                                             "request: how well routing's view predicts the wait.",
+                                             {}, {0.25, 0.5, 0.67, 0.8, 0.9, 1.1, 1.25, 1.5, 2, 4})
+                               .WithLabels({})) {
   // Prefix-aware routing as this gateway saw it (docs/architecture.md#routing).
   registry.AddCounterCallback("exaserve_gateway_routing_decisions_total",
                               "Replicas chosen for requests (retries included).",
@@ -236,11 +250,21 @@ Frontend::Frontend(GatewayOptions options, ReplicaBackend& backend, router::Repl
       [this] { return static_cast<double>(table_.decisions().cached_tokens); });
 }
 
-absl::StatusOr<std::string> Frontend::Route(router::RouteRequest route,
-                                            const engine::GenerateRequest& request) {
+absl::StatusOr<router::ReplicaTable::Choice> Frontend::Route(
+    router::RouteRequest route, const engine::GenerateRequest& request) {
   PromptChains chains(request.prompt_tokens, request.cache_salt);
   if (table_.policy() == router::Policy::kKvTokenAware) chains.Attach(route);
-  return table_.Choose(route);
+  return table_.ChooseFor(route);
+}
+
+void Frontend::ObserveWait(const std::string& model, int64_t tokens_ahead, double seconds) {
+  absl::MutexLock lock(&wait_mu_);
+  router::WaitModel& m = wait_models_[model];  // bounded: the models the backend serves
+  if (const double estimate = m.Predict(tokens_ahead); estimate > 0) {
+    ttft_estimated_seconds_.Observe(estimate);
+    ttft_estimate_ratio_.Observe(seconds / estimate);
+  }
+  m.Observe(tokens_ahead, seconds);
 }
 
 absl::Status Frontend::LoadApiKeys() {
@@ -410,7 +434,8 @@ absl::StatusOr<std::shared_ptr<Call>> Frontend::Start(TextRequest r, EventSink s
   const std::string request_id = r.request_id.empty() ? NewRequestId() : r.request_id;
   g.request_id = request_id;
   // The call keeps the request without its callback, for a retry or a resume.
-  auto call = std::make_shared<Call>(*replica, g, std::move(labels), std::move(sink));
+  auto call = std::make_shared<Call>(replica->replica, g, std::move(labels), std::move(sink));
+  call->tokens_ahead_ = replica->tokens_ahead;
   call->request_id_ = request_id;
   call->model_ = model->name;
   call->version_ = version;
@@ -422,13 +447,13 @@ absl::StatusOr<std::shared_ptr<Call>> Frontend::Start(TextRequest r, EventSink s
     absl::MutexLock lock(&calls_mu_);
     open_calls_.emplace(call.get(), call);
   }
-  auto id = backend_.Submit(*replica, std::move(g));
+  auto id = backend_.Submit(replica->replica, std::move(g));
   if (!id.ok()) {
     {
       absl::MutexLock lock(&calls_mu_);
       open_calls_.erase(call.get());
     }
-    table_.Complete(*replica);
+    table_.Complete(replica->replica);
     in_flight_--;
     requests_
         .WithLabels({id.status().code() == absl::StatusCode::kResourceExhausted

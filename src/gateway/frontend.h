@@ -28,6 +28,7 @@
 #include "metrics/registry.h"
 #include "nlohmann/json.hpp"
 #include "router/replica_table.h"
+#include "router/wait_model.h"
 
 namespace exa::gateway {
 
@@ -137,6 +138,7 @@ class Call {
   std::string request_id_, model_, version_;
   int32_t prompt_tokens_ = 0;
   uint64_t seed_ = 0;
+  int64_t tokens_ahead_ = 0;  // the router's view at admission (ReplicaTable::Choice)
   ReplicaBackend* backend_ = nullptr;
   EventSink sink_;
   absl::Time admitted_;
@@ -220,8 +222,8 @@ class Frontend {
   void OnEvent(const std::shared_ptr<Call>& call, int attempt, const engine::StreamEvent& e);
   // The table's choice for `route`; under kv-token-aware it hashes `request`'s prompt for the
   // prefix index (docs/architecture.md#routing).
-  absl::StatusOr<std::string> Route(router::RouteRequest route,
-                                    const engine::GenerateRequest& request);
+  absl::StatusOr<router::ReplicaTable::Choice> Route(router::RouteRequest route,
+                                                     const engine::GenerateRequest& request);
   // `call`'s attempt ended or was abandoned for `cause`: another attempt on another replica (a
   // retry before the first token, a resume after it). kSent: it runs; kWaiting: it waits for a
   // replica or the budget (CheckStreams tries again); kRefused: a bound is reached (the reason
@@ -275,6 +277,13 @@ class Frontend {
   metrics::Family<metrics::Counter>& resume_failures_;
   metrics::Histogram& resume_gap_seconds_;
   metrics::Counter& resume_prefill_tokens_;
+  // Estimated vs actual time to first token (router/wait_model.h), per model.
+  void ObserveWait(const std::string& model, int64_t tokens_ahead, double seconds)
+      ABSL_LOCKS_EXCLUDED(wait_mu_);
+  metrics::Histogram& ttft_estimated_seconds_;
+  metrics::Histogram& ttft_estimate_ratio_;
+  absl::Mutex wait_mu_;  // a leaf: taken under a call's stream_mu_
+  absl::flat_hash_map<std::string, router::WaitModel> wait_models_ ABSL_GUARDED_BY(wait_mu_);
 };
 
 // A failure worth retrying on another replica when no token reached the client yet: the replica

@@ -40,7 +40,10 @@ void Frontend::OnEvent(const std::shared_ptr<Call>& call, int attempt,
       if (e.token >= 0) {
         if (call->first_token_at_ == absl::InfinitePast()) {
           call->first_token_at_ = now;
-          ttft_seconds_.Observe(absl::ToDoubleSeconds(now - call->admitted_));
+          const double ttft = absl::ToDoubleSeconds(now - call->admitted_);
+          ttft_seconds_.Observe(ttft);
+          // The router's estimate was for the first replica alone.
+          if (attempt == 0) ObserveWait(call->model_, call->tokens_ahead_, ttft);
         }
         if (call->reattempting_ && !call->sent_tokens_.empty()) {
           resume_gap_seconds_.Observe(absl::ToDoubleSeconds(now - call->broken_at_));
@@ -173,13 +176,13 @@ absl::StatusOr<std::pair<std::string, engine::RequestId>> Frontend::SubmitNext(
   if (!replica.ok()) return replica.status();
   const auto prefill = static_cast<int64_t>(g.prompt_tokens.size());
   g.callback = AttemptCallback(call, attempt);
-  auto id = backend_.Submit(*replica, std::move(g));
+  auto id = backend_.Submit(replica->replica, std::move(g));
   if (!id.ok()) {
-    table_.Complete(*replica);
+    table_.Complete(replica->replica);
     return id.status();
   }
   if (!call->sent_tokens_.empty()) resume_prefill_tokens_.Increment(prefill);
-  return std::make_pair(*replica, *id);
+  return std::make_pair(replica->replica, *id);
 }
 
 void Frontend::EndReattempt(Call& call) {

@@ -332,5 +332,18 @@ TEST_CASE("A prompt that does not fit the context is refused with both numbers")
   CHECK(std::string(call.status().message()).find("context length of 512") != std::string::npos);
 }
 
+TEST_CASE("The router's estimate of the first token is compared with the actual one") {
+  Fixture f;
+  // The fit needs 32 first tokens before it is reported against; the 40 here are all quick.
+  for (size_t i = 0; i < 40; ++i) {
+    auto call = f.Start();
+    f.backend.Token(i, 17);
+    f.backend.Finish(i, absl::OkStatus());
+  }
+  const std::string metrics = f.registry.Expose();
+  CHECK(Has(metrics, "exaserve_gateway_ttft_estimate_ratio_count 8\n"));
+  CHECK(Has(metrics, "exaserve_gateway_ttft_estimated_seconds_count 8\n"));
+}
+
 }  // namespace
 }  // namespace exa::gateway
