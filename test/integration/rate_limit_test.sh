@@ -136,5 +136,9 @@ start=$(date +%s%N)
 wait_for 3 reloaded "$gw1" && wait_for 1 reloaded "$gw2" || fail "the new limit did not apply"
 echo "reload: applied after $(( ($(date +%s%N) - start) / 1000000 )) ms"
 [ $(( $(date +%s%N) - start )) -lt 2500000000 ] || fail "the reload took over 2 s"
+# A stream carries the headers too (they go out with its status line).
+curl -sN -D "$work/h" -o /dev/null -H "Authorization: Bearer $alice" "$gw2/v1/completions" \
+  -d '{"prompt":"1+1=","max_tokens":2,"stream":true}'
+grep -qi '^x-ratelimit-remaining-requests: [0-9]' "$work/h" || fail "no x-ratelimit headers on a stream: $(cat "$work/h")"
 kill -0 "${pids[1]}" && kill -0 "${pids[2]}" || fail "a gateway restarted"
 echo "rate_limit: ok"
