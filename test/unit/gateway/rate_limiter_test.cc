@@ -5,6 +5,7 @@
 #include "gateway/rate_limiter.h"
 
 #include <catch2/catch.hpp>
+#include <random>
 
 #include "common/strings.h"
 
@@ -236,6 +237,31 @@ TEST_CASE("A bad limits file is refused naming the line, the field and what is a
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.status().message().find("/nonexistent/limits.yaml: cannot read") !=
         std::string::npos);
+}
+
+TEST_CASE("Any bytes in the limits file give limits or an error, never a crash") {
+  const std::string seed =
+      "default: {requests_per_minute: 600, tokens_per_minute: 200000}\n"
+      "keys:\n  alice: {requests_per_minute: 60}\n  \"b\": {tokens_per_minute: 0}\n";
+  std::mt19937 rng(7);  // seeded: the same mutations every run
+  const std::string specials = "{}[]:,#&*!|>'\"%@`-? \n\t0123456789";
+  for (size_t n = 0; n <= seed.size(); ++n) (void)ParseRateLimits(seed.substr(0, n), "f");
+  for (int i = 0; i < 3000; ++i) {
+    std::string text = seed;
+    for (int edits = 1 + static_cast<int>(rng() % 4); edits > 0; --edits) {
+      const size_t at = rng() % text.size();
+      const char c = rng() % 2 ? specials[rng() % specials.size()] : static_cast<char>(rng());
+      if (rng() % 3 == 0) {
+        text.erase(at, 1);
+      } else {
+        text.insert(at, 1, c);
+      }
+    }
+    (void)ParseRateLimits(text, "f");
+  }
+  // Nesting past yaml-cpp's depth guard is an error, not a stack overflow.
+  auto deep = ParseRateLimits(std::string(100000, '['), "f");
+  CHECK_FALSE(deep.ok());
 }
 
 TEST_CASE("Reset times read like OpenAI's") {
