@@ -1,5 +1,6 @@
 #include "gateway/frontend.h"
 
+#include <algorithm>
 #include <deque>
 #include <filesystem>
 #include <random>
@@ -290,6 +291,7 @@ absl::Status Frontend::LoadApiKeys() {
   if (rate_limiter_) {
     rate_limits_stamp_ = FileStamp(options_.rate_limits_file);
     EXA_ASSIGN_OR_RETURN(RateLimits limits, LoadRateLimitsFile(options_.rate_limits_file));
+    WarnUnknownKeys(limits);
     rate_limiter_->SetLimits(std::move(limits));
   }
   return absl::OkStatus();
@@ -330,7 +332,29 @@ void Frontend::PollRateLimits(absl::Time now) {
   EXA_LOG_INFO(
       "gateway", "rate limits reloaded",
       {{"file", options_.rate_limits_file}, {"keys", static_cast<int64_t>(limits->keys.size())}});
+  WarnUnknownKeys(*limits);
   rate_limiter_->SetLimits(*std::move(limits));
+}
+
+void Frontend::WarnUnknownKeys(const RateLimits& limits) const {
+  if (limits.keys.empty()) return;
+  if (!api_keys_) {
+    EXA_LOG_WARN("gateway",
+                 "gateway.rate_limits_file names keys but gateway.api_keys_file is not set: only "
+                 "the default applies, to all callers together",
+                 {{"file", options_.rate_limits_file}});
+    return;
+  }
+  std::vector<std::string> unknown;
+  for (const auto& [name, limit] : limits.keys) {
+    if (!api_keys_->HasName(name)) unknown.push_back(name);
+  }
+  if (unknown.empty()) return;
+  std::sort(unknown.begin(), unknown.end());
+  std::string names;
+  for (const std::string& name : unknown) StrAppend(&names, names.empty() ? "" : ", ", name);
+  EXA_LOG_WARN("gateway", "rate limits for key names gateway.api_keys_file does not have",
+               {{"file", options_.rate_limits_file}, {"names", names}});
 }
 
 absl::StatusOr<RateLimiter::Charge> Frontend::ChargeRateLimit(const TextRequest& r,

@@ -235,6 +235,9 @@ class Frontend {
   // A request admitted (in flight, charged) but not started: its place and charge go back.
   void Release(const RateLimiter::Charge& charge);
   void PollRateLimits(absl::Time now);
+  // Logs the key names of `limits` that no API key has (a typo would leave a key on the
+  // default), or that there are no API keys to name.
+  void WarnUnknownKeys(const RateLimits& limits) const;
   // The callback of `call`'s attempt number `attempt`: its events count only while that is the
   // call's current attempt.
   engine::StreamCallback AttemptCallback(std::shared_ptr<Call> call, int attempt);

@@ -33,11 +33,14 @@ default: {requests_per_minute: 0}
 keys:
   alice: {requests_per_minute: 60}
   bob: {tokens_per_minute: 200}
+  carol: {requests_per_minute: 1}   # no such key: a warning
 YAML
 export EXASERVE_GATEWAY_API_KEYS_FILE="$work/keys" EXASERVE_GATEWAY_RATE_LIMITS_FILE="$work/limits.yaml"
 start_node 1 --role gateway,inference
 seed="127.0.0.1:$(port_of 1 gossip_port)"
 start_node 2 --role gateway --join "$seed"
+grep -q '"rate limits for key names gateway.api_keys_file does not have".*carol' "$work/n1.log" ||
+  fail "no warning for a limit on an unknown key name"
 gw1="http://127.0.0.1:$(port_of 1 http_port)"
 gw2="http://127.0.0.1:$(port_of 2 http_port)"
 answers() {  # as bob, whose token limit these few tokens do not reach
