@@ -68,13 +68,6 @@ absl::StatusOr<std::unique_ptr<ApiKeys>> ApiKeys::Load(const std::string& path, 
   return keys;
 }
 
-bool ApiKeys::HasName(std::string_view name) const {
-  for (const auto& [hash, key_name] : hash_to_name_) {
-    if (key_name == name) return true;
-  }
-  return false;
-}
-
 absl::StatusOr<std::string> ApiKeys::Check(std::string_view header) const {
   constexpr std::string_view kBearer = "Bearer ";
   if (header.empty()) {
@@ -89,6 +82,13 @@ absl::StatusOr<std::string> ApiKeys::Check(std::string_view header) const {
   auto it = hash_to_name_.find(hash);
   if (it == hash_to_name_.end()) return absl::UnauthenticatedError(StrCat("invalid ", kind_));
   return it->second;
+}
+
+bool ApiKeys::HasName(std::string_view name) const {
+  for (const auto& [hash, key_name] : hash_to_name_) {
+    if (key_name == name) return true;
+  }
+  return false;
 }
 
 }  // namespace exa::gateway
