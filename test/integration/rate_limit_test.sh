@@ -47,7 +47,9 @@ answers() {  # as bob, whose token limit these few tokens do not reach
   [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $bob" "$1/v1/completions" \
     -d '{"prompt":"1+1=","max_tokens":1}')" = 200 ]
 }
-sees_two() { curl -s "$1/metrics" | grep -q '^exaserve_gateway_rate_limit_gateways 2$'; }
+sees_two() {
+  curl -s -o "$work/metrics" "$1/metrics" && grep -q '^exaserve_gateway_rate_limit_gateways 2$' "$work/metrics"
+}
 for gw in "$gw1" "$gw2"; do
   wait_for 30 answers "$gw" || { tail -5 "$work/n2.log"; fail "$gw does not answer"; }
   wait_for 10 sees_two "$gw" || fail "$gw does not count two gateways"
@@ -101,7 +103,9 @@ set +e
 set -e
 [ $rc -ne 0 ] && grep -qi "rate limit reached on requests per minute" "$work/err" ||
   fail "gRPC over the limit: rc=$rc $(cat "$work/err")"
-curl -s "$gw1/metrics" | grep -q '^exaserve_gateway_rate_limited_total{key="alice",limit="requests"} [1-9]' ||
+# Into a file first: grep -q leaving early would fail curl (SIGPIPE) under pipefail.
+curl -s -o "$work/metrics" "$gw1/metrics"
+grep -q '^exaserve_gateway_rate_limited_total{key="alice",limit="requests"} [1-9]' "$work/metrics" ||
   fail "no rate_limited metric for alice"
 
 # Tokens: bob's 200 a minute are 100 a gateway. Each request is charged its prompt plus
