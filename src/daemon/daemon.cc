@@ -300,9 +300,8 @@ absl::Status Daemon::StartGateway() {
   frontend_ = std::make_unique<gateway::Frontend>(options_.gateway, *remote_, *table_, registry_);
   Every(timers_->performance, options_.health.performance_interval, [this] { EjectSlow(); });
   // Mid-stream failover (docs/architecture.md#failover): stalled streams and those on a replica
-  // that looks dead are resumed elsewhere.
-  Every(timers_->stream_check, absl::Milliseconds(100),
-        [this] { frontend_->CheckStreams(absl::Now()); });
+  // that looks dead are resumed elsewhere; a changed gateway.rate_limits_file is read again.
+  Every(timers_->stream_check, absl::Milliseconds(100), [this] { frontend_->Tick(absl::Now()); });
   routes_ =
       std::make_unique<gateway::VersionRoutes>(options_.node.data_dir + "/gateway-routes.json");
   EXA_RETURN_IF_ERROR(routes_->Load());
@@ -332,6 +331,7 @@ void Daemon::FeedMembership() {
   if (!remote_ || !gossip_) return;
   bool active = GatewayActive();
   frontend_->SetActive(active);
+  frontend_->SetGatewayCount(LiveGateways());  // rate-limit shares (docs/operations.md#rate-limits)
   remote_->UpdateMembers(active ? gossip_->Members() : std::vector<membership::Member>{},
                          absl::Now());
 }

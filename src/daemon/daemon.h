@@ -95,6 +95,8 @@ class Daemon {
   void FeedMembership();
   // Pinned gateway, or an auto node the election made a gateway.
   bool GatewayActive() const;
+  // Live members holding the gateway role in this node's view, at least 1.
+  int LiveGateways() const;
   // An auto node that joins a cluster: election may give it storage, observer or scheduler at
   // run time.
   bool ElectableControlRoles() const;

@@ -74,4 +74,16 @@ bool Daemon::HoldsRole(const membership::Member& m, std::string_view role) const
   return it != assignment_.end() && HasRole(it->second.Names(), role);
 }
 
+// Each gateway enforces its share of every API key's rate limits (docs/operations.md#rate-limits).
+// Suspected members count, as in the election: they may still serve.
+int Daemon::LiveGateways() const {
+  int n = 0;
+  for (const membership::Member& m : gossip_->Members()) {
+    const bool live =
+        m.state == membership::MemberState::kAlive || m.state == membership::MemberState::kSuspect;
+    if (live && HoldsRole(m, "gateway")) ++n;
+  }
+  return std::max(1, n);
+}
+
 }  // namespace exa::daemon

@@ -92,4 +92,11 @@ absl::StatusOr<std::string> ApiKeys::Check(std::string_view header) const {
   return it->second;
 }
 
+bool ApiKeys::HasName(std::string_view name) const {
+  for (const auto& [hash, key_name] : hash_to_name_) {
+    if (key_name == name) return true;
+  }
+  return false;
+}
+
 }  // namespace exa::gateway

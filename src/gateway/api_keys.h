@@ -27,6 +27,8 @@ class ApiKeys {
   // OK with the key's name; UNAUTHENTICATED (with the reason) for a missing or unknown key.
   absl::StatusOr<std::string> Check(std::string_view authorization_header) const;
   size_t size() const { return hash_to_name_.size(); }
+  // Whether a key is named `name` (linear: for checking configuration, not requests).
+  bool HasName(std::string_view name) const;
 
   static std::string Sha256Hex(std::string_view data);
   // A new random key ("exa-" + 40 hex chars) for `exaserve-cli apikey new`.

@@ -1,6 +1,8 @@
 #include "gateway/frontend.h"
 
+#include <algorithm>
 #include <deque>
+#include <filesystem>
 #include <random>
 
 #include "absl/strings/cord.h"
@@ -26,6 +28,19 @@ uint64_t NewSeed() {
 }
 
 std::string PositiveInt(const int& v) { return v > 0 ? "" : StrCat(v, ": must be positive"); }
+
+// The metric label of a tenant: its API key's name, "anonymous" for an open API.
+std::string TenantLabel(const std::string& tenant) { return tenant.empty() ? "anonymous" : tenant; }
+
+// What tells a rewritten rate limits file: its modification time and size ("" when unreadable).
+std::string FileStamp(const std::string& path) {
+  std::error_code ec;
+  auto mtime = std::filesystem::last_write_time(path, ec);
+  if (ec) return "";
+  auto size = std::filesystem::file_size(path, ec);
+  if (ec) return "";
+  return StrCat(mtime.time_since_epoch().count(), "/", size);
+}
 
 // Status payloads are keyed by absl::string_view, which is not std::string_view here.
 constexpr absl::string_view kFieldPayload = "type.exaserve.io/field";
@@ -115,6 +130,15 @@ void RegisterConfig(config::Schema& s, std::string_view section, GatewayOptions*
         "timing would tell one tenant what another sent)");
   s.Add(p + ".api_keys_file", &o->api_keys_file,
         "file of SHA-256 hashes of API keys (exaserve-cli apikey new); empty: no auth");
+  // Checked when set, so a bad file stops exaserved at start (exit 2) naming its line.
+  s.Add(p + ".rate_limits_file", &o->rate_limits_file,
+        "requests and tokens per minute per API key name, and a default (YAML; "
+        "docs/operations.md#rate-limits); re-read when it changes; empty: no limits",
+        config::Validator<std::string>([](const std::string& path) -> std::string {
+          if (path.empty()) return "";
+          auto limits = LoadRateLimitsFile(path);
+          return limits.ok() ? "" : std::string(limits.status().message());
+        }));
   s.Add<int>(p + ".max_resumes", &o->max_resumes,
              "times a request may continue on another replica after its replica failed "
              "mid-stream; 0 turns mid-stream failover off",
@@ -218,6 +242,16 @@ Frontend::Frontend(GatewayOptions options, ReplicaBackend& backend, router::Repl
           "exaserve_gateway_resume_prefill_tokens_total",
           "Tokens prefilled again by resumed requests (prompt plus what was generated before "
           "the failure); not in the clients' usage.")),
+      rate_limited_(registry.AddCounter(
+          "exaserve_gateway_rate_limited_total",
+          "Requests refused for their API key's rate limit (docs/operations.md#rate-limits), by "
+          "key name (anonymous without API keys) and limit: requests or tokens (per minute).",
+          {"key", "limit"})),
+      rate_limit_reloads_(registry.AddCounter(
+          "exaserve_gateway_rate_limit_reloads_total",
+          "Times gateway.rate_limits_file was read again after it changed, by outcome: ok, or "
+          "error (the old limits stay).",
+          {"outcome"})),
       ttft_estimated_seconds_(
           registry
               .AddHistogram("exaserve_gateway_ttft_estimated_seconds",
@@ -232,6 +266,13 @@ Frontend::Frontend(GatewayOptions options, ReplicaBackend& backend, router::Repl
                                              "request: how well routing's view predicts the wait.",
                                              {}, {0.25, 0.5, 0.67, 0.8, 0.9, 1.1, 1.25, 1.5, 2, 4})
                                .WithLabels({})) {
+  registry.AddGaugeCallback(
+      "exaserve_gateway_rate_limit_gateways",
+      "Gateways sharing each API key's rate limits in this node's view: each enforces the limit "
+      "over this many, rounded up.",
+      [this] { return rate_limiter_ ? static_cast<double>(rate_limiter_->gateways()) : 1.0; });
+  // Made here, filled by LoadApiKeys: the pointer never changes while requests read it.
+  if (!options_.rate_limits_file.empty()) rate_limiter_ = std::make_unique<RateLimiter>();
   // Prefix-aware routing as this gateway saw it (docs/architecture.md#routing).
   registry.AddCounterCallback("exaserve_gateway_routing_decisions_total",
                               "Replicas chosen for requests (retries included).",
@@ -268,9 +309,101 @@ void Frontend::ObserveWait(const std::string& model, int64_t tokens_ahead, doubl
 }
 
 absl::Status Frontend::LoadApiKeys() {
-  if (options_.api_keys_file.empty()) return absl::OkStatus();
-  EXA_ASSIGN_OR_RETURN(api_keys_, ApiKeys::Load(options_.api_keys_file));
+  if (!options_.api_keys_file.empty()) {
+    EXA_ASSIGN_OR_RETURN(api_keys_, ApiKeys::Load(options_.api_keys_file));
+  }
+  if (rate_limiter_) {
+    rate_limits_stamp_ = FileStamp(options_.rate_limits_file);
+    EXA_ASSIGN_OR_RETURN(RateLimits limits, LoadRateLimitsFile(options_.rate_limits_file));
+    WarnUnknownKeys(limits);
+    rate_limiter_->SetLimits(std::move(limits));
+  }
   return absl::OkStatus();
+}
+
+RateLimitReport Frontend::RateLimitState(const std::string& tenant) {
+  RateLimitReport report;
+  if (rate_limiter_) rate_limiter_->Peek(tenant, RateLimiter::Now(), &report);
+  return report;
+}
+
+void Frontend::SetGatewayCount(int n) {
+  if (rate_limiter_) rate_limiter_->SetGateways(n);
+}
+
+void Frontend::Tick(absl::Time now) {
+  CheckStreams(now);
+  PollRateLimits(now);
+}
+
+// Limits reload without a restart (docs/operations.md#rate-limits): a file whose stamp changed
+// is read again; a bad one is logged once and the old limits stay.
+void Frontend::PollRateLimits(absl::Time now) {
+  if (!rate_limiter_ || now - rate_limits_polled_ < absl::Seconds(1)) return;
+  rate_limits_polled_ = now;
+  std::string stamp = FileStamp(options_.rate_limits_file);
+  if (stamp == rate_limits_stamp_) return;
+  rate_limits_stamp_ = stamp;
+  absl::StatusOr<RateLimits> limits = LoadRateLimitsFile(options_.rate_limits_file);
+  if (!limits.ok()) {
+    rate_limit_reloads_.WithLabels({"error"}).Increment();
+    EXA_LOG_ERROR(
+        "gateway", "rate limits not reloaded; the previous limits stay",
+        {{"file", options_.rate_limits_file}, {"error", ToStd(limits.status().message())}});
+    return;
+  }
+  rate_limit_reloads_.WithLabels({"ok"}).Increment();
+  EXA_LOG_INFO(
+      "gateway", "rate limits reloaded",
+      {{"file", options_.rate_limits_file}, {"keys", static_cast<int64_t>(limits->keys.size())}});
+  WarnUnknownKeys(*limits);
+  rate_limiter_->SetLimits(*std::move(limits));
+}
+
+void Frontend::WarnUnknownKeys(const RateLimits& limits) const {
+  if (limits.keys.empty()) return;
+  if (!api_keys_) {
+    EXA_LOG_WARN("gateway",
+                 "gateway.rate_limits_file names keys but gateway.api_keys_file is not set: only "
+                 "the default applies, to all callers together",
+                 {{"file", options_.rate_limits_file}});
+    return;
+  }
+  std::vector<std::string> unknown;
+  for (const auto& [name, limit] : limits.keys) {
+    if (!api_keys_->HasName(name)) unknown.push_back(name);
+  }
+  if (unknown.empty()) return;
+  std::sort(unknown.begin(), unknown.end());
+  std::string names;
+  for (const std::string& name : unknown) StrAppend(&names, names.empty() ? "" : ", ", name);
+  EXA_LOG_WARN("gateway", "rate limits for key names gateway.api_keys_file does not have",
+               {{"file", options_.rate_limits_file}, {"names", names}});
+}
+
+absl::StatusOr<RateLimiter::Charge> Frontend::ChargeRateLimit(const TextRequest& r,
+                                                              const engine::GenerateRequest& g,
+                                                              RateLimitReport* report) {
+  if (!rate_limiter_) return RateLimiter::Charge{};
+  RateLimitReport local;
+  if (report == nullptr) report = &local;
+  const int64_t tokens = static_cast<int64_t>(g.prompt_tokens.size()) + g.max_tokens;
+  auto charge = rate_limiter_->Admit(r.tenant, tokens, RateLimiter::Now(), report);
+  if (charge.ok()) return charge;
+  const bool limited = charge.status().code() == absl::StatusCode::kResourceExhausted;
+  requests_.WithLabels({limited ? "rate_limited" : "invalid_argument"}).Increment();
+  rate_limited_.WithLabels({TenantLabel(r.tenant), limited ? report->refused : "tokens"})
+      .Increment();
+  // Larger than the limit itself: no wait helps, the caller must ask for fewer tokens.
+  if (!limited) return FieldError(r.max_tokens_field, ToStd(charge.status().message()));
+  return charge;
+}
+
+void Frontend::Release(const RateLimiter::Charge& charge) {
+  in_flight_--;
+  if (rate_limiter_) {
+    rate_limiter_->Refund(charge, charge.tokens, /*request=*/true, RateLimiter::Now());
+  }
 }
 
 absl::StatusOr<std::string> Frontend::Authorize(std::string_view authorization) const {
@@ -403,13 +536,17 @@ absl::StatusOr<std::pair<ModelView, engine::GenerateRequest>> Frontend::Admit(Te
   return std::make_pair(*std::move(model), *std::move(built));
 }
 
-absl::StatusOr<std::shared_ptr<Call>> Frontend::Start(TextRequest r, EventSink sink) {
-  EXA_ASSIGN_OR_RETURN(auto admitted, Admit(r));
-  const ModelView* model = &admitted.first;
-  engine::GenerateRequest g = std::move(admitted.second);
-
+absl::StatusOr<std::shared_ptr<Call>> Frontend::Start(TextRequest r, EventSink sink,
+                                                      RateLimitReport* report) {
+  auto admitted = Admit(r);
+  if (!admitted.ok() && report != nullptr) *report = RateLimitState(r.tenant);
+  EXA_RETURN_IF_ERROR(admitted.status());
+  const ModelView* model = &admitted->first;
+  engine::GenerateRequest g = std::move(admitted->second);
+  // After parsing (the charge is known), before routing (docs/operations.md#rate-limits).
+  EXA_ASSIGN_OR_RETURN(RateLimiter::Charge charge, ChargeRateLimit(r, g, report));
   if (in_flight_.fetch_add(1) >= options_.max_in_flight) {
-    in_flight_--;
+    Release(charge);
     requests_.WithLabels({"resource_exhausted"}).Increment();
     return absl::ResourceExhaustedError(
         StrCat("gateway at gateway.max_in_flight (", options_.max_in_flight, "); retry later"));
@@ -421,7 +558,7 @@ absl::StatusOr<std::shared_ptr<Call>> Frontend::Start(TextRequest r, EventSink s
   auto replica =
       Route({model->name, version, static_cast<int64_t>(g.prompt_tokens.size()), {}, labels}, g);
   if (!replica.ok()) {
-    in_flight_--;
+    Release(charge);
     requests_
         .WithLabels(
             {replica.status().code() == absl::StatusCode::kNotFound ? "not_found" : "unavailable"})
@@ -442,6 +579,7 @@ absl::StatusOr<std::shared_ptr<Call>> Frontend::Start(TextRequest r, EventSink s
   call->prompt_tokens_ = static_cast<int32_t>(g.prompt_tokens.size());
   call->seed_ = *g.sampling.seed;
   call->backend_ = &backend_;
+  call->rate_charge_ = charge;
   g.callback = AttemptCallback(call, 0);
   {
     absl::MutexLock lock(&calls_mu_);
@@ -454,7 +592,7 @@ absl::StatusOr<std::shared_ptr<Call>> Frontend::Start(TextRequest r, EventSink s
       open_calls_.erase(call.get());
     }
     table_.Complete(replica->replica);
-    in_flight_--;
+    Release(charge);
     requests_
         .WithLabels({id.status().code() == absl::StatusCode::kResourceExhausted
                          ? "resource_exhausted"

@@ -24,6 +24,7 @@
 #include "engine/request.h"
 #include "engine/tokenizer_detokenizer.h"
 #include "gateway/api_keys.h"
+#include "gateway/rate_limiter.h"
 #include "gateway/version_routes.h"
 #include "metrics/registry.h"
 #include "nlohmann/json.hpp"
@@ -39,6 +40,8 @@ struct GatewayOptions {
   int max_tokens_limit = 4096;   // largest max_tokens accepted
   config::Bytes max_prompt_bytes{256 << 10};
   std::string api_keys_file;  // empty: the public API is open
+  // Requests and tokens per minute per API key (gateway/rate_limiter.h); empty: no limits.
+  std::string rate_limits_file;
   // Requests under different API keys never share prefix-cache blocks
   // (docs/architecture.md#prefix-cache: a cache hit is faster, which tells one tenant what
   // another sent). Without API keys every request is the same tenant.
@@ -139,6 +142,7 @@ class Call {
   int32_t prompt_tokens_ = 0;
   uint64_t seed_ = 0;
   int64_t tokens_ahead_ = 0;  // the router's view at admission (ReplicaTable::Choice)
+  RateLimiter::Charge rate_charge_;  // refunded what was not generated when the call ends
   ReplicaBackend* backend_ = nullptr;
   EventSink sink_;
   absl::Time admitted_;
@@ -181,7 +185,10 @@ class Frontend {
   // INVALID_ARGUMENT names the field; NOT_FOUND the model or version (and what exists);
   // RESOURCE_EXHAUSTED when over max_in_flight or the replica's queue is full; UNAVAILABLE when
   // no replica is ready.
-  absl::StatusOr<std::shared_ptr<Call>> Start(TextRequest request, EventSink sink);
+  // RESOURCE_EXHAUSTED also over the API key's rate limit (`report`, when given, says which and
+  // the key's state for the x-ratelimit-* headers, refused or not).
+  absl::StatusOr<std::shared_ptr<Call>> Start(TextRequest request, EventSink sink,
+                                              RateLimitReport* report = nullptr);
 
   std::vector<ModelView> Models() const { return backend_.Models(); }
   // Version routes (may be set once, before serving); without them no label filter applies.
@@ -189,8 +196,12 @@ class Frontend {
   std::vector<std::string> RouteHeaders() const {
     return routes_ ? routes_->Headers() : std::vector<std::string>{};
   }
-  // Loads gateway.api_keys_file when set. Call before serving.
+  // Loads gateway.api_keys_file and gateway.rate_limits_file when set. Call before serving.
   absl::Status LoadApiKeys();
+  // `tenant`'s rate-limit state, for the headers of a response refused before Start.
+  RateLimitReport RateLimitState(const std::string& tenant);
+  // Rate-limit shares (docs/operations.md#rate-limits): the gateways in this node's view.
+  void SetGatewayCount(int n);
   // OK when no keys are configured or `authorization` carries a known key; else UNAUTHENTICATED.
   // The caller's tenant (its API key's name; "" when the API is open), or UNAUTHENTICATED.
   absl::StatusOr<std::string> Authorize(std::string_view authorization) const;
@@ -207,6 +218,9 @@ class Frontend {
   // tries again those waiting for a replica or the budget, and fails them past
   // gateway.resume_deadline. The daemon calls it every 100 ms.
   void CheckStreams(absl::Time now);
+  // The daemon's 100 ms tick: CheckStreams, and once a second gateway.rate_limits_file is read
+  // again when its modification time or size changed (a bad file keeps the old limits).
+  void Tick(absl::Time now);
 
  private:
   // The engine's request for `r` on `model`: tokens, max_tokens within the context, sampling,
@@ -216,6 +230,16 @@ class Frontend {
   absl::StatusOr<ModelView> ResolveModel(const TextRequest& request) const;
   // Draining, activity, validation, the model and the engine request, each refusal counted.
   absl::StatusOr<std::pair<ModelView, engine::GenerateRequest>> Admit(TextRequest& request);
+  // Charges the tenant's rate limit for `g` (prompt plus max_tokens); a refusal is counted.
+  absl::StatusOr<RateLimiter::Charge> ChargeRateLimit(const TextRequest& r,
+                                                      const engine::GenerateRequest& g,
+                                                      RateLimitReport* report);
+  // A request admitted (in flight, charged) but not started: its place and charge go back.
+  void Release(const RateLimiter::Charge& charge);
+  void PollRateLimits(absl::Time now);
+  // Logs the key names of `limits` that no API key has (a typo would leave a key on the
+  // default), or that there are no API keys to name.
+  void WarnUnknownKeys(const RateLimits& limits) const;
   // The callback of `call`'s attempt number `attempt`: its events count only while that is the
   // call's current attempt.
   engine::StreamCallback AttemptCallback(std::shared_ptr<Call> call, int attempt);
@@ -265,6 +289,10 @@ class Frontend {
   std::atomic<bool> draining_{false};
   std::atomic<bool> active_{true};
   std::unique_ptr<ApiKeys> api_keys_;
+  std::unique_ptr<RateLimiter> rate_limiter_;  // null: no gateway.rate_limits_file
+  // The rate limits file as last read; only Tick (one thread: the daemon's timer) uses these.
+  absl::Time rate_limits_polled_ = absl::InfinitePast();
+  std::string rate_limits_stamp_;
   VersionRoutes* routes_ = nullptr;
   metrics::Family<metrics::Counter>& requests_;
   metrics::Histogram& ttft_seconds_;
@@ -277,6 +305,8 @@ class Frontend {
   metrics::Family<metrics::Counter>& resume_failures_;
   metrics::Histogram& resume_gap_seconds_;
   metrics::Counter& resume_prefill_tokens_;
+  metrics::Family<metrics::Counter>& rate_limited_;        // by key and limit
+  metrics::Family<metrics::Counter>& rate_limit_reloads_;  // by outcome
   // Estimated vs actual time to first token (router/wait_model.h), per model.
   void ObserveWait(const std::string& model, int64_t tokens_ahead, double seconds)
       ABSL_LOCKS_EXCLUDED(wait_mu_);

@@ -283,6 +283,11 @@ void Frontend::FinishCall(Call& call, engine::StreamEvent e) {
   LogFinished(call, e, e2e);
   prompt_tokens_total_.Increment(e.prompt_tokens);
   completion_tokens_total_.Increment(e.completion_tokens);
+  if (rate_limiter_) {  // the client pays for the tokens it got, not for unused max_tokens
+    rate_limiter_->Refund(call.rate_charge_,
+                          call.rate_charge_.tokens - e.prompt_tokens - e.completion_tokens,
+                          /*request=*/false, RateLimiter::Now());
+  }
   // A request its client cancelled (or disconnected from) is not an engine failure.
   requests_
       .WithLabels({e.status.ok()            ? "ok"

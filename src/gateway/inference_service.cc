@@ -8,13 +8,25 @@
 namespace exa::gateway {
 namespace {
 
+// A refusal for the API key's rate limit (docs/reference/api.md#rate-limits) tells the caller
+// when to retry: `retry-after` trailing metadata, whole seconds, at least 1.
+void AddRetryAfter(grpc::CallbackServerContext* context, const RateLimitReport& report) {
+  for (const auto& [name, value] : RateLimitHeaders(report)) {
+    if (name == "Retry-After") context->AddTrailingMetadata("retry-after", value);
+  }
+}
+
 // Starts `request` on the frontend as the producer of a GenerateStreamReactor.
 engine::rpc::GenerateStreamReactor::Starter FrontendStarter(Frontend& frontend,
+                                                            grpc::CallbackServerContext* context,
                                                             TextRequest request) {
-  return [&frontend, request = std::move(request)](
+  return [&frontend, context, request = std::move(request)](
              engine::StreamCallback sink) mutable -> absl::StatusOr<engine::rpc::StreamHandle> {
-    EXA_ASSIGN_OR_RETURN(std::shared_ptr<Call> call,
-                         frontend.Start(std::move(request), std::move(sink)));
+    RateLimitReport report;
+    absl::StatusOr<std::shared_ptr<Call>> started =
+        frontend.Start(std::move(request), std::move(sink), &report);
+    if (!started.ok()) AddRetryAfter(context, report);
+    EXA_ASSIGN_OR_RETURN(std::shared_ptr<Call> call, std::move(started));
     engine::rpc::StreamHandle handle;
     handle.cancel = [call] { call->Cancel(); };
     handle.request_id = [call] { return call->request_id(); };
@@ -75,7 +87,7 @@ grpc::ServerWriteReactor<exaserve::v1::GenerateResponse>* InferenceService::Gene
     reactor->Begin([&](engine::StreamCallback) { return text.status(); });
     return reactor;
   }
-  reactor->Begin(FrontendStarter(frontend_, *std::move(text)));
+  reactor->Begin(FrontendStarter(frontend_, context, *std::move(text)));
   return reactor;
 }
 
@@ -94,9 +106,11 @@ grpc::ServerUnaryReactor* InferenceService::Complete(grpc::CallbackServerContext
   };
   auto state = std::make_shared<State>();
   absl::MutexLock lock(&state->mu);
+  RateLimitReport report;
   auto call = frontend_.Start(
-      *std::move(text), [reactor, response, state,
-                         logprobs = request->sampling().logprobs()](const engine::StreamEvent& e) {
+      *std::move(text),
+      [reactor, response, state,
+       logprobs = request->sampling().logprobs()](const engine::StreamEvent& e) {
         absl::MutexLock lock(&state->mu);
         if (e.token >= 0) response->add_token_ids(e.token);
         if (e.token >= 0 && logprobs) response->add_logprobs(e.logprob);
@@ -112,8 +126,10 @@ grpc::ServerUnaryReactor* InferenceService::Complete(grpc::CallbackServerContext
           response->set_seed(state->call->seed());
         }
         reactor->Finish(e.status.ok() ? grpc::Status::OK : net::StatusToGrpc(e.status));
-      });
+      },
+      &report);
   if (!call.ok()) {
+    AddRetryAfter(context, report);
     reactor->Finish(net::StatusToGrpc(call.status()));
     return reactor;
   }

@@ -26,6 +26,35 @@ net::HttpResponse StatusResponse(const absl::Status& s) {
   return net::JsonError(HttpStatusFor(s.code()), ToStd(s.message()), ErrorField(s));
 }
 
+// A response to an API key with rate limits carries OpenAI's x-ratelimit-* headers
+// (docs/reference/api.md#rate-limits).
+net::HttpResponse WithRateLimit(net::HttpResponse response, const RateLimitReport& report) {
+  for (auto& header : RateLimitHeaders(report)) {
+    // JsonError's Retry-After (1 s for any 429 or 503) gives way to the limiter's.
+    if (header.first == "Retry-After") {
+      std::erase_if(response.headers, [](const auto& h) { return h.first == "Retry-After"; });
+    }
+    response.headers.push_back(std::move(header));
+  }
+  return response;
+}
+
+// `s` for a caller whose rate-limit state is `report`: a refusal for the limit is a 429 in
+// OpenAI's shape (type "requests" or "tokens", code "rate_limit_exceeded") with Retry-After
+// until the request would fit.
+net::HttpResponse RateLimitedStatusResponse(const absl::Status& s, const RateLimitReport& report) {
+  net::HttpResponse response = StatusResponse(s);
+  if (!report.refused.empty() && s.code() == absl::StatusCode::kResourceExhausted) {
+    json body = {{"error",
+                  {{"message", ToStd(s.message())},
+                   {"type", report.refused},
+                   {"param", nullptr},
+                   {"code", "rate_limit_exceeded"}}}};
+    response.body = SafeDump(body) + "\n";
+  }
+  return WithRateLimit(std::move(response), report);
+}
+
 int64_t UnixNow() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -364,6 +393,7 @@ struct Exchange {
   int64_t created = 0;
   std::shared_ptr<net::HttpResponder> responder;
   std::shared_ptr<Call> call;
+  RateLimitReport rate_limit;  // as of admission; set before any event
   absl::Mutex mu;
   std::string text ABSL_GUARDED_BY(mu);
   bool role_sent ABSL_GUARDED_BY(mu) = false;
@@ -399,7 +429,8 @@ struct Exchange {
       // Cancelled by the server (drain deadline, engine stop) or failed: an error, not a
       // truncated 200. (When the client itself went away nobody reads this.)
       int status = e.finish_reason == engine::FinishReason::kCancelled ? 503 : 500;
-      responder->Respond(net::JsonError(status, ToStd(e.status.message())));
+      responder->Respond(
+          WithRateLimit(net::JsonError(status, ToStd(e.status.message())), rate_limit));
       return;
     }
     json out = Envelope();
@@ -412,7 +443,8 @@ struct Exchange {
     }
     out["choices"] = json::array({choice});
     out["usage"] = Usage(e);
-    responder->Respond({200, "application/json", SafeDump(out) + "\n", {}});
+    responder->Respond(
+        WithRateLimit({200, "application/json", SafeDump(out) + "\n", {}}, rate_limit));
   }
 
   void OnStreamEvent(const engine::StreamEvent& e) {
@@ -485,7 +517,8 @@ void HandleGenerate(Frontend& frontend, bool chat, net::HttpRequest req,
     error =
         chat ? ParseChatMessages(body, req.body, &request) : ParseCompletionPrompt(body, &request);
   if (error) {
-    responder->Respond(net::JsonError(error->status, error->message, error->param));
+    responder->Respond(WithRateLimit(net::JsonError(error->status, error->message, error->param),
+                                     frontend.RateLimitState(request.tenant)));
     return;
   }
   for (const std::string& name : frontend.RouteHeaders()) {
@@ -499,17 +532,20 @@ void HandleGenerate(Frontend& frontend, bool chat, net::HttpRequest req,
   absl::StatusOr<std::shared_ptr<Call>> call;
   {
     absl::MutexLock lock(&exchange->mu);
-    call = frontend.Start(std::move(request),
-                          [exchange](const engine::StreamEvent& e) { exchange->OnEvent(e); });
+    call = frontend.Start(
+        std::move(request), [exchange](const engine::StreamEvent& e) { exchange->OnEvent(e); },
+        &exchange->rate_limit);
     if (call.ok()) {
       exchange->call = *call;
       exchange->id = StrCat(chat ? "chatcmpl-" : "cmpl-", (*call)->request_id());
       exchange->model = (*call)->model();
-      if (exchange->stream) responder->StartStream(200, "text/event-stream");
+      if (exchange->stream) {
+        responder->StartStream(200, "text/event-stream", RateLimitHeaders(exchange->rate_limit));
+      }
     }
   }
   if (!call.ok()) {
-    responder->Respond(StatusResponse(call.status()));
+    responder->Respond(RateLimitedStatusResponse(call.status(), exchange->rate_limit));
     return;
   }
   responder->OnClientGone([call = *call] { call->Cancel(); });

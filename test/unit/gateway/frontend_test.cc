@@ -5,7 +5,11 @@
 // cancelled). Validation errors carry the field they name.
 #include "gateway/frontend.h"
 
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
 
 #include "common/strings.h"
 #include "engine/tokenizer_detokenizer.h"
@@ -343,6 +347,65 @@ TEST_CASE("The router's estimate of the first token is compared with the actual 
   const std::string metrics = f.registry.Expose();
   CHECK(Has(metrics, "exaserve_gateway_ttft_estimate_ratio_count 8\n"));
   CHECK(Has(metrics, "exaserve_gateway_ttft_estimated_seconds_count 8\n"));
+}
+
+}  // namespace
+}  // namespace exa::gateway
+
+namespace exa::gateway {
+namespace {
+
+// Writes `text` to a fresh file under the temp directory and returns its path.
+std::string WriteTemp(const std::string& name, const std::string& text) {
+  const std::string path = StrCat(std::filesystem::temp_directory_path().string(), "/", name, "-",
+                                  ::getpid(), "-", absl::ToUnixNanos(absl::Now()));
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST_CASE("Rate limits refuse past the limit, refund unused max_tokens and reload on change") {
+  GatewayOptions options;
+  options.rate_limits_file =
+      WriteTemp("limits", "default: {requests_per_minute: 2, tokens_per_minute: 1000}\n");
+  Fixture f(options);
+  REQUIRE(f.frontend.LoadApiKeys().ok());
+  TextRequest r;
+  r.prompt = "1+1=";
+  r.max_tokens = 100;
+  RateLimitReport report;
+  auto sink = [&f](const engine::StreamEvent& e) { f.events.push_back(e); };
+  auto call = f.frontend.Start(r, sink, &report);
+  REQUIRE(call.ok());
+  const int64_t prompt = (*call)->prompt_tokens();
+  CHECK(report.remaining_tokens == 1000 - prompt - 100);
+  CHECK(report.remaining_requests == 1);
+  f.backend.Token(0, 17);
+  f.backend.Finish(0, absl::OkStatus());  // one token of 100: 99 come back
+  CHECK(f.frontend.RateLimitState("").remaining_tokens == 1000 - prompt - 1);
+  REQUIRE(f.frontend.Start(r, sink, &report).ok());
+  auto refused = f.frontend.Start(r, sink, &report);
+  CHECK(refused.status().code() == absl::StatusCode::kResourceExhausted);
+  CHECK(report.refused == "requests");
+  CHECK(report.retry_after > absl::ZeroDuration());
+  const std::string metrics = f.registry.Expose();
+  CHECK(
+      Has(metrics, "exaserve_gateway_rate_limited_total{key=\"anonymous\",limit=\"requests\"} 1"));
+  CHECK(Has(metrics, "exaserve_gateway_requests_total{outcome=\"rate_limited\"} 1"));
+
+  // A bad rewrite keeps the old limits; a good one applies at the next tick.
+  std::ofstream(options.rate_limits_file) << "default: {requests_per_minute: x}\n";
+  f.frontend.Tick(absl::Now());
+  CHECK_FALSE(f.frontend.Start(r, sink, &report).ok());
+  CHECK(Has(f.registry.Expose(), "exaserve_gateway_rate_limit_reloads_total{outcome=\"error\"} 1"));
+  std::ofstream(options.rate_limits_file) << "default: {requests_per_minute: 10}\n";
+  f.frontend.Tick(absl::Now() + absl::Seconds(1));
+  CHECK(f.frontend.Start(r, sink, &report).ok());
+  CHECK(report.limit_requests == 10);
+  CHECK_FALSE(report.tokens_limited);
+  // Two gateways: each takes half.
+  f.frontend.SetGatewayCount(2);
+  CHECK(f.frontend.RateLimitState("").limit_requests == 5);
+  std::filesystem::remove(options.rate_limits_file);
 }
 
 }  // namespace
