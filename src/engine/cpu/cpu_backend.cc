@@ -120,7 +120,7 @@ void CpuBackend::MatMulShared(Buffer x, std::span<const MatMulTarget> targets) {
     x.data = rounded_x_.data();
   }
   // Work is split in groups of 16 weight rows across all targets: enough pieces to balance the
-  // threads, each a whole number of kernel blocks so the split never changes a result.
+  // threads (the kernels give the same result however the rows are split).
   constexpr int64_t kGroup = 16;
   std::vector<int64_t> first_group(targets.size() + 1, 0);
   for (size_t i = 0; i < targets.size(); ++i) {
@@ -130,13 +130,14 @@ void CpuBackend::MatMulShared(Buffer x, std::span<const MatMulTarget> targets) {
         << "] out[" << t.out.rows << "," << t.out.cols << "]";
     first_group[i + 1] = first_group[i] + (t.w->rows + kGroup - 1) / kGroup;
   }
+  PrepareInputs(x, targets);
   const int64_t groups = first_group.back();
   auto run = [&](int64_t begin, int64_t end) {
     for (size_t i = 0; i < targets.size(); ++i) {
       const int64_t b = std::max(begin, first_group[i]), e = std::min(end, first_group[i + 1]);
       if (b >= e) continue;
       const MatMulTarget& t = targets[i];
-      MatMulRange(x.data, x.cols, x.rows, t.w->data, t.w->dtype, t.w->cols,
+      MatMulRange(inputs_[static_cast<size_t>(t.w->dtype)], t.w->data,
                   (b - first_group[i]) * kGroup, std::min(t.w->rows, (e - first_group[i]) * kGroup),
                   t.out.data, t.out.cols);
     }
@@ -146,6 +147,19 @@ void CpuBackend::MatMulShared(Buffer x, std::span<const MatMulTarget> targets) {
     if (t.bias == nullptr || !t.bias->present()) continue;
     for (int64_t r = 0; r < t.out.rows; ++r) {
       for (int64_t i = 0; i < t.out.cols; ++i) t.out.data[r * t.out.cols + i] += F32(*t.bias)[i];
+    }
+  }
+}
+
+void CpuBackend::PrepareInputs(Buffer x, std::span<const MatMulTarget> targets) {
+  bool needed[3] = {false, false, false};
+  for (const MatMulTarget& t : targets) needed[static_cast<size_t>(t.w->dtype)] = true;
+  for (size_t d = 0; d < 3; ++d) {
+    if (!needed[d]) continue;
+    MatMulInput& in = inputs_[d];
+    in.Reset(x.data, x.cols, x.rows, x.cols, static_cast<DType>(d));
+    if (in.needs_pack()) {
+      ParallelRows(x.rows, x.cols, [&](int64_t begin, int64_t end) { in.PackRows(begin, end); });
     }
   }
 }

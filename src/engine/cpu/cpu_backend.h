@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/cpu/kernels.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/dtype.h"
 
@@ -63,6 +64,9 @@ class CpuBackend final : public Backend {
                  const std::vector<int32_t>& blocks, const AttentionParams& p, int32_t kv_head,
                  float* scores, float* out) const;
 
+  // inputs_[dtype] made ready for every weight dtype among `targets`.
+  void PrepareInputs(Buffer x, std::span<const MatMulTarget> targets);
+
   // ParallelFor for element-wise work: inline when too small to be worth waking the pool (each
   // wake costs tens of microseconds, more on a busy machine; decode runs hundreds per token).
   void ParallelRows(int64_t rows, int64_t cost_per_row,
@@ -73,6 +77,7 @@ class CpuBackend final : public Backend {
   DType matmul_input_rounding_ = DType::kF32;
   int64_t matmul_rounding_min_rows_ = 0;
   std::vector<float> rounded_x_;  // scratch for the rounded x
+  MatMulInput inputs_[3];         // x of the current product, per weight DType
   std::vector<std::unique_ptr<float[]>> buffers_;
   int64_t held_bytes_ = 0;  // buffers_ and kv_
   KvCacheShape kv_shape_;
