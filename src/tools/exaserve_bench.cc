@@ -49,6 +49,10 @@ CLI::App* AddEngineCommand(CLI::App& app, exa::engine::EngineBenchOptions* engin
       ->add_option("--prefill-tokens", engine->prefill_tokens,
                    "prompt lengths for prefill (default 128 512; --prefix-share: the first)")
       ->check(CLI::Range(1, 1 << 20));
+  engine_cmd
+      ->add_option("--cpu-spin-us", engine->cpu_spin_us,
+                   "backend cpu: idle pool threads spin this long before blocking (default 50)")
+      ->check(CLI::Range(0, 1000000));
   engine_cmd->add_option("--isa", engine->isa,
                          "backend cpu: force a kernel path (scalar, avx2, avx512, avx512bf16)");
   engine_cmd->add_option("--decode-tokens", engine->decode_tokens, "tokens per decode round")

@@ -393,6 +393,7 @@ absl::StatusOr<json> RunEngineBench(const EngineBenchOptions& o) {
   eo.backend = o.backend;
   eo.device = o.device;
   eo.threads = o.threads;
+  eo.cpu_spin_us = o.cpu_spin_us;
   eo.kv_cache_bytes = o.kv_cache_bytes;
   eo.max_running = std::max(64, *std::max_element(o.batch_sizes.begin(), o.batch_sizes.end()));
   const int32_t longest = o.prefill_tokens.empty()
@@ -409,7 +410,10 @@ absl::StatusOr<json> RunEngineBench(const EngineBenchOptions& o) {
               {"backend", o.backend},
               {"threads", threads},
               {"weight_bytes", engine->info().weight_bytes}};
-  if (o.backend == "cpu") out["cpu_isa"] = std::string(cpu::IsaName(cpu::ActiveIsa()));
+  if (o.backend == "cpu") {
+    out["cpu_isa"] = std::string(cpu::IsaName(cpu::ActiveIsa()));
+    out["cpu_spin_us"] = o.cpu_spin_us;
+  }
   EXA_RETURN_IF_ERROR(MeasureThroughput(*engine, o, out));
   out["repeats"] = o.repeats;
   if (o.backend == "cpu") {

@@ -22,8 +22,8 @@ const float* F32(const Weight& w) { return static_cast<const float*>(w.data); }
 
 }  // namespace
 
-CpuBackend::CpuBackend(int threads, DType kv_storage)
-    : pool_(DefaultThreads(threads)), kv_storage_(kv_storage) {}
+CpuBackend::CpuBackend(int threads, DType kv_storage, absl::Duration spin)
+    : pool_(DefaultThreads(threads), spin), kv_storage_(kv_storage) {}
 
 absl::StatusOr<Weight> CpuBackend::UploadWeight(const TensorView& t) {
   Weight w;
@@ -207,43 +207,35 @@ void CpuBackend::StoreKv(int32_t layer, Buffer k, Buffer v, const BatchLayout& l
   }
 }
 
-void CpuBackend::AttendOne(int32_t layer, const float* q, int32_t position,
-                           const std::vector<int32_t>& blocks, const AttentionParams& p,
-                           int32_t kv_head, float* scores, float* out) const {
-  const float scale = 1.0f / std::sqrt(static_cast<float>(p.head_dim));
-  const int32_t len = position + 1;
-  float max_score = -std::numeric_limits<float>::infinity();
-  for (int32_t j = 0; j < len; ++j) {
-    const int32_t slot = blocks[j / p.block_size] * p.block_size + j % p.block_size;
-    scores[j] = DotF32(q, KeyAt(layer, slot) + kv_head * p.head_dim, p.head_dim) * scale;
-    max_score = std::max(max_score, scores[j]);
-  }
-  float sum = 0;
-  for (int32_t j = 0; j < len; ++j) {
-    scores[j] = std::exp(scores[j] - max_score);
-    sum += scores[j];
-  }
-  std::fill(out, out + p.head_dim, 0.0f);
-  for (int32_t j = 0; j < len; ++j) {
-    const int32_t slot = blocks[j / p.block_size] * p.block_size + j % p.block_size;
-    Axpy(scores[j] / sum, ValueAt(layer, slot) + kv_head * p.head_dim, p.head_dim, out);
-  }
-}
-
 void CpuBackend::Attention(int32_t layer, Buffer q, const AttentionParams& p,
                            const BatchLayout& layout, Buffer out) {
   const int32_t group = p.num_heads / p.num_kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(p.head_dim));
   int32_t max_len = 0;
   for (int32_t pos : layout.positions) max_len = std::max(max_len, pos + 1);
+  const float* keys = KeyAt(layer, 0);
+  const float* values = ValueAt(layer, 0);
   ParallelRows(q.rows * p.num_heads, int64_t{max_len} * p.head_dim * 2,
                [&](int64_t begin, int64_t end) {
                  std::vector<float> scores(max_len);
+                 std::vector<int32_t> slots;  // of token `slots_of`'s positions
+                 int64_t slots_of = -1;
                  for (int64_t i = begin; i < end; ++i) {
                    const int64_t t = i / p.num_heads;
                    const int32_t h = static_cast<int32_t>(i % p.num_heads);
-                   AttendOne(layer, q.data + t * q.cols + h * p.head_dim, layout.positions[t],
-                             layout.block_tables[layout.token_seq[t]], p, h / group, scores.data(),
-                             out.data + t * out.cols + h * p.head_dim);
+                   const int32_t len = layout.positions[t] + 1;
+                   if (slots_of != t) {
+                     const std::vector<int32_t>& blocks = layout.block_tables[layout.token_seq[t]];
+                     slots.resize(len);
+                     for (int32_t j = 0; j < len; ++j) {
+                       slots[j] = blocks[j / p.block_size] * p.block_size + j % p.block_size;
+                     }
+                     slots_of = t;
+                   }
+                   const int64_t head = int64_t{h / group} * p.head_dim;
+                   AttendHead(q.data + t * q.cols + h * p.head_dim, keys + head, values + head,
+                              slots.data(), kv_shape_.kv_dim, len, p.head_dim, scale, scores.data(),
+                              out.data + t * out.cols + h * p.head_dim);
                  }
                });
 }

@@ -25,7 +25,9 @@ class CpuBackend final : public Backend {
   // are rounded to that type as they are stored (the cache itself stays fp32), giving the
   // numerics of a half-precision KV cache, as the CUDA backend keeps for half checkpoints; the
   // cross-backend tests compare like with like this way.
-  explicit CpuBackend(int threads, DType kv_storage = DType::kF32);
+  // `spin`: how long idle pool threads spin before they block (ThreadPool).
+  explicit CpuBackend(int threads, DType kv_storage = DType::kF32,
+                      absl::Duration spin = absl::Microseconds(50));
   int64_t held_bytes() const override { return held_bytes_; }
 
   // A reference for a device's precision policy, for cross-backend tests: products of x with at
@@ -60,10 +62,6 @@ class CpuBackend final : public Backend {
  private:
   float* KeyAt(int32_t layer, int32_t slot) const;
   float* ValueAt(int32_t layer, int32_t slot) const;
-  void AttendOne(int32_t layer, const float* q, int32_t position,
-                 const std::vector<int32_t>& blocks, const AttentionParams& p, int32_t kv_head,
-                 float* scores, float* out) const;
-
   // inputs_[dtype] made ready for every weight dtype among `targets`.
   void PrepareInputs(Buffer x, std::span<const MatMulTarget> targets);
 

@@ -59,6 +59,13 @@ void MatMulRange(const float* x, int64_t ldx, int64_t rows, const void* w, DType
 // dst[i] = (float) src[i] for i in [0, n), src in `dtype`.
 void ConvertRow(const void* src, DType dtype, int64_t n, float* dst);
 
+// One query head's causal attention over `len` cached positions: position j's key and value
+// are the head_dim floats at keys + slots[j] * slot_stride (values likewise); out = softmax(q . K^T
+// * scale) V. `scores` is scratch for len floats.
+void AttendHead(const float* q, const float* keys, const float* values, const int32_t* slots,
+                int64_t slot_stride, int32_t len, int32_t head_dim, float scale, float* scores,
+                float* out);
+
 // Returns dot(a, b) over n floats.
 float DotF32(const float* a, const float* b, int64_t n);
 // y[i] += alpha * x[i].

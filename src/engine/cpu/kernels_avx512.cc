@@ -221,7 +221,85 @@ EXA_AVX512 void AxpyImpl(float alpha, const float* x, int64_t n, float* y) {
   }
 }
 
+// exp(x) for x <= 0 (softmax after subtracting the maximum): x = n ln2 + r with |r| <= ln2 / 2,
+// exp(r) by its degree-7 Taylor polynomial (truncation below 1e-8 relative, under fp32 rounding)
+// and the 2^n by vscalefps, which also takes very negative x to 0.
+EXA_AVX512 inline __m512 Exp(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));  // exp(-104) is below the smallest float
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504089f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  // ln 2 in two parts (Cody-Waite) so r keeps full precision.
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+// One head with head_dim = 16 * DV: q and the output row live in registers, each key and value
+// row is loaded once, and the exponentials run 16 at a time.
+template <int DV>
+EXA_AVX512 void AttendHeadImpl(const float* q, const float* keys, const float* values,
+                               const int32_t* slots, int64_t slot_stride, int32_t len, float scale,
+                               float* scores, float* out) {
+  __m512 qv[DV];
+#pragma GCC unroll 8
+  for (int d = 0; d < DV; ++d) qv[d] = _mm512_loadu_ps(q + 16 * d);
+  float max_score = -3.4e38f;
+  for (int32_t j = 0; j < len; ++j) {
+    const float* k = keys + slots[j] * slot_stride;
+    __m512 acc = _mm512_mul_ps(qv[0], _mm512_loadu_ps(k));
+#pragma GCC unroll 8
+    for (int d = 1; d < DV; ++d) acc = _mm512_fmadd_ps(qv[d], _mm512_loadu_ps(k + 16 * d), acc);
+    scores[j] = _mm512_reduce_add_ps(acc) * scale;
+    max_score = std::max(max_score, scores[j]);
+  }
+  const __m512 max_v = _mm512_set1_ps(max_score);
+  __m512 sum_v = _mm512_setzero_ps();
+  for (int32_t j = 0; j < len; j += 16) {
+    const __mmask16 m = Mask16(len - j);
+    const __m512 e =
+        _mm512_maskz_mov_ps(m, Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + j), max_v)));
+    _mm512_mask_storeu_ps(scores + j, m, e);
+    sum_v = _mm512_add_ps(sum_v, e);
+  }
+  const float inv_sum = 1.0f / _mm512_reduce_add_ps(sum_v);
+  __m512 o[DV];
+#pragma GCC unroll 8
+  for (int d = 0; d < DV; ++d) o[d] = _mm512_setzero_ps();
+  for (int32_t j = 0; j < len; ++j) {
+    const float* v = values + slots[j] * slot_stride;
+    const __m512 p = _mm512_set1_ps(scores[j]);
+#pragma GCC unroll 8
+    for (int d = 0; d < DV; ++d) o[d] = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + 16 * d), o[d]);
+  }
+  const __m512 inv = _mm512_set1_ps(inv_sum);
+#pragma GCC unroll 8
+  for (int d = 0; d < DV; ++d) _mm512_storeu_ps(out + 16 * d, _mm512_mul_ps(o[d], inv));
+}
+
 }  // namespace
+
+bool AttendHeadAvx512(const float* q, const float* keys, const float* values, const int32_t* slots,
+                      int64_t slot_stride, int32_t len, int32_t head_dim, float scale,
+                      float* scores, float* out) {
+  if (head_dim == 32) {
+    AttendHeadImpl<2>(q, keys, values, slots, slot_stride, len, scale, scores, out);
+  } else if (head_dim == 64) {
+    AttendHeadImpl<4>(q, keys, values, slots, slot_stride, len, scale, scores, out);
+  } else if (head_dim == 128) {
+    AttendHeadImpl<8>(q, keys, values, slots, slot_stride, len, scale, scores, out);
+  } else {
+    return false;
+  }
+  return true;
+}
 
 int64_t PackedBf16Stride(int64_t k) { return (k + 31) / 32 * 32; }
 

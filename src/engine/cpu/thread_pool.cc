@@ -7,7 +7,7 @@
 namespace exa::engine::cpu {
 namespace {
 
-inline void CpuRelax() {
+inline void Relax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #endif
@@ -39,12 +39,12 @@ void ThreadPool::RunChunks() {
 
 uint64_t ThreadPool::AwaitJob(uint64_t seen) {
   const int64_t deadline = absl::GetCurrentTimeNanos() + spin_ns_;
-  for (uint32_t spins = 1;; ++spins) {
+  for (uint32_t spins = 1; spin_ns_ > 0; ++spins) {
     const uint64_t g = generation_.load(std::memory_order_acquire);
     if (stop_.load(std::memory_order_relaxed)) return 0;
     if (g != seen) return g;
-    CpuRelax();
-    if (spins % 256 == 0 && absl::GetCurrentTimeNanos() > deadline) break;
+    Relax();
+    if (spins % 64 == 0 && absl::GetCurrentTimeNanos() > deadline) break;
   }
   absl::MutexLock lock(&mu_);
   ++sleepers_;
@@ -59,7 +59,25 @@ void ThreadPool::WorkerLoop() {
     seen = AwaitJob(seen);
     if (seen == 0) return;
     RunChunks();
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      // The caller checks pending_ under mu_ before it blocks, so it either sees 0 or is
+      // waiting here.
+      absl::MutexLock lock(&mu_);
+      if (caller_waiting_) done_cv_.Signal();
+    }
+  }
+}
+
+void ThreadPool::AwaitWorkers() {
+  const int64_t deadline = absl::GetCurrentTimeNanos() + spin_ns_;
+  for (uint32_t spins = 1; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+    Relax();
+    if (spin_ns_ > 0 && (spins % 64 != 0 || absl::GetCurrentTimeNanos() <= deadline)) continue;
+    absl::MutexLock lock(&mu_);
+    caller_waiting_ = true;
+    while (pending_.load(std::memory_order_acquire) != 0) done_cv_.Wait(&mu_);
+    caller_waiting_ = false;
+    return;
   }
 }
 
@@ -85,12 +103,7 @@ void ThreadPool::ParallelFor(int64_t n, const std::function<void(int64_t, int64_
     if (sleepers_ > 0) work_cv_.SignalAll();
   }
   RunChunks();
-  // The workers are about done when the caller runs out of chunks: spin, yielding the CPU now
-  // and then in case a worker was descheduled on a busy machine.
-  for (uint32_t spins = 1; pending_.load(std::memory_order_acquire) != 0; ++spins) {
-    CpuRelax();
-    if (spins % 64 == 0) std::this_thread::yield();
-  }
+  AwaitWorkers();
   fn_ = nullptr;
 }
 

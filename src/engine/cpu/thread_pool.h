@@ -5,7 +5,9 @@
 // A decode step runs about a hundred ParallelFor calls a few hundred microseconds apart, so
 // waking workers through the kernel each time (tens of microseconds, more on a busy machine)
 // would cost a large part of the step: between calls the workers spin on the job counter for up
-// to `spin` and only then block (docs/architecture.md#cpu-backend).
+// to `spin` and only then block, and the caller spins as long for the workers to finish. Both
+// spins are short and bounded because on a machine with more runnable threads than cores a
+// spinning thread holds the core the thread it waits for needs (docs/architecture.md#cpu-backend).
 //
 // Thread safety: ParallelFor is called by one thread at a time (the engine thread).
 #pragma once
@@ -26,7 +28,7 @@ class ThreadPool {
  public:
   // `threads` counts the caller: 1 means no worker threads. Workers spin for `spin` after each
   // job before they block.
-  explicit ThreadPool(int threads, absl::Duration spin = absl::Microseconds(300));
+  explicit ThreadPool(int threads, absl::Duration spin = absl::Microseconds(50));
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -41,6 +43,8 @@ class ThreadPool {
   // Returns the job generation after `seen`, or 0 once stopping; spins, then blocks.
   uint64_t AwaitJob(uint64_t seen);
   void RunChunks();
+  // Returns once pending_ is 0: spins, then blocks.
+  void AwaitWorkers();
 
   const int64_t spin_ns_;
   std::vector<std::thread> workers_;
@@ -54,10 +58,12 @@ class ThreadPool {
   std::atomic<int64_t> next_{0};     // next chunk start
   std::atomic<int64_t> pending_{0};  // workers that have not finished this generation
   std::atomic<bool> stop_{false};
-  // Workers that spun out sleep here.
+  // Threads that spun out sleep here.
   absl::Mutex mu_;
   absl::CondVar work_cv_;  // generation_ or stop_ changed
+  absl::CondVar done_cv_;  // pending_ reached 0
   int sleepers_ ABSL_GUARDED_BY(mu_) = 0;
+  bool caller_waiting_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace exa::engine::cpu

@@ -131,6 +131,55 @@ TEST_CASE("dot, axpy and widening agree on every path", "[engine][cpu]") {
   }
 }
 
+// Attention of one head in double precision, the reference for AttendHead.
+std::vector<double> ReferenceAttention(const std::vector<float>& q, const std::vector<float>& kv,
+                                       const std::vector<int32_t>& slots, int64_t stride,
+                                       int64_t value_offset, int32_t dim, double scale) {
+  std::vector<double> scores(slots.size()), out(dim, 0.0);
+  double max_score = -1e300, sum = 0;
+  for (size_t j = 0; j < slots.size(); ++j) {
+    double s = 0;
+    for (int32_t d = 0; d < dim; ++d) s += double{q[d]} * kv[slots[j] * stride + d];
+    scores[j] = s * scale;
+    max_score = std::max(max_score, scores[j]);
+  }
+  for (double& s : scores) sum += (s = std::exp(s - max_score));
+  for (size_t j = 0; j < slots.size(); ++j) {
+    for (int32_t d = 0; d < dim; ++d) {
+      out[d] += scores[j] / sum * kv[value_offset + slots[j] * stride + d];
+    }
+  }
+  return out;
+}
+
+TEST_CASE("attention of one head agrees with a double-precision reference on every path",
+          "[engine][cpu]") {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 2.0f);
+  for (int32_t dim : {32, 48, 64, 128}) {
+    for (int32_t len : {1, 5, 16, 17, 300}) {
+      const int64_t stride = dim + 8, slots_total = 512;  // rows wider than a head, like GQA
+      std::vector<float> kv(2 * slots_total * stride), q(dim), scores(len), out(dim);
+      for (float& v : kv) v = dist(rng);
+      for (float& v : q) v = dist(rng);
+      std::vector<int32_t> slots(len);
+      for (int32_t& s : slots) s = static_cast<int32_t>(rng() % slots_total);
+      const double scale = 1.0 / std::sqrt(static_cast<double>(dim));
+      const auto want = ReferenceAttention(q, kv, slots, stride, slots_total * stride, dim, scale);
+      for (Isa isa : SupportedIsas()) {
+        REQUIRE(ForceIsa(isa));
+        AttendHead(q.data(), kv.data(), kv.data() + slots_total * stride, slots.data(), stride, len,
+                   dim, static_cast<float>(scale), scores.data(), out.data());
+        for (int32_t d = 0; d < dim; ++d) {
+          INFO(IsaName(isa) << " dim " << dim << " len " << len << " element " << d);
+          CHECK(out[d] == Approx(want[d]).epsilon(1e-5).margin(1e-5));
+        }
+      }
+      ForceIsa(std::nullopt);
+    }
+  }
+}
+
 TEST_CASE("half conversions round-trip and handle edge values", "[engine][cpu]") {
   for (float f : {0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, 6.1035156e-05f, 5.9604645e-08f}) {
     CHECK(F16ToF32(F32ToF16(f)) == f);
