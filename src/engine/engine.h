@@ -32,9 +32,14 @@
 namespace exa::engine {
 
 struct EngineOptions {
-  std::string model_dir;                        // HF layout; unused by the sim backend
-  std::string backend = "cpu";                  // "cpu", "cuda" or "sim"
-  int threads = 0;                              // CPU backend threads; 0: one per hardware thread
+  std::string model_dir;        // HF layout; unused by the sim backend
+  std::string backend = "cpu";  // "cpu", "cuda" or "sim"
+  int threads = 0;              // CPU backend threads; 0: one per hardware thread
+  // CPU backend: how long pool workers spin for the next job, and the engine thread for the
+  // workers, before blocking (cpu/thread_pool.h). Spinning saves the wake-up on each of a decode
+  // step's ~100 parallel regions on a machine the engine has to itself; on one with more runnable
+  // threads than cores it costs more than it saves (docs/perf/engine.md), so 0 there.
+  int cpu_spin_us = 50;
   int device = 0;                               // backend "cuda": the GPU's CUDA index
   int64_t kv_cache_bytes = int64_t{256} << 20;  // fixes the block count up front
   int32_t kv_block_size = 16;                   // vLLM's default block size

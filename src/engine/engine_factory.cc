@@ -5,6 +5,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/cpu_isa.h"
 #include "engine/cuda/cuda_engine.h"
 #include "engine/engine.h"
 #include "engine/engine_info.h"
@@ -38,7 +39,8 @@ absl::StatusOr<std::unique_ptr<Engine>> CreateCpuEngine(
         "engine: kv_cache_bytes ", o.kv_cache_bytes, " is less than one block of ", o.kv_block_size,
         " tokens (", config.KvBytesPerToken() * o.kv_block_size, " bytes)"));
   }
-  auto backend = std::make_unique<cpu::CpuBackend>(o.threads);
+  auto backend =
+      std::make_unique<cpu::CpuBackend>(o.threads, DType::kF32, absl::Microseconds(o.cpu_spin_us));
   EXA_RETURN_IF_ERROR(backend->AllocateKvCache(
       {config.num_layers, info.kv_blocks_total, o.kv_block_size, config.kv_dim()}));
   EXA_ASSIGN_OR_RETURN(auto model,
@@ -50,7 +52,8 @@ absl::StatusOr<std::unique_ptr<Engine>> CreateCpuEngine(
                 {"parameters", config.ParameterCount()},
                 {"weight_bytes", info.weight_bytes},
                 {"kv_blocks", info.kv_blocks_total},
-                {"threads", backend->threads()}});
+                {"threads", backend->threads()},
+                {"cpu_isa", std::string(cpu::IsaName(cpu::ActiveIsa()))}});
   auto executor = std::make_unique<ModelExecutor>(std::move(backend), std::move(weights),
                                                   std::move(model), o.kv_block_size);
   return std::unique_ptr<Engine>(

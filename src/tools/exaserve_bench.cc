@@ -2,6 +2,7 @@
 // (docs/testing.md).
 //
 //   exaserve-bench engine --model DIR [--backend cpu|cuda] [--device N] [--threads N] [--accuracy]
+//                         [--isa avx2] [--prefill-tokens 128 512] [--batch-sizes 1 8 32]
 //                         [--prefix-share F [--prefix-requests N]]
 //   exaserve-bench weights [--dir /tmp] [--size 2Gi] [--nodes 8] [--parallel 8]
 //   exaserve-bench route --mode sim [--replicas 48] [--gateways 4] [--rho 0.5 0.7 0.85 0.95]
@@ -44,8 +45,16 @@ CLI::App* AddEngineCommand(CLI::App& app, exa::engine::EngineBenchOptions* engin
       ->check(CLI::Range(0, 1024));
   engine_cmd->add_flag("--accuracy", engine->accuracy,
                        "exact-match rate on the model's heldout-2digit.txt");
-  engine_cmd->add_option("--prefill-tokens", engine->prefill_tokens, "prompt length for prefill")
+  engine_cmd
+      ->add_option("--prefill-tokens", engine->prefill_tokens,
+                   "prompt lengths for prefill (default 128 512; --prefix-share: the first)")
       ->check(CLI::Range(1, 1 << 20));
+  engine_cmd
+      ->add_option("--cpu-spin-us", engine->cpu_spin_us,
+                   "backend cpu: idle pool threads spin this long before blocking (default 50)")
+      ->check(CLI::Range(0, 1000000));
+  engine_cmd->add_option("--isa", engine->isa,
+                         "backend cpu: force a kernel path (scalar, avx2, avx512, avx512bf16)");
   engine_cmd->add_option("--decode-tokens", engine->decode_tokens, "tokens per decode round")
       ->check(CLI::Range(1, 1 << 20));
   engine_cmd

@@ -3,8 +3,10 @@
 // (docs/testing.md: a benchmark prints JSON against a baseline from the same run), and optionally
 // the bundled model's exact-match rate on its held-out sums.
 //
-// Output fields (each throughput the best of `repeats` rounds): prefill.tokens_per_s; decode[] with
-// tokens_per_s per batch size (1, 8, 32 by default); memcpy_bandwidth_bytes_per_s (STREAM "Copy"
+// Output fields (each throughput the best of `repeats` rounds, with the median beside it as
+// tokens_per_s_median): prefill[] with tokens_per_s per prompt length (128 and 512 by default);
+// decode[] with tokens_per_s per batch size (1, 8, 32 by default); cpu_isa, the kernel path the CPU
+// backend used (docs/architecture.md#cpu-backend); memcpy_bandwidth_bytes_per_s (STREAM "Copy"
 // convention: bytes read + written per second, on as many threads as the backend);
 // weight_bytes_per_token (every weight read by one decode step, the embedding table counted as one
 // row unless tied to the output head); decode_bw_efficiency = weight_bytes_per_token x batch-1
@@ -36,7 +38,12 @@ struct EngineBenchOptions {
   int device = 0;   // backend cuda: the GPU
   int threads = 0;  // 0: one per hardware thread
   bool accuracy = false;
-  int32_t prefill_tokens = 256;
+  // Prompt lengths measured; --prefix-share uses the first.
+  std::vector<int32_t> prefill_tokens = {128, 512};
+  // Backend cpu: force this kernel path (cpu_isa.h names: scalar, avx2, avx512, avx512bf16);
+  // empty: the best the CPU supports.
+  std::string isa;
+  int cpu_spin_us = 50;        // backend cpu: EngineOptions::cpu_spin_us
   int32_t decode_tokens = 16;  // generated per sequence in each decode measurement
   std::vector<int32_t> batch_sizes = {1, 8, 32};
   int64_t kv_cache_bytes = int64_t{512} << 20;

@@ -22,8 +22,8 @@ const float* F32(const Weight& w) { return static_cast<const float*>(w.data); }
 
 }  // namespace
 
-CpuBackend::CpuBackend(int threads, DType kv_storage)
-    : pool_(DefaultThreads(threads)), kv_storage_(kv_storage) {}
+CpuBackend::CpuBackend(int threads, DType kv_storage, absl::Duration spin)
+    : pool_(DefaultThreads(threads), spin), kv_storage_(kv_storage) {}
 
 absl::StatusOr<Weight> CpuBackend::UploadWeight(const TensorView& t) {
   Weight w;
@@ -120,7 +120,7 @@ void CpuBackend::MatMulShared(Buffer x, std::span<const MatMulTarget> targets) {
     x.data = rounded_x_.data();
   }
   // Work is split in groups of 16 weight rows across all targets: enough pieces to balance the
-  // threads, each a whole number of kernel blocks so the split never changes a result.
+  // threads (the kernels give the same result however the rows are split).
   constexpr int64_t kGroup = 16;
   std::vector<int64_t> first_group(targets.size() + 1, 0);
   for (size_t i = 0; i < targets.size(); ++i) {
@@ -130,13 +130,14 @@ void CpuBackend::MatMulShared(Buffer x, std::span<const MatMulTarget> targets) {
         << "] out[" << t.out.rows << "," << t.out.cols << "]";
     first_group[i + 1] = first_group[i] + (t.w->rows + kGroup - 1) / kGroup;
   }
+  PrepareInputs(x, targets);
   const int64_t groups = first_group.back();
   auto run = [&](int64_t begin, int64_t end) {
     for (size_t i = 0; i < targets.size(); ++i) {
       const int64_t b = std::max(begin, first_group[i]), e = std::min(end, first_group[i + 1]);
       if (b >= e) continue;
       const MatMulTarget& t = targets[i];
-      MatMulRange(x.data, x.cols, x.rows, t.w->data, t.w->dtype, t.w->cols,
+      MatMulRange(inputs_[static_cast<size_t>(t.w->dtype)], t.w->data,
                   (b - first_group[i]) * kGroup, std::min(t.w->rows, (e - first_group[i]) * kGroup),
                   t.out.data, t.out.cols);
     }
@@ -146,6 +147,19 @@ void CpuBackend::MatMulShared(Buffer x, std::span<const MatMulTarget> targets) {
     if (t.bias == nullptr || !t.bias->present()) continue;
     for (int64_t r = 0; r < t.out.rows; ++r) {
       for (int64_t i = 0; i < t.out.cols; ++i) t.out.data[r * t.out.cols + i] += F32(*t.bias)[i];
+    }
+  }
+}
+
+void CpuBackend::PrepareInputs(Buffer x, std::span<const MatMulTarget> targets) {
+  bool needed[3] = {false, false, false};
+  for (const MatMulTarget& t : targets) needed[static_cast<size_t>(t.w->dtype)] = true;
+  for (size_t d = 0; d < 3; ++d) {
+    if (!needed[d]) continue;
+    MatMulInput& in = inputs_[d];
+    in.Reset(x.data, x.cols, x.rows, x.cols, static_cast<DType>(d));
+    if (in.needs_pack()) {
+      ParallelRows(x.rows, x.cols, [&](int64_t begin, int64_t end) { in.PackRows(begin, end); });
     }
   }
 }
@@ -193,43 +207,35 @@ void CpuBackend::StoreKv(int32_t layer, Buffer k, Buffer v, const BatchLayout& l
   }
 }
 
-void CpuBackend::AttendOne(int32_t layer, const float* q, int32_t position,
-                           const std::vector<int32_t>& blocks, const AttentionParams& p,
-                           int32_t kv_head, float* scores, float* out) const {
-  const float scale = 1.0f / std::sqrt(static_cast<float>(p.head_dim));
-  const int32_t len = position + 1;
-  float max_score = -std::numeric_limits<float>::infinity();
-  for (int32_t j = 0; j < len; ++j) {
-    const int32_t slot = blocks[j / p.block_size] * p.block_size + j % p.block_size;
-    scores[j] = DotF32(q, KeyAt(layer, slot) + kv_head * p.head_dim, p.head_dim) * scale;
-    max_score = std::max(max_score, scores[j]);
-  }
-  float sum = 0;
-  for (int32_t j = 0; j < len; ++j) {
-    scores[j] = std::exp(scores[j] - max_score);
-    sum += scores[j];
-  }
-  std::fill(out, out + p.head_dim, 0.0f);
-  for (int32_t j = 0; j < len; ++j) {
-    const int32_t slot = blocks[j / p.block_size] * p.block_size + j % p.block_size;
-    Axpy(scores[j] / sum, ValueAt(layer, slot) + kv_head * p.head_dim, p.head_dim, out);
-  }
-}
-
 void CpuBackend::Attention(int32_t layer, Buffer q, const AttentionParams& p,
                            const BatchLayout& layout, Buffer out) {
   const int32_t group = p.num_heads / p.num_kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(p.head_dim));
   int32_t max_len = 0;
   for (int32_t pos : layout.positions) max_len = std::max(max_len, pos + 1);
+  const float* keys = KeyAt(layer, 0);
+  const float* values = ValueAt(layer, 0);
   ParallelRows(q.rows * p.num_heads, int64_t{max_len} * p.head_dim * 2,
                [&](int64_t begin, int64_t end) {
                  std::vector<float> scores(max_len);
+                 std::vector<int32_t> slots;  // of token `slots_of`'s positions
+                 int64_t slots_of = -1;
                  for (int64_t i = begin; i < end; ++i) {
                    const int64_t t = i / p.num_heads;
                    const int32_t h = static_cast<int32_t>(i % p.num_heads);
-                   AttendOne(layer, q.data + t * q.cols + h * p.head_dim, layout.positions[t],
-                             layout.block_tables[layout.token_seq[t]], p, h / group, scores.data(),
-                             out.data + t * out.cols + h * p.head_dim);
+                   const int32_t len = layout.positions[t] + 1;
+                   if (slots_of != t) {
+                     const std::vector<int32_t>& blocks = layout.block_tables[layout.token_seq[t]];
+                     slots.resize(len);
+                     for (int32_t j = 0; j < len; ++j) {
+                       slots[j] = blocks[j / p.block_size] * p.block_size + j % p.block_size;
+                     }
+                     slots_of = t;
+                   }
+                   const int64_t head = int64_t{h / group} * p.head_dim;
+                   AttendHead(q.data + t * q.cols + h * p.head_dim, keys + head, values + head,
+                              slots.data(), kv_shape_.kv_dim, len, p.head_dim, scale, scores.data(),
+                              out.data + t * out.cols + h * p.head_dim);
                  }
                });
 }

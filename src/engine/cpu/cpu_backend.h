@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/cpu/kernels.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/dtype.h"
 
@@ -24,7 +25,9 @@ class CpuBackend final : public Backend {
   // are rounded to that type as they are stored (the cache itself stays fp32), giving the
   // numerics of a half-precision KV cache, as the CUDA backend keeps for half checkpoints; the
   // cross-backend tests compare like with like this way.
-  explicit CpuBackend(int threads, DType kv_storage = DType::kF32);
+  // `spin`: how long idle pool threads spin before they block (ThreadPool).
+  explicit CpuBackend(int threads, DType kv_storage = DType::kF32,
+                      absl::Duration spin = absl::Microseconds(50));
   int64_t held_bytes() const override { return held_bytes_; }
 
   // A reference for a device's precision policy, for cross-backend tests: products of x with at
@@ -59,9 +62,8 @@ class CpuBackend final : public Backend {
  private:
   float* KeyAt(int32_t layer, int32_t slot) const;
   float* ValueAt(int32_t layer, int32_t slot) const;
-  void AttendOne(int32_t layer, const float* q, int32_t position,
-                 const std::vector<int32_t>& blocks, const AttentionParams& p, int32_t kv_head,
-                 float* scores, float* out) const;
+  // inputs_[dtype] made ready for every weight dtype among `targets`.
+  void PrepareInputs(Buffer x, std::span<const MatMulTarget> targets);
 
   // ParallelFor for element-wise work: inline when too small to be worth waking the pool (each
   // wake costs tens of microseconds, more on a busy machine; decode runs hundreds per token).
@@ -73,6 +75,7 @@ class CpuBackend final : public Backend {
   DType matmul_input_rounding_ = DType::kF32;
   int64_t matmul_rounding_min_rows_ = 0;
   std::vector<float> rounded_x_;  // scratch for the rounded x
+  MatMulInput inputs_[3];         // x of the current product, per weight DType
   std::vector<std::unique_ptr<float[]>> buffers_;
   int64_t held_bytes_ = 0;  // buffers_ and kv_
   KvCacheShape kv_shape_;

@@ -1,35 +1,15 @@
 #include "engine/cpu/kernels.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
-#include <atomic>
-#include <vector>
+#include <cmath>
+#include <limits>
+
+#include "engine/cpu/kernels_internal.h"
 
 namespace exa::engine::cpu {
 namespace {
 
-std::atomic<bool> force_scalar{false};
-
-bool DetectAvx2() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
-}
-
-float LoadScalar(const void* w, DType dtype, int64_t i) {
-  switch (dtype) {
-    case DType::kF32:
-      return static_cast<const float*>(w)[i];
-    case DType::kF16:
-      return F16ToF32(static_cast<const uint16_t*>(w)[i]);
-    case DType::kBF16:
-      return Bf16ToF32(static_cast<const uint16_t*>(w)[i]);
-  }
-  return 0;
-}
-
-// ---------------------------------------------------------------- scalar
+using internal::LoadScalar;
 
 void MatMulScalar(const float* x, int64_t ldx, int64_t rows, const void* w, DType dtype, int64_t k,
                   int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
@@ -44,184 +24,96 @@ void MatMulScalar(const float* x, int64_t ldx, int64_t rows, const void* w, DTyp
   }
 }
 
-// ---------------------------------------------------------------- AVX2
-
-#define EXA_AVX2 __attribute__((target("avx2,fma,f16c")))
-
-EXA_AVX2 inline __m256 Load8(const void* w, DType dtype, int64_t i) {
-  if (dtype == DType::kF32) return _mm256_loadu_ps(static_cast<const float*>(w) + i);
-  __m128i h =
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w) + i));
-  if (dtype == DType::kF16) return _mm256_cvtph_ps(h);
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-
-// A fixed reduction order, so every kernel shape gives bitwise the same sum.
-EXA_AVX2 inline float HorizontalSum(__m256 v) {
-  __m128 lo = _mm256_castps256_ps128(v);
-  __m128 hi = _mm256_extractf128_ps(v, 1);
-  __m128 s = _mm_add_ps(lo, hi);
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-// TR rows of x against NR rows of w: TR*NR independent accumulators hide FMA latency while
-// each loaded (and widened) weight vector is reused TR times.
-template <int TR, int NR, DType D>
-EXA_AVX2 void Block(const float* x, int64_t ldx, const void* w, int64_t k, int64_t n, float* y,
-                    int64_t ldy) {
-  // The pragmas make GCC unroll the tiny loops fully, so the accumulators live in registers.
-  __m256 acc[TR][NR];
-#pragma GCC unroll 8
-  for (int t = 0; t < TR; ++t)
-#pragma GCC unroll 8
-    for (int j = 0; j < NR; ++j) acc[t][j] = _mm256_setzero_ps();
-  const int64_t k8 = k & ~int64_t{7};
-  for (int64_t i = 0; i < k8; i += 8) {
-    __m256 wv[NR];
-#pragma GCC unroll 8
-    for (int j = 0; j < NR; ++j) wv[j] = Load8(w, D, (n + j) * k + i);
-#pragma GCC unroll 8
-    for (int t = 0; t < TR; ++t) {
-      __m256 xv = _mm256_loadu_ps(x + t * ldx + i);
-#pragma GCC unroll 8
-      for (int j = 0; j < NR; ++j) acc[t][j] = _mm256_fmadd_ps(xv, wv[j], acc[t][j]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int t = 0; t < TR; ++t) {
-#pragma GCC unroll 8
-    for (int j = 0; j < NR; ++j) {
-      float s = HorizontalSum(acc[t][j]);
-      for (int64_t i = k8; i < k; ++i) s += x[t * ldx + i] * LoadScalar(w, D, (n + j) * k + i);
-      y[t * ldy + n + j] = s;
-    }
-  }
-}
-
-// Rows of x in tiles of TR; weights in groups of NR, then one at a time for the tail.
-template <int TR, int NR, DType D>
-EXA_AVX2 void RowTile(const float* x, int64_t ldx, const void* w, int64_t k, int64_t n_begin,
-                      int64_t n_end, float* y, int64_t ldy) {
-  int64_t n = n_begin;
-  for (; n + NR <= n_end; n += NR) Block<TR, NR, D>(x, ldx, w, k, n, y, ldy);
-  for (; n < n_end; ++n) Block<TR, 1, D>(x, ldx, w, k, n, y, ldy);
-}
-
-// Rows [0, rows) of x (x and y already offset to the first row, y by `y_row_offset`) against
-// weight rows [n_begin, n_end).
-template <DType D>
-EXA_AVX2 void RowTiles(const float* x, int64_t ldx, int64_t rows, const void* w, int64_t k,
-                       int64_t n_begin, int64_t n_end, float* y, int64_t ldy,
-                       int64_t y_row_offset) {
-  float* yr = y + y_row_offset;
-  int64_t t = 0;
-  for (; t + 4 <= rows; t += 4)
-    RowTile<4, 3, D>(x + t * ldx, ldx, w, k, n_begin, n_end, yr + t * ldy, ldy);
-  for (; t + 2 <= rows; t += 2)
-    RowTile<2, 4, D>(x + t * ldx, ldx, w, k, n_begin, n_end, yr + t * ldy, ldy);
-  for (; t < rows; ++t) RowTile<1, 8, D>(x + t * ldx, ldx, w, k, n_begin, n_end, yr + t * ldy, ldy);
-}
-
-EXA_AVX2 void ConvertAvx2(const void* src, DType dtype, int64_t n, float* dst);
-
-template <DType D>
-EXA_AVX2 void MatMulAvx2(const float* x, int64_t ldx, int64_t rows, const void* w, int64_t k,
-                         int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
-  // Tiles of 32 rows keep the x tile in L2 while a strip of weights streams past it.
-  constexpr int64_t kRowTile = 32;
-  constexpr int64_t kColTile = 48;  // a multiple of the 3-row weight block
-  // With many rows, a half-precision weight strip would be widened once per 4-row group; widen
-  // it once into a float scratch strip instead (it stays in L2) and run the f32 kernel on it.
-  // The sums are the same: widening is exact and the reduction order does not change.
-  constexpr int64_t kWidenRows = 8;
-  thread_local std::vector<float> strip;
-  for (int64_t r0 = 0; r0 < rows; r0 += kRowTile) {
-    const int64_t r1 = std::min(rows, r0 + kRowTile);
-    for (int64_t c0 = n_begin; c0 < n_end; c0 += kColTile) {
-      const int64_t c1 = std::min(n_end, c0 + kColTile);
-      if (D != DType::kF32 && r1 - r0 >= kWidenRows) {
-        strip.resize(static_cast<size_t>((c1 - c0) * k));
-        for (int64_t c = c0; c < c1; ++c) {
-          ConvertAvx2(static_cast<const uint16_t*>(w) + c * k, D, k, strip.data() + (c - c0) * k);
-        }
-        RowTiles<DType::kF32>(x + r0 * ldx, ldx, r1 - r0, strip.data(), k, 0, c1 - c0, y + c0, ldy,
-                              r0 * ldy);
-        continue;
-      }
-      RowTiles<D>(x + r0 * ldx, ldx, r1 - r0, w, k, c0, c1, y, ldy, r0 * ldy);
-    }
-  }
-}
-
-EXA_AVX2 float DotAvx2(const float* a, const float* b, int64_t n) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
-  }
-  for (; i + 8 <= n; i += 8) {
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-  }
-  float s = HorizontalSum(_mm256_add_ps(acc0, acc1));
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
-EXA_AVX2 void AxpyAvx2(float alpha, const float* x, int64_t n, float* y) {
-  __m256 a = _mm256_set1_ps(alpha);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(a, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
-  }
-  for (; i < n; ++i) y[i] += alpha * x[i];
-}
-
-EXA_AVX2 void ConvertAvx2(const void* src, DType dtype, int64_t n, float* dst) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, Load8(src, dtype, i));
-  for (; i < n; ++i) dst[i] = LoadScalar(src, dtype, i);
-}
-
-bool Avx2() {
-  static const bool supported = DetectAvx2();
-  return supported && !force_scalar.load(std::memory_order_relaxed);
-}
+bool Avx512(Isa isa) { return isa >= Isa::kAvx512; }
 
 }  // namespace
 
-bool UsingAvx2() { return Avx2(); }
-void ForceScalarKernels(bool force) { force_scalar.store(force); }
+void MatMulInput::Reset(const float* x, int64_t ldx, int64_t rows, int64_t k, DType weight_dtype) {
+  isa_ = ActiveIsa();
+  dtype_ = weight_dtype;
+  x_ = x;
+  ldx_ = ldx;
+  rows_ = rows;
+  k_ = k;
+  needs_pack_ = Avx512(isa_) && weight_dtype == DType::kBF16;
+  if (!needs_pack_) return;
+  packed_stride_ = internal::PackedBf16Stride(k);
+  packed_.resize(static_cast<size_t>(rows * packed_stride_));
+}
 
-void MatMulRange(const float* x, int64_t ldx, int64_t rows, const void* w, DType dtype, int64_t k,
-                 int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
-  if (!Avx2()) return MatMulScalar(x, ldx, rows, w, dtype, k, n_begin, n_end, y, ldy);
-  switch (dtype) {
-    case DType::kF32:
-      return MatMulAvx2<DType::kF32>(x, ldx, rows, w, k, n_begin, n_end, y, ldy);
-    case DType::kF16:
-      return MatMulAvx2<DType::kF16>(x, ldx, rows, w, k, n_begin, n_end, y, ldy);
-    case DType::kBF16:
-      return MatMulAvx2<DType::kBF16>(x, ldx, rows, w, k, n_begin, n_end, y, ldy);
+void MatMulInput::PackRows(int64_t begin, int64_t end) {
+  if (!needs_pack_ || begin >= end) return;
+  internal::PackBf16RowsAvx512(x_ + begin * ldx_, ldx_, end - begin, k_,
+                               packed_.data() + begin * packed_stride_);
+}
+
+void MatMulRange(const MatMulInput& x, const void* w, int64_t n_begin, int64_t n_end, float* y,
+                 int64_t ldy) {
+  switch (x.isa()) {
+    case Isa::kScalar:
+      return MatMulScalar(x.data(), x.stride(), x.rows(), w, x.dtype(), x.k(), n_begin, n_end, y,
+                          ldy);
+    case Isa::kAvx2:
+      return internal::MatMulAvx2(x.data(), x.stride(), x.rows(), w, x.dtype(), x.k(), n_begin,
+                                  n_end, y, ldy);
+    case Isa::kAvx512:
+    case Isa::kAvx512Bf16:
+      return internal::MatMulAvx512(x.data(), x.stride(), x.rows(), w, x.dtype(), x.k(), n_begin,
+                                    n_end, y, ldy);
   }
 }
 
+void MatMulRange(const float* x, int64_t ldx, int64_t rows, const void* w, DType dtype, int64_t k,
+                 int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
+  thread_local MatMulInput input;
+  input.Reset(x, ldx, rows, k, dtype);
+  if (input.needs_pack()) input.PackRows(0, rows);
+  MatMulRange(input, w, n_begin, n_end, y, ldy);
+}
+
 void ConvertRow(const void* src, DType dtype, int64_t n, float* dst) {
-  if (Avx2()) return ConvertAvx2(src, dtype, n, dst);
+  const Isa isa = ActiveIsa();
+  if (Avx512(isa)) return internal::ConvertAvx512(src, dtype, n, dst);
+  if (isa == Isa::kAvx2) return internal::ConvertAvx2(src, dtype, n, dst);
   for (int64_t i = 0; i < n; ++i) dst[i] = LoadScalar(src, dtype, i);
 }
 
+void AttendHead(const float* q, const float* keys, const float* values, const int32_t* slots,
+                int64_t slot_stride, int32_t len, int32_t head_dim, float scale, float* scores,
+                float* out) {
+  if (Avx512(ActiveIsa()) && internal::AttendHeadAvx512(q, keys, values, slots, slot_stride, len,
+                                                        head_dim, scale, scores, out)) {
+    return;
+  }
+  float max_score = -std::numeric_limits<float>::infinity();
+  for (int32_t j = 0; j < len; ++j) {
+    scores[j] = DotF32(q, keys + slots[j] * slot_stride, head_dim) * scale;
+    max_score = std::max(max_score, scores[j]);
+  }
+  float sum = 0;
+  for (int32_t j = 0; j < len; ++j) {
+    scores[j] = std::exp(scores[j] - max_score);
+    sum += scores[j];
+  }
+  std::fill(out, out + head_dim, 0.0f);
+  for (int32_t j = 0; j < len; ++j) {
+    Axpy(scores[j] / sum, values + slots[j] * slot_stride, head_dim, out);
+  }
+}
+
 float DotF32(const float* a, const float* b, int64_t n) {
-  if (Avx2()) return DotAvx2(a, b, n);
+  const Isa isa = ActiveIsa();
+  if (Avx512(isa)) return internal::DotAvx512(a, b, n);
+  if (isa == Isa::kAvx2) return internal::DotAvx2(a, b, n);
   float s = 0;
   for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
   return s;
 }
 
 void Axpy(float alpha, const float* x, int64_t n, float* y) {
-  if (Avx2()) return AxpyAvx2(alpha, x, n, y);
+  const Isa isa = ActiveIsa();
+  if (Avx512(isa)) return internal::AxpyAvx512(alpha, x, n, y);
+  if (isa == Isa::kAvx2) return internal::AxpyAvx2(alpha, x, n, y);
   for (int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
 }
 

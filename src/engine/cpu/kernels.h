@@ -1,29 +1,70 @@
-// Inner loops of the CPU backend. Each has an AVX2/FMA/F16C version, chosen at run time when
-// the CPU supports it (__builtin_cpu_supports), and a portable scalar fallback. Accumulation is
-// fp32 whatever the weight dtype.
+// Inner loops of the CPU backend, one implementation per instruction set (cpu_isa.h: scalar,
+// AVX2, AVX-512), chosen at run time from ActiveIsa() (docs/architecture.md#cpu-backend).
+// Weights stay in their stored dtype and are widened in registers; accumulation is fp32 whatever
+// the weight dtype, and every product is exact (no rounding of x), so each path gives the
+// reference's numerics.
 //
-// Thread safety: pure functions over caller-owned memory.
+// Thread safety: pure functions over caller-owned memory; a MatMulInput is written by one thread
+// (or disjoint row ranges by several) and then read by any number.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
+#include "engine/cpu/cpu_isa.h"
 #include "engine/dtype.h"
 
 namespace exa::engine::cpu {
 
-// Whether the AVX2 + FMA + F16C kernels are in use (decided once per process).
-bool UsingAvx2();
-// Forces the scalar kernels (tests compare both paths); not thread-safe, call before use.
-void ForceScalarKernels(bool force);
+// x [rows, k] (row stride ldx) made ready once for products with weights of one dtype, then
+// shared by the threads that split the weight rows. The AVX-512 kernels read x against bf16
+// weights with each 32-column block split into its even and odd columns (so one shift widens 16
+// weights); the other kernels read x where it is.
+class MatMulInput {
+ public:
+  // Uses the ISA active now for every product of this input.
+  void Reset(const float* x, int64_t ldx, int64_t rows, int64_t k, DType weight_dtype);
+  // Whether PackRows must run (over all rows) before the products.
+  bool needs_pack() const { return needs_pack_; }
+  // Rearranges rows [begin, end): threads may pack disjoint ranges.
+  void PackRows(int64_t begin, int64_t end);
 
-// y[t, n] = dot(x[t, :], w[n, :]) for t in [0, rows), n in [n_begin, n_end). x has row stride
-// ldx, y row stride ldy, w is [*, k] in `dtype`. The result for one (t, n) does not depend on
-// rows or on the n range.
+  Isa isa() const { return isa_; }
+  DType dtype() const { return dtype_; }
+  int64_t rows() const { return rows_; }
+  int64_t k() const { return k_; }
+  // The rows the kernels read, and their stride.
+  const float* data() const { return needs_pack_ ? packed_.data() : x_; }
+  int64_t stride() const { return needs_pack_ ? packed_stride_ : ldx_; }
+
+ private:
+  Isa isa_ = Isa::kScalar;
+  DType dtype_ = DType::kF32;
+  const float* x_ = nullptr;
+  int64_t ldx_ = 0, rows_ = 0, k_ = 0;
+  bool needs_pack_ = false;
+  int64_t packed_stride_ = 0;
+  std::vector<float> packed_;
+};
+
+// y[t, n] = dot(x[t, :], w[n, :]) for t in [0, x.rows()), n in [n_begin, n_end); w is [*, k] in
+// x.dtype(), y has row stride ldy. The result for one (t, n) depends on neither the rows nor the
+// n range (batch invariance).
+void MatMulRange(const MatMulInput& x, const void* w, int64_t n_begin, int64_t n_end, float* y,
+                 int64_t ldy);
+// The same on x as it is (packed into thread-local scratch when needed).
 void MatMulRange(const float* x, int64_t ldx, int64_t rows, const void* w, DType dtype, int64_t k,
                  int64_t n_begin, int64_t n_end, float* y, int64_t ldy);
 
 // dst[i] = (float) src[i] for i in [0, n), src in `dtype`.
 void ConvertRow(const void* src, DType dtype, int64_t n, float* dst);
+
+// One query head's causal attention over `len` cached positions: position j's key and value
+// are the head_dim floats at keys + slots[j] * slot_stride (values likewise); out = softmax(q . K^T
+// * scale) V. `scores` is scratch for len floats.
+void AttendHead(const float* q, const float* keys, const float* values, const int32_t* slots,
+                int64_t slot_stride, int32_t len, int32_t head_dim, float scale, float* scores,
+                float* out);
 
 // Returns dot(a, b) over n floats.
 float DotF32(const float* a, const float* b, int64_t n);

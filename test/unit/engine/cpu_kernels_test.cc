@@ -1,6 +1,7 @@
-// Proves the AVX2/FMA/F16C kernels agree with the scalar fallback for every weight dtype, odd
-// sizes (K not a multiple of 8, N not a multiple of the block) and every row-tile shape, and that
-// a row's result does not depend on how many rows share the call (batch invariance).
+// Proves every vector kernel path this CPU supports (AVX2, AVX-512, AVX512-BF16, each forced in
+// turn) agrees with the scalar fallback for every weight dtype, odd sizes (K not a multiple of
+// the vector width, N not a multiple of the block) and every row-tile shape, and that a row's
+// result does not depend on how many rows share the call (batch invariance).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "engine/cpu/cpu_isa.h"
 #include "engine/cpu/kernels.h"
 #include "engine/dtype.h"
 
@@ -35,36 +37,145 @@ Weights RandomWeights(DType dtype, int64_t n, int64_t k, std::mt19937& rng) {
 }
 
 std::vector<float> Run(const std::vector<float>& x, int64_t rows, const Weights& w, int64_t n,
-                       int64_t k, bool scalar) {
-  ForceScalarKernels(scalar);
+                       int64_t k, Isa isa) {
+  REQUIRE(ForceIsa(isa));
   std::vector<float> y(rows * n, -1.0f);
   MatMulRange(x.data(), k, rows, w.bytes.data(), w.dtype, k, 0, n, y.data(), n);
-  ForceScalarKernels(false);
+  ForceIsa(std::nullopt);
   return y;
 }
 
-TEST_CASE("vector and scalar matmul kernels agree on every dtype and shape", "[engine][cpu]") {
-  if (!UsingAvx2()) WARN("no AVX2 on this CPU: only the scalar kernel is exercised");
-  std::mt19937 rng(3);
+// One vector path against the scalar kernel, and its batch invariance, for one shape.
+void CheckPath(Isa isa, DType dtype, int64_t rows, int64_t n, int64_t k, std::mt19937& rng) {
   std::normal_distribution<float> dist(0.0f, 1.0f);
-  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
-    for (int64_t k : {1, 7, 8, 37, 256}) {
-      const int64_t n = 19, rows = 11;  // exercises 4-, 2- and 1-row tiles and block tails
-      Weights w = RandomWeights(dtype, n, k, rng);
-      std::vector<float> x(rows * k);
-      for (float& v : x) v = dist(rng);
-      const auto fast = Run(x, rows, w, n, k, false);
-      const auto slow = Run(x, rows, w, n, k, true);
-      for (int64_t i = 0; i < rows * n; ++i) {
-        INFO("dtype " << DTypeName(dtype) << " k " << k << " element " << i);
-        CHECK(fast[i] == Approx(slow[i]).epsilon(1e-5).margin(1e-4));
+  Weights w = RandomWeights(dtype, n, k, rng);
+  std::vector<float> x(rows * k);
+  for (float& v : x) v = dist(rng);
+  const auto fast = Run(x, rows, w, n, k, isa);
+  const auto slow = Run(x, rows, w, n, k, Isa::kScalar);
+  for (int64_t i = 0; i < rows * n; ++i) {
+    INFO(IsaName(isa) << " dtype " << DTypeName(dtype) << " k " << k << " element " << i);
+    CHECK(fast[i] == Approx(slow[i]).epsilon(1e-5).margin(1e-4));
+  }
+  // Batch invariance: each row alone gives bitwise the same result as within the batch.
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<float> one(x.begin() + r * k, x.begin() + (r + 1) * k);
+    const auto alone = Run(one, 1, w, n, k, isa);
+    for (int64_t j = 0; j < n; ++j) {
+      INFO(IsaName(isa) << " dtype " << DTypeName(dtype) << " k " << k << " row " << r);
+      CHECK(alone[j] == fast[r * n + j]);
+    }
+  }
+}
+
+TEST_CASE("every vector path agrees with the scalar kernel on every dtype and shape",
+          "[engine][cpu]") {
+  const std::vector<Isa> isas = SupportedIsas();
+  if (isas.back() < Isa::kAvx512Bf16) {
+    WARN("this CPU runs up to " << IsaName(isas.back()) << ": the paths above are not exercised");
+  }
+  std::mt19937 rng(3);
+  for (Isa isa : isas) {
+    if (isa == Isa::kScalar) continue;
+    for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+      // 11 rows and 19 outputs exercise 4-, 2- and 1-row tiles and block tails; 70 rows cross a
+      // row tile and take the widened-strip path.
+      for (int64_t k : {1, 7, 8, 17, 37, 64, 256, 300}) CheckPath(isa, dtype, 11, 19, k, rng);
+      CheckPath(isa, dtype, 70, 37, 96, rng);
+    }
+  }
+}
+
+TEST_CASE("the kernel path can be forced to each supported level and no higher", "[engine][cpu]") {
+  const std::vector<Isa> isas = SupportedIsas();
+  REQUIRE(isas.front() == Isa::kScalar);
+  CHECK(isas.back() == DetectedIsa());
+  for (Isa isa : isas) {
+    REQUIRE(ForceIsa(isa));
+    CHECK(ActiveIsa() == isa);
+    CHECK(ParseIsa(IsaName(isa)) == isa);
+  }
+  if (DetectedIsa() < Isa::kAvx512Bf16) {
+    CHECK_FALSE(ForceIsa(Isa::kAvx512Bf16));
+    CHECK(ActiveIsa() == isas.back());  // unchanged by the refused call
+  }
+  ForceIsa(std::nullopt);
+  CHECK(ActiveIsa() == DetectedIsa());
+  CHECK_FALSE(ParseIsa("avx1024").has_value());
+}
+
+TEST_CASE("dot, axpy and widening agree on every path", "[engine][cpu]") {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (int64_t n : {1, 15, 16, 33, 64, 100}) {
+    std::vector<float> a(n), b(n);
+    for (float& v : a) v = dist(rng);
+    for (float& v : b) v = dist(rng);
+    std::vector<uint16_t> halves(n);
+    for (int64_t i = 0; i < n; ++i) halves[i] = F32ToBf16(a[i]);
+    double exact = 0;
+    for (int64_t i = 0; i < n; ++i) exact += double{a[i]} * b[i];
+    for (Isa isa : SupportedIsas()) {
+      INFO(IsaName(isa) << " n " << n);
+      REQUIRE(ForceIsa(isa));
+      CHECK(DotF32(a.data(), b.data(), n) == Approx(exact).margin(1e-4));
+      std::vector<float> y = b;
+      Axpy(0.5f, a.data(), n, y.data());
+      for (int64_t i = 0; i < n; ++i) CHECK(y[i] == Approx(b[i] + 0.5f * a[i]).margin(1e-6));
+      std::vector<float> wide(n + 1, -7.0f);
+      ConvertRow(halves.data(), DType::kBF16, n, wide.data());
+      for (int64_t i = 0; i < n; ++i) CHECK(wide[i] == Bf16ToF32(halves[i]));
+      CHECK(wide[n] == -7.0f);  // nothing written past the end
+    }
+    ForceIsa(std::nullopt);
+  }
+}
+
+// Attention of one head in double precision, the reference for AttendHead.
+std::vector<double> ReferenceAttention(const std::vector<float>& q, const std::vector<float>& kv,
+                                       const std::vector<int32_t>& slots, int64_t stride,
+                                       int64_t value_offset, int32_t dim, double scale) {
+  std::vector<double> scores(slots.size()), out(dim, 0.0);
+  double max_score = -1e300, sum = 0;
+  for (size_t j = 0; j < slots.size(); ++j) {
+    double s = 0;
+    for (int32_t d = 0; d < dim; ++d) s += double{q[d]} * kv[slots[j] * stride + d];
+    scores[j] = s * scale;
+    max_score = std::max(max_score, scores[j]);
+  }
+  for (double& s : scores) sum += (s = std::exp(s - max_score));
+  for (size_t j = 0; j < slots.size(); ++j) {
+    for (int32_t d = 0; d < dim; ++d) {
+      out[d] += scores[j] / sum * kv[value_offset + slots[j] * stride + d];
+    }
+  }
+  return out;
+}
+
+TEST_CASE("attention of one head agrees with a double-precision reference on every path",
+          "[engine][cpu]") {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> dist(0.0f, 2.0f);
+  for (int32_t dim : {32, 48, 64, 128}) {
+    for (int32_t len : {1, 5, 16, 17, 300}) {
+      const int64_t stride = dim + 8, slots_total = 512;  // rows wider than a head, like GQA
+      std::vector<float> kv(2 * slots_total * stride), q(dim), scores(len), out(dim);
+      for (float& v : kv) v = dist(rng);
+      for (float& v : q) v = dist(rng);
+      std::vector<int32_t> slots(len);
+      for (int32_t& s : slots) s = static_cast<int32_t>(rng() % slots_total);
+      const double scale = 1.0 / std::sqrt(static_cast<double>(dim));
+      const auto want = ReferenceAttention(q, kv, slots, stride, slots_total * stride, dim, scale);
+      for (Isa isa : SupportedIsas()) {
+        REQUIRE(ForceIsa(isa));
+        AttendHead(q.data(), kv.data(), kv.data() + slots_total * stride, slots.data(), stride, len,
+                   dim, static_cast<float>(scale), scores.data(), out.data());
+        for (int32_t d = 0; d < dim; ++d) {
+          INFO(IsaName(isa) << " dim " << dim << " len " << len << " element " << d);
+          CHECK(out[d] == Approx(want[d]).epsilon(1e-5).margin(1e-5));
+        }
       }
-      // Batch invariance: each row alone gives bitwise the same result as within the batch.
-      for (int64_t r = 0; r < rows; ++r) {
-        std::vector<float> one(x.begin() + r * k, x.begin() + (r + 1) * k);
-        const auto alone = Run(one, 1, w, n, k, false);
-        for (int64_t j = 0; j < n; ++j) CHECK(alone[j] == fast[r * n + j]);
-      }
+      ForceIsa(std::nullopt);
     }
   }
 }

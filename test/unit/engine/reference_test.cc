@@ -2,7 +2,7 @@
 // (scripts/reference-logits.py) to relative error <= 1e-4, on the bundled tiny model (Llama,
 // F32) and a random Qwen2-style model (q/k/v bias, GQA, rope_theta 5e5 with llama3 scaling,
 // tied embeddings, BF16), for every position, with prefill split into chunks that cross KV
-// block boundaries, and with both the AVX2 and the scalar kernels.
+// block boundaries, and on every kernel path the CPU supports (scalar, AVX2, AVX-512, AVX512-BF16).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 
 #include "common/strings.h"
 #include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/cpu_isa.h"
 #include "engine/cpu/kernels.h"
 #include "engine/kv_cache.h"
 #include "engine/model.h"
@@ -99,19 +100,19 @@ TEST_CASE("logits match the PyTorch reference on both configs", "[engine][refere
     std::string model, golden;
   } cases[] = {{EXA_SOURCE_DIR "/models/exa-tiny-arith", kData + "/tiny-arith-golden.safetensors"},
                {kData + "/random-qwen2", kData + "/random-qwen2-golden.safetensors"}};
-  for (bool scalar : {false, true}) {
-    cpu::ForceScalarKernels(scalar);
+  for (cpu::Isa isa : cpu::SupportedIsas()) {
+    REQUIRE(cpu::ForceIsa(isa));
     for (const Case& c : cases) {
       for (int32_t chunk : {64, 7}) {
         double err = MaxErrorOverGoldens(c.model, c.golden, chunk);
-        INFO(c.model << " chunk " << chunk << " scalar " << scalar << " max rel error " << err);
+        INFO(c.model << " chunk " << chunk << " " << cpu::IsaName(isa) << " max rel error " << err);
         CHECK(err <= 1e-4);
-        WARN("max relative error " << err << " for " << c.model << " (chunk " << chunk
-                                   << (scalar ? ", scalar)" : ", avx2)"));
+        WARN("max relative error " << err << " for " << c.model << " (chunk " << chunk << ", "
+                                   << cpu::IsaName(isa) << ")");
       }
     }
   }
-  cpu::ForceScalarKernels(false);
+  cpu::ForceIsa(std::nullopt);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // ParallelFor covers [0, n) exactly once per call, across many calls in a row on a pool with
-// worker threads, and a pool of one runs inline.
+// worker threads (spinning between jobs or blocking at once), and a pool of one runs inline.
 #include <atomic>
 #include <thread>
 #include <vector>
@@ -28,6 +28,20 @@ TEST_CASE("ParallelFor covers every index once, call after call", "[engine]") {
       CHECK(wrong == 0);
       CHECK(empty_chunks.load() == 0);
     }
+  }
+}
+
+TEST_CASE("Workers that block between jobs still take every job", "[engine]") {
+  ThreadPool pool(2, absl::ZeroDuration());  // no spinning: each job wakes a blocked worker
+  for (int round = 0; round < 500; ++round) {
+    std::vector<std::atomic<int>> hits(64);
+    pool.ParallelFor(64, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) hits[static_cast<size_t>(i)]++;
+    });
+    int64_t wrong = 0;
+    for (auto& h : hits) wrong += h.load() != 1;
+    INFO("round " << round);
+    REQUIRE(wrong == 0);
   }
 }
 

@@ -1,0 +1,170 @@
+#include <immintrin.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "engine/cpu/kernels_internal.h"
+
+namespace exa::engine::cpu::internal {
+namespace {
+
+#define EXA_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+EXA_AVX2 inline __m256 Load8(const void* w, DType dtype, int64_t i) {
+  if (dtype == DType::kF32) return _mm256_loadu_ps(static_cast<const float*>(w) + i);
+  __m128i h =
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(w) + i));
+  if (dtype == DType::kF16) return _mm256_cvtph_ps(h);
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+// A fixed reduction order, so every kernel shape gives bitwise the same sum.
+EXA_AVX2 inline float HorizontalSum(__m256 v) {
+  __m128 lo = _mm256_castps256_ps128(v);
+  __m128 hi = _mm256_extractf128_ps(v, 1);
+  __m128 s = _mm_add_ps(lo, hi);
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// TR rows of x against NR rows of w: TR*NR independent accumulators hide FMA latency while
+// each loaded (and widened) weight vector is reused TR times.
+template <int TR, int NR, DType D>
+EXA_AVX2 void Block(const float* x, int64_t ldx, const void* w, int64_t k, int64_t n, float* y,
+                    int64_t ldy) {
+  // The pragmas make GCC unroll the tiny loops fully, so the accumulators live in registers.
+  __m256 acc[TR][NR];
+#pragma GCC unroll 8
+  for (int t = 0; t < TR; ++t)
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) acc[t][j] = _mm256_setzero_ps();
+  const int64_t k8 = k & ~int64_t{7};
+  for (int64_t i = 0; i < k8; i += 8) {
+    __m256 wv[NR];
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) wv[j] = Load8(w, D, (n + j) * k + i);
+#pragma GCC unroll 8
+    for (int t = 0; t < TR; ++t) {
+      __m256 xv = _mm256_loadu_ps(x + t * ldx + i);
+#pragma GCC unroll 8
+      for (int j = 0; j < NR; ++j) acc[t][j] = _mm256_fmadd_ps(xv, wv[j], acc[t][j]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < TR; ++t) {
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) {
+      float s = HorizontalSum(acc[t][j]);
+      for (int64_t i = k8; i < k; ++i) s += x[t * ldx + i] * LoadScalar(w, D, (n + j) * k + i);
+      y[t * ldy + n + j] = s;
+    }
+  }
+}
+
+// Rows of x in tiles of TR; weights in groups of NR, then one at a time for the tail.
+template <int TR, int NR, DType D>
+EXA_AVX2 void RowTile(const float* x, int64_t ldx, const void* w, int64_t k, int64_t n_begin,
+                      int64_t n_end, float* y, int64_t ldy) {
+  int64_t n = n_begin;
+  for (; n + NR <= n_end; n += NR) Block<TR, NR, D>(x, ldx, w, k, n, y, ldy);
+  for (; n < n_end; ++n) Block<TR, 1, D>(x, ldx, w, k, n, y, ldy);
+}
+
+// Rows [0, rows) of x (x and y already offset to the first row, y by `y_row_offset`) against
+// weight rows [n_begin, n_end).
+template <DType D>
+EXA_AVX2 void RowTiles(const float* x, int64_t ldx, int64_t rows, const void* w, int64_t k,
+                       int64_t n_begin, int64_t n_end, float* y, int64_t ldy,
+                       int64_t y_row_offset) {
+  float* yr = y + y_row_offset;
+  int64_t t = 0;
+  for (; t + 4 <= rows; t += 4)
+    RowTile<4, 3, D>(x + t * ldx, ldx, w, k, n_begin, n_end, yr + t * ldy, ldy);
+  for (; t + 2 <= rows; t += 2)
+    RowTile<2, 4, D>(x + t * ldx, ldx, w, k, n_begin, n_end, yr + t * ldy, ldy);
+  for (; t < rows; ++t) RowTile<1, 8, D>(x + t * ldx, ldx, w, k, n_begin, n_end, yr + t * ldy, ldy);
+}
+
+EXA_AVX2 void ConvertImpl(const void* src, DType dtype, int64_t n, float* dst);
+
+template <DType D>
+EXA_AVX2 void MatMulAvx2Typed(const float* x, int64_t ldx, int64_t rows, const void* w, int64_t k,
+                              int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
+  // Tiles of 32 rows keep the x tile in L2 while a strip of weights streams past it.
+  constexpr int64_t kRowTile = 32;
+  constexpr int64_t kColTile = 48;  // a multiple of the 3-row weight block
+  // With many rows, a half-precision weight strip would be widened once per 4-row group; widen
+  // it once into a float scratch strip instead (it stays in L2) and run the f32 kernel on it.
+  // The sums are the same: widening is exact and the reduction order does not change.
+  constexpr int64_t kWidenRows = 8;
+  thread_local std::vector<float> strip;
+  for (int64_t r0 = 0; r0 < rows; r0 += kRowTile) {
+    const int64_t r1 = std::min(rows, r0 + kRowTile);
+    for (int64_t c0 = n_begin; c0 < n_end; c0 += kColTile) {
+      const int64_t c1 = std::min(n_end, c0 + kColTile);
+      if (D != DType::kF32 && r1 - r0 >= kWidenRows) {
+        strip.resize(static_cast<size_t>((c1 - c0) * k));
+        for (int64_t c = c0; c < c1; ++c) {
+          ConvertImpl(static_cast<const uint16_t*>(w) + c * k, D, k, strip.data() + (c - c0) * k);
+        }
+        RowTiles<DType::kF32>(x + r0 * ldx, ldx, r1 - r0, strip.data(), k, 0, c1 - c0, y + c0, ldy,
+                              r0 * ldy);
+        continue;
+      }
+      RowTiles<D>(x + r0 * ldx, ldx, r1 - r0, w, k, c0, c1, y, ldy, r0 * ldy);
+    }
+  }
+}
+
+EXA_AVX2 float DotImpl(const float* a, const float* b, int64_t n) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+  }
+  for (; i + 8 <= n; i += 8) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+  }
+  float s = HorizontalSum(_mm256_add_ps(acc0, acc1));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+EXA_AVX2 void AxpyImpl(float alpha, const float* x, int64_t n, float* y) {
+  __m256 a = _mm256_set1_ps(alpha);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(a, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  }
+  for (; i < n; ++i) y[i] += alpha * x[i];
+}
+
+EXA_AVX2 void ConvertImpl(const void* src, DType dtype, int64_t n, float* dst) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, Load8(src, dtype, i));
+  for (; i < n; ++i) dst[i] = LoadScalar(src, dtype, i);
+}
+
+}  // namespace
+
+float DotAvx2(const float* a, const float* b, int64_t n) { return DotImpl(a, b, n); }
+void AxpyAvx2(float alpha, const float* x, int64_t n, float* y) { AxpyImpl(alpha, x, n, y); }
+void ConvertAvx2(const void* src, DType dtype, int64_t n, float* dst) {
+  ConvertImpl(src, dtype, n, dst);
+}
+
+void MatMulAvx2(const float* x, int64_t ldx, int64_t rows, const void* w, DType dtype, int64_t k,
+                int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
+  switch (dtype) {
+    case DType::kF32:
+      return MatMulAvx2Typed<DType::kF32>(x, ldx, rows, w, k, n_begin, n_end, y, ldy);
+    case DType::kF16:
+      return MatMulAvx2Typed<DType::kF16>(x, ldx, rows, w, k, n_begin, n_end, y, ldy);
+    case DType::kBF16:
+      return MatMulAvx2Typed<DType::kBF16>(x, ldx, rows, w, k, n_begin, n_end, y, ldy);
+  }
+}
+
+}  // namespace exa::engine::cpu::internal

@@ -1,0 +1,328 @@
+// The AVX-512 kernels (docs/architecture.md#cpu-backend): 16 fp32 lanes, masked loads for the
+// tails, and register tiles of up to 4 rows of x by 4 weight rows. Every output is one fp32
+// accumulator per lane over k in order, reduced in a fixed order at the end, so a result does not
+// depend on the tile it was computed in (batch invariance) and weights are widened exactly.
+// GCC 12's AVX-512 headers start some intrinsics from _mm512_undefined_*(), which its
+// uninitialised-use warnings flag inside every caller.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "engine/cpu/kernels_internal.h"
+
+namespace exa::engine::cpu::internal {
+namespace {
+
+#define EXA_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
+
+inline __mmask16 Mask16(int64_t n) {
+  if (n <= 0) return 0;
+  return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1);
+}
+
+inline __mmask32 Mask32(int64_t n) {
+  if (n <= 0) return 0;
+  return n >= 32 ? 0xffffffffu : (1u << n) - 1;
+}
+
+// Weights [i, i + 16) widened to fp32, lanes outside `m` zero.
+template <DType D>
+EXA_AVX512 inline __m512 Load16(const void* w, int64_t i, __mmask16 m) {
+  if constexpr (D == DType::kF32) {
+    return _mm512_maskz_loadu_ps(m, static_cast<const float*>(w) + i);
+  } else {
+    const __m256i h = _mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(w) + i);
+    if constexpr (D == DType::kF16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+}
+
+// f32 and f16 weights: TR rows of x against NR weight rows, 16 columns a step. TR * NR
+// accumulators hide the FMA latency; each widened weight vector serves TR rows.
+template <int TR, int NR, DType D>
+EXA_AVX512 void Block16(const float* x, int64_t ldx, const void* w, int64_t k, int64_t n, float* y,
+                        int64_t ldy) {
+  __m512 acc[TR][NR];
+#pragma GCC unroll 8
+  for (int t = 0; t < TR; ++t)
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) acc[t][j] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < k; i += 16) {
+    const __mmask16 m = Mask16(k - i);
+    __m512 xv[TR];
+#pragma GCC unroll 8
+    for (int t = 0; t < TR; ++t) xv[t] = _mm512_maskz_loadu_ps(m, x + t * ldx + i);
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) {
+      const __m512 wv = Load16<D>(w, (n + j) * k + i, m);
+#pragma GCC unroll 8
+      for (int t = 0; t < TR; ++t) acc[t][j] = _mm512_fmadd_ps(wv, xv[t], acc[t][j]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < TR; ++t)
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) y[t * ldy + n + j] = _mm512_reduce_add_ps(acc[t][j]);
+}
+
+// bf16 weights, 32 columns a step: the 32 weights load as 16 dwords, whose low halves (even
+// columns) widen with one shift and high halves (odd columns) with one mask; x comes packed with
+// its even and odd columns apart to match (PackBf16RowsAvx512).
+template <int TR, int NR>
+EXA_AVX512 void BlockBf16(const float* xp, int64_t ldxp, const uint16_t* w, int64_t k, int64_t n,
+                          float* y, int64_t ldy) {
+  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  __m512 acc[TR][NR];
+#pragma GCC unroll 8
+  for (int t = 0; t < TR; ++t)
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) acc[t][j] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < k; i += 32) {
+    const __mmask32 m = Mask32(k - i);
+    __m512 xe[TR], xo[TR];
+#pragma GCC unroll 8
+    for (int t = 0; t < TR; ++t) {
+      xe[t] = _mm512_loadu_ps(xp + t * ldxp + i);
+      xo[t] = _mm512_loadu_ps(xp + t * ldxp + i + 16);
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) {
+      const __m512i raw = _mm512_maskz_loadu_epi16(m, w + (n + j) * k + i);
+      const __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
+      const __m512 wo = _mm512_castsi512_ps(_mm512_and_si512(raw, high));
+#pragma GCC unroll 8
+      for (int t = 0; t < TR; ++t) {
+        acc[t][j] = _mm512_fmadd_ps(we, xe[t], acc[t][j]);
+        acc[t][j] = _mm512_fmadd_ps(wo, xo[t], acc[t][j]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < TR; ++t)
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) y[t * ldy + n + j] = _mm512_reduce_add_ps(acc[t][j]);
+}
+
+template <int TR, int NR, DType D>
+EXA_AVX512 inline void Block(const float* x, int64_t ldx, const void* w, int64_t k, int64_t n,
+                             float* y, int64_t ldy) {
+  if constexpr (D == DType::kBF16) {
+    BlockBf16<TR, NR>(x, ldx, static_cast<const uint16_t*>(w), k, n, y, ldy);
+  } else {
+    Block16<TR, NR, D>(x, ldx, w, k, n, y, ldy);
+  }
+}
+
+// TR rows of x against weight rows [n_begin, n_end): NR at a time, then one at a time.
+template <int TR, int NR, DType D>
+EXA_AVX512 void RowTile(const float* x, int64_t ldx, const void* w, int64_t k, int64_t n_begin,
+                        int64_t n_end, float* y, int64_t ldy) {
+  int64_t n = n_begin;
+  for (; n + NR <= n_end; n += NR) Block<TR, NR, D>(x, ldx, w, k, n, y, ldy);
+  for (; n < n_end; ++n) Block<TR, 1, D>(x, ldx, w, k, n, y, ldy);
+}
+
+// Rows [0, rows) of x against weight rows [n_begin, n_end); y already offset to the first row.
+template <DType D>
+EXA_AVX512 void RowTiles(const float* x, int64_t ldx, int64_t rows, const void* w, int64_t k,
+                         int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
+  int64_t t = 0;
+  for (; t + 4 <= rows; t += 4)
+    RowTile<4, 4, D>(x + t * ldx, ldx, w, k, n_begin, n_end, y + t * ldy, ldy);
+  for (; t + 2 <= rows; t += 2)
+    RowTile<2, 6, D>(x + t * ldx, ldx, w, k, n_begin, n_end, y + t * ldy, ldy);
+  for (; t < rows; ++t) RowTile<1, 8, D>(x + t * ldx, ldx, w, k, n_begin, n_end, y + t * ldy, ldy);
+}
+
+EXA_AVX512 void ConvertImpl(const void* src, DType dtype, int64_t n, float* dst) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = Mask16(n - i);
+    __m512 v;
+    if (dtype == DType::kF32) {
+      v = Load16<DType::kF32>(src, i, m);
+    } else if (dtype == DType::kF16) {
+      v = Load16<DType::kF16>(src, i, m);
+    } else {
+      v = Load16<DType::kBF16>(src, i, m);
+    }
+    _mm512_mask_storeu_ps(dst + i, m, v);
+  }
+}
+
+// Weight strips of about this many bytes stay in L2 while a tile of x rows passes them.
+constexpr int64_t kStripBytes = 256 << 10;
+
+template <DType D>
+EXA_AVX512 void MatMulTyped(const float* x, int64_t ldx, int64_t rows, const void* w, int64_t k,
+                            int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
+  constexpr int64_t kRowTile = 64;
+  const int64_t col_tile =
+      std::clamp<int64_t>(kStripBytes / (k * static_cast<int64_t>(DTypeBytes(D))) / 4 * 4, 4, 128);
+  // With many rows, an f16 strip would be widened once per 4-row group: widen it once into an
+  // fp32 strip (exactly, so the sums do not change) and run the f32 kernel on it.
+  constexpr int64_t kWidenRows = 8;
+  thread_local std::vector<float> strip;
+  for (int64_t r0 = 0; r0 < rows; r0 += kRowTile) {
+    const int64_t r1 = std::min(rows, r0 + kRowTile);
+    for (int64_t c0 = n_begin; c0 < n_end; c0 += col_tile) {
+      const int64_t c1 = std::min(n_end, c0 + col_tile);
+      if (D == DType::kF16 && r1 - r0 >= kWidenRows) {
+        strip.resize(static_cast<size_t>((c1 - c0) * k));
+        ConvertImpl(static_cast<const uint16_t*>(w) + c0 * k, D, (c1 - c0) * k, strip.data());
+        RowTiles<DType::kF32>(x + r0 * ldx, ldx, r1 - r0, strip.data(), k, 0, c1 - c0,
+                              y + r0 * ldy + c0, ldy);
+        continue;
+      }
+      RowTiles<D>(x + r0 * ldx, ldx, r1 - r0, w, k, c0, c1, y + r0 * ldy, ldy);
+    }
+  }
+}
+
+EXA_AVX512 void PackImpl(const float* x, int64_t ldx, int64_t rows, int64_t k, float* packed) {
+  const int64_t stride = PackedBf16Stride(k);
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * ldx;
+    float* out = packed + r * stride;
+    for (int64_t i = 0; i < stride; i += 32) {
+      const __m512 a = _mm512_maskz_loadu_ps(Mask16(k - i), xr + i);
+      const __m512 b = _mm512_maskz_loadu_ps(Mask16(k - i - 16), xr + i + 16);
+      _mm512_storeu_ps(out + i, _mm512_permutex2var_ps(a, even, b));
+      _mm512_storeu_ps(out + i + 16, _mm512_permutex2var_ps(a, odd, b));
+    }
+  }
+}
+
+EXA_AVX512 float DotImpl(const float* a, const float* b, int64_t n) {
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
+    acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), acc1);
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = Mask16(n - i);
+    acc0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc0);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
+EXA_AVX512 void AxpyImpl(float alpha, const float* x, int64_t n, float* y) {
+  const __m512 a = _mm512_set1_ps(alpha);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = Mask16(n - i);
+    const __m512 v =
+        _mm512_fmadd_ps(a, _mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i));
+    _mm512_mask_storeu_ps(y + i, m, v);
+  }
+}
+
+// exp(x) for x <= 0 (softmax after subtracting the maximum): x = n ln2 + r with |r| <= ln2 / 2,
+// exp(r) by its degree-7 Taylor polynomial (truncation below 1e-8 relative, under fp32 rounding)
+// and the 2^n by vscalefps, which also takes very negative x to 0.
+EXA_AVX512 inline __m512 Exp(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));  // exp(-104) is below the smallest float
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504089f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  // ln 2 in two parts (Cody-Waite) so r keeps full precision.
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187e-06f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+// One head with head_dim = 16 * DV: q and the output row live in registers, each key and value
+// row is loaded once, and the exponentials run 16 at a time.
+template <int DV>
+EXA_AVX512 void AttendHeadImpl(const float* q, const float* keys, const float* values,
+                               const int32_t* slots, int64_t slot_stride, int32_t len, float scale,
+                               float* scores, float* out) {
+  __m512 qv[DV];
+#pragma GCC unroll 8
+  for (int d = 0; d < DV; ++d) qv[d] = _mm512_loadu_ps(q + 16 * d);
+  float max_score = -3.4e38f;
+  for (int32_t j = 0; j < len; ++j) {
+    const float* k = keys + slots[j] * slot_stride;
+    __m512 acc = _mm512_mul_ps(qv[0], _mm512_loadu_ps(k));
+#pragma GCC unroll 8
+    for (int d = 1; d < DV; ++d) acc = _mm512_fmadd_ps(qv[d], _mm512_loadu_ps(k + 16 * d), acc);
+    scores[j] = _mm512_reduce_add_ps(acc) * scale;
+    max_score = std::max(max_score, scores[j]);
+  }
+  const __m512 max_v = _mm512_set1_ps(max_score);
+  __m512 sum_v = _mm512_setzero_ps();
+  for (int32_t j = 0; j < len; j += 16) {
+    const __mmask16 m = Mask16(len - j);
+    const __m512 e =
+        _mm512_maskz_mov_ps(m, Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + j), max_v)));
+    _mm512_mask_storeu_ps(scores + j, m, e);
+    sum_v = _mm512_add_ps(sum_v, e);
+  }
+  const float inv_sum = 1.0f / _mm512_reduce_add_ps(sum_v);
+  __m512 o[DV];
+#pragma GCC unroll 8
+  for (int d = 0; d < DV; ++d) o[d] = _mm512_setzero_ps();
+  for (int32_t j = 0; j < len; ++j) {
+    const float* v = values + slots[j] * slot_stride;
+    const __m512 p = _mm512_set1_ps(scores[j]);
+#pragma GCC unroll 8
+    for (int d = 0; d < DV; ++d) o[d] = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + 16 * d), o[d]);
+  }
+  const __m512 inv = _mm512_set1_ps(inv_sum);
+#pragma GCC unroll 8
+  for (int d = 0; d < DV; ++d) _mm512_storeu_ps(out + 16 * d, _mm512_mul_ps(o[d], inv));
+}
+
+}  // namespace
+
+bool AttendHeadAvx512(const float* q, const float* keys, const float* values, const int32_t* slots,
+                      int64_t slot_stride, int32_t len, int32_t head_dim, float scale,
+                      float* scores, float* out) {
+  if (head_dim == 32) {
+    AttendHeadImpl<2>(q, keys, values, slots, slot_stride, len, scale, scores, out);
+  } else if (head_dim == 64) {
+    AttendHeadImpl<4>(q, keys, values, slots, slot_stride, len, scale, scores, out);
+  } else if (head_dim == 128) {
+    AttendHeadImpl<8>(q, keys, values, slots, slot_stride, len, scale, scores, out);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+int64_t PackedBf16Stride(int64_t k) { return (k + 31) / 32 * 32; }
+
+void PackBf16RowsAvx512(const float* x, int64_t ldx, int64_t rows, int64_t k, float* packed) {
+  PackImpl(x, ldx, rows, k, packed);
+}
+
+void MatMulAvx512(const float* x, int64_t ldx, int64_t rows, const void* w, DType dtype, int64_t k,
+                  int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
+  switch (dtype) {
+    case DType::kF32:
+      return MatMulTyped<DType::kF32>(x, ldx, rows, w, k, n_begin, n_end, y, ldy);
+    case DType::kF16:
+      return MatMulTyped<DType::kF16>(x, ldx, rows, w, k, n_begin, n_end, y, ldy);
+    case DType::kBF16:
+      return MatMulTyped<DType::kBF16>(x, ldx, rows, w, k, n_begin, n_end, y, ldy);
+  }
+}
+
+void ConvertAvx512(const void* src, DType dtype, int64_t n, float* dst) {
+  ConvertImpl(src, dtype, n, dst);
+}
+float DotAvx512(const float* a, const float* b, int64_t n) { return DotImpl(a, b, n); }
+void AxpyAvx512(float alpha, const float* x, int64_t n, float* y) { AxpyImpl(alpha, x, n, y); }
+
+}  // namespace exa::engine::cpu::internal

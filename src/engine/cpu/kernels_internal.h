@@ -1,0 +1,49 @@
+// The per-instruction-set implementations behind kernels.h, one translation unit each
+// (kernels_avx2.cc, kernels_avx512.cc), each function compiled under its own target attribute so
+// the baseline binary carries them all (docs/architecture.md#cpu-backend). Only kernels.cc calls
+// these, after checking ActiveIsa().
+//
+// Thread safety: pure functions over caller-owned memory (scratch is thread_local).
+#pragma once
+
+#include <cstdint>
+
+#include "engine/dtype.h"
+
+namespace exa::engine::cpu::internal {
+
+// Scalar reference: w element i widened to fp32.
+inline float LoadScalar(const void* w, DType dtype, int64_t i) {
+  switch (dtype) {
+    case DType::kF32:
+      return static_cast<const float*>(w)[i];
+    case DType::kF16:
+      return F16ToF32(static_cast<const uint16_t*>(w)[i]);
+    case DType::kBF16:
+      return Bf16ToF32(static_cast<const uint16_t*>(w)[i]);
+  }
+  return 0;
+}
+
+// AVX2 + FMA + F16C, 8 lanes.
+void MatMulAvx2(const float* x, int64_t ldx, int64_t rows, const void* w, DType dtype, int64_t k,
+                int64_t n_begin, int64_t n_end, float* y, int64_t ldy);
+void ConvertAvx2(const void* src, DType dtype, int64_t n, float* dst);
+float DotAvx2(const float* a, const float* b, int64_t n);
+void AxpyAvx2(float alpha, const float* x, int64_t n, float* y);
+
+// AVX-512, 16 lanes. Bf16 weights take x packed by PackBf16RowsAvx512 (row stride
+// PackedBf16Stride(k)); f32 and f16 weights take x as it is.
+int64_t PackedBf16Stride(int64_t k);
+void PackBf16RowsAvx512(const float* x, int64_t ldx, int64_t rows, int64_t k, float* packed);
+void MatMulAvx512(const float* x, int64_t ldx, int64_t rows, const void* w, DType dtype, int64_t k,
+                  int64_t n_begin, int64_t n_end, float* y, int64_t ldy);
+void ConvertAvx512(const void* src, DType dtype, int64_t n, float* dst);
+float DotAvx512(const float* a, const float* b, int64_t n);
+void AxpyAvx512(float alpha, const float* x, int64_t n, float* y);
+// AttendHead (kernels.h) for head_dim 32, 64 or 128; returns false, doing nothing, otherwise.
+bool AttendHeadAvx512(const float* q, const float* keys, const float* values, const int32_t* slots,
+                      int64_t slot_stride, int32_t len, int32_t head_dim, float scale,
+                      float* scores, float* out);
+
+}  // namespace exa::engine::cpu::internal
