@@ -69,9 +69,9 @@ absl::Status Daemon::MakeAdminGuard() {
                  {{"bind", bind}});
   } else if (options_.security.insecure) {
     EXA_LOG_WARN("daemon",
-                 "--insecure: reachable from other hosts with admin RPCs open to anyone who can "
-                 "reach the gRPC port and gossip accepting any sender without a key; for a lab "
-                 "network only (docs/security.md)",
+                 "--insecure: reachable from other hosts, with admin RPCs open unless a token "
+                 "file is set and gossip in plain text unless a key is set; for a lab network "
+                 "only (docs/security.md)",
                  {{"bind", bind},
                   {"admin_tokens", admin_guard_->enforcing() ? "required" : "open"},
                   {"gossip_key", options_.gossip.key_file.empty() ? "none" : "set"}});
