@@ -141,7 +141,7 @@ class Call {
   std::string request_id_, model_, version_;
   int32_t prompt_tokens_ = 0;
   uint64_t seed_ = 0;
-  int64_t tokens_ahead_ = 0;  // the router's view at admission (ReplicaTable::Choice)
+  int64_t tokens_ahead_ = 0;         // the router's view at admission (ReplicaTable::Choice)
   RateLimiter::Charge rate_charge_;  // refunded what was not generated when the call ends
   ReplicaBackend* backend_ = nullptr;
   EventSink sink_;
