@@ -155,7 +155,8 @@ void AddFlags(CLI::App& app, CommandLine* c) {
                  "Serve this model directory (Hugging Face layout), DIR or DIR@VERSION; repeat "
                  "for more (sets inference.models; default: the bundled model)")
       ->expected(1)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+      ->allow_extra_args(false)
+      ->take_all();
   for (size_t i = 0; i < std::size(kFlags); ++i) {
     c->flag_options.push_back(app.add_option(kFlags[i].flag, c->flag_values[i], kFlags[i].help));
   }
