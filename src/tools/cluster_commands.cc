@@ -329,12 +329,8 @@ json Deployments(const ClusterAccess& a, const std::vector<std::string>& schedul
       pb::DescribeResponse described;
       if (stub->Describe(MakeContext(a, kExtraTimeout).get(), request, &described).ok()) {
         json full = json::parse(described.json(), nullptr, false);
-        if (!full.is_discarded() && full["status"].is_object()) {
-          d["status"] = full["status"];
-          // Ready on live nodes: a suspected node's replicas keep their place but serve no one.
-          d["status"]["ready"] =
-              full["status"].value("ready", 0) - full["status"].value("ready_lost", 0);
-        }
+        // Its "ready" counts live nodes only (scheduler/describe.h).
+        if (!full.is_discarded() && full["status"].is_object()) d["status"] = full["status"];
       }
       list.push_back(std::move(d));
     }
