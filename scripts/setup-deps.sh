@@ -14,6 +14,9 @@ packages=(
   # tests and checks
   catch2 curl prometheus clang-format systemd
   python3-matplotlib  # scripts/plot-bench.py and docs/images/roles.py draw the docs' pictures
+  # gRPC reflection and per-service health as grpcurl uses them (grpcurl is not packaged in
+  # Debian): test/integration/grpc_probe.py
+  python3-grpcio
   # packet loss in the network-namespace fault test (the kernel may lack sch_netem)
   nftables
   # fuzzing (scripts/fuzz.sh): clang and its libFuzzer + sanitizer runtimes

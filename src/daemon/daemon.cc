@@ -226,7 +226,7 @@ absl::Status Daemon::OpenScheduler() {
                                                  [this] { return RackStoragePeer(); }));
     EXA_ASSIGN_OR_RETURN(
         engine::ModelConfig config,
-        engine::ParseModelConfig(file.text, StrCat(model, ":", version, "/config.json")));
+        engine::ParseModelConfig(file.text, StrCat(model, "@", version, "/config.json")));
     scheduler::ModelShape shape = scheduler::ShapeFromConfig(model, config);
     if (file.checkpoint_bytes > 0) shape.checkpoint_bytes = file.checkpoint_bytes;
     return shape;

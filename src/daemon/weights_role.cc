@@ -118,10 +118,10 @@ absl::StatusOr<WeightsRole::ModelFile> WeightsRole::ReadModelFile(
     }
     const weights::FileEntry* file = manifest->FindFile(path);
     if (file == nullptr) {
-      return absl::NotFoundError(StrCat(name, ":", version, " has no ", path));
+      return absl::NotFoundError(StrCat(name, "@", version, " has no ", path));
     }
     if (file->size_bytes > max_bytes) {
-      return absl::FailedPreconditionError(StrCat(name, ":", version, " ", path, " is ",
+      return absl::FailedPreconditionError(StrCat(name, "@", version, " ", path, " is ",
                                                   file->size_bytes, " bytes; at most ", max_bytes));
     }
     ModelFile out;
@@ -149,7 +149,7 @@ absl::StatusOr<WeightsRole::ModelFile> WeightsRole::ReadModelFile(
     }
     if (ok) return out;
   }
-  return absl::NotFoundError(StrCat(name, ":", version, ": ", errors));
+  return absl::NotFoundError(StrCat(name, "@", version, ": ", errors));
 }
 
 absl::StatusOr<std::string> WeightsRole::PullModel(const std::string& name,
@@ -163,7 +163,7 @@ absl::StatusOr<std::string> WeightsRole::PullModel(const std::string& name,
   if (order.empty() &&
       !std::filesystem::exists(weights::ModelDir(options_.node.cache_dir, name, version))) {
     return absl::FailedPreconditionError(
-        StrCat("model ", name, ":", version,
+        StrCat("model ", name, "@", version,
                " is not in the node cache and no weights source is "
                "configured (weights.origin, or a storage node in rack ",
                options_.node.rack, ")"));
@@ -176,7 +176,7 @@ absl::StatusOr<std::string> WeightsRole::PullModel(const std::string& name,
   weights::Fetcher fetcher(order, fetch, fetch_metrics_.get());
   EXA_ASSIGN_OR_RETURN(weights::PullResult result, fetcher.Pull(name, version));
   EXA_LOG_INFO("weights", "pulled for a replica",
-               {{"model", StrCat(result.manifest.name, ":", result.manifest.version)},
+               {{"model", StrCat(result.manifest.name, "@", result.manifest.version)},
                 {"rack_peer", peer.empty() ? std::string("none") : peer},
                 {"bytes", static_cast<int64_t>(result.manifest.TotalBytes())},
                 {"local_bytes", static_cast<int64_t>(result.local_bytes)},
@@ -211,7 +211,7 @@ void WeightsRole::Prestage(const std::function<std::string()>& rack_peer) {
       continue;
     }
     EXA_LOG_INFO("weights", "pre-staged",
-                 {{"model", StrCat(result->manifest.name, ":", result->manifest.version)},
+                 {{"model", StrCat(result->manifest.name, "@", result->manifest.version)},
                   {"bytes", static_cast<int64_t>(result->manifest.TotalBytes())},
                   {"local_bytes", static_cast<int64_t>(result->local_bytes)},
                   {"seconds", absl::ToDoubleSeconds(result->elapsed)}});

@@ -1,6 +1,10 @@
 #include "net/grpc_server.h"
 
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/impl/server_builder_option.h>
+#include <grpcpp/impl/server_builder_plugin.h>
+#include <grpcpp/impl/server_initializer.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server.h>
 #include <grpcpp/server_builder.h>
@@ -12,6 +16,37 @@
 #include "net/tls.h"
 
 namespace exa::net {
+namespace {
+
+// Copies the names of the services a server registered (gRPC keeps the list private to its
+// plugins), so that grpc.health.v1 can answer for each by name (docs/reference/api.md#grpc-health).
+class ServiceNamesPlugin : public grpc::ServerBuilderPlugin {
+ public:
+  explicit ServiceNamesPlugin(std::vector<std::string>* names) : names_(names) {}
+  std::string name() override { return "exa_service_names"; }
+  void InitServer(grpc::ServerInitializer*) override {}
+  void Finish(grpc::ServerInitializer* si) override {
+    if (const std::vector<std::string>* list = si->GetServiceList()) *names_ = *list;
+  }
+  void ChangeArguments(const std::string&, void*) override {}
+
+ private:
+  std::vector<std::string>* names_;
+};
+
+class ServiceNamesOption : public grpc::ServerBuilderOption {
+ public:
+  explicit ServiceNamesOption(std::vector<std::string>* names) : names_(names) {}
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    plugins->push_back(std::make_unique<ServiceNamesPlugin>(names_));
+  }
+
+ private:
+  std::vector<std::string>* names_;
+};
+
+}  // namespace
 
 void RegisterConfig(config::Schema& schema, std::string_view section, GrpcServerOptions* options) {
   std::string s(section);
@@ -40,6 +75,9 @@ void GrpcServer::RegisterService(grpc::Service* service) {
 absl::Status GrpcServer::Start() {
   PrepareGrpcProcess();
   grpc::EnableDefaultHealthCheckService(true);
+  // Server reflection: grpcurl and other tools list and call services without the .proto files
+  // (docs/reference/api.md#grpc-health).
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   std::string host = options_.bind_address.find(':') != std::string::npos
                          ? StrCat("[", options_.bind_address, "]")
@@ -63,12 +101,22 @@ absl::Status GrpcServer::Start() {
   // One port per daemon: a second process must fail to bind instead of sharing it.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   for (grpc::Service* s : services_) builder.RegisterService(s);
+  std::vector<std::string> names;
+  builder.SetOption(std::make_unique<ServiceNamesOption>(&names));
   server_ = builder.BuildAndStart();
   if (server_ == nullptr || selected_port == 0) {
     server_.reset();
     return absl::UnavailableError(StrCat("cannot listen on ", address, " (gRPC)"));
   }
   bound_port_ = static_cast<uint16_t>(selected_port);
+  // Every service (and the overall "") is NOT_SERVING until SetServing(true): the node is not
+  // ready yet. gRPC's own services (health, reflection) have no status of their own.
+  if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
+    for (const std::string& name : names) {
+      if (name.rfind("grpc.", 0) != 0) health->SetServingStatus(name, false);
+    }
+    health->SetServingStatus(false);
+  }
   return absl::OkStatus();
 }
 

@@ -1,5 +1,6 @@
 // gRPC server plumbing: one listening port, services registered by the daemon, the standard
-// grpc.health.v1.Health service, message-size and stream limits, and a bounded shutdown.
+// grpc.health.v1.Health service (overall "" and per registered service), server reflection,
+// message-size and stream limits, and a bounded shutdown.
 //
 // Thread safety: RegisterService before Start; SetServing and Shutdown from any thread.
 #pragma once
@@ -44,7 +45,8 @@ class GrpcServer {
   // Binds and starts. Fails with the address when the port is taken.
   absl::Status Start();
   uint16_t port() const { return bound_port_; }
-  // Sets the overall grpc.health.v1 status: SERVING or NOT_SERVING.
+  // Sets the grpc.health.v1 status, overall ("") and of every registered service: SERVING or
+  // NOT_SERVING. Each is NOT_SERVING from Start until the first SetServing(true).
   void SetServing(bool serving);
   // Stops accepting calls and waits for running ones up to `deadline`, then cancels the rest.
   void Shutdown(absl::Time deadline);

@@ -1,7 +1,12 @@
 // The `inference` config section (inference_options.h): registered once, before parsing.
 #include "node/inference_options.h"
 
+#include <filesystem>
+#include <system_error>
+
 #include "absl/strings/numbers.h"
+#include "common/chars.h"
+#include "common/status.h"
 #include "common/strings.h"
 
 namespace exa::node {
@@ -29,12 +34,66 @@ void RegisterPrefixCacheConfig(config::Schema& s, const std::string& p,
       [](const int& v) { return v >= 1 && v <= 65536 ? "" : StrCat(v, ": expected 1-65536"); });
 }
 
+// A served model name as clients type it in `model`, "Qwen/Qwen2-0.5B-Instruct" included; '@'
+// and ':' separate a version, so they are not part of a name.
+std::string ValidateServedName(const std::string& v) {
+  if (v.empty()) return "";
+  if (v.size() > 128 || !OnlyAlnumOr(v, "._-/")) {
+    return StrCat("\"", v.substr(0, 80),
+                  "\": 1 to 128 of letters, digits, '.', '_', '-', '/' (no '@' or ':', which "
+                  "separate a version)");
+  }
+  return "";
+}
+
+// One entry of inference.models: DIR or DIR@VERSION, DIR a model directory with a config.json.
+absl::Status ValidateModelSpec(const std::string& text) {
+  const size_t at = text.rfind('@');
+  const std::string dir = text.substr(0, at);
+  const std::string version = at == std::string::npos ? "v1" : text.substr(at + 1);
+  if (dir.empty()) {
+    return absl::InvalidArgumentError(
+        StrCat("inference.models \"", text, "\": expected DIR or DIR@VERSION"));
+  }
+  if (version.empty() || version.size() > 64 || !OnlyAlnumOr(version, "._-")) {
+    return absl::InvalidArgumentError(StrCat("inference.models \"", text, "\": version \"", version,
+                                             "\": 1 to 64 of letters, digits, '.', '_', '-'"));
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    return absl::InvalidArgumentError(
+        StrCat("model directory \"", dir, "\" (inference.models, --model): no such directory"));
+  }
+  if (!std::filesystem::is_regular_file(std::filesystem::path(dir) / "config.json", ec)) {
+    return absl::InvalidArgumentError(
+        StrCat("model directory \"", dir,
+               "\" (inference.models, --model): no config.json; expected a Hugging Face model "
+               "directory (config.json, tokenizer.json, *.safetensors)"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::Status ValidateModels(const InferenceOptions& o) {
+  for (const std::string& text : o.models) EXA_RETURN_IF_ERROR(ValidateModelSpec(text));
+  if (!o.served_model_name.empty() && o.models.size() != 1) {
+    return absl::InvalidArgumentError(StrCat("inference.served_model_name \"", o.served_model_name,
+                                             "\" (--served-model-name) names one "
+                                             "model; inference.models has ",
+                                             o.models.size(), " (give exactly one --model)"));
+  }
+  return absl::OkStatus();
+}
 
 void RegisterConfig(config::Schema& s, std::string_view section, InferenceOptions* o) {
   std::string p(section);
   s.Add(p + ".models", &o->models,
         "model directories (HF layout), each DIR or DIR@VERSION; empty: the bundled model");
+  s.Add<std::string>(p + ".served_model_name", &o->served_model_name,
+                     "the name clients give in `model` for the one model in inference.models; "
+                     "empty: the directory's name",
+                     ValidateServedName);
   s.Add<int>(p + ".replicas_per_model", &o->replicas_per_model, "replicas of each model",
              [](const int& v) { return v >= 0 && v <= 64 ? "" : StrCat(v, ": expected 0-64"); });
   s.AddEnum(p + ".backend", &o->backend, {"cpu", "cuda", "sim"},

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "config/schema.h"
 #include "engine/kv_cache.h"
@@ -19,6 +20,9 @@ struct InferenceOptions {
   // Model directories (Hugging Face layout), each optionally "@version" (default "v1").
   // Empty: the bundled model (models/exa-tiny-arith) when it can be found.
   std::vector<std::string> models;
+  // The name clients give in `model` for the one model in `models` (vLLM's
+  // --served-model-name); empty: the directory's name (docs/reference/flags.md#your-own-model).
+  std::string served_model_name;
   int replicas_per_model = 1;
   std::string backend = "cpu";  // cpu, cuda or sim
   int threads = 0;              // per replica; 0: one per hardware thread
@@ -61,5 +65,10 @@ struct InferenceOptions {
 };
 
 void RegisterConfig(config::Schema& schema, std::string_view section, InferenceOptions* options);
+
+// What the schema cannot check one key at a time: each of `models` is a directory holding a
+// config.json, its version is well formed, and served_model_name names exactly one model.
+// The error names the path or value and what is allowed.
+absl::Status ValidateModels(const InferenceOptions& options);
 
 }  // namespace exa::node

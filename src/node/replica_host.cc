@@ -149,7 +149,8 @@ absl::Status ReplicaHost::Start() {
     ReplicaSpec spec;
     spec.model_dir = text.substr(0, at);
     spec.version = at == std::string::npos ? "v1" : text.substr(at + 1);
-    EXA_ASSIGN_OR_RETURN(ServedModel * model, ModelFor(spec.model_dir, spec.version));
+    EXA_ASSIGN_OR_RETURN(ServedModel * model,
+                         ModelFor(spec.model_dir, spec.version, options_.served_model_name));
     for (int i = 0; i < options_.replicas_per_model; ++i) {
       spec.replica_id =
           StrCat(node_id_.substr(0, 8), "/", model->name, "@", model->version, "#", i);

@@ -17,6 +17,7 @@
 #include "net/grpc_status.h"
 #include "net/tls.h"
 #include "nlohmann/json.hpp"
+#include "scheduler/describe.h"
 #include "scheduler/node_view.h"
 
 namespace exa::scheduler {
@@ -1228,44 +1229,11 @@ grpc::ServerUnaryReactor* SchedulerService::Describe(grpc::CallbackServerContext
   out["version"] = VersionString(r->version);
   out["reconciler"] = reconciler_;
   out["described_by"] = options_.node_id;
+  int stopping = 0;  // draining after a stop, listed apart: they no longer count
+  json replicas = json::parse(DescribeReplicasJson(nodes_, request->name(), &stopping));
   json status = json::object();
   auto st = status_.find(request->name());
-  if (st != status_.end()) {
-    const DeploymentStatus& s = st->second;
-    status = {{"desired", s.desired},
-              {"present", s.present},
-              {"ready", s.ready},
-              {"lost", s.lost},
-              {"ready_lost", s.ready_lost},
-              {"failed", s.failed},
-              {"wave", s.wave},
-              {"wave_target", s.wave_target},
-              {"pending", s.pending},
-              {"reason", s.pending_reason}};
-  }
-  json replicas = json::array();
-  int stopping = 0;  // draining after a stop, listed apart: they no longer count
-  for (const auto& [id, node] : nodes_) {
-    for (const ReplicaRecord& rec : node.replicas) {
-      if (SpecOfTrack(rec.deployment) != request->name()) continue;
-      if (rec.stopping) {
-        stopping++;
-        continue;
-      }
-      replicas.push_back(
-          {{"id", ReplicaId(rec.deployment, rec.ordinal)},
-           {"node", id},
-           {"generation", rec.generation},
-           {"phase", ReplicaPhaseName(rec.phase)},
-           {"node_state",
-            membership::MemberStateName(
-                node.liveness == NodeLiveness::kAlive     ? membership::MemberState::kAlive
-                : node.liveness == NodeLiveness::kSuspect ? membership::MemberState::kSuspect
-                : node.liveness == NodeLiveness::kDead    ? membership::MemberState::kDead
-                                                          : membership::MemberState::kLeft)}});
-    }
-  }
-  if (!status.empty()) status["stopping"] = stopping;
+  if (st != status_.end()) status = json::parse(DescribeStatusJson(st->second, stopping));
   out["status"] = status;
   out["replicas"] = replicas;
   out["rollout"] = json::parse(RolloutStateToJson(RolloutStateLocked(request->name())));

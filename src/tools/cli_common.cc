@@ -106,4 +106,19 @@ std::unique_ptr<grpc::ClientContext> MakeContext(const ClusterAccess& cluster,
   return ctx;
 }
 
+std::string SplitModelVersion(std::string_view flag, std::string* model, std::string* version) {
+  const size_t at = model->find_first_of("@:");
+  if (at == std::string::npos) return "";
+  const std::string name = model->substr(0, at), v = model->substr(at + 1);
+  if (name.empty() || v.empty() || v.find_first_of("@:") != std::string::npos) {
+    return StrCat(flag, " \"", *model, "\": expected NAME or NAME@VERSION");
+  }
+  if (!version->empty() && *version != v) {
+    return StrCat(flag, " \"", *model, "\" names version ", v, ", --version says ", *version);
+  }
+  *model = name;
+  *version = v;
+  return "";
+}
+
 }  // namespace exa::tools

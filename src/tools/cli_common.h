@@ -47,6 +47,12 @@ int RpcFailure(std::string_view addr, const grpc::Status& status, std::string_vi
 // $EXASERVE_NODE_DATA_DIR, /var/lib/exaserve and ~/.local/state/exaserve, in that order.
 std::string LocalAdminToken(std::string_view addr, const std::string& data_dir);
 
+// A model as a user types it: NAME, NAME@VERSION (what the CLI and the API print) or NAME:VERSION
+// (accepted too, docs/reference/cli.md#model-names). Moves the version, when there is one, from
+// `*model` to `*version`; returns "" when fine, else the error naming `flag` and the value (a
+// version that disagrees with one already in `*version` included).
+std::string SplitModelVersion(std::string_view flag, std::string* model, std::string* version);
+
 // A context for one call to `cluster`: a deadline `timeout` from now (default cluster.timeout)
 // and its token, when set, as a bearer credential.
 std::unique_ptr<grpc::ClientContext> MakeContext(const ClusterAccess& cluster);

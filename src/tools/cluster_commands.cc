@@ -17,8 +17,10 @@
 #include "exaserve/v1/scheduler.grpc.pb.h"
 #include "net/tls.h"
 #include "nlohmann/json.hpp"
+#include "scheduler/node_view.h"
 #include "scheduler/spec.h"
 #include "tools/cli_common.h"
+#include "tools/table.h"
 
 namespace exa::tools {
 namespace {
@@ -210,6 +212,7 @@ size_t RoleRank(const pb::MemberInfo& m) {
 
 std::string Gpus(const pb::MemberInfo& m) {
   if (m.gpu_count() == 0) return "-";
+  if (m.gpu_class() == scheduler::kCpuDeviceModel) return "cpu";
   return StrCat(m.gpu_count(), "x ", m.gpu_class().empty() ? "gpu" : m.gpu_class(),
                 m.nvlink_domain().empty() ? "" : " ", m.nvlink_domain());
 }
@@ -231,13 +234,21 @@ json MembersJson(std::vector<pb::MemberInfo> nodes) {
                     {"taints", std::vector<std::string>(m.taints().begin(), m.taints().end())},
                     {"grpc_address", m.grpc_address()},
                     {"http_address", m.http_address()}});
+    // A CPU inference node offers its host memory as one device (scheduler/node_view.h): a
+    // CPU node, not a GPU.
+    const bool cpu = m.gpu_class() == scheduler::kCpuDeviceModel;
     for (const std::string& role : roles) {
       json& r = by_role[role];
-      if (r.is_null()) r = {{"nodes", 0}, {"alive", 0}, {"gpus", 0}, {"replicas", 0}};
+      if (r.is_null()) r = {{"nodes", 0}, {"alive", 0}, {"gpus", 0}, {"cpu_nodes", 0}};
       r["nodes"] = r["nodes"].get<int>() + 1;
       r["alive"] = r["alive"].get<int>() + (m.state() == "alive" ? 1 : 0);
-      r["gpus"] = r["gpus"].get<int>() + static_cast<int>(m.gpu_count());
-      r["replicas"] = r["replicas"].get<int>() + static_cast<int>(m.replicas());
+      r["gpus"] = r["gpus"].get<int>() + (cpu ? 0 : static_cast<int>(m.gpu_count()));
+      // Replicas run on inference nodes only, on the CPU or on GPUs: counted once, on that line,
+      // not on every role a node also holds.
+      if (role == "inference") {
+        r["cpu_nodes"] = r["cpu_nodes"].get<int>() + (cpu ? 1 : 0);
+        r["replicas"] = r.value("replicas", 0) + static_cast<int>(m.replicas());
+      }
     }
   }
   json counts = {{"total", nodes.size()}};
@@ -258,9 +269,19 @@ void PrintMembers(const std::vector<pb::MemberInfo>& nodes, const json& summary)
     if (!summary["by_role"].contains(role)) continue;
     const json& r = summary["by_role"][role];
     const int n = r["nodes"].get<int>();
-    std::printf("  %-10s %d node%s (%d alive), %d GPUs, %d replicas\n", role.c_str(), n,
-                n == 1 ? "" : "s", r["alive"].get<int>(), r["gpus"].get<int>(),
-                r["replicas"].get<int>());
+    std::string extra;
+    if (const int gpus = r["gpus"].get<int>(); gpus > 0) {
+      StrAppend(&extra, ", ", gpus, gpus == 1 ? " GPU" : " GPUs");
+    }
+    if (r["cpu_nodes"].get<int>() > 0) {
+      StrAppend(&extra, ", ", r["cpu_nodes"].get<int>(), " on CPU");
+    }
+    if (r.contains("replicas")) {
+      const int replicas = r["replicas"].get<int>();
+      StrAppend(&extra, ", ", replicas, replicas == 1 ? " replica" : " replicas");
+    }
+    std::printf("  %-10s %d node%s (%d alive)%s\n", role.c_str(), n, n == 1 ? "" : "s",
+                r["alive"].get<int>(), extra.c_str());
   }
   std::vector<std::array<std::string, 3>> rows;  // roles, rack, node: the columns that vary
   size_t widths[3] = {5, 4, 4};
@@ -308,12 +329,8 @@ json Deployments(const ClusterAccess& a, const std::vector<std::string>& schedul
       pb::DescribeResponse described;
       if (stub->Describe(MakeContext(a, kExtraTimeout).get(), request, &described).ok()) {
         json full = json::parse(described.json(), nullptr, false);
-        if (!full.is_discarded() && full["status"].is_object()) {
-          d["status"] = full["status"];
-          // Ready on live nodes: a suspected node's replicas keep their place but serve no one.
-          d["status"]["ready"] =
-              full["status"].value("ready", 0) - full["status"].value("ready_lost", 0);
-        }
+        // Its "ready" counts live nodes only (scheduler/describe.h).
+        if (!full.is_discarded() && full["status"].is_object()) d["status"] = full["status"];
       }
       list.push_back(std::move(d));
     }
@@ -427,6 +444,41 @@ void AddClusterCommands(CLI::App& app, ClusterCommands* c) {
   c->alerts = app.add_subcommand(
       "alerts",
       "pending, firing and recently resolved alerts (the observer at --addr, or one it knows)");
+}
+
+void PrintMemberList(std::vector<pb::MemberInfo> members, bool as_json) {
+  std::sort(members.begin(), members.end(),
+            [](const auto& a, const auto& b) { return a.node_id() < b.node_id(); });
+  if (as_json) {
+    json out = json::array();
+    for (const auto& m : members) {
+      out.push_back({{"node_id", m.node_id()},
+                     {"address", m.address()},
+                     {"state", m.state()},
+                     {"incarnation", m.incarnation()},
+                     {"roles", std::vector<std::string>(m.roles().begin(), m.roles().end())},
+                     {"rack", m.rack()},
+                     {"state_age_seconds", m.state_age_seconds()},
+                     {"taints", std::vector<std::string>(m.taints().begin(), m.taints().end())},
+                     {"gpus",
+                      {{"count", m.gpu_count()},
+                       {"class", m.gpu_class()},
+                       {"nvlink_domain", m.nvlink_domain()}}}});
+    }
+    std::cout << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+    return;
+  }
+  Table table({"ID", "ADDRESS", "STATE", "INCARNATION", "ROLES", "RACK", "AGE", "GPUS / TAINTS"},
+              {3});
+  for (const auto& m : members) {
+    std::string roles, extra = m.gpu_count() > 0 ? Gpus(m) : "";
+    for (const auto& r : m.roles()) StrAppend(&roles, roles.empty() ? "" : ",", r);
+    for (const auto& t : m.taints()) StrAppend(&extra, extra.empty() ? "" : " ", "[", t, "]");
+    table.Add({m.node_id(), m.address(), m.state(), StrCat(m.incarnation()), roles, m.rack(),
+               DurationToString(absl::Seconds(static_cast<int64_t>(m.state_age_seconds()))),
+               extra});
+  }
+  table.Print();
 }
 
 std::optional<int> RunClusterCommands(const ClusterCommands& c, bool json,

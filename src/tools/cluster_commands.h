@@ -12,8 +12,10 @@
 #pragma once
 
 #include <optional>
+#include <vector>
 
 #include "CLI/CLI.hpp"
+#include "exaserve/v1/admin.pb.h"
 #include "tools/model_commands.h"
 
 namespace exa::tools {
@@ -27,6 +29,9 @@ struct ClusterCommands {
 void AddClusterCommands(CLI::App& app, ClusterCommands* commands);
 
 // The exit code when one of these commands was given, else nullopt.
+// `exaserve-cli members`: one row per member by node id (aligned columns), or a JSON array.
+void PrintMemberList(std::vector<exaserve::v1::MemberInfo> members, bool as_json);
+
 std::optional<int> RunClusterCommands(const ClusterCommands& commands, bool json,
                                       const ClusterAccess& cluster);
 

@@ -41,6 +41,7 @@
 #include "tools/model_commands.h"
 #include "tools/scheduler_commands.h"
 #include "tools/security_commands.h"
+#include "tools/table.h"
 #include "tools/text_commands.h"
 
 namespace {
@@ -79,44 +80,7 @@ int RunMembers(const GlobalOptions& g) {
   auto ctx = MakeContext(g);
   grpc::Status s = stub->Members(ctx.get(), exaserve::v1::MembersRequest(), &response);
   if (!s.ok()) return RpcFailure(g, s);
-  auto members = response.members();
-  std::sort(members.begin(), members.end(),
-            [](const auto& a, const auto& b) { return a.node_id() < b.node_id(); });
-  if (g.json) {
-    nlohmann::json out = nlohmann::json::array();
-    for (const auto& m : members) {
-      out.push_back({{"node_id", m.node_id()},
-                     {"address", m.address()},
-                     {"state", m.state()},
-                     {"incarnation", m.incarnation()},
-                     {"roles", std::vector<std::string>(m.roles().begin(), m.roles().end())},
-                     {"rack", m.rack()},
-                     {"state_age_seconds", m.state_age_seconds()},
-                     {"taints", std::vector<std::string>(m.taints().begin(), m.taints().end())},
-                     {"gpus",
-                      {{"count", m.gpu_count()},
-                       {"class", m.gpu_class()},
-                       {"nvlink_domain", m.nvlink_domain()}}}});
-    }
-    std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-    return 0;
-  }
-  std::printf("%-36s  %-21s  %-7s  %11s  %-24s  %-10s  %-8s  %s\n", "ID", "ADDRESS", "STATE",
-              "INCARNATION", "ROLES", "RACK", "AGE", "GPUS / TAINTS");
-  for (const auto& m : members) {
-    std::string roles, extra;
-    for (const auto& r : m.roles()) exa::StrAppend(&roles, roles.empty() ? "" : ",", r);
-    if (m.gpu_count() > 0) {
-      extra = exa::StrCat(m.gpu_count(), "x ", m.gpu_class());
-      if (!m.nvlink_domain().empty()) exa::StrAppend(&extra, " ", m.nvlink_domain());
-    }
-    for (const auto& t : m.taints()) exa::StrAppend(&extra, extra.empty() ? "" : " ", "[", t, "]");
-    std::printf(
-        "%-36s  %-21s  %-7s  %11u  %-24s  %-10s  %-8s  %s\n", m.node_id().c_str(),
-        m.address().c_str(), m.state().c_str(), m.incarnation(), roles.c_str(), m.rack().c_str(),
-        exa::DurationToString(absl::Seconds(static_cast<int64_t>(m.state_age_seconds()))).c_str(),
-        extra.c_str());
-  }
+  exa::tools::PrintMemberList({response.members().begin(), response.members().end()}, g.json);
   return 0;
 }
 
@@ -450,7 +414,7 @@ int RunGatewayRoute(const GlobalOptions& g, const RouteOptions& o, bool list) {
 
 struct LifecycleOptions {
   std::string model;  // DIR or DIR@VERSION
-  std::string pull;   // NAME or NAME:VERSION, pulled through the node cache
+  std::string pull;   // NAME, NAME@VERSION or NAME:VERSION, pulled through the node cache
   std::string id;
   int64_t generation = 0;
   std::string backend;
@@ -537,15 +501,17 @@ int RunReplicaStart(const GlobalOptions& g, const LifecycleOptions& o) {
   exaserve::v1::StartReplicaRequest req;
   if (!o.model.empty() && !o.pull.empty()) return Usage("give --model or --pull, not both");
   if (o.model.empty() && o.pull.empty())
-    return Usage("--model DIR[@V] or --pull NAME[:V] is required");
+    return Usage("--model DIR[@V] or --pull NAME[@V] is required");
   if (!o.model.empty()) {
     const size_t at = o.model.rfind('@');
     req.set_model_dir(o.model.substr(0, at));
     if (at != std::string::npos) req.set_version(o.model.substr(at + 1));
   } else {
-    const size_t colon = o.pull.rfind(':');
-    req.set_model(o.pull.substr(0, colon));
-    if (colon != std::string::npos) req.set_version(o.pull.substr(colon + 1));
+    std::string name = o.pull, version;
+    if (std::string e = exa::tools::SplitModelVersion("--pull", &name, &version); !e.empty())
+      return Usage(e);
+    req.set_model(name);
+    req.set_version(version);
   }
   req.set_replica_id(o.id);
   req.set_generation(o.generation);
@@ -613,10 +579,9 @@ int RunReplicas(const GlobalOptions& g, bool local) {
     if (!nodes) return 1;
   }
   nlohmann::json out = nlohmann::json::array();
-  if (!g.json) {
-    std::printf("%-36s %-10s %-24s %-5s %9s %9s %11s  %s\n", "REPLICA", "STATE", "MODEL", "BACKEND",
-                "RUN/WAIT", "PENDING", "KV", "LABELS / REASON");
-  }
+  exa::tools::Table table({"REPLICA", "NODE", "STATE", "MODEL", "BACKEND", "RUN/WAIT", "PENDING",
+                           "KV", "LABELS / REASON"},
+                          {6, 7});
   // Nodes without the Node service (no inference role) answer UNIMPLEMENTED; asked alone
   // (--local), such a node is an error worth saying.
   using Response = exaserve::v1::ListReplicasResponse;
@@ -658,15 +623,13 @@ int RunReplicas(const GlobalOptions& g, bool local) {
           std::string extra;
           for (const auto& [k, v] : labels) extra += (extra.empty() ? "" : ",") + k + "=" + v;
           if (!r.reason().empty()) extra += (extra.empty() ? "" : "  ") + r.reason();
-          std::printf("%-36s %-10s %-24s %-5s %4d/%-4d %9lld %5lld/%-5lld  %s\n",
-                      r.replica_id().c_str(), r.state().c_str(),
-                      (r.model() + "@" + r.version()).c_str(), r.backend().c_str(),
-                      r.running_sequences(), r.waiting_sequences(),
-                      static_cast<long long>(r.pending_tokens()),
-                      static_cast<long long>(r.kv_blocks_used()),
-                      static_cast<long long>(r.kv_blocks_total()), extra.c_str());
+          table.Add({r.replica_id(), response.node_id(), r.state(), r.model() + "@" + r.version(),
+                     r.backend(), exa::StrCat(r.running_sequences(), "/", r.waiting_sequences()),
+                     exa::StrCat(r.pending_tokens()),
+                     exa::StrCat(r.kv_blocks_used(), "/", r.kv_blocks_total()), extra});
         }
       });
+  if (!g.json && rc != 2) table.Print();
   if (g.json && rc != 2) std::cout << out.dump() << "\n";
   return rc;
 }
@@ -681,10 +644,15 @@ struct GenerateOptions {
   std::vector<std::string> stop;
   std::vector<std::string> headers;  // KEY=VALUE sent as gRPC metadata (version routes)
   bool logprobs = false;
+  bool prompt_given = false;
 };
 
 // Streams a generation to stdout as it arrives; --json prints one object per message.
-int RunGenerate(const GlobalOptions& g, const GenerateOptions& o) {
+int RunGenerate(const GlobalOptions& g, GenerateOptions o) {
+  if (!o.prompt_given) return Usage("generate: a prompt is required, e.g. generate \"1+1=\"");
+  if (std::string e = exa::tools::SplitModelVersion("--model", &o.model, &o.version); !e.empty()) {
+    return Usage(e);
+  }
   if (size_t bad = exa::FindInvalidUtf8(o.prompt); bad != std::string_view::npos) {
     return Usage(exa::StrCat("generate: the prompt is not UTF-8 (byte ", bad, ")"));
   }
@@ -804,17 +772,29 @@ Command Simple(std::string_view path, std::string_view help, Run run) {
 
 void GenerateFlags(CLI::App& cmd, CliFlags& f) {
   GenerateOptions& gen = f.generate;
-  cmd.add_option("--prompt,prompt", gen.prompt, "prompt text")->required();
-  cmd.add_option("--model", gen.model, "model name (default: the gateway's default)");
+  // One prompt, listed once: --prompt (for a prompt that starts with '-') is the positional's
+  // other spelling, kept out of the help.
+  auto given = [&gen](const std::string&) { gen.prompt_given = true; };
+  cmd.add_option("prompt", gen.prompt, "prompt text (or --prompt TEXT)")->each(given);
+  cmd.add_option("--prompt", gen.prompt)->each(given)->group("");
+  cmd.add_option("--model", gen.model,
+                 "model name, or NAME@VERSION (default: the gateway's default)");
   cmd.add_option("--version", gen.version, "model version (default: any)");
   cmd.add_option("--max-tokens", gen.max_tokens, "tokens to generate (default: server's)");
   cmd.add_option("--temperature", gen.temperature, "0 for greedy (default 0)");
   cmd.add_option("--seed", gen.seed, "sampling seed");
-  cmd.add_option("--stop", gen.stop, "stop string (repeatable)");
+  // One value per flag, so that a prompt after them stays the prompt.
+  cmd.add_option("--stop", gen.stop, "stop string (repeatable)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->take_all();
   cmd.add_flag("--logprobs", gen.logprobs,
                "ask for each token's log-probability (printed with --json)");
   cmd.add_option("--header", gen.headers,
-                 "KEY=VALUE request metadata, e.g. x-model-version=v2 (repeatable)");
+                 "KEY=VALUE request metadata, e.g. x-model-version=v2 (repeatable)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->take_all();
 }
 
 void ReplicaLabelFlags(CLI::App& cmd, CliFlags& f) {
@@ -829,7 +809,7 @@ void ReplicaStartFlags(CLI::App& cmd, CliFlags& f) {
   LifecycleOptions& life = f.life;
   cmd.add_option("--model", life.model, "model directory on that node, DIR[@VERSION]");
   cmd.add_option("--pull", life.pull,
-                 "or a model NAME[:VERSION] the node pulls through its cache (rack "
+                 "or a model NAME[@VERSION] the node pulls through its cache (rack "
                  "peer, then origin) before loading");
   cmd.add_option("--id", life.id, "replica id (default: <node>/<model>@<version>#<n>)");
   cmd.add_option("--generation", life.generation,

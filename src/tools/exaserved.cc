@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "common/malloc_tuning.h"
 #include "common/status.h"
@@ -18,6 +19,7 @@
 #include "daemon/daemon.h"
 #include "daemon/options.h"
 #include "engine/cuda/gpu.h"
+#include "node/inference_options.h"
 
 extern char** environ;
 
@@ -66,6 +68,8 @@ constexpr FlagBinding kFlags[] = {
      "File with the admin token a scheduler presents to node agents (certs init: admin.token)"},
     {"--api-keys-file", "gateway.api_keys_file",
      "SHA-256 hashes of API keys; the public API needs one (exaserve-cli apikey new)"},
+    {"--served-model-name", "inference.served_model_name",
+     "The name clients give in \"model\" for the one --model (default: its directory's name)"},
     {"--log-format", "log.format", "json or text"},
     {"--log-level", "log.level", "trace, debug, info, warn, error or off"},
 };
@@ -81,6 +85,22 @@ absl::Status LoadConfig(exa::config::Schema& schema, const std::string& config_p
   if (!config_path.empty()) EXA_RETURN_IF_ERROR(schema.LoadYamlFile(config_path));
   EXA_RETURN_IF_ERROR(schema.LoadEnvironment(environ));
   for (const SetFlag& f : flags) EXA_RETURN_IF_ERROR(schema.Set(f.key, f.value, f.source));
+  return absl::OkStatus();
+}
+
+// --model, repeatable: the list inference.models takes, comma-separated (so a directory with a
+// comma in its name goes in the config file's list instead).
+absl::Status AddModelFlags(const std::vector<std::string>& models, std::vector<SetFlag>* flags) {
+  if (models.empty()) return absl::OkStatus();
+  for (const std::string& m : models) {
+    if (m.empty() || m.find(',') != std::string::npos) {
+      return absl::InvalidArgumentError(
+          exa::StrCat("flag --model \"", m,
+                      "\": expected DIR or DIR@VERSION, without a comma (list such a directory "
+                      "under inference.models in a --config file)"));
+    }
+  }
+  flags->push_back({"inference.models", absl::StrJoin(models, ","), "flag --model"});
   return absl::OkStatus();
 }
 
@@ -106,6 +126,55 @@ int BurnIn() {
   return passed ? 0 : 1;
 }
 
+// What the command line said: the flags of their own, then kFlags' values.
+struct CommandLine {
+  std::string config_path;
+  bool print_config = false, secure = false, insecure = false;
+  bool burn_in = false, gpu_inventory = false;
+  std::vector<std::string> models;
+  std::vector<std::string> flag_values = std::vector<std::string>(std::size(kFlags));
+  std::vector<CLI::Option*> flag_options;
+};
+
+void AddFlags(CLI::App& app, CommandLine* c) {
+  app.add_option("--config", c->config_path, "YAML config file (see config/exaserved.yaml)");
+  app.add_flag("--print-config", c->print_config,
+               "Print the effective configuration as YAML and exit");
+  app.add_flag("--secure", c->secure,
+               "Refuse to start unless gRPC is mutual TLS, gossip is encrypted and admin RPCs "
+               "(and the public API on gateways) need credentials");
+  app.add_flag("--insecure", c->insecure,
+               "Labs only: listen on an address other hosts can reach without a gossip key and "
+               "with admin RPCs open (logged as a warning)");
+  app.add_flag("--burn-in", c->burn_in,
+               "Run the GPU burn-in (cuBLAS GEMM TFLOP/s, copy bandwidth vs the device class), "
+               "print JSON and exit: 0 passed, 1 failed or no GPU");
+  app.add_flag("--gpu-inventory", c->gpu_inventory,
+               "Print this node's GPU inventory as JSON (empty without a driver) and exit");
+  app.add_option("--model", c->models,
+                 "Serve this model directory (Hugging Face layout), DIR or DIR@VERSION; repeat "
+                 "for more (sets inference.models; default: the bundled model)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->take_all();
+  for (size_t i = 0; i < std::size(kFlags); ++i) {
+    c->flag_options.push_back(app.add_option(kFlags[i].flag, c->flag_values[i], kFlags[i].help));
+  }
+}
+
+// The config keys the command line sets, in the order given to the schema.
+absl::StatusOr<std::vector<SetFlag>> FlagsSet(const CommandLine& c) {
+  std::vector<SetFlag> flags;
+  for (size_t i = 0; i < std::size(kFlags); ++i) {
+    if (c.flag_options[i]->count() == 0) continue;
+    flags.push_back({kFlags[i].key, c.flag_values[i], exa::StrCat("flag ", kFlags[i].flag)});
+  }
+  EXA_RETURN_IF_ERROR(AddModelFlags(c.models, &flags));
+  if (c.secure) flags.push_back({"security.secure", "true", "flag --secure"});
+  if (c.insecure) flags.push_back({"security.insecure", "true", "flag --insecure"});
+  return flags;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -115,30 +184,8 @@ int main(int argc, char** argv) {
       "roles (inference, gateway, scheduler, storage, observer).\nAlone with no flags it runs "
       "every role on this machine."};
   app.set_version_flag("--version", std::string("exaserved ") + exa::daemon::Version());
-  std::string config_path;
-  bool print_config = false;
-  app.add_option("--config", config_path, "YAML config file (see config/exaserved.yaml)");
-  app.add_flag("--print-config", print_config,
-               "Print the effective configuration as YAML and exit");
-  bool secure = false;
-  app.add_flag("--secure", secure,
-               "Refuse to start unless gRPC is mutual TLS, gossip is encrypted and admin RPCs "
-               "(and the public API on gateways) need credentials");
-  bool insecure = false;
-  app.add_flag("--insecure", insecure,
-               "Labs only: listen on an address other hosts can reach without a gossip key and "
-               "with admin RPCs open (logged as a warning)");
-  bool burn_in = false, gpu_inventory = false;
-  app.add_flag("--burn-in", burn_in,
-               "Run the GPU burn-in (cuBLAS GEMM TFLOP/s, copy bandwidth vs the device class), "
-               "print JSON and exit: 0 passed, 1 failed or no GPU");
-  app.add_flag("--gpu-inventory", gpu_inventory,
-               "Print this node's GPU inventory as JSON (empty without a driver) and exit");
-  std::vector<std::string> flag_values(std::size(kFlags));
-  std::vector<CLI::Option*> flag_options;
-  for (size_t i = 0; i < std::size(kFlags); ++i) {
-    flag_options.push_back(app.add_option(kFlags[i].flag, flag_values[i], kFlags[i].help));
-  }
+  CommandLine c;
+  AddFlags(app, &c);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -149,26 +196,21 @@ int main(int argc, char** argv) {
     return Fail(2, std::string(e.what()) + "\nRun with --help for the flags.");
   }
 
-  if (gpu_inventory) {
+  if (c.gpu_inventory) {
     std::cout << exa::engine::cuda::ToJson(exa::engine::cuda::DiscoverGpus()).dump(2) << "\n";
     return 0;
   }
-  if (burn_in) return BurnIn();
+  if (c.burn_in) return BurnIn();
 
   exa::daemon::DaemonOptions options;
   exa::config::Schema schema;
   exa::daemon::RegisterConfig(schema, &options);
-  std::vector<SetFlag> flags;
-  for (size_t i = 0; i < std::size(kFlags); ++i) {
-    if (flag_options[i]->count() == 0) continue;
-    flags.push_back({kFlags[i].key, flag_values[i], exa::StrCat("flag ", kFlags[i].flag)});
-  }
-  if (secure) flags.push_back({"security.secure", "true", "flag --secure"});
-  if (insecure) flags.push_back({"security.insecure", "true", "flag --insecure"});
-  if (absl::Status s = LoadConfig(schema, config_path, flags); !s.ok()) {
+  absl::StatusOr<std::vector<SetFlag>> flags = FlagsSet(c);
+  if (!flags.ok()) return Fail(2, std::string(flags.status().message()));
+  if (absl::Status s = LoadConfig(schema, c.config_path, *flags); !s.ok()) {
     return Fail(2, std::string(s.message()));
   }
-  if (print_config) {
+  if (c.print_config) {
     std::cout << schema.ToYaml();
     return 0;
   }
@@ -179,6 +221,9 @@ int main(int argc, char** argv) {
   exa::InitLogging(format, level);
   exa::daemon::ResolveDefaults(&options);
   if (absl::Status s = exa::daemon::ValidateSecurity(options); !s.ok()) {
+    return Fail(2, std::string(s.message()));
+  }
+  if (absl::Status s = exa::node::ValidateModels(options.inference); !s.ok()) {
     return Fail(2, std::string(s.message()));
   }
 

@@ -212,7 +212,7 @@ int PullOne(const ModelCommandOptions& o, const std::string& cache_dir, const w:
            {"path", w::ModelDir(cache_dir, m.name, m.version).string()}});
   } else {
     std::printf(
-        "%s:%s  %s verified in %s (%s local, %s/s)%s\n", m.name.c_str(), m.version.c_str(),
+        "%s@%s  %s verified in %s (%s local, %s/s)%s\n", m.name.c_str(), m.version.c_str(),
         BytesToString(m.TotalBytes()).c_str(), fmt::format("{:.2f}s", seconds).c_str(),
         BytesToString(result->local_bytes).c_str(),
         BytesToString(static_cast<uint64_t>(double(fetched) / std::max(seconds, 1e-3))).c_str(),
@@ -289,7 +289,7 @@ int RunVerify(const ModelCommandOptions& o, bool json) {
                   b.chunk_index < 0 ? "(whole file)" : StrCat("chunk ", b.chunk_index).c_str(),
                   b.reason.c_str());
     }
-    std::printf("%s:%s  %lu files, %lu chunks, %s: %s\n", spec->name.c_str(), version.c_str(),
+    std::printf("%s@%s  %lu files, %lu chunks, %s: %s\n", spec->name.c_str(), version.c_str(),
                 static_cast<unsigned long>(report->files),
                 static_cast<unsigned long>(report->chunks), BytesToString(report->bytes).c_str(),
                 report->bad.empty() ? "ok" : StrCat(report->bad.size(), " bad").c_str());
@@ -335,7 +335,7 @@ absl::StatusOr<w::ModelSpec> ExactModel(const ModelCommandOptions& o) {
     return absl::InvalidArgumentError(StrCat("--model ", ToStd(spec.status().message())));
   }
   if (spec->version.empty()) {
-    return absl::InvalidArgumentError(StrCat("--model ", o.model, ": expected NAME:VERSION"));
+    return absl::InvalidArgumentError(StrCat("--model ", o.model, ": expected NAME@VERSION"));
   }
   return spec;
 }
@@ -401,7 +401,7 @@ void AddModelCommands(CLI::App& app, ModelCommands* c) {
   c->publish->add_flag("--json", o.json, "print JSON");
 
   c->pull = model->add_subcommand("pull", "bring a model into the node cache, verified");
-  c->pull->add_option("--model", o.model, "NAME or NAME:VERSION (default: newest)")->required();
+  c->pull->add_option("--model", o.model, "NAME or NAME@VERSION (default: newest)")->required();
   c->pull->add_option("--source", o.source, "auto (rack cache, then origin), rack-cache or origin")
       ->check(CLI::IsMember({"auto", "rack-cache", "origin"}));
   cache_opt(c->pull);
@@ -416,7 +416,7 @@ void AddModelCommands(CLI::App& app, ModelCommands* c) {
   CheckSource(c->sync, o);
 
   c->verify = model->add_subcommand("verify", "re-hash a cached model; exit 1 naming bad chunks");
-  c->verify->add_option("--model", o.model, "NAME or NAME:VERSION (default: newest)")->required();
+  c->verify->add_option("--model", o.model, "NAME or NAME@VERSION (default: newest)")->required();
   c->verify->add_option("--checksum", o.checksum, "sha256 (the only one)");
   c->verify->add_option("--threads", o.threads, "files hashed at once (default: all cores)");
   cache_opt(c->verify);
@@ -427,7 +427,7 @@ void AddModelCommands(CLI::App& app, ModelCommands* c) {
   c->pin = model->add_subcommand("pin", "never evict this model version");
   c->unpin = model->add_subcommand("unpin", "let this model version be evicted again");
   for (CLI::App* cmd : {c->rm, c->pin, c->unpin}) {
-    cmd->add_option("--model", o.model, "NAME:VERSION")->required();
+    cmd->add_option("--model", o.model, "NAME@VERSION")->required();
     cache_opt(cmd);
   }
 }

@@ -311,7 +311,7 @@ absl::StatusOr<nlohmann::json> SplitCoresPull(const WeightsBenchOptions& o, cons
                                        "model",
                                        "pull",
                                        "--model",
-                                       StrCat(kName, ":", kVersion),
+                                       StrCat(kName, "@", kVersion),
                                        "--source",
                                        "origin",
                                        "--origin",

@@ -210,7 +210,7 @@ absl::StatusOr<Manifest> Fetcher::ResolveManifest(const std::string& name,
     if (newest.ok()) return LoadManifest(root, name, *newest);
   }
   return absl::UnavailableError(StrCat("no tier answered for the manifest of ", name,
-                                       version.empty() ? "" : ":", version, ": ",
+                                       version.empty() ? "" : "@", version, ": ",
                                        errors.empty() ? "no tiers configured" : errors));
 }
 
@@ -475,7 +475,7 @@ class PullRun {
       }
     }
     return absl::UnavailableError(
-        StrCat("model ", m_.name, ":", m_.version, " file \"", f.path, "\" chunk ", task.index,
+        StrCat("model ", m_.name, "@", m_.version, " file \"", f.path, "\" chunk ", task.index,
                ": every tier failed: ", errors.empty() ? "no tiers configured" : errors));
   }
 
@@ -484,7 +484,7 @@ class PullRun {
     if (metrics_ != nullptr) metrics_->corrupt_chunks.Increment();
     EXA_LOG_WARN("weights", "corrupt chunk discarded",
                  {{"tier", tier.name()},
-                  {"model", StrCat(m_.name, ":", m_.version)},
+                  {"model", StrCat(m_.name, "@", m_.version)},
                   {"path", f.path},
                   {"chunk", static_cast<int64_t>(index)},
                   {"sha256", got},

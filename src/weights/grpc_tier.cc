@@ -72,7 +72,7 @@ class GrpcTier final : public Tier {
     }
     if (m->name != name || (!version.empty() && m->version != version)) {
       return absl::DataLossError(
-          StrCat(name_, " answered with ", m->name, ":", m->version, " for ", name, ":", version));
+          StrCat(name_, " answered with ", m->name, "@", m->version, " for ", name, "@", version));
     }
     return m;
   }

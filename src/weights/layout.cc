@@ -65,7 +65,7 @@ absl::StatusOr<VersionLock> VersionLock::Acquire(const fs::path& root, std::stri
     }
     if (rc != 0 && errno == EWOULDBLOCK) {
       return absl::FailedPreconditionError(
-          StrCat("model ", name, ":", version, " in ", root.string(),
+          StrCat("model ", name, "@", version, " in ", root.string(),
                  " is being pulled (or removed) by another process; try again when it is done"));
     }
     if (rc != 0) return ErrnoStatus(errno, "lock", path);
@@ -128,7 +128,7 @@ absl::StatusOr<Manifest> LoadManifest(const fs::path& root, std::string_view nam
   if (!text.ok()) {
     if (absl::IsNotFound(text.status())) {
       return absl::NotFoundError(
-          StrCat("model ", name, ":", version, " is not in ", root.string()));
+          StrCat("model ", name, "@", version, " is not in ", root.string()));
     }
     // Too large to be a manifest: damaged; errno failures keep their code.
     if (absl::IsInvalidArgument(text.status())) {
@@ -143,8 +143,8 @@ absl::StatusOr<Manifest> LoadManifest(const fs::path& root, std::string_view nam
     return absl::DataLossError(StrCat(path.string(), ": ", ToStd(manifest.status().message())));
   }
   if (manifest->name != name || manifest->version != version) {
-    return absl::DataLossError(StrCat(path.string(), ": names ", manifest->name, ":",
-                                      manifest->version, ", expected ", name, ":", version));
+    return absl::DataLossError(StrCat(path.string(), ": names ", manifest->name, "@",
+                                      manifest->version, ", expected ", name, "@", version));
   }
   return manifest;
 }

@@ -282,7 +282,8 @@ absl::StatusOr<Manifest> ParseManifestJson(std::string_view text) {
 
 absl::StatusOr<ModelSpec> ParseModelSpec(std::string_view text) {
   ModelSpec spec;
-  size_t colon = text.find(':');
+  // NAME@VERSION as the API and replica ids print it; NAME:VERSION accepted as well.
+  size_t colon = text.find_first_of("@:");
   spec.name = std::string(text.substr(0, colon));
   EXA_RETURN_IF_ERROR(cluster::ValidateModelName("model name", spec.name));
   if (colon != std::string_view::npos) {

@@ -74,7 +74,7 @@ std::string ManifestDigest(const Manifest& manifest);
 // Parses and validates; a "digest" field, when present, must match the content.
 absl::StatusOr<Manifest> ParseManifestJson(std::string_view json);
 
-// "name:version" or "name" (version empty) as given to --model.
+// "name@version", "name:version" or "name" (version empty) as given to --model.
 struct ModelSpec {
   std::string name;
   std::string version;

@@ -138,7 +138,7 @@ absl::Status RemoveModel(const fs::path& root, const std::string& name,
   std::error_code ec;
   if (!fs::exists(ManifestPath(root, name, version), ec) &&
       !fs::exists(ModelDir(root, name, version), ec)) {
-    return absl::NotFoundError(StrCat("model ", name, ":", version, " is not in ", root.string()));
+    return absl::NotFoundError(StrCat("model ", name, "@", version, " is not in ", root.string()));
   }
   // Not under a pull: it would go on writing, and mark verified, files removed here.
   EXA_ASSIGN_OR_RETURN(VersionLock lock, VersionLock::Acquire(root, name, version, /*wait=*/false));
@@ -170,7 +170,7 @@ absl::StatusOr<fs::path> VerifiedModelDir(const fs::path& root, const std::strin
   EXA_ASSIGN_OR_RETURN(Manifest m, LoadManifest(root, name, version));
   for (const FileEntry& f : m.files) {
     if (!HasVerifiedMarker(root, m, f)) {
-      return absl::FailedPreconditionError(StrCat("model ", name, ":", version, " file \"", f.path,
+      return absl::FailedPreconditionError(StrCat("model ", name, "@", version, " file \"", f.path,
                                                   "\" is not verified in ", root.string(),
                                                   " (pull it, or run model verify)"));
     }

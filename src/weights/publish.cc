@@ -125,14 +125,14 @@ absl::StatusOr<Manifest> PublishModel(const fs::path& dir, const fs::path& origi
     if (!existing.ok()) {
       EXA_RETURN_IF_ERROR(SaveManifest(origin, m));
     } else if (ManifestDigest(*existing) != ManifestDigest(m)) {
-      return absl::AlreadyExistsError(StrCat("model ", name, ":", version,
+      return absl::AlreadyExistsError(StrCat("model ", name, "@", version,
                                              " is published with other content; versions are "
                                              "immutable"));
     }
     return m;
   }
   if (existing.ok() || fs::exists(target, ec)) {
-    return absl::AlreadyExistsError(StrCat("model ", name, ":", version, " already exists in ",
+    return absl::AlreadyExistsError(StrCat("model ", name, "@", version, " already exists in ",
                                            origin.string(), "; versions are immutable"));
   }
   EXA_RETURN_IF_ERROR(CheckSource(dir));

@@ -66,7 +66,7 @@ grep -q 'no rack cache peer: cannot ask the node at --addr 127.0.0.1:1.*fetching
 tail -1 "$root/fallback.jsonl" | grep -q "\"origin $origin\":750019" ||
   fail "fallback did not use the origin: $(cat "$root/fallback.jsonl")"
 
-cli model verify --model tiny:v1 --cache-dir "$root/node" >"$root/verify" || fail "verify: $(cat "$root/verify")"
+cli model verify --model tiny@v1 --cache-dir "$root/node" >"$root/verify" || fail "verify: $(cat "$root/verify")"
 # Flip one byte in chunk 3 of the first shard (offset 200000 / 64 KiB).
 python3 - "$root/node/tiny/v1/model-00001-of-00002.safetensors" <<'PY'
 import sys

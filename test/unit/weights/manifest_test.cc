@@ -166,6 +166,12 @@ TEST_CASE("Model specs and version ordering", "[weights]") {
   CHECK(ParseModelSpec("llama").ok());
   CHECK_FALSE(ParseModelSpec("../x").ok());
   CHECK_FALSE(ParseModelSpec("a:").ok());
+  // NAME@VERSION, as replica ids and the API print it, reads the same as NAME:VERSION.
+  auto at = ParseModelSpec("llama-13b@v2");
+  REQUIRE(at.ok());
+  CHECK(at->name == "llama-13b");
+  CHECK(at->version == "v2");
+  CHECK_FALSE(ParseModelSpec("a@").ok());
   CHECK(VersionLess("v9", "v10"));
   CHECK_FALSE(VersionLess("v10", "v9"));
   CHECK(VersionLess("1.2", "1.10"));

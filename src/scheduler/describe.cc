@@ -1,0 +1,78 @@
+#include "scheduler/describe.h"
+
+#include <utility>
+
+#include "membership/member.h"
+#include "nlohmann/json.hpp"
+#include "scheduler/rollout.h"
+
+namespace exa::scheduler {
+namespace {
+
+using nlohmann::json;
+
+membership::MemberState StateOf(NodeLiveness liveness) {
+  switch (liveness) {
+    case NodeLiveness::kAlive:
+      return membership::MemberState::kAlive;
+    case NodeLiveness::kSuspect:
+      return membership::MemberState::kSuspect;
+    case NodeLiveness::kDead:
+      return membership::MemberState::kDead;
+    case NodeLiveness::kLeft:
+      return membership::MemberState::kLeft;
+  }
+  return membership::MemberState::kLeft;
+}
+
+}  // namespace
+
+std::string DescribeStatusJson(const DeploymentStatus& s, int stopping) {
+  return json{{"desired", s.desired},
+              {"present", s.present},
+              {"ready", s.ready - s.ready_lost},
+              {"lost", s.lost},
+              {"ready_lost", s.ready_lost},
+              {"failed", s.failed},
+              {"wave", s.wave},
+              {"wave_target", s.wave_target},
+              {"pending", s.pending},
+              {"reason", s.pending_reason},
+              {"stopping", stopping}}
+      .dump();
+}
+
+std::string DescribeReplicasJson(const std::map<std::string, NodeStatus>& nodes,
+                                 std::string_view spec_name, int* stopping) {
+  // The newest generation of each (track, ordinal): what a rebuilt replica superseded.
+  std::map<std::pair<std::string, int>, uint64_t> newest;
+  for (const auto& [id, node] : nodes) {
+    for (const ReplicaRecord& rec : node.replicas) {
+      if (SpecOfTrack(rec.deployment) != spec_name || rec.stopping) continue;
+      uint64_t& g = newest[{rec.deployment, rec.ordinal}];
+      g = std::max(g, rec.generation);
+    }
+  }
+  json replicas = json::array();
+  for (const auto& [id, node] : nodes) {
+    for (const ReplicaRecord& rec : node.replicas) {
+      if (SpecOfTrack(rec.deployment) != spec_name) continue;
+      if (rec.stopping) {
+        ++*stopping;
+        continue;
+      }
+      if (node.liveness != NodeLiveness::kAlive &&
+          rec.generation < newest[{rec.deployment, rec.ordinal}]) {
+        continue;
+      }
+      replicas.push_back({{"id", ReplicaId(rec.deployment, rec.ordinal)},
+                          {"node", id},
+                          {"generation", rec.generation},
+                          {"phase", ReplicaPhaseName(rec.phase)},
+                          {"node_state", membership::MemberStateName(StateOf(node.liveness))}});
+    }
+  }
+  return replicas.dump();
+}
+
+}  // namespace exa::scheduler
