@@ -523,6 +523,11 @@ absl::StatusOr<std::pair<ModelView, engine::GenerateRequest>> Frontend::Admit(Te
     requests_.WithLabels({"invalid_argument"}).Increment();
     return s;
   }
+  // "NAME@VERSION", as the model list and errors print it: served names never hold an '@'.
+  if (const size_t at = r.model.rfind('@'); r.version.empty() && at != std::string::npos) {
+    r.version = r.model.substr(at + 1);
+    r.model.resize(at);
+  }
   auto model = ResolveModel(r);
   if (!model.ok()) {
     requests_.WithLabels({"not_found"}).Increment();

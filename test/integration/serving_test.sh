@@ -41,6 +41,10 @@ expect_error 400 "prompt: must not be empty" /v1/completions '{"prompt":""}'
 expect_error 400 "max_tokens" /v1/completions '{"prompt":"1+1=","max_tokens":0}'
 expect_error 400 "exceeds the context length of 256" /v1/completions "{\"prompt\":\"$(printf '1+%.0s' $(seq 300))\",\"max_tokens\":5}"
 expect_error 404 "model \\\\\"nope\\\\\"" /v1/completions '{"prompt":"1+1=","model":"nope"}'
+# NAME@VERSION, as "available:" and /v1/models print it, is a model the API takes.
+expect_error 404 'version \\"v9\\": not served; available: exa-tiny-arith@v1' /v1/completions '{"prompt":"1+1=","model":"exa-tiny-arith@v9"}'
+[ "$(post /v1/completions '{"prompt":"1+1=","model":"exa-tiny-arith@v1","max_tokens":2}')" = 200 ] ||
+  fail "model exa-tiny-arith@v1: $(cat "$work/body")"
 expect_error 400 "invalid JSON" /v1/completions '{"prompt":'
 expect_error 400 "temperature" /v1/completions '{"prompt":"1+1=","temperature":-1}'
 expect_error 400 "top_p" /v1/completions '{"prompt":"1+1=","top_p":0}'
