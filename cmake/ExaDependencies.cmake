@@ -13,6 +13,8 @@ find_package(OpenSSL REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(SYSTEMD REQUIRED IMPORTED_TARGET libsystemd)
 pkg_check_modules(ROCKSDB REQUIRED IMPORTED_TARGET rocksdb)
+# canonical/raft 0.15 (libraft-dev): the spec store's consensus (docs/architecture.md#consistency).
+pkg_check_modules(RAFT REQUIRED IMPORTED_TARGET raft)
 
 find_program(EXA_PROTOC protoc REQUIRED)
 find_program(EXA_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
