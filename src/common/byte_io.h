@@ -71,7 +71,8 @@ class ByteReader {
   uint64_t Fixed(int n) {
     if (!Need(static_cast<size_t>(n))) return 0;
     uint64_t v = 0;
-    for (int i = 0; i < n; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(in_[pos_ + i])) << (8 * i);
+    for (int i = 0; i < n; ++i)
+      v |= static_cast<uint64_t>(static_cast<uint8_t>(in_[pos_ + i])) << (8 * i);
     pos_ += static_cast<size_t>(n);
     return v;
   }

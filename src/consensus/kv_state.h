@@ -78,7 +78,7 @@ class KvState final : public StateMachine {
   KvLimits limits_;
   std::map<std::string, KvRecord> records_;
   std::map<std::string, std::string> answered_;  // request id → encoded KvResult
-  std::deque<std::string> answered_order_;        // oldest first, for the bound
+  std::deque<std::string> answered_order_;       // oldest first, for the bound
   uint64_t applied_ = 0;
 };
 

@@ -25,7 +25,8 @@ absl::Status MemoryLogStorage::SetTermVote(uint64_t term, uint64_t voted_for) {
   return absl::OkStatus();
 }
 
-absl::Status MemoryLogStorage::Append(uint64_t first_index, const std::vector<StoredEntry>& entries) {
+absl::Status MemoryLogStorage::Append(uint64_t first_index,
+                                      const std::vector<StoredEntry>& entries) {
   uint64_t last = state_.first_index + state_.entries.size();
   if (first_index < state_.first_index || first_index > last) {
     return absl::InternalError(absl::StrCat("raft log: append at ", first_index, " outside [",

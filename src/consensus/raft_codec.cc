@@ -77,7 +77,8 @@ absl::Status GetEntries(ByteReader& r, const CodecLimits& limits, raft_append_en
     entries[i].batch = batch;
     entries[i].buf.len = spans[i].data.size();
     entries[i].buf.base = spans[i].data.empty() ? nullptr : static_cast<char*>(batch) + offset;
-    if (!spans[i].data.empty()) std::memcpy(entries[i].buf.base, spans[i].data.data(), spans[i].data.size());
+    if (!spans[i].data.empty())
+      std::memcpy(entries[i].buf.base, spans[i].data.data(), spans[i].data.size());
     offset += spans[i].data.size();
   }
   a->entries = entries;

@@ -19,14 +19,16 @@ struct RaftNode::Request {
   uint64_t ticket = 0;
   uint64_t index = 0;
   std::string result;
-  struct raft_apply apply{};
-  struct raft_barrier barrier{};
-  struct raft_change change{};
+  struct raft_apply apply {};
+  struct raft_barrier barrier {};
+  struct raft_change change {};
 };
 
 namespace {
 
-uint64_t ToMs(absl::Time t) { return static_cast<uint64_t>(std::max<int64_t>(0, absl::ToUnixMillis(t))); }
+uint64_t ToMs(absl::Time t) {
+  return static_cast<uint64_t>(std::max<int64_t>(0, absl::ToUnixMillis(t)));
+}
 
 int IoError(raft_io* io, const absl::Status& s) {
   std::snprintf(io->errmsg, RAFT_ERRMSG_BUF_SIZE, "%s", std::string(s.message()).c_str());
@@ -80,7 +82,8 @@ raft_entry* ToRaftEntries(const std::vector<StoredEntry>& entries) {
     out[i].batch = batch;
     out[i].buf.len = entries[i].data.size();
     out[i].buf.base = entries[i].data.empty() ? nullptr : batch + offset;
-    if (!entries[i].data.empty()) std::memcpy(batch + offset, entries[i].data.data(), entries[i].data.size());
+    if (!entries[i].data.empty())
+      std::memcpy(batch + offset, entries[i].data.data(), entries[i].data.size());
     offset += entries[i].data.size();
   }
   return out;
@@ -177,8 +180,7 @@ struct RaftNode::IoGlue {
     return s.ok() ? 0 : IoError(io, s);
   }
 
-  static int Send(raft_io* io, raft_io_send* req, const raft_message* message,
-                  raft_io_send_cb cb) {
+  static int Send(raft_io* io, raft_io_send* req, const raft_message* message, raft_io_send_cb cb) {
     RaftNode* node = Of(io)->node;
     std::string to = message->server_address != nullptr ? message->server_address : "";
     if (to.empty()) {
@@ -187,8 +189,8 @@ struct RaftNode::IoGlue {
     }
     int status = RAFT_NOCONNECTION;
     if (!to.empty()) {
-      node->out_.push_back({to, EncodeMessage(RaftIdOf(node->options_.self), node->options_.self,
-                                              *message)});
+      node->out_.push_back(
+          {to, EncodeMessage(RaftIdOf(node->options_.self), node->options_.self, *message)});
       status = 0;
     }
     req->cb = cb;
@@ -203,8 +205,9 @@ struct RaftNode::IoGlue {
     std::vector<StoredEntry> stored;
     stored.reserve(n);
     for (unsigned i = 0; i < n; ++i) {
-      stored.push_back({entries[i].term, entries[i].type,
-                        std::string(static_cast<const char*>(entries[i].buf.base), entries[i].buf.len)});
+      stored.push_back(
+          {entries[i].term, entries[i].type,
+           std::string(static_cast<const char*>(entries[i].buf.base), entries[i].buf.len)});
     }
     absl::Status s = StorageOf(io)->Append(Of(io)->next_index, stored);
     if (!s.ok()) return IoError(io, s);
@@ -301,8 +304,10 @@ absl::StatusOr<std::unique_ptr<RaftNode>> RaftNode::Start(
   if (options.self.empty() || options.self.size() > options.limits.max_address_bytes) {
     return absl::InvalidArgumentError("raft: the node id must be 1 to 255 bytes");
   }
-  if (options.heartbeat_timeout_ms == 0 || options.heartbeat_timeout_ms >= options.election_timeout_ms) {
-    return absl::InvalidArgumentError("raft: the heartbeat timeout must be below the election timeout");
+  if (options.heartbeat_timeout_ms == 0 ||
+      options.heartbeat_timeout_ms >= options.election_timeout_ms) {
+    return absl::InvalidArgumentError(
+        "raft: the heartbeat timeout must be below the election timeout");
   }
   std::unique_ptr<RaftNode> node(new RaftNode(std::move(options), storage, fsm));
   if (absl::Status s = node->Init(now, bootstrap_voters); !s.ok()) return s;
@@ -343,7 +348,8 @@ absl::Status RaftNode::Init(absl::Time now, const std::vector<std::string>& boot
   InstallBackends();
 
   uint64_t id = RaftIdOf(options_.self);
-  if (int rv = raft_init(raft_.get(), io_.get(), raft_fsm_.get(), id, options_.self.c_str()); rv != 0) {
+  if (int rv = raft_init(raft_.get(), io_.get(), raft_fsm_.get(), id, options_.self.c_str());
+      rv != 0) {
     return absl::InternalError(absl::StrCat("raft_init: ", raft_strerror(rv)));
   }
   started_ = true;  // from here on the destructor must raft_close
@@ -354,7 +360,8 @@ absl::Status RaftNode::Init(absl::Time now, const std::vector<std::string>& boot
     tracer_->emit = [](raft_tracer* t, const char* file, int line, const char* message) {
       auto* node = static_cast<RaftNode*>(t->impl);
       std::fprintf(stderr, "raft %s t=%llu %s:%d %s\n", node->options_.self.c_str(),
-                   static_cast<unsigned long long>(node->glue_->now_ms % 100000), file, line, message);
+                   static_cast<unsigned long long>(node->glue_->now_ms % 100000), file, line,
+                   message);
     };
     raft_->tracer = tracer_.get();
   }
@@ -368,19 +375,20 @@ absl::Status RaftNode::Init(absl::Time now, const std::vector<std::string>& boot
   if (!bootstrap_voters.empty()) {
     raft_configuration conf;
     raft_configuration_init(&conf);
-    for (const std::string& v : std::set<std::string>(bootstrap_voters.begin(), bootstrap_voters.end())) {
+    for (const std::string& v :
+         std::set<std::string>(bootstrap_voters.begin(), bootstrap_voters.end())) {
       raft_configuration_add(&conf, RaftIdOf(v), v.c_str(), RAFT_VOTER);
     }
     int rv = raft_bootstrap(raft_.get(), &conf);
     raft_configuration_close(&conf);
     if (rv != 0 && rv != RAFT_CANTBOOTSTRAP) {
-      return absl::InternalError(absl::StrCat("raft bootstrap: ", raft_strerror(rv), ": ",
-                                              raft_errmsg(raft_.get())));
+      return absl::InternalError(
+          absl::StrCat("raft bootstrap: ", raft_strerror(rv), ": ", raft_errmsg(raft_.get())));
     }
   }
   if (int rv = raft_start(raft_.get()); rv != 0) {
-    return absl::InternalError(absl::StrCat("raft start: ", raft_strerror(rv), ": ",
-                                            raft_errmsg(raft_.get())));
+    return absl::InternalError(
+        absl::StrCat("raft start: ", raft_strerror(rv), ": ", raft_errmsg(raft_.get())));
   }
   Flush();
   return absl::OkStatus();
@@ -418,7 +426,8 @@ void RaftNode::Tick(absl::Time now) {
   if (ms > glue_->now_ms) glue_->now_ms = ms;
   if (glue_->tick_cb == nullptr) return;
   // Far behind (a paused process): one tick, not a burst of them.
-  if (glue_->now_ms > glue_->next_tick_ms + 10ull * glue_->tick_ms) glue_->next_tick_ms = glue_->now_ms;
+  if (glue_->now_ms > glue_->next_tick_ms + 10ull * glue_->tick_ms)
+    glue_->next_tick_ms = glue_->now_ms;
   while (glue_->now_ms >= glue_->next_tick_ms) {
     glue_->next_tick_ms += glue_->tick_ms;
     glue_->tick_cb(io_.get());
@@ -507,11 +516,12 @@ absl::StatusOr<uint64_t> RaftNode::Propose(absl::Time now, std::string_view comm
   Request* request = NewRequest();
   raft_buffer buf{raft_malloc(command.size()), command.size()};
   std::memcpy(buf.base, command.data(), command.size());
-  int rv = raft_apply(raft_.get(), &request->apply, &buf, 1, [](struct raft_apply* req, int status, void*) {
-    auto* r = static_cast<Request*>(req->data);
-    r->node->Complete(r, status == 0 ? Outcome::kApplied : OutcomeOf(status),
-                      status == 0 ? "" : raft_strerror(status));
-  });
+  int rv = raft_apply(raft_.get(), &request->apply, &buf, 1,
+                      [](struct raft_apply* req, int status, void*) {
+                        auto* r = static_cast<Request*>(req->data);
+                        r->node->Complete(r, status == 0 ? Outcome::kApplied : OutcomeOf(status),
+                                          status == 0 ? "" : raft_strerror(status));
+                      });
   if (rv != 0) {
     if (rv == RAFT_NOTLEADER) raft_free(buf.base);  // otherwise the log owns it
     requests_.erase(request);
@@ -561,7 +571,8 @@ absl::StatusOr<uint64_t> RaftNode::StartChange(int code, std::string_view what,
                        : raft_remove(raft_.get(), &request->change, id, cb);
   if (rv != 0) {
     requests_.erase(request);
-    std::string message = absl::StrCat("raft ", std::string(what), " ", node, ": ", raft_strerror(rv));
+    std::string message =
+        absl::StrCat("raft ", std::string(what), " ", node, ": ", raft_strerror(rv));
     return rv == RAFT_CANTCHANGE ? absl::FailedPreconditionError(message)
                                  : absl::InvalidArgumentError(message);
   }

@@ -21,7 +21,8 @@ std::string EntryKey(uint64_t index) {
 
 uint64_t IndexOf(const rocksdb::Slice& key) {
   uint64_t index = 0;
-  for (size_t i = 1; i < 9 && i < key.size(); ++i) index = (index << 8) | static_cast<uint8_t>(key[i]);
+  for (size_t i = 1; i < 9 && i < key.size(); ++i)
+    index = (index << 8) | static_cast<uint8_t>(key[i]);
   return index;
 }
 
@@ -106,7 +107,9 @@ absl::StatusOr<StoredState> RocksLogStorage::Load() {
   s = db_->Get(rocksdb::ReadOptions(), kSnapshot, &value);
   if (s.ok()) {
     absl::StatusOr<StoredSnapshot> snapshot = DecodeSnapshot(value);
-    if (!snapshot.ok()) return absl::DataLossError(absl::StrCat("raft log ", path_, ": ", snapshot.status().message()));
+    if (!snapshot.ok())
+      return absl::DataLossError(
+          absl::StrCat("raft log ", path_, ": ", snapshot.status().message()));
     state.first_index = snapshot->index + 1;
     state.snapshot = std::move(*snapshot);
   }
@@ -124,10 +127,12 @@ absl::StatusOr<StoredState> RocksLogStorage::Load() {
     entry.term = r.U64();
     entry.type = r.U16();
     entry.data = std::string(r.Raw(r.remaining()));
-    if (!r.done()) return absl::DataLossError(absl::StrCat("raft log ", path_, ": bad entry ", index));
+    if (!r.done())
+      return absl::DataLossError(absl::StrCat("raft log ", path_, ": bad entry ", index));
     state.entries.push_back(std::move(entry));
   }
-  if (!it->status().ok()) return absl::UnavailableError(absl::StrCat("raft log ", path_, ": ", it->status().ToString()));
+  if (!it->status().ok())
+    return absl::UnavailableError(absl::StrCat("raft log ", path_, ": ", it->status().ToString()));
   first_index_ = state.first_index;
   next_index_ = state.first_index + state.entries.size();
   empty_ = state.term == 0 && state.entries.empty() && !state.snapshot;
@@ -144,7 +149,8 @@ absl::Status RocksLogStorage::SetTermVote(uint64_t term, uint64_t voted_for) {
   return absl::OkStatus();
 }
 
-absl::Status RocksLogStorage::Append(uint64_t first_index, const std::vector<StoredEntry>& entries) {
+absl::Status RocksLogStorage::Append(uint64_t first_index,
+                                     const std::vector<StoredEntry>& entries) {
   if (first_index < first_index_ || first_index > next_index_) {
     return absl::InternalError(absl::StrCat("raft log ", path_, ": append at ", first_index,
                                             " outside [", first_index_, ", ", next_index_, "]"));

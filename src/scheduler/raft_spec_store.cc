@@ -65,7 +65,8 @@ absl::Status RaftSpecStore::StartRaft(absl::Time now, bool bootstrap) {
   if (!raft.ok()) return raft.status();
   raft_ = std::move(*raft);
   had_log_ = true;
-  EXA_LOG_INFO("scheduler", bootstrap ? "spec store: raft cluster bootstrapped" : "spec store: raft started",
+  EXA_LOG_INFO("scheduler",
+               bootstrap ? "spec store: raft cluster bootstrapped" : "spec store: raft started",
                {{"node", self_}, {"term", static_cast<int64_t>(raft_->Term())}});
   return absl::OkStatus();
 }
@@ -101,7 +102,8 @@ void RaftSpecStore::MaybeBootstrap(absl::Time now) {
     if (peer != self_ && empty_peers_.count(peer) == 0) return;  // not heard from yet
   }
   if (absl::Status s = StartRaft(now, true); !s.ok()) {
-    EXA_LOG_ERROR("scheduler", "spec store: raft bootstrap failed", {{"error", std::string(s.message())}});
+    EXA_LOG_ERROR("scheduler", "spec store: raft bootstrap failed",
+                  {{"error", std::string(s.message())}});
   }
 }
 
@@ -289,7 +291,8 @@ void RaftSpecStore::Tick(absl::Time now) {
   }
 }
 
-absl::Status RaftSpecStore::Handle(absl::Time now, const std::string& from, std::string_view frame) {
+absl::Status RaftSpecStore::Handle(absl::Time now, const std::string& from,
+                                   std::string_view frame) {
   ByteReader r(frame);
   uint8_t kind = r.U8();
   if (!r.ok()) return absl::InvalidArgumentError("spec store frame: empty");
@@ -306,8 +309,10 @@ absl::Status RaftSpecStore::Handle(absl::Time now, const std::string& from, std:
       bool has_log = r.U8() != 0;
       bool reply = r.U8() != 0;
       if (!r.done()) return absl::InvalidArgumentError("spec store frame: bad hello");
-      if (has_log) peer_has_log_ = true;
-      else empty_peers_.insert(from);
+      if (has_log)
+        peer_has_log_ = true;
+      else
+        empty_peers_.insert(from);
       if (!reply) Send(from, HelloFrame(had_log_, true));
       return absl::OkStatus();
     }

@@ -131,15 +131,15 @@ class RaftSpecStore {
   std::vector<std::string> live_;
   std::set<std::string> dead_;
   absl::Time view_since_ = absl::InfinitePast();  // the scheduler set is unchanged since
-  std::set<std::string> empty_peers_;  // peers that said hello with an empty log
+  std::set<std::string> empty_peers_;             // peers that said hello with an empty log
   bool peer_has_log_ = false;
   absl::Time next_hello_ = absl::InfinitePast();
 
   uint64_t next_id_ = 1;
-  std::map<uint64_t, Pending> pending_;             // this node's writes
-  std::map<uint64_t, uint64_t> ticket_to_id_;       // proposals of this node's writes
-  std::map<uint64_t, Forwarded> ticket_to_forward_; // proposals made for followers
-  std::optional<uint64_t> change_ticket_;           // the membership change in flight
+  std::map<uint64_t, Pending> pending_;              // this node's writes
+  std::map<uint64_t, uint64_t> ticket_to_id_;        // proposals of this node's writes
+  std::map<uint64_t, Forwarded> ticket_to_forward_;  // proposals made for followers
+  std::optional<uint64_t> change_ticket_;            // the membership change in flight
   std::optional<uint64_t> barrier_ticket_;
   uint64_t ready_term_ = 0;  // the term whose barrier was applied here while leading
 

@@ -20,13 +20,13 @@ struct KvOperation {
   enum class Kind { kPut, kDelete, kRead };
   Kind kind = Kind::kRead;
   std::string key;
-  std::optional<std::string> value;             // kPut: written; kRead: what it returned
-  std::optional<uint64_t> expected_version;     // kPut / kDelete: the condition (0: absent)
-  bool unknown = false;                         // outcome unknown (no response)
-  bool conflict = false;                        // refused: the condition did not hold
-  uint64_t version = 0;                         // kPut ok: the version it got; kRead: the version read
-  int64_t invoke = 0;                           // invocation time
-  int64_t response = 0;                         // response time (ignored when unknown)
+  std::optional<std::string> value;          // kPut: written; kRead: what it returned
+  std::optional<uint64_t> expected_version;  // kPut / kDelete: the condition (0: absent)
+  bool unknown = false;                      // outcome unknown (no response)
+  bool conflict = false;                     // refused: the condition did not hold
+  uint64_t version = 0;                      // kPut ok: the version it got; kRead: the version read
+  int64_t invoke = 0;                        // invocation time
+  int64_t response = 0;                      // response time (ignored when unknown)
 };
 
 struct LinearizabilityResult {

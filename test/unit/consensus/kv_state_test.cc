@@ -59,7 +59,8 @@ TEST_CASE("limits are enforced at apply, the same on every node") {
   KvResult full = Run(kv, 2, {"b", {{"k3", "v", std::nullopt}}});
   CHECK_FALSE(full.ok);
   CHECK(full.error.find("at most 2") != std::string::npos);
-  CHECK(DecodeKvResult(kv.Apply(3, "garbage")).value().error.find("kv command") != std::string::npos);
+  CHECK(DecodeKvResult(kv.Apply(3, "garbage")).value().error.find("kv command") !=
+        std::string::npos);
 }
 
 TEST_CASE("a snapshot restores records, versions and answered ids") {

@@ -16,7 +16,8 @@ KvOperation Put(std::string value, uint64_t version, int64_t invoke, int64_t res
   return op;
 }
 
-KvOperation Read(std::optional<std::string> value, uint64_t version, int64_t invoke, int64_t response) {
+KvOperation Read(std::optional<std::string> value, uint64_t version, int64_t invoke,
+                 int64_t response) {
   KvOperation op;
   op.kind = KvOperation::Kind::kRead;
   op.key = "k";
@@ -39,7 +40,8 @@ TEST_CASE("a read of an overwritten value after the overwrite answered is not") 
 }
 
 TEST_CASE("concurrent operations may take either order") {
-  CHECK(CheckLinearizable({Put("a", 1, 1, 10), Read(std::nullopt, 0, 2, 3), Read("a", 1, 4, 5)}).ok);
+  CHECK(
+      CheckLinearizable({Put("a", 1, 1, 10), Read(std::nullopt, 0, 2, 3), Read("a", 1, 4, 5)}).ok);
   // Once a read saw the new value, a later read may not see the old one.
   CHECK_FALSE(
       CheckLinearizable({Put("a", 1, 1, 10), Read("a", 1, 2, 3), Read(std::nullopt, 0, 4, 5)}).ok);

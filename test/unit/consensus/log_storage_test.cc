@@ -95,7 +95,8 @@ TEST_CASE("RocksDB storage matches the in-memory one through random operations a
       }
       case 4: {
         if (m.entries.empty()) break;
-        StoredSnapshot snap{next - 1, term, {{11, "s1", 1}, {12, "s2", 0}}, 1, "state" + std::to_string(step)};
+        StoredSnapshot snap{
+            next - 1, term, {{11, "s1", 1}, {12, "s2", 0}}, 1, "state" + std::to_string(step)};
         uint64_t trailing = rng() % 3 == 0 ? 0 : rng() % 5 + 1;
         REQUIRE(memory.PutSnapshot(snap, trailing).ok());
         REQUIRE((*rocks)->PutSnapshot(snap, trailing).ok());

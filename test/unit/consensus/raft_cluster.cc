@@ -115,7 +115,8 @@ class Cluster {
 void Cluster::Collect(Node& node) {
   for (Outgoing& m : node.raft->TakeMessages()) {
     if (Chance(options_.drop_rate)) continue;
-    network_.push_back({now_ + absl::Milliseconds(Uniform(1, 8)), node.name, m.to, std::move(m.bytes)});
+    network_.push_back(
+        {now_ + absl::Milliseconds(Uniform(1, 8)), node.name, m.to, std::move(m.bytes)});
   }
 }
 
@@ -162,7 +163,8 @@ void Cluster::Nemesis() {
   }
   if (now_ < quiet_until_) return;
   std::string leader = LeaderName();
-  std::string victim = Chance(0.5) && !leader.empty() ? leader : names_[Uniform(0, options_.nodes - 1)];
+  std::string victim =
+      Chance(0.5) && !leader.empty() ? leader : names_[Uniform(0, options_.nodes - 1)];
   absl::Duration hold = absl::Milliseconds(Uniform(200, 3000));
   switch (Uniform(0, 3)) {
     case 0:
@@ -170,7 +172,7 @@ void Cluster::Nemesis() {
       restart_at_[victim] = now_ + hold;
       ++report_.crashes;
       break;
-    case 1:  // the victim alone on one side
+    case 1:    // the victim alone on one side
     case 2: {  // a minority with the victim (2 of 5, or 1 of 3) against the rest
       std::set<std::string> minority = {victim};
       while (minority.size() < static_cast<size_t>((options_.nodes - 1) / 2) && Chance(0.7)) {
@@ -203,7 +205,7 @@ void Cluster::StartOp(int client) {
   KvOperation op;
   op.key = absl::StrCat("k", Uniform(1, options_.keys));
   int dice = Uniform(0, 99);
-  op.kind = dice < 35 ? KvOperation::Kind::kRead
+  op.kind = dice < 35   ? KvOperation::Kind::kRead
             : dice < 85 ? KvOperation::Kind::kPut
                         : KvOperation::Kind::kDelete;
   if (op.kind != KvOperation::Kind::kRead && Chance(0.5)) {
@@ -402,9 +404,9 @@ ClusterReport Cluster::Run() {
   for (const auto& [name, node] : nodes_) {
     if (node->kv->records() != first.kv->records()) {
       report_.converged = false;
-      report_.divergence = absl::StrCat(name, " holds ", node->kv->records().size(), " records at ",
-                                        node->raft->LastApplied(), ", ", first.name, " ",
-                                        first.kv->records().size(), " at ", first.raft->LastApplied());
+      report_.divergence = absl::StrCat(
+          name, " holds ", node->kv->records().size(), " records at ", node->raft->LastApplied(),
+          ", ", first.name, " ", first.kv->records().size(), " at ", first.raft->LastApplied());
     }
   }
   return std::move(report_);
