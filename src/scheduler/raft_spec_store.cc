@@ -16,7 +16,22 @@ using consensus::KvResult;
 using consensus::Outcome;
 
 // Frames between scheduler stores: a kind byte, then the kind's fields.
-enum FrameKind : uint8_t { kRaft = 1, kHello = 2, kForward = 3, kResult = 4 };
+enum FrameKind : uint8_t {
+  kRaft = 1,
+  kHello = 2,
+  kForward = 3,
+  kResult = 4,
+  kReadIndex = 5,        // a follower asks the leader for a read index
+  kReadIndexResult = 6,  // the index, once the leader's barrier is applied
+};
+
+std::string IdFrame(FrameKind kind, uint64_t id, uint64_t index = 0) {
+  ByteWriter w;
+  w.U8(kind);
+  w.U64(id);
+  if (kind == kReadIndexResult) w.U64(index);
+  return w.Take();
+}
 
 constexpr absl::Duration kHelloInterval = absl::Milliseconds(500);
 constexpr int kRaftVoter = 1;    // RAFT_VOTER
@@ -160,6 +175,63 @@ void RaftSpecStore::Submit(absl::Time now, uint64_t id, Pending& p) {
   p.sent_at = now;
 }
 
+std::optional<uint64_t> RaftSpecStore::Read(absl::Time now) {
+  if (reads_.size() >= config_.max_pending_writes) return std::nullopt;
+  uint64_t id = next_id_++;
+  PendingRead& read = reads_[id];
+  read.deadline = now + config_.forward_timeout;
+  SubmitRead(now, id, read);
+  return id;
+}
+
+void RaftSpecStore::SubmitRead(absl::Time now, uint64_t id, PendingRead& read) {
+  if (read.ticket || read.wait_index != 0) return;
+  if (raft_ != nullptr && raft_->IsLeader()) {
+    absl::StatusOr<uint64_t> ticket = raft_->Barrier(now);
+    if (ticket.ok()) {
+      read.ticket = *ticket;
+      ticket_to_read_[*ticket] = id;
+    }
+    return;
+  }
+  std::string leader = raft_ != nullptr ? raft_->Leader() : "";
+  if (leader.empty() || leader == self_) return;
+  if (leader == read.sent_to && now - read.sent_at < absl::Seconds(1)) return;
+  Send(leader, IdFrame(kReadIndex, id));
+  read.sent_to = leader;
+  read.sent_at = now;
+}
+
+void RaftSpecStore::SettleReads(absl::Time now) {
+  uint64_t applied = raft_ != nullptr ? raft_->LastApplied() : 0;
+  for (auto it = applying_.begin(); it != applying_.end();) {
+    auto [version, deadline] = it->second;
+    if (applied < version && now < deadline) {
+      ++it;
+      continue;
+    }
+    outcomes_.push_back({it->first, true, version, ""});  // committed either way
+    it = applying_.erase(it);
+  }
+  for (auto it = reads_.begin(); it != reads_.end();) {
+    PendingRead& read = it->second;
+    if (read.wait_index != 0 && applied >= read.wait_index) {
+      outcomes_.push_back({it->first, true, read.wait_index, ""});
+      it = reads_.erase(it);
+    } else if (now >= read.deadline) {
+      ticket_to_read_.erase(read.ticket.value_or(0));
+      outcomes_.push_back({it->first, false, 0,
+                           absl::StrCat("no read index from the raft leader within ",
+                                        absl::FormatDuration(config_.forward_timeout), " (leader: ",
+                                        Leader().empty() ? "none known" : Leader(), ")")});
+      it = reads_.erase(it);
+    } else {
+      SubmitRead(now, it->first, read);
+      ++it;
+    }
+  }
+}
+
 void RaftSpecStore::Fail(uint64_t id, std::string error) {
   if (pending_.erase(id) == 0) return;
   outcomes_.push_back({id, false, 0, std::move(error)});
@@ -170,6 +242,22 @@ void RaftSpecStore::Harvest() {
   for (const Completion& c : raft_->TakeCompletions()) {
     if (change_ticket_ == c.ticket) {
       change_ticket_.reset();
+      continue;
+    }
+    if (auto r = ticket_to_read_.find(c.ticket); r != ticket_to_read_.end()) {
+      auto read = reads_.find(r->second);
+      if (read != reads_.end()) {
+        read->second.ticket.reset();  // not applied: asked again
+        if (c.outcome == Outcome::kApplied) read->second.wait_index = c.index;
+      }
+      ticket_to_read_.erase(r);
+      continue;
+    }
+    if (auto f = ticket_to_remote_read_.find(c.ticket); f != ticket_to_remote_read_.end()) {
+      if (c.outcome == Outcome::kApplied) {
+        Send(f->second.from, IdFrame(kReadIndexResult, f->second.id, c.index));
+      }
+      ticket_to_remote_read_.erase(f);
       continue;
     }
     if (barrier_ticket_ == c.ticket) {
@@ -281,8 +369,10 @@ void RaftSpecStore::Tick(absl::Time now) {
       Submit(now, id, pending_[id]);
     }
   }
+  SettleReads(now);
   if (raft_ != nullptr) {
     Harvest();
+    SettleReads(now);
     for (consensus::Outgoing& m : raft_->TakeMessages()) {
       std::string bytes(1, static_cast<char>(kRaft));
       bytes += m.bytes;
@@ -316,40 +406,65 @@ absl::Status RaftSpecStore::Handle(absl::Time now, const std::string& from,
       if (!reply) Send(from, HelloFrame(had_log_, true));
       return absl::OkStatus();
     }
-    case kForward: {
+    case kForward:
+      return HandleForward(now, from, r);
+    case kResult:
+      return HandleResult(now, r);
+    case kReadIndex: {
       uint64_t id = r.U64();
-      std::string command(r.Bytes(config_.raft.max_command_bytes));
-      if (!r.done()) return absl::InvalidArgumentError("spec store frame: bad forward");
-      if (raft_ == nullptr || !raft_->IsLeader()) return absl::OkStatus();  // sent on elsewhere
-      absl::StatusOr<uint64_t> ticket = raft_->Propose(now, command);
-      if (ticket.ok()) {
-        ticket_to_forward_[*ticket] = {from, id};
-      } else if (!absl::IsFailedPrecondition(ticket.status())) {
-        KvResult refused;
-        refused.error = std::string(ticket.status().message());
-        Send(from, ResultFrame(id, refused));
-      }
+      if (!r.done()) return absl::InvalidArgumentError("spec store frame: bad read index");
+      if (raft_ == nullptr || !raft_->IsLeader()) return absl::OkStatus();  // asked again
+      absl::StatusOr<uint64_t> ticket = raft_->Barrier(now);
+      if (ticket.ok()) ticket_to_remote_read_[*ticket] = {from, id};
       Tick(now);
       return absl::OkStatus();
     }
-    case kResult: {
+    case kReadIndexResult: {
       uint64_t id = r.U64();
-      bool ok = r.U8() != 0;
-      uint64_t version = r.U64();
-      std::string error(r.Bytes(1u << 16));
-      if (!r.done()) return absl::InvalidArgumentError("spec store frame: bad result");
-      if (pending_.count(id) == 0) return absl::OkStatus();
-      if (!ok) {
-        Fail(id, std::move(error));
-      } else {
-        pending_.erase(id);
-        outcomes_.push_back({id, true, version, ""});
-      }
+      uint64_t index = r.U64();
+      if (!r.done()) return absl::InvalidArgumentError("spec store frame: bad read index result");
+      auto read = reads_.find(id);
+      if (read != reads_.end() && read->second.wait_index == 0) read->second.wait_index = index;
+      SettleReads(now);
       return absl::OkStatus();
     }
     default:
       return absl::InvalidArgumentError(absl::StrCat("spec store frame: unknown kind ", kind));
   }
+}
+
+absl::Status RaftSpecStore::HandleForward(absl::Time now, const std::string& from, ByteReader& r) {
+  uint64_t id = r.U64();
+  std::string command(r.Bytes(config_.raft.max_command_bytes));
+  if (!r.done()) return absl::InvalidArgumentError("spec store frame: bad forward");
+  if (raft_ == nullptr || !raft_->IsLeader()) return absl::OkStatus();  // sent on elsewhere
+  absl::StatusOr<uint64_t> ticket = raft_->Propose(now, command);
+  if (ticket.ok()) {
+    ticket_to_forward_[*ticket] = {from, id};
+  } else if (!absl::IsFailedPrecondition(ticket.status())) {
+    KvResult refused;
+    refused.error = std::string(ticket.status().message());
+    Send(from, ResultFrame(id, refused));
+  }
+  Tick(now);
+  return absl::OkStatus();
+}
+
+absl::Status RaftSpecStore::HandleResult(absl::Time now, ByteReader& r) {
+  uint64_t id = r.U64();
+  bool ok = r.U8() != 0;
+  uint64_t version = r.U64();
+  std::string error(r.Bytes(1u << 16));
+  if (!r.done()) return absl::InvalidArgumentError("spec store frame: bad result");
+  if (pending_.count(id) == 0) return absl::OkStatus();
+  if (!ok) {
+    Fail(id, std::move(error));
+  } else {
+    pending_.erase(id);
+    applying_[id] = {version, now + config_.forward_timeout};
+    SettleReads(now);
+  }
+  return absl::OkStatus();
 }
 
 std::vector<StoreFrame> RaftSpecStore::TakeFrames() { return std::exchange(frames_, {}); }

@@ -6,7 +6,10 @@
 //     acknowledged once committed and applied; it fails when refused (no leader known, a stale
 //     expected version, the store's limits) or when no outcome arrives within forward_timeout
 //     (then it may still take effect: the error says so).
-//   - Reads: Get / Live answer from this node's applied state, versions being Raft indexes.
+//   - Reads: Get / Live answer from this node's applied state, versions being Raft indexes. For a
+//     linearizable read, Read() first: its outcome comes once this node has applied everything
+//     committed when the read began (the leader commits a barrier; a follower asks the leader for
+//     that barrier's index and waits until it has applied as far).
 //   - Bootstrap: a node with an empty log starts no Raft until either the leader of an existing
 //     cluster contacts it (it was added) or it bootstraps one: it is the lowest id of the
 //     scheduler set, that set has been stable for bootstrap_wait, and every other member of it
@@ -33,6 +36,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/byte_io.h"
 #include "consensus/kv_state.h"
 #include "consensus/log_storage.h"
 #include "consensus/raft_node.h"
@@ -79,6 +83,10 @@ class RaftSpecStore {
   std::optional<uint64_t> Delete(absl::Time now, const std::string& key,
                                  std::optional<uint64_t> expected_version = std::nullopt);
 
+  // A read index: the outcome (same id space as writes) is ok once Get / Live reflect every write
+  // acknowledged before this call; nullopt when too many are in flight.
+  std::optional<uint64_t> Read(absl::Time now);
+
   // A frame from scheduler `from`; INVALID_ARGUMENT when it does not decode.
   absl::Status Handle(absl::Time now, const std::string& from, std::string_view frame);
   void Tick(absl::Time now);
@@ -111,7 +119,20 @@ class RaftSpecStore {
     absl::Time sent_at;
   };
 
+  struct PendingRead {
+    absl::Time deadline;
+    std::optional<uint64_t> ticket;  // the barrier, on the leader
+    std::string sent_to;             // asked of the leader
+    absl::Time sent_at;
+    uint64_t wait_index = 0;  // answered: wait until applied this far
+  };
+
   absl::Status StartRaft(absl::Time now, bool bootstrap);
+  void SubmitRead(absl::Time now, uint64_t id, PendingRead& read);
+  // A follower's write to propose (on the leader), and the leader's answer (on the follower).
+  absl::Status HandleForward(absl::Time now, const std::string& from, ByteReader& r);
+  absl::Status HandleResult(absl::Time now, ByteReader& r);
+  void SettleReads(absl::Time now);
   void MaybeBootstrap(absl::Time now);
   void ManageMembership(absl::Time now);
   std::optional<uint64_t> Write(absl::Time now, consensus::KvOp op);
@@ -139,7 +160,13 @@ class RaftSpecStore {
   std::map<uint64_t, Pending> pending_;              // this node's writes
   std::map<uint64_t, uint64_t> ticket_to_id_;        // proposals of this node's writes
   std::map<uint64_t, Forwarded> ticket_to_forward_;  // proposals made for followers
-  std::optional<uint64_t> change_ticket_;            // the membership change in flight
+  std::map<uint64_t, PendingRead> reads_;
+  std::map<uint64_t, uint64_t> ticket_to_read_;          // barriers of this node's reads
+  std::map<uint64_t, Forwarded> ticket_to_remote_read_;  // barriers made for followers' reads
+  // Writes the leader acknowledged, reported once applied here too (read-your-writes on this
+  // node) or after forward_timeout: id → (version, deadline).
+  std::map<uint64_t, std::pair<uint64_t, absl::Time>> applying_;
+  std::optional<uint64_t> change_ticket_;  // the membership change in flight
   std::optional<uint64_t> barrier_ticket_;
   uint64_t ready_term_ = 0;  // the term whose barrier was applied here while leading
 

@@ -2,9 +2,9 @@
 
 #include <grpcpp/grpcpp.h>
 #include <rocksdb/db.h>
-#include <rocksdb/write_batch.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 #include <sstream>
 
@@ -37,59 +37,19 @@ constexpr size_t kMaxLabelRules = 64;
 // Relabel calls one reconcile step may send (a new rule seen before the nodes report the labels
 // `replica label` just set would otherwise fan out to every replica at once); the rest next step.
 constexpr size_t kMaxRelabelsPerStep = 256;
-// After a majority of schedulers is first in view, how long anti-entropy gets before this node
-// acts on its store (the digest round trip is milliseconds; retries come every second).
-constexpr absl::Duration kSyncGrace = absl::Seconds(3);
 // Set on every replica this service starts: only labelled replicas are managed (and stopped when
 // their deployment goes away); a node's own replicas are left alone.
 constexpr std::string_view kDeploymentLabel = "exaserve.io/deployment";
 
-std::string VersionString(const Version& v) {
-  return StrCat(v.hlc.wall_us, ".", v.hlc.logical, "@", v.writer);
-}
-
-void ToProto(const Version& v, pb::StoreVersion* out) {
-  out->set_wall_us(v.hlc.wall_us);
-  out->set_logical(v.hlc.logical);
-  out->set_writer(v.writer);
-}
+// A record's resource version: the index of the Raft log entry that wrote it.
+std::string VersionString(const Version& v) { return StrCat(v.hlc.wall_us); }
 
 Version FromProto(const pb::StoreVersion& v) {
   return Version{Hlc{v.wall_us(), v.logical()}, v.writer()};
 }
 
-void ToProto(const StoreRecord& r, pb::StoreRecordProto* out) {
-  out->set_key(r.key);
-  out->set_value(r.value);
-  out->set_deleted(r.deleted);
-  ToProto(r.version, out->mutable_version());
-}
-
 StoreRecord FromProto(const pb::StoreRecordProto& r) {
   return StoreRecord{r.key(), r.value(), r.deleted(), FromProto(r.version())};
-}
-
-pb::ReplicateRequest ToProto(const std::string& from, const StoreMessage& m) {
-  pb::ReplicateRequest out;
-  out.set_from(from);
-  out.set_type(static_cast<pb::ReplicateRequest::Type>(m.type));
-  for (const StoreRecord& r : m.records) ToProto(r, out.add_records());
-  for (const auto& [k, v] : m.versions) {
-    pb::KeyVersion* kv = out.add_versions();
-    kv->set_key(k);
-    ToProto(v, kv->mutable_version());
-  }
-  for (const std::string& k : m.keys) out.add_keys(k);
-  return out;
-}
-
-StoreMessage FromProto(const pb::ReplicateRequest& m) {
-  StoreMessage out;
-  out.type = static_cast<StoreMessage::Type>(m.type());
-  for (const auto& r : m.records()) out.records.push_back(FromProto(r));
-  for (const auto& kv : m.versions()) out.versions.emplace_back(kv.key(), FromProto(kv.version()));
-  for (const auto& k : m.keys()) out.keys.push_back(k);
-  return out;
 }
 
 // Error messages quote what the caller sent (a spec or node name); a long one would push the
@@ -225,20 +185,19 @@ absl::Status ValidateReplicated(const pb::ReplicateRequest& m, absl::Time now) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<SchedulerService>> SchedulerService::Open(
-    SchedulerServiceOptions options, SchedulerEnv env) {
+// The records of the leaderless store a node kept before the Raft log, if any (read once).
+absl::StatusOr<std::vector<StoreRecord>> ReadLegacyStore(const std::string& path) {
+  std::vector<StoreRecord> records;
+  if (!std::filesystem::exists(path)) return records;
   rocksdb::Options db_options;
-  db_options.create_if_missing = true;
   db_options.max_open_files = 64;
-  const std::string path = StrCat(options.data_dir, "/scheduler-store");
   rocksdb::DB* raw = nullptr;
-  rocksdb::Status s = rocksdb::DB::Open(db_options, path, &raw);
+  rocksdb::Status s = rocksdb::DB::OpenForReadOnly(db_options, path, &raw);
   if (!s.ok()) {
-    return absl::UnavailableError(
-        StrCat("spec store ", path, ": ", s.ToString(), " (node.data_dir sets the folder)"));
+    return absl::UnavailableError(StrCat("spec store ", path, " (before the Raft log): ",
+                                         s.ToString(), "; move it away to start without it"));
   }
   std::unique_ptr<rocksdb::DB> db(raw);
-  std::vector<StoreRecord> records;
   std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     pb::StoreRecordProto r;
@@ -246,26 +205,44 @@ absl::StatusOr<std::unique_ptr<SchedulerService>> SchedulerService::Open(
       return absl::DataLossError(
           StrCat("spec store ", path, ": record ", it->key().ToString(), " does not parse"));
     }
-    records.push_back(FromProto(r));
+    StoreRecord record = FromProto(r);
+    if (!record.deleted) records.push_back(std::move(record));
   }
   if (!it->status().ok()) {
     return absl::DataLossError(StrCat("spec store ", path, ": ", it->status().ToString()));
   }
-  it.reset();
-  auto service = std::unique_ptr<SchedulerService>(
-      new SchedulerService(std::move(options), std::move(env), std::move(db)));
-  service->store_.Restore(records);
+  return records;
+}
+
+absl::StatusOr<std::unique_ptr<SchedulerService>> SchedulerService::Open(
+    SchedulerServiceOptions options, SchedulerEnv env) {
+  const std::string path = StrCat(options.data_dir, "/raft");
+  auto storage = consensus::RocksLogStorage::Open(path);
+  if (!storage.ok()) return storage.status();
+  std::vector<StoreRecord> legacy;
+  if ((*storage)->Empty()) {
+    auto old = ReadLegacyStore(StrCat(options.data_dir, "/scheduler-store"));
+    if (!old.ok()) return old.status();
+    legacy = std::move(*old);
+  }
+  auto service = std::unique_ptr<SchedulerService>(new SchedulerService(
+      std::move(options), std::move(env), std::move(*storage), std::move(legacy)));
+  if (absl::Status s = service->store_->Open(absl::Now()); !s.ok()) return s;
   EXA_LOG_INFO("scheduler", "spec store opened",
-               {{"path", path}, {"records", static_cast<int64_t>(records.size())}});
+               {{"path", path},
+                {"raft_started", service->store_->started()},
+                {"records_to_import", static_cast<int64_t>(service->legacy_.size())}});
   return service;
 }
 
 SchedulerService::SchedulerService(SchedulerServiceOptions options, SchedulerEnv env,
-                                   std::unique_ptr<rocksdb::DB> db)
+                                   std::unique_ptr<consensus::RocksLogStorage> storage,
+                                   std::vector<StoreRecord> legacy)
     : options_(std::move(options)),
       env_(std::move(env)),
-      db_(std::move(db)),
-      store_(options_.node_id, options_.store),
+      storage_(std::move(storage)),
+      store_(std::make_unique<RaftSpecStore>(options_.node_id, storage_.get(), options_.store)),
+      legacy_(std::move(legacy)),
       catalog_(ModelCatalog::WithPresets()) {
   if (metrics::Registry* r = env_.registry) {
     desired_gauge_ =
@@ -303,8 +280,6 @@ void SchedulerService::Start() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = false;
-    // What this node holds may be stale (it was not a scheduler for a while): repair first.
-    synced_at_ = absl::InfiniteFuture();
   }
   running_ = true;
   thread_ = std::thread([this] { Run(); });
@@ -321,6 +296,7 @@ void SchedulerService::Stop() {
   if (thread_.joinable()) thread_.join();
   // Calls still waiting for acknowledgements end now rather than hang.
   std::vector<std::shared_ptr<WriteWaiter>> waiting;
+  std::vector<grpc::ServerUnaryReactor*> stopped_reads;
   {
     std::lock_guard<std::mutex> lock(mu_);
     std::set<WriteWaiter*> seen;
@@ -328,6 +304,8 @@ void SchedulerService::Stop() {
       if (seen.insert(w.get()).second) waiting.push_back(w);
     }
     waiters_.clear();
+    for (auto& [id, r] : readers_) stopped_reads.push_back(r.reactor);
+    readers_.clear();
     // A stopped scheduler exports no deployment figures: the replica alert takes the max over
     // schedulers, and a stale "all ready" here would hide a shortfall the others see.
     if (desired_gauge_) {
@@ -344,6 +322,8 @@ void SchedulerService::Stop() {
   for (auto& w : waiting) {
     w->reactor->Finish(grpc::Status(grpc::UNAVAILABLE, "the scheduler is stopping"));
   }
+  for (auto* r : stopped_reads)
+    r->Finish(grpc::Status(grpc::UNAVAILABLE, "the scheduler is stopping"));
   // Outstanding RPCs hold `this` in their callbacks.
   for (int i = 0; i < 500 && actions_in_flight_.load() > 0; ++i)
     absl::SleepFor(absl::Milliseconds(10));
@@ -385,62 +365,55 @@ grpc::Status SchedulerService::Authorize(grpc::CallbackServerContext* context,
 }
 
 void SchedulerService::FlushLocked(std::unique_lock<std::mutex>& lock) {
-  std::vector<StoreRecord> persist = store_.TakePersist();
-  bool persisted = true;
-  if (!persist.empty()) {
-    rocksdb::WriteBatch batch;
-    for (const StoreRecord& r : persist) {
-      pb::StoreRecordProto p;
-      ToProto(r, &p);
-      batch.Put(r.key, p.SerializeAsString());
-    }
-    rocksdb::WriteOptions wo;
-    wo.sync = true;  // acknowledged means on disk (docs/architecture.md#consistency)
-    rocksdb::Status s = db_->Write(wo, &batch);
-    if (!s.ok()) {
-      persisted = false;
-      EXA_LOG_ERROR("scheduler", "spec store write failed: nothing of this step is acknowledged",
-                    {{"error", s.ToString()}, {"records", static_cast<int64_t>(persist.size())}});
-    }
-  }
-  std::vector<uint64_t> acked = store_.TakeAcknowledged();
-  std::vector<uint64_t> failed = store_.TakeFailed();
-  std::vector<OutStoreMessage> out = store_.TakeMessages();
-  if (!persisted) {
-    // Peers must not count this node as holding what it could not write; the writes fail.
-    out.clear();
-    for (uint64_t id : acked) failed.push_back(id);
-    acked.clear();
-  }
+  std::vector<WriteOutcome> outcomes = store_->TakeOutcomes();
+  std::vector<StoreFrame> frames = store_->TakeFrames();
   std::vector<std::pair<std::shared_ptr<WriteWaiter>, grpc::Status>> done;
-  auto settle = [&](uint64_t id, bool ok) {
-    auto it = waiters_.find(id);
-    if (it == waiters_.end()) return;
+  std::vector<std::pair<grpc::ServerUnaryReactor*, grpc::Status>> reads;
+  for (const WriteOutcome& o : outcomes) {
+    if (auto r = readers_.find(o.id); r != readers_.end()) {
+      reads.emplace_back(r->second.reactor,
+                         o.ok ? r->second.answer() : grpc::Status(grpc::UNAVAILABLE, o.error));
+      readers_.erase(r);
+      continue;
+    }
+    auto it = waiters_.find(o.id);
+    if (it == waiters_.end()) continue;
     std::shared_ptr<WriteWaiter> w = it->second;
     waiters_.erase(it);
-    w->ids.erase(id);
-    if (!ok && w->failure.empty()) {
-      w->failure = "a majority of the scheduler nodes did not persist the write in time";
-    }
-    if (!w->ids.empty()) return;
+    w->ids.erase(o.id);
+    if (!o.ok && w->failure.empty()) w->failure = o.error;
+    if (!w->ids.empty()) continue;
     done.emplace_back(
         w, w->failure.empty() ? grpc::Status::OK : grpc::Status(grpc::UNAVAILABLE, w->failure));
-  };
-  for (uint64_t id : acked) settle(id, true);
-  for (uint64_t id : failed) settle(id, false);
+  }
   lock.unlock();
-  Send(std::move(out));
+  Send(std::move(frames));
   for (auto& [w, status] : done) w->reactor->Finish(status);
+  for (auto& [reactor, status] : reads) reactor->Finish(Clamped(status));
   lock.lock();
 }
 
-void SchedulerService::Send(std::vector<OutStoreMessage> messages) {
-  if (messages.empty()) return;
+grpc::ServerUnaryReactor* SchedulerService::ReadThen(grpc::CallbackServerContext* context,
+                                                     std::function<grpc::Status()> answer) {
+  std::unique_lock<std::mutex> lock(mu_);
+  std::optional<uint64_t> id = store_->Read(absl::Now());
+  if (!id) {
+    lock.unlock();
+    return Finish(context, grpc::Status(grpc::RESOURCE_EXHAUSTED, "too many reads in flight"));
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  readers_[*id] = {reactor, std::move(answer)};
+  FlushLocked(lock);
+  return reactor;
+}
+
+void SchedulerService::Send(std::vector<StoreFrame> frames) {
+  if (frames.empty()) return;
   std::map<std::string, std::string> addresses;
   for (const membership::Member& m : env_.members()) addresses[m.id] = MemberGrpcAddress(m);
-  for (OutStoreMessage& m : messages) {
+  for (StoreFrame& m : frames) {
     auto a = addresses.find(m.to);
-    if (a == addresses.end() || a->second.empty()) continue;  // retried by the store
+    if (a == addresses.end() || a->second.empty()) continue;  // Raft sends again
     struct Call {
       grpc::ClientContext context;
       pb::ReplicateRequest request;
@@ -448,7 +421,9 @@ void SchedulerService::Send(std::vector<OutStoreMessage> messages) {
       std::shared_ptr<grpc::Channel> channel;
     };
     auto call = std::make_shared<Call>();
-    call->request = ToProto(options_.node_id, m.message);
+    call->request.set_from(options_.node_id);
+    call->request.set_type(pb::ReplicateRequest::RAFT);
+    call->request.set_frame(std::move(m.bytes));
     call->context.set_deadline(std::chrono::system_clock::now() +
                                absl::ToChronoNanoseconds(options_.rpc_timeout));
     if (!options_.node_token.empty()) {
@@ -469,10 +444,9 @@ void SchedulerService::WriteLocked(
   waiter->reactor = reactor;
   absl::Time now = absl::Now();
   for (const auto& [key, value] : writes) {
-    std::optional<uint64_t> id = value ? store_.Put(now, key, *value) : store_.Delete(now, key);
+    std::optional<uint64_t> id = value ? store_->Put(now, key, *value) : store_->Delete(now, key);
     if (!id) {
-      waiter->failure = StrCat("the spec store refused ", key,
-                               " (full, value over its size limit, or too many writes in flight)");
+      waiter->failure = StrCat("the spec store refused ", key, " (too many writes in flight)");
       continue;
     }
     waiter->ids.insert(*id);
@@ -542,7 +516,7 @@ const SchedulerService::CachedSpec& SchedulerService::SpecLocked(const StoreReco
 
 std::map<std::string, SchedulerService::NodeOps> SchedulerService::NodeOpsLocked() const {
   std::map<std::string, NodeOps> out;
-  for (const StoreRecord& r : store_.Live()) {
+  for (const StoreRecord& r : store_->Live()) {
     if (r.key.rfind(kNodePrefix, 0) != 0) continue;
     json j = json::parse(r.value, nullptr, false);
     if (!j.is_object()) continue;
@@ -602,26 +576,16 @@ void SchedulerService::Run() {
     lock.lock();
     absl::Time now = absl::Now();
     MergeView(now, members, nodes_);
-    // Schedulers remembered dead still count toward the majority (a scheduler cut off with a
-    // minority must not acknowledge writes alone).
-    std::vector<std::string> store_members = live_schedulers;
+    // Dead schedulers leave the Raft configuration (the leader removes them, one at a time).
+    std::vector<std::string> dead_schedulers;
     for (const auto& [id, st] : nodes_) {
       if (st.liveness == NodeLiveness::kDead && st.inventory.roles.Has(cluster::Role::kScheduler)) {
-        store_members.push_back(id);
+        dead_schedulers.push_back(id);
       }
     }
-    store_.SetMembers(now, store_members);
-    if (synced_at_ == absl::InfiniteFuture() &&
-        live_schedulers.size() >= store_members.size() / 2 + 1) {
-      // A majority is in view and the digests of the member change are out: give the answers
-      // (records newer than this node's, persisted elsewhere while it was down) time to land
-      // before this node may act on what it holds.
-      synced_at_ = now + kSyncGrace;
-      EXA_LOG_INFO("scheduler", "spec store: a majority of schedulers in view; repairing",
-                   {{"schedulers", static_cast<int64_t>(store_members.size())},
-                    {"live", static_cast<int64_t>(live_schedulers.size())}});
-    }
-    store_.Tick(now);
+    store_->SetMembers(now, live_schedulers, dead_schedulers);
+    ImportLegacyLocked(now);
+    store_->Tick(now);
     FlushLocked(lock);
     if (now >= next_reconcile && actions_in_flight_.load() == 0) {
       lock.unlock();
@@ -629,15 +593,25 @@ void SchedulerService::Run() {
       lock.lock();
       next_reconcile = absl::Now() + options_.reconcile_interval;
     }
-    wake_.wait_for(lock, absl::ToChronoNanoseconds(options_.tick), [this] { return stopping_; });
+    // Raft's timers (100 ms heartbeats) want ticks more often than the control loop needs.
+    wake_.wait_for(lock, absl::ToChronoNanoseconds(std::min(options_.tick, absl::Milliseconds(50))),
+                   [this] { return stopping_; });
   }
+}
+
+void SchedulerService::ImportLegacyLocked(absl::Time now) {
+  if (legacy_.empty() || !store_->ReadyToLead()) return;
+  for (const StoreRecord& r : legacy_) store_->Put(now, r.key, r.value, /*expected_version=*/0);
+  EXA_LOG_INFO("scheduler", "spec store: imported the records kept before the Raft log",
+               {{"records", static_cast<int64_t>(legacy_.size())}});
+  legacy_.clear();
 }
 
 void SchedulerService::LearnModels() {
   std::vector<InferenceReplicaSpec> unknown;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const StoreRecord& r : store_.Live()) {
+    for (const StoreRecord& r : store_->Live()) {
       if (r.key.rfind(kSpecPrefix, 0) != 0) continue;
       auto specs = ParseSpecs(r.value, r.key);
       if (specs.ok() && specs->size() == 1 && !catalog_.Find(specs->front().model).ok()) {
@@ -673,10 +647,8 @@ void SchedulerService::ReconcileStep() {
   auto polls = std::make_shared<Polls>();
   std::vector<std::shared_ptr<Poll>> calls;
   std::map<std::string, std::string> addresses;
-  std::set<std::string> live_schedulers;
   for (const membership::Member& m : members) {
     if (!Live(m)) continue;
-    if (env_.is_scheduler(m)) live_schedulers.insert(m.id);
     std::string address = MemberGrpcAddress(m);
     if (address.empty() || m.metadata.gpus.count == 0) continue;
     addresses[m.id] = address;
@@ -707,7 +679,7 @@ void SchedulerService::ReconcileStep() {
   MergeView(now, members, nodes_);
   // The specs in the store that parse and plan.
   std::map<std::string, const DesiredDeployment*> specs;  // spec name → spec
-  for (const StoreRecord& r : store_.Live()) {
+  for (const StoreRecord& r : store_->Live()) {
     if (r.key.rfind(kSpecPrefix, 0) != 0) continue;
     const CachedSpec& c = SpecLocked(r);
     const std::string name = r.key.substr(kSpecPrefix.size());
@@ -807,25 +779,17 @@ void SchedulerService::ReconcileStep() {
     leaks_.ForgetMissing(StrCat(poll->node, "/"), leak_seen);
   }
   std::map<std::string, NodeOps> ops = NodeOpsLocked();
-  std::vector<SchedulerCandidate> candidates;
-  for (auto& [id, st] : nodes_) {
-    if (live_schedulers.count(id)) {
-      candidates.push_back({id, true});
-    } else if (st.liveness == NodeLiveness::kDead &&
-               st.inventory.roles.Has(cluster::Role::kScheduler)) {
-      candidates.push_back({id, false});
-    }
-  }
-  std::optional<std::string> chosen = ChooseReconciler(candidates);
-  if (chosen.value_or("") != reconciler_) {
+  // The Raft leader reconciles, once it has applied a barrier of its term: its state then holds
+  // every write acknowledged before. A scheduler cut off with a minority leads nothing.
+  const std::string leader = store_->Leader();
+  if (leader != reconciler_) {
     EXA_LOG_INFO("scheduler", "reconciler",
-                 {{"node", chosen.value_or("none (no live majority of schedulers)")},
-                  {"this_node", options_.node_id}});
-    reconciler_ = chosen.value_or("");
+                 {{"node", leader.empty() ? "none (no Raft leader in view)" : leader},
+                  {"this_node", options_.node_id},
+                  {"term", static_cast<int64_t>(store_->Term())}});
+    reconciler_ = leader;
   }
-  // A (re)started scheduler acts only once its store has been repaired from its peers: it may
-  // hold specs older than the cluster's.
-  const bool acting = reconciler_ == options_.node_id && now >= synced_at_;
+  const bool acting = store_->ReadyToLead();
 
   // Desired state: one track per version of each spec, sized by its rollout (rollout.h). Only
   // the reconciler advances a rollout and stores it; the others follow the stored state.
@@ -846,8 +810,8 @@ void SchedulerService::ReconcileStep() {
         if (rollbacks_) rollbacks_->WithLabels({name}).Increment();
       }
       const std::string json = RolloutStateToJson(step.state);
-      const StoreRecord* stored = store_.Get(StrCat(kRolloutPrefix, name));
-      if (!stored || stored->value != json) store_.Put(now, StrCat(kRolloutPrefix, name), json);
+      const StoreRecord* stored = store_->Get(StrCat(kRolloutPrefix, name));
+      if (!stored || stored->value != json) store_->Put(now, StrCat(kRolloutPrefix, name), json);
     }
     for (const auto& [version, count] : step.tracks) {
       DesiredDeployment track = *d;
@@ -901,7 +865,7 @@ void SchedulerService::ReconcileStep() {
     sums[name].desired = d->spec.replicas;
   }
   for (auto it = status_.begin(); it != status_.end();) {
-    if (sums.count(it->first) || store_.Get(StrCat(kSpecPrefix, it->first))) {
+    if (sums.count(it->first) || store_->Get(StrCat(kSpecPrefix, it->first))) {
       ++it;
       continue;
     }
@@ -963,7 +927,7 @@ void SchedulerService::ReconcileStep() {
 std::vector<cluster::LabelRule> SchedulerService::LabelRulesLocked(
     const std::optional<std::pair<std::string, cluster::LabelRule>>& pending) const {
   std::map<std::string, cluster::LabelRule> by_key;  // ordered by selector
-  for (const StoreRecord& r : store_.Live()) {
+  for (const StoreRecord& r : store_->Live()) {
     if (r.key.rfind(kLabelRulePrefix, 0) != 0) continue;
     std::optional<cluster::LabelRule> rule = LabelRuleFromJson(r.value);
     if (rule) by_key.emplace(r.key, std::move(*rule));
@@ -975,7 +939,7 @@ std::vector<cluster::LabelRule> SchedulerService::LabelRulesLocked(
 }
 
 RolloutState SchedulerService::RolloutStateLocked(const std::string& name) const {
-  const StoreRecord* r = store_.Get(StrCat(kRolloutPrefix, name));
+  const StoreRecord* r = store_->Get(StrCat(kRolloutPrefix, name));
   if (!r) return RolloutState{};
   absl::StatusOr<RolloutState> s = RolloutStateFromJson(r->value);
   if (!s.ok()) {
@@ -988,7 +952,7 @@ RolloutState SchedulerService::RolloutStateLocked(const std::string& name) const
 
 RolloutState SchedulerService::ApplyCommandsLocked(absl::Time now, const InferenceReplicaSpec& spec,
                                                    RolloutState state) {
-  const StoreRecord* r = store_.Get(StrCat(kRolloutCommandPrefix, spec.name));
+  const StoreRecord* r = store_->Get(StrCat(kRolloutCommandPrefix, spec.name));
   if (!r) return state;
   json j = json::parse(r->value, nullptr, false);
   if (!j.is_object()) return state;
@@ -1155,7 +1119,7 @@ grpc::ServerUnaryReactor* SchedulerService::Apply(grpc::CallbackServerContext* c
     const std::string yaml = SpecToYaml(spec);
     pb::SpecChange* change = response->add_changes();
     change->set_name(spec.name);
-    const StoreRecord* old = store_.Get(key);
+    const StoreRecord* old = store_->Get(key);
     const RolloutState rollout = RolloutStateLocked(spec.name);
     const bool rolling =
         rollout.phase == RolloutPhase::kProgressing || rollout.phase == RolloutPhase::kObserving;
@@ -1197,48 +1161,50 @@ grpc::ServerUnaryReactor* SchedulerService::GetSpecs(grpc::CallbackServerContext
                                                      const pb::GetSpecsRequest* request,
                                                      pb::GetSpecsResponse* response) {
   if (grpc::Status s = CheckRunning(); !s.ok()) return Finish(context, s);
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const StoreRecord& r : store_.Live()) {
-    if (r.key.rfind(kSpecPrefix, 0) != 0) continue;
-    std::string name = r.key.substr(kSpecPrefix.size());
-    if (!request->name().empty() && name != request->name()) continue;
-    pb::StoredSpec* s = response->add_specs();
-    s->set_name(name);
-    s->set_yaml(r.value);
-    s->set_version(VersionString(r.version));
-  }
-  if (!request->name().empty() && response->specs().empty()) {
-    return Finish(context,
-                  grpc::Status(grpc::NOT_FOUND, StrCat("no spec named ", request->name())));
-  }
-  return Finish(context, grpc::Status::OK);
+  return ReadThen(context, [this, request, response]() {
+    for (const StoreRecord& r : store_->Live()) {
+      if (r.key.rfind(kSpecPrefix, 0) != 0) continue;
+      std::string name = r.key.substr(kSpecPrefix.size());
+      if (!request->name().empty() && name != request->name()) continue;
+      pb::StoredSpec* s = response->add_specs();
+      s->set_name(name);
+      s->set_yaml(r.value);
+      s->set_version(VersionString(r.version));
+    }
+    if (!request->name().empty() && response->specs().empty()) {
+      return grpc::Status(grpc::NOT_FOUND, StrCat("no spec named ", request->name()));
+    }
+    return grpc::Status::OK;
+  });
 }
 
 grpc::ServerUnaryReactor* SchedulerService::Describe(grpc::CallbackServerContext* context,
                                                      const pb::DescribeRequest* request,
                                                      pb::DescribeResponse* response) {
   if (grpc::Status s = CheckRunning(); !s.ok()) return Finish(context, s);
-  std::lock_guard<std::mutex> lock(mu_);
-  const StoreRecord* r = store_.Get(StrCat(kSpecPrefix, request->name()));
-  if (!r) {
-    return Finish(context,
-                  grpc::Status(grpc::NOT_FOUND, StrCat("no spec named ", request->name())));
-  }
+  return ReadThen(context,
+                  [this, request, response]() { return DescribeLocked(*request, response); });
+}
+
+grpc::Status SchedulerService::DescribeLocked(const pb::DescribeRequest& request,
+                                              pb::DescribeResponse* response) {
+  const StoreRecord* r = store_->Get(StrCat(kSpecPrefix, request.name()));
+  if (!r) return grpc::Status(grpc::NOT_FOUND, StrCat("no spec named ", request.name()));
   json out;
-  out["name"] = request->name();
+  out["name"] = request.name();
   out["version"] = VersionString(r->version);
   out["reconciler"] = reconciler_;
   out["described_by"] = options_.node_id;
   int stopping = 0;  // draining after a stop, listed apart: they no longer count
-  json replicas = json::parse(DescribeReplicasJson(nodes_, request->name(), &stopping));
+  json replicas = json::parse(DescribeReplicasJson(nodes_, request.name(), &stopping));
   json status = json::object();
-  auto st = status_.find(request->name());
+  auto st = status_.find(request.name());
   if (st != status_.end()) status = json::parse(DescribeStatusJson(st->second, stopping));
   out["status"] = status;
   out["replicas"] = replicas;
-  out["rollout"] = json::parse(RolloutStateToJson(RolloutStateLocked(request->name())));
+  out["rollout"] = json::parse(RolloutStateToJson(RolloutStateLocked(request.name())));
   json events = json::array();
-  auto ev = events_.find(request->name());
+  auto ev = events_.find(request.name());
   if (ev != events_.end()) {
     for (const Event& e : ev->second) {
       events.push_back({{"time", absl::FormatTime(absl::RFC3339_sec, e.time, absl::UTCTimeZone())},
@@ -1247,7 +1213,7 @@ grpc::ServerUnaryReactor* SchedulerService::Describe(grpc::CallbackServerContext
   }
   out["events"] = events;
   response->set_json(out.dump());
-  return Finish(context, grpc::Status::OK);
+  return grpc::Status::OK;
 }
 
 grpc::ServerUnaryReactor* SchedulerService::DeleteSpec(grpc::CallbackServerContext* context,
@@ -1257,7 +1223,7 @@ grpc::ServerUnaryReactor* SchedulerService::DeleteSpec(grpc::CallbackServerConte
   if (auto s = Authorize(context, "Scheduler.DeleteSpec"); !s.ok()) return Finish(context, s);
   std::unique_lock<std::mutex> lock(mu_);
   const std::string key = StrCat(kSpecPrefix, request->name());
-  if (!store_.Get(key)) {
+  if (!store_->Get(key)) {
     return Finish(context,
                   grpc::Status(grpc::NOT_FOUND, StrCat("no spec named ", request->name())));
   }
@@ -1266,7 +1232,7 @@ grpc::ServerUnaryReactor* SchedulerService::DeleteSpec(grpc::CallbackServerConte
   std::vector<std::pair<std::string, std::optional<std::string>>> writes = {{key, std::nullopt}};
   for (std::string_view prefix : {kRolloutPrefix, kRolloutCommandPrefix}) {
     std::string k = StrCat(prefix, request->name());
-    if (store_.Get(k)) writes.emplace_back(k, std::nullopt);
+    if (store_->Get(k)) writes.emplace_back(k, std::nullopt);
   }
   WriteLocked(writes, reactor, lock);
   return reactor;
@@ -1386,7 +1352,7 @@ grpc::ServerUnaryReactor* SchedulerService::Rollout(grpc::CallbackServerContext*
     if (!command.ok()) return Finish(context, net::StatusToGrpc(command.status()));
   }
   std::unique_lock<std::mutex> lock(mu_);
-  const StoreRecord* r = store_.Get(StrCat(kSpecPrefix, request->name()));
+  const StoreRecord* r = store_->Get(StrCat(kSpecPrefix, request->name()));
   if (!r) {
     return Finish(context,
                   grpc::Status(grpc::NOT_FOUND, StrCat("no spec named ", request->name())));
@@ -1445,7 +1411,7 @@ grpc::ServerUnaryReactor* SchedulerService::Routes(grpc::CallbackServerContext* 
   if (grpc::Status s = CheckRunning(); !s.ok()) return Finish(context, s);
   auto list = [&](const std::vector<std::pair<std::string, std::optional<std::string>>>& pending) {
     std::map<std::string, std::string> routes;  // header → JSON
-    for (const StoreRecord& r : store_.Live()) {
+    for (const StoreRecord& r : store_->Live()) {
       if (r.key.rfind(kRoutePrefix, 0) == 0) routes[r.key.substr(kRoutePrefix.size())] = r.value;
     }
     for (const auto& [key, value] : pending) {
@@ -1498,15 +1464,15 @@ grpc::ServerUnaryReactor* SchedulerService::Routes(grpc::CallbackServerContext* 
   std::vector<std::pair<std::string, std::optional<std::string>>> writes;
   if (request->op() == pb::RoutesRequest::OP_SET) {
     size_t stored = 0;
-    for (const StoreRecord& r : store_.Live()) stored += r.key.rfind(kRoutePrefix, 0) == 0;
-    if (!store_.Get(key) && stored >= kMaxRoutes) {
+    for (const StoreRecord& r : store_->Live()) stored += r.key.rfind(kRoutePrefix, 0) == 0;
+    if (!store_->Get(key) && stored >= kMaxRoutes) {
       return Finish(context, grpc::Status(grpc::RESOURCE_EXHAUSTED,
                                           StrCat("at most ", kMaxRoutes, " routes; remove one")));
     }
     writes.emplace_back(key,
                         json{{"label", route.label()}, {"default", route.default_value()}}.dump());
   } else {
-    if (!store_.Get(key)) {
+    if (!store_->Get(key)) {
       return Finish(context,
                     grpc::Status(grpc::NOT_FOUND, StrCat("no route for header ", route.header())));
     }
@@ -1544,13 +1510,13 @@ grpc::ServerUnaryReactor* SchedulerService::LabelRules(grpc::CallbackServerConte
   std::unique_lock<std::mutex> lock(mu_);
   const std::string key = StrCat(kLabelRulePrefix, json(update.selector).dump());
   cluster::LabelRule merged = update;
-  if (const StoreRecord* stored = store_.Get(key)) {
+  if (const StoreRecord* stored = store_->Get(key)) {
     if (std::optional<cluster::LabelRule> old = LabelRuleFromJson(stored->value)) {
       merged = cluster::MergeRule(std::move(*old), update);
     }
   } else {
     size_t rules_stored = 0;
-    for (const StoreRecord& r : store_.Live()) {
+    for (const StoreRecord& r : store_->Live()) {
       rules_stored += r.key.rfind(kLabelRulePrefix, 0) == 0;
     }
     if (rules_stored >= kMaxLabelRules) {
@@ -1575,9 +1541,14 @@ grpc::ServerUnaryReactor* SchedulerService::Replicate(grpc::CallbackServerContex
                                                       pb::ReplicateResponse*) {
   if (grpc::Status s = CheckRunning(); !s.ok()) return Finish(context, s);
   if (auto s = Authorize(context, "Scheduler.Replicate"); !s.ok()) return Finish(context, s);
-  if (request->from().empty() || request->type() < pb::ReplicateRequest::PUT ||
-      request->type() > pb::ReplicateRequest::PULL) {
-    return Finish(context, grpc::Status(grpc::INVALID_ARGUMENT, "from and type are required"));
+  if (request->from().empty() || request->from().size() > 255) {
+    return Finish(context, grpc::Status(grpc::INVALID_ARGUMENT, "from: 1 to 255 bytes, required"));
+  }
+  if (request->type() != pb::ReplicateRequest::RAFT) {
+    return Finish(context,
+                  grpc::Status(grpc::FAILED_PRECONDITION,
+                               "type: this scheduler keeps its specs in a Raft log and "
+                               "takes RAFT frames only (the sender runs an older version)"));
   }
   const absl::Time now = absl::Now();
   if (absl::Status s = ValidateReplicated(*request, now); !s.ok()) {
@@ -1586,7 +1557,12 @@ grpc::ServerUnaryReactor* SchedulerService::Replicate(grpc::CallbackServerContex
     return Finish(context, net::StatusToGrpc(s));
   }
   std::unique_lock<std::mutex> lock(mu_);
-  store_.Handle(now, request->from(), FromProto(*request));
+  if (absl::Status s = store_->Handle(now, request->from(), request->frame()); !s.ok()) {
+    EXA_LOG_WARN("scheduler", "spec store frame refused",
+                 {{"from", request->from().substr(0, 80)}, {"error", std::string(s.message())}});
+    lock.unlock();
+    return Finish(context, net::StatusToGrpc(s));
+  }
   FlushLocked(lock);
   return Finish(context, grpc::Status::OK);
 }

@@ -1,16 +1,16 @@
 // The scheduler role as a service (docs/architecture.md#flows control plane,
 // docs/architecture.md#consistency): the adapter around the sans-IO cores. It owns
-//   - the spec store: ReplicatedStore (replicated_store.h) persisted in RocksDB under
-//     <data_dir>/scheduler-store, every record written with sync=true before the messages and
-//     acknowledgements of the same step leave; restored at start;
+//   - the spec store: RaftSpecStore (raft_spec_store.h), its Raft log in RocksDB under
+//     <data_dir>/raft; a node that kept the older leaderless store under
+//     <data_dir>/scheduler-store imports its records once it leads;
 //   - exaserve.v1.Scheduler: Apply / GetSpecs / Describe / DeleteSpec / NodeOp for exaserve-cli,
-//     Replicate between schedulers. Apply answers only once a majority of the scheduler nodes
-//     persisted every changed spec;
+//     Replicate between schedulers (the store's frames). Apply answers once every changed record
+//     is committed in the Raft log and applied on this node;
 //   - the control loop, on its own thread: every `tick` it feeds the store the scheduler set from
 //     membership and flushes it; every `reconcile_interval` it asks every node that offers devices
 //     for its replicas (Node.ListReplicas, in parallel, bounded by `rpc_timeout`), merges the
-//     answers with the membership view and node operations, runs Reconcile and — when this node is
-//     the lowest-id live scheduler (ChooseReconciler) — carries out its actions through
+//     answers with the membership view and node operations, runs Reconcile and — when this node
+//     leads the Raft log and has applied a barrier of its term — carries out its actions through
 //     Node.StartReplica / StopReplica / StageModel. Every scheduler computes the status, so
 //     Describe answers anywhere; only one acts. A new step waits for the previous step's actions to
 //     finish.
@@ -42,6 +42,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "cluster/label_rule.h"
+#include "consensus/rocks_log_storage.h"
 #include "exaserve/v1/node.pb.h"
 #include "exaserve/v1/scheduler.grpc.pb.h"
 #include "membership/member.h"
@@ -49,13 +50,9 @@
 #include "net/admin_auth.h"
 #include "scheduler/leak_detector.h"
 #include "scheduler/memory_planner.h"
+#include "scheduler/raft_spec_store.h"
 #include "scheduler/reconciler.h"
-#include "scheduler/replicated_store.h"
 #include "scheduler/rollout.h"
-
-namespace rocksdb {
-class DB;
-}
 
 namespace exa::scheduler {
 
@@ -67,7 +64,7 @@ struct SchedulerServiceOptions {
   absl::Duration rpc_timeout = absl::Seconds(2);
   // "Bearer" token presented to node agents and peer schedulers; empty: none.
   std::string node_token;
-  StoreConfig store;
+  RaftStoreConfig store;
   PlacementOptions placement;
   size_t max_events = 50;  // kept per deployment for Describe
   LeakOptions leaks;       // leak detection over the memory the nodes report
@@ -144,7 +141,8 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
 
  private:
   SchedulerService(SchedulerServiceOptions options, SchedulerEnv env,
-                   std::unique_ptr<rocksdb::DB> db);
+                   std::unique_ptr<consensus::RocksLogStorage> storage,
+                   std::vector<StoreRecord> legacy);
 
   // A client call that finishes when a set of store writes is acknowledged (or one failed).
   struct WriteWaiter {
@@ -169,7 +167,15 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   void Run();
   // Persists, sends and settles what the store produced. Needs mu_.
   void FlushLocked(std::unique_lock<std::mutex>& lock);
-  void Send(std::vector<OutStoreMessage> messages);
+  void Send(std::vector<StoreFrame> frames);
+  // Answers with `answer()` (run under mu_) once this node's store reflects every write
+  // acknowledged before the call (a Raft read index: RaftSpecStore::Read); UNAVAILABLE when no
+  // read index comes in time.
+  grpc::ServerUnaryReactor* ReadThen(grpc::CallbackServerContext* context,
+                                     std::function<grpc::Status()> answer);
+  // Writes the records of the store this node kept before the Raft log (imported once, by the
+  // first leader that holds them; a key already present is left as it is). Needs mu_.
+  void ImportLegacyLocked(absl::Time now);
   // Starts writes for `writes` (key → value; nullopt deletes) and finishes `reactor` once every
   // one is acknowledged. Needs mu_.
   void WriteLocked(const std::vector<std::pair<std::string, std::optional<std::string>>>& writes,
@@ -200,6 +206,9 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
                const std::map<std::string, const DesiredDeployment*>& desired,
                const std::vector<cluster::LabelRule>& rules, const std::vector<Relabel>& relabels);
   void AddEventLocked(const std::string& deployment, std::string message);
+  // Describe's answer from what this node holds. Needs mu_.
+  grpc::Status DescribeLocked(const exaserve::v1::DescribeRequest& request,
+                              exaserve::v1::DescribeResponse* response);
   // Feeds replica `r` of `node` (ready, reporting memory) to leak detection; a newly flagged one
   // gets an event on `deployment` and a warning. Adds its key to `seen`.
   void ObserveMemoryLocked(absl::Time now, const std::string& node, const std::string& deployment,
@@ -219,15 +228,21 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
 
   const SchedulerServiceOptions options_;
   const SchedulerEnv env_;
-  std::unique_ptr<rocksdb::DB> db_;
+  std::unique_ptr<consensus::RocksLogStorage> storage_;  // the Raft log, <data_dir>/raft
 
   std::mutex mu_;
   std::condition_variable wake_;
-  bool stopping_ = false;                                     // guarded by mu_
-  ReplicatedStore store_;                                     // guarded by mu_
+  bool stopping_ = false;                 // guarded by mu_
+  std::unique_ptr<RaftSpecStore> store_;  // guarded by mu_
+  std::vector<StoreRecord> legacy_;       // the pre-Raft store's records, until imported; mu_
   std::map<uint64_t, std::shared_ptr<WriteWaiter>> waiters_;  // write id → waiter; mu_
-  std::map<std::string, CachedSpec> specs_;                   // store key → parsed; mu_
-  ModelCatalog catalog_;                                      // mu_ (lookups outside it)
+  struct ReadWaiter {
+    grpc::ServerUnaryReactor* reactor = nullptr;
+    std::function<grpc::Status()> answer;
+  };
+  std::map<uint64_t, ReadWaiter> readers_;   // read id → waiter; mu_
+  std::map<std::string, CachedSpec> specs_;  // store key → parsed; mu_
+  ModelCatalog catalog_;                     // mu_ (lookups outside it)
   std::set<std::string> store_models_;       // mu_: catalog entries learned from the weights store
   std::set<std::string> store_versions_;     // mu_: "model@version"s the store was found to have
   std::map<std::string, NodeStatus> nodes_;  // mu_
@@ -235,7 +250,6 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   std::map<std::string, std::deque<Event>> events_;   // mu_
   std::map<std::string, std::string> replica_phase_;  // "node/replica" → phase; mu_
   std::string reconciler_;                            // mu_
-  absl::Time synced_at_ = absl::InfiniteFuture();     // may act from then on (see Run); mu_
   MetricWindow window_{400'000};  // ready replicas' latency samples, by version; mu_
   LeakDetector leaks_;            // ready replicas' memory, keyed node/replica; mu_
   // Pre-staging, all under mu_: what each node reported it can pull and has staged, the

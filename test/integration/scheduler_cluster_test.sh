@@ -2,7 +2,7 @@
 # The scheduler as a service with real processes: 3 schedulers, 3 CPU inference nodes
 # and a storage node (origin + gateway) on loopback. `apply` → replicas placed by the reconciler
 # and ready (pulled from the origin); a request answered through the gateway; kill -9 the
-# reconciling scheduler → another takes over within 15 s with the spec intact; kill -9 an
+# reconciling scheduler (the Raft leader) → another takes over within 15 s with the spec intact; kill -9 an
 # inference node → its replica rebuilt elsewhere only after deadGrace; stop and restart every
 # scheduler → specs still there; a node that missed a `replica label` is relabelled from the
 # stored rule; a write acknowledged to the CLI survives kill -9 of the node
@@ -61,7 +61,7 @@ set -e
   fail "apply to an inference node: exit $rc $(cat "$work/nosched.out")"
 
 tiny_spec 3 2 1 6s >"$work/tiny.yaml"
-# Written to the highest-id scheduler: the reconciler (lowest id) learns it by replication.
+# Written to the highest-id scheduler: forwarded to the Raft leader, which reconciles.
 cli --addr "$(sched 4)" apply -f "$work/tiny.yaml" >"$work/apply.out" || fail "apply: $(cat "$work/apply.out")"
 grep -q "inferencereplica/tiny created" "$work/apply.out" || fail "apply output: $(cat "$work/apply.out")"
 grep -q "^+  replicas: 3" "$work/apply.out" || fail "apply printed no diff: $(cat "$work/apply.out")"
@@ -70,7 +70,11 @@ status_of() { describe "$1" | python3 -c "import json,sys; d=json.load(sys.stdin
 ready_is() { [ "$(status_of "$1" ready)" = "$2" ] && [ "$(status_of "$1" present)" = "$2" ]; }
 wait_for 60 ready_is 3 3 || fail "not 3 ready: $(describe 3) $(grep -h scheduler "$work"/n2.log | tail -5)"
 reconciler=$(describe 3 | python3 -c "import json,sys; print(json.load(sys.stdin)['reconciler'])")
-[ "$reconciler" = sched-2 ] || fail "the reconciler is $reconciler, not the lowest id sched-2"
+case "$reconciler" in sched-2 | sched-3 | sched-4) ;; *) fail "the reconciler is '$reconciler', not a scheduler" ;; esac
+for n in 2 4; do
+  [ "$(describe $n | python3 -c "import json,sys; print(json.load(sys.stdin)['reconciler'])")" = "$reconciler" ] ||
+    fail "sched-$n names another reconciler than $reconciler: $(describe $n)"
+done
 describe 3 | python3 -c "
 import json,sys
 d=json.load(sys.stdin)
@@ -119,26 +123,36 @@ cli --addr "$gw" gateway route --header "bad header!" --target replica-version >
 set -e
 [ $rc -eq 2 ] || fail "a bad header: exit $rc $(cat "$work/badroute.out")"
 
-# kill -9 the reconciler, then scale up through another scheduler: the next one acts.
-kill -9 "${pids[2]}"
+# kill -9 the reconciler (the Raft leader), then scale up through another scheduler: the next
+# leader acts. S and T are the two left.
+V=${reconciler#sched-}
+survivors=()
+for n in 2 3 4; do [ "$n" = "$V" ] || survivors+=("$n"); done
+S=${survivors[0]}
+T=${survivors[1]}
+kill -9 "${pids[$V]}"
 killed_at=$(now)
 sed 's/replicas: 3/replicas: 4/' "$work/tiny.yaml" >"$work/tiny4.yaml"
-wait_for 10 cli --addr "$(sched 3)" apply -f "$work/tiny4.yaml" || fail "apply with one scheduler down"
-takeover() { [ "$(describe 3 | python3 -c "import json,sys; print(json.load(sys.stdin)['reconciler'])")" = sched-3 ] && [ "$(status_of 3 present)" = 4 ]; }
-wait_for 20 takeover || fail "no take-over: $(describe 3)"
+wait_for 10 cli --addr "$(sched $S)" apply -f "$work/tiny4.yaml" || fail "apply with one scheduler down"
+takeover() {
+  local r
+  r=$(describe $S | python3 -c "import json,sys; print(json.load(sys.stdin)['reconciler'])")
+  [ -n "$r" ] && [ "$r" != "$reconciler" ] && [ "$(status_of $S present)" = 4 ]
+}
+wait_for 20 takeover || fail "no take-over: $(describe $S)"
 takeover_s=$(since "$killed_at")
 python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) <= 15 else 1)" "$takeover_s" ||
   fail "take-over took ${takeover_s}s (> 15)"
-cli --addr "$(sched 4)" get -o yaml | grep -q "replicas: 4" || fail "spec not intact on sched-4"
-wait_for 30 ready_is 3 4 || fail "not 4 ready: $(describe 3)"
+cli --addr "$(sched $T)" get -o yaml | grep -q "replicas: 4" || fail "spec not intact on sched-4"
+wait_for 30 ready_is $S 4 || fail "not 4 ready: $(describe $S)"
 
 # kill -9 an inference node: its replica(s) are rebuilt elsewhere, only after death + deadGrace.
-victim_ids=$(describe 3 | python3 -c "import json,sys; print(' '.join(r['id'] for r in json.load(sys.stdin)['replicas'] if r['node']=='infer-7'))")
-[ -n "$victim_ids" ] || fail "no replica on infer-7: $(describe 3)"
+victim_ids=$(describe $S | python3 -c "import json,sys; print(' '.join(r['id'] for r in json.load(sys.stdin)['replicas'] if r['node']=='infer-7'))")
+[ -n "$victim_ids" ] || fail "no replica on infer-7: $(describe $S)"
 kill -9 "${pids[7]}"
 infer_killed=$(now)
 rebuilt() {
-  describe 3 | python3 -c "
+  describe $S | python3 -c "
 import json,sys
 d=json.load(sys.stdin)
 ready=[r for r in d['replicas'] if r['phase']=='ready' and r['node']!='infer-7']
@@ -146,25 +160,31 @@ sys.exit(0 if len(ready)==4 else 1)"
 }
 # Not before the grace: the node must first be declared dead, then 6 s pass.
 sleep 5
-rebuilt && fail "rebuilt within 5 s of the kill (before death + deadGrace): $(describe 3)"
-wait_for 60 rebuilt || fail "not rebuilt: $(describe 3)"
+rebuilt && fail "rebuilt within 5 s of the kill (before death + deadGrace): $(describe $S)"
+wait_for 60 rebuilt || fail "not rebuilt: $(describe $S)"
 rebuild_s=$(since "$infer_killed")
 labelled() {  # every ready replica of the deployment carries the stored label
-  cli --addr "$(sched 3)" --json replicas | python3 -c "
+  cli --addr "$(sched $S)" --json replicas | python3 -c "
 import json, sys
 rs = [r for r in json.load(sys.stdin) if r['state'] == 'ready' and r['labels'].get('exaserve.io/deployment', '').startswith('tiny@')]
 sys.exit(0 if len(rs) == 4 and all(r['labels'].get('track') == 'canary' for r in rs) else 1)"
 }
-wait_for 10 labelled || fail "a rebuilt replica lacks the stored label: $(cli --addr "$(sched 3)" --json replicas)"
-grep -q "rebuild" <<<"$(describe 3)" || fail "no rebuild event: $(describe 3)"
+wait_for 10 labelled || fail "a rebuilt replica lacks the stored label: $(cli --addr "$(sched $S)" --json replicas)"
+# Events are kept by the scheduler that acts: ask the leader.
+describe_leader() {
+  local r
+  r=$(describe $S | python3 -c "import json,sys; print(json.load(sys.stdin)['reconciler'])")
+  describe "${r#sched-}"
+}
+grep -q "rebuild" <<<"$(describe_leader)" || fail "no rebuild event: $(describe_leader)"
 
 # A node that misses a `replica label` (stopped for 2.5 s: not long enough to be declared dead;
 # the rule merges into the stored one of the same selector)
 # is relabelled by the reconciler from the stored rule once it answers again.
-missed=$(describe 3 | python3 -c "import json,sys; print(sorted(r['node'] for r in json.load(sys.stdin)['replicas'] if r['node'] != 'infer-7')[-1])")
+missed=$(describe $S | python3 -c "import json,sys; print(sorted(r['node'] for r in json.load(sys.stdin)['replicas'] if r['node'] != 'infer-7')[-1])")
 kill -STOP "${pids[${missed#infer-}]}"
 set +e
-cli --addr "$(sched 3)" --timeout 2s replica label --selector model=exa-tiny-arith \
+cli --addr "$(sched $S)" --timeout 2s replica label --selector model=exa-tiny-arith \
   --label tier=gold >"$work/label2.out" 2>&1; rc=$?
 set -e
 kill -CONT "${pids[${missed#infer-}]}"
@@ -172,62 +192,63 @@ kill -CONT "${pids[${missed#infer-}]}"
 grep -q "stored on scheduler .* (1 label rules)" "$work/label2.out" ||
   fail "rule not stored: $(cat "$work/label2.out")"
 gold() {
-  cli --addr "$(sched 3)" --json replicas | python3 -c "
+  cli --addr "$(sched $S)" --json replicas | python3 -c "
 import json, sys
 rs = [r for r in json.load(sys.stdin) if r['state'] == 'ready' and r['labels'].get('exaserve.io/deployment', '').startswith('tiny@')]
 sys.exit(0 if len(rs) == 4 and all(r['labels'].get('tier') == 'gold' for r in rs) else 1)"
 }
-wait_for 15 gold || fail "$missed not relabelled: $(cli --addr "$(sched 3)" --json replicas)"
-grep -q "relabel .* on $missed (stored label rules)" <<<"$(describe 3)" || fail "no relabel event: $(describe 3)"
+wait_for 15 gold || fail "$missed not relabelled: $(cli --addr "$(sched $S)" --json replicas)"
+grep -q "relabel .* on $missed (stored label rules)" <<<"$(describe_leader)" ||
+  fail "no relabel event: $(describe_leader)"
 
 # Node operations through a scheduler: a drain that would drop below 99 % ready is refused; a
 # cordon is stored, listed and lifted.
 set +e
-cli --addr "$(sched 3)" node drain infer-5 >"$work/drain.out" 2>&1; rc=$?
+cli --addr "$(sched $S)" node drain infer-5 >"$work/drain.out" 2>&1; rc=$?
 set -e
 [ $rc -eq 1 ] || fail "drain below the floor: exit $rc $(cat "$work/drain.out")"
 grep -q "below the 99 % floor" "$work/drain.out" || fail "drain refusal: $(cat "$work/drain.out")"
-cli --addr "$(sched 3)" node cordon infer-5 | grep -q "infer-5  cordoned" || fail "cordon"
-cli --addr "$(sched 4)" node ops | grep -q "infer-5  cordoned" || fail "cordon not replicated"
-cli --addr "$(sched 3)" node taint infer-6 maintenance >/dev/null || fail "taint"
+cli --addr "$(sched $S)" node cordon infer-5 | grep -q "infer-5  cordoned" || fail "cordon"
+cli --addr "$(sched $T)" node ops | grep -q "infer-5  cordoned" || fail "cordon not replicated"
+cli --addr "$(sched $S)" node taint infer-6 maintenance >/dev/null || fail "taint"
 set +e
-cli --addr "$(sched 3)" node taint infer-6 "" >"$work/taint.out" 2>&1; rc=$?
+cli --addr "$(sched $S)" node taint infer-6 "" >"$work/taint.out" 2>&1; rc=$?
 set -e
 [ $rc -eq 2 ] || fail "an empty taint: exit $rc $(cat "$work/taint.out")"
-cli --addr "$(sched 3)" node uncordon infer-5 | grep -q "infer-5  schedulable" || fail "uncordon"
-cli --addr "$(sched 3)" node untaint infer-6 maintenance >/dev/null || fail "untaint"
+cli --addr "$(sched $S)" node uncordon infer-5 | grep -q "infer-5  schedulable" || fail "uncordon"
+cli --addr "$(sched $S)" node untaint infer-6 maintenance >/dev/null || fail "untaint"
 set +e
-cli --addr "$(sched 3)" node untaint infer-6 maintenance >"$work/taint.out" 2>&1; rc=$?
+cli --addr "$(sched $S)" node untaint infer-6 maintenance >"$work/taint.out" 2>&1; rc=$?
 set -e
 [ $rc -eq 1 ] && grep -q 'has no taint "maintenance"' "$work/taint.out" ||
   fail "untaint of a taint not set: exit $rc $(cat "$work/taint.out")"
 
-# Stop and restart every scheduler (sched-2 was killed): the specs are still there.
-for n in 3 4; do kill -TERM "${pids[$n]}"; done
-for n in 3 4; do wait "${pids[$n]}" 2>/dev/null || true; done
+# Stop and restart every scheduler (sched-$V was killed): the specs are still there.
+for n in $S $T; do kill -TERM "${pids[$n]}"; done
+for n in $S $T; do wait "${pids[$n]}" 2>/dev/null || true; done
 for n in 2 3 4; do
   rm -f "$work/n$n/endpoints.json"
   EXASERVE_SCHEDULER_RECONCILE_INTERVAL=500ms start_node $n --role scheduler --join "$seed" \
     --node-id "sched-$n"
 done
-# sched-3 and sched-4 persisted the last write; sched-2 was killed before it and restores the
-# version before, then anti-entropy brings it up to date.
-for n in 3 4; do
+# The survivors hold the last write in their logs; sched-$V was killed before it and catches up
+# from the leader.
+for n in $S $T; do
   cli --addr "$(sched "$n")" get -o yaml | grep -q "replicas: 4" ||
     fail "sched-$n lost the spec over a restart: $(cli --addr "$(sched "$n")" get -o yaml)"
 done
-has_latest() { cli --addr "$(sched 2)" get -o yaml | grep -q "replicas: 4"; }
-wait_for 20 has_latest || fail "sched-2 not repaired: $(cli --addr "$(sched 2)" get -o yaml)"
+has_latest() { cli --addr "$(sched $V)" get -o yaml | grep -q "replicas: 4"; }
+wait_for 20 has_latest || fail "sched-$V not repaired: $(cli --addr "$(sched $V)" get -o yaml)"
 
 # A write acknowledged to the CLI survives kill -9 of the node that took it.
 sed 's/replicas: 3/replicas: 2/; s/name: tiny/name: tiny-b/' "$work/tiny.yaml" >"$work/b.yaml"
 wait_for 20 all_alive 4 || true
-cli --addr "$(sched 4)" apply -f "$work/b.yaml" >/dev/null || fail "apply tiny-b"
-kill -9 "${pids[4]}"
-cli --addr "$(sched 3)" get tiny-b >/dev/null || fail "tiny-b not on sched-3 after its writer died"
-rm -f "$work/n4/endpoints.json"
-start_node 4 --role scheduler --join "$seed" --node-id sched-4
-cli --addr "$(sched 4)" get tiny-b >/dev/null || fail "tiny-b not persisted on its writer"
+cli --addr "$(sched $T)" apply -f "$work/b.yaml" >/dev/null || fail "apply tiny-b"
+kill -9 "${pids[$T]}"
+cli --addr "$(sched $S)" get tiny-b >/dev/null || fail "tiny-b not on sched-3 after its writer died"
+rm -f "$work/n$T/endpoints.json"
+start_node $T --role scheduler --join "$seed" --node-id sched-$T
+cli --addr "$(sched $T)" get tiny-b >/dev/null || fail "tiny-b not persisted on its writer"
 
 echo "{\"takeover_s\": $takeover_s, \"rebuild_s\": $rebuild_s}"
-echo "ok: apply → 3 ready and answering; reconciler kill → sched-3 took over in ${takeover_s}s; inference node kill → rebuilt in ${rebuild_s}s (grace 6s); specs survived restarts and kill -9 of the writer"
+echo "ok: apply → 3 ready and answering; reconciler kill → another scheduler took over in ${takeover_s}s; inference node kill → rebuilt in ${rebuild_s}s (grace 6s); specs survived restarts and kill -9 of the writer"

@@ -107,6 +107,25 @@ TEST_CASE("schedulers bootstrap one raft cluster, forward writes to the leader a
   CHECK(net.nodes["b"].outcomes[0].error.find(std::to_string(version)) != std::string::npos);
 }
 
+TEST_CASE("a read index on a follower sees every write acknowledged before it") {
+  Net net;
+  for (const char* id : {"a", "b", "c"}) net.Add(id);
+  net.Run(absl::Seconds(4));
+  REQUIRE(net.Leader() == "a");
+  net.nodes["a"].store->Put(net.now, "spec/z", "fresh");
+  net.Run(absl::Milliseconds(10));  // acknowledged on the leader; b may not have applied it yet
+  REQUIRE(net.nodes["a"].outcomes.size() == 1);
+  std::optional<uint64_t> read = net.nodes["b"].store->Read(net.now);
+  REQUIRE(read);
+  for (int i = 0; i < 1000 && net.nodes["b"].outcomes.empty(); ++i) net.Run(absl::Milliseconds(1));
+  REQUIRE(net.nodes["b"].outcomes.size() == 1);
+  CHECK(net.nodes["b"].outcomes[0].id == *read);
+  CHECK(net.nodes["b"].outcomes[0].ok);
+  const StoreRecord* r = net.nodes["b"].store->Get("spec/z");
+  REQUIRE(r != nullptr);
+  CHECK(r->value == "fresh");
+}
+
 TEST_CASE("the leader's crash elects another; a write forwarded meanwhile is applied once") {
   Net net;
   for (const char* id : {"a", "b", "c"}) net.Add(id);
