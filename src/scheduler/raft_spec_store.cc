@@ -303,10 +303,17 @@ void RaftSpecStore::ManageMembership(absl::Time now) {
   std::string what;
   size_t voters = 0;
   for (const auto& [node, role] : roles) voters += role == kRaftVoter;
+  for (auto it = absent_since_.begin(); it != absent_since_.end();) {
+    it = roles.count(it->first) == 0 || live.count(it->first) > 0 ? absent_since_.erase(it)
+                                                                  : std::next(it);
+  }
   for (const auto& [node, role] : roles) {
-    if (node != self_ && dead_.count(node) > 0) {
+    if (node == self_) continue;
+    if (live.count(node) == 0) absent_since_.emplace(node, now);
+    bool absent = live.count(node) == 0 && now - absent_since_[node] >= config_.absent_grace;
+    if (dead_.count(node) > 0 || absent) {
       ticket = raft_->RemoveServer(now, node);
-      what = absl::StrCat("remove dead ", node);
+      what = absl::StrCat("remove ", dead_.count(node) > 0 ? "dead " : "absent ", node);
       break;
     }
   }

@@ -17,8 +17,8 @@
 //     leader adds the rest.
 //   - Membership: the leader keeps up to max_voters live schedulers as voters and the others as
 //     standbys (they replicate, they do not vote), adds schedulers it does not know, promotes a
-//     standby when a voter is gone, and removes a member that is dead or no longer a scheduler;
-//     one change at a time.
+//     standby when a voter is gone, and removes a member that is dead or has been out of the
+//     live scheduler set for absent_grace; one change at a time.
 //   - Leading: ReadyToLead() once this node leads and has applied a barrier of its own term, so
 //     its state holds every write acknowledged before (the reconciler acts only then).
 //
@@ -48,6 +48,9 @@ struct RaftStoreConfig {
   absl::Duration bootstrap_wait = absl::Seconds(2);
   absl::Duration forward_timeout = absl::Seconds(5);
   size_t max_voters = 5;
+  // A member out of the live scheduler set this long (it lost the role, or stopped answering
+  // without being declared dead) leaves the configuration, so it cannot hold a quorum hostage.
+  absl::Duration absent_grace = absl::Seconds(30);
   size_t max_pending_writes = 1000;
   consensus::KvLimits limits;
   consensus::RaftOptions raft;  // `self` is set from the store's node id
@@ -151,8 +154,9 @@ class RaftSpecStore {
 
   std::vector<std::string> live_;
   std::set<std::string> dead_;
-  absl::Time view_since_ = absl::InfinitePast();  // the scheduler set is unchanged since
-  std::set<std::string> empty_peers_;             // peers that said hello with an empty log
+  std::map<std::string, absl::Time> absent_since_;  // configuration members not in `live_`
+  absl::Time view_since_ = absl::InfinitePast();    // the scheduler set is unchanged since
+  std::set<std::string> empty_peers_;               // peers that said hello with an empty log
   bool peer_has_log_ = false;
   absl::Time next_hello_ = absl::InfinitePast();
 

@@ -626,33 +626,23 @@ void SchedulerService::LearnModels() {
   }
 }
 
-void SchedulerService::ReconcileStep() {
-  LearnModels();
-  std::vector<membership::Member> members = env_.members();
-  // Every scheduler asks every node offering devices for its replicas, so whichever takes over
-  // as reconciler already has reports.
-  struct Poll {
-    std::string node;
-    grpc::ClientContext context;
-    pb::ListReplicasRequest request;
-    pb::ListReplicasResponse response;
-    grpc::Status status;
-    bool done = false;
-  };
+// Every scheduler asks every node offering devices for its replicas, so whichever takes over as
+// reconciler already has reports. Waits for every answer (each call has a deadline).
+std::vector<std::shared_ptr<SchedulerService::NodePoll>> SchedulerService::PollNodes(
+    const std::vector<membership::Member>& members, std::map<std::string, std::string>* addresses) {
   struct Polls {
     std::mutex mu;
     std::condition_variable cv;
     int outstanding = 0;
   };
   auto polls = std::make_shared<Polls>();
-  std::vector<std::shared_ptr<Poll>> calls;
-  std::map<std::string, std::string> addresses;
+  std::vector<std::shared_ptr<NodePoll>> calls;
   for (const membership::Member& m : members) {
     if (!Live(m)) continue;
     std::string address = MemberGrpcAddress(m);
     if (address.empty() || m.metadata.gpus.count == 0) continue;
-    addresses[m.id] = address;
-    auto poll = std::make_shared<Poll>();
+    (*addresses)[m.id] = address;
+    auto poll = std::make_shared<NodePoll>();
     poll->node = m.id;
     poll->context.set_deadline(std::chrono::system_clock::now() +
                                absl::ToChronoNanoseconds(options_.rpc_timeout));
@@ -660,7 +650,7 @@ void SchedulerService::ReconcileStep() {
   }
   polls->outstanding = static_cast<int>(calls.size());
   for (const auto& poll : calls) {
-    auto stub = pb::Node::NewStub(ChannelFor(addresses[poll->node]));
+    auto stub = pb::Node::NewStub(ChannelFor((*addresses)[poll->node]));
     stub->async()->ListReplicas(&poll->context, &poll->request, &poll->response,
                                 [poll, polls](grpc::Status s) {
                                   std::lock_guard<std::mutex> l(polls->mu);
@@ -669,11 +659,16 @@ void SchedulerService::ReconcileStep() {
                                   if (--polls->outstanding == 0) polls->cv.notify_all();
                                 });
   }
-  {
-    std::unique_lock<std::mutex> l(polls->mu);
-    polls->cv.wait(l, [&] { return polls->outstanding == 0; });  // each call has a deadline
-  }
+  std::unique_lock<std::mutex> l(polls->mu);
+  polls->cv.wait(l, [&] { return polls->outstanding == 0; });
+  return calls;
+}
 
+void SchedulerService::ReconcileStep() {
+  LearnModels();
+  std::vector<membership::Member> members = env_.members();
+  std::map<std::string, std::string> addresses;
+  const std::vector<std::shared_ptr<NodePoll>> calls = PollNodes(members, &addresses);
   std::unique_lock<std::mutex> lock(mu_);
   absl::Time now = absl::Now();
   MergeView(now, members, nodes_);
@@ -920,8 +915,9 @@ void SchedulerService::ReconcileStep() {
     AddEventLocked(r.spec,
                    StrCat("relabel ", r.replica_id, " on ", r.node, " (stored label rules)"));
   }
+  const uint64_t term = store_->Term();  // node agents refuse a deposed leader's late commands
   lock.unlock();
-  Execute(result.actions, addresses, by_track, rules, relabels);
+  Execute(result.actions, addresses, by_track, rules, relabels, term);
 }
 
 std::vector<cluster::LabelRule> SchedulerService::LabelRulesLocked(
@@ -974,11 +970,9 @@ RolloutState SchedulerService::ApplyCommandsLocked(absl::Time now, const Inferen
   return *next;
 }
 
-void SchedulerService::Execute(const std::vector<Action>& actions,
-                               const std::map<std::string, std::string>& addresses,
-                               const std::map<std::string, const DesiredDeployment*>& desired,
-                               const std::vector<cluster::LabelRule>& rules,
-                               const std::vector<Relabel>& relabels) {
+// Admin.LabelReplicas for each running replica whose labels miss the stored rules.
+void SchedulerService::SendRelabels(const std::vector<Relabel>& relabels,
+                                    const std::map<std::string, std::string>& addresses) {
   for (const Relabel& fix : relabels) {
     auto address = addresses.find(fix.node);
     if (address == addresses.end()) continue;
@@ -1008,6 +1002,14 @@ void SchedulerService::Execute(const std::vector<Action>& actions,
           actions_in_flight_--;
         });
   }
+}
+
+void SchedulerService::Execute(const std::vector<Action>& actions,
+                               const std::map<std::string, std::string>& addresses,
+                               const std::map<std::string, const DesiredDeployment*>& desired,
+                               const std::vector<cluster::LabelRule>& rules,
+                               const std::vector<Relabel>& relabels, uint64_t term) {
+  SendRelabels(relabels, addresses);
   struct Call {
     grpc::ClientContext context;
     pb::StartReplicaRequest start;
@@ -1049,6 +1051,7 @@ void SchedulerService::Execute(const std::vector<Action>& actions,
       const size_t at = a.weights.rfind('@');
       call->stage.set_model(a.weights.substr(0, at));
       call->stage.set_version(at == std::string::npos ? "" : a.weights.substr(at + 1));
+      call->stage.set_scheduler_term(term);
       stub->async()->StageModel(
           &call->context, &call->stage, &call->staged, [this, call](grpc::Status s) {
             std::string failure = !s.ok()                            ? s.error_message()
@@ -1077,6 +1080,7 @@ void SchedulerService::Execute(const std::vector<Action>& actions,
       r.set_version(spec.version);
       r.set_replica_id(a.replica_id());
       r.set_generation(static_cast<int64_t>(a.generation));
+      r.set_scheduler_term(term);
       r.set_backend(spec.backend);
       if (spec.backend == "cuda" && !a.allocation.gpus.empty()) r.set_device(a.allocation.gpus[0]);
       cluster::Labels labels(spec.labels.begin(), spec.labels.end());
@@ -1090,6 +1094,7 @@ void SchedulerService::Execute(const std::vector<Action>& actions,
       stub->async()->StartReplica(&call->context, &call->start, &call->response, done);
     } else {
       call->stop.set_replica_id(a.replica_id());
+      call->stop.set_scheduler_term(term);
       stub->async()->StopReplica(&call->context, &call->stop, &call->response, done);
     }
   }

@@ -187,6 +187,17 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   // Looks up the shapes of stored specs' models that are not presets (a restarted scheduler, or
   // a spec another scheduler took).
   void LearnModels();
+  // One Node.ListReplicas to a node that offers devices, and its answer.
+  struct NodePoll {
+    std::string node;
+    grpc::ClientContext context;
+    exaserve::v1::ListReplicasRequest request;
+    exaserve::v1::ListReplicasResponse response;
+    grpc::Status status;
+    bool done = false;
+  };
+  std::vector<std::shared_ptr<NodePoll>> PollNodes(const std::vector<membership::Member>& members,
+                                                   std::map<std::string, std::string>* addresses);
   void ReconcileStep();
   // A running replica whose labels miss what the stored rules give it: the labels to set and
   // remove on it (Admin.LabelReplicas with selector {"replica": id}).
@@ -201,10 +212,13 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   std::vector<cluster::LabelRule> LabelRulesLocked(
       const std::optional<std::pair<std::string, cluster::LabelRule>>& pending =
           std::nullopt) const;
+  void SendRelabels(const std::vector<Relabel>& relabels,
+                    const std::map<std::string, std::string>& addresses);
   void Execute(const std::vector<Action>& actions,
                const std::map<std::string, std::string>& addresses,
                const std::map<std::string, const DesiredDeployment*>& desired,
-               const std::vector<cluster::LabelRule>& rules, const std::vector<Relabel>& relabels);
+               const std::vector<cluster::LabelRule>& rules, const std::vector<Relabel>& relabels,
+               uint64_t term);
   void AddEventLocked(const std::string& deployment, std::string message);
   // Describe's answer from what this node holds. Needs mu_.
   grpc::Status DescribeLocked(const exaserve::v1::DescribeRequest& request,

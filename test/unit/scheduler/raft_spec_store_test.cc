@@ -196,3 +196,21 @@ TEST_CASE("garbage frames are refused") {
 
 }  // namespace
 }  // namespace exa::scheduler
+
+namespace exa::scheduler {
+namespace {
+
+TEST_CASE("a member out of the scheduler set past the grace leaves the configuration") {
+  Net net;
+  for (const char* id : {"a", "b", "c"}) net.Add(id);
+  net.Run(absl::Seconds(4));
+  REQUIRE(net.Leader() == "a");
+  net.Crash("c");  // gone from the live set, never declared dead (e.g. it lost the role)
+  net.Run(absl::Seconds(20));
+  CHECK(net.nodes["a"].store->Configuration().size() == 3);  // within the grace: kept
+  net.Run(absl::Seconds(15));
+  CHECK(net.nodes["a"].store->Configuration().size() == 2);
+}
+
+}  // namespace
+}  // namespace exa::scheduler
