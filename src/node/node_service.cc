@@ -374,6 +374,10 @@ grpc::ServerUnaryReactor* NodeService::StartReplica(grpc::CallbackServerContext*
     reactor->Finish(s);
     return reactor;
   }
+  if (absl::Status s = fence_.Admit(req->scheduler_term(), "Node.StartReplica"); !s.ok()) {
+    reactor->Finish(net::StatusToGrpc(s));
+    return reactor;
+  }
   ReplicaSpec spec;
   spec.model_dir = req->model_dir();
   spec.model = req->model();
@@ -403,6 +407,10 @@ grpc::ServerUnaryReactor* NodeService::StopReplica(grpc::CallbackServerContext* 
     reactor->Finish(s);
     return reactor;
   }
+  if (absl::Status s = fence_.Admit(req->scheduler_term(), "Node.StopReplica"); !s.ok()) {
+    reactor->Finish(net::StatusToGrpc(s));
+    return reactor;
+  }
   // Written so that NaN fails too.
   if (!(req->drain_timeout_seconds() >= 0 && req->drain_timeout_seconds() <= 24 * 3600)) {
     reactor->Finish(grpc::Status(grpc::INVALID_ARGUMENT,
@@ -427,6 +435,10 @@ grpc::ServerUnaryReactor* NodeService::StageModel(grpc::CallbackServerContext* c
   auto* reactor = context->DefaultReactor();
   if (grpc::Status s = authorize_(*context, "Node.StageModel"); !s.ok()) {
     reactor->Finish(s);
+    return reactor;
+  }
+  if (absl::Status s = fence_.Admit(req->scheduler_term(), "Node.StageModel"); !s.ok()) {
+    reactor->Finish(net::StatusToGrpc(s));
     return reactor;
   }
   auto staged = host_.StageModel(req->model(), req->version());

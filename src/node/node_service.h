@@ -26,6 +26,7 @@
 #include "metrics/registry.h"
 #include "net/admin_auth.h"
 #include "node/replica_host.h"
+#include "node/term_fence.h"
 
 namespace exa::node {
 
@@ -130,6 +131,7 @@ class NodeService final : public exaserve::v1::Node::CallbackService {
   std::function<bool(const std::string&)> routable_;
   std::function<NotRoutable(const std::string&)> why_not_;
   net::AdminAuthorizer authorize_;
+  TermFence fence_;  // refuses a deposed scheduler leader's late commands
   std::atomic<uint64_t> boot_id_{0};
   absl::Mutex mu_;
   std::vector<Watcher*> watchers_ ABSL_GUARDED_BY(mu_);

@@ -1,5 +1,7 @@
 #include "scheduler/scheduler_service.h"
 
+#include "scheduler/legacy_store.h"
+
 #include <grpcpp/grpcpp.h>
 #include <rocksdb/db.h>
 
@@ -43,14 +45,6 @@ constexpr std::string_view kDeploymentLabel = "exaserve.io/deployment";
 
 // A record's resource version: the index of the Raft log entry that wrote it.
 std::string VersionString(const Version& v) { return StrCat(v.hlc.wall_us); }
-
-Version FromProto(const pb::StoreVersion& v) {
-  return Version{Hlc{v.wall_us(), v.logical()}, v.writer()};
-}
-
-StoreRecord FromProto(const pb::StoreRecordProto& r) {
-  return StoreRecord{r.key(), r.value(), r.deleted(), FromProto(r.version())};
-}
 
 // Error messages quote what the caller sent (a spec or node name); a long one would push the
 // status past gRPC's metadata limit, and the caller would get RESOURCE_EXHAUSTED about metadata
@@ -183,35 +177,6 @@ absl::Status ValidateReplicated(const pb::ReplicateRequest& m, absl::Time now) {
     }
   }
   return absl::OkStatus();
-}
-
-// The records of the leaderless store a node kept before the Raft log, if any (read once).
-absl::StatusOr<std::vector<StoreRecord>> ReadLegacyStore(const std::string& path) {
-  std::vector<StoreRecord> records;
-  if (!std::filesystem::exists(path)) return records;
-  rocksdb::Options db_options;
-  db_options.max_open_files = 64;
-  rocksdb::DB* raw = nullptr;
-  rocksdb::Status s = rocksdb::DB::OpenForReadOnly(db_options, path, &raw);
-  if (!s.ok()) {
-    return absl::UnavailableError(StrCat("spec store ", path, " (before the Raft log): ",
-                                         s.ToString(), "; move it away to start without it"));
-  }
-  std::unique_ptr<rocksdb::DB> db(raw);
-  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
-  for (it->SeekToFirst(); it->Valid(); it->Next()) {
-    pb::StoreRecordProto r;
-    if (!r.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) {
-      return absl::DataLossError(
-          StrCat("spec store ", path, ": record ", it->key().ToString(), " does not parse"));
-    }
-    StoreRecord record = FromProto(r);
-    if (!record.deleted) records.push_back(std::move(record));
-  }
-  if (!it->status().ok()) {
-    return absl::DataLossError(StrCat("spec store ", path, ": ", it->status().ToString()));
-  }
-  return records;
 }
 
 absl::StatusOr<std::unique_ptr<SchedulerService>> SchedulerService::Open(
