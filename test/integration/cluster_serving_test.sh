@@ -46,6 +46,14 @@ msgs = [json.loads(l) for l in sys.stdin]
 ids = sum((m['token_ids'] for m in msgs), []); lps = sum((m['logprobs'] for m in msgs), [])
 sys.exit(0 if ids and len(ids) == len(lps) and all(lp <= 0 for lp in lps) and lps[0] > -0.7 else 1)
 " || fail "logprobs through the gateway"
+# And over HTTP, with each position's alternatives (GenerateResponse.top_logprobs on that hop).
+curl -s "$gw/v1/chat/completions" \
+  -d '{"messages":[{"role":"user","content":"1+1="}],"max_tokens":3,"logprobs":true,"top_logprobs":3}' |
+  python3 -c "
+import json, sys
+content = json.load(sys.stdin)['choices'][0]['logprobs']['content']
+sys.exit(0 if content and all(len(t['top_logprobs']) == 3 and t['logprob'] <= 0 for t in content) else 1)
+" || fail "top_logprobs through the gateway"
 
 served() {  # Node.Generate calls node N took
   curl -s "http://127.0.0.1:$(port_of "$1" http_port)/metrics" |
