@@ -27,19 +27,19 @@ absl::Status Daemon::StartHttp() {
   }
   if (frontend_) gateway::AddOpenAiRoutes(https_ ? *https_ : *http_, *frontend_);
   if (frontend_ && https_) {
-    // A client still on plain HTTP gets told where the API went, not a bare 404.
-    for (const auto& [method, path] :
-         {std::pair<const char*, const char*>{"POST", "/v1/completions"},
-          {"POST", "/v1/chat/completions"},
-          {"GET", "/v1/models"}}) {
-      http_->AddRoute(method, path, [this](const net::HttpRequest&) {
-        net::HttpResponse r = net::JsonError(
-            426,
-            StrCat("this node serves the OpenAI API over HTTPS only, on port ", https_->port()));
-        r.headers.emplace_back("Upgrade", "TLS/1.2, HTTP/1.1");
-        return r;
-      });
-    }
+    // A client still on plain HTTP gets told where the API went (every route of it), not a bare
+    // 404.
+    gateway::AddOpenAiRoutes(
+        [this](std::string method, std::string path, net::HttpHandler) {
+          http_->AddRoute(std::move(method), std::move(path), [this](const net::HttpRequest&) {
+            net::HttpResponse r = net::JsonError(
+                426, StrCat("this node serves the OpenAI API over HTTPS only, on port ",
+                            https_->port()));
+            r.headers.emplace_back("Upgrade", "TLS/1.2, HTTP/1.1");
+            return r;
+          });
+        },
+        *frontend_);
   }
   if (absl::Status s = http_->Start(); !s.ok()) {
     return absl::UnavailableError(

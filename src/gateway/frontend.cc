@@ -17,11 +17,6 @@
 namespace exa::gateway {
 namespace {
 
-std::string NewRequestId() {
-  static thread_local std::mt19937_64 rng(std::random_device{}());
-  return fmt::format("{:016x}", rng());
-}
-
 uint64_t NewSeed() {
   static thread_local std::mt19937_64 rng(std::random_device{}());
   return rng();
@@ -44,6 +39,7 @@ std::string FileStamp(const std::string& path) {
 
 // Status payloads are keyed by absl::string_view, which is not std::string_view here.
 constexpr absl::string_view kFieldPayload = "type.exaserve.io/field";
+constexpr absl::string_view kCodePayload = "type.exaserve.io/openai-code";
 
 absl::Cord FieldCord(std::string_view field) {
   return absl::Cord(absl::string_view(field.data(), field.size()));
@@ -109,6 +105,23 @@ absl::Status FieldError(std::string_view field, std::string_view message) {
 std::string ErrorField(const absl::Status& status) {
   auto field = status.GetPayload(kFieldPayload);  // absl::optional here
   return field ? std::string(*field) : std::string();
+}
+
+absl::Status WithErrorCode(absl::Status status, std::string_view code) {
+  status.SetPayload(kCodePayload, FieldCord(code));
+  return status;
+}
+
+std::string ErrorCode(const absl::Status& status) {
+  auto code = status.GetPayload(kCodePayload);
+  return code ? std::string(*code) : std::string();
+}
+
+bool ValidRequestId(std::string_view id) { return id.size() <= 128 && OnlyAlnumOr(id, "-_.:"); }
+
+std::string NewRequestId() {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  return fmt::format("{:016x}", rng());
 }
 
 void RegisterConfig(config::Schema& s, std::string_view section, GatewayOptions* o) {
@@ -200,6 +213,11 @@ Frontend::Frontend(GatewayOptions options, ReplicaBackend& backend, router::Repl
       table_(table),
       requests_(registry.AddCounter("exaserve_gateway_requests_total",
                                     "Requests by outcome: ok, or the error code.", {"outcome"})),
+      http_responses_(registry.AddCounter(
+          "exaserve_gateway_http_responses_total",
+          "OpenAI API responses by endpoint, model (a served model's name, or unknown) and HTTP "
+          "status code (a stream counts its first status).",
+          {"endpoint", "model", "code"})),
       ttft_seconds_(registry
                         .AddHistogram("exaserve_gateway_ttft_seconds",
                                       "Time from admission to the first token.", {},
@@ -423,24 +441,46 @@ absl::StatusOr<ModelView> Frontend::ResolveModel(const TextRequest& r) const {
     }
     StrAppend(&available, available.empty() ? "" : ", ", m.name, "@", m.version);
   }
-  if (!r.version.empty()) {
-    return absl::NotFoundError(StrCat("model \"", r.model, "\" version \"", r.version,
-                                      "\": not served; available: ", available));
+  absl::Status s = absl::NotFoundError(
+      r.version.empty() ? StrCat("model \"", r.model, "\": not served; available: ", available)
+                        : StrCat("model \"", r.model, "\" version \"", r.version,
+                                 "\": not served; available: ", available));
+  s.SetPayload(kFieldPayload, FieldCord("model"));
+  return WithErrorCode(std::move(s), "model_not_found");
+}
+
+absl::StatusOr<ModelView> Frontend::FindModel(std::string_view model) const {
+  TextRequest r;
+  r.model = std::string(model);
+  // "NAME@VERSION", as the model list and errors print it: served names never hold an '@'.
+  if (const size_t at = r.model.rfind('@'); at != std::string::npos) {
+    r.version = r.model.substr(at + 1);
+    r.model.resize(at);
   }
-  return absl::NotFoundError(StrCat("model \"", r.model, "\": not served; available: ", available));
+  return ResolveModel(r);
+}
+
+std::string Frontend::ModelLabel(std::string_view model) const {
+  absl::StatusOr<ModelView> found = FindModel(model);
+  return found.ok() ? found->name : "unknown";
+}
+
+void Frontend::CountResponse(std::string_view endpoint, const std::string& model_label,
+                             int status) {
+  http_responses_.WithLabels({std::string(endpoint), model_label, StrCat(status)}).Increment();
 }
 
 absl::Status Frontend::Validate(const TextRequest& r) const {
   if (r.prompt_tokens.empty() && r.prompt.empty()) {
-    return FieldError("prompt", "must not be empty");
+    return FieldError(r.prompt_field, "must not be empty");
   }
   if (r.prompt.size() > options_.max_prompt_bytes.value) {
-    return FieldError("prompt",
+    return FieldError(r.prompt_field,
                       StrCat(r.prompt.size(), " bytes, larger than gateway.max_prompt_bytes (",
                              options_.max_prompt_bytes.value, ")"));
   }
   if (size_t bad = FindInvalidUtf8(r.prompt); bad != std::string_view::npos) {
-    return FieldError("prompt", StrCat("invalid UTF-8 at byte ", bad));
+    return FieldError(r.prompt_field, StrCat("invalid UTF-8 at byte ", bad));
   }
   if (r.max_tokens && (*r.max_tokens < 1 || *r.max_tokens > options_.max_tokens_limit)) {
     return FieldError(r.max_tokens_field,
@@ -454,6 +494,9 @@ absl::Status Frontend::Validate(const TextRequest& r) const {
     return FieldError("top_p", StrCat(s.top_p, " is outside (0, 1]"));
   }
   if (s.top_k < 0) return FieldError("top_k", StrCat(s.top_k, " is negative"));
+  if (s.top_logprobs < 0 || s.top_logprobs > 20) {  // the engine's bound (engine/sampler.h)
+    return FieldError("top_logprobs", StrCat(s.top_logprobs, " is outside [0, 20]"));
+  }
   if (r.stop.size() > 8) return FieldError("stop", "at most 8 stop strings");
   for (const std::string& stop : r.stop) {
     // Each is matched against the text after every token: bounded, and never empty (an empty
@@ -473,7 +516,7 @@ absl::Status Frontend::Validate(const TextRequest& r) const {
     return FieldError("request_id",
                       StrCat(r.request_id.size(), " characters; at most 128", kIdSource));
   }
-  if (!OnlyAlnumOr(r.request_id, "-_.:")) {
+  if (!ValidRequestId(r.request_id)) {
     return FieldError("request_id",
                       StrCat("only letters, digits, '-', '_', '.' and ':' are allowed", kIdSource));
   }
@@ -483,8 +526,20 @@ absl::Status Frontend::Validate(const TextRequest& r) const {
 absl::StatusOr<engine::GenerateRequest> Frontend::BuildEngineRequest(TextRequest& r,
                                                                      const ModelView& model) const {
   engine::GenerateRequest g;
+  const bool caller_tokens = !r.prompt_tokens.empty();
   EXA_ASSIGN_OR_RETURN(g.prompt_tokens, PromptTokens(r, model, options_.max_prompt_bytes.value));
-  if (g.prompt_tokens.empty()) return FieldError("prompt", "encodes to no tokens");
+  if (g.prompt_tokens.empty()) return FieldError(r.prompt_field, "encodes to no tokens");
+  if (caller_tokens && model.tokenizer) {
+    // As vLLM checks them: an id the tokenizer cannot decode is the caller's error, not the
+    // replica's.
+    const int32_t vocab = model.tokenizer->tokenizer().vocab_size();
+    for (size_t i = 0; i < g.prompt_tokens.size(); ++i) {
+      if (g.prompt_tokens[i] >= vocab) {
+        return FieldError("prompt", StrCat("token id ", g.prompt_tokens[i], " at position ", i,
+                                           " is outside the vocabulary [0, ", vocab, ")"));
+      }
+    }
+  }
   // Without an explicit max_tokens, generate up to the default or to the end of the context,
   // whichever comes first; an explicit one over the context is the caller's error (engine).
   int32_t room = model.max_context - static_cast<int32_t>(g.prompt_tokens.size());
@@ -492,12 +547,15 @@ absl::StatusOr<engine::GenerateRequest> Frontend::BuildEngineRequest(TextRequest
   g.max_tokens = r.max_tokens ? static_cast<int32_t>(*r.max_tokens)
                               : std::max(1, std::min(options_.default_max_tokens, room));
   if (static_cast<int64_t>(g.prompt_tokens.size()) + g.max_tokens > model.max_context) {
-    // Checked here too, not only by the engine: a remote replica would only fail the stream.
+    // Checked here too, not only by the engine: a remote replica would only fail the stream. At
+    // fault is the prompt when it leaves no room for one token, else the max_tokens asked for.
+    const bool prompt_at_fault = room < 1;
     absl::Status s = absl::InvalidArgumentError(
-        StrCat("prompt of ", g.prompt_tokens.size(), " tokens plus ", r.max_tokens_field, " ",
-               g.max_tokens, " exceeds the context length of ", model.max_context, " tokens"));
-    s.SetPayload(kFieldPayload, FieldCord(r.max_tokens_field));
-    return s;
+        StrCat(prompt_at_fault ? r.prompt_field : r.max_tokens_field, ": prompt of ",
+               g.prompt_tokens.size(), " tokens plus ", r.max_tokens_field, " ", g.max_tokens,
+               " exceeds the context length of ", model.max_context, " tokens"));
+    s.SetPayload(kFieldPayload, FieldCord(prompt_at_fault ? r.prompt_field : r.max_tokens_field));
+    return WithErrorCode(std::move(s), "context_length_exceeded");
   }
   g.sampling = r.sampling;
   g.stop_strings = std::move(r.stop);
@@ -523,7 +581,8 @@ absl::StatusOr<std::pair<ModelView, engine::GenerateRequest>> Frontend::Admit(Te
     requests_.WithLabels({"invalid_argument"}).Increment();
     return s;
   }
-  // "NAME@VERSION", as the model list and errors print it: served names never hold an '@'.
+  // "NAME@VERSION", as the model list and errors print it (FindModel): served names never hold
+  // an '@'.
   if (const size_t at = r.model.rfind('@'); r.version.empty() && at != std::string::npos) {
     r.version = r.model.substr(at + 1);
     r.model.resize(at);
@@ -583,6 +642,7 @@ absl::StatusOr<std::shared_ptr<Call>> Frontend::Start(TextRequest r, EventSink s
   call->version_ = version;
   call->prompt_tokens_ = static_cast<int32_t>(g.prompt_tokens.size());
   call->seed_ = *g.sampling.seed;
+  call->tokenizer_ = model->tokenizer;
   call->backend_ = &backend_;
   call->rate_charge_ = charge;
   g.callback = AttemptCallback(call, 0);

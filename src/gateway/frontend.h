@@ -86,6 +86,8 @@ struct TextRequest {
   // engine's 32 bits is refused as sent.
   std::optional<int64_t> max_tokens;
   std::string max_tokens_field = "max_tokens";  // as the caller named it, for errors
+  // The field that holds the prompt, for errors: "prompt", or "messages" for a chat request.
+  std::string prompt_field = "prompt";
   std::vector<std::string> stop;
   std::string request_id;  // empty: assigned
   // Prefix caching: the client's salt (at most 256 bytes) and the tenant the gateway
@@ -130,6 +132,10 @@ class Call {
   int32_t prompt_tokens() const { return prompt_tokens_; }
   // The sampling seed: the client's, or the one the gateway drew (so the client can replay it).
   uint64_t seed() const { return seed_; }
+  // The serving model's tokenizer (token strings for log-probabilities).
+  const std::shared_ptr<const engine::TokenizerDetokenizer>& tokenizer() const {
+    return tokenizer_;
+  }
 
  private:
   friend class Frontend;
@@ -141,6 +147,7 @@ class Call {
   std::string request_id_, model_, version_;
   int32_t prompt_tokens_ = 0;
   uint64_t seed_ = 0;
+  std::shared_ptr<const engine::TokenizerDetokenizer> tokenizer_;
   int64_t tokens_ahead_ = 0;         // the router's view at admission (ReplicaTable::Choice)
   RateLimiter::Charge rate_charge_;  // refunded what was not generated when the call ends
   ReplicaBackend* backend_ = nullptr;
@@ -191,6 +198,16 @@ class Frontend {
                                               RateLimitReport* report = nullptr);
 
   std::vector<ModelView> Models() const { return backend_.Models(); }
+  // The model a request naming `model` gets: "NAME", "NAME@VERSION" (as the model list and
+  // errors print it) or "" (the first served). NOT_FOUND naming the field `model` (code
+  // model_not_found) lists what is served; UNAVAILABLE when nothing is.
+  absl::StatusOr<ModelView> FindModel(std::string_view model) const;
+  // The `model` label of a request naming `model`: the served model's name, or "unknown" for a
+  // name not served (so metric series stay as many as the models served).
+  std::string ModelLabel(std::string_view model) const;
+  // Counts an HTTP API response (exaserve_gateway_http_responses_total) by endpoint (one of the
+  // API's routes), model label (ModelLabel) and status code.
+  void CountResponse(std::string_view endpoint, const std::string& model_label, int status);
   // Version routes (may be set once, before serving); without them no label filter applies.
   void SetRoutes(VersionRoutes* routes) { routes_ = routes; }
   std::vector<std::string> RouteHeaders() const {
@@ -295,6 +312,7 @@ class Frontend {
   std::string rate_limits_stamp_;
   VersionRoutes* routes_ = nullptr;
   metrics::Family<metrics::Counter>& requests_;
+  metrics::Family<metrics::Counter>& http_responses_;  // by endpoint, model and code
   metrics::Histogram& ttft_seconds_;
   metrics::Histogram& e2e_seconds_;
   metrics::Counter& prompt_tokens_total_;
@@ -328,5 +346,15 @@ int HttpStatusFor(absl::StatusCode code);
 absl::Status FieldError(std::string_view field, std::string_view message);
 // The field a FieldError names; "" for any other status.
 std::string ErrorField(const absl::Status& status);
+// `status` marked with OpenAI's error `code` (e.g. "context_length_exceeded",
+// "model_not_found"); ErrorCode gives it back, "" when unmarked (the JSON then says null).
+absl::Status WithErrorCode(absl::Status status, std::string_view code);
+std::string ErrorCode(const absl::Status& status);
+
+// A caller's request id (the x-request-id header, gRPC request_id) ends up in every node's logs:
+// at most 128 characters, letters, digits, '-', '_', '.' and ':' only.
+bool ValidRequestId(std::string_view id);
+// A fresh request id: 16 hex digits.
+std::string NewRequestId();
 
 }  // namespace exa::gateway

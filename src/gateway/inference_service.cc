@@ -81,7 +81,8 @@ absl::StatusOr<TextRequest> InferenceService::Admit(
 
 grpc::ServerWriteReactor<exaserve::v1::GenerateResponse>* InferenceService::Generate(
     grpc::CallbackServerContext* context, const exaserve::v1::GenerateRequest* request) {
-  auto* reactor = new engine::rpc::GenerateStreamReactor(request->sampling().logprobs());
+  auto* reactor = new engine::rpc::GenerateStreamReactor(request->sampling().logprobs(),
+                                                         request->sampling().top_logprobs());
   auto text = Admit(context, *request);
   if (!text.ok()) {
     reactor->Begin([&](engine::StreamCallback) { return text.status(); });
@@ -109,11 +110,14 @@ grpc::ServerUnaryReactor* InferenceService::Complete(grpc::CallbackServerContext
   RateLimitReport report;
   auto call = frontend_.Start(
       *std::move(text),
-      [reactor, response, state,
-       logprobs = request->sampling().logprobs()](const engine::StreamEvent& e) {
+      [reactor, response, state, logprobs = request->sampling().logprobs(),
+       top = request->sampling().top_logprobs() > 0](const engine::StreamEvent& e) {
         absl::MutexLock lock(&state->mu);
         if (e.token >= 0) response->add_token_ids(e.token);
         if (e.token >= 0 && logprobs) response->add_logprobs(e.logprob);
+        if (e.token >= 0 && top) {
+          engine::rpc::TopLogprobsToProto(e.top_logprobs, response->add_top_logprobs());
+        }
         response->mutable_text()->append(e.text);
         if (!e.finished) return;
         response->set_finish_reason(engine::rpc::FinishReasonToProto(e.finish_reason));

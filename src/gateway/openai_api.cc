@@ -1,30 +1,69 @@
 #include "gateway/openai_api.h"
 
+#include <cctype>
 #include <chrono>
+#include <random>
 
 #include "absl/synchronization/mutex.h"
 #include "common/strings.h"
+#include "gateway/openai_logprobs.h"
+#include "gateway/openai_request.h"
+#include "gateway/openai_routes.h"
 #include "nlohmann/json.hpp"
 
 namespace exa::gateway {
-namespace {
-
-// Invalid UTF-8 from a client must not turn a JSON error body into an exception.
-std::string SafeDump(const nlohmann::json& j) {
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
 
 using json = nlohmann::json;
 
-struct ApiError {
-  int status;
-  std::string message;
-  std::string param;
-};
+ApiResponder::ApiResponder(std::shared_ptr<net::HttpResponder> inner, Frontend& frontend,
+                           std::string endpoint, const net::HttpRequest& request)
+    : inner_(std::move(inner)),
+      frontend_(frontend),
+      endpoint_(std::move(endpoint)),
+      sent_request_id_(request.Header("x-request-id")),
+      request_id_(!sent_request_id_.empty() && ValidRequestId(sent_request_id_) ? sent_request_id_
+                                                                                : NewRequestId()) {}
+
+void ApiResponder::SetModel(std::string label) {
+  absl::MutexLock lock(&mu_);
+  model_ = std::move(label);
+}
+
+void ApiResponder::Count(int status) {
+  std::string model;
+  {
+    absl::MutexLock lock(&mu_);
+    if (counted_) return;
+    counted_ = true;
+    model = model_;
+  }
+  frontend_.CountResponse(endpoint_, model, status);
+}
+
+void ApiResponder::Respond(net::HttpResponse response) {
+  Count(response.status);
+  response.headers.emplace_back("x-request-id", request_id_);
+  inner_->Respond(std::move(response));
+}
+
+void ApiResponder::StartStream(int status, std::string content_type,
+                               std::vector<std::pair<std::string, std::string>> headers) {
+  Count(status);
+  headers.emplace_back("x-request-id", request_id_);
+  inner_->StartStream(status, std::move(content_type), std::move(headers));
+}
+
+net::HttpResponse ErrorResponse(const ApiError& e) {
+  return net::JsonError(e.status, e.message, e.param, e.code);
+}
 
 net::HttpResponse StatusResponse(const absl::Status& s) {
-  return net::JsonError(HttpStatusFor(s.code()), ToStd(s.message()), ErrorField(s));
+  std::string code = ErrorCode(s);
+  if (code.empty() && s.code() == absl::StatusCode::kUnauthenticated) code = "invalid_api_key";
+  return net::JsonError(HttpStatusFor(s.code()), ToStd(s.message()), ErrorField(s), code);
 }
+
+namespace {
 
 // A response to an API key with rate limits carries OpenAI's x-ratelimit-* headers
 // (docs/reference/api.md#rate-limits).
@@ -61,6 +100,11 @@ int64_t UnixNow() {
       .count();
 }
 
+uint64_t NewSeed() {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  return rng();
+}
+
 const char* FinishReasonText(engine::FinishReason r) {
   switch (r) {
     case engine::FinishReason::kStop:
@@ -74,329 +118,37 @@ const char* FinishReasonText(engine::FinishReason r) {
   }
 }
 
-// Reads an optional number field, checking its type; returns an error naming the field.
-std::optional<ApiError> ReadNumber(const json& body, const char* field,
-                                   std::optional<double>* out) {
-  auto it = body.find(field);
-  if (it == body.end() || it->is_null()) return std::nullopt;
-  if (!it->is_number()) return ApiError{400, StrCat(field, ": expected a number"), field};
-  *out = it->get<double>();
-  return std::nullopt;
-}
+// One choice of a response in progress.
+struct ChoiceState {
+  std::shared_ptr<Call> call;
+  std::string text;                    // a whole response's text so far
+  std::vector<TokenLogprob> logprobs;  // whole response: all; stream: those not sent yet
+  int64_t text_offset = 0;             // legacy logprobs: characters of the tokens sent
+  bool role_sent = false;
+  engine::FinishReason finish_reason = engine::FinishReason::kNone;
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+};
 
-// An integer in [lo, hi], as JSON holds it (signed or unsigned 64-bit), without wrapping.
-std::optional<ApiError> CheckInteger(const json& v, std::string_view field, int64_t lo, int64_t hi,
-                                     int64_t* out) {
-  if (!v.is_number_integer()) {
-    return ApiError{400, StrCat(field, ": expected an integer"), std::string(field)};
-  }
-  bool in_range;
-  if (v.is_number_unsigned()) {  // nlohmann keeps every non-negative integer unsigned
-    const uint64_t u = v.get<uint64_t>();
-    in_range = u <= static_cast<uint64_t>(hi) && (lo <= 0 || u >= static_cast<uint64_t>(lo));
-  } else {
-    const int64_t x = v.get<int64_t>();
-    in_range = x >= lo && x <= hi;
-  }
-  if (!in_range && lo == INT64_MIN && hi == INT64_MAX) {
-    return ApiError{400, StrCat(field, ": ", v.dump(), " is not a 64-bit integer"),
-                    std::string(field)};
-  }
-  if (!in_range) {
-    return ApiError{400, StrCat(field, ": ", v.dump(), " is outside [", lo, ", ", hi, "]"),
-                    std::string(field)};
-  }
-  *out = v.get<int64_t>();
-  return std::nullopt;
-}
-
-std::optional<ApiError> ReadInteger(const json& body, const char* field, int64_t lo, int64_t hi,
-                                    std::optional<int64_t>* out) {
-  auto it = body.find(field);
-  if (it == body.end() || it->is_null()) return std::nullopt;
-  int64_t v = 0;
-  if (auto e = CheckInteger(*it, field, lo, hi, &v)) return e;
-  *out = v;
-  return std::nullopt;
-}
-
-// The fields /v1/completions and /v1/chat/completions share.
-// OpenAI fields this server does not implement. Left at their defaults (absent, null, false, 0,
-// empty) they are accepted; asked for, they are refused by name rather than silently ignored, so
-// a client never takes an answer for something it did not get.
-std::optional<ApiError> RefuseUnsupported(const json& body) {
-  auto asked = [&](const char* field) {
-    auto it = body.find(field);
-    if (it == body.end() || it->is_null()) return false;
-    if (it->is_boolean()) return it->get<bool>();
-    if (it->is_number()) return it->get<double>() != 0;
-    if (it->is_string()) return !it->get_ref<const std::string&>().empty();
-    if (it->is_array() || it->is_object()) return !it->empty();
-    return true;
-  };
-  struct Field {
-    const char* name;
-    const char* why;
-  };
-  static constexpr Field kFields[] = {
-      {"logprobs",
-       "not supported on the HTTP API (the gRPC API returns each token's log-probability: "
-       "SamplingParams.logprobs)"},
-      {"top_logprobs", "not supported"},
-      {"echo", "not supported"},
-      {"suffix", "not supported"},
-      {"logit_bias", "not supported"},
-      {"tools", "not supported: this server does not call tools"},
-      {"functions", "not supported: this server does not call functions"},
-  };
-  for (const Field& f : kFields) {
-    if (asked(f.name)) return ApiError{400, StrCat(f.name, ": ", f.why, "; omit it"), f.name};
-  }
-  if (auto it = body.find("best_of");
-      it != body.end() && it->is_number() && it->get<double>() != 1) {
-    return ApiError{400, "best_of: only 1 is supported", "best_of"};
-  }
-  if (auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
-    const bool text = it->is_object() && it->value("type", json()) == "text";
-    if (!text) {
-      return ApiError{400, "response_format: only {\"type\": \"text\"} is supported (no JSON mode)",
-                      "response_format"};
-    }
-  }
-  return std::nullopt;
-}
-
-// Who is asking: `cache_salt` (docs/architecture.md#prefix-cache: only requests with the same
-// salt share cached prompt prefixes; its length is checked with the other fields in
-// Frontend::Validate) and OpenAI's `user`, accepted for compatibility and not used.
-std::optional<ApiError> ParseCacheSaltAndUser(const json& body, TextRequest* r) {
-  if (auto it = body.find("user"); it != body.end() && it->is_string()) {
-    r->request_id.clear();
-  }
-  auto it = body.find("cache_salt");
-  if (it == body.end() || it->is_null()) return std::nullopt;
-  if (!it->is_string()) {
-    return ApiError{400, "cache_salt: expected a string (at most 256 bytes)", "cache_salt"};
-  }
-  r->cache_salt = it->get<std::string>();
-  return std::nullopt;
-}
-
-std::optional<ApiError> ParseCommon(const json& body, TextRequest* r, bool* stream,
-                                    bool* include_usage) {
-  if (auto it = body.find("model"); it != body.end() && !it->is_null()) {
-    if (!it->is_string()) return ApiError{400, "model: expected a string", "model"};
-    r->model = it->get<std::string>();
-  }
-  std::optional<int64_t> max_tokens, n, seed, top_k;
-  std::optional<double> temperature, top_p, presence, frequency, repetition;
-  // max_completion_tokens is OpenAI's newer name for max_tokens; errors name the one sent.
-  const char* max_tokens_field =
-      body.contains("max_completion_tokens") && !body.contains("max_tokens")
-          ? "max_completion_tokens"
-          : "max_tokens";
-  // The gateway checks max_tokens against gateway.max_tokens_limit (naming the value sent); here
-  // top_k is bounded by the engine's 32-bit field. A seed is any 64-bit pattern.
-  std::optional<ApiError> seed_error;
-  if (auto it = body.find("seed"); it != body.end() && !it->is_null()) {
-    if (!it->is_number_integer()) {
-      seed_error = ApiError{400, "seed: expected an integer", "seed"};
-    } else {
-      seed =
-          it->is_number_unsigned() ? static_cast<int64_t>(it->get<uint64_t>()) : it->get<int64_t>();
-    }
-  }
-  for (auto e : {ReadInteger(body, max_tokens_field, INT64_MIN, INT64_MAX, &max_tokens),
-                 ReadInteger(body, "n", INT64_MIN, INT64_MAX, &n), seed_error,
-                 ReadInteger(body, "top_k", 0, INT32_MAX, &top_k),
-                 ReadNumber(body, "temperature", &temperature), ReadNumber(body, "top_p", &top_p),
-                 ReadNumber(body, "presence_penalty", &presence),
-                 ReadNumber(body, "frequency_penalty", &frequency),
-                 ReadNumber(body, "repetition_penalty", &repetition)}) {
-    if (e) return e;
-  }
-  if (n && *n != 1) return ApiError{400, StrCat("n: ", *n, " is not supported; only 1"), "n"};
-  if (auto e = RefuseUnsupported(body)) return e;
-  if ((presence && *presence != 0) || (frequency && *frequency != 0)) {
-    return ApiError{400,
-                    "presence_penalty and frequency_penalty are not supported; use "
-                    "repetition_penalty",
-                    presence && *presence != 0 ? "presence_penalty" : "frequency_penalty"};
-  }
-  r->max_tokens = max_tokens;
-  r->max_tokens_field = max_tokens_field;
-  if (seed) r->sampling.seed = static_cast<uint64_t>(*seed);
-  if (top_k) r->sampling.top_k = static_cast<int32_t>(*top_k);
-  // OpenAI's default temperature is 1; ours stays greedy unless asked, which is what a serving
-  // daemon's health probes and tests want. Documented in the README.
-  if (temperature) r->sampling.temperature = static_cast<float>(*temperature);
-  if (top_p) r->sampling.top_p = static_cast<float>(*top_p);
-  if (repetition) r->sampling.repetition_penalty = static_cast<float>(*repetition);
-  if (auto it = body.find("stop"); it != body.end() && !it->is_null()) {
-    if (it->is_string()) {
-      r->stop.push_back(it->get<std::string>());
-    } else if (it->is_array()) {
-      for (const auto& s : *it) {
-        if (!s.is_string())
-          return ApiError{400, "stop: expected a string or list of strings", "stop"};
-        r->stop.push_back(s.get<std::string>());
-      }
-    } else {
-      return ApiError{400, "stop: expected a string or list of strings", "stop"};
-    }
-  }
-  if (auto it = body.find("stream"); it != body.end() && !it->is_null()) {
-    if (!it->is_boolean()) return ApiError{400, "stream: expected true or false", "stream"};
-    *stream = it->get<bool>();
-  }
-  if (auto it = body.find("stream_options"); it != body.end() && !it->is_null()) {
-    if (!it->is_object()) {
-      return ApiError{400, "stream_options: expected an object", "stream_options"};
-    }
-    if (auto usage = it->find("include_usage"); usage != it->end() && !usage->is_null()) {
-      if (!usage->is_boolean()) {
-        return ApiError{400, "stream_options.include_usage: expected true or false",
-                        "stream_options.include_usage"};
-      }
-      *include_usage = usage->get<bool>();
-    }
-  }
-  return ParseCacheSaltAndUser(body, r);
-}
-
-std::optional<ApiError> ParseCompletionPrompt(const json& body, TextRequest* r) {
-  auto it = body.find("prompt");
-  if (it == body.end() || it->is_null()) return ApiError{400, "prompt: required", "prompt"};
-  if (it->is_string()) {
-    r->prompt = it->get<std::string>();
-  } else if (it->is_array() && it->size() == 1 && (*it)[0].is_string()) {
-    r->prompt = (*it)[0].get<std::string>();
-  } else if (it->is_array() && !it->empty() && (*it)[0].is_number_integer()) {
-    for (size_t i = 0; i < it->size(); ++i) {
-      int64_t id = 0;
-      // The model's vocabulary is checked later; here only what a token id can be.
-      if (auto e = CheckInteger((*it)[i], StrCat("prompt[", i, "]"), 0, INT32_MAX, &id)) {
-        e->message = StrCat(e->message, " (token ids)");
-        e->param = "prompt";
-        return e;
-      }
-      r->prompt_tokens.push_back(static_cast<int32_t>(id));
-    }
-  } else {
-    return ApiError{400, "prompt: expected a string, a list of one string, or a list of token ids",
-                    "prompt"};
-  }
-  return std::nullopt;
-}
-
-// What a model's chat template renders (docs/reference/api.md#chat-templates): the messages as
-// sent, in the order their keys were sent (tojson prints them so), a list of text parts joined into
-// one string; add_generation_prompt (true unless the body says otherwise) and the
-// chat_template_kwargs extension (e.g. enable_thinking), as vLLM takes them.
-std::optional<ApiError> ParseChatVariables(const std::string& raw_body, TextRequest* r) {
-  using ordered = nlohmann::ordered_json;
-  ordered body;
-  try {
-    body = ordered::parse(raw_body);
-  } catch (const ordered::exception& e) {  // parsed once already: not expected
-    return ApiError{400, StrCat("request body: invalid JSON: ", e.what()), ""};
-  }
-  ordered chat = ordered::object();
-  auto kwargs = body.find("chat_template_kwargs");
-  if (kwargs != body.end() && !kwargs->is_null()) {
-    if (!kwargs->is_object()) {
-      return ApiError{400, "chat_template_kwargs: expected an object", "chat_template_kwargs"};
-    }
-    for (const auto& [key, value] : kwargs->items()) chat[key] = value;
-  }
-  auto generation = body.find("add_generation_prompt");
-  if (generation != body.end() && !generation->is_null() && !generation->is_boolean()) {
-    return ApiError{400, "add_generation_prompt: expected a boolean", "add_generation_prompt"};
-  }
-  chat["add_generation_prompt"] =
-      generation == body.end() || generation->is_null() || generation->get<bool>();
-  ordered messages = body["messages"];
-  for (ordered& m : messages) {
-    auto content = m.find("content");
-    if (content == m.end() || !content->is_array()) continue;
-    std::string text;
-    for (const ordered& part : *content) text += part["text"].get<std::string>();
-    *content = std::move(text);
-  }
-  chat["messages"] = std::move(messages);
-  r->chat = std::move(chat);
-  return std::nullopt;
-}
-
-std::optional<ApiError> ParseChatMessages(const json& body, const std::string& raw_body,
-                                          TextRequest* r) {
-  auto it = body.find("messages");
-  if (it == body.end() || !it->is_array() || it->empty()) {
-    return ApiError{400, "messages: expected a non-empty list of {role, content}", "messages"};
-  }
-  std::string prompt;
-  for (size_t i = 0; i < it->size(); ++i) {
-    const json& m = (*it)[i];
-    std::string where = StrCat("messages[", i, "]");
-    if (!m.is_object()) return ApiError{400, StrCat(where, ": expected an object"), "messages"};
-    auto role_it = m.find("role");
-    if (role_it == m.end() || !role_it->is_string()) {
-      return ApiError{400, StrCat(where, ".role: expected a string"), "messages"};
-    }
-    const std::string role = role_it->get<std::string>();
-    if (role != "system" && role != "user" && role != "assistant" && role != "developer" &&
-        role != "tool") {
-      return ApiError{400,
-                      StrCat(where, ".role \"", role,
-                             "\": expected system, developer, user, assistant or tool"),
-                      "messages"};
-    }
-    auto content = m.find("content");
-    std::string text;
-    if (content != m.end() && content->is_string()) {
-      text = content->get<std::string>();
-    } else if (content != m.end() && content->is_array()) {
-      for (const auto& part : *content) {
-        auto type = part.is_object() ? part.find("type") : part.end();
-        if (!part.is_object() || type == part.end() || !type->is_string() || *type != "text") {
-          return ApiError{400,
-                          StrCat(where, ".content: only {\"type\": \"text\"} parts are supported"),
-                          "messages"};
-        }
-        auto part_text = part.find("text");
-        if (part_text == part.end() || !part_text->is_string()) {
-          return ApiError{400, StrCat(where, ".content: a text part's text must be a string"),
-                          "messages"};
-        }
-        text += part_text->get<std::string>();
-      }
-    } else if (content == m.end() || !content->is_null()) {
-      return ApiError{400, StrCat(where, ".content: expected a string"), "messages"};
-    }
-    if (!prompt.empty() && !text.empty()) prompt += "\n";
-    prompt += text;
-  }
-  if (prompt.empty()) {
-    return ApiError{400, "messages: every message's content is empty", "messages"};
-  }
-  r->prompt = std::move(prompt);
-  return ParseChatVariables(raw_body, r);
-}
-
-// One response in progress: collects text for a whole response or writes SSE chunks.
+// One response in progress, of one or more choices (docs/reference/api.md#choices-and-batches):
+// collects them for a whole response, or writes each choice's SSE chunks as its tokens come.
 struct Exchange {
   bool chat = false;
   bool stream = false;
   bool include_usage = false;
+  int n = 1;
+  LogprobsShape logprobs = LogprobsShape::kNone;
   std::string id;
   std::string model;
   int64_t created = 0;
-  std::shared_ptr<net::HttpResponder> responder;
-  std::shared_ptr<Call> call;
+  uint64_t seed = 0;
+  std::shared_ptr<ApiResponder> responder;
+  std::shared_ptr<const engine::TokenizerDetokenizer> tokenizer;
   RateLimitReport rate_limit;  // as of admission; set before any event
   absl::Mutex mu;
-  std::string text ABSL_GUARDED_BY(mu);
-  bool role_sent ABSL_GUARDED_BY(mu) = false;
+  std::vector<ChoiceState> choices ABSL_GUARDED_BY(mu);
+  size_t open ABSL_GUARDED_BY(mu) = 0;     // choices not finished
+  bool ended ABSL_GUARDED_BY(mu) = false;  // answered, refused, or the stream closed
 
   json Envelope() const {
     json out = {{"id", id},
@@ -405,181 +157,332 @@ struct Exchange {
                 {"created", created},
                 {"model", model}};
     // The sampling seed (the request's, or the one the gateway chose): replays the request.
-    if (call) out["seed"] = call->seed();
+    out["seed"] = seed;
     return out;
   }
-  static json Usage(const engine::StreamEvent& e) {
-    return {{"prompt_tokens", e.prompt_tokens},
-            {"completion_tokens", e.completion_tokens},
-            {"total_tokens", e.prompt_tokens + e.completion_tokens}};
-  }
-  void Send(const json& chunk) {
-    if (!responder->Write("data: " + SafeDump(chunk) + "\n\n") && call) call->Cancel();
+
+  // Usage summed over the choices: each prompt's tokens once, every choice's completion.
+  json Usage() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    int64_t prompt = 0, completion = 0;
+    for (size_t i = 0; i < choices.size(); ++i) {
+      if (i % static_cast<size_t>(n) == 0) prompt += choices[i].prompt_tokens;
+      completion += choices[i].completion_tokens;
+    }
+    return {{"prompt_tokens", prompt},
+            {"completion_tokens", completion},
+            {"total_tokens", prompt + completion}};
   }
 
-  void OnEvent(const engine::StreamEvent& e) {
-    if (stream) {
-      OnStreamEvent(e);
-      return;
+  // The log-probabilities of `c`'s tokens not reported yet, in the request's shape.
+  json TakeLogprobs(ChoiceState& c) const {
+    if (!tokenizer) return nullptr;  // a model view without a tokenizer: not expected
+    json out = logprobs == LogprobsShape::kChat
+                   ? ChatLogprobs(c.logprobs, tokenizer->tokenizer())
+                   : LegacyLogprobs(c.logprobs, tokenizer->tokenizer(), &c.text_offset);
+    c.logprobs.clear();
+    return out;
+  }
+
+  std::vector<std::shared_ptr<Call>> Calls() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    std::vector<std::shared_ptr<Call>> calls;
+    for (const ChoiceState& c : choices) {
+      if (c.call) calls.push_back(c.call);
     }
-    absl::MutexLock lock(&mu);
-    text += e.text;
-    if (!e.finished) return;
+    return calls;
+  }
+
+  void OnEvent(size_t index, const engine::StreamEvent& e) {
+    std::vector<std::shared_ptr<Call>> cancel;
+    {
+      absl::MutexLock lock(&mu);
+      if (ended) return;
+      ChoiceState& c = choices[index];
+      if (e.token >= 0 && logprobs != LogprobsShape::kNone) {
+        c.logprobs.push_back({e.token, e.logprob, e.top_logprobs});
+      }
+      if (e.finished) {
+        c.finish_reason = e.finish_reason;
+        c.prompt_tokens = e.prompt_tokens;
+        c.completion_tokens = e.completion_tokens;
+      }
+      const bool ok = stream ? OnStreamEvent(index, e) : OnWholeEvent(c, e);
+      if (!ok) cancel = Calls();  // one choice failed (or the client left): the rest stop
+    }
+    for (const auto& call : cancel) call->Cancel();
+  }
+
+  // A whole response: the text so far; once every choice is done, the response. False when a
+  // choice failed (the response is then its error).
+  bool OnWholeEvent(ChoiceState& c, const engine::StreamEvent& e)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    c.text += e.text;
+    if (!e.finished) return true;
     if (!e.status.ok()) {
       // Cancelled by the server (drain deadline, engine stop) or failed: an error, not a
       // truncated 200. (When the client itself went away nobody reads this.)
-      int status = e.finish_reason == engine::FinishReason::kCancelled ? 503 : 500;
+      ended = true;
+      const int status = e.finish_reason == engine::FinishReason::kCancelled ? 503 : 500;
       responder->Respond(
           WithRateLimit(net::JsonError(status, ToStd(e.status.message())), rate_limit));
-      return;
+      return false;
     }
+    if (--open > 0) return true;
+    ended = true;
     json out = Envelope();
-    json choice = {{"index", 0}, {"finish_reason", FinishReasonText(e.finish_reason)}};
-    if (chat) {
-      choice["message"] = {{"role", "assistant"}, {"content", text}};
-    } else {
-      choice["text"] = text;
-      choice["logprobs"] = nullptr;
+    out["choices"] = json::array();
+    for (size_t i = 0; i < choices.size(); ++i) {
+      ChoiceState& done = choices[i];
+      json choice = {{"index", i}, {"finish_reason", FinishReasonText(done.finish_reason)}};
+      if (chat) {
+        choice["message"] = {{"role", "assistant"}, {"content", done.text}};
+      } else {
+        choice["text"] = done.text;
+      }
+      choice["logprobs"] = logprobs == LogprobsShape::kNone ? json(nullptr) : TakeLogprobs(done);
+      out["choices"].push_back(std::move(choice));
     }
-    out["choices"] = json::array({choice});
-    out["usage"] = Usage(e);
+    out["usage"] = Usage();
     responder->Respond(
         WithRateLimit({200, "application/json", SafeDump(out) + "\n", {}}, rate_limit));
+    return true;
   }
 
-  void OnStreamEvent(const engine::StreamEvent& e) {
-    absl::MutexLock lock(&mu);
-    if (!e.text.empty() || (chat && !role_sent)) {
-      json chunk = Envelope();
-      json choice = {{"index", 0}, {"finish_reason", nullptr}};
-      if (chat) {
-        choice["delta"] = {{"content", e.text}};
-        if (!role_sent) choice["delta"]["role"] = "assistant";
-        role_sent = true;
-      } else {
-        choice["text"] = e.text;
-      }
-      chunk["choices"] = json::array({choice});
-      Send(chunk);
-    }
-    if (!e.finished) return;
-    if (!e.status.ok()) {
-      // After streaming began, the client gets an explicit error, never a silent truncation.
-      Send({{"error", {{"message", ToStd(e.status.message())}, {"type", "server_error"}}}});
+  // One chunk of choice `index`: `delta` (chat) or `text`, its pending log-probabilities and
+  // `finish_reason` (null while it runs). False when the client cannot take it.
+  bool SendChunk(size_t index, const std::string& text, const char* finish_reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    ChoiceState& c = choices[index];
+    json choice = {{"index", index},
+                   {"finish_reason", finish_reason ? json(finish_reason) : json(nullptr)}};
+    if (chat) {
+      choice["delta"] = json::object();
+      if (!text.empty() || !finish_reason) choice["delta"]["content"] = text;
+      if (!c.role_sent) choice["delta"]["role"] = "assistant";
+      c.role_sent = true;
     } else {
-      json chunk = Envelope();
-      json choice = {{"index", 0}, {"finish_reason", FinishReasonText(e.finish_reason)}};
-      if (chat) {
-        choice["delta"] = json::object();
-      } else {
-        choice["text"] = "";
-      }
-      chunk["choices"] = json::array({choice});
-      Send(chunk);
-      if (include_usage) {
-        json usage = Envelope();
-        usage["choices"] = json::array();
-        usage["usage"] = Usage(e);
-        Send(usage);
-      }
+      choice["text"] = text;
     }
+    if (logprobs != LogprobsShape::kNone) choice["logprobs"] = TakeLogprobs(c);
+    json chunk = Envelope();
+    chunk["choices"] = json::array({std::move(choice)});
+    return responder->Write("data: " + SafeDump(chunk) + "\n\n");
+  }
+
+  void EndStream() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    ended = true;
     responder->Write("data: [DONE]\n\n");
     responder->Finish();
   }
+
+  bool OnStreamEvent(size_t index, const engine::StreamEvent& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    ChoiceState& c = choices[index];
+    if (!e.text.empty() || (chat && !c.role_sent)) {
+      if (!SendChunk(index, e.text, nullptr)) return false;
+    }
+    if (!e.finished) return true;
+    if (!e.status.ok()) {
+      // After streaming began, the client gets an explicit error, never a silent truncation.
+      responder->Write("data: " +
+                       SafeDump({{"error",
+                                  {{"message", ToStd(e.status.message())},
+                                   {"type", "server_error"},
+                                   {"param", nullptr},
+                                   {"code", nullptr}}}}) +
+                       "\n\n");
+      EndStream();
+      return false;
+    }
+    if (!SendChunk(index, "", FinishReasonText(e.finish_reason))) return false;
+    if (--open > 0) return true;
+    if (include_usage) {
+      json usage = Envelope();
+      usage["choices"] = json::array();
+      usage["usage"] = Usage();
+      responder->Write("data: " + SafeDump(usage) + "\n\n");
+    }
+    EndStream();
+    return true;
+  }
 };
 
-void HandleGenerate(Frontend& frontend, bool chat, net::HttpRequest req,
-                    std::shared_ptr<net::HttpResponder> responder) {
+// Starts every choice of `request` (under the exchange's lock, so no event is handled before
+// all are started). On a refusal the choices already started are returned to be cancelled.
+absl::Status StartChoices(Frontend& frontend, std::vector<TextRequest> requests,
+                          const std::shared_ptr<Exchange>& exchange,
+                          std::vector<std::shared_ptr<Call>>* cancel) {
+  absl::MutexLock lock(&exchange->mu);
+  exchange->choices.resize(requests.size());
+  exchange->open = requests.size();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    auto call = frontend.Start(
+        std::move(requests[i]),
+        [exchange, i](const engine::StreamEvent& e) { exchange->OnEvent(i, e); },
+        &exchange->rate_limit);
+    if (!call.ok()) {
+      exchange->ended = true;
+      *cancel = exchange->Calls();
+      return call.status();
+    }
+    exchange->choices[i].call = *call;
+  }
+  const Call& first = *exchange->choices[0].call;
+  exchange->model = first.model();
+  exchange->tokenizer = first.tokenizer();
+  exchange->responder->SetModel(first.model());
+  if (exchange->stream) {
+    exchange->responder->StartStream(200, "text/event-stream",
+                                     RateLimitHeaders(exchange->rate_limit));
+  }
+  return absl::OkStatus();
+}
+
+void HandleGenerate(Frontend& frontend, bool chat, const net::HttpRequest& req,
+                    const std::shared_ptr<ApiResponder>& responder) {
   absl::StatusOr<std::string> tenant = frontend.Authorize(req.Header("authorization"));
   if (!tenant.ok()) {
     responder->Respond(StatusResponse(tenant.status()));
     return;
   }
-  json body;
-  try {
-    body = json::parse(req.body);
-  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
-    responder->Respond(net::JsonError(400, StrCat("request body: invalid JSON: ", e.what())));
+  OpenAiRequest parsed;
+  std::optional<ApiError> error = ParseOpenAiRequest(req.body, chat, &parsed);
+  responder->SetModel(frontend.ModelLabel(parsed.model));
+  if (error) {
+    responder->Respond(WithRateLimit(ErrorResponse(*error), frontend.RateLimitState(*tenant)));
     return;
   }
-  if (!body.is_object()) {
-    responder->Respond(net::JsonError(400, "request body: expected a JSON object"));
-    return;
-  }
-  TextRequest request;
-  request.tenant = *std::move(tenant);
   auto exchange = std::make_shared<Exchange>();
   exchange->chat = chat;
+  exchange->stream = parsed.stream;
+  exchange->include_usage = parsed.include_usage;
+  exchange->n = parsed.n;
+  exchange->logprobs = parsed.logprobs;
   exchange->responder = responder;
-  std::optional<ApiError> error =
-      ParseCommon(body, &request, &exchange->stream, &exchange->include_usage);
-  if (!error)
-    error =
-        chat ? ParseChatMessages(body, req.body, &request) : ParseCompletionPrompt(body, &request);
-  if (error) {
-    responder->Respond(WithRateLimit(net::JsonError(error->status, error->message, error->param),
-                                     frontend.RateLimitState(request.tenant)));
+  exchange->seed = parsed.seeded ? *parsed.prompts[0].sampling.seed : NewSeed();
+  exchange->id = StrCat(chat ? "chatcmpl-" : "cmpl-", responder->request_id());
+  exchange->created = UnixNow();
+  std::vector<TextRequest> requests = ChoiceRequests(parsed, exchange->seed);
+  for (TextRequest& r : requests) {
+    r.tenant = *tenant;
+    for (const std::string& name : frontend.RouteHeaders()) {
+      if (auto value = req.Header(name); !value.empty()) r.headers[name] = std::string(value);
+    }
+    // A caller's trace id (as proxies set it) becomes the request id every node logs; one it
+    // may not use is refused by the Frontend, naming it.
+    r.request_id = responder->sent_request_id().empty() ? responder->request_id()
+                                                        : responder->sent_request_id();
+  }
+  std::vector<std::shared_ptr<Call>> cancel;
+  absl::Status started = StartChoices(frontend, std::move(requests), exchange, &cancel);
+  for (const auto& call : cancel) call->Cancel();
+  if (!started.ok()) {
+    responder->Respond(RateLimitedStatusResponse(started, exchange->rate_limit));
     return;
   }
-  for (const std::string& name : frontend.RouteHeaders()) {
-    if (auto value = req.Header(name); !value.empty()) request.headers[name] = std::string(value);
-  }
-  // A caller's trace id (as proxies set it) becomes the request id every node logs.
-  request.request_id = std::string(req.Header("x-request-id"));
-  exchange->created = UnixNow();
-  // Events can arrive on the engine thread as soon as Start submits; holding the exchange's
-  // lock until its id and call are set makes them wait for that.
-  absl::StatusOr<std::shared_ptr<Call>> call;
-  {
-    absl::MutexLock lock(&exchange->mu);
-    call = frontend.Start(
-        std::move(request), [exchange](const engine::StreamEvent& e) { exchange->OnEvent(e); },
-        &exchange->rate_limit);
-    if (call.ok()) {
-      exchange->call = *call;
-      exchange->id = StrCat(chat ? "chatcmpl-" : "cmpl-", (*call)->request_id());
-      exchange->model = (*call)->model();
-      if (exchange->stream) {
-        responder->StartStream(200, "text/event-stream", RateLimitHeaders(exchange->rate_limit));
-      }
+  responder->OnClientGone([exchange] {
+    std::vector<std::shared_ptr<Call>> calls;
+    {
+      absl::MutexLock lock(&exchange->mu);
+      calls = exchange->Calls();
+    }
+    for (const auto& call : calls) call->Cancel();
+  });
+}
+
+json ModelObject(const ModelView& m) {
+  return {{"id", m.name},
+          {"object", "model"},
+          {"created", 0},
+          {"owned_by", "exaserve"},
+          {"version", m.version},
+          {"max_context", m.max_context},
+          {"max_model_len", m.max_context}};
+}
+
+// "%40" → "@": clients may escape the id in the path; a malformed escape stays as it is.
+std::string PercentDecode(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+      out.push_back(static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16)));
+      i += 2;
+    } else {
+      out.push_back(s[i]);
     }
   }
-  if (!call.ok()) {
-    responder->Respond(RateLimitedStatusResponse(call.status(), exchange->rate_limit));
-    return;
+  return out;
+}
+
+net::HttpResponse ListModels(Frontend& frontend, const net::HttpRequest& req) {
+  if (auto tenant = frontend.Authorize(req.Header("authorization")); !tenant.ok()) {
+    return StatusResponse(tenant.status());
   }
-  responder->OnClientGone([call = *call] { call->Cancel(); });
+  json data = json::array();
+  for (const ModelView& m : frontend.Models()) data.push_back(ModelObject(m));
+  return {200, "application/json", SafeDump(json({{"object", "list"}, {"data", data}})) + "\n", {}};
+}
+
+// GET /v1/models/{id}: the model as /v1/models lists it; the id is NAME or NAME@VERSION.
+net::HttpResponse RetrieveModel(Frontend& frontend, const net::HttpRequest& req,
+                                ApiResponder& responder) {
+  if (auto tenant = frontend.Authorize(req.Header("authorization")); !tenant.ok()) {
+    return StatusResponse(tenant.status());
+  }
+  constexpr std::string_view kPrefix = "/v1/models/";
+  const std::string id = PercentDecode(std::string_view(req.path).substr(kPrefix.size()));
+  absl::StatusOr<ModelView> model = frontend.FindModel(id);
+  if (!model.ok()) return StatusResponse(model.status());
+  responder.SetModel(model->name);
+  return {200, "application/json", SafeDump(ModelObject(*model)) + "\n", {}};
 }
 
 }  // namespace
 
+void AddOpenAiRoutes(const RouteAdder& add, Frontend& frontend) {
+  // Each handler wraps its responder so that every answer carries x-request-id and is counted.
+  auto route = [&add, &frontend](const char* method, const char* path, const char* endpoint,
+                                 auto handle) {
+    add(method, path,
+        [&frontend, endpoint, handle](net::HttpRequest req,
+                                      std::shared_ptr<net::HttpResponder> inner) {
+          auto responder =
+              std::make_shared<ApiResponder>(std::move(inner), frontend, endpoint, req);
+          handle(req, responder);
+        });
+  };
+  route("POST", "/v1/completions", "completions",
+        [&frontend](const net::HttpRequest& req, const std::shared_ptr<ApiResponder>& r) {
+          HandleGenerate(frontend, /*chat=*/false, req, r);
+        });
+  route("POST", "/v1/chat/completions", "chat_completions",
+        [&frontend](const net::HttpRequest& req, const std::shared_ptr<ApiResponder>& r) {
+          HandleGenerate(frontend, /*chat=*/true, req, r);
+        });
+  route("GET", "/v1/models", "models",
+        [&frontend](const net::HttpRequest& req, const std::shared_ptr<ApiResponder>& r) {
+          r->SetModel("none");
+          r->Respond(ListModels(frontend, req));
+        });
+  route("GET", "/v1/models/*", "model",
+        [&frontend](const net::HttpRequest& req, const std::shared_ptr<ApiResponder>& r) {
+          r->Respond(RetrieveModel(frontend, req, *r));
+        });
+  route("POST", "/tokenize", "tokenize",
+        [&frontend](const net::HttpRequest& req, const std::shared_ptr<ApiResponder>& r) {
+          HandleTokenize(frontend, req, r);
+        });
+  route("POST", "/detokenize", "detokenize",
+        [&frontend](const net::HttpRequest& req, const std::shared_ptr<ApiResponder>& r) {
+          HandleDetokenize(frontend, req, r);
+        });
+}
+
 void AddOpenAiRoutes(net::HttpServer& server, Frontend& frontend) {
-  server.AddRoute(
-      "POST", "/v1/completions",
-      net::HttpHandler([&frontend](net::HttpRequest req, std::shared_ptr<net::HttpResponder> r) {
-        HandleGenerate(frontend, /*chat=*/false, std::move(req), std::move(r));
-      }));
-  server.AddRoute(
-      "POST", "/v1/chat/completions",
-      net::HttpHandler([&frontend](net::HttpRequest req, std::shared_ptr<net::HttpResponder> r) {
-        HandleGenerate(frontend, /*chat=*/true, std::move(req), std::move(r));
-      }));
-  server.AddRoute("GET", "/v1/models", [&frontend](const net::HttpRequest& req) {
-    if (auto tenant = frontend.Authorize(req.Header("authorization")); !tenant.ok()) {
-      return StatusResponse(tenant.status());
-    }
-    json data = json::array();
-    for (const ModelView& m : frontend.Models()) {
-      data.push_back({{"id", m.name},
-                      {"object", "model"},
-                      {"created", 0},
-                      {"owned_by", "exaserve"},
-                      {"version", m.version},
-                      {"max_context", m.max_context}});
-    }
-    return net::HttpResponse{
-        200, "application/json", SafeDump(json({{"object", "list"}, {"data", data}})) + "\n", {}};
-  });
+  AddOpenAiRoutes(
+      [&server](std::string method, std::string path, net::HttpHandler handler) {
+        server.AddRoute(std::move(method), std::move(path), std::move(handler));
+      },
+      frontend);
 }
 
 }  // namespace exa::gateway

@@ -349,6 +349,9 @@ class RemoteBackend::RemoteCall final : public grpc::ClientReadReactor<GenerateR
       e.time = absl::Now();
       e.token = i < n ? r.token_ids(i) : -1;
       if (i < r.logprobs_size()) e.logprob = r.logprobs(i);
+      if (i < r.top_logprobs_size()) {
+        e.top_logprobs = engine::rpc::TopLogprobsFromProto(r.top_logprobs(i));
+      }
       if (i + 1 >= n) e.text = r.text();
       if (e.token >= 0) tokens_++;
       callback_(e);

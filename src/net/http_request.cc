@@ -36,7 +36,8 @@ std::string_view HttpRequest::Header(std::string_view name) const {
   return {};
 }
 
-HttpResponse JsonError(int status, std::string_view message, std::string_view param) {
+HttpResponse JsonError(int status, std::string_view message, std::string_view param,
+                       std::string_view code) {
   const char* type = status == 401   ? "authentication_error"
                      : status == 403 ? "permission_error"
                      : status == 404 ? "not_found_error"
@@ -48,7 +49,7 @@ HttpResponse JsonError(int status, std::string_view message, std::string_view pa
        {{"message", message},
         {"type", type},
         {"param", param.empty() ? nlohmann::json(nullptr) : nlohmann::json(param)},
-        {"code", status}}}};
+        {"code", code.empty() ? nlohmann::json(nullptr) : nlohmann::json(code)}}}};
   HttpResponse r{status, "application/json", SafeDump(body) + "\n", {}};
   if (status == 429 || status == 503) r.headers.emplace_back("Retry-After", "1");
   return r;

@@ -42,9 +42,11 @@ struct HttpResponse {
 
 // An error in the shape OpenAI clients parse: {"error":{"message", "type", "param", "code"}}.
 // `type` follows from the status (invalid_request_error, authentication_error, not_found_error,
-// rate_limit_error, server_error); `param` names the request field at fault, null when empty.
-// 429 and 503 carry Retry-After.
-HttpResponse JsonError(int status, std::string_view message, std::string_view param = {});
+// rate_limit_error, server_error); `param` names the request field at fault and `code` is
+// OpenAI's string code (e.g. "model_not_found"), each null when empty. 429 and 503 carry
+// Retry-After.
+HttpResponse JsonError(int status, std::string_view message, std::string_view param = {},
+                       std::string_view code = {});
 
 // The limits HttpServer reads a request under (http.max_body_bytes, http.max_header_bytes).
 struct HttpParseLimits {

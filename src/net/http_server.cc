@@ -578,10 +578,19 @@ const Route* HttpServer::Impl::FindRoute(const std::string& method, const std::s
                                          std::string* allowed) const {
   const std::string& wanted = method == "HEAD" ? std::string("GET") : method;
   allowed->clear();
-  for (const Route& r : routes) {
-    if (r.path != path) continue;
-    if (r.method == wanted) return &r;
-    StrAppend(allowed, allowed->empty() ? "" : ", ", r.method, r.method == "GET" ? ", HEAD" : "");
+  // Exact routes first; then the prefix routes ("/v1/models/*").
+  for (const bool prefix : {false, true}) {
+    for (const Route& r : routes) {
+      const bool is_prefix = !r.path.empty() && r.path.back() == '*';
+      if (is_prefix != prefix) continue;
+      const std::string_view stem = std::string_view(r.path).substr(0, r.path.size() - prefix);
+      if (prefix ? !(path.size() > stem.size() && path.starts_with(stem)) : r.path != path) {
+        continue;
+      }
+      if (r.method == wanted) return &r;
+      StrAppend(allowed, allowed->empty() ? "" : ", ", r.method, r.method == "GET" ? ", HEAD" : "");
+    }
+    if (!allowed->empty()) return nullptr;
   }
   return nullptr;
 }

@@ -83,7 +83,9 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // Exact-path routes. A request with a known path and another method gets 405.
+  // Exact-path routes; a path ending in '*' matches every longer path starting with what comes
+  // before it (e.g. "/v1/models/*"), after the exact routes. A request with a known path and
+  // another method gets 405.
   void AddRoute(std::string method, std::string path, HttpHandler handler);
   // Convenience for handlers that answer at once.
   void AddRoute(std::string method, std::string path,

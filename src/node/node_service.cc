@@ -219,7 +219,8 @@ NodeService::~NodeService() {
 grpc::ServerWriteReactor<exaserve::v1::GenerateResponse>* NodeService::Generate(
     grpc::CallbackServerContext* context, const exaserve::v1::NodeGenerateRequest* request) {
   generate_requests_.Increment();
-  auto* reactor = new GenerateStreamReactor(request->request().sampling().logprobs());
+  auto* reactor = new GenerateStreamReactor(request->request().sampling().logprobs(),
+                                            request->request().sampling().top_logprobs());
   reactor->Begin([&](engine::StreamCallback sink) -> absl::StatusOr<StreamHandle> {
     const std::string& replica_id = request->replica_id();
     std::shared_ptr<engine::Engine> engine = host_.FindEngine(replica_id);

@@ -38,6 +38,7 @@
 #include "tools/cli_common.h"
 #include "tools/cli_plan.h"
 #include "tools/cluster_commands.h"
+#include "tools/generate_json.h"
 #include "tools/model_commands.h"
 #include "tools/scheduler_commands.h"
 #include "tools/security_commands.h"
@@ -644,6 +645,7 @@ struct GenerateOptions {
   std::vector<std::string> stop;
   std::vector<std::string> headers;  // KEY=VALUE sent as gRPC metadata (version routes)
   bool logprobs = false;
+  int top_logprobs = 0;
   bool prompt_given = false;
 };
 
@@ -664,7 +666,9 @@ int RunGenerate(const GlobalOptions& g, GenerateOptions o) {
   request.set_max_tokens(o.max_tokens);
   request.mutable_sampling()->set_temperature(o.temperature);
   if (o.seed >= 0) request.mutable_sampling()->set_seed(static_cast<uint64_t>(o.seed));
+  o.logprobs = o.logprobs || o.top_logprobs > 0;
   request.mutable_sampling()->set_logprobs(o.logprobs);
+  request.mutable_sampling()->set_top_logprobs(o.top_logprobs);
   for (const auto& s : o.stop) request.add_stop(s);
   std::map<std::string, std::string> headers;
   if (!ParsePairs("--header", o.headers, &headers)) return 2;
@@ -675,21 +679,9 @@ int RunGenerate(const GlobalOptions& g, GenerateOptions o) {
   bool printed = false;
   while (reader->Read(&message)) {
     if (g.json) {
-      nlohmann::json j = {
-          {"text", message.text()},
-          {"token_ids", std::vector<int>(message.token_ids().begin(), message.token_ids().end())}};
-      if (o.logprobs) {
-        j["logprobs"] = std::vector<float>(message.logprobs().begin(), message.logprobs().end());
-      }
-      if (message.finish_reason() != exaserve::v1::FINISH_REASON_UNSPECIFIED) {
-        j["finish_reason"] = exaserve::v1::FinishReason_Name(message.finish_reason());
-        j["prompt_tokens"] = message.usage().prompt_tokens();
-        j["completion_tokens"] = message.usage().completion_tokens();
-        j["time_to_first_token_ms"] = message.usage().time_to_first_token_ms();
-      }
-      if (!message.replica_id().empty()) j["replica_id"] = message.replica_id();
-      if (message.has_seed()) j["seed"] = message.seed();
-      std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+      std::cout << exa::tools::GenerateMessageJson(message, o.logprobs, o.top_logprobs > 0)
+                       .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                << "\n";
     } else {
       std::cout << message.text() << std::flush;
       printed = printed || !message.text().empty();
@@ -790,6 +782,9 @@ void GenerateFlags(CLI::App& cmd, CliFlags& f) {
       ->take_all();
   cmd.add_flag("--logprobs", gen.logprobs,
                "ask for each token's log-probability (printed with --json)");
+  cmd.add_option("--top-logprobs", gen.top_logprobs,
+                 "and this many most likely tokens at each position, 0-20 (printed with --json)")
+      ->check(CLI::Range(0, 20));
   cmd.add_option("--header", gen.headers,
                  "KEY=VALUE request metadata, e.g. x-model-version=v2 (repeatable)")
       ->expected(1)

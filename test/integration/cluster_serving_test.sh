@@ -38,14 +38,26 @@ code=$(curl -s -o "$work/badid.json" -w '%{http_code}' -H 'x-request-id: a b' "$
 [ "$code" = 400 ] && grep -q request_id "$work/badid.json" || fail "a bad x-request-id: $code $(cat "$work/badid.json")"
 "$CLI" --addr "127.0.0.1:$(port_of 1 grpc_port)" generate --max-tokens 3 "1+1=" >/dev/null ||
   fail "gRPC generate through the gateway"
-# Log-probabilities cross the gateway-to-node hop: one per token id, the first one confident.
-"$CLI" --addr "127.0.0.1:$(port_of 1 grpc_port)" --json generate --logprobs --max-tokens 3 "1+1=" |
+# Log-probabilities cross the gateway-to-node hop: one per token id, the first one confident, each
+# with its position's two most likely tokens.
+"$CLI" --addr "127.0.0.1:$(port_of 1 grpc_port)" --json generate --logprobs --top-logprobs 2 \
+  --max-tokens 3 "1+1=" |
   python3 -c "
 import json, sys
 msgs = [json.loads(l) for l in sys.stdin]
 ids = sum((m['token_ids'] for m in msgs), []); lps = sum((m['logprobs'] for m in msgs), [])
-sys.exit(0 if ids and len(ids) == len(lps) and all(lp <= 0 for lp in lps) and lps[0] > -0.7 else 1)
+tops = sum((m['top_logprobs'] for m in msgs), [])
+sys.exit(0 if ids and len(ids) == len(lps) == len(tops) and all(len(t) == 2 for t in tops)
+         and all(lp <= 0 for lp in lps) and lps[0] > -0.7 else 1)
 " || fail "logprobs through the gateway"
+# And over HTTP, with each position's alternatives (GenerateResponse.top_logprobs on that hop).
+curl -s "$gw/v1/chat/completions" \
+  -d '{"messages":[{"role":"user","content":"1+1="}],"max_tokens":3,"logprobs":true,"top_logprobs":3}' |
+  python3 -c "
+import json, sys
+content = json.load(sys.stdin)['choices'][0]['logprobs']['content']
+sys.exit(0 if content and all(len(t['top_logprobs']) == 3 and t['logprob'] <= 0 for t in content) else 1)
+" || fail "top_logprobs through the gateway"
 
 served() {  # Node.Generate calls node N took
   curl -s "http://127.0.0.1:$(port_of "$1" http_port)/metrics" |

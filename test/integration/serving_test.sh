@@ -40,6 +40,8 @@ expect_error() {  # expect_error STATUS SUBSTRING PATH BODY
 expect_error 400 "prompt: must not be empty" /v1/completions '{"prompt":""}'
 expect_error 400 "max_tokens" /v1/completions '{"prompt":"1+1=","max_tokens":0}'
 expect_error 400 "exceeds the context length of 256" /v1/completions "{\"prompt\":\"$(printf '1+%.0s' $(seq 300))\",\"max_tokens\":5}"
+# The prompt alone is too long: the error names it (not max_tokens), with OpenAI's code.
+grep -q '"code":"context_length_exceeded".*"param":"prompt"' "$work/body" || fail "context overflow: $(cat "$work/body")"
 expect_error 404 "model \\\\\"nope\\\\\"" /v1/completions '{"prompt":"1+1=","model":"nope"}'
 # NAME@VERSION, as "available:" and /v1/models print it, is a model the API takes.
 expect_error 404 'version \\"v9\\": not served; available: exa-tiny-arith@v1' /v1/completions '{"prompt":"1+1=","model":"exa-tiny-arith@v9"}'
@@ -48,7 +50,7 @@ expect_error 404 'version \\"v9\\": not served; available: exa-tiny-arith@v1' /v
 expect_error 400 "invalid JSON" /v1/completions '{"prompt":'
 expect_error 400 "temperature" /v1/completions '{"prompt":"1+1=","temperature":-1}'
 expect_error 400 "top_p" /v1/completions '{"prompt":"1+1=","top_p":0}'
-expect_error 400 "n: 2" /v1/completions '{"prompt":"1+1=","n":2}'
+expect_error 400 "n: 17 is outside \[1, 16\]" /v1/completions '{"prompt":"1+1=","n":17}'
 expect_error 400 "messages" /v1/chat/completions '{"messages":[]}'
 # Numbers past what their field holds are refused as sent, never wrapped; types are checked
 # before use (each of these was a 500 or a silent wrap once).
@@ -62,11 +64,14 @@ expect_error 400 "stream_options.include_usage: expected true or false" /v1/comp
 expect_error 400 "messages\[0\].role: expected a string" /v1/chat/completions '{"messages":[{"role":5,"content":"hi"}]}'
 expect_error 400 "text must be a string" /v1/chat/completions '{"messages":[{"role":"user","content":[{"type":"text","text":5}]}]}'
 expect_error 400 "every message's content is empty" /v1/chat/completions '{"messages":[{"role":"user","content":""}]}'
+# Log-probabilities: bounded (20), typed, top_logprobs only with logprobs true (and not a field of
+# /v1/completions, whose logprobs is the count).
+expect_error 400 '"param":"logprobs"' /v1/completions '{"prompt":"1+1=","logprobs":21}'
+expect_error 400 '"param":"logprobs"' /v1/chat/completions '{"messages":[{"role":"user","content":"1+1="}],"logprobs":"yes"}'
+expect_error 400 '"param":"top_logprobs"' /v1/chat/completions '{"messages":[{"role":"user","content":"1+1="}],"top_logprobs":3}'
+expect_error 400 '"param":"top_logprobs"' /v1/completions '{"prompt":"1+1=","top_logprobs":3}'
 # OpenAI fields the server does not implement are refused by name when asked for, and accepted
 # at their defaults.
-expect_error 400 '"param":"logprobs"' /v1/completions '{"prompt":"1+1=","logprobs":2}'
-expect_error 400 '"param":"logprobs"' /v1/chat/completions '{"messages":[{"role":"user","content":"1+1="}],"logprobs":true}'
-expect_error 400 '"param":"top_logprobs"' /v1/chat/completions '{"messages":[{"role":"user","content":"1+1="}],"top_logprobs":3}'
 expect_error 400 "echo: not supported" /v1/completions '{"prompt":"1+1=","echo":true}'
 expect_error 400 "best_of: only 1" /v1/completions '{"prompt":"1+1=","best_of":3}'
 expect_error 400 '"param":"logit_bias"' /v1/completions '{"prompt":"1+1=","logit_bias":{"17":-100}}'

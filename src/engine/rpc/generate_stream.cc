@@ -1,5 +1,7 @@
 #include "engine/rpc/generate_stream.h"
 
+#include <algorithm>
+
 #include "net/grpc_status.h"
 
 namespace exa::engine::rpc {
@@ -46,6 +48,7 @@ engine::SamplingParams SamplingFromProto(const exaserve::v1::SamplingParams& s) 
   out.repetition_penalty = s.repetition_penalty() == 0 ? 1.0f : s.repetition_penalty();
   if (s.has_seed()) out.seed = s.seed();
   out.logprobs = s.logprobs();
+  out.top_logprobs = s.top_logprobs();
   return out;
 }
 
@@ -56,6 +59,24 @@ void SamplingToProto(const engine::SamplingParams& p, exaserve::v1::SamplingPara
   s->set_repetition_penalty(p.repetition_penalty);
   if (p.seed) s->set_seed(*p.seed);
   s->set_logprobs(p.logprobs);
+  s->set_top_logprobs(p.top_logprobs);
+}
+
+void TopLogprobsToProto(const std::vector<std::pair<int32_t, float>>& top,
+                        exaserve::v1::TopLogprobs* proto) {
+  for (const auto& [token, logprob] : top) {
+    proto->add_token_ids(token);
+    proto->add_logprobs(logprob);
+  }
+}
+
+std::vector<std::pair<int32_t, float>> TopLogprobsFromProto(
+    const exaserve::v1::TopLogprobs& proto) {
+  std::vector<std::pair<int32_t, float>> out;
+  const int n = std::min(proto.token_ids_size(), proto.logprobs_size());
+  out.reserve(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) out.emplace_back(proto.token_ids(i), proto.logprobs(i));
+  return out;
 }
 
 void GenerateStreamReactor::Begin(const Starter& start) {
@@ -127,6 +148,7 @@ void GenerateStreamReactor::OnEvent(const engine::StreamEvent& e) {
         exaserve::v1::GenerateResponse r;
         if (e.token >= 0) r.add_token_ids(e.token);
         if (e.token >= 0 && logprobs_) r.add_logprobs(e.logprob);
+        if (e.token >= 0 && top_logprobs_) TopLogprobsToProto(e.top_logprobs, r.add_top_logprobs());
         r.set_text(e.text);
         if (e.token >= 0 && started_ && first_) {
           if (handle_.request_id) r.set_request_id(handle_.request_id());

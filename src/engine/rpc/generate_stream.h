@@ -11,6 +11,8 @@
 #include <deque>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
@@ -26,6 +28,10 @@ engine::FinishReason FinishReasonFromProto(exaserve::v1::FinishReason reason);
 // The proto's sampling parameters, with its zero defaults (top_p, repetition_penalty) made 1.
 engine::SamplingParams SamplingFromProto(const exaserve::v1::SamplingParams& proto);
 void SamplingToProto(const engine::SamplingParams& params, exaserve::v1::SamplingParams* proto);
+// An event's most likely tokens (SamplingParams.top_logprobs) on the wire and back.
+void TopLogprobsToProto(const std::vector<std::pair<int32_t, float>>& top,
+                        exaserve::v1::TopLogprobs* proto);
+std::vector<std::pair<int32_t, float>> TopLogprobsFromProto(const exaserve::v1::TopLogprobs& proto);
 
 // What the producer hands back once started: how to cancel it and, for the first message, which
 // request and replica serve it (the replica can change on a retry before the first token).
@@ -46,8 +52,9 @@ class GenerateStreamReactor final
   using Starter = std::function<absl::StatusOr<StreamHandle>(engine::StreamCallback sink)>;
 
   // `logprobs`: the request asked for them (SamplingParams.logprobs); each message then carries
-  // one per token id.
-  explicit GenerateStreamReactor(bool logprobs = false) : logprobs_(logprobs) {}
+  // one per token id, and with `top_logprobs` > 0 the alternatives at each token's position.
+  explicit GenerateStreamReactor(bool logprobs = false, int32_t top_logprobs = 0)
+      : logprobs_(logprobs), top_logprobs_(top_logprobs > 0) {}
 
   // Runs `start` with this stream's sink; an error finishes the RPC with its status.
   void Begin(const Starter& start);
@@ -69,6 +76,7 @@ class GenerateStreamReactor final
   exaserve::v1::GenerateResponse current_ ABSL_GUARDED_BY(mu_);  // the write in flight
   grpc::Status final_status_ ABSL_GUARDED_BY(mu_);
   const bool logprobs_;
+  const bool top_logprobs_;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;

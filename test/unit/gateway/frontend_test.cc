@@ -13,48 +13,10 @@
 
 #include "common/strings.h"
 #include "engine/tokenizer_detokenizer.h"
+#include "fake_backend.h"
 
 namespace exa::gateway {
 namespace {
-
-// Holds each submitted request until the test delivers its events (never synchronously).
-class FakeBackend final : public ReplicaBackend {
- public:
-  FakeBackend() {
-    auto tokenizer = engine::LoadDetokenizer(EXA_SOURCE_DIR "/models/exa-tiny-arith");
-    REQUIRE(tokenizer.ok());
-    model_ = {"m", "v1", *tokenizer, 512};
-  }
-  std::vector<ModelView> Models() const override { return {model_}; }
-  absl::StatusOr<engine::RequestId> Submit(const std::string& replica_id,
-                                           engine::GenerateRequest request) override {
-    submitted.push_back({replica_id, std::move(request)});
-    return submitted.size();
-  }
-  void Cancel(const std::string& replica_id, engine::RequestId id) override {
-    cancelled.push_back(id);
-  }
-
-  void Token(size_t i, int32_t token) {
-    engine::StreamEvent e;
-    e.token = token;
-    e.text = "x";
-    submitted.at(i).second.callback(e);
-  }
-  void Finish(size_t i, absl::Status status) {
-    engine::StreamEvent e;
-    e.finished = true;
-    e.finish_reason = status.ok() ? engine::FinishReason::kStop : engine::FinishReason::kError;
-    e.status = std::move(status);
-    submitted.at(i).second.callback(e);
-  }
-
-  std::vector<std::pair<std::string, engine::GenerateRequest>> submitted;
-  std::vector<engine::RequestId> cancelled;
-
- private:
-  ModelView model_;
-};
 
 struct Fixture {
   explicit Fixture(GatewayOptions options = {})
@@ -334,6 +296,69 @@ TEST_CASE("A prompt that does not fit the context is refused with both numbers")
   REQUIRE_FALSE(call.ok());
   CHECK(call.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(std::string(call.status().message()).find("context length of 512") != std::string::npos);
+}
+
+TEST_CASE("A context overflow names the prompt when it leaves no room, else max_tokens") {
+  Fixture f;
+  TextRequest r;
+  r.prompt_tokens.assign(600, 17);  // alone past the 512-token context
+  r.max_tokens = 4;
+  auto call = f.frontend.Start(r, [](const engine::StreamEvent&) {});
+  REQUIRE_FALSE(call.ok());
+  CHECK(ErrorField(call.status()) == "prompt");
+  CHECK(ErrorCode(call.status()) == "context_length_exceeded");
+  r.prompt_tokens.clear();
+  r.prompt = std::string(600, '1');  // a chat prompt names its messages
+  r.prompt_field = "messages";
+  call = f.frontend.Start(r, [](const engine::StreamEvent&) {});
+  REQUIRE_FALSE(call.ok());
+  CHECK(ErrorField(call.status()) == "messages");
+  r.prompt = "1+1=";
+  r.max_tokens = 510;  // the prompt fits; the room asked for does not
+  call = f.frontend.Start(r, [](const engine::StreamEvent&) {});
+  REQUIRE_FALSE(call.ok());
+  CHECK(ErrorField(call.status()) == "max_tokens");
+  CHECK(ErrorCode(call.status()) == "context_length_exceeded");
+}
+
+TEST_CASE("A token id outside the vocabulary is refused naming prompt, before any replica") {
+  Fixture f;
+  TextRequest r;
+  r.prompt_tokens = {1, 2, f.backend.tokenizer().vocab_size()};
+  r.max_tokens = 4;
+  auto call = f.frontend.Start(r, [](const engine::StreamEvent&) {});
+  REQUIRE_FALSE(call.ok());
+  CHECK(ErrorField(call.status()) == "prompt");
+  CHECK(std::string(call.status().message()).find("at position 2") != std::string::npos);
+  CHECK(f.backend.submitted.empty());
+}
+
+TEST_CASE("top_logprobs past the engine's 20 is refused naming it") {
+  Fixture f;
+  TextRequest r;
+  r.prompt = "1+1=";
+  r.sampling.logprobs = true;
+  r.sampling.top_logprobs = 21;
+  auto call = f.frontend.Start(r, [](const engine::StreamEvent&) {});
+  REQUIRE_FALSE(call.ok());
+  CHECK(ErrorField(call.status()) == "top_logprobs");
+  r.sampling.top_logprobs = 20;
+  REQUIRE(f.frontend.Start(r, [](const engine::StreamEvent&) {}).ok());
+  CHECK(f.backend.submitted.back().second.sampling.top_logprobs == 20);
+}
+
+TEST_CASE("Models are found by NAME or NAME@VERSION; unknown ones are one metric label") {
+  Fixture f;
+  CHECK(f.frontend.FindModel("m").ok());
+  CHECK(f.frontend.FindModel("m@v1").ok());
+  CHECK(f.frontend.FindModel("").ok());  // the first served
+  auto missing = f.frontend.FindModel("m@v9");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().code() == absl::StatusCode::kNotFound);
+  CHECK(ErrorField(missing.status()) == "model");
+  CHECK(ErrorCode(missing.status()) == "model_not_found");
+  CHECK(f.frontend.ModelLabel("m@v1") == "m");
+  CHECK(f.frontend.ModelLabel("attacker-chosen-name") == "unknown");
 }
 
 TEST_CASE("The router's estimate of the first token is compared with the actual one") {

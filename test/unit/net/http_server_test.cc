@@ -87,6 +87,12 @@ struct Fixture {
     server->AddRoute("POST", "/echo", [](const HttpRequest& req) {
       return HttpResponse{200, "application/octet-stream", req.body, {}};
     });
+    server->AddRoute("GET", "/items/*", [](const HttpRequest& req) {
+      return HttpResponse{200, "text/plain", "item " + req.path, {}};
+    });
+    server->AddRoute("GET", "/items/special", [](const HttpRequest&) {
+      return HttpResponse{200, "text/plain", "exact", {}};
+    });
     server->AddRoute("GET", "/stream",
                      HttpHandler([](HttpRequest, std::shared_ptr<HttpResponder> r) {
                        std::thread([r] {
@@ -149,9 +155,29 @@ TEST_CASE("Unknown paths get 404 and wrong methods 405, as JSON", "[http]") {
   c.Send("GET /nope HTTP/1.1\r\nHost: x\r\n\r\n");
   std::string r = c.ReadResponse();
   CHECK(r.rfind("HTTP/1.1 404", 0) == 0);
-  CHECK(r.find("{\"error\":{\"code\":404,\"message\":\"no route for /nope\"") != std::string::npos);
+  // OpenAI's shape: `code` is a string or null, never the HTTP status.
+  CHECK(r.find("{\"error\":{\"code\":null,\"message\":\"no route for /nope\"") !=
+        std::string::npos);
   c.Send("DELETE /hello HTTP/1.1\r\nHost: x\r\n\r\n");
   CHECK(c.ReadResponse().rfind("HTTP/1.1 405", 0) == 0);
+}
+
+TEST_CASE("A route ending in * serves the paths under it, after the exact routes", "[http]") {
+  Fixture f;
+  Client c(f.server->port());
+  c.Send("GET /items/a%40b HTTP/1.1\r\nHost: x\r\n\r\n");
+  std::string r = c.ReadResponse();
+  CHECK(r.rfind("HTTP/1.1 200", 0) == 0);
+  CHECK(r.substr(r.size() - 17) == "item /items/a%40b");
+  c.Send("GET /items/special HTTP/1.1\r\nHost: x\r\n\r\n");
+  r = c.ReadResponse();
+  CHECK(r.substr(r.size() - 5) == "exact");
+  c.Send("GET /items/ HTTP/1.1\r\nHost: x\r\n\r\n");  // nothing after the stem
+  CHECK(c.ReadResponse().rfind("HTTP/1.1 404", 0) == 0);
+  c.Send("POST /items/a HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+  r = c.ReadResponse();
+  CHECK(r.rfind("HTTP/1.1 405", 0) == 0);
+  CHECK(r.find("Allow: GET, HEAD") != std::string::npos);
 }
 
 TEST_CASE("An oversized body gets 413 and the connection is closed", "[http]") {

@@ -1,0 +1,448 @@
+#include "gateway/openai_request.h"
+
+#include <utility>
+
+#include "common/strings.h"
+
+namespace exa::gateway {
+namespace {
+
+using json = nlohmann::json;
+
+// Reads an optional number field, checking its type; returns an error naming the field.
+std::optional<ApiError> ReadNumber(const json& body, const char* field,
+                                   std::optional<double>* out) {
+  auto it = body.find(field);
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_number()) return ApiError{400, StrCat(field, ": expected a number"), field};
+  *out = it->get<double>();
+  return std::nullopt;
+}
+
+// An integer in [lo, hi], as JSON holds it (signed or unsigned 64-bit), without wrapping.
+std::optional<ApiError> CheckInteger(const json& v, std::string_view field, int64_t lo, int64_t hi,
+                                     int64_t* out) {
+  if (!v.is_number_integer()) {
+    return ApiError{400,
+                    lo == INT64_MIN && hi == INT64_MAX
+                        ? StrCat(field, ": expected an integer")
+                        : StrCat(field, ": expected an integer in [", lo, ", ", hi, "]"),
+                    std::string(field)};
+  }
+  bool in_range;
+  if (v.is_number_unsigned()) {  // nlohmann keeps every non-negative integer unsigned
+    const uint64_t u = v.get<uint64_t>();
+    in_range = u <= static_cast<uint64_t>(hi) && (lo <= 0 || u >= static_cast<uint64_t>(lo));
+  } else {
+    const int64_t x = v.get<int64_t>();
+    in_range = x >= lo && x <= hi;
+  }
+  if (!in_range && lo == INT64_MIN && hi == INT64_MAX) {
+    return ApiError{400, StrCat(field, ": ", v.dump(), " is not a 64-bit integer"),
+                    std::string(field)};
+  }
+  if (!in_range) {
+    return ApiError{400, StrCat(field, ": ", v.dump(), " is outside [", lo, ", ", hi, "]"),
+                    std::string(field)};
+  }
+  *out = v.get<int64_t>();
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadInteger(const json& body, const char* field, int64_t lo, int64_t hi,
+                                    std::optional<int64_t>* out) {
+  auto it = body.find(field);
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  int64_t v = 0;
+  if (auto e = CheckInteger(*it, field, lo, hi, &v)) return e;
+  *out = v;
+  return std::nullopt;
+}
+
+std::optional<ApiError> ReadBool(const json& body, const char* field, bool* out) {
+  auto it = body.find(field);
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_boolean()) return ApiError{400, StrCat(field, ": expected true or false"), field};
+  *out = it->get<bool>();
+  return std::nullopt;
+}
+
+// OpenAI fields this server does not implement. Left at their defaults (absent, null, false, 0,
+// empty) they are accepted; asked for, they are refused by name rather than silently ignored, so
+// a client never takes an answer for something it did not get.
+std::optional<ApiError> RefuseUnsupported(const json& body, bool chat) {
+  auto asked = [&](const char* field) {
+    auto it = body.find(field);
+    if (it == body.end() || it->is_null()) return false;
+    if (it->is_boolean()) return it->get<bool>();
+    if (it->is_number()) return it->get<double>() != 0;
+    if (it->is_string()) return !it->get_ref<const std::string&>().empty();
+    if (it->is_array() || it->is_object()) return !it->empty();
+    return true;
+  };
+  struct Field {
+    const char* name;
+    const char* why;
+  };
+  static constexpr Field kFields[] = {
+      {"echo", "not supported"},
+      {"suffix", "not supported"},
+      {"logit_bias", "not supported"},
+      {"tools", "not supported: this server does not call tools"},
+      {"functions", "not supported: this server does not call functions"},
+  };
+  for (const Field& f : kFields) {
+    if (asked(f.name)) return ApiError{400, StrCat(f.name, ": ", f.why, "; omit it"), f.name};
+  }
+  if (!chat && asked("top_logprobs")) {
+    return ApiError{400,
+                    "top_logprobs: not a /v1/completions field; use logprobs: N (the N most "
+                    "likely tokens per position, 0 to 20)",
+                    "top_logprobs"};
+  }
+  if (auto it = body.find("best_of");
+      it != body.end() && it->is_number() && it->get<double>() != 1) {
+    return ApiError{400, "best_of: only 1 is supported", "best_of"};
+  }
+  if (auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
+    const bool text = it->is_object() && it->value("type", json()) == "text";
+    if (!text) {
+      return ApiError{400, "response_format: only {\"type\": \"text\"} is supported (no JSON mode)",
+                      "response_format"};
+    }
+  }
+  return std::nullopt;
+}
+
+// Who is asking: `cache_salt` (docs/architecture.md#prefix-cache: only requests with the same
+// salt share cached prompt prefixes; its length is checked with the other fields in
+// Frontend::Validate) and OpenAI's `user`, accepted for compatibility and not used.
+std::optional<ApiError> ParseCacheSalt(const json& body, TextRequest* r) {
+  auto it = body.find("cache_salt");
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_string()) {
+    return ApiError{400, "cache_salt: expected a string (at most 256 bytes)", "cache_salt"};
+  }
+  r->cache_salt = it->get<std::string>();
+  return std::nullopt;
+}
+
+// The sampling fields: seed, top_k, temperature, top_p and the penalties.
+std::optional<ApiError> ParseSampling(const json& body, TextRequest* r, bool* seeded) {
+  std::optional<int64_t> top_k;
+  std::optional<double> temperature, top_p, presence, frequency, repetition;
+  // top_k is bounded by the engine's 32-bit field. A seed is any 64-bit pattern.
+  if (auto it = body.find("seed"); it != body.end() && !it->is_null()) {
+    if (!it->is_number_integer()) return ApiError{400, "seed: expected an integer", "seed"};
+    r->sampling.seed =
+        it->is_number_unsigned() ? it->get<uint64_t>() : static_cast<uint64_t>(it->get<int64_t>());
+    *seeded = true;
+  }
+  for (auto e : {ReadInteger(body, "top_k", 0, INT32_MAX, &top_k),
+                 ReadNumber(body, "temperature", &temperature), ReadNumber(body, "top_p", &top_p),
+                 ReadNumber(body, "presence_penalty", &presence),
+                 ReadNumber(body, "frequency_penalty", &frequency),
+                 ReadNumber(body, "repetition_penalty", &repetition)}) {
+    if (e) return e;
+  }
+  if ((presence && *presence != 0) || (frequency && *frequency != 0)) {
+    return ApiError{400,
+                    "presence_penalty and frequency_penalty are not supported; use "
+                    "repetition_penalty",
+                    presence && *presence != 0 ? "presence_penalty" : "frequency_penalty"};
+  }
+  if (top_k) r->sampling.top_k = static_cast<int32_t>(*top_k);
+  // OpenAI's default temperature is 1; ours stays greedy unless asked, which is what a serving
+  // daemon's health probes and tests want (docs/reference/api.md).
+  if (temperature) r->sampling.temperature = static_cast<float>(*temperature);
+  if (top_p) r->sampling.top_p = static_cast<float>(*top_p);
+  if (repetition) r->sampling.repetition_penalty = static_cast<float>(*repetition);
+  return std::nullopt;
+}
+
+// `logprobs` and `top_logprobs` (docs/reference/api.md#log-probabilities): in chat a boolean and
+// a count of alternatives; in /v1/completions one count (the legacy shape).
+std::optional<ApiError> ParseLogprobs(const json& body, bool chat, OpenAiRequest* out,
+                                      engine::SamplingParams* sampling) {
+  std::optional<int64_t> top;
+  if (chat) {
+    bool wanted = false;
+    if (auto e = ReadBool(body, "logprobs", &wanted)) return e;
+    if (auto e = ReadInteger(body, "top_logprobs", 0, kMaxTopLogprobs, &top)) return e;
+    if (top && *top > 0 && !wanted) {
+      return ApiError{400, "top_logprobs: needs \"logprobs\": true", "top_logprobs"};
+    }
+    if (wanted) out->logprobs = LogprobsShape::kChat;
+  } else {
+    if (auto e = ReadInteger(body, "logprobs", 0, kMaxTopLogprobs, &top)) return e;
+    if (top) out->logprobs = LogprobsShape::kLegacy;
+  }
+  if (out->logprobs == LogprobsShape::kNone) return std::nullopt;
+  out->top_logprobs = static_cast<int>(top.value_or(0));
+  sampling->logprobs = true;
+  sampling->top_logprobs = out->top_logprobs;
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseStop(const json& body, TextRequest* r) {
+  auto it = body.find("stop");
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  const ApiError bad{400, "stop: expected a string or list of strings", "stop"};
+  if (it->is_string()) {
+    r->stop.push_back(it->get<std::string>());
+    return std::nullopt;
+  }
+  if (!it->is_array()) return bad;
+  for (const auto& s : *it) {
+    if (!s.is_string()) return bad;
+    r->stop.push_back(s.get<std::string>());
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseStreamOptions(const json& body, OpenAiRequest* out) {
+  if (auto e = ReadBool(body, "stream", &out->stream)) return e;
+  auto it = body.find("stream_options");
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_object()) {
+    return ApiError{400, "stream_options: expected an object", "stream_options"};
+  }
+  if (auto usage = it->find("include_usage"); usage != it->end() && !usage->is_null()) {
+    if (!usage->is_boolean()) {
+      return ApiError{400, "stream_options.include_usage: expected true or false",
+                      "stream_options.include_usage"};
+    }
+    out->include_usage = usage->get<bool>();
+  }
+  return std::nullopt;
+}
+
+// The fields /v1/completions and /v1/chat/completions share, into `r` and `out`.
+std::optional<ApiError> ParseCommon(const json& body, bool chat, TextRequest* r,
+                                    OpenAiRequest* out) {
+  if (auto it = body.find("model"); it != body.end() && !it->is_null()) {
+    if (!it->is_string()) return ApiError{400, "model: expected a string", "model"};
+    r->model = it->get<std::string>();
+    out->model = r->model;
+  }
+  // max_completion_tokens is OpenAI's newer name for max_tokens; errors name the one sent. The
+  // gateway checks it against gateway.max_tokens_limit (naming the value sent).
+  r->max_tokens_field = body.contains("max_completion_tokens") && !body.contains("max_tokens")
+                            ? "max_completion_tokens"
+                            : "max_tokens";
+  std::optional<int64_t> n;
+  for (auto e :
+       {ReadInteger(body, r->max_tokens_field.c_str(), INT64_MIN, INT64_MAX, &r->max_tokens),
+        ReadInteger(body, "n", 1, kMaxN, &n)}) {
+    if (e) return e;
+  }
+  out->n = static_cast<int>(n.value_or(1));
+  for (auto e : {ParseSampling(body, r, &out->seeded), RefuseUnsupported(body, chat),
+                 ParseLogprobs(body, chat, out, &r->sampling), ParseStop(body, r),
+                 ParseStreamOptions(body, out), ParseCacheSalt(body, r)}) {
+    if (e) return e;
+  }
+  return std::nullopt;
+}
+
+// One prompt of /v1/completions: a string, or a list of token ids. `where` names it in errors.
+std::optional<ApiError> ParseOnePrompt(const json& p, const std::string& where, TextRequest* r) {
+  if (p.is_string()) {
+    r->prompt = p.get<std::string>();
+    return std::nullopt;
+  }
+  for (size_t i = 0; i < p.size(); ++i) {
+    int64_t id = 0;
+    // The model's vocabulary is checked later; here only what a token id can be.
+    if (auto e = CheckInteger(p[i], StrCat(where, "[", i, "]"), 0, INT32_MAX, &id)) {
+      e->message = StrCat(e->message, " (token ids)");
+      e->param = "prompt";
+      return e;
+    }
+    r->prompt_tokens.push_back(static_cast<int32_t>(id));
+  }
+  if (r->prompt_tokens.empty()) return ApiError{400, StrCat(where, ": no token ids"), "prompt"};
+  return std::nullopt;
+}
+
+// `prompt` of /v1/completions: a string, a list of token ids, or a batch (a list of strings or
+// of token-id lists, at most kMaxPrompts) — one TextRequest each, copies of `common`.
+std::optional<ApiError> ParseCompletionPrompts(const json& body, const TextRequest& common,
+                                               std::vector<TextRequest>* prompts) {
+  auto it = body.find("prompt");
+  if (it == body.end() || it->is_null()) return ApiError{400, "prompt: required", "prompt"};
+  const ApiError shape{400,
+                       "prompt: expected a string, a list of token ids, or a list of strings or of "
+                       "token-id lists",
+                       "prompt"};
+  const bool batch =
+      it->is_array() && !it->empty() && ((*it)[0].is_string() || (*it)[0].is_array());
+  if (!it->is_string() && !it->is_array()) return shape;
+  if (it->is_array() && it->empty()) return ApiError{400, "prompt: an empty list", "prompt"};
+  if (batch && it->size() > static_cast<size_t>(kMaxPrompts)) {
+    return ApiError{
+        400, StrCat("prompt: ", it->size(), " prompts; at most ", kMaxPrompts, " in one request"),
+        "prompt"};
+  }
+  const size_t count = batch ? it->size() : 1;
+  for (size_t i = 0; i < count; ++i) {
+    const json& p = batch ? (*it)[i] : *it;
+    if (batch && !p.is_string() && !(p.is_array() && (p.empty() || p[0].is_number()))) {
+      return shape;
+    }
+    TextRequest r = common;
+    if (auto e = ParseOnePrompt(p, batch ? StrCat("prompt[", i, "]") : "prompt", &r)) return e;
+    prompts->push_back(std::move(r));
+  }
+  return std::nullopt;
+}
+
+// What a model's chat template renders (docs/reference/api.md#chat-templates): the messages as
+// sent, in the order their keys were sent (tojson prints them so), a list of text parts joined into
+// one string; add_generation_prompt (true unless the body says otherwise) and the
+// chat_template_kwargs extension (e.g. enable_thinking), as vLLM takes them.
+std::optional<ApiError> ParseChatVariables(const std::string& raw_body, TextRequest* r) {
+  using ordered = nlohmann::ordered_json;
+  ordered body;
+  try {
+    body = ordered::parse(raw_body);
+  } catch (const ordered::exception& e) {  // parsed once already: not expected
+    return ApiError{400, StrCat("request body: invalid JSON: ", e.what()), ""};
+  }
+  ordered chat = ordered::object();
+  auto kwargs = body.find("chat_template_kwargs");
+  if (kwargs != body.end() && !kwargs->is_null()) {
+    if (!kwargs->is_object()) {
+      return ApiError{400, "chat_template_kwargs: expected an object", "chat_template_kwargs"};
+    }
+    for (const auto& [key, value] : kwargs->items()) chat[key] = value;
+  }
+  auto generation = body.find("add_generation_prompt");
+  if (generation != body.end() && !generation->is_null() && !generation->is_boolean()) {
+    return ApiError{400, "add_generation_prompt: expected a boolean", "add_generation_prompt"};
+  }
+  chat["add_generation_prompt"] =
+      generation == body.end() || generation->is_null() || generation->get<bool>();
+  ordered messages = body["messages"];
+  for (ordered& m : messages) {
+    auto content = m.find("content");
+    if (content == m.end() || !content->is_array()) continue;
+    std::string text;
+    for (const ordered& part : *content) text += part["text"].get<std::string>();
+    *content = std::move(text);
+  }
+  chat["messages"] = std::move(messages);
+  r->chat = std::move(chat);
+  return std::nullopt;
+}
+
+// One message's text: its content string, or its text parts joined.
+std::optional<ApiError> MessageText(const json& m, const std::string& where, std::string* text) {
+  auto content = m.find("content");
+  if (content != m.end() && content->is_string()) {
+    *text = content->get<std::string>();
+  } else if (content != m.end() && content->is_array()) {
+    for (const auto& part : *content) {
+      auto type = part.is_object() ? part.find("type") : part.end();
+      if (!part.is_object() || type == part.end() || !type->is_string() || *type != "text") {
+        return ApiError{400,
+                        StrCat(where, ".content: only {\"type\": \"text\"} parts are supported"),
+                        "messages"};
+      }
+      auto part_text = part.find("text");
+      if (part_text == part.end() || !part_text->is_string()) {
+        return ApiError{400, StrCat(where, ".content: a text part's text must be a string"),
+                        "messages"};
+      }
+      *text += part_text->get<std::string>();
+    }
+  } else if (content == m.end() || !content->is_null()) {
+    return ApiError{400, StrCat(where, ".content: expected a string"), "messages"};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string SafeDump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::optional<ApiError> ParseChatMessages(const json& body, const std::string& raw_body,
+                                          TextRequest* r) {
+  r->prompt_field = "messages";
+  auto it = body.find("messages");
+  if (it == body.end() || !it->is_array() || it->empty()) {
+    return ApiError{400, "messages: expected a non-empty list of {role, content}", "messages"};
+  }
+  std::string prompt;
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& m = (*it)[i];
+    std::string where = StrCat("messages[", i, "]");
+    if (!m.is_object()) return ApiError{400, StrCat(where, ": expected an object"), "messages"};
+    auto role_it = m.find("role");
+    if (role_it == m.end() || !role_it->is_string()) {
+      return ApiError{400, StrCat(where, ".role: expected a string"), "messages"};
+    }
+    const std::string role = role_it->get<std::string>();
+    if (role != "system" && role != "user" && role != "assistant" && role != "developer" &&
+        role != "tool") {
+      return ApiError{400,
+                      StrCat(where, ".role \"", role,
+                             "\": expected system, developer, user, assistant or tool"),
+                      "messages"};
+    }
+    std::string text;
+    if (auto e = MessageText(m, where, &text)) return e;
+    if (!prompt.empty() && !text.empty()) prompt += "\n";
+    prompt += text;
+  }
+  if (prompt.empty()) {
+    return ApiError{400, "messages: every message's content is empty", "messages"};
+  }
+  r->prompt = std::move(prompt);
+  return ParseChatVariables(raw_body, r);
+}
+
+std::optional<ApiError> ParseOpenAiRequest(const std::string& raw_body, bool chat,
+                                           OpenAiRequest* out) {
+  json body;
+  try {
+    body = json::parse(raw_body);
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number like 1e400
+    return ApiError{400, StrCat("request body: invalid JSON: ", e.what()), ""};
+  }
+  if (!body.is_object()) return ApiError{400, "request body: expected a JSON object", ""};
+  out->chat = chat;
+  TextRequest common;
+  if (auto e = ParseCommon(body, chat, &common, out)) return e;
+  if (chat) {
+    if (auto e = ParseChatMessages(body, raw_body, &common)) return e;
+    out->prompts.push_back(std::move(common));
+  } else if (auto e = ParseCompletionPrompts(body, common, &out->prompts)) {
+    return e;
+  }
+  const size_t choices = out->prompts.size() * static_cast<size_t>(out->n);
+  if (choices > static_cast<size_t>(kMaxChoices)) {
+    return ApiError{
+        400,
+        StrCat(out->n > 1 ? "n" : "prompt", ": ", out->prompts.size(), " prompts × n ", out->n,
+               " = ", choices, " choices; at most ", kMaxChoices, " in one request"),
+        out->n > 1 ? "n" : "prompt"};
+  }
+  return std::nullopt;
+}
+
+std::vector<TextRequest> ChoiceRequests(const OpenAiRequest& request, uint64_t seed) {
+  std::vector<TextRequest> out;
+  out.reserve(request.prompts.size() * static_cast<size_t>(request.n));
+  for (const TextRequest& prompt : request.prompts) {
+    for (int j = 0; j < request.n; ++j) {
+      TextRequest& r = out.emplace_back(prompt);
+      r.sampling.seed = seed + static_cast<uint64_t>(j);
+    }
+  }
+  return out;
+}
+
+}  // namespace exa::gateway

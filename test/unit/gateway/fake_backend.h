@@ -1,0 +1,60 @@
+// A ReplicaBackend for gateway tests: serves model "m" version "v1" (the bundled model's
+// tokenizer, a 512-token context) and holds each submitted request until the test delivers its
+// events (never synchronously).
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/tokenizer_detokenizer.h"
+#include "gateway/frontend.h"
+
+namespace exa::gateway {
+
+class FakeBackend final : public ReplicaBackend {
+ public:
+  FakeBackend() {
+    auto tokenizer = engine::LoadDetokenizer(EXA_SOURCE_DIR "/models/exa-tiny-arith");
+    REQUIRE(tokenizer.ok());
+    model_ = {"m", "v1", *tokenizer, 512};
+  }
+  std::vector<ModelView> Models() const override { return {model_}; }
+  absl::StatusOr<engine::RequestId> Submit(const std::string& replica_id,
+                                           engine::GenerateRequest request) override {
+    submitted.push_back({replica_id, std::move(request)});
+    return submitted.size();
+  }
+  void Cancel(const std::string& replica_id, engine::RequestId id) override {
+    cancelled.push_back(id);
+  }
+
+  // A token of request `i` with text "x" (or `text`), and a log-probability and alternatives.
+  void Token(size_t i, int32_t token, std::string text = "x", float logprob = 0,
+             std::vector<std::pair<int32_t, float>> top = {}) {
+    engine::StreamEvent e;
+    e.token = token;
+    e.text = std::move(text);
+    e.logprob = logprob;
+    e.top_logprobs = std::move(top);
+    submitted.at(i).second.callback(e);
+  }
+  void Finish(size_t i, absl::Status status) {
+    engine::StreamEvent e;
+    e.finished = true;
+    e.finish_reason = status.ok() ? engine::FinishReason::kStop : engine::FinishReason::kError;
+    e.status = std::move(status);
+    submitted.at(i).second.callback(e);
+  }
+  const engine::Tokenizer& tokenizer() const { return model_.tokenizer->tokenizer(); }
+
+  std::vector<std::pair<std::string, engine::GenerateRequest>> submitted;
+  std::vector<engine::RequestId> cancelled;
+
+ private:
+  ModelView model_;
+};
+
+}  // namespace exa::gateway

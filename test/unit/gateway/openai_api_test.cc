@@ -1,0 +1,302 @@
+// The OpenAI routes end to end over a fake replica: n choices and prompt batches come back
+// indexed as OpenAI does with usage summed, log-probabilities in both shapes (streamed too),
+// /v1/models/{id} and /tokenize answer as vLLM's do, every response carries x-request-id, errors
+// name the field with OpenAI's string code, and responses are counted by endpoint, model and
+// status without a series per unknown model name.
+#include "gateway/openai_api.h"
+
+#include <catch2/catch.hpp>
+
+#include <map>
+
+#include "fake_backend.h"
+
+namespace exa::gateway {
+namespace {
+
+using json = nlohmann::json;
+
+// What a route answered: a whole response, or a stream's status and chunks.
+class FakeResponder final : public net::HttpResponder {
+ public:
+  void Respond(net::HttpResponse r) override {
+    status = r.status;
+    headers = r.headers;
+    body = r.body;
+    done = true;
+  }
+  void StartStream(int s, std::string,
+                   std::vector<std::pair<std::string, std::string>> h) override {
+    status = s;
+    headers = std::move(h);
+  }
+  bool Write(std::string data) override {
+    body += data;
+    return true;
+  }
+  void Finish() override { done = true; }
+  bool ClientGone() const override { return false; }
+  void OnClientGone(std::function<void()> callback) override { gone = std::move(callback); }
+
+  std::string Header(const std::string& name) const {
+    for (const auto& [n, v] : headers) {
+      if (n == name) return v;
+    }
+    return "";
+  }
+  json Json() const { return json::parse(body); }
+  // A stream's events, [DONE] left out.
+  std::vector<json> Events() const {
+    std::vector<json> out;
+    for (size_t at = body.find("data: "); at != std::string::npos; at = body.find("data: ", at)) {
+      const size_t end = body.find("\n\n", at);
+      const std::string data = body.substr(at + 6, end - at - 6);
+      if (data != "[DONE]") out.push_back(json::parse(data));
+      at = end;
+    }
+    return out;
+  }
+
+  int status = 0;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+  bool done = false;
+  std::function<void()> gone;
+};
+
+struct Api {
+  Api() : table(router::Policy::kRoundRobin, 1), frontend({}, backend, table, registry) {
+    table.Upsert({"n1/m@v1#0", "m", "v1", {}});
+    table.Report("n1/m@v1#0", {0, 0, true});
+    AddOpenAiRoutes(
+        [this](std::string method, std::string path, net::HttpHandler handler) {
+          routes[method + " " + path] = std::move(handler);
+        },
+        frontend);
+  }
+  std::shared_ptr<FakeResponder> Call(const std::string& method, const std::string& route,
+                                      const std::string& body, const std::string& path = "",
+                                      std::string request_id = "") {
+    net::HttpRequest req;
+    req.method = method;
+    req.path = path.empty() ? route : path;
+    req.body = body;
+    if (!request_id.empty()) req.headers.emplace_back("x-request-id", std::move(request_id));
+    auto responder = std::make_shared<FakeResponder>();
+    routes.at(method + " " + route)(req, responder);
+    return responder;
+  }
+  std::shared_ptr<FakeResponder> Post(const std::string& route, const json& body,
+                                      std::string request_id = "") {
+    return Call("POST", route, body.dump(), "", std::move(request_id));
+  }
+  // Request `i` generates `text` one character a token (ids of the characters), then stops.
+  void Generate(size_t i, const std::string& text, float logprob = -0.5f) {
+    for (char c : text) {
+      const int32_t id = backend.tokenizer().Encode(std::string(1, c), false).at(0);
+      backend.Token(i, id, std::string(1, c), logprob, {{id, logprob}});
+    }
+    backend.Finish(i, absl::OkStatus());
+  }
+  bool Counted(const std::string& line) const {
+    return registry.Expose().find(line) != std::string::npos;
+  }
+
+  metrics::Registry registry;
+  FakeBackend backend;
+  router::ReplicaTable table;
+  Frontend frontend;
+  std::map<std::string, net::HttpHandler> routes;
+};
+
+TEST_CASE("n choices of a prompt batch come back in OpenAI's order with usage summed") {
+  Api api;
+  auto r = api.Post(
+      "/v1/completions",
+      {{"prompt", json::parse(R"(["1+1=", "2+2="])")}, {"n", 2}, {"max_tokens", 4}, {"seed", 7}});
+  REQUIRE(api.backend.submitted.size() == 4);
+  for (size_t i = 0; i < 4; ++i) {
+    CHECK(api.backend.submitted[i].second.sampling.seed == 7 + i % 2);  // sample j: seed + j
+  }
+  CHECK(api.backend.submitted[0].second.prompt_tokens ==
+        api.backend.submitted[1].second.prompt_tokens);
+  CHECK(api.backend.submitted[1].second.prompt_tokens !=
+        api.backend.submitted[2].second.prompt_tokens);
+  // They finish out of order; the response waits for all four.
+  api.Generate(3, "4");
+  api.Generate(0, "2");
+  api.Generate(2, "44");
+  CHECK_FALSE(r->done);
+  api.Generate(1, "22");
+  REQUIRE(r->status == 200);
+  json out = r->Json();
+  REQUIRE(out["choices"].size() == 4);
+  const std::vector<std::string> texts = {"2", "22", "44", "4"};
+  for (size_t i = 0; i < 4; ++i) {
+    CHECK(out["choices"][i]["index"] == i);
+    CHECK(out["choices"][i]["text"] == texts[i]);
+  }
+  CHECK(out["seed"] == 7);
+  const int64_t prompt = static_cast<int64_t>(api.backend.submitted[0].second.prompt_tokens.size() +
+                                              api.backend.submitted[2].second.prompt_tokens.size());
+  CHECK(out["usage"]["prompt_tokens"] == prompt);  // each prompt once, not once per choice
+  CHECK(out["usage"]["completion_tokens"] == 6);
+}
+
+TEST_CASE("Chat logprobs come in the chat shape, whole and streamed with n") {
+  Api api;
+  const json messages = {{{"role", "user"}, {"content", "1+1="}}};
+  auto whole = api.Post("/v1/chat/completions",
+                        {{"messages", messages}, {"logprobs", true}, {"top_logprobs", 1}});
+  REQUIRE(api.backend.submitted.size() == 1);
+  CHECK(api.backend.submitted[0].second.sampling.logprobs);
+  CHECK(api.backend.submitted[0].second.sampling.top_logprobs == 1);
+  api.Generate(0, "2");
+  json content = whole->Json()["choices"][0]["logprobs"]["content"];
+  REQUIRE(content.size() == 1);
+  CHECK(content[0]["token"] == "2");
+  CHECK(content[0]["logprob"] == -0.5);
+  CHECK(content[0]["bytes"] == json::array({int{'2'}}));
+  CHECK(content[0]["top_logprobs"][0]["token"] == "2");
+
+  auto stream = api.Post("/v1/chat/completions", {{"messages", messages},
+                                                  {"logprobs", true},
+                                                  {"n", 2},
+                                                  {"stream", true},
+                                                  {"stream_options", {{"include_usage", true}}}});
+  REQUIRE(stream->status == 200);
+  api.Generate(2, "3");
+  api.Generate(1, "12");
+  std::vector<json> events = stream->Events();
+  std::map<int, std::string> text;
+  std::map<int, int> logprobs;
+  for (const json& e : events) {
+    if (e["choices"].empty()) continue;
+    const int index = e["choices"][0]["index"];
+    text[index] += e["choices"][0]["delta"].value("content", "");
+    logprobs[index] += static_cast<int>(e["choices"][0]["logprobs"]["content"].size());
+  }
+  CHECK(text == std::map<int, std::string>{{0, "12"}, {1, "3"}});
+  CHECK(logprobs == std::map<int, int>{{0, 2}, {1, 1}});
+  REQUIRE(stream->done);
+  CHECK(events.back()["usage"]["completion_tokens"] == 3);
+  CHECK(stream->body.ends_with("data: [DONE]\n\n"));
+}
+
+TEST_CASE("Legacy logprobs: offsets run on across a stream's chunks") {
+  Api api;
+  auto r = api.Post("/v1/completions",
+                    {{"prompt", "12+30="}, {"logprobs", 1}, {"stream", true}, {"max_tokens", 4}});
+  api.Generate(0, "42");
+  std::vector<json> events = r->Events();
+  std::vector<int64_t> offsets;
+  std::string tokens;
+  for (const json& e : events) {
+    const json& lp = e["choices"][0]["logprobs"];
+    for (const json& o : lp["text_offset"]) offsets.push_back(o);
+    for (const json& t : lp["tokens"]) tokens += t.get<std::string>();
+  }
+  CHECK(tokens == "42");
+  CHECK(offsets == std::vector<int64_t>{0, 1});
+}
+
+TEST_CASE("A failed choice fails the request and the others are cancelled") {
+  Api api;
+  auto r = api.Post("/v1/completions", {{"prompt", "1+1="}, {"n", 3}});
+  REQUIRE(api.backend.submitted.size() == 3);
+  api.Generate(0, "2");
+  api.backend.Finish(1, absl::InternalError("replica broke"));
+  CHECK(r->status == 500);
+  CHECK(r->Json()["error"]["message"] == "replica broke");
+  CHECK(api.backend.cancelled.size() >= 1);  // the third, still running
+  api.Generate(2, "2");                      // late: nobody answers twice
+  CHECK(r->status == 500);
+}
+
+TEST_CASE("GET /v1/models/{id} takes NAME and NAME@VERSION; an unknown one is a 404") {
+  Api api;
+  for (const char* path : {"/v1/models/m", "/v1/models/m@v1", "/v1/models/m%40v1"}) {
+    auto r = api.Call("GET", "/v1/models/*", "", path);
+    INFO(path);
+    REQUIRE(r->status == 200);
+    CHECK(r->Json()["id"] == "m");
+    CHECK(r->Json()["version"] == "v1");
+    CHECK(r->Json()["object"] == "model");
+  }
+  auto missing = api.Call("GET", "/v1/models/*", "", "/v1/models/nope@v1");
+  CHECK(missing->status == 404);
+  const json error = missing->Json()["error"];
+  CHECK(error["code"] == "model_not_found");
+  CHECK(error["param"] == "model");
+  CHECK(error["type"] == "not_found_error");
+  CHECK(error["message"].get<std::string>().find("m@v1") != std::string::npos);  // what exists
+}
+
+TEST_CASE("Every response carries x-request-id: the caller's, else a generated one") {
+  Api api;
+  auto r = api.Post("/v1/completions", {{"prompt", "1+1="}}, "trace-7");
+  api.Generate(0, "2");
+  CHECK(r->Header("x-request-id") == "trace-7");
+  CHECK(r->Json()["id"] == "cmpl-trace-7");
+  CHECK(api.backend.submitted[0].second.request_id == "trace-7");
+  auto generated = api.Post("/v1/chat/completions", {{"messages", "no"}});
+  CHECK(generated->status == 400);
+  CHECK(generated->Header("x-request-id").size() == 16);
+  auto bad = api.Post("/v1/completions", {{"prompt", "1+1="}}, "a b");  // refused, not echoed
+  CHECK(bad->status == 400);
+  CHECK(bad->Json()["error"]["param"] == "request_id");
+  CHECK(bad->Header("x-request-id").size() == 16);
+  CHECK(api.Call("GET", "/v1/models", "")->Header("x-request-id").size() == 16);
+}
+
+TEST_CASE("Errors name the field at fault, with OpenAI's string code or null") {
+  Api api;
+  auto long_chat = api.Post(
+      "/v1/chat/completions",
+      {{"messages", {{{"role", "user"}, {"content", std::string(600, '1')}}}}, {"max_tokens", 2}});
+  CHECK(long_chat->status == 400);
+  CHECK(long_chat->Json()["error"]["param"] == "messages");
+  CHECK(long_chat->Json()["error"]["code"] == "context_length_exceeded");
+  auto oov = api.Post("/v1/completions", {{"prompt", {1, 2, 100000}}});
+  CHECK(oov->Json()["error"]["param"] == "prompt");
+  CHECK(oov->Json()["error"]["code"] == nullptr);
+  auto over = api.Post("/v1/completions", {{"prompt", "1"}, {"n", 17}});
+  CHECK(over->Json()["error"]["param"] == "n");
+  CHECK(api.backend.submitted.empty());
+}
+
+TEST_CASE("/tokenize and /detokenize answer in vLLM's shape") {
+  Api api;
+  auto t = api.Post("/tokenize", {{"model", "m"}, {"prompt", "12+34="}});
+  REQUIRE(t->status == 200);
+  const std::vector<int32_t> expected = api.backend.tokenizer().Encode("12+34=", true);
+  CHECK(t->Json()["tokens"] == expected);
+  CHECK(t->Json()["count"] == expected.size());
+  CHECK(t->Json()["max_model_len"] == 512);
+  auto chat = api.Post("/tokenize", {{"messages", {{{"role", "user"}, {"content", "12+34="}}}}});
+  CHECK(chat->Json()["tokens"] == expected);  // no template: as chat completions encodes it
+  auto d = api.Post("/detokenize", {{"tokens", api.backend.tokenizer().Encode("12+34=", false)}});
+  CHECK(d->Json()["prompt"] == "12+34=");
+  auto bad = api.Post("/detokenize", {{"tokens", {1, -2}}});
+  CHECK(bad->status == 400);
+  CHECK(bad->Json()["error"]["param"] == "tokens");
+  CHECK(api.Post("/tokenize", {{"model", "x"}, {"prompt", "1"}})->status == 404);
+  CHECK(api.Post("/tokenize", {{"prompt", 5}})->Json()["error"]["param"] == "prompt");
+}
+
+TEST_CASE("Responses are counted by endpoint, model and status; unknown models are one label") {
+  Api api;
+  api.Post("/v1/completions", {{"prompt", "1"}, {"temperature", -1}});
+  for (const char* name : {"a", "b", "c"})
+    api.Post("/v1/completions", {{"model", name}, {"prompt", "1"}});
+  CHECK(
+      api.Counted("exaserve_gateway_http_responses_total{endpoint=\"completions\",model=\"m\",code="
+                  "\"400\"} 1"));
+  CHECK(
+      api.Counted("exaserve_gateway_http_responses_total{endpoint=\"completions\",model="
+                  "\"unknown\",code=\"404\"} 3"));
+  CHECK_FALSE(api.Counted("model=\"a\""));
+}
+
+}  // namespace
+}  // namespace exa::gateway
