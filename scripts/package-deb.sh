@@ -60,7 +60,8 @@ parse_args() {
 stage_files() {
   local b
   install -d -m 0755 "$STAGE/usr/bin" "$STAGE/lib/systemd/system" "$STAGE/etc/exaserve" \
-    "$STAGE/usr/share/exaserve/models" "$STAGE/usr/share/doc/exaserve/docs/reference"
+    "$STAGE/usr/share/exaserve/models" "$STAGE/usr/share/doc/exaserve/docs/reference" \
+    "$STAGE/usr/share/lintian/overrides"
   for b in "${BINARIES[@]}"; do
     # Debug sections go (64 MB → 18 MB for exaserved); the symbol table stays for backtraces.
     strip --strip-debug -o "$STAGE/usr/bin/$b" "$BUILD_DIR/bin/$b"
@@ -75,18 +76,43 @@ stage_files() {
   install -m 0644 README.md "$STAGE/usr/share/doc/exaserve/"
   install -m 0644 docs/*.md "$STAGE/usr/share/doc/exaserve/docs/"
   install -m 0644 docs/reference/*.md "$STAGE/usr/share/doc/exaserve/docs/reference/"
-  gzip -9n <CHANGELOG.md >"$STAGE/usr/share/doc/exaserve/changelog.gz"
+  gzip -9n <CHANGELOG.md >"$STAGE/usr/share/doc/exaserve/CHANGELOG.md.gz"
+  write_debian_changelog | gzip -9n >"$STAGE/usr/share/doc/exaserve/changelog.gz"
+  write_lintian_overrides >"$STAGE/usr/share/lintian/overrides/exaserve"
+  chmod 0644 "$STAGE"/usr/share/doc/exaserve/*.gz "$STAGE/usr/share/lintian/overrides/exaserve"
   cat >"$STAGE/usr/share/doc/exaserve/copyright" <<'EOF'
 Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
 Upstream-Name: ExaServe
 
 Files: *
-Copyright: The ExaServe authors
+Copyright: 2026 The ExaServe authors
 License: Apache-2.0
  On Debian systems the full text of the Apache License 2.0 is in
  /usr/share/common-licenses/Apache-2.0.
 EOF
   chmod 0644 "$STAGE/usr/share/doc/exaserve/copyright"
+}
+
+# A native package's changelog.gz is in Debian's format; the project's own is CHANGELOG.md.gz.
+# Dated by the commit built, so two builds of one tree give the same file.
+write_debian_changelog() {
+  local date
+  date=$(git log -1 --format=%aD 2>/dev/null || date -R)
+  printf 'exaserve (%s) unstable; urgency=medium\n\n' "$VERSION"
+  printf '  * Built by scripts/package-deb.sh from %s. What changed is in\n' \
+    "$(git describe --always --dirty 2>/dev/null || echo "an unversioned tree")"
+  printf '    /usr/share/doc/exaserve/CHANGELOG.md.gz.\n\n'
+  printf ' -- ExaServe maintainers <maintainers@exaserve.invalid>  %s\n' "$date"
+}
+
+# What lintian reports and the package does on purpose.
+write_lintian_overrides() {
+  echo "# Debug sections are stripped; symbols stay so that crash reports name functions."
+  echo "exaserve: unstripped-binary-or-object [usr/bin/*]"
+  if [ -n "$CUBLAS_DEPENDS" ]; then
+    echo "# A CUDA build finds cuBLAS where the CUDA toolkit installs it."
+    objdump -p "$STAGE/usr/bin/exaserved" | awk '/RUNPATH/ {print "exaserve: custom-library-search-path RUNPATH " $2 " [usr/bin/*]"}'
+  fi
 }
 
 # /etc/exaserve/exaserved.yaml: config/exaserved.yaml (every key at its default,

@@ -56,11 +56,15 @@ cached_rootfs() {
 outside() {
   [ "$(id -u)" = 0 ] || skip "needs root (a chroot, mounts, dpkg in it)"
   command -v mmdebstrap >/dev/null || skip "mmdebstrap is not installed (scripts/setup-deps.sh)"
+  command -v lintian >/dev/null || skip "lintian is not installed (scripts/setup-deps.sh)"
   curl -s -o /dev/null --max-time 10 "$MIRROR/dists/bookworm/InRelease" ||
     skip "$MIRROR is not reachable"
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
   build_packages
+  # Debian's own checks: nothing but the manual pages the package does not have yet.
+  lintian --fail-on error,warning --suppress-tags no-manual-page "$work/pkgs/exaserve_$(cat "$work/version")_"*.deb \
+    >"$work/lintian.log" 2>&1 || { cat "$work/lintian.log"; fail "lintian"; }
   local tar
   tar=$(cached_rootfs)
   mkdir "$work/root"
