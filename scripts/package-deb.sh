@@ -111,7 +111,8 @@ write_lintian_overrides() {
   echo "exaserve: unstripped-binary-or-object [usr/bin/*]"
   if [ -n "$CUBLAS_DEPENDS" ]; then
     echo "# A CUDA build finds cuBLAS where the CUDA toolkit installs it."
-    objdump -p "$STAGE/usr/bin/exaserved" | awk '/RUNPATH/ {print "exaserve: custom-library-search-path RUNPATH " $2 " [usr/bin/*]"}'
+    objdump -p "$STAGE/usr/bin/exaserved" |
+      awk '/RUNPATH/ {print "exaserve: custom-library-search-path RUNPATH " $2 " [usr/bin/*]"}'
   fi
 }
 

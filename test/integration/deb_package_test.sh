@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The Debian package installs on a clean Debian 12 root with apt pulling every library it needs,
-# serves the bundled model as the exaserve user from its installed paths and commented
-# configuration, has a unit that passes systemd-analyze verify, keeps /var/lib/exaserve and an
-# edited conffile across an upgrade and a remove, and loses them only on purge.
-# The root is an mmdebstrap chroot (minbase + systemd, as on a server) cached in
-# <build>/deb-test/, in a private mount and PID namespace; without root, mmdebstrap or
-# deb.debian.org it skips (77). docs/testing.md#the-debian-package says what it leaves out.
+# The Debian package passes lintian, installs on a clean Debian 12 root with apt pulling every
+# library it needs, has a unit that passes systemd-analyze verify and, booted with systemd,
+# serves the bundled model as the exaserve user under its hardening; it keeps /var/lib/exaserve
+# and an edited conffile across an upgrade (restarting the daemon once) and a remove (stopping
+# it), and loses them only on purge.
+# The root is an mmdebstrap tarball (minbase + systemd, as on a server) cached in
+# <build>/deb-test/, unpacked and used in a private mount and PID namespace; without root,
+# mmdebstrap, lintian or deb.debian.org it skips (77). docs/testing.md#the-debian-package says
+# what it leaves out.
 source "$(dirname "$0")/lib.sh"
 BIN=$(cd "$1" && pwd)
 ROOT=$2
@@ -29,14 +31,16 @@ build_packages() {
   # A CUDA build depends on NVIDIA's cuBLAS package, which only NVIDIA's repository has: a
   # placeholder of that name stands in for it, and the host's toolkit libraries are mounted.
   local cublas
-  cublas=$(dpkg-deb -f "$work/pkgs/exaserve_${v}_"*.deb Depends | grep -oE 'libcublas-[0-9]+-[0-9]+' || true)
+  cublas=$(dpkg-deb -f "$work/pkgs/exaserve_${v}_"*.deb Depends |
+    grep -oE 'libcublas-[0-9]+-[0-9]+' || true)
   if [ -n "$cublas" ]; then
     mkdir -p "$work/placeholder/DEBIAN"
-    printf 'Package: %s\nVersion: 0\nArchitecture: %s\nMaintainer: test <test@exaserve.invalid>\nDescription: test placeholder for NVIDIA cuBLAS\n' \
-      "$cublas" "$(dpkg --print-architecture)" >"$work/placeholder/DEBIAN/control"
+    printf 'Package: %s\nVersion: 0\nArchitecture: %s\nMaintainer: %s\nDescription: %s\n' \
+      "$cublas" "$(dpkg --print-architecture)" "test <test@exaserve.invalid>" \
+      "test placeholder for NVIDIA cuBLAS" >"$work/placeholder/DEBIAN/control"
     dpkg-deb --build "$work/placeholder" "$work/pkgs/$cublas.deb" >/dev/null
-    ldd "$BIN/exaserved" | awk '/libcublas/ {print $3}' | xargs -r -n1 realpath | xargs -r -n1 dirname |
-      sort -u >"$work/cuda-lib-dirs"
+    ldd "$BIN/exaserved" | awk '/libcublas/ {print $3}' | xargs -r -n1 realpath |
+      xargs -r -n1 dirname | sort -u >"$work/cuda-lib-dirs"
   fi
 }
 
@@ -63,8 +67,9 @@ outside() {
   trap 'rm -rf "$work"' EXIT
   build_packages
   # Debian's own checks: nothing but the manual pages the package does not have yet.
-  lintian --fail-on error,warning --suppress-tags no-manual-page "$work/pkgs/exaserve_$(cat "$work/version")_"*.deb \
-    >"$work/lintian.log" 2>&1 || { cat "$work/lintian.log"; fail "lintian"; }
+  lintian --fail-on error,warning --suppress-tags no-manual-page \
+    "$work/pkgs/exaserve_$(cat "$work/version")_"*.deb >"$work/lintian.log" 2>&1 ||
+    { cat "$work/lintian.log"; fail "lintian"; }
   local tar
   tar=$(cached_rootfs)
   mkdir "$work/root"
