@@ -63,7 +63,10 @@ outside() {
   command -v lintian >/dev/null || skip "lintian is not installed (scripts/setup-deps.sh)"
   curl -s -o /dev/null --max-time 10 "$MIRROR/dists/bookworm/InRelease" ||
     skip "$MIRROR is not reachable"
-  work=$(mktemp -d)
+  # Under the build dir, not /tmp: a run killed at its timeout leaves its unpacked root (about
+  # 600 MB) behind, and the next run wipes it. Nothing is mounted there outside the namespace.
+  work=$CACHE/work
+  rm -rf "$work" && mkdir -p "$work"
   trap 'rm -rf "$work"' EXIT
   build_packages
   # Debian's own checks: nothing but the manual pages the package does not have yet.
@@ -202,7 +205,8 @@ boot_root() {
   if [ -s "$work/cuda-lib-dirs" ]; then
     while read -r dir; do binds+=(--bind-ro="$dir"); done <"$work/cuda-lib-dirs"
   fi
-  systemd-nspawn --quiet -D "$root" --boot --register=no --keep-unit --private-network \
+  systemd-nspawn --quiet -D "$root" --machine="exaserve-deb-test-$$" --boot --register=no \
+    --keep-unit --private-network \
     --console=pipe "${binds[@]}" >"$work/boot.log" 2>&1 &
   nspawn=$!
   # nspawn's child becomes systemd once the container is set up; ask it until it has booted.
