@@ -50,6 +50,8 @@ parse_args() {
   # Debian policy 5.6.12: an upstream version starts with a digit.
   [[ "$VERSION" =~ ^[0-9][A-Za-z0-9.+~-]*$ ]] ||
     usage "--version \"$VERSION\": expected a Debian version like 0.1.0 or 0.1.0+git1"
+  command -v help2man >/dev/null ||
+    { echo "package-deb.sh: help2man is not installed (scripts/setup-deps.sh)" >&2; exit 1; }
   case "${DEB_COMPRESS:=xz}" in
     gzip | xz | zstd | none) ;;
     *) usage "DEB_COMPRESS=\"$DEB_COMPRESS\": expected gzip, xz, zstd or none" ;;
@@ -67,6 +69,7 @@ stage_files() {
     strip --strip-debug -o "$STAGE/usr/bin/$b" "$BUILD_DIR/bin/$b"
     chmod 0755 "$STAGE/usr/bin/$b"
   done
+  write_manpages
   install -m 0644 config/systemd/exaserved.service "$STAGE/lib/systemd/system/"
   write_conffile >"$STAGE/etc/exaserve/exaserved.yaml"
   chmod 0644 "$STAGE/etc/exaserve/exaserved.yaml"
@@ -91,6 +94,20 @@ License: Apache-2.0
  /usr/share/common-licenses/Apache-2.0.
 EOF
   chmod 0644 "$STAGE/usr/share/doc/exaserve/copyright"
+}
+
+# Manual pages from each binary's --help (help2man), dated by the commit built.
+write_manpages() {
+  local b name epoch
+  epoch=$(git log -1 --format=%at 2>/dev/null || date +%s)
+  install -d -m 0755 "$STAGE/usr/share/man/man1"
+  for b in "${BINARIES[@]}"; do
+    # The first line of --help is "NAME: what it is. More...": the man page's NAME line.
+    name=$("$BUILD_DIR/bin/$b" --help | head -n 1 | sed -e "s/^$b: //" -e 's/\. .*//')
+    PATH="$BUILD_DIR/bin:$PATH" SOURCE_DATE_EPOCH=$epoch help2man --no-info --no-discard-stderr \
+      --version-string="$VERSION" --name="$name" "$b" | gzip -9n >"$STAGE/usr/share/man/man1/$b.1.gz"
+    chmod 0644 "$STAGE/usr/share/man/man1/$b.1.gz"
+  done
 }
 
 # A native package's changelog.gz is in Debian's format; the project's own is CHANGELOG.md.gz.
