@@ -21,6 +21,10 @@ packages=(
   python3-grpcio
   # packet loss in the network-namespace fault test (the kernel may lack sch_netem)
   nftables
+  # the Debian package (scripts/package-deb.sh: dpkg-deb, dpkg-shlibdeps, help2man for the
+  # manual pages) and its test: lintian,
+  # then a Debian 12 root booted with systemd-nspawn (test/integration/deb_package_test.sh)
+  dpkg-dev help2man lintian mmdebstrap systemd-container procps
   # fuzzing (scripts/fuzz.sh): clang and its libFuzzer + sanitizer runtimes
   clang libclang-rt-dev
 )

@@ -307,6 +307,15 @@ Frontend::Frontend(GatewayOptions options, ReplicaBackend& backend, router::Repl
       "Of the routed prompt tokens, those the chosen replica held in its prefix cache by the "
       "index: over the prompt tokens, this gateway's expected prefix hit ratio.",
       [this] { return static_cast<double>(table_.decisions().cached_tokens); });
+  // The policy as a label, Prometheus' info-metric idiom: `exaserve-cli routing` groups the
+  // gateways' decisions by it.
+  registry
+      .AddGauge("exaserve_gateway_routing_policy_info",
+                "The routing policy this gateway routes by (gateway.routing_policy), as the "
+                "policy label; always 1.",
+                {"policy"})
+      .WithLabels({std::string(router::PolicyName(table_.policy()))})
+      .Set(1);
 }
 
 absl::StatusOr<router::ReplicaTable::Choice> Frontend::Route(

@@ -444,6 +444,7 @@ void AddClusterCommands(CLI::App& app, ClusterCommands* c) {
   c->alerts = app.add_subcommand(
       "alerts",
       "pending, firing and recently resolved alerts (the observer at --addr, or one it knows)");
+  AddRoutingCommand(app, &c->routing);
 }
 
 void PrintMemberList(std::vector<pb::MemberInfo> members, bool as_json) {
@@ -485,7 +486,7 @@ std::optional<int> RunClusterCommands(const ClusterCommands& c, bool json,
                                       const ClusterAccess& cluster) {
   if (c.status != nullptr && c.status->parsed()) return RunStatus(c, json, cluster);
   if (c.alerts != nullptr && c.alerts->parsed()) return RunAlerts(json, cluster);
-  return std::nullopt;
+  return RunRoutingCommand(c.routing, json, cluster);
 }
 
 }  // namespace exa::tools

@@ -6,6 +6,7 @@
 //            from a scheduler, and the alerts firing on an observer; --json for all of it
 //   alerts   pending, firing and recently resolved alerts of an observer: the node at --addr,
 //            or an observer found through its membership view
+//   routing  how the gateways route, from their /metrics (routing_command.h)
 //
 // Exit codes: 0 success, 1 the node at --addr (or, for alerts, every observer) could not be
 // reached. Parts of `status` that come from other nodes are shown as unavailable, not failed.
@@ -17,6 +18,7 @@
 #include "CLI/CLI.hpp"
 #include "exaserve/v1/admin.pb.h"
 #include "tools/model_commands.h"
+#include "tools/routing_command.h"
 
 namespace exa::tools {
 
@@ -24,6 +26,7 @@ struct ClusterCommands {
   CLI::App* status = nullptr;
   CLI::App* alerts = nullptr;
   bool node_only = false;  // status --node: only the node at --addr (the old output)
+  RoutingCommand routing;
 };
 
 void AddClusterCommands(CLI::App& app, ClusterCommands* commands);

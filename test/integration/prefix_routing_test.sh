@@ -44,6 +44,10 @@ hits() {
   routed_hits=$(curl -s "$gw/metrics" |
     awk '/^exaserve_gateway_routing_cache_hits_total/ {printf "%d", $2}')
   echo "$policy: the gateway counted $routed_hits decisions onto a cached prefix" >&2
+  # The operator's view of the same counters (checked below, outside this subshell).
+  "$BIN/exaserve-cli" --addr "127.0.0.1:$(port_of 1 grpc_port)" --json routing \
+    >"$work/routing-$policy.json" 2>&1 || true
+  "$BIN/exaserve-cli" --addr "127.0.0.1:$(port_of 1 grpc_port)" routing >"$work/routing-$policy.txt" 2>&1 || true
   local hit=0 miss=0 v
   for n in 2 3; do
     curl -s "http://127.0.0.1:$(port_of $n http_port)/metrics" >"$work/m$n"
@@ -67,4 +71,39 @@ total=$((kv + kv_miss))
 # The gateway knew: every repeat was routed onto its cached prefix (round-robin asks no index).
 [ "$kv_routed" -ge 8 ] || fail "kv-token-aware counted $kv_routed cache-hit decisions, not 8"
 [ "$rr_routed" = 0 ] || fail "round-robin counted $rr_routed cache-hit decisions"
+# exaserve-cli routing (docs/reference/cli.md) finds the gateway through membership and prints
+# what its /metrics counted: its policy, the decisions onto cached prefixes, the prefix hit ratio.
+check_routing() {  # POLICY ROUTED_HITS
+  python3 - "$work/routing-$1.json" "$1" "$2" <<'PY' || fail "exaserve-cli routing, $1: $(cat "$work/routing-$1.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+policy, hits = sys.argv[2], int(sys.argv[3])
+[g] = d["gateways"]
+assert g["policy"] == policy, g
+assert g["decisions"] >= 17, g  # the 16 prompts and the first answer waited for
+assert g["cache_decisions"] == hits, g
+assert g["ttft"]["count"] >= 16 and g["ttft"]["p50_seconds"] > 0, g
+if policy == "kv-token-aware":
+    assert g["prefix_hit_ratio"] > 0.3, g
+else:
+    assert g["prefix_hit_ratio"] == 0, g
+[p] = d["by_policy"]
+assert p["policy"] == policy and p["decisions"] == g["decisions"], p
+PY
+  grep -qE "^GATEWAY +METRICS +POLICY +DECISIONS" "$work/routing-$1.txt" &&
+    grep -qE "^[0-9a-f-]+ +127\.0\.0\.1:[0-9]+ +$1 " "$work/routing-$1.txt" ||
+    fail "exaserve-cli routing table, $1: $(cat "$work/routing-$1.txt")"
+}
+check_routing kv-token-aware "$kv_routed"
+check_routing round-robin "$rr_routed"
+# Bad input exits 2 saying what was wrong.
+cli_routing() { "$BIN/exaserve-cli" --addr "127.0.0.1:$(port_of 1 grpc_port)" routing "$@"; }
+set +e
+out=$(cli_routing --gateway no-such-node 2>&1); rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q 'no such live gateway' <<<"$out" || fail "routing --gateway no-such-node: $rc $out"
+set +e
+out=$(cli_routing --metrics not-an-address 2>&1); rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q -- '--metrics "not-an-address"' <<<"$out" || fail "routing --metrics: $rc $out"
 echo PASS
