@@ -364,8 +364,9 @@ void RaftSpecStore::Tick(absl::Time now) {
     ManageMembership(now);
   }
   for (auto it = pending_.begin(); it != pending_.end();) {
-    auto [id, p] = *it;
-    ++it;
+    const uint64_t id = it->first;
+    Pending& p = it->second;
+    ++it;  // Fail and Submit may erase `id`
     if (now >= p.deadline) {
       ticket_to_id_.erase(p.ticket.value_or(0));
       Fail(id, absl::StrCat("no outcome from the raft leader within ",
@@ -373,13 +374,12 @@ void RaftSpecStore::Tick(absl::Time now) {
                             " (leader: ", Leader().empty() ? "none known" : Leader(),
                             "); the write may still take effect"));
     } else if (!p.ticket) {
-      Submit(now, id, pending_[id]);
+      Submit(now, id, p);
     }
   }
+  Harvest();  // what the proposals above completed at once (a single voter commits inside them)
   SettleReads(now);
   if (raft_ != nullptr) {
-    Harvest();
-    SettleReads(now);
     for (consensus::Outgoing& m : raft_->TakeMessages()) {
       std::string bytes(1, static_cast<char>(kRaft));
       bytes += m.bytes;

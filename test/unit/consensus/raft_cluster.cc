@@ -81,6 +81,14 @@ class Cluster {
 
   void Deliver();
   void Collect(Node& node);
+  // One millisecond: messages due are delivered, every running node ticks and sends; with
+  // `harvest`, the clients' completions are taken too.
+  void Step(bool harvest);
+  // Every node up, running and connected.
+  void HealAll();
+  // Ends as unknown every pending operation `done` picks.
+  template <typename Pred>
+  void FinishUnknown(Pred done);
   void Nemesis();
   void StartOps();
   void StartOp(int client);
@@ -294,9 +302,10 @@ void Cluster::Harvest(Node& node) {
   }
 }
 
-void Cluster::FailPendingOn(const std::string& name) {
+template <typename Pred>
+void Cluster::FinishUnknown(Pred done) {
   for (size_t i = 0; i < pending_.size();) {
-    if (pending_[i].node == name) {
+    if (done(pending_[i])) {
       Finish(pending_[i], Outcome::kUnknown, "", 0);
       pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));
     } else {
@@ -305,14 +314,32 @@ void Cluster::FailPendingOn(const std::string& name) {
   }
 }
 
+void Cluster::FailPendingOn(const std::string& name) {
+  FinishUnknown([&](const Pending& p) { return p.node == name; });
+}
+
 void Cluster::Expire() {
-  for (size_t i = 0; i < pending_.size();) {
-    if (now_ >= pending_[i].deadline) {
-      Finish(pending_[i], Outcome::kUnknown, "", 0);
-      pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));
-    } else {
-      ++i;
-    }
+  FinishUnknown([&](const Pending& p) { return now_ >= p.deadline; });
+}
+
+void Cluster::HealAll() {
+  cut_.clear();
+  for (const std::string& name : names_) {
+    Node& node = *nodes_[name];
+    node.paused_until = absl::InfinitePast();
+    if (!node.up) Boot(node);
+  }
+  restart_at_.clear();
+}
+
+void Cluster::Step(bool harvest) {
+  now_ += absl::Milliseconds(1);
+  Deliver();
+  for (auto& [name, node] : nodes_) {
+    if (!Running(*node)) continue;
+    node->raft->Tick(now_);
+    Collect(*node);
+    if (harvest) Harvest(*node);
   }
 }
 
@@ -320,13 +347,7 @@ void Cluster::FinalReads(ClusterReport& report) {
   for (int k = 1; k <= options_.keys; ++k) {
     std::string key = absl::StrCat("k", k);
     for (int attempt = 0; attempt < 5000; ++attempt) {
-      now_ += absl::Milliseconds(1);
-      Deliver();
-      for (auto& [name, node] : nodes_) {
-        node->raft->Tick(now_);
-        Collect(*node);
-        Harvest(*node);
-      }
+      Step(true);
       std::string leader = LeaderName();
       if (leader.empty()) continue;
       Node& node = *nodes_[leader];
@@ -338,12 +359,7 @@ void Cluster::FinalReads(ClusterReport& report) {
       if (!ticket.ok()) continue;
       bool done = false;
       for (int wait = 0; wait < 1000 && !done; ++wait) {
-        now_ += absl::Milliseconds(1);
-        Deliver();
-        for (auto& [name, other] : nodes_) {
-          other->raft->Tick(now_);
-          Collect(*other);
-        }
+        Step(false);  // the read's barrier completes on `node`, taken below
         for (const Completion& c : node.raft->TakeCompletions()) {
           if (c.ticket != *ticket || c.outcome != Outcome::kApplied) continue;
           const KvRecord* r = node.kv->Get(key);
@@ -362,24 +378,9 @@ void Cluster::FinalReads(ClusterReport& report) {
 ClusterReport Cluster::Run() {
   absl::Time end = now_ + options_.duration;
   while (now_ < end || !pending_.empty()) {
-    now_ += absl::Milliseconds(1);
     if (now_ < end) Nemesis();
-    if (now_ >= end) {  // heal everything and let the stragglers finish
-      cut_.clear();
-      for (const std::string& name : names_) {
-        Node& node = *nodes_[name];
-        node.paused_until = absl::InfinitePast();
-        if (!node.up) Boot(node);
-      }
-      restart_at_.clear();
-    }
-    Deliver();
-    for (auto& [name, node] : nodes_) {
-      if (!Running(*node)) continue;
-      node->raft->Tick(now_);
-      Collect(*node);
-      Harvest(*node);
-    }
+    if (now_ >= end) HealAll();  // and let the stragglers finish
+    Step(true);
     std::string leader = LeaderName();
     if (!leader.empty() && leader != last_leader_) {
       if (!last_leader_.empty()) ++report_.leader_changes;
@@ -388,17 +389,10 @@ ClusterReport Cluster::Run() {
     if (now_ < end) StartOps();
     Expire();
   }
+  HealAll();  // the last step's nemesis may have struck
   FinalReads(report_);
   // Convergence: with every node up and connected, the logs and the states agree.
-  for (int ms = 0; ms < 8000; ++ms) {
-    now_ += absl::Milliseconds(1);
-    Deliver();
-    for (auto& [name, node] : nodes_) {
-      node->raft->Tick(now_);
-      Collect(*node);
-      node->raft->TakeCompletions();
-    }
-  }
+  for (int ms = 0; ms < 8000; ++ms) Step(true);
   report_.converged = true;
   const Node& first = *nodes_[names_[0]];
   for (const auto& [name, node] : nodes_) {
