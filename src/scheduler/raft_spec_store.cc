@@ -496,6 +496,11 @@ const StoreRecord* RaftSpecStore::Get(const std::string& key) {
   return it == records_.end() ? nullptr : &it->second;
 }
 
+const std::map<std::string, StoreRecord>& RaftSpecStore::Records() {
+  Refresh();
+  return records_;
+}
+
 std::vector<StoreRecord> RaftSpecStore::Live() {
   Refresh();
   std::vector<StoreRecord> out;

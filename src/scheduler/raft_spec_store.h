@@ -100,6 +100,8 @@ class RaftSpecStore {
   // The record for `key` as applied here (versions: the writing Raft index).
   const StoreRecord* Get(const std::string& key);
   std::vector<StoreRecord> Live();
+  // Every record as applied here, by key; valid until the next call that changes the store.
+  const std::map<std::string, StoreRecord>& Records();
 
   bool started() const { return raft_ != nullptr; }
   bool IsLeader() const;

@@ -28,21 +28,8 @@ namespace {
 namespace pb = exaserve::v1;
 using nlohmann::json;
 
-constexpr std::string_view kSpecPrefix = "spec/";
-constexpr std::string_view kNodePrefix = "node/";
-constexpr std::string_view kRolloutPrefix = "rollout/";
-constexpr std::string_view kRolloutCommandPrefix = "rollout-command/";
-constexpr std::string_view kRoutePrefix = "route/";
-constexpr size_t kMaxRoutes = 16;                            // the gateway's bound
-constexpr std::string_view kLabelRulePrefix = "labelrule/";  // + the selector as JSON
+constexpr size_t kMaxRoutes = 16;  // the gateway's bound
 constexpr size_t kMaxLabelRules = 64;
-// Relabel calls one reconcile step may send (a new rule seen before the nodes report the labels
-// `replica label` just set would otherwise fan out to every replica at once); the rest next step.
-constexpr size_t kMaxRelabelsPerStep = 256;
-// Set on every replica this service starts: only labelled replicas are managed (and stopped when
-// their deployment goes away); a node's own replicas are left alone.
-constexpr std::string_view kDeploymentLabel = "exaserve.io/deployment";
-
 // A record's resource version: the index of the Raft log entry that wrote it.
 std::string VersionString(const Version& v) { return StrCat(v.hlc.wall_us); }
 
@@ -62,37 +49,10 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context, const grp
   return reactor;
 }
 
-std::string LabelRuleToJson(const cluster::LabelRule& rule) {
-  return json{{"selector", rule.selector}, {"set", rule.set}, {"remove", rule.remove}}.dump();
-}
-
-std::optional<cluster::LabelRule> LabelRuleFromJson(const std::string& text) {
-  json j = json::parse(text, nullptr, false);
-  if (!j.is_object()) return std::nullopt;
-  try {
-    cluster::LabelRule rule;
-    rule.selector = j.value("selector", cluster::Labels{});
-    rule.set = j.value("set", cluster::Labels{});
-    rule.remove = j.value("remove", std::vector<std::string>{});
-    return rule;
-  } catch (const json::exception&) {
-    return std::nullopt;
-  }
-}
-
 void ToProto(const cluster::LabelRule& rule, pb::LabelReplicasRequest* out) {
   out->mutable_selector()->insert(rule.selector.begin(), rule.selector.end());
   out->mutable_labels()->insert(rule.set.begin(), rule.set.end());
   for (const std::string& k : rule.remove) out->add_remove(k);
-}
-
-std::string MemberGrpcAddress(const membership::Member& m) {
-  if (m.metadata.grpc_port == 0) return "";
-  return StrCat(membership::AddressHost(m.address), ":", m.metadata.grpc_port);
-}
-
-bool Live(const membership::Member& m) {
-  return m.state == membership::MemberState::kAlive || m.state == membership::MemberState::kSuspect;
 }
 
 // "-old" / "+new" lines between two canonical YAML texts (a line-set diff: canonical YAML keeps
@@ -116,28 +76,6 @@ std::string LineDiff(const std::string& before, const std::string& after) {
   return out;
 }
 
-ReplicaPhase PhaseOf(const std::string& state) {
-  if (state == "ready" || state == "unhealthy") return ReplicaPhase::kReady;
-  if (state == "failed") return ReplicaPhase::kFailed;
-  return ReplicaPhase::kStarting;
-}
-
-// "<deployment>-<ordinal>" back into its parts; false when `id` is not of that form.
-bool ParseReplicaId(const std::string& id, std::string* deployment, int* ordinal) {
-  size_t dash = id.rfind('-');
-  if (dash == std::string::npos || dash == 0 || dash + 1 == id.size() || id.size() - dash > 8) {
-    return false;
-  }
-  int n = 0;
-  for (size_t i = dash + 1; i < id.size(); ++i) {
-    if (id[i] < '0' || id[i] > '9') return false;
-    n = n * 10 + (id[i] - '0');
-  }
-  *deployment = id.substr(0, dash);
-  *ordinal = n;
-  return true;
-}
-
 }  // namespace
 
 // Peers send what they stored themselves; this guards the store against a broken or hostile
@@ -147,11 +85,8 @@ absl::Status ValidateReplicated(const pb::ReplicateRequest& m, absl::Time now) {
   const int64_t latest_us = absl::ToUnixMicros(now + kMaxReplicatedClockLead);
   for (const pb::StoreRecordProto& r : m.records()) {
     const std::string_view key = r.key();
-    const auto has = [&](std::string_view prefix) {
-      return key.size() > prefix.size() && key.substr(0, prefix.size()) == prefix;
-    };
-    if (!has(kSpecPrefix) && !has(kNodePrefix) && !has(kRolloutPrefix) &&
-        !has(kRolloutCommandPrefix) && !has(kRoutePrefix) && !has(kLabelRulePrefix)) {
+    const auto has = [&](std::string_view prefix) { return key.rfind(prefix, 0) == 0; };
+    if (!IsStoreKey(key)) {
       return absl::InvalidArgumentError(StrCat("records: key \"", key.substr(0, 80),
                                                "\": not a kind of record the spec store keeps"));
     }
@@ -208,7 +143,9 @@ SchedulerService::SchedulerService(SchedulerServiceOptions options, SchedulerEnv
       storage_(std::move(storage)),
       store_(std::make_unique<RaftSpecStore>(options_.node_id, storage_.get(), options_.store)),
       legacy_(std::move(legacy)),
-      catalog_(ModelCatalog::WithPresets()) {
+      loop_(ControlLoopOptions{options_.placement, options_.max_events, options_.leaks,
+                               options_.recycle_leaking}),
+      client_(options_.node_id, options_.rpc_timeout, options_.node_token) {
   if (metrics::Registry* r = env_.registry) {
     desired_gauge_ =
         &r->AddGauge("exaserve_deployment_replicas_desired",
@@ -234,7 +171,6 @@ SchedulerService::SchedulerService(SchedulerServiceOptions options, SchedulerEnv
         "Ready replicas whose memory rose in scheduler.leak_rising_samples samples in a row and "
         "by scheduler.leak_min_growth over its baseline (docs/architecture.md#leak-detection).");
   }
-  leaks_ = LeakDetector(options_.leaks);
 }
 
 SchedulerService::~SchedulerService() { Stop(); }
@@ -274,15 +210,13 @@ void SchedulerService::Stop() {
     // A stopped scheduler exports no deployment figures: the replica alert takes the max over
     // schedulers, and a stale "all ready" here would hide a shortfall the others see.
     if (desired_gauge_) {
-      for (const auto& [name, st] : status_) {
+      for (const auto& [name, st] : loop_.status()) {
         for (auto* g : {desired_gauge_, ready_gauge_, pending_gauge_}) g->WithLabels({name}).Set(0);
       }
     }
     if (reconciler_gauge_) reconciler_gauge_->Set(0);
     if (leaking_gauge_) leaking_gauge_->Set(0);
-    leaks_ = LeakDetector(options_.leaks);
-    status_.clear();
-    reconciler_.clear();
+    loop_.Reset();
   }
   for (auto& w : waiting) {
     w->reactor->Finish(grpc::Status(grpc::UNAVAILABLE, "the scheduler is stopping"));
@@ -290,8 +224,7 @@ void SchedulerService::Stop() {
   for (auto* r : stopped_reads)
     r->Finish(grpc::Status(grpc::UNAVAILABLE, "the scheduler is stopping"));
   // Outstanding RPCs hold `this` in their callbacks.
-  for (int i = 0; i < 500 && actions_in_flight_.load() > 0; ++i)
-    absl::SleepFor(absl::Milliseconds(10));
+  client_.WaitIdle(absl::Seconds(5));
 }
 
 grpc::Status SchedulerService::CheckRunning() const {
@@ -309,19 +242,6 @@ grpc::Status SchedulerService::CheckRunning() const {
              " is not a scheduler now (the election moves the role with the membership view); ",
              schedulers.empty() ? "no live scheduler in its view"
                                 : StrCat("ask one of: ", schedulers)));
-}
-
-std::shared_ptr<grpc::Channel> SchedulerService::ChannelFor(const std::string& address) {
-  std::lock_guard<std::mutex> lock(channels_mu_);
-  auto it = channels_.find(address);
-  if (it != channels_.end()) return it->second;
-  // Bounded: nodes come and go; a full cache starts over (channels reconnect lazily).
-  if (channels_.size() >= 4096) channels_.clear();
-  // Keepalive: after a partition heals, a stop of a stale copy must not wait behind the old,
-  // dead TCP connection (the network fault test saw 20-50 s without it).
-  auto channel = net::NewChannel(address, net::PeerChannelArgs());
-  channels_.emplace(address, channel);
-  return channel;
 }
 
 grpc::Status SchedulerService::Authorize(grpc::CallbackServerContext* context,
@@ -376,29 +296,10 @@ void SchedulerService::Send(std::vector<StoreFrame> frames) {
   if (frames.empty()) return;
   std::map<std::string, std::string> addresses;
   for (const membership::Member& m : env_.members()) addresses[m.id] = MemberGrpcAddress(m);
-  for (StoreFrame& m : frames) {
-    auto a = addresses.find(m.to);
+  for (StoreFrame& f : frames) {
+    auto a = addresses.find(f.to);
     if (a == addresses.end() || a->second.empty()) continue;  // Raft sends again
-    struct Call {
-      grpc::ClientContext context;
-      pb::ReplicateRequest request;
-      pb::ReplicateResponse response;
-      std::shared_ptr<grpc::Channel> channel;
-    };
-    auto call = std::make_shared<Call>();
-    call->request.set_from(options_.node_id);
-    call->request.set_type(pb::ReplicateRequest::RAFT);
-    call->request.set_frame(std::move(m.bytes));
-    call->context.set_deadline(std::chrono::system_clock::now() +
-                               absl::ToChronoNanoseconds(options_.rpc_timeout));
-    if (!options_.node_token.empty()) {
-      call->context.AddMetadata("authorization", StrCat("Bearer ", options_.node_token));
-    }
-    call->channel = ChannelFor(a->second);
-    auto stub = pb::Scheduler::NewStub(call->channel);
-    actions_in_flight_++;
-    stub->async()->Replicate(&call->context, &call->request, &call->response,
-                             [this, call](grpc::Status) { actions_in_flight_--; });
+    client_.SendFrame(a->second, std::move(f.bytes));
   }
 }
 
@@ -436,12 +337,12 @@ absl::StatusOr<uint64_t> SchedulerService::ReplicaBytes(const InferenceReplicaSp
     // version the store does not have is refused like an unknown model (the shape learned from
     // v1 once let any v9 through).
     const bool from_store = store_models_.count(spec.model) > 0;
-    if (catalog_.Find(spec.model).ok() &&
-        (!from_store || store_versions_.count(model_version) > 0)) {
-      return ReplicaBytesForSpec(spec, catalog_);
+    absl::Status known = loop_.catalog().Find(spec.model).status();
+    if (known.ok() && (!from_store || store_versions_.count(model_version) > 0)) {
+      return ReplicaBytesForSpec(spec, loop_.catalog());
     }
+    if (!env_.model_shape) return known;
   }
-  if (!env_.model_shape) return catalog_.Find(spec.model).status();
   absl::StatusOr<ModelShape> shape = env_.model_shape(spec.model, spec.version);
   if (!shape.ok()) {
     return absl::NotFoundError(StrCat("spec.model: ", spec.model, "@", spec.version,
@@ -449,83 +350,10 @@ absl::StatusOr<uint64_t> SchedulerService::ReplicaBytes(const InferenceReplicaSp
                                       shape.status().message(), ")"));
   }
   std::lock_guard<std::mutex> lock(mu_);
-  catalog_.Add(spec.model, *shape);
+  loop_.catalog().Add(spec.model, *shape);
   store_models_.insert(spec.model);
   store_versions_.insert(model_version);
-  return ReplicaBytesForSpec(spec, catalog_);
-}
-
-const SchedulerService::CachedSpec& SchedulerService::SpecLocked(const StoreRecord& record) {
-  auto it = specs_.find(record.key);
-  if (it != specs_.end() && it->second.version == record.version) return it->second;
-  CachedSpec c{record.version, absl::UnknownError("")};
-  auto specs = ParseSpecs(record.value, record.key);
-  if (!specs.ok()) {
-    c.desired = specs.status();
-  } else if (specs->size() != 1) {
-    c.desired = absl::DataLossError(StrCat(record.key, " holds ", specs->size(), " specs"));
-  } else {
-    // Apply planned the spec before storing it; a model learned by another scheduler is found
-    // here only when its shape is known (presets, or looked up on Apply / first use).
-    auto bytes = catalog_.Find(specs->front().model).ok()
-                     ? ReplicaBytesForSpec(specs->front(), catalog_)
-                     : absl::StatusOr<uint64_t>(absl::NotFoundError("model shape not loaded"));
-    if (bytes.ok()) {
-      c.desired = DesiredDeployment{specs->front(), *bytes};
-    } else {
-      c.desired = bytes.status();
-    }
-  }
-  return specs_.insert_or_assign(record.key, std::move(c)).first->second;
-}
-
-std::map<std::string, SchedulerService::NodeOps> SchedulerService::NodeOpsLocked() const {
-  std::map<std::string, NodeOps> out;
-  for (const StoreRecord& r : store_->Live()) {
-    if (r.key.rfind(kNodePrefix, 0) != 0) continue;
-    json j = json::parse(r.value, nullptr, false);
-    if (!j.is_object()) continue;
-    NodeOps ops;
-    ops.cordoned = j.value("cordoned", false);
-    ops.draining = j.value("draining", false);
-    if (j.contains("taints") && j["taints"].is_array()) {
-      for (const auto& t : j["taints"]) {
-        if (t.is_string()) ops.taints.push_back(t.get<std::string>());
-      }
-    }
-    out[r.key.substr(kNodePrefix.size())] = std::move(ops);
-  }
-  return out;
-}
-
-void SchedulerService::ObserveMemoryLocked(absl::Time now, const std::string& node,
-                                           const std::string& deployment,
-                                           const pb::ReplicaStatus& r,
-                                           std::set<std::string>* seen) {
-  const std::string key = StrCat(node, "/", r.replica_id());
-  seen->insert(key);
-  const auto generation = static_cast<uint64_t>(std::max<int64_t>(0, r.generation()));
-  if (!leaks_.Observe(key, generation, now, static_cast<uint64_t>(r.memory_bytes()))) return;
-  const double growth = leaks_.Growth(key);
-  const std::string message = StrCat(
-      "memory leak suspected: ", r.replica_id(), " on ", node, " (generation ", generation,
-      ") holds ", r.memory_bytes() >> 20, " MiB, ", std::lround(growth * 100),
-      "% over its baseline, rising in ", options_.leaks.rising_samples, " samples in a row ",
-      absl::FormatDuration(options_.leaks.interval), " apart; ",
-      options_.recycle_leaking ? "replacing it (a surge copy on another node where memory allows)"
-                               : "reported only (scheduler.leak_action: report)");
-  EXA_LOG_WARN("scheduler", "memory leak suspected",
-               {{"replica", r.replica_id()},
-                {"node", node},
-                {"memory_bytes", static_cast<int64_t>(r.memory_bytes())},
-                {"growth", growth}});
-  AddEventLocked(deployment, message);
-}
-
-void SchedulerService::AddEventLocked(const std::string& deployment, std::string message) {
-  std::deque<Event>& q = events_[deployment];
-  q.push_back({absl::Now(), std::move(message)});
-  while (q.size() > options_.max_events) q.pop_front();
+  return ReplicaBytesForSpec(spec, loop_.catalog());
 }
 
 void SchedulerService::Run() {
@@ -540,10 +368,10 @@ void SchedulerService::Run() {
     }
     lock.lock();
     absl::Time now = absl::Now();
-    MergeView(now, members, nodes_);
+    loop_.ObserveMembers(now, members);
     // Dead schedulers leave the Raft configuration (the leader removes them, one at a time).
     std::vector<std::string> dead_schedulers;
-    for (const auto& [id, st] : nodes_) {
+    for (const auto& [id, st] : loop_.nodes()) {
       if (st.liveness == NodeLiveness::kDead && st.inventory.roles.Has(cluster::Role::kScheduler)) {
         dead_schedulers.push_back(id);
       }
@@ -552,7 +380,8 @@ void SchedulerService::Run() {
     ImportLegacyLocked(now);
     store_->Tick(now);
     FlushLocked(lock);
-    if (now >= next_reconcile && actions_in_flight_.load() == 0) {
+    // A new step waits for the previous step's commands to be answered.
+    if (now >= next_reconcile && client_.commands_in_flight() == 0) {
       lock.unlock();
       ReconcileStep();
       lock.lock();
@@ -576,492 +405,79 @@ void SchedulerService::LearnModels() {
   std::vector<InferenceReplicaSpec> unknown;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const StoreRecord& r : store_->Live()) {
-      if (r.key.rfind(kSpecPrefix, 0) != 0) continue;
+    for (const auto& [key, r] : store_->Records()) {
+      if (key.rfind(kSpecPrefix, 0) != 0) continue;
       auto specs = ParseSpecs(r.value, r.key);
-      if (specs.ok() && specs->size() == 1 && !catalog_.Find(specs->front().model).ok()) {
+      if (specs.ok() && specs->size() == 1 && !loop_.catalog().Find(specs->front().model).ok()) {
         unknown.push_back(specs->front());
       }
     }
   }
   for (const InferenceReplicaSpec& spec : unknown) {
-    if (!ReplicaBytes(spec).ok()) continue;  // the status says why (SpecLocked)
+    if (!ReplicaBytes(spec).ok()) continue;  // the status says why (ControlLoop::Spec)
     std::lock_guard<std::mutex> lock(mu_);
-    specs_.erase(StrCat(kSpecPrefix, spec.name));
+    loop_.ForgetSpec(StrCat(kSpecPrefix, spec.name));
   }
-}
-
-// Every scheduler asks every node offering devices for its replicas, so whichever takes over as
-// reconciler already has reports. Waits for every answer (each call has a deadline).
-std::vector<std::shared_ptr<SchedulerService::NodePoll>> SchedulerService::PollNodes(
-    const std::vector<membership::Member>& members, std::map<std::string, std::string>* addresses) {
-  struct Polls {
-    std::mutex mu;
-    std::condition_variable cv;
-    int outstanding = 0;
-  };
-  auto polls = std::make_shared<Polls>();
-  std::vector<std::shared_ptr<NodePoll>> calls;
-  for (const membership::Member& m : members) {
-    if (!Live(m)) continue;
-    std::string address = MemberGrpcAddress(m);
-    if (address.empty() || m.metadata.gpus.count == 0) continue;
-    (*addresses)[m.id] = address;
-    auto poll = std::make_shared<NodePoll>();
-    poll->node = m.id;
-    poll->context.set_deadline(std::chrono::system_clock::now() +
-                               absl::ToChronoNanoseconds(options_.rpc_timeout));
-    calls.push_back(poll);
-  }
-  polls->outstanding = static_cast<int>(calls.size());
-  for (const auto& poll : calls) {
-    auto stub = pb::Node::NewStub(ChannelFor((*addresses)[poll->node]));
-    stub->async()->ListReplicas(&poll->context, &poll->request, &poll->response,
-                                [poll, polls](grpc::Status s) {
-                                  std::lock_guard<std::mutex> l(polls->mu);
-                                  poll->status = std::move(s);
-                                  poll->done = true;
-                                  if (--polls->outstanding == 0) polls->cv.notify_all();
-                                });
-  }
-  std::unique_lock<std::mutex> l(polls->mu);
-  polls->cv.wait(l, [&] { return polls->outstanding == 0; });
-  return calls;
 }
 
 void SchedulerService::ReconcileStep() {
   LearnModels();
-  std::vector<membership::Member> members = env_.members();
+  const std::vector<membership::Member> members = env_.members();
   std::map<std::string, std::string> addresses;
-  const std::vector<std::shared_ptr<NodePoll>> calls = PollNodes(members, &addresses);
+  ControlInput in;
+  in.reports = client_.Poll(members, &addresses);
+  in.members = &members;
   std::unique_lock<std::mutex> lock(mu_);
-  absl::Time now = absl::Now();
-  MergeView(now, members, nodes_);
-  // The specs in the store that parse and plan.
-  std::map<std::string, const DesiredDeployment*> specs;  // spec name → spec
-  for (const StoreRecord& r : store_->Live()) {
-    if (r.key.rfind(kSpecPrefix, 0) != 0) continue;
-    const CachedSpec& c = SpecLocked(r);
-    const std::string name = r.key.substr(kSpecPrefix.size());
-    if (!c.desired.ok()) {
-      auto& st = status_[name];
-      st.name = name;
-      st.pending_reason = std::string(c.desired.status().message());
-      continue;
-    }
-    specs[name] = &*c.desired;
-  }
-  // Node reports: managed replicas (tracks "<spec>@<version>") and their latency samples.
-  std::map<std::string, std::map<std::string, int>> ready_by_version;  // spec → version → ready
-  const std::vector<cluster::LabelRule> rules = LabelRulesLocked();
-  std::vector<Relabel> relabels;
-  for (const auto& poll : calls) {
-    if (!poll->done || !poll->status.ok()) continue;  // keeps its last report
-    NodeStatus& st = nodes_[poll->node];
-    st.reported = true;
-    st.boot_id = poll->response.boot_id();
-    NodeWeights& w = node_weights_[poll->node];
-    w.pulls_models = poll->response.pulls_models();
-    w.staged = {poll->response.staged_models().begin(), poll->response.staged_models().end()};
-    for (const std::string& m : w.staged) {  // staged: a later need is news again
-      prestage_announced_.erase(StrCat(poll->node, "\n", m));
-      prestage_failures_.erase(StrCat("prestage ", m, " on ", poll->node));
-    }
-    st.replicas.clear();
-    std::set<std::string> leak_seen;
-    for (const pb::ReplicaStatus& r : poll->response.replicas()) {
-      auto label = r.labels().find(std::string(kDeploymentLabel));
-      if (label == r.labels().end()) continue;
-      if (r.state() == "stopped") continue;
-      ReplicaRecord rec;
-      if (!ParseReplicaId(r.replica_id(), &rec.deployment, &rec.ordinal) ||
-          rec.deployment != label->second) {
-        continue;
-      }
-      rec.generation = static_cast<uint64_t>(std::max<int64_t>(0, r.generation()));
-      rec.phase = PhaseOf(r.state());
-      rec.phase_since = absl::FromUnixMillis(r.state_since_unix_ms());
-      rec.allocation.node = poll->node;
-      rec.allocation.gpus = {std::max(0, r.device())};
-      const std::string spec_name(SpecOfTrack(rec.deployment));
-      auto d = specs.find(spec_name);
-      rec.allocation.bytes_per_gpu = d == specs.end() ? 0 : d->second->replica_bytes;
-      generations_.Note(rec);
-      if (r.state() == "draining") {  // holds memory and its generation until it is gone
-        rec.stopping = true;
-        st.replicas.push_back(std::move(rec));
-        continue;
-      }
-      if (!rules.empty() && relabels.size() < kMaxRelabelsPerStep &&
-          (r.state() == "ready" || r.state() == "unhealthy")) {
-        // What the stored rules give it, against what it has: a node that missed a
-        // `replica label` (down, partitioned) catches up here.
-        const cluster::Labels current(r.labels().begin(), r.labels().end());
-        // Rules never touch exaserve.io/ keys (ValidateChange), so neither does the change.
-        cluster::LabelRule change = cluster::LabelChange(
-            current, cluster::ApplyRules(rules, r.replica_id(), r.model(), r.version(), current));
-        if (!change.set.empty() || !change.remove.empty()) {
-          relabels.push_back({spec_name, poll->node, r.replica_id(), std::move(change)});
-        }
-      }
-      if (rec.phase == ReplicaPhase::kReady && r.state() == "ready") {
-        ready_by_version[spec_name][r.version()]++;
-        // One sample per replica every observe/20 (1-30 s): the window then holds a whole
-        // observation period of a large deployment (3072 replicas at 30 s: ~100 a second).
-        const absl::Duration every = d == specs.end()
-                                         ? absl::Seconds(30)
-                                         : std::clamp(d->second->spec.rollout.observe / 20,
-                                                      absl::Seconds(1), absl::Seconds(30));
-        if (sampled_at_.size() > 100'000) sampled_at_.clear();  // bounded; refills in a step
-        absl::Time& last = sampled_at_[StrCat(poll->node, "/", r.replica_id())];
-        if (now - last >= every - absl::Milliseconds(100)) {
-          last = now;
-          window_.Add(ReplicaSample{
-              now, r.version(), r.inter_token_p99_ms() > 0 ? r.inter_token_p99_ms() / 1000 : -1,
-              r.recent_finished() > 0 ? r.error_rate() : -1,
-              r.memory_bytes() > 0 ? static_cast<double>(r.memory_bytes()) : -1,
-              r.ttft_p99_ms() > 0 ? r.ttft_p99_ms() / 1000 : -1});
-        }
-        if (r.memory_bytes() > 0) ObserveMemoryLocked(now, poll->node, spec_name, r, &leak_seen);
-      }
-      std::string key = StrCat(poll->node, "/", r.replica_id());
-      rec.leaking = options_.recycle_leaking && rec.phase == ReplicaPhase::kReady &&
-                    leaks_.Flagged(key, rec.generation);
-      std::string phase = StrCat(r.state(), r.reason().empty() ? "" : ": ", r.reason());
-      auto [it, inserted] = replica_phase_.try_emplace(key, phase);
-      if (inserted || it->second != phase) {
-        it->second = phase;
-        AddEventLocked(spec_name, StrCat(r.replica_id(), " on ", poll->node, " (generation ",
-                                         rec.generation, "): ", phase));
-      }
-      st.replicas.push_back(std::move(rec));
-    }
-    leaks_.ForgetMissing(StrCat(poll->node, "/"), leak_seen);
-  }
-  std::map<std::string, NodeOps> ops = NodeOpsLocked();
+  in.now = absl::Now();
+  in.state = &store_->Records();
   // The Raft leader reconciles, once it has applied a barrier of its term: its state then holds
   // every write acknowledged before. A scheduler cut off with a minority leads nothing.
-  const std::string leader = store_->Leader();
-  if (leader != reconciler_) {
-    EXA_LOG_INFO("scheduler", "reconciler",
-                 {{"node", leader.empty() ? "none (no Raft leader in view)" : leader},
-                  {"this_node", options_.node_id},
-                  {"term", static_cast<int64_t>(store_->Term())}});
-    reconciler_ = leader;
-  }
-  const bool acting = store_->ReadyToLead();
-
-  // Desired state: one track per version of each spec, sized by its rollout (rollout.h). Only
-  // the reconciler advances a rollout and stores it; the others follow the stored state.
-  std::vector<DesiredDeployment> desired;
-  std::set<std::string> weights;
-  for (const auto& [name, d] : specs) {
-    RolloutState state = RolloutStateLocked(name);
-    if (acting) state = ApplyCommandsLocked(now, d->spec, std::move(state));
-    RolloutStep step = AdvanceRollout(now, d->spec, state, ready_by_version[name], window_);
-    if (acting) {
-      for (std::string& e : step.events) AddEventLocked(name, std::move(e));
-      if (step.rolled_back_now) {
-        EXA_LOG_ERROR("scheduler", "rollout rolled back (P1)",
-                      {{"deployment", name},
-                       {"severity", "P1"},
-                       {"version", step.state.failed_version},
-                       {"reason", step.state.failure}});
-        if (rollbacks_) rollbacks_->WithLabels({name}).Increment();
-      }
-      const std::string json = RolloutStateToJson(step.state);
-      const StoreRecord* stored = store_->Get(StrCat(kRolloutPrefix, name));
-      if (!stored || stored->value != json) store_->Put(now, StrCat(kRolloutPrefix, name), json);
-    }
-    for (const auto& [version, count] : step.tracks) {
-      DesiredDeployment track = *d;
-      track.spec.name = TrackName(name, version);
-      track.spec.version = version;
-      track.spec.replicas = count;
-      weights.insert(WeightsKey(track.spec));
-      desired.push_back(std::move(track));
-    }
-  }
-  generations_.Attach(desired);
-  std::vector<NodeStatus> statuses;
-  for (auto& [id, st] : nodes_) {
-    auto o = ops.find(id);
-    if (o != ops.end()) {
-      st.inventory.cordoned = o->second.cordoned;
-      st.inventory.draining = o->second.draining;
-      for (const std::string& t : o->second.taints) st.inventory.taints.push_back(t);
-    }
-    // What the node has pulled and verified; a node without a weights fetcher starts replicas
-    // from directories of its own, so it counts as staged for everything.
-    auto w = node_weights_.find(id);
-    st.staged_models =
-        w == node_weights_.end() || !w->second.pulls_models ? weights : w->second.staged;
-    if (!st.inventory.gpus.empty()) statuses.push_back(st);
-  }
-  std::map<std::string, const DesiredDeployment*> by_track;
-  for (const DesiredDeployment& d : desired) by_track[d.spec.name] = &d;
-  ReconcileResult result = Reconcile(now, desired, statuses, options_.placement);
-
-  // Status per spec: its tracks summed.
-  std::map<std::string, DeploymentStatus> sums;
-  for (const DeploymentStatus& t : result.deployments) {
-    const std::string name(SpecOfTrack(t.name));
-    DeploymentStatus& s = sums[name];
-    s.name = name;
-    s.present += t.present;
-    s.ready += t.ready;
-    s.lost += t.lost;
-    s.ready_lost += t.ready_lost;
-    s.failed += t.failed;
-    s.wave = std::max(s.wave, t.wave);
-    s.wave_target += t.wave_target;
-    s.starting_now += t.starting_now;
-    s.waiting_for_weights += t.waiting_for_weights;
-    s.pending += t.pending;
-    if (!t.pending_reason.empty()) s.pending_reason = t.pending_reason;
-  }
-  for (const auto& [name, d] : specs) {
-    sums[name].name = name;
-    sums[name].desired = d->spec.replicas;
-  }
-  for (auto it = status_.begin(); it != status_.end();) {
-    if (sums.count(it->first) || store_->Get(StrCat(kSpecPrefix, it->first))) {
-      ++it;
-      continue;
-    }
-    if (desired_gauge_) {
-      for (auto* g : {desired_gauge_, ready_gauge_, pending_gauge_}) {
-        g->WithLabels({it->first}).Set(0);
-      }
-    }
-    it = status_.erase(it);
-  }
-  for (auto& [name, s] : sums) {
-    auto& old = status_[name];
-    if (s.pending > 0 && s.pending_reason != old.pending_reason) {
-      AddEventLocked(name, StrCat("pending ", s.pending, ": ", s.pending_reason));
-    }
-    old = s;
-    if (desired_gauge_) {
-      desired_gauge_->WithLabels({name}).Set(s.desired);
-      // Ready on live nodes only: a suspected node's replicas keep their place (deadGrace) but
-      // serve no one, and the replica alert must see them short at once.
-      ready_gauge_->WithLabels({name}).Set(s.ready - s.ready_lost);
-      pending_gauge_->WithLabels({name}).Set(s.pending);
-    }
-  }
-  if (reconciler_gauge_) reconciler_gauge_->Set(acting ? 1 : 0);
-  if (leaking_gauge_) leaking_gauge_->Set(static_cast<double>(leaks_.FlaggedIds().size()));
+  in.leader = store_->Leader();
+  in.term = store_->Term();  // node agents refuse a deposed leader's late commands
+  in.acting = store_->ReadyToLead();
+  ControlOutput out = loop_.Step(in);
+  for (const auto& [key, value] : out.writes) store_->Put(in.now, key, value);
+  ExportLocked(out, in.acting);
   FlushLocked(lock);  // rollout state written above
-  if (!acting || (result.actions.empty() && relabels.empty())) return;
-  for (const Action& a : result.actions) {
-    if (a.kind == ActionKind::kPrestage) {
-      // Once per (node, model): the reconciler asks again every step until it is staged.
-      if (prestage_announced_.size() > 10'000) prestage_announced_.clear();
-      if (prestage_announced_.insert(StrCat(a.node, "\n", a.weights)).second) {
-        AddEventLocked(std::string(SpecOfTrack(a.deployment)),
-                       StrCat("prestage ", a.weights, " on ", a.node, ": ", a.reason));
-      }
-      continue;
-    }
-    if (replacements_ && a.replacement != Replacement::kNone) {
+  if (out.actions.empty() && out.relabels.empty()) return;
+  lock.unlock();
+  client_.Execute(out.actions, out.relabels, addresses, in.term,
+                  [this](const NodeAction& a, const std::string& what, const std::string& error) {
+                    std::lock_guard<std::mutex> l(mu_);
+                    const std::string deployment(SpecOfTrack(a.action.deployment));
+                    if (a.action.kind == ActionKind::kPrestage) {
+                      loop_.PrestageFailed(absl::Now(), deployment, what, error);
+                    } else {
+                      loop_.ActionFailed(absl::Now(), deployment, what, error);
+                    }
+                  });
+}
+
+void SchedulerService::ExportLocked(const ControlOutput& out, bool acting) {
+  if (reconciler_gauge_) reconciler_gauge_->Set(acting ? 1 : 0);
+  if (leaking_gauge_) leaking_gauge_->Set(static_cast<double>(loop_.leaking()));
+  if (rollbacks_) {
+    for (const std::string& name : out.rollbacks) rollbacks_->WithLabels({name}).Increment();
+  }
+  if (replacements_) {
+    for (const NodeAction& a : out.actions) {
+      if (a.action.replacement == Replacement::kNone) continue;
       replacements_
-          ->WithLabels({std::string(SpecOfTrack(a.deployment)),
-                        std::string(ReplacementLabel(a.replacement))})
+          ->WithLabels({std::string(SpecOfTrack(a.action.deployment)),
+                        std::string(ReplacementLabel(a.action.replacement))})
           .Increment();
     }
-    AddEventLocked(std::string(SpecOfTrack(a.deployment)),
-                   StrCat(ActionKindName(a.kind), " ", a.replica_id(), " on ", a.node,
-                          a.kind == ActionKind::kStart ? StrCat(" (generation ", a.generation, ")")
-                                                       : std::string(),
-                          ": ", a.reason));
   }
-  for (const Relabel& r : relabels) {
-    AddEventLocked(r.spec,
-                   StrCat("relabel ", r.replica_id, " on ", r.node, " (stored label rules)"));
+  if (!desired_gauge_) return;
+  for (const std::string& name : out.gone) {
+    for (auto* g : {desired_gauge_, ready_gauge_, pending_gauge_}) g->WithLabels({name}).Set(0);
   }
-  const uint64_t term = store_->Term();  // node agents refuse a deposed leader's late commands
-  lock.unlock();
-  Execute(result.actions, addresses, by_track, rules, relabels, term);
-}
-
-std::vector<cluster::LabelRule> SchedulerService::LabelRulesLocked(
-    const std::optional<std::pair<std::string, cluster::LabelRule>>& pending) const {
-  std::map<std::string, cluster::LabelRule> by_key;  // ordered by selector
-  for (const StoreRecord& r : store_->Live()) {
-    if (r.key.rfind(kLabelRulePrefix, 0) != 0) continue;
-    std::optional<cluster::LabelRule> rule = LabelRuleFromJson(r.value);
-    if (rule) by_key.emplace(r.key, std::move(*rule));
-  }
-  if (pending) by_key.insert_or_assign(pending->first, pending->second);
-  std::vector<cluster::LabelRule> out;
-  for (auto& [key, rule] : by_key) out.push_back(std::move(rule));
-  return out;
-}
-
-RolloutState SchedulerService::RolloutStateLocked(const std::string& name) const {
-  const StoreRecord* r = store_->Get(StrCat(kRolloutPrefix, name));
-  if (!r) return RolloutState{};
-  absl::StatusOr<RolloutState> s = RolloutStateFromJson(r->value);
-  if (!s.ok()) {
-    EXA_LOG_ERROR("scheduler", "rollout state unreadable; starting afresh",
-                  {{"deployment", name}, {"error", std::string(s.status().message())}});
-    return RolloutState{};
-  }
-  return *s;
-}
-
-RolloutState SchedulerService::ApplyCommandsLocked(absl::Time now, const InferenceReplicaSpec& spec,
-                                                   RolloutState state) {
-  const StoreRecord* r = store_->Get(StrCat(kRolloutCommandPrefix, spec.name));
-  if (!r) return state;
-  json j = json::parse(r->value, nullptr, false);
-  if (!j.is_object()) return state;
-  const uint64_t id = j.value("id", uint64_t{0});
-  if (id <= state.last_command) return state;
-  state.last_command = id;
-  absl::StatusOr<RolloutCommand> command = ParseRolloutCommand(j.value("command", ""));
-  if (!command.ok()) return state;
-  absl::StatusOr<RolloutState> next = ApplyCommand(now, spec, state, *command, window_);
-  if (!next.ok()) {
-    AddEventLocked(spec.name, StrCat("rollout ", RolloutCommandName(*command),
-                                     " ignored: ", next.status().message()));
-    return state;
-  }
-  AddEventLocked(spec.name, StrCat("rollout ", RolloutCommandName(*command), " by the operator"));
-  if (*command == RolloutCommand::kRollback && rollbacks_) {
-    rollbacks_->WithLabels({spec.name}).Increment();
-  }
-  return *next;
-}
-
-// Admin.LabelReplicas for each running replica whose labels miss the stored rules.
-void SchedulerService::SendRelabels(const std::vector<Relabel>& relabels,
-                                    const std::map<std::string, std::string>& addresses) {
-  for (const Relabel& fix : relabels) {
-    auto address = addresses.find(fix.node);
-    if (address == addresses.end()) continue;
-    struct RelabelCall {
-      grpc::ClientContext context;
-      pb::LabelReplicasRequest request;
-      pb::LabelReplicasResponse response;
-    };
-    auto call = std::make_shared<RelabelCall>();
-    call->context.set_deadline(std::chrono::system_clock::now() +
-                               absl::ToChronoNanoseconds(options_.rpc_timeout));
-    if (!options_.node_token.empty()) {
-      call->context.AddMetadata("authorization", StrCat("Bearer ", options_.node_token));
-    }
-    (*call->request.mutable_selector())["replica"] = fix.replica_id;
-    call->request.mutable_labels()->insert(fix.change.set.begin(), fix.change.set.end());
-    for (const std::string& k : fix.change.remove) call->request.add_remove(k);
-    auto stub = pb::Admin::NewStub(ChannelFor(address->second));
-    actions_in_flight_++;
-    stub->async()->LabelReplicas(
-        &call->context, &call->request, &call->response, [this, call, fix](grpc::Status s) {
-          if (!s.ok()) {
-            EXA_LOG_WARN(
-                "scheduler", "relabel failed",
-                {{"replica", fix.replica_id}, {"node", fix.node}, {"error", s.error_message()}});
-          }
-          actions_in_flight_--;
-        });
-  }
-}
-
-void SchedulerService::Execute(const std::vector<Action>& actions,
-                               const std::map<std::string, std::string>& addresses,
-                               const std::map<std::string, const DesiredDeployment*>& desired,
-                               const std::vector<cluster::LabelRule>& rules,
-                               const std::vector<Relabel>& relabels, uint64_t term) {
-  SendRelabels(relabels, addresses);
-  struct Call {
-    grpc::ClientContext context;
-    pb::StartReplicaRequest start;
-    pb::StopReplicaRequest stop;
-    pb::ReplicaStatus response;
-    pb::StageModelRequest stage;
-    pb::StageModelResponse staged;
-    std::string deployment;
-    std::string what;
-  };
-  for (const Action& a : actions) {
-    auto address = addresses.find(a.node);
-    if (address == addresses.end()) continue;  // unreachable: the next step retries
-    auto call = std::make_shared<Call>();
-    call->deployment = a.deployment;
-    call->what = a.kind == ActionKind::kPrestage
-                     ? StrCat("prestage ", a.weights, " on ", a.node)
-                     : StrCat(ActionKindName(a.kind), " ", a.replica_id(), " on ", a.node);
-    call->context.set_deadline(std::chrono::system_clock::now() +
-                               absl::ToChronoNanoseconds(options_.rpc_timeout));
-    if (!options_.node_token.empty()) {
-      call->context.AddMetadata("authorization", StrCat("Bearer ", options_.node_token));
-    }
-    auto stub = pb::Node::NewStub(ChannelFor(address->second));
-    auto done = [this, call](grpc::Status s) {
-      if (!s.ok()) {
-        EXA_LOG_WARN("scheduler", "action failed",
-                     {{"action", call->what}, {"error", s.error_message()}});
-        std::lock_guard<std::mutex> lock(mu_);
-        AddEventLocked(std::string(SpecOfTrack(call->deployment)),
-                       StrCat(call->what, " failed: ", s.error_message()));
-      }
-      actions_in_flight_--;
-    };
-    actions_in_flight_++;
-    if (a.kind == ActionKind::kPrestage) {
-      // The node pulls in the background; the reconciler asks again each step until the node
-      // reports the model staged. A failure is an event once per reason.
-      const size_t at = a.weights.rfind('@');
-      call->stage.set_model(a.weights.substr(0, at));
-      call->stage.set_version(at == std::string::npos ? "" : a.weights.substr(at + 1));
-      call->stage.set_scheduler_term(term);
-      stub->async()->StageModel(
-          &call->context, &call->stage, &call->staged, [this, call](grpc::Status s) {
-            std::string failure = !s.ok()                            ? s.error_message()
-                                  : call->staged.state() == "failed" ? call->staged.reason()
-                                                                     : "";
-            if (!failure.empty()) {
-              std::lock_guard<std::mutex> lock(mu_);
-              if (prestage_failures_.size() > 10'000) prestage_failures_.clear();
-              std::string& last = prestage_failures_[call->what];
-              if (last != failure) {
-                last = failure;
-                EXA_LOG_WARN("scheduler", "pre-staging failed",
-                             {{"action", call->what}, {"error", failure}});
-                AddEventLocked(std::string(SpecOfTrack(call->deployment)),
-                               StrCat(call->what, " failed: ", failure));
-              }
-            }
-            actions_in_flight_--;
-          });
-      continue;
-    }
-    if (a.kind == ActionKind::kStart) {
-      const InferenceReplicaSpec& spec = desired.at(a.deployment)->spec;
-      pb::StartReplicaRequest& r = call->start;
-      r.set_model(spec.model);
-      r.set_version(spec.version);
-      r.set_replica_id(a.replica_id());
-      r.set_generation(static_cast<int64_t>(a.generation));
-      r.set_scheduler_term(term);
-      r.set_backend(spec.backend);
-      if (spec.backend == "cuda" && !a.allocation.gpus.empty()) r.set_device(a.allocation.gpus[0]);
-      cluster::Labels labels(spec.labels.begin(), spec.labels.end());
-      labels["version"] = spec.version;
-      labels[std::string(kDeploymentLabel)] = spec.name;
-      // The stored label rules (`replica label`), so a rebuilt or added replica carries them;
-      // none touches exaserve.io/ keys (ValidateChange), so the deployment label stays.
-      labels =
-          cluster::ApplyRules(rules, a.replica_id(), spec.model, spec.version, std::move(labels));
-      r.mutable_labels()->insert(labels.begin(), labels.end());
-      stub->async()->StartReplica(&call->context, &call->start, &call->response, done);
-    } else {
-      call->stop.set_replica_id(a.replica_id());
-      call->stop.set_scheduler_term(term);
-      stub->async()->StopReplica(&call->context, &call->stop, &call->response, done);
-    }
+  for (const auto& [name, s] : loop_.status()) {
+    desired_gauge_->WithLabels({name}).Set(s.desired);
+    // Ready on live nodes only: a suspected node's replicas keep their place (deadGrace) but
+    // serve no one, and the replica alert must see them short at once.
+    ready_gauge_->WithLabels({name}).Set(s.ready - s.ready_lost);
+    pending_gauge_->WithLabels({name}).Set(s.pending);
   }
 }
 
@@ -1090,7 +506,7 @@ grpc::ServerUnaryReactor* SchedulerService::Apply(grpc::CallbackServerContext* c
     pb::SpecChange* change = response->add_changes();
     change->set_name(spec.name);
     const StoreRecord* old = store_->Get(key);
-    const RolloutState rollout = RolloutStateLocked(spec.name);
+    const RolloutState rollout = RolloutStateIn(store_->Records(), spec.name);
     const bool rolling =
         rollout.phase == RolloutPhase::kProgressing || rollout.phase == RolloutPhase::kObserving;
     if (rolling && spec.version != rollout.target_version &&
@@ -1163,20 +579,20 @@ grpc::Status SchedulerService::DescribeLocked(const pb::DescribeRequest& request
   json out;
   out["name"] = request.name();
   out["version"] = VersionString(r->version);
-  out["reconciler"] = reconciler_;
+  out["reconciler"] = loop_.reconciler();
   out["described_by"] = options_.node_id;
   int stopping = 0;  // draining after a stop, listed apart: they no longer count
-  json replicas = json::parse(DescribeReplicasJson(nodes_, request.name(), &stopping));
+  json replicas = json::parse(DescribeReplicasJson(loop_.nodes(), request.name(), &stopping));
   json status = json::object();
-  auto st = status_.find(request.name());
-  if (st != status_.end()) status = json::parse(DescribeStatusJson(st->second, stopping));
+  auto st = loop_.status().find(request.name());
+  if (st != loop_.status().end()) status = json::parse(DescribeStatusJson(st->second, stopping));
   out["status"] = status;
   out["replicas"] = replicas;
-  out["rollout"] = json::parse(RolloutStateToJson(RolloutStateLocked(request.name())));
+  out["rollout"] =
+      json::parse(RolloutStateToJson(RolloutStateIn(store_->Records(), request.name())));
   json events = json::array();
-  auto ev = events_.find(request.name());
-  if (ev != events_.end()) {
-    for (const Event& e : ev->second) {
+  if (const auto* ev = loop_.events(request.name())) {
+    for (const ControlLoop::Event& e : *ev) {
       events.push_back({{"time", absl::FormatTime(absl::RFC3339_sec, e.time, absl::UTCTimeZone())},
                         {"message", e.message}});
     }
@@ -1222,7 +638,7 @@ grpc::ServerUnaryReactor* SchedulerService::NodeOp(grpc::CallbackServerContext* 
   };
   if (request->op() == pb::NodeOpRequest::OP_LIST) {
     std::lock_guard<std::mutex> lock(mu_);
-    list(NodeOpsLocked());
+    list(NodeOpsIn(store_->Records()));
     return Finish(context, grpc::Status::OK);
   }
   if (auto s = Authorize(context, "Scheduler.NodeOp"); !s.ok()) return Finish(context, s);
@@ -1239,12 +655,12 @@ grpc::ServerUnaryReactor* SchedulerService::NodeOp(grpc::CallbackServerContext* 
                                "\"maintenance\""));
   }
   std::unique_lock<std::mutex> lock(mu_);
-  if (!nodes_.count(request->node())) {
+  if (!loop_.nodes().count(request->node())) {
     return Finish(context,
                   grpc::Status(grpc::NOT_FOUND, StrCat("node ", request->node(),
                                                        " is not in this scheduler's view")));
   }
-  std::map<std::string, NodeOps> all = NodeOpsLocked();
+  std::map<std::string, NodeOps> all = NodeOpsIn(store_->Records());
   NodeOps ops = all[request->node()];
   switch (request->op()) {
     case pb::NodeOpRequest::OP_CORDON:
@@ -1278,12 +694,12 @@ grpc::ServerUnaryReactor* SchedulerService::NodeOp(grpc::CallbackServerContext* 
       // The availability floor: every deployment keeps ≥ 99 % of its desired
       // replicas ready once this node's are gone, or the drain is refused.
       std::map<std::string, int> on_node;
-      for (const ReplicaRecord& r : nodes_[request->node()].replicas) {
+      for (const ReplicaRecord& r : loop_.nodes().at(request->node()).replicas) {
         if (r.phase == ReplicaPhase::kReady) on_node[std::string(SpecOfTrack(r.deployment))]++;
       }
       for (const auto& [name, count] : on_node) {
-        auto st = status_.find(name);
-        if (st == status_.end()) continue;
+        auto st = loop_.status().find(name);
+        if (st == loop_.status().end()) continue;
         const int after = st->second.ready - count;
         if (after * 100 < st->second.desired * 99) {
           return Finish(context, grpc::Status(grpc::FAILED_PRECONDITION,
@@ -1304,9 +720,8 @@ grpc::ServerUnaryReactor* SchedulerService::NodeOp(grpc::CallbackServerContext* 
   }
   all[request->node()] = ops;
   list(all);
-  json value = {{"cordoned", ops.cordoned}, {"draining", ops.draining}, {"taints", ops.taints}};
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  WriteLocked({{StrCat(kNodePrefix, request->node()), value.dump()}}, reactor, lock);
+  WriteLocked({{StrCat(kNodePrefix, request->node()), NodeOpsToJson(ops)}}, reactor, lock);
   return reactor;
 }
 
@@ -1327,10 +742,10 @@ grpc::ServerUnaryReactor* SchedulerService::Rollout(grpc::CallbackServerContext*
     return Finish(context,
                   grpc::Status(grpc::NOT_FOUND, StrCat("no spec named ", request->name())));
   }
-  const CachedSpec& c = SpecLocked(*r);
+  const ControlLoop::CachedSpec& c = loop_.Spec(*r);
   if (!c.desired.ok()) return Finish(context, net::StatusToGrpc(c.desired.status()));
   const InferenceReplicaSpec& spec = c.desired->spec;
-  RolloutState state = RolloutStateLocked(request->name());
+  RolloutState state = RolloutStateIn(store_->Records(), request->name());
   const absl::Time now = absl::Now();
   if (status_only) {
     json out = json::parse(RolloutStateToJson(state));
@@ -1341,7 +756,7 @@ grpc::ServerUnaryReactor* SchedulerService::Rollout(grpc::CallbackServerContext*
     out["observe_s"] = absl::ToDoubleSeconds(spec.rollout.observe);
     out["threshold"] = spec.rollout.regression_threshold;
     json cmp = json::array();
-    for (const MetricComparison& m : CompareNow(now, spec, state, window_)) {
+    for (const MetricComparison& m : CompareNow(now, spec, state, loop_.window())) {
       cmp.push_back({{"metric", m.metric},
                      {"old", m.old_value},
                      {"new", m.new_value},
@@ -1352,7 +767,7 @@ grpc::ServerUnaryReactor* SchedulerService::Rollout(grpc::CallbackServerContext*
     }
     out["window_so_far"] = cmp;
     json ready = json::object();
-    for (const auto& [id, node] : nodes_) {
+    for (const auto& [id, node] : loop_.nodes()) {
       for (const ReplicaRecord& rec : node.replicas) {
         if (rec.phase != ReplicaPhase::kReady) continue;
         if (SpecOfTrack(rec.deployment) != spec.name) continue;
@@ -1365,13 +780,13 @@ grpc::ServerUnaryReactor* SchedulerService::Rollout(grpc::CallbackServerContext*
     return Finish(context, grpc::Status::OK);
   }
   // Checked here for a clear answer; the reconciler applies it at its next step.
-  absl::StatusOr<RolloutState> next = ApplyCommand(now, spec, state, *command, window_);
+  absl::StatusOr<RolloutState> next = ApplyCommand(now, spec, state, *command, loop_.window());
   if (!next.ok()) return Finish(context, net::StatusToGrpc(next.status()));
-  json cmd = {{"id", static_cast<uint64_t>(absl::ToUnixMicros(now))},
-              {"command", RolloutCommandName(*command)}};
+  const std::string cmd =
+      RolloutCommandToJson({static_cast<uint64_t>(absl::ToUnixMicros(now)), *command});
   response->set_json(RolloutStateToJson(*next));
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  WriteLocked({{StrCat(kRolloutCommandPrefix, spec.name), cmd.dump()}}, reactor, lock);
+  WriteLocked({{StrCat(kRolloutCommandPrefix, spec.name), cmd}}, reactor, lock);
   return reactor;
 }
 
@@ -1433,9 +848,7 @@ grpc::ServerUnaryReactor* SchedulerService::Routes(grpc::CallbackServerContext* 
   const std::string key = StrCat(kRoutePrefix, route.header());
   std::vector<std::pair<std::string, std::optional<std::string>>> writes;
   if (request->op() == pb::RoutesRequest::OP_SET) {
-    size_t stored = 0;
-    for (const StoreRecord& r : store_->Live()) stored += r.key.rfind(kRoutePrefix, 0) == 0;
-    if (!store_->Get(key) && stored >= kMaxRoutes) {
+    if (!store_->Get(key) && CountPrefix(store_->Records(), kRoutePrefix) >= kMaxRoutes) {
       return Finish(context, grpc::Status(grpc::RESOURCE_EXHAUSTED,
                                           StrCat("at most ", kMaxRoutes, " routes; remove one")));
     }
@@ -1463,7 +876,7 @@ grpc::ServerUnaryReactor* SchedulerService::LabelRules(grpc::CallbackServerConte
   };
   if (request->labels().empty() && request->remove().empty()) {
     std::lock_guard<std::mutex> lock(mu_);
-    list(LabelRulesLocked());
+    list(LabelRulesIn(store_->Records()));
     return Finish(context, grpc::Status::OK);
   }
   if (auto s = Authorize(context, "Scheduler.LabelRules"); !s.ok()) return Finish(context, s);
@@ -1485,11 +898,7 @@ grpc::ServerUnaryReactor* SchedulerService::LabelRules(grpc::CallbackServerConte
       merged = cluster::MergeRule(std::move(*old), update);
     }
   } else {
-    size_t rules_stored = 0;
-    for (const StoreRecord& r : store_->Live()) {
-      rules_stored += r.key.rfind(kLabelRulePrefix, 0) == 0;
-    }
-    if (rules_stored >= kMaxLabelRules) {
+    if (CountPrefix(store_->Records(), kLabelRulePrefix) >= kMaxLabelRules) {
       return Finish(context, grpc::Status(grpc::RESOURCE_EXHAUSTED,
                                           StrCat("at most ", kMaxLabelRules,
                                                  " label rules (one per selector)")));
@@ -1500,7 +909,7 @@ grpc::ServerUnaryReactor* SchedulerService::LabelRules(grpc::CallbackServerConte
                                         StrCat("labels: at most ", cluster::kMaxLabelsPerReplica,
                                                " per rule")));
   }
-  list(LabelRulesLocked(std::make_pair(key, merged)));
+  list(LabelRulesIn(store_->Records(), std::make_pair(key, merged)));
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   WriteLocked({{key, LabelRuleToJson(merged)}}, reactor, lock);
   return reactor;

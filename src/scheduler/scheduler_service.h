@@ -48,11 +48,9 @@
 #include "membership/member.h"
 #include "metrics/registry.h"
 #include "net/admin_auth.h"
-#include "scheduler/leak_detector.h"
-#include "scheduler/memory_planner.h"
+#include "scheduler/cluster_client.h"
+#include "scheduler/control_loop.h"
 #include "scheduler/raft_spec_store.h"
-#include "scheduler/reconciler.h"
-#include "scheduler/rollout.h"
 
 namespace exa::scheduler {
 
@@ -150,20 +148,6 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
     std::set<uint64_t> ids;
     std::string failure;
   };
-  struct CachedSpec {
-    Version version;
-    absl::StatusOr<DesiredDeployment> desired;
-  };
-  struct NodeOps {
-    bool cordoned = false;
-    bool draining = false;
-    std::vector<std::string> taints;
-  };
-  struct Event {
-    absl::Time time;
-    std::string message;
-  };
-
   void Run();
   // Persists, sends and settles what the store produced. Needs mu_.
   void FlushLocked(std::unique_lock<std::mutex>& lock);
@@ -180,65 +164,26 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   // one is acknowledged. Needs mu_.
   void WriteLocked(const std::vector<std::pair<std::string, std::optional<std::string>>>& writes,
                    grpc::ServerUnaryReactor* reactor, std::unique_lock<std::mutex>& lock);
-  // The spec behind a store record, parsed and planned once per version. Needs mu_.
-  const CachedSpec& SpecLocked(const StoreRecord& record);
   absl::StatusOr<uint64_t> ReplicaBytes(const InferenceReplicaSpec& spec);
-  std::map<std::string, NodeOps> NodeOpsLocked() const;
   // Looks up the shapes of stored specs' models that are not presets (a restarted scheduler, or
   // a spec another scheduler took).
   void LearnModels();
-  // One Node.ListReplicas to a node that offers devices, and its answer.
-  struct NodePoll {
-    std::string node;
-    grpc::ClientContext context;
-    exaserve::v1::ListReplicasRequest request;
-    exaserve::v1::ListReplicasResponse response;
-    grpc::Status status;
-    bool done = false;
-  };
-  std::vector<std::shared_ptr<NodePoll>> PollNodes(const std::vector<membership::Member>& members,
-                                                   std::map<std::string, std::string>* addresses);
+  // One control step: polls the nodes, runs the control loop, stores what it wrote and carries
+  // out its actions (when this node leads).
   void ReconcileStep();
-  // A running replica whose labels miss what the stored rules give it: the labels to set and
-  // remove on it (Admin.LabelReplicas with selector {"replica": id}).
-  struct Relabel {
-    std::string spec;
-    std::string node;
-    std::string replica_id;
-    cluster::LabelRule change;
-  };
-  // The stored label rules, in the order they apply, with `pending` (store key, rule) in place
-  // of what is stored under its key (a write not yet acknowledged). Needs mu_.
-  std::vector<cluster::LabelRule> LabelRulesLocked(
-      const std::optional<std::pair<std::string, cluster::LabelRule>>& pending =
-          std::nullopt) const;
-  void SendRelabels(const std::vector<Relabel>& relabels,
-                    const std::map<std::string, std::string>& addresses);
-  void Execute(const std::vector<Action>& actions,
-               const std::map<std::string, std::string>& addresses,
-               const std::map<std::string, const DesiredDeployment*>& desired,
-               const std::vector<cluster::LabelRule>& rules, const std::vector<Relabel>& relabels,
-               uint64_t term);
-  void AddEventLocked(const std::string& deployment, std::string message);
+  // Exports the control loop's figures (exaserve_deployment_replicas_*, ...). Needs mu_.
+  void ExportLocked(const ControlOutput& out, bool acting);
+  void AddEventLocked(const std::string& deployment, std::string message) {
+    loop_.AddEvent(absl::Now(), deployment, std::move(message));
+  }
   // Describe's answer from what this node holds. Needs mu_.
   grpc::Status DescribeLocked(const exaserve::v1::DescribeRequest& request,
                               exaserve::v1::DescribeResponse* response);
-  // Feeds replica `r` of `node` (ready, reporting memory) to leak detection; a newly flagged one
-  // gets an event on `deployment` and a warning. Adds its key to `seen`.
-  void ObserveMemoryLocked(absl::Time now, const std::string& node, const std::string& deployment,
-                           const exaserve::v1::ReplicaStatus& r, std::set<std::string>* seen);
-  // The stored rollout state of spec `name` (empty before its first step). Needs mu_.
-  RolloutState RolloutStateLocked(const std::string& name) const;
-  // Applies an operator command stored for the spec and not yet applied. Needs mu_.
-  RolloutState ApplyCommandsLocked(absl::Time now, const InferenceReplicaSpec& spec,
-                                   RolloutState state);
   // `method`: the RPC's name, as the audit log shows it ("Scheduler.Apply").
   grpc::Status Authorize(grpc::CallbackServerContext* context, std::string_view method) const;
   // UNAVAILABLE while the control thread is stopped (this node is not a scheduler now), naming
   // the live schedulers in this node's view; OK while running.
   grpc::Status CheckRunning() const;
-  // One channel per address, reused by every call (polls run each second to every node).
-  std::shared_ptr<grpc::Channel> ChannelFor(const std::string& address);
 
   const SchedulerServiceOptions options_;
   const SchedulerEnv env_;
@@ -254,29 +199,10 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
     grpc::ServerUnaryReactor* reactor = nullptr;
     std::function<grpc::Status()> answer;
   };
-  std::map<uint64_t, ReadWaiter> readers_;   // read id → waiter; mu_
-  std::map<std::string, CachedSpec> specs_;  // store key → parsed; mu_
-  ModelCatalog catalog_;                     // mu_ (lookups outside it)
-  std::set<std::string> store_models_;       // mu_: catalog entries learned from the weights store
-  std::set<std::string> store_versions_;     // mu_: "model@version"s the store was found to have
-  std::map<std::string, NodeStatus> nodes_;  // mu_
-  std::map<std::string, DeploymentStatus> status_;    // mu_
-  std::map<std::string, std::deque<Event>> events_;   // mu_
-  std::map<std::string, std::string> replica_phase_;  // "node/replica" → phase; mu_
-  std::string reconciler_;                            // mu_
-  MetricWindow window_{400'000};  // ready replicas' latency samples, by version; mu_
-  LeakDetector leaks_;            // ready replicas' memory, keyed node/replica; mu_
-  // Pre-staging, all under mu_: what each node reported it can pull and has staged, the
-  // (node, weights) pairs already announced as an event, the last failure per pre-stage.
-  struct NodeWeights {
-    bool pulls_models = false;
-    std::set<std::string> staged;  // WeightsKey()s
-  };
-  std::map<std::string, NodeWeights> node_weights_;
-  std::set<std::string> prestage_announced_;
-  std::map<std::string, std::string> prestage_failures_;
-  std::map<std::string, absl::Time> sampled_at_;  // "node/replica" → last sample; mu_
-  GenerationMemory generations_;  // the highest generation reported per ordinal; mu_
+  std::map<uint64_t, ReadWaiter> readers_;  // read id → waiter; mu_
+  ControlLoop loop_;                        // mu_ (the catalog's lookups outside it)
+  std::set<std::string> store_models_;      // mu_: catalog entries learned from the weights store
+  std::set<std::string> store_versions_;    // mu_: "model@version"s the store was found to have
 
   // Per deployment, as this scheduler last computed them (every scheduler exports the same
   // figures; alerts take the max over schedulers).
@@ -288,10 +214,7 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   metrics::Family<metrics::Counter>* rollbacks_ = nullptr;
   metrics::Family<metrics::Counter>* replacements_ = nullptr;  // deployment, cause
 
-  std::mutex channels_mu_;
-  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_;  // guarded by channels_mu_
-
-  std::atomic<int> actions_in_flight_{0};
+  ClusterClient client_;
   std::thread thread_;
   std::atomic<bool> running_{false};
   std::mutex start_mu_;  // serializes Start and Stop

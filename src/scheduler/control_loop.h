@@ -1,0 +1,202 @@
+// The scheduler's control loop as one sans-IO step (docs/architecture.md#flows): the membership
+// view, the node agents' reports and the committed spec store in; the node actions, relabels,
+// rollout-state writes and events out. The scheduler service (scheduler_service.h) runs it every
+// reconcile interval on every scheduler and carries out what it returns over gRPC; exaserve-sim
+// cluster runs the same step over its simulated network, so the simulator proves this code.
+//
+// Every scheduler steps: each keeps the node table, the deployment status and events (Describe
+// answers anywhere) and the latency and memory windows (a new reconciler judges a rollout with
+// samples it already has). Only the one `acting` — the Raft leader once it applied a barrier of
+// its term (raft_spec_store.h) — advances rollouts, applies operator commands and gets actions
+// back; a scheduler cut off with a minority leads nothing, so it acts on nothing.
+//
+// What a step does, in order: merge the membership view into the node table; parse and plan the
+// stored specs (cached per version); take the node reports (replicas, staged weights, latency and
+// memory samples, label drift against the stored label rules); split each spec into version
+// tracks by its rollout (rollout.h); run Reconcile (reconciler.h); sum the tracks into each
+// deployment's status; announce what it will do as events.
+//
+// Thread safety: none; one owner calls every method (the service holds its lock around them).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "cluster/label_rule.h"
+#include "membership/member.h"
+#include "scheduler/leak_detector.h"
+#include "scheduler/memory_planner.h"
+#include "scheduler/reconciler.h"
+#include "scheduler/rollout.h"
+#include "scheduler/store_keys.h"
+
+namespace exa::scheduler {
+
+// One replica as its node agent reports it (Node.ListReplicas), free of the wire format.
+struct ReportedReplica {
+  std::string replica_id;
+  std::string state;  // starting, ready, unhealthy, failed, draining, stopped
+  std::string reason;
+  std::string model;
+  std::string version;
+  uint64_t generation = 0;
+  int device = 0;
+  absl::Time state_since = absl::InfinitePast();
+  cluster::Labels labels;
+  // Health figures; 0 or less: not measured.
+  double inter_token_p99_ms = 0;
+  double ttft_p99_ms = 0;
+  double error_rate = 0;
+  int64_t recent_finished = 0;
+  uint64_t memory_bytes = 0;
+};
+
+// A node agent's answer this step. A node that did not answer keeps its last report.
+struct NodeReport {
+  std::string node;
+  uint64_t boot_id = 0;
+  bool pulls_models = false;            // false: it starts replicas from directories of its own
+  std::set<std::string> staged_models;  // WeightsKey()s pulled and verified
+  std::vector<ReportedReplica> replicas;
+};
+
+struct ControlInput {
+  absl::Time now;
+  const std::vector<membership::Member>* members = nullptr;
+  std::vector<NodeReport> reports;
+  const StoreRecords* state = nullptr;  // committed and applied on this node
+  std::string leader;                   // the Raft leader this node knows; empty: none
+  uint64_t term = 0;
+  bool acting = false;  // this node leads and has applied a barrier of its term
+};
+
+// A running replica whose labels miss what the stored rules give it: Admin.LabelReplicas with
+// selector {"replica": id}.
+struct Relabel {
+  std::string spec;
+  std::string node;
+  std::string replica_id;
+  cluster::LabelRule change;
+};
+
+// An action for a node agent; a start carries what the node starts.
+struct NodeAction {
+  Action action;
+  std::string model;       // kStart
+  std::string version;     // kStart
+  std::string backend;     // kStart
+  cluster::Labels labels;  // kStart: the spec's, the version, the deployment label, stored rules
+};
+
+struct ControlOutput {
+  // Empty unless acting.
+  std::vector<std::pair<std::string, std::string>> writes;  // rollout states to store
+  std::vector<NodeAction> actions;
+  std::vector<Relabel> relabels;
+  // For the metrics: deployments rolled back this step, and those gone since the last step.
+  std::vector<std::string> rollbacks;
+  std::vector<std::string> gone;
+};
+
+struct ControlLoopOptions {
+  PlacementOptions placement;
+  size_t max_events = 50;  // kept per deployment
+  LeakOptions leaks;
+  bool recycle_leaking = true;  // a flagged replica is replaced; false: reported only
+  // Relabel calls one step may send (a new rule seen before the nodes report the labels
+  // `replica label` just set would otherwise fan out to every replica at once); the rest next step.
+  size_t max_relabels_per_step = 256;
+};
+
+class ControlLoop {
+ public:
+  struct Event {
+    absl::Time time;
+    std::string message;
+  };
+  struct CachedSpec {
+    Version version;  // the record's version it was parsed at
+    absl::StatusOr<DesiredDeployment> desired;
+  };
+
+  explicit ControlLoop(ControlLoopOptions options);
+
+  // Brings the node table up to date with the membership view (between steps too).
+  void ObserveMembers(absl::Time now, const std::vector<membership::Member>& members);
+  ControlOutput Step(const ControlInput& in);
+  // Forgets what a stopped scheduler must not export: status, leak baselines, the reconciler.
+  void Reset();
+
+  // An action or pre-stage that failed on its node (an event; pre-stage failures once per reason).
+  void ActionFailed(absl::Time now, const std::string& deployment, const std::string& what,
+                    const std::string& error);
+  void PrestageFailed(absl::Time now, const std::string& deployment, const std::string& what,
+                      const std::string& error);
+  void AddEvent(absl::Time now, const std::string& deployment, std::string message);
+
+  // The spec behind a store record, parsed and planned once per version.
+  const CachedSpec& Spec(const StoreRecord& record);
+  // Drops the cached plan of a spec (its model's shape became known).
+  void ForgetSpec(const std::string& key) { specs_.erase(key); }
+  ModelCatalog& catalog() { return catalog_; }
+
+  const std::map<std::string, NodeStatus>& nodes() const { return nodes_; }
+  const std::map<std::string, DeploymentStatus>& status() const { return status_; }
+  const std::deque<Event>* events(const std::string& deployment) const;
+  const std::string& reconciler() const { return reconciler_; }
+  const MetricWindow& window() const { return window_; }
+  size_t leaking() const { return leaks_.FlaggedIds().size(); }
+
+ private:
+  struct NodeWeights {
+    bool pulls_models = false;
+    std::set<std::string> staged;
+  };
+  using Specs = std::map<std::string, const DesiredDeployment*>;  // spec name → parsed
+
+  Specs SpecsIn(const StoreRecords& state);
+  void TakeReport(absl::Time now, const NodeReport& report, const Specs& specs,
+                  const std::vector<cluster::LabelRule>& rules, ControlOutput& out,
+                  std::map<std::string, std::map<std::string, int>>& ready_by_version);
+  void Sample(absl::Time now, const std::string& node, const ReportedReplica& r,
+              const DesiredDeployment* d);
+  void ObserveMemory(absl::Time now, const std::string& node, const std::string& deployment,
+                     const ReportedReplica& r, std::set<std::string>* seen);
+  std::vector<DesiredDeployment> Tracks(const ControlInput& in, const Specs& specs,
+                                        std::map<std::string, std::map<std::string, int>>& ready,
+                                        ControlOutput& out);
+  RolloutState ApplyCommands(absl::Time now, const StoreRecords& state,
+                             const InferenceReplicaSpec& spec, RolloutState rollout,
+                             ControlOutput& out);
+  std::vector<NodeStatus> NodeStatuses(const StoreRecords& state,
+                                       const std::set<std::string>& weights);
+  void Summarize(const ControlInput& in, const Specs& specs, const ReconcileResult& result,
+                 ControlOutput& out);
+  void Announce(absl::Time now, const ReconcileResult& result, const Specs& tracks,
+                const std::vector<cluster::LabelRule>& rules, ControlOutput& out);
+
+  ControlLoopOptions options_;
+  ModelCatalog catalog_;
+  std::map<std::string, CachedSpec> specs_;  // store key → parsed
+  std::map<std::string, NodeStatus> nodes_;
+  std::map<std::string, DeploymentStatus> status_;
+  std::map<std::string, std::deque<Event>> events_;
+  std::map<std::string, std::string> replica_phase_;  // "node/replica" → phase
+  std::string reconciler_;
+  MetricWindow window_{400'000};  // ready replicas' latency samples, by version
+  LeakDetector leaks_;            // ready replicas' memory, keyed node/replica
+  std::map<std::string, NodeWeights> node_weights_;
+  std::set<std::string> prestage_announced_;              // "node\nweights"
+  std::map<std::string, std::string> prestage_failures_;  // what → last failure
+  std::map<std::string, absl::Time> sampled_at_;          // "node/replica" → last sample
+  GenerationMemory generations_;
+};
+
+}  // namespace exa::scheduler

@@ -1,0 +1,76 @@
+// The spec store's keys and how the scheduler reads its records (docs/architecture.md#consistency):
+//   spec/<name>             an InferenceReplica spec, canonical YAML
+//   rollout/<name>          the spec's rollout state (rollout.h), written by the reconciler
+//   rollout-command/<name>  the operator's last rollout command, applied by the reconciler
+//   node/<id>               a node's operations: cordoned, draining, taints (JSON)
+//   route/<header>          a gateway version route (JSON)
+//   labelrule/<selector>    a stored `replica label` rule, keyed by its selector as JSON
+//
+// Thread safety: pure functions over a snapshot of the committed records.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "cluster/label_rule.h"
+#include "scheduler/replicated_store.h"
+#include "scheduler/rollout.h"
+
+namespace exa::scheduler {
+
+inline constexpr std::string_view kSpecPrefix = "spec/";
+inline constexpr std::string_view kNodePrefix = "node/";
+inline constexpr std::string_view kRolloutPrefix = "rollout/";
+inline constexpr std::string_view kRolloutCommandPrefix = "rollout-command/";
+inline constexpr std::string_view kRoutePrefix = "route/";
+inline constexpr std::string_view kLabelRulePrefix = "labelrule/";
+
+// Set on every replica the scheduler starts: only labelled replicas are managed (and stopped when
+// their deployment goes away); a node's own replicas are left alone.
+inline constexpr std::string_view kDeploymentLabel = "exaserve.io/deployment";
+
+// The committed records as this node applied them, by key.
+using StoreRecords = std::map<std::string, StoreRecord>;
+
+// Whether `key` is one of the kinds above (a prefix and a non-empty name).
+bool IsStoreKey(std::string_view key);
+
+// The operations an operator set on a node (exaserve-cli node ...).
+struct NodeOps {
+  bool cordoned = false;
+  bool draining = false;
+  std::vector<std::string> taints;
+};
+std::map<std::string, NodeOps> NodeOpsIn(const StoreRecords& records);
+std::string NodeOpsToJson(const NodeOps& ops);
+
+std::string LabelRuleToJson(const cluster::LabelRule& rule);
+std::optional<cluster::LabelRule> LabelRuleFromJson(const std::string& text);
+// The stored label rules, in the order they apply (by selector), with `pending` (store key, rule)
+// in place of what is stored under its key (a write not yet acknowledged).
+std::vector<cluster::LabelRule> LabelRulesIn(
+    const StoreRecords& records,
+    const std::optional<std::pair<std::string, cluster::LabelRule>>& pending = std::nullopt);
+
+// The stored rollout state of spec `name`; empty before its first step, or when unreadable (an
+// error is logged and the rollout starts afresh).
+RolloutState RolloutStateIn(const StoreRecords& records, const std::string& name);
+
+// An operator's rollout command as stored under rollout-command/<name>: the reconciler applies
+// each id once (RolloutState::last_command).
+struct StoredRolloutCommand {
+  uint64_t id = 0;
+  RolloutCommand command = RolloutCommand::kPause;
+};
+std::string RolloutCommandToJson(const StoredRolloutCommand& command);
+std::optional<StoredRolloutCommand> RolloutCommandIn(const StoreRecords& records,
+                                                     const std::string& name);
+
+// How many records have keys starting with `prefix`.
+size_t CountPrefix(const StoreRecords& records, std::string_view prefix);
+
+}  // namespace exa::scheduler

@@ -1,0 +1,176 @@
+// The control loop's step, driven directly: only the acting scheduler (the Raft leader after its
+// barrier) gets actions, writes and relabels back; every scheduler keeps the status; starts carry
+// what the node must start; operator commands apply once; a deleted spec stops its replicas.
+#include <catch2/catch.hpp>
+
+#include "common/strings.h"
+#include "scheduler/control_loop.h"
+
+namespace exa::scheduler {
+namespace {
+
+const absl::Time kT0 = absl::FromUnixSeconds(1'700'000'000);
+
+constexpr const char* kSpec = R"(apiVersion: exaserve.io/v1
+kind: InferenceReplica
+metadata: {name: chat}
+spec:
+  model: llama-7b
+  version: v1
+  replicas: 4
+  labels: {team: search}
+  resources: {gpu: 1}
+  scheduling: {batchSize: 4, warmupReplicas: 4}
+)";
+
+membership::Member GpuMember(const std::string& id) {
+  membership::Member m;
+  m.id = id;
+  m.state = membership::MemberState::kAlive;
+  m.state_changed = kT0 - absl::Hours(1);
+  m.metadata.rack = "rack-a";
+  m.metadata.roles = {"inference"};
+  m.metadata.gpus = membership::GpuSummary{4, 81920, "H100-SXM"};
+  return m;
+}
+
+// Two GPU nodes whose agents obey every action at once (a start is ready at the next report).
+struct Cluster {
+  ControlLoop loop{ControlLoopOptions{}};
+  std::vector<membership::Member> members = {GpuMember("gpu-1"), GpuMember("gpu-2")};
+  StoreRecords state;
+  std::map<std::string, std::vector<ReportedReplica>> agents;  // node → replicas
+  uint64_t index = 1;
+  absl::Time now = kT0;
+
+  void Put(const std::string& key, const std::string& value) {
+    state[key] = StoreRecord{key, value, false, Version{Hlc{static_cast<int64_t>(++index), 0}, ""}};
+  }
+  ControlOutput Step(bool acting) {
+    now += absl::Seconds(1);
+    ControlInput in;
+    in.now = now;
+    in.members = &members;
+    in.state = &state;
+    in.leader = acting ? "sched-1" : "sched-2";
+    in.term = 3;
+    in.acting = acting;
+    for (const auto& m : members) {
+      NodeReport r{m.id, 1, false, {}, agents[m.id]};
+      in.reports.push_back(std::move(r));
+    }
+    ControlOutput out = loop.Step(in);
+    for (const auto& [key, value] : out.writes) Put(key, value);
+    return out;
+  }
+  void Obey(const ControlOutput& out) {
+    for (const NodeAction& a : out.actions) {
+      std::vector<ReportedReplica>& replicas = agents[a.action.node];
+      if (a.action.kind == ActionKind::kStart) {
+        ReportedReplica r;
+        r.replica_id = a.action.replica_id();
+        r.state = "ready";
+        r.model = a.model;
+        r.version = a.version;
+        r.generation = a.action.generation;
+        r.labels = a.labels;
+        r.state_since = now;
+        replicas.push_back(std::move(r));
+      } else if (a.action.kind == ActionKind::kStop) {
+        std::erase_if(replicas, [&](const ReportedReplica& r) {
+          return r.replica_id == a.action.replica_id() && r.generation == a.action.generation;
+        });
+      }
+    }
+  }
+  int Running() const {
+    int n = 0;
+    for (const auto& [node, replicas] : agents) n += static_cast<int>(replicas.size());
+    return n;
+  }
+};
+
+TEST_CASE("Only the acting scheduler gets actions back; every scheduler keeps the status") {
+  Cluster follower;
+  follower.Put("spec/chat", kSpec);
+  ControlOutput out = follower.Step(/*acting=*/false);
+  CHECK(out.actions.empty());
+  CHECK(out.writes.empty());  // a follower never stores a rollout state
+  REQUIRE(follower.loop.status().count("chat"));
+  INFO(follower.loop.status().at("chat").pending_reason);
+  CHECK(follower.loop.status().at("chat").desired == 4);
+  CHECK(follower.loop.reconciler() == "sched-2");
+
+  Cluster leader;
+  leader.Put("spec/chat", kSpec);
+  out = leader.Step(/*acting=*/true);
+  REQUIRE(out.actions.size() == 4);
+  const NodeAction& start = out.actions.front();
+  CHECK(start.action.kind == ActionKind::kStart);
+  CHECK(start.model == "llama-7b");
+  CHECK(start.version == "v1");
+  CHECK(start.labels.at(std::string(kDeploymentLabel)) == start.action.deployment);
+  CHECK(start.labels.at("team") == "search");
+  CHECK(start.labels.at("version") == "v1");
+  REQUIRE(out.writes.size() == 1);
+  CHECK(out.writes.front().first == "rollout/chat");
+}
+
+TEST_CASE("The leader converges and then does nothing; a deleted spec stops its replicas") {
+  Cluster c;
+  c.Put("spec/chat", kSpec);
+  for (int i = 0; i < 5; ++i) c.Obey(c.Step(true));
+  CHECK(c.Running() == 4);
+  CHECK(c.loop.status().at("chat").ready == 4);
+  ControlOutput idle = c.Step(true);
+  CHECK(idle.actions.empty());
+  CHECK(idle.writes.empty());  // the stored rollout state is already what it would write
+
+  c.state.erase("spec/chat");
+  ControlOutput out = c.Step(true);
+  CHECK(out.gone == std::vector<std::string>{"chat"});
+  c.Obey(out);
+  for (int i = 0; i < 3; ++i) c.Obey(c.Step(true));
+  CHECK(c.Running() == 0);
+}
+
+TEST_CASE("A stored label rule relabels running replicas, from the leader only") {
+  Cluster c;
+  c.Put("spec/chat", kSpec);
+  for (int i = 0; i < 5; ++i) c.Obey(c.Step(true));
+  cluster::LabelRule rule;
+  rule.selector = {{"team", "search"}};
+  rule.set = {{"tier", "gold"}};
+  c.Put(StrCat(kLabelRulePrefix, "{\"team\":\"search\"}"), LabelRuleToJson(rule));
+  CHECK(c.Step(false).relabels.empty());
+  ControlOutput out = c.Step(true);
+  REQUIRE(out.relabels.size() == 4);
+  CHECK(out.relabels.front().change.set.at("tier") == "gold");
+}
+
+TEST_CASE("An operator's rollout command is applied once, by the acting scheduler") {
+  Cluster c;
+  c.Put("spec/chat", kSpec);
+  for (int i = 0; i < 5; ++i) c.Obey(c.Step(true));
+  c.Put("rollout-command/chat", RolloutCommandToJson({42, RolloutCommand::kPause}));
+  c.Step(false);
+  CHECK(RolloutStateIn(c.state, "chat").last_command == 0);
+  c.Step(true);
+  CHECK(RolloutStateIn(c.state, "chat").last_command == 42);
+  const auto* events = c.loop.events("chat");
+  REQUIRE(events != nullptr);
+  int commands = 0;
+  for (const ControlLoop::Event& e : *events) {
+    commands += e.message.rfind("rollout pause", 0) == 0;
+  }
+  c.Step(true);
+  int again = 0;
+  for (const ControlLoop::Event& e : *c.loop.events("chat")) {
+    again += e.message.rfind("rollout pause", 0) == 0;
+  }
+  CHECK(commands == 1);
+  CHECK(again == 1);
+}
+
+}  // namespace
+}  // namespace exa::scheduler
