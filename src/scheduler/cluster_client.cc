@@ -34,7 +34,7 @@ NodeReport ReportFromProto(const std::string& node, const pb::ListReplicasRespon
     rep.model = s.model();
     rep.version = s.version();
     rep.generation = static_cast<uint64_t>(std::max<int64_t>(0, s.generation()));
-    rep.device = s.device();
+    rep.devices = {std::max(0, s.device())};
     rep.state_since = absl::FromUnixMillis(s.state_since_unix_ms());
     rep.labels = cluster::Labels(s.labels().begin(), s.labels().end());
     rep.inter_token_p99_ms = s.inter_token_p99_ms();

@@ -68,6 +68,12 @@ const std::deque<ControlLoop::Event>* ControlLoop::events(const std::string& dep
 }
 
 void ControlLoop::AddEvent(absl::Time now, const std::string& deployment, std::string message) {
+  Record(now, deployment, std::move(message), /*rollout=*/false);
+}
+
+void ControlLoop::Record(absl::Time now, const std::string& deployment, std::string message,
+                         bool rollout) {
+  if (step_ != nullptr) step_->events.push_back({deployment, message, rollout});
   std::deque<Event>& q = events_[deployment];
   q.push_back({now, std::move(message)});
   while (q.size() > options_.max_events) q.pop_front();
@@ -135,6 +141,13 @@ ControlLoop::Specs ControlLoop::SpecsIn(const StoreRecords& state) {
 
 ControlOutput ControlLoop::Step(const ControlInput& in) {
   ControlOutput out;
+  step_ = &out;
+  StepInto(in, out);
+  step_ = nullptr;
+  return out;
+}
+
+void ControlLoop::StepInto(const ControlInput& in, ControlOutput& out) {
   MergeView(in.now, *in.members, nodes_);
   const Specs specs = SpecsIn(*in.state);
   const std::vector<cluster::LabelRule> rules = LabelRulesIn(*in.state);
@@ -161,10 +174,9 @@ ControlOutput ControlLoop::Step(const ControlInput& in) {
   Summarize(in, specs, result, out);
   if (!in.acting) {
     out.relabels.clear();
-    return out;
+    return;
   }
   Announce(in.now, result, by_track, rules, out);
-  return out;
 }
 
 void ControlLoop::TakeReport(absl::Time now, const NodeReport& report, const Specs& specs,
@@ -194,10 +206,11 @@ void ControlLoop::TakeReport(absl::Time now, const NodeReport& report, const Spe
     rec.phase = PhaseOf(r.state);
     rec.phase_since = r.state_since;
     rec.allocation.node = report.node;
-    rec.allocation.gpus = {std::max(0, r.device)};
+    rec.allocation.gpus = r.devices.empty() ? std::vector<int>{0} : r.devices;
     const std::string spec_name(SpecOfTrack(rec.deployment));
     auto d = specs.find(spec_name);
-    rec.allocation.bytes_per_gpu = d == specs.end() ? 0 : d->second->replica_bytes;
+    const uint64_t k = rec.allocation.gpus.size();  // split as FitReplica splits it
+    rec.allocation.bytes_per_gpu = d == specs.end() ? 0 : (d->second->replica_bytes + k - 1) / k;
     generations_.Note(rec);
     if (r.state == "draining") {  // holds memory and its generation until it is gone
       rec.stopping = true;
@@ -287,7 +300,7 @@ std::vector<DesiredDeployment> ControlLoop::Tracks(
     if (in.acting) state = ApplyCommands(in.now, *in.state, d->spec, std::move(state), out);
     RolloutStep step = AdvanceRollout(in.now, d->spec, state, ready[name], window_);
     if (in.acting) {
-      for (std::string& e : step.events) AddEvent(in.now, name, std::move(e));
+      for (std::string& e : step.events) Record(in.now, name, std::move(e), /*rollout=*/true);
       if (step.rolled_back_now) {
         EXA_LOG_ERROR("scheduler", "rollout rolled back (P1)",
                       {{"deployment", name},

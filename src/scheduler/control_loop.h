@@ -47,7 +47,8 @@ struct ReportedReplica {
   std::string model;
   std::string version;
   uint64_t generation = 0;
-  int device = 0;
+  // The devices it runs on, its memory split evenly over them (Node.ListReplicas reports one).
+  std::vector<int> devices;
   absl::Time state_since = absl::InfinitePast();
   cluster::Labels labels;
   // Health figures; 0 or less: not measured.
@@ -95,6 +96,13 @@ struct NodeAction {
   cluster::Labels labels;  // kStart: the spec's, the version, the deployment label, stored rules
 };
 
+// What a step said about a deployment (Describe shows the last max_events of them).
+struct ControlEvent {
+  std::string deployment;
+  std::string message;
+  bool rollout = false;  // said by the rollout state machine (rollout.h)
+};
+
 struct ControlOutput {
   // Empty unless acting.
   std::vector<std::pair<std::string, std::string>> writes;  // rollout states to store
@@ -103,6 +111,7 @@ struct ControlOutput {
   // For the metrics: deployments rolled back this step, and those gone since the last step.
   std::vector<std::string> rollbacks;
   std::vector<std::string> gone;
+  std::vector<ControlEvent> events;  // every event of this step, in order
 };
 
 struct ControlLoopOptions {
@@ -152,6 +161,7 @@ class ControlLoop {
   const std::deque<Event>* events(const std::string& deployment) const;
   const std::string& reconciler() const { return reconciler_; }
   const MetricWindow& window() const { return window_; }
+  const LeakDetector& leaks() const { return leaks_; }  // keyed "node/replica"
   size_t leaking() const { return leaks_.FlaggedIds().size(); }
 
  private:
@@ -161,6 +171,8 @@ class ControlLoop {
   };
   using Specs = std::map<std::string, const DesiredDeployment*>;  // spec name → parsed
 
+  void StepInto(const ControlInput& in, ControlOutput& out);
+  void Record(absl::Time now, const std::string& deployment, std::string message, bool rollout);
   Specs SpecsIn(const StoreRecords& state);
   void TakeReport(absl::Time now, const NodeReport& report, const Specs& specs,
                   const std::vector<cluster::LabelRule>& rules, ControlOutput& out,
@@ -183,6 +195,7 @@ class ControlLoop {
                 const std::vector<cluster::LabelRule>& rules, ControlOutput& out);
 
   ControlLoopOptions options_;
+  ControlOutput* step_ = nullptr;  // the step under way: its events are collected there
   ModelCatalog catalog_;
   std::map<std::string, CachedSpec> specs_;  // store key → parsed
   std::map<std::string, NodeStatus> nodes_;

@@ -15,14 +15,15 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "common/units.h"
+#include "consensus/log_storage.h"
 #include "fmt/format.h"
 #include "membership/swim_core.h"
+#include "scheduler/control_loop.h"
 #include "scheduler/device_fit.h"
-#include "scheduler/leak_detector.h"
 #include "scheduler/memory_planner.h"
 #include "scheduler/node_view.h"
+#include "scheduler/raft_spec_store.h"
 #include "scheduler/reconciler.h"
-#include "scheduler/replicated_store.h"
 #include "scheduler/rollout.h"
 #include "sim/event_queue.h"
 #include "sim/sim_network.h"
@@ -61,6 +62,8 @@ double Round3(double v) { return std::round(v * 1000.0) / 1000.0; }
 struct AgentReplica {
   ReplicaRecord record;
   absl::Time ready_at;
+  double p99_ms = 0;          // the latency it reports (canary scenarios)
+  uint64_t memory_bytes = 0;  // the memory it reports (canary and leak scenarios)
 };
 
 struct SimNode {
@@ -80,12 +83,11 @@ struct SimNode {
   std::vector<AgentReplica> replicas;
   std::map<std::string, absl::Time> staging;
   std::set<std::string> staged;
-  // Scheduler: the last report of each node, by id; its replica of the spec store, and the
-  // specs parsed from it (by key, with the version they were parsed at).
-  std::map<std::string, NodeStatus> reports;
-  scheduler::GenerationMemory generations;  // as the scheduler service keeps it
-  std::unique_ptr<scheduler::ReplicatedStore> store;
-  std::map<std::string, std::pair<scheduler::Version, scheduler::DesiredDeployment>> specs;
+  // Scheduler: the spec store (its Raft log in memory) and the control loop, as the scheduler
+  // service runs them.
+  std::unique_ptr<consensus::MemoryLogStorage> log;
+  std::unique_ptr<scheduler::RaftSpecStore> store;
+  std::unique_ptr<scheduler::ControlLoop> loop;
 };
 
 struct Wave {
@@ -108,8 +110,8 @@ class ClusterSim {
     Kind kind;
     int node;
     uint64_t gen;
-    InFlight packet;  // kDeliver (kStore: who sent it)
-    std::shared_ptr<const scheduler::StoreMessage> store;
+    InFlight packet;                           // kDeliver (kStore: who sent it)
+    std::shared_ptr<const std::string> frame;  // kStore
   };
   enum class Phase : uint8_t { kWarmup, kBringup, kSteady, kFault, kDone };
 
@@ -127,20 +129,20 @@ class ClusterSim {
   void Check(absl::Time now);
   void AdvanceAgents(absl::Time now);
   void SchedulerStep(absl::Time now, int s);
+  // What the node agents this scheduler reaches answer to Node.ListReplicas.
+  std::vector<scheduler::NodeReport> Reports(int s) const;
+  // Rollout figures, flagged leaks and takeovers, from the acting scheduler's step.
+  void Observe(absl::Time now, int s, const scheduler::ControlOutput& out);
   void Apply(absl::Time now, int s, const Action& a);
   void StartFault(absl::Time now);
   bool Canary() const { return o_.scenario == "canary-bad" || o_.scenario == "canary-good"; }
-  // The reconciler's desired deployments with each spec split into version tracks by its
-  // rollout, advanced and stored in the reconciler's store.
-  std::vector<scheduler::DesiredDeployment> Tracks(absl::Time now, int s,
-                                                   std::vector<scheduler::DesiredDeployment> specs,
-                                                   const std::vector<NodeStatus>& statuses);
-  void SampleLatency(absl::Time now);
+  // What ready replicas report next, as the node agents measure it.
+  void SampleLatency();
   json RolloutFigures();
   void Heal(absl::Time now);
   void FlushStore(absl::Time now, int i);
   void WriteSpecs(absl::Time now);
-  std::vector<scheduler::DesiredDeployment> DesiredFromStore(SimNode& n);
+  void PutSpec(absl::Time now, int i, const scheduler::InferenceReplicaSpec& spec);
   bool AllSeeAllAlive() const;
   int ReadyReplicas() const;
   void RecordBringup(absl::Time now);
@@ -155,8 +157,7 @@ class ClusterSim {
   EventQueue<QEvent> queue_;
   membership::Config config_ = membership::Config::Lan();
 
-  // The spec store: an in-memory map every scheduler reads (the replicated store is not built).
-  std::vector<scheduler::DesiredDeployment> desired_;
+  std::vector<scheduler::DesiredDeployment> desired_;  // what the operator applies
   uint64_t weight_bytes_ = 0;
   int replicas_per_node_planned_ = 0;
 
@@ -184,16 +185,15 @@ class ClusterSim {
   std::string new_reconciler_;
   std::string pending_reason_;
   std::string spec_writer_;
-  std::set<uint64_t> spec_writes_;  // not yet acknowledged
+  std::map<uint64_t, scheduler::InferenceReplicaSpec> spec_writes_;  // not yet acknowledged
   double spec_acknowledged_s_ = -1;
-  int spec_parse_errors_ = 0;
+  int spec_write_retries_ = 0;
   std::map<std::string, int> starts_by_reason_;
   double all_ready_again_s_ = -1;
   double first_prestage_s_ = -1;  // after the fault: a rebuild target lacked the weights
   absl::Time healed_at_ = absl::InfiniteFuture();
 
   // Rollout bookkeeping (canary scenarios).
-  scheduler::MetricWindow latency_;
   std::string new_version_;
   scheduler::RolloutState rollout_;  // as the reconciler last stored it
   int new_version_starts_ = 0;
@@ -206,11 +206,11 @@ class ClusterSim {
   std::map<std::string, int> lifetime_restarts_;  // replica id → restarts
   std::vector<double> lifetime_restart_s_;
   int max_out_of_service_ = 0;
-  scheduler::LeakDetector leaks_;
-  std::string leaking_;              // replica id
-  uint64_t leaking_generation_ = 0;  // the generation that leaks; a replacement does not
-  int leak_restarts_ = 0;            // stops and surge copies for Replacement::kMemoryLeak
-  double leak_restart_s_ = -1;       // the first, after the fault
+  std::vector<std::string> flagged_;  // replica ids the acting scheduler holds flagged now
+  std::string leaking_;               // replica id
+  uint64_t leaking_generation_ = 0;   // the generation that leaks; a replacement does not
+  int leak_restarts_ = 0;             // stops and surge copies for Replacement::kMemoryLeak
+  double leak_restart_s_ = -1;        // the first, after the fault
   absl::Time next_memory_sample_ = absl::InfiniteFuture();
   std::map<std::string, double> flagged_at_s_;
   void SampleMemory(absl::Time now);
@@ -267,7 +267,14 @@ void ClusterSim::StartNode(absl::Time now, int i) {
   n.core = std::make_unique<SwimCore>(config_, SwimCore::LocalNode{n.id, n.address, md, 0},
                                       rng_.Next(), now);
   n.started = true;
-  if (n.scheduler) n.store = std::make_unique<scheduler::ReplicatedStore>(n.id);
+  if (n.scheduler) {
+    n.log = std::make_unique<consensus::MemoryLogStorage>();
+    scheduler::RaftStoreConfig store;
+    store.raft.seed = rng_.Next();
+    n.store = std::make_unique<scheduler::RaftSpecStore>(n.id, n.log.get(), store);
+    n.store->Open(now).IgnoreError();  // an empty log: it cannot fail
+    n.loop = std::make_unique<scheduler::ControlLoop>(scheduler::ControlLoopOptions{});
+  }
   std::vector<Address> seeds;
   for (int k = 0; k < 2 && i > 0; ++k) seeds.push_back(nodes_[rng_.Uniform(i)].address);
   n.core->Join(now, seeds);
@@ -402,203 +409,162 @@ void ClusterSim::Apply(absl::Time now, int s, const Action& a) {
   }
 }
 
+// One control step of scheduler `s`, as the scheduler service takes it (scheduler_service.h):
+// the scheduler set from the election over its view goes to the spec store, the node agents it
+// reaches report, and the control loop steps; the acting one's writes go to the store and its
+// actions to the node agents.
 void ClusterSim::SchedulerStep(absl::Time now, int s) {
   SimNode& me = nodes_[s];
+  const std::vector<membership::Member> members = me.core->members();
   std::vector<cluster::ElectionNode> view;
-  for (const membership::Member& m : me.core->members()) {
+  for (const membership::Member& m : members) {
     if (m.state != MemberState::kAlive && m.state != MemberState::kSuspect) continue;
     view.push_back(
         cluster::ElectionNode{m.id, m.metadata.rack, cluster::ParseRoleList(m.metadata.roles)});
   }
-  std::vector<scheduler::SchedulerCandidate> candidates;
-  std::vector<std::string> store_members;
+  std::vector<std::string> live;
   for (const auto& [id, roles] : cluster::ElectRoles(view, cluster::ElectionConfig{})) {
-    if (!roles.Has(cluster::Role::kScheduler)) continue;
-    candidates.push_back({id, true});
-    store_members.push_back(id);
+    if (roles.Has(cluster::Role::kScheduler)) live.push_back(id);
   }
-  me.store->SetMembers(now, store_members);
-  FlushStore(now, s);
-  // Every scheduler polls the node agents it can reach, so whichever takes over has reports.
-  scheduler::MergeView(now, me.core->members(), me.reports);
-  std::vector<NodeStatus> statuses;
-  for (auto& [id, st] : me.reports) {
-    if (st.inventory.gpus.empty()) continue;
-    int i = by_id_.at(id);
-    if (Connected(s, i)) {
-      const SimNode& n = nodes_[i];
-      st.boot_id = n.boot_id;
-      st.reported = true;
-      st.replicas.clear();
-      for (const AgentReplica& r : n.replicas) {
-        st.replicas.push_back(r.record);
-        // What the scheduler's leak detection flagged, recycled as scheduler.leak_action's
-        // default does.
-        ReplicaRecord& rec = st.replicas.back();
-        rec.leaking =
-            rec.phase == ReplicaPhase::kReady &&
-            leaks_.Flagged(scheduler::ReplicaId(rec.deployment, rec.ordinal), rec.generation);
-      }
-      st.staged_models = n.staged;
-    }
-    statuses.push_back(st);
-  }
-  // Schedulers this node remembers dead count against the majority (MergeView keeps them).
-  for (const auto& [id, st] : me.reports) {
+  me.loop->ObserveMembers(now, members);
+  std::vector<std::string> dead;
+  for (const auto& [id, st] : me.loop->nodes()) {
     if (st.liveness == scheduler::NodeLiveness::kDead &&
         st.inventory.roles.Has(cluster::Role::kScheduler)) {
-      candidates.push_back({id, false});
+      dead.push_back(id);
     }
   }
-  if (scheduler::ChooseReconciler(candidates) != me.id) return;
-  std::vector<scheduler::DesiredDeployment> desired = DesiredFromStore(me);
-  if (desired.empty() || phase_ == Phase::kWarmup) return;
-  double cpu0 = CpuSeconds();
-  desired = Tracks(now, s, std::move(desired), statuses);
-  for (const NodeStatus& st : statuses) {
-    for (const ReplicaRecord& rec : st.replicas) me.generations.Note(rec);
+  me.store->SetMembers(now, live, dead);
+  FlushStore(now, s);
+  scheduler::ControlInput in;
+  in.now = now;
+  in.members = &members;
+  in.reports = Reports(s);
+  in.state = &me.store->Records();
+  in.leader = me.store->Leader();
+  in.term = me.store->Term();
+  in.acting = me.store->ReadyToLead();
+  const double cpu0 = CpuSeconds();
+  scheduler::ControlOutput out = me.loop->Step(in);
+  if (in.acting) reconcile_cpu_s_ += CpuSeconds() - cpu0;
+  for (const auto& [key, value] : out.writes) me.store->Put(now, key, value);
+  FlushStore(now, s);
+  if (!in.acting) return;
+  Observe(now, s, out);
+  for (const scheduler::NodeAction& a : out.actions) Apply(now, s, a.action);
+}
+
+std::vector<scheduler::NodeReport> ClusterSim::Reports(int s) const {
+  std::vector<scheduler::NodeReport> reports;
+  for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
+    const SimNode& n = nodes_[i];
+    if (!n.gpu || !n.started || !Connected(s, i)) continue;  // keeps its last report
+    scheduler::NodeReport report{n.id, n.boot_id, /*pulls_models=*/true, n.staged, {}};
+    report.replicas.reserve(n.replicas.size());
+    for (const AgentReplica& r : n.replicas) {
+      scheduler::ReportedReplica rep;
+      rep.replica_id = scheduler::ReplicaId(r.record.deployment, r.record.ordinal);
+      rep.state = r.record.phase == ReplicaPhase::kReady    ? "ready"
+                  : r.record.phase == ReplicaPhase::kFailed ? "failed"
+                                                            : "starting";
+      rep.version = std::string(scheduler::VersionOfTrack(r.record.deployment));
+      rep.generation = r.record.generation;
+      rep.devices = r.record.allocation.gpus;
+      rep.state_since = r.record.phase_since;
+      rep.labels = {{std::string(scheduler::kDeploymentLabel), r.record.deployment}};
+      rep.inter_token_p99_ms = r.p99_ms;
+      rep.recent_finished = r.p99_ms > 0 ? 1 : 0;  // measured, no errors
+      rep.memory_bytes = r.memory_bytes;
+      report.replicas.push_back(std::move(rep));
+    }
+    reports.push_back(std::move(report));
   }
-  me.generations.Attach(desired);
-  scheduler::ReconcileResult r = scheduler::Reconcile(now, desired, statuses, {});
-  reconcile_cpu_s_ += CpuSeconds() - cpu0;
-  if (!r.actions.empty()) {
+  return reports;
+}
+
+void ClusterSim::Observe(absl::Time now, int s, const scheduler::ControlOutput& out) {
+  SimNode& me = nodes_[s];
+  if (!out.actions.empty()) {
     if (!killed_leader_.empty() && me.id != killed_leader_ && takeover_s_ < 0) {
       takeover_s_ = Round3(Since(now, fault_at_));
       new_reconciler_ = me.id;
     }
     last_reconciler_ = me.id;
   }
-  for (const Action& a : r.actions) Apply(now, s, a);
-  if (!r.deployments.empty()) pending_reason_ = r.deployments.front().pending_reason;
+  for (const scheduler::ControlEvent& e : out.events) {
+    if (e.rollout)
+      rollout_events_.push_back(StrCat(Round3(Since(now, applied_at_)), "s ", e.message));
+  }
+  for (const auto& [key, value] : out.writes) {
+    if (key.rfind(scheduler::kRolloutPrefix, 0) != 0) continue;
+    if (auto parsed = scheduler::RolloutStateFromJson(value); parsed.ok()) rollout_ = *parsed;
+    if (Canary() && rollout_end_s_ < 0 && fault_at_ != absl::InfiniteFuture() &&
+        (rollout_.phase == scheduler::RolloutPhase::kRolledBack ||
+         rollout_.phase == scheduler::RolloutPhase::kSucceeded)) {
+      rollout_end_s_ = Round3(Since(now, fault_at_));
+      end_ = std::min(end_, now + absl::Seconds(30));  // let the last stops land
+    }
+  }
+  flagged_.clear();
+  for (const std::string& key : me.loop->leaks().FlaggedIds()) {
+    const std::string id = key.substr(key.find('/') + 1);  // "node/replica"
+    flagged_.push_back(id);
+    if (phase_ == Phase::kFault && !flagged_at_s_.count(id)) {
+      flagged_at_s_[id] = Round3(Since(now, fault_at_));
+    }
+  }
+  if (!me.loop->status().empty())
+    pending_reason_ = me.loop->status().begin()->second.pending_reason;
 }
 
 void ClusterSim::FlushStore(absl::Time now, int i) {
   SimNode& n = nodes_[i];
-  n.store->TakePersist();  // persistence (RocksDB, sync) is not simulated
-  for (uint64_t id : n.store->TakeAcknowledged()) {
-    if (n.id == spec_writer_ && spec_writes_.erase(id) && spec_writes_.empty()) {
+  for (const scheduler::WriteOutcome& o : n.store->TakeOutcomes()) {
+    auto w = spec_writes_.find(o.id);
+    if (w == spec_writes_.end()) continue;
+    scheduler::InferenceReplicaSpec spec = std::move(w->second);
+    spec_writes_.erase(w);
+    if (!o.ok) {  // refused (no leader yet): the operator runs `apply` again
+      spec_write_retries_++;
+      PutSpec(now, i, spec);
+    } else if (spec_writes_.empty() && spec_acknowledged_s_ < 0) {
       spec_acknowledged_s_ = Round3(Since(now, applied_at_));
     }
   }
-  n.store->TakeFailed();
-  for (scheduler::OutStoreMessage& m : n.store->TakeMessages()) {
-    int to = by_id_.at(m.to);
+  for (scheduler::StoreFrame& f : n.store->TakeFrames()) {
+    int to = by_id_.at(f.to);
     if (!Connected(i, to)) continue;
-    // Store messages ride an open stream: the latency alone, no connection setup.
+    // Store frames ride an open stream: the latency alone, no connection setup.
     const absl::Time at = now + network_.Latency(rng_);
     queue_.Push(at, QEvent{Kind::kStore, to, 0, InFlight{i, Channel::kReliable, {}},
-                           std::make_shared<const scheduler::StoreMessage>(std::move(m.message))});
+                           std::make_shared<const std::string>(std::move(f.bytes))});
   }
 }
 
-// `exaserve-cli apply` against one scheduler: the highest-id one, so the write must reach the
-// reconciler (the lowest id) through replication.
+void ClusterSim::PutSpec(absl::Time now, int i, const scheduler::InferenceReplicaSpec& spec) {
+  auto id = nodes_[i].store->Put(now, StrCat(scheduler::kSpecPrefix, spec.name),
+                                 scheduler::SpecToYaml(spec));
+  if (id) spec_writes_.emplace(*id, spec);
+}
+
+// `exaserve-cli apply` against one scheduler that does not lead the Raft log, so the write is
+// forwarded to the leader.
 void ClusterSim::WriteSpecs(absl::Time now) {
   int writer = -1;
   for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
-    if (nodes_[i].scheduler) writer = i;
+    if (nodes_[i].scheduler && (writer < 0 || !nodes_[i].store->IsLeader())) writer = i;
   }
   spec_writer_ = nodes_[writer].id;
-  // Every scheduler knows the scheduler set from its view before the first write.
-  for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
-    if (nodes_[i].scheduler && !nodes_[i].killed) SchedulerStep(now, i);
-  }
-  for (const scheduler::DesiredDeployment& d : desired_) {
-    auto id =
-        nodes_[writer].store->Put(now, StrCat("spec/", d.spec.name), scheduler::SpecToYaml(d.spec));
-    if (id) spec_writes_.insert(*id);
-  }
+  for (const scheduler::DesiredDeployment& d : desired_) PutSpec(now, writer, d.spec);
   FlushStore(now, writer);
-}
-
-std::vector<scheduler::DesiredDeployment> ClusterSim::DesiredFromStore(SimNode& n) {
-  static const scheduler::ModelCatalog catalog = scheduler::ModelCatalog::WithPresets();
-  std::vector<scheduler::DesiredDeployment> out;
-  std::set<std::string> live;
-  for (const scheduler::StoreRecord& r : n.store->Live()) {
-    if (r.key.rfind("spec/", 0) != 0) continue;
-    live.insert(r.key);
-    auto it = n.specs.find(r.key);
-    if (it == n.specs.end() || it->second.first != r.version) {
-      auto specs = scheduler::ParseSpecs(r.value, r.key);
-      if (!specs.ok() || specs->size() != 1) {
-        spec_parse_errors_++;
-        continue;
-      }
-      auto bytes = scheduler::ReplicaBytesForSpec(specs->front(), catalog);
-      if (!bytes.ok()) {
-        spec_parse_errors_++;
-        continue;
-      }
-      it = n.specs
-               .insert_or_assign(
-                   r.key,
-                   std::make_pair(r.version, scheduler::DesiredDeployment{specs->front(), *bytes}))
-               .first;
-    }
-    out.push_back(it->second.second);
-  }
-  std::erase_if(n.specs, [&live](const auto& kv) { return !live.count(kv.first); });
-  return out;
-}
-
-std::vector<scheduler::DesiredDeployment> ClusterSim::Tracks(
-    absl::Time now, int s, std::vector<scheduler::DesiredDeployment> specs,
-    const std::vector<NodeStatus>& statuses) {
-  SimNode& me = nodes_[s];
-  std::vector<scheduler::DesiredDeployment> out;
-  for (const scheduler::DesiredDeployment& d : specs) {
-    const std::string key = StrCat("rollout/", d.spec.name);
-    scheduler::RolloutState state;
-    if (const scheduler::StoreRecord* r = me.store->Get(key)) {
-      if (auto parsed = scheduler::RolloutStateFromJson(r->value); parsed.ok()) state = *parsed;
-    }
-    std::map<std::string, int> ready;
-    for (const NodeStatus& n : statuses) {
-      if (n.liveness != scheduler::NodeLiveness::kAlive) continue;
-      for (const ReplicaRecord& r : n.replicas) {
-        const std::string_view version = scheduler::VersionOfTrack(r.deployment);
-        if (r.phase != ReplicaPhase::kReady || version.empty() ||
-            scheduler::SpecOfTrack(r.deployment) != d.spec.name) {
-          continue;
-        }
-        ready[std::string(version)]++;
-      }
-    }
-    scheduler::RolloutStep step = scheduler::AdvanceRollout(now, d.spec, state, ready, latency_);
-    for (std::string& e : step.events) {
-      rollout_events_.push_back(StrCat(Round3(Since(now, applied_at_)), "s ", e));
-    }
-    const std::string json_state = scheduler::RolloutStateToJson(step.state);
-    const scheduler::StoreRecord* stored = me.store->Get(key);
-    if (!stored || stored->value != json_state) {
-      me.store->Put(now, key, json_state);
-      FlushStore(now, s);
-    }
-    rollout_ = step.state;
-    if (Canary() && rollout_end_s_ < 0 && fault_at_ != absl::InfiniteFuture() &&
-        (step.state.phase == scheduler::RolloutPhase::kRolledBack ||
-         step.state.phase == scheduler::RolloutPhase::kSucceeded)) {
-      rollout_end_s_ = Round3(Since(now, fault_at_));
-      end_ = std::min(end_, now + absl::Seconds(30));  // let the last stops land
-    }
-    for (const auto& [version, count] : step.tracks) {
-      scheduler::DesiredDeployment t = d;
-      t.spec.name = scheduler::TrackName(d.spec.name, version);
-      t.spec.version = version;
-      t.spec.replicas = count;
-      out.push_back(std::move(t));
-    }
-  }
-  return out;
 }
 
 // Ready replicas report a p99 latency every 30 s: a base with ±10 % noise, 30 % higher on the
 // new version in canary-bad.
-void ClusterSim::SampleLatency(absl::Time now) {
-  for (const SimNode& n : nodes_) {
+void ClusterSim::SampleLatency() {
+  for (SimNode& n : nodes_) {
     if (n.killed) continue;
-    for (const AgentReplica& r : n.replicas) {
+    for (AgentReplica& r : n.replicas) {
       if (r.record.phase != ReplicaPhase::kReady) continue;
       const std::string& track = r.record.deployment;
       const std::string version(scheduler::VersionOfTrack(track));
@@ -607,7 +573,8 @@ void ClusterSim::SampleLatency(absl::Time now) {
       // What the replica holds: its share on each of its GPUs.
       const double bytes = static_cast<double>(r.record.allocation.bytes_per_gpu) *
                            static_cast<double>(r.record.allocation.gpus.size());
-      latency_.Add(scheduler::ReplicaSample{now, version, p99, 0.0, bytes, -1});
+      r.p99_ms = p99 * 1000;
+      r.memory_bytes = static_cast<uint64_t>(bytes);
     }
   }
 }
@@ -616,18 +583,16 @@ void ClusterSim::SampleLatency(absl::Time now) {
 // an hour.
 void ClusterSim::SampleMemory(absl::Time now) {
   const double hours = absl::ToDoubleHours(now - fault_at_);
-  for (const SimNode& n : nodes_) {
+  for (SimNode& n : nodes_) {
     if (n.killed) continue;
-    for (const AgentReplica& r : n.replicas) {
+    for (AgentReplica& r : n.replicas) {
       if (r.record.phase != ReplicaPhase::kReady) continue;
       const std::string id = scheduler::ReplicaId(r.record.deployment, r.record.ordinal);
       double bytes = static_cast<double>(r.record.allocation.bytes_per_gpu) *
                      static_cast<double>(r.record.allocation.gpus.size()) * 0.8;
       bytes *= 0.995 + 0.01 * rng_.UniformDouble();
       if (id == leaking_ && r.record.generation == leaking_generation_) bytes *= 1 + 0.03 * hours;
-      if (leaks_.Observe(id, r.record.generation, now, static_cast<uint64_t>(bytes))) {
-        flagged_at_s_[id] = Round3(Since(now, fault_at_));
-      }
+      r.memory_bytes = static_cast<uint64_t>(bytes);
     }
   }
 }
@@ -809,7 +774,7 @@ void ClusterSim::StartFault(absl::Time now) {
     end_ = now + absl::Seconds(o_.duration_s);
     for (int i = static_cast<int>(nodes_.size()) - 1; i >= 0; --i) {
       if (!nodes_[i].scheduler || nodes_[i].killed) continue;
-      nodes_[i].store->Put(now, StrCat("spec/", spec.name), scheduler::SpecToYaml(spec));
+      PutSpec(now, i, spec);
       FlushStore(now, i);
       break;
     }
@@ -866,10 +831,10 @@ void ClusterSim::Check(absl::Time now) {
     }
   }
   if (Canary() && phase_ == Phase::kFault) {
-    if (checks_ % 120 == 0) SampleLatency(now);  // every 30 s
+    if (checks_ % 120 == 0) SampleLatency();  // every 30 s
     if (desired > 0) min_availability_ = std::min(min_availability_, double(ready) / desired);
   } else if (Canary() && phase_ == Phase::kSteady && checks_ % 120 == 0) {
-    SampleLatency(now);  // the old version's baseline
+    SampleLatency();  // the old version's baseline
   }
   int cumulative = 0;
   for (auto& [i, w] : waves_) {
@@ -939,7 +904,7 @@ absl::StatusOr<json> ClusterSim::Run() {
       case Kind::kStore: {
         SimNode& n = nodes_[ev.node];
         if (!Connected(ev.packet.from, ev.node)) break;
-        n.store->Handle(now, nodes_[ev.packet.from].id, *ev.store);
+        if (!n.store->Handle(now, nodes_[ev.packet.from].id, *ev.frame).ok()) break;
         FlushStore(now, ev.node);
         break;
       }
@@ -955,8 +920,8 @@ absl::StatusOr<json> ClusterSim::Run() {
                      {"name", o_.scenario.empty() ? "none" : o_.scenario},
                      {"seed", o_.seed},
                      {"spec_store",
-                      "scheduler/replicated_store.h on every scheduler over the simulated network "
-                      "(persistence not simulated)"}};
+                      "scheduler/raft_spec_store.h (libraft) on every scheduler over the simulated "
+                      "network, its log in memory"}};
   out["spec"] = {{"name", d.spec.name},
                  {"model", d.spec.model},
                  {"replicas", d.spec.replicas},
@@ -976,7 +941,7 @@ absl::StatusOr<json> ClusterSim::Run() {
                        {"write_acknowledged_s",
                         spec_acknowledged_s_ >= 0 ? json(spec_acknowledged_s_) : json(nullptr)},
                        {"live_schedulers_holding_specs", holding},
-                       {"parse_errors", spec_parse_errors_}};
+                       {"write_retries", spec_write_retries_}};
   if (bringup_.is_null()) RecordBringup(end_ == absl::InfiniteFuture() ? start_ : end_);
   for (auto& [k, v] : bringup_.items()) out[k] = v;
   out["reconcile_cpu_s"] = Round3(reconcile_cpu_s_);
@@ -1037,7 +1002,7 @@ absl::StatusOr<json> ClusterSim::Run() {
     } else if (o_.scenario == "leak") {
       json k;
       k["leaking_replica"] = leaking_;
-      k["flagged"] = leaks_.FlaggedIds();
+      k["flagged"] = flagged_;
       k["flagged_at_h"] = json::object();
       for (const auto& [id, s] : flagged_at_s_) k["flagged_at_h"][id] = Round3(s / 3600);
       // Every replica ever flagged (a replaced one's flag goes with it).

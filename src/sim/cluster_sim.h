@@ -1,13 +1,15 @@
-// exaserve-sim cluster: the scheduler at cluster scale on virtual time. Every
-// node runs the real SWIM core (membership/swim_core.h) over a simulated network; scheduler
-// nodes run the real election (cluster/election.h), memory planner, placement and reconciler
-// (scheduler/); GPU nodes run a simulated node agent whose replicas become ready after a
-// load-time model (weights pre-staged from the rack cache, then loaded from local NVMe).
+// exaserve-sim cluster: the scheduler at cluster scale on virtual time. Every node runs the
+// real SWIM core (membership/swim_core.h) over a simulated network; scheduler nodes run the real
+// election (cluster/election.h), the real spec store (scheduler/raft_spec_store.h: libraft, its
+// log in memory, its frames over the simulated network) and the real control loop
+// (scheduler/control_loop.h: memory planner, placement, rollouts, leak detection, reconciler),
+// stepping once a second as the scheduler service does; only the Raft leader's actions reach the
+// node agents. GPU nodes run a simulated node agent whose replicas become ready after a load-time
+// model (weights pre-staged from the rack cache, then loaded from local NVMe) and report what
+// Node.ListReplicas reports.
 //
-// What is simulated rather than real: the network (latency + jitter, cuts), the node agents
-// and their RPCs (an action reaches a node agent iff the network connects the two), and the
-// spec store, which is an in-memory map every scheduler reads (the replicated RocksDB store is
-// not built yet).
+// What is simulated rather than real: the network (latency + jitter, cuts), the node agents and
+// their RPCs (an action reaches a node agent iff the network connects the two), and persistence.
 //
 // `--nodes` counts GPU nodes, the ones that host replicas; `--schedulers` control nodes without
 // GPUs are added beside them (role purity keeps replicas off them, docs/architecture.md#roles).
