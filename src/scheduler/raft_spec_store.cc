@@ -52,7 +52,18 @@ std::string ResultFrame(uint64_t id, const KvResult& r) {
   w.U8(r.ok ? 1 : 0);
   w.U64(r.index);
   w.Bytes(r.error);
+  // A version conflict follows, only when there is one: a frame without it decodes as before.
+  if (!r.conflict_key.empty()) {
+    w.Bytes(r.conflict_key);
+    w.U64(r.expected_version);
+    w.U64(r.actual_version);
+  }
   return w.Take();
+}
+
+std::optional<VersionConflict> ConflictOf(const KvResult& r) {
+  if (r.ok || r.conflict_key.empty()) return std::nullopt;
+  return VersionConflict{r.conflict_key, r.expected_version, r.actual_version};
 }
 
 }  // namespace
@@ -125,21 +136,25 @@ void RaftSpecStore::MaybeBootstrap(absl::Time now) {
 std::optional<uint64_t> RaftSpecStore::Put(absl::Time now, const std::string& key,
                                            const std::string& value,
                                            std::optional<uint64_t> expected_version) {
-  return Write(now, KvOp{key, value, expected_version});
+  return Write(now, {KvOp{key, value, expected_version}});
 }
 
 std::optional<uint64_t> RaftSpecStore::Delete(absl::Time now, const std::string& key,
                                               std::optional<uint64_t> expected_version) {
-  return Write(now, KvOp{key, std::nullopt, expected_version});
+  return Write(now, {KvOp{key, std::nullopt, expected_version}});
 }
 
-std::optional<uint64_t> RaftSpecStore::Write(absl::Time now, KvOp op) {
+std::optional<uint64_t> RaftSpecStore::Transact(absl::Time now, std::vector<KvOp> ops) {
+  return Write(now, std::move(ops));
+}
+
+std::optional<uint64_t> RaftSpecStore::Write(absl::Time now, std::vector<KvOp> ops) {
   if (pending_.size() >= config_.max_pending_writes) return std::nullopt;
   uint64_t id = next_id_++;
   KvCommand command;
   // Unique across restarts of this node: the id counter restarts, the clock does not.
   command.request_id = absl::StrCat(self_, "/", absl::ToUnixMicros(now), "/", id);
-  command.ops.push_back(std::move(op));
+  command.ops = std::move(ops);
   Pending& p = pending_[id];
   p.command = consensus::EncodeKvCommand(command);
   p.deadline = now + config_.forward_timeout;
@@ -232,9 +247,9 @@ void RaftSpecStore::SettleReads(absl::Time now) {
   }
 }
 
-void RaftSpecStore::Fail(uint64_t id, std::string error) {
+void RaftSpecStore::Fail(uint64_t id, std::string error, std::optional<VersionConflict> conflict) {
   if (pending_.erase(id) == 0) return;
-  outcomes_.push_back({id, false, 0, std::move(error)});
+  outcomes_.push_back({id, false, 0, std::move(error), std::move(conflict)});
 }
 
 void RaftSpecStore::Harvest() {
@@ -286,7 +301,11 @@ void RaftSpecStore::Harvest() {
     }
     absl::StatusOr<KvResult> result = consensus::DecodeKvResult(c.result);
     if (!result.ok() || !result->ok) {
-      Fail(id, result.ok() ? result->error : std::string(result.status().message()));
+      if (result.ok()) {
+        Fail(id, result->error, ConflictOf(*result));
+      } else {
+        Fail(id, std::string(result.status().message()));
+      }
       continue;
     }
     pending_.erase(p);
@@ -462,10 +481,14 @@ absl::Status RaftSpecStore::HandleResult(absl::Time now, ByteReader& r) {
   bool ok = r.U8() != 0;
   uint64_t version = r.U64();
   std::string error(r.Bytes(1u << 16));
+  std::optional<VersionConflict> conflict;
+  if (r.ok() && r.remaining() > 0) {
+    conflict = VersionConflict{std::string(r.Bytes(1u << 16)), r.U64(), r.U64()};
+  }
   if (!r.done()) return absl::InvalidArgumentError("spec store frame: bad result");
   if (pending_.count(id) == 0) return absl::OkStatus();
   if (!ok) {
-    Fail(id, std::move(error));
+    Fail(id, std::move(error), std::move(conflict));
   } else {
     pending_.erase(id);
     applying_[id] = {version, now + config_.forward_timeout};

@@ -61,11 +61,22 @@ struct StoreFrame {
   std::string bytes;
 };
 
+// A write refused because it named a version the store no longer holds for `key`.
+struct VersionConflict {
+  std::string key;
+  uint64_t expected_version = 0;  // what the write named (0: "must not exist")
+  uint64_t actual_version = 0;    // what the store holds (0: absent)
+  bool operator==(const VersionConflict&) const = default;
+};
+
 struct WriteOutcome {
   uint64_t id = 0;
   bool ok = false;
   uint64_t version = 0;  // the Raft index it was applied at (ok)
   std::string error;     // why not
+  // Set when refused for a stale expected version (the caller may read again and retry); other
+  // refusals (no leader, limits, no outcome in time) leave it empty.
+  std::optional<VersionConflict> conflict;
 };
 
 class RaftSpecStore {
@@ -85,6 +96,9 @@ class RaftSpecStore {
                               std::optional<uint64_t> expected_version = std::nullopt);
   std::optional<uint64_t> Delete(absl::Time now, const std::string& key,
                                  std::optional<uint64_t> expected_version = std::nullopt);
+  // Several puts and deletes as one write: applied all or none (one stale expected version
+  // refuses them all). Same id space and limits as Put.
+  std::optional<uint64_t> Transact(absl::Time now, std::vector<consensus::KvOp> ops);
 
   // A read index: the outcome (same id space as writes) is ok once Get / Live reflect every write
   // acknowledged before this call; nullopt when too many are in flight.
@@ -140,10 +154,10 @@ class RaftSpecStore {
   void SettleReads(absl::Time now);
   void MaybeBootstrap(absl::Time now);
   void ManageMembership(absl::Time now);
-  std::optional<uint64_t> Write(absl::Time now, consensus::KvOp op);
+  std::optional<uint64_t> Write(absl::Time now, std::vector<consensus::KvOp> ops);
   void Submit(absl::Time now, uint64_t id, Pending& pending);
   void Harvest();
-  void Fail(uint64_t id, std::string error);
+  void Fail(uint64_t id, std::string error, std::optional<VersionConflict> conflict = {});
   void Send(const std::string& to, std::string bytes);
   void Refresh();
 

@@ -434,6 +434,18 @@ std::string_view RolloutCommandName(RolloutCommand command) {
   return "?";
 }
 
+absl::Status CheckApplyDuringRollout(const InferenceReplicaSpec& spec, const RolloutState& state) {
+  const bool rolling =
+      state.phase == RolloutPhase::kProgressing || state.phase == RolloutPhase::kObserving;
+  if (!rolling || spec.version == state.target_version || spec.version == state.stable_version) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(StrCat(
+      spec.name, ": spec.version ", spec.version, " refused: a rollout from ", state.stable_version,
+      " to ", state.target_version, " is in progress (stage ", state.stage + 1,
+      "); let it finish, or `exaserve-cli rollout rollback ", spec.name, "` first"));
+}
+
 absl::StatusOr<RolloutState> ApplyCommand(absl::Time now, const InferenceReplicaSpec& spec,
                                           RolloutState st, RolloutCommand command,
                                           const MetricWindow& metrics) {

@@ -131,6 +131,11 @@ enum class RolloutCommand : uint8_t { kPause, kResume, kPromote, kRollback };
 absl::StatusOr<RolloutCommand> ParseRolloutCommand(std::string_view name);
 std::string_view RolloutCommandName(RolloutCommand command);
 
+// Whether `spec` may be applied while `state` holds: FAILED_PRECONDITION when a rollout is in
+// progress and the spec names neither its stable nor its target version (refused, not queued:
+// the operator decides what happens to the running rollout).
+absl::Status CheckApplyDuringRollout(const InferenceReplicaSpec& spec, const RolloutState& state);
+
 // FAILED_PRECONDITION when there is no rollout to act on (the message says what the state is).
 absl::StatusOr<RolloutState> ApplyCommand(absl::Time now, const InferenceReplicaSpec& spec,
                                           RolloutState state, RolloutCommand command,

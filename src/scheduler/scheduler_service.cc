@@ -21,6 +21,7 @@
 #include "nlohmann/json.hpp"
 #include "scheduler/describe.h"
 #include "scheduler/node_view.h"
+#include "scheduler/spec_versions.h"
 
 namespace exa::scheduler {
 namespace {
@@ -30,8 +31,6 @@ using nlohmann::json;
 
 constexpr size_t kMaxRoutes = 16;  // the gateway's bound
 constexpr size_t kMaxLabelRules = 64;
-// A record's resource version: the index of the Raft log entry that wrote it.
-std::string VersionString(const Version& v) { return StrCat(v.hlc.wall_us); }
 
 // Error messages quote what the caller sent (a spec or node name); a long one would push the
 // status past gRPC's metadata limit, and the caller would get RESOURCE_EXHAUSTED about metadata
@@ -266,10 +265,9 @@ void SchedulerService::FlushLocked(std::unique_lock<std::mutex>& lock) {
     std::shared_ptr<WriteWaiter> w = it->second;
     waiters_.erase(it);
     w->ids.erase(o.id);
-    if (!o.ok && w->failure.empty()) w->failure = o.error;
+    if (!o.ok && w->failure.ok()) w->failure = WriteFailure(o);
     if (!w->ids.empty()) continue;
-    done.emplace_back(
-        w, w->failure.empty() ? grpc::Status::OK : grpc::Status(grpc::UNAVAILABLE, w->failure));
+    done.emplace_back(w, w->failure);
   }
   lock.unlock();
   Send(std::move(frames));
@@ -305,14 +303,18 @@ void SchedulerService::Send(std::vector<StoreFrame> frames) {
 
 void SchedulerService::WriteLocked(
     const std::vector<std::pair<std::string, std::optional<std::string>>>& writes,
-    grpc::ServerUnaryReactor* reactor, std::unique_lock<std::mutex>& lock) {
+    grpc::ServerUnaryReactor* reactor, std::unique_lock<std::mutex>& lock,
+    const std::map<std::string, uint64_t>& expected) {
   auto waiter = std::make_shared<WriteWaiter>();
   waiter->reactor = reactor;
   absl::Time now = absl::Now();
-  for (const auto& [key, value] : writes) {
-    std::optional<uint64_t> id = value ? store_->Put(now, key, *value) : store_->Delete(now, key);
+  for (std::vector<consensus::KvOp>& ops : StoreTransactions(writes, expected)) {
+    const std::string key = ops.front().key;
+    std::optional<uint64_t> id = store_->Transact(now, std::move(ops));
     if (!id) {
-      waiter->failure = StrCat("the spec store refused ", key, " (too many writes in flight)");
+      waiter->failure =
+          grpc::Status(grpc::RESOURCE_EXHAUSTED,
+                       StrCat("the spec store refused ", key, " (too many in flight)"));
       continue;
     }
     waiter->ids.insert(*id);
@@ -320,9 +322,7 @@ void SchedulerService::WriteLocked(
   }
   if (waiter->ids.empty()) {
     lock.unlock();
-    reactor->Finish(waiter->failure.empty()
-                        ? grpc::Status::OK
-                        : grpc::Status(grpc::RESOURCE_EXHAUSTED, waiter->failure));
+    reactor->Finish(waiter->failure);
     lock.lock();
     return;
   }
@@ -487,18 +487,19 @@ grpc::ServerUnaryReactor* SchedulerService::Apply(grpc::CallbackServerContext* c
   if (grpc::Status s = CheckRunning(); !s.ok()) return Finish(context, s);
   if (auto s = Authorize(context, "Scheduler.Apply"); !s.ok()) return Finish(context, s);
   const std::string source = request->source().empty() ? "spec" : request->source();
-  absl::StatusOr<std::vector<InferenceReplicaSpec>> specs = ParseSpecs(request->yaml(), source);
+  ResourceVersions in_yaml;  // ParseSpecs refuses a file without a spec
+  absl::StatusOr<std::vector<InferenceReplicaSpec>> specs =
+      ParseSpecs(request->yaml(), source, &in_yaml);
   if (!specs.ok()) return Finish(context, net::StatusToGrpc(specs.status()));
-  if (specs->empty()) {
-    return Finish(context, grpc::Status(grpc::INVALID_ARGUMENT,
-                                        StrCat(source, ": no InferenceReplica document")));
-  }
+  absl::StatusOr<ResourceVersions> named = NamedVersions(*request, *specs, std::move(in_yaml));
+  if (!named.ok()) return Finish(context, net::StatusToGrpc(named.status()));
   // Every spec must plan (a known model, memory that covers the estimate) before any is written.
   for (const InferenceReplicaSpec& spec : *specs) {
     absl::StatusOr<uint64_t> bytes = ReplicaBytes(spec);
     if (!bytes.ok()) return Finish(context, net::StatusToGrpc(bytes.status()));
   }
   std::vector<std::pair<std::string, std::optional<std::string>>> writes;
+  std::map<std::string, uint64_t> expected;  // store key → the version the caller read
   std::unique_lock<std::mutex> lock(mu_);
   for (const InferenceReplicaSpec& spec : *specs) {
     const std::string key = StrCat(kSpecPrefix, spec.name);
@@ -506,27 +507,22 @@ grpc::ServerUnaryReactor* SchedulerService::Apply(grpc::CallbackServerContext* c
     pb::SpecChange* change = response->add_changes();
     change->set_name(spec.name);
     const StoreRecord* old = store_->Get(key);
-    const RolloutState rollout = RolloutStateIn(store_->Records(), spec.name);
-    const bool rolling =
-        rollout.phase == RolloutPhase::kProgressing || rollout.phase == RolloutPhase::kObserving;
-    if (rolling && spec.version != rollout.target_version &&
-        spec.version != rollout.stable_version) {
-      // Refused, not queued: the operator decides what happens to the running rollout.
-      return Finish(
-          context,
-          grpc::Status(grpc::FAILED_PRECONDITION,
-                       StrCat(spec.name, ": spec.version ", spec.version,
-                              " refused: a rollout from ", rollout.stable_version, " to ",
-                              rollout.target_version, " is in progress (stage ", rollout.stage + 1,
-                              "); let it finish, or `exaserve-cli "
-                              "rollout rollback ",
-                              spec.name, "` first")));
-    }
-    if (old && old->value == yaml) {
+    absl::Status rollout =
+        CheckApplyDuringRollout(spec, RolloutStateIn(store_->Records(), spec.name));
+    if (!rollout.ok()) return Finish(context, net::StatusToGrpc(rollout));
+    auto n = named->find(spec.name);
+    const bool same = old && old->value == yaml;
+    if (same && (n == named->end() || n->second == ResourceVersion(old))) {
       change->set_action("unchanged");
       continue;
     }
-    change->set_action(old ? "updated" : "created");
+    if (n != named->end()) {  // checked here for a dry run, in the Raft log for a write
+      if (request->dry_run() && n->second != ResourceVersion(old)) {
+        return Finish(context, ConflictStatus({key, n->second, ResourceVersion(old)}));
+      }
+      expected[key] = n->second;
+    }
+    change->set_action(same ? "unchanged" : old ? "updated" : "created");
     change->set_diff(LineDiff(old ? old->value : std::string(), yaml));
     writes.emplace_back(key, yaml);
   }
@@ -539,7 +535,7 @@ grpc::ServerUnaryReactor* SchedulerService::Apply(grpc::CallbackServerContext* c
   for (const auto& [key, value] : writes) {
     AddEventLocked(key.substr(kSpecPrefix.size()), StrCat("spec written on ", options_.node_id));
   }
-  WriteLocked(writes, reactor, lock);
+  WriteLocked(writes, reactor, lock, expected);
   return reactor;
 }
 
@@ -555,7 +551,8 @@ grpc::ServerUnaryReactor* SchedulerService::GetSpecs(grpc::CallbackServerContext
       pb::StoredSpec* s = response->add_specs();
       s->set_name(name);
       s->set_yaml(r.value);
-      s->set_version(VersionString(r.version));
+      s->set_resource_version(ResourceVersion(&r));
+      s->set_version(StrCat(s->resource_version()));
     }
     if (!request->name().empty() && response->specs().empty()) {
       return grpc::Status(grpc::NOT_FOUND, StrCat("no spec named ", request->name()));
@@ -578,7 +575,8 @@ grpc::Status SchedulerService::DescribeLocked(const pb::DescribeRequest& request
   if (!r) return grpc::Status(grpc::NOT_FOUND, StrCat("no spec named ", request.name()));
   json out;
   out["name"] = request.name();
-  out["version"] = VersionString(r->version);
+  out["resource_version"] = ResourceVersion(r);
+  out["version"] = StrCat(ResourceVersion(r));
   out["reconciler"] = loop_.reconciler();
   out["described_by"] = options_.node_id;
   int stopping = 0;  // draining after a stop, listed apart: they no longer count
@@ -620,7 +618,11 @@ grpc::ServerUnaryReactor* SchedulerService::DeleteSpec(grpc::CallbackServerConte
     std::string k = StrCat(prefix, request->name());
     if (store_->Get(k)) writes.emplace_back(k, std::nullopt);
   }
-  WriteLocked(writes, reactor, lock);
+  // With a named version the spec and its rollout state go in one transaction: a stale version
+  // leaves both as they are.
+  std::map<std::string, uint64_t> expected;
+  if (request->has_resource_version()) expected[key] = request->resource_version();
+  WriteLocked(writes, reactor, lock, expected);
   return reactor;
 }
 

@@ -5,7 +5,8 @@
 //     <data_dir>/scheduler-store imports its records once it leads;
 //   - exaserve.v1.Scheduler: Apply / GetSpecs / Describe / DeleteSpec / NodeOp for exaserve-cli,
 //     Replicate between schedulers (the store's frames). Apply answers once every changed record
-//     is committed in the Raft log and applied on this node;
+//     is committed in the Raft log and applied on this node; Apply and DeleteSpec may name the
+//     resource version the caller read (optimistic concurrency, spec_versions.h);
 //   - the control loop, on its own thread: every `tick` it feeds the store the scheduler set from
 //     membership and flushes it; every `reconcile_interval` it asks every node that offers devices
 //     for its replicas (Node.ListReplicas, in parallel, bounded by `rpc_timeout`), merges the
@@ -146,7 +147,7 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   struct WriteWaiter {
     grpc::ServerUnaryReactor* reactor = nullptr;
     std::set<uint64_t> ids;
-    std::string failure;
+    grpc::Status failure;  // the first write's refusal (ABORTED for a stale version)
   };
   void Run();
   // Persists, sends and settles what the store produced. Needs mu_.
@@ -161,9 +162,12 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   // first leader that holds them; a key already present is left as it is). Needs mu_.
   void ImportLegacyLocked(absl::Time now);
   // Starts writes for `writes` (key → value; nullopt deletes) and finishes `reactor` once every
-  // one is acknowledged. Needs mu_.
+  // one is acknowledged. `expected`: key → the resource version the caller read; when any is
+  // named the writes go as one transaction, refused whole (ABORTED) if one is stale
+  // (spec_versions.h). Needs mu_.
   void WriteLocked(const std::vector<std::pair<std::string, std::optional<std::string>>>& writes,
-                   grpc::ServerUnaryReactor* reactor, std::unique_lock<std::mutex>& lock);
+                   grpc::ServerUnaryReactor* reactor, std::unique_lock<std::mutex>& lock,
+                   const std::map<std::string, uint64_t>& expected = {});
   absl::StatusOr<uint64_t> ReplicaBytes(const InferenceReplicaSpec& spec);
   // Looks up the shapes of stored specs' models that are not presets (a restarted scheduler, or
   // a spec another scheduler took).

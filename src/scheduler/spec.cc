@@ -466,7 +466,19 @@ absl::Status ParseSpecBody(const Reader& r, const YAML::Node& n, InferenceReplic
   return absl::OkStatus();
 }
 
-absl::StatusOr<InferenceReplicaSpec> ParseDocument(const Reader& r, const YAML::Node& doc) {
+// metadata.resourceVersion: a Raft index, written as a number or (as kubectl does) a string.
+absl::StatusOr<uint64_t> ResourceVersionField(const Reader& r, const YAML::Node& n) {
+  std::optional<uint64_t> v = n.IsScalar() ? ParseResourceVersion(n.Scalar()) : std::nullopt;
+  if (!v) {
+    return r.Error(n, "metadata.resourceVersion",
+                   StrCat("\"", n.IsScalar() ? n.Scalar() : "?",
+                          "\": expected a non-negative integer (the version `get` shows)"));
+  }
+  return *v;
+}
+
+absl::StatusOr<InferenceReplicaSpec> ParseDocument(const Reader& r, const YAML::Node& doc,
+                                                   std::optional<uint64_t>* resource_version) {
   if (!doc.IsMap()) return r.Error(doc, "the document", "must be a mapping");
   EXA_RETURN_IF_ERROR(r.CheckMap(doc, "", {"apiVersion", "kind", "metadata", "spec"}));
   InferenceReplicaSpec s;
@@ -484,7 +496,10 @@ absl::StatusOr<InferenceReplicaSpec> ParseDocument(const Reader& r, const YAML::
                    StrCat("\"", kind, "\": expected \"", kKindInferenceReplica, "\""));
   }
   const YAML::Node& md = doc["metadata"];
-  EXA_RETURN_IF_ERROR(r.CheckMap(md, "metadata", {"name"}));
+  EXA_RETURN_IF_ERROR(r.CheckMap(md, "metadata", {"name", "resourceVersion"}));
+  if (md["resourceVersion"]) {
+    EXA_ASSIGN_OR_RETURN(*resource_version, ResourceVersionField(r, md["resourceVersion"]));
+  }
   if (!md["name"]) return r.Error(md, "metadata.name", "is required");
   EXA_ASSIGN_OR_RETURN(s.name, r.String(md["name"], "metadata.name"));
   if (!ValidName(s.name)) {
@@ -593,8 +608,22 @@ int MaxUnavailable(const InferenceReplicaSpec& spec) {
   return std::max(1, spec.replicas / 100);
 }
 
+std::optional<uint64_t> ParseResourceVersion(std::string_view text) {
+  constexpr size_t kMaxDigits = 20;  // 2^64 - 1 has 20
+  if (text.empty() || text.size() > kMaxDigits) return std::nullopt;
+  if (!std::all_of(text.begin(), text.end(), [](char ch) { return ch >= '0' && ch <= '9'; })) {
+    return std::nullopt;
+  }
+  const std::string s(text);
+  errno = 0;
+  unsigned long long v = std::strtoull(s.c_str(), nullptr, 10);
+  if (errno == ERANGE) return std::nullopt;
+  return static_cast<uint64_t>(v);
+}
+
 absl::StatusOr<std::vector<InferenceReplicaSpec>> ParseSpecs(std::string_view yaml_text,
-                                                             std::string_view source) {
+                                                             std::string_view source,
+                                                             ResourceVersions* resource_versions) {
   constexpr size_t kMaxDocuments = 1000;
   std::vector<std::pair<int, std::string>> pieces = SplitDocuments(yaml_text);
   if (pieces.size() > kMaxDocuments) {
@@ -619,11 +648,13 @@ absl::StatusOr<std::vector<InferenceReplicaSpec>> ParseSpecs(std::string_view ya
     }
     if (doc.IsNull()) continue;
     try {
-      EXA_ASSIGN_OR_RETURN(InferenceReplicaSpec s, ParseDocument(r, doc));
+      std::optional<uint64_t> version;
+      EXA_ASSIGN_OR_RETURN(InferenceReplicaSpec s, ParseDocument(r, doc, &version));
       if (!names.insert(s.name).second) {
         return absl::InvalidArgumentError(
             StrCat(r.Where(doc), ": metadata.name \"", s.name, "\" appears in two documents"));
       }
+      if (version && resource_versions != nullptr) (*resource_versions)[s.name] = *version;
       specs.push_back(std::move(s));
     } catch (const YAML::Exception& e) {  // defensive: every access above is type-checked
       return absl::InvalidArgumentError(StrCat(source, ": ", e.what()));
@@ -647,9 +678,11 @@ std::string FractionText(double f) {
   return StrCat(f);
 }
 
-std::string SpecToYaml(const InferenceReplicaSpec& s) {
+std::string SpecToYaml(const InferenceReplicaSpec& s, std::optional<uint64_t> resource_version) {
   std::string out = StrCat("apiVersion: ", kApiVersion, "\nkind: ", kKindInferenceReplica,
-                           "\nmetadata:\n  name: ", s.name, "\nspec:\n");
+                           "\nmetadata:\n  name: ", s.name, "\n");
+  if (resource_version) StrAppend(&out, "  resourceVersion: ", *resource_version, "\n");
+  StrAppend(&out, "spec:\n");
   StrAppend(&out, "  model: ", Quote(s.model), "\n  version: ", Quote(s.version),
             "\n  backend: ", s.backend, "\n  replicas: ", s.replicas, "\n");
   StrAppend(&out, "  resources:\n    gpu: ", s.resources.gpu, "\n");

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -136,18 +137,32 @@ struct InferenceReplicaSpec {
   bool operator==(const InferenceReplicaSpec&) const = default;
 };
 
+// Spec name → the resource version a document names in `metadata.resourceVersion` (what
+// `exaserve-cli get -o yaml` prints): the version its writer read, for optimistic concurrency.
+// It is not part of the spec: SpecToYaml leaves it out and equal specs stay equal.
+using ResourceVersions = std::map<std::string, uint64_t>;
+
+// A resource version as written (metadata.resourceVersion, --resource-version): decimal digits
+// within 64 bits; nullopt otherwise.
+std::optional<uint64_t> ParseResourceVersion(std::string_view text);
+
 // Parses one or more YAML documents (separated by `---`) into specs; `source` names the file in
-// errors. Every document must be a valid InferenceReplica; names must be unique.
-absl::StatusOr<std::vector<InferenceReplicaSpec>> ParseSpecs(std::string_view yaml_text,
-                                                             std::string_view source);
+// errors. Every document must be a valid InferenceReplica; names must be unique. When
+// `resource_versions` is given it gets the documents' metadata.resourceVersion (those that have
+// one); otherwise the field is still checked and then ignored.
+absl::StatusOr<std::vector<InferenceReplicaSpec>> ParseSpecs(
+    std::string_view yaml_text, std::string_view source,
+    ResourceVersions* resource_versions = nullptr);
 absl::StatusOr<std::vector<InferenceReplicaSpec>> LoadSpecFile(const std::string& path);
 
 // Checks the cross-field rules ParseSpecs enforces, for specs built in code.
 absl::Status ValidateSpec(const InferenceReplicaSpec& spec);
 
-// The spec as canonical YAML (every field, defaults included): what `get -o yaml` prints and
-// what a diff compares.
-std::string SpecToYaml(const InferenceReplicaSpec& spec);
+// The spec as canonical YAML (every field, defaults included): what the store keeps and what a
+// diff compares. With `resource_version`, metadata.resourceVersion too (what `get -o yaml`
+// prints, so that an edited copy can be applied back under optimistic concurrency).
+std::string SpecToYaml(const InferenceReplicaSpec& spec,
+                       std::optional<uint64_t> resource_version = std::nullopt);
 
 // The replicas a spec's rollout stages put on the new version, resolved against spec.replicas:
 // strictly increasing, the last equal to spec.replicas. Defaults are clamped and deduplicated.

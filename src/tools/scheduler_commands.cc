@@ -51,6 +51,33 @@ std::unique_ptr<pb::Scheduler::Stub> Stub(const ClusterAccess& cluster) {
   return pb::Scheduler::NewStub(net::NewChannel(cluster.addr));
 }
 
+// --resource-version: a Raft index as `get` shows it; nullopt (after saying why) when malformed.
+std::optional<uint64_t> FlagVersion(std::string_view command, const std::string& text) {
+  std::optional<uint64_t> v = scheduler::ParseResourceVersion(text);
+  if (!v) {
+    Usage(StrCat(command, ": --resource-version \"", text,
+                 "\": expected a non-negative integer (the VERSION column of `get`)"));
+  }
+  return v;
+}
+
+// The versions an apply names: --resource-version for a file of one spec (the file's own
+// metadata.resourceVersion travels in the YAML). False, after saying why, on a usage error.
+bool NameVersions(const SchedulerCommands& c,
+                  const std::vector<scheduler::InferenceReplicaSpec>& specs,
+                  pb::ApplyRequest* request) {
+  if (c.apply_version->count() == 0) return true;
+  std::optional<uint64_t> version = FlagVersion("apply", c.resource_version);
+  if (!version) return false;
+  if (specs.size() != 1) {
+    Usage(StrCat("apply: --resource-version names the version of one spec, but ", c.file, " holds ",
+                 specs.size(), "; put metadata.resourceVersion in each document instead"));
+    return false;
+  }
+  (*request->mutable_resource_versions())[specs.front().name] = *version;
+  return true;
+}
+
 int RunApply(const SchedulerCommands& c, bool as_json, const ClusterAccess& cluster) {
   // Bounded: /dev/zero or a wrong file must not fill memory. The scheduler takes at most its
   // gRPC message size (16 MiB by default); a spec file is a few KiB.
@@ -71,6 +98,7 @@ int RunApply(const SchedulerCommands& c, bool as_json, const ClusterAccess& clus
   auto specs = scheduler::ParseSpecs(*text, c.file);
   if (!specs.ok()) return Usage(std::string(specs.status().message()));
   pb::ApplyRequest request;
+  if (!NameVersions(c, *specs, &request)) return kUsageExitCode;
   request.set_yaml(*text);
   request.set_source(c.file);
   request.set_dry_run(c.dry_run);
@@ -103,26 +131,35 @@ int RunGet(const SchedulerCommands& c, bool as_json, const ClusterAccess& cluste
   if (as_json) {
     json out = json::array();
     for (const pb::StoredSpec& spec : response.specs()) {
-      out.push_back({{"name", spec.name()}, {"yaml", spec.yaml()}, {"version", spec.version()}});
+      out.push_back({{"name", spec.name()},
+                     {"yaml", spec.yaml()},
+                     {"version", spec.version()},
+                     {"resource_version", spec.resource_version()}});
     }
     std::cout << out.dump() << "\n";
     return 0;
   }
   if (c.output == "yaml") {
     bool first = true;
-    for (const pb::StoredSpec& spec : response.specs()) {
-      std::cout << (first ? "" : "---\n") << spec.yaml();
+    for (const pb::StoredSpec& stored : response.specs()) {
+      // With metadata.resourceVersion, so that an edited copy applies only over this version.
+      auto specs = scheduler::ParseSpecs(stored.yaml(), stored.name());
+      std::cout << (first ? "" : "---\n")
+                << (specs.ok() && specs->size() == 1
+                        ? scheduler::SpecToYaml(specs->front(), stored.resource_version())
+                        : stored.yaml());
       first = false;
     }
     return 0;
   }
-  std::printf("%-32s %-28s %9s %-8s\n", "NAME", "MODEL", "REPLICAS", "BACKEND");
+  std::printf("%-32s %-28s %9s %-8s %7s\n", "NAME", "MODEL", "REPLICAS", "BACKEND", "VERSION");
   for (const pb::StoredSpec& stored : response.specs()) {
     auto specs = scheduler::ParseSpecs(stored.yaml(), stored.name());
     if (!specs.ok() || specs->size() != 1) continue;
     const scheduler::InferenceReplicaSpec& spec = specs->front();
-    std::printf("%-32s %-28s %9d %-8s\n", spec.name.c_str(),
-                StrCat(spec.model, "@", spec.version).c_str(), spec.replicas, spec.backend.c_str());
+    std::printf("%-32s %-28s %9d %-8s %7s\n", spec.name.c_str(),
+                StrCat(spec.model, "@", spec.version).c_str(), spec.replicas, spec.backend.c_str(),
+                StrCat(stored.resource_version()).c_str());
   }
   return 0;
 }
@@ -140,6 +177,8 @@ int RunDescribe(const SchedulerCommands& c, bool as_json, const ClusterAccess& c
   }
   const json& st = d["status"];
   std::cout << "Name:        " << d.value("name", "") << "\n"
+            << "Version:     " << d.value("resource_version", uint64_t{0})
+            << " (resource version)\n"
             << "Reconciler:  " << d.value("reconciler", "") << " (described by "
             << d.value("described_by", "") << ")\n";
   if (st.is_object() && !st.empty()) {
@@ -173,6 +212,11 @@ int RunDescribe(const SchedulerCommands& c, bool as_json, const ClusterAccess& c
 int RunDelete(const SchedulerCommands& c, const ClusterAccess& cluster) {
   pb::DeleteSpecRequest request;
   request.set_name(c.name);
+  if (c.delete_version->count() > 0) {
+    std::optional<uint64_t> version = FlagVersion("delete", c.resource_version);
+    if (!version) return kUsageExitCode;
+    request.set_resource_version(*version);
+  }
   pb::DeleteSpecResponse response;
   grpc::Status s = Stub(cluster)->DeleteSpec(MakeContext(cluster).get(), request, &response);
   if (!s.ok()) return Failure(cluster, s, false);
@@ -296,6 +340,10 @@ void AddSchedulerCommands(CLI::App& app, CLI::App& node_cmd, SchedulerCommands* 
       "create or update InferenceReplica specs on the scheduler at --addr (prints a diff)");
   c->apply->add_option("-f,--file", c->file, "spec YAML (one or more documents)")->required();
   c->apply->add_flag("--dry-run", c->dry_run, "validate and diff only");
+  c->apply_version = c->apply->add_option(
+      "--resource-version", c->resource_version,
+      "write only if the spec is still at this version (as `get` shows it; 0: must not exist); "
+      "a file of one spec");
   c->get = app.add_subcommand("get", "InferenceReplica specs stored on the schedulers");
   c->get->add_option("name", c->name, "one spec (default: all)");
   c->get->add_option("-o,--output", c->output, "table (default) or yaml");
@@ -305,6 +353,9 @@ void AddSchedulerCommands(CLI::App& app, CLI::App& node_cmd, SchedulerCommands* 
   c->describe->add_option("name", c->name, "spec name")->required();
   c->del = app.add_subcommand("delete", "delete a spec; its replicas are stopped");
   c->del->add_option("name", c->name, "spec name")->required();
+  c->delete_version =
+      c->del->add_option("--resource-version", c->resource_version,
+                         "delete only if the spec is still at this version (as `get` shows it)");
   c->cordon = node_cmd.add_subcommand("cordon", "no new replicas on NODE (scheduler at --addr)");
   c->uncordon = node_cmd.add_subcommand("uncordon", "NODE takes new replicas again");
   c->drain = node_cmd.add_subcommand(

@@ -3,8 +3,13 @@
 // `node cordon|uncordon|drain|taint|untaint|ops` — against any scheduler node
 // (--addr), which stores and replicates the change (scheduler/scheduler_service.h).
 //
-// Exit codes: 0 success, 1 the node could not be reached or refused, 2 usage or an invalid spec
-// (the error names the file, line, field path, value and what is allowed).
+// `apply` and `delete` may name the resource version the caller read (--resource-version, or
+// metadata.resourceVersion in the file, as `get -o yaml` prints it): the scheduler refuses the
+// write with ABORTED when the spec changed since (spec_versions.h).
+//
+// Exit codes: 0 success, 1 the node could not be reached or refused (a stale resource version
+// included), 2 usage or an invalid spec (the error names the file, line, field path, value and
+// what is allowed).
 #pragma once
 
 #include <map>
@@ -36,6 +41,9 @@ struct SchedulerCommands {
   std::string node;
   std::string taint_value;
   std::string output = "yaml";
+  std::string resource_version;  // --resource-version of apply or delete, checked when run
+  CLI::Option* apply_version = nullptr;
+  CLI::Option* delete_version = nullptr;
 };
 
 // `node_cmd` is the existing `node` subcommand the node operations join.

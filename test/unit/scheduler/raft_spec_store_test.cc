@@ -105,6 +105,32 @@ TEST_CASE("schedulers bootstrap one raft cluster, forward writes to the leader a
   REQUIRE(net.nodes["b"].outcomes.size() == 1);
   CHECK_FALSE(net.nodes["b"].outcomes[0].ok);
   CHECK(net.nodes["b"].outcomes[0].error.find(std::to_string(version)) != std::string::npos);
+  // The conflict comes back as such, from the leader to the follower that forwarded it too.
+  CHECK(net.nodes["b"].outcomes[0].conflict == VersionConflict{"spec/x", version - 1, version});
+  net.nodes["a"].store->Put(net.now, "spec/x", "two", version + 5);
+  net.Run(absl::Milliseconds(200));
+  REQUIRE(net.nodes["a"].outcomes.size() == 1);
+  CHECK(net.nodes["a"].outcomes[0].conflict == VersionConflict{"spec/x", version + 5, version});
+
+  // A transaction is refused whole: the unconditional op beside a stale one is not applied.
+  net.nodes["c"].store->Transact(
+      net.now, {{"spec/y", "new", std::nullopt}, {"spec/x", std::nullopt, version - 1}});
+  net.Run(absl::Milliseconds(200));
+  REQUIRE(net.nodes["c"].outcomes.size() == 2);
+  CHECK(net.nodes["c"].outcomes[1].conflict == VersionConflict{"spec/x", version - 1, version});
+  CHECK(net.nodes["c"].store->Get("spec/y") == nullptr);
+  CHECK(net.nodes["c"].store->Get("spec/x") != nullptr);
+  // With the current version both apply at one index; other refusals carry no conflict.
+  net.nodes["c"].store->Transact(net.now,
+                                 {{"spec/y", "new", 0}, {"spec/x", std::nullopt, version}});
+  net.Run(absl::Milliseconds(500));
+  REQUIRE(net.nodes["c"].outcomes.size() == 3);
+  CHECK(net.nodes["c"].outcomes[2].ok);
+  CHECK_FALSE(net.nodes["c"].outcomes[2].conflict);
+  CHECK(net.nodes["c"].store->Get("spec/x") == nullptr);
+  REQUIRE(net.nodes["c"].store->Get("spec/y") != nullptr);
+  CHECK(static_cast<uint64_t>(net.nodes["c"].store->Get("spec/y")->version.hlc.wall_us) ==
+        net.nodes["c"].outcomes[2].version);
 }
 
 TEST_CASE("a read index on a follower sees every write acknowledged before it") {

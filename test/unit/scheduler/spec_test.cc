@@ -195,5 +195,43 @@ TEST_CASE("Several documents parse; a bad one refuses the whole file") {
   CHECK_FALSE(ParseSpecs(std::string(kMissionSpec) + "---\n" + bad, "spec.yaml").ok());
 }
 
+TEST_CASE("metadata.resourceVersion is read beside the spec, never into it") {
+  std::string yaml = kMissionSpec;
+  yaml.replace(yaml.find("llama-13b-replica}"), 18, "llama-13b-replica, resourceVersion: 42}");
+  ResourceVersions versions;
+  auto specs = ParseSpecs(yaml, "spec.yaml", &versions);
+  REQUIRE(specs.ok());
+  CHECK(versions == ResourceVersions{{"llama-13b-replica", 42}});
+  // The stored spec neither carries nor compares it: equal to the spec without it.
+  auto plain = ParseSpecs(kMissionSpec, "spec.yaml");
+  REQUIRE(plain.ok());
+  CHECK(specs->front() == plain->front());
+  CHECK(SpecToYaml(specs->front()).find("resourceVersion") == std::string::npos);
+  // What `get -o yaml` prints reads back with its version (quoted, as kubectl writes it, too).
+  std::string printed = SpecToYaml(specs->front(), 7);
+  CHECK(printed.find("metadata:\n  name: llama-13b-replica\n  resourceVersion: 7\n") !=
+        std::string::npos);
+  versions.clear();
+  REQUIRE(ParseSpecs(printed, "get.yaml", &versions).ok());
+  CHECK(versions.at("llama-13b-replica") == 7);
+  yaml = kMissionSpec;
+  yaml.replace(yaml.find("llama-13b-replica}"), 18, "llama-13b-replica, resourceVersion: \"9\"}");
+  versions.clear();
+  REQUIRE(ParseSpecs(yaml, "spec.yaml", &versions).ok());
+  CHECK(versions.at("llama-13b-replica") == 9);
+
+  for (std::string bad : {"abc", "-1", "1.5", "99999999999999999999", "[1]"}) {
+    yaml = kMissionSpec;
+    yaml.replace(yaml.find("llama-13b-replica}"), 18,
+                 StrCat("llama-13b-replica, resourceVersion: ", bad, "}"));
+    INFO(bad);
+    CHECK(Error(yaml).find("metadata.resourceVersion") != std::string::npos);
+  }
+  CHECK(ParseResourceVersion("18446744073709551615") == UINT64_MAX);
+  CHECK_FALSE(ParseResourceVersion("18446744073709551616"));
+  CHECK_FALSE(ParseResourceVersion(""));
+  CHECK_FALSE(ParseResourceVersion("+3"));
+}
+
 }  // namespace
 }  // namespace exa::scheduler
