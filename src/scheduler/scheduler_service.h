@@ -24,23 +24,27 @@
 // node and model). A node without a weights fetcher counts as staged (it starts replicas from
 // directories of its own).
 //
+// Files: scheduler_service.cc wires and runs the control thread; scheduler_rpc.cc holds the
+// handlers for exaserve-cli; scheduler_store_io.cc the store's writes, reads and Raft frames;
+// cluster_client.h the calls out; control_loop.h the step itself.
+//
 // Thread safety: the RPC handlers and the control thread share the state under `mu_`.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "cluster/label_rule.h"
 #include "consensus/rocks_log_storage.h"
@@ -150,8 +154,9 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
     grpc::Status failure;  // the first write's refusal (ABORTED for a stale version)
   };
   void Run();
-  // Persists, sends and settles what the store produced. Needs mu_.
-  void FlushLocked(std::unique_lock<std::mutex>& lock);
+  // Persists, sends and settles what the store produced. Releases mu_ while it sends and answers,
+  // so other calls may run in between.
+  void FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Send(std::vector<StoreFrame> frames);
   // Answers with `answer()` (run under mu_) once this node's store reflects every write
   // acknowledged before the call (a Raft read index: RaftSpecStore::Read); UNAVAILABLE when no
@@ -160,14 +165,15 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
                                      std::function<grpc::Status()> answer);
   // Writes the records of the store this node kept before the Raft log (imported once, by the
   // first leader that holds them; a key already present is left as it is). Needs mu_.
-  void ImportLegacyLocked(absl::Time now);
+  void ImportLegacyLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts writes for `writes` (key → value; nullopt deletes) and finishes `reactor` once every
   // one is acknowledged. `expected`: key → the resource version the caller read; when any is
   // named the writes go as one transaction, refused whole (ABORTED) if one is stale
   // (spec_versions.h). Needs mu_.
   void WriteLocked(const std::vector<std::pair<std::string, std::optional<std::string>>>& writes,
-                   grpc::ServerUnaryReactor* reactor, std::unique_lock<std::mutex>& lock,
-                   const std::map<std::string, uint64_t>& expected = {});
+                   grpc::ServerUnaryReactor* reactor,
+                   const std::map<std::string, uint64_t>& expected = {})
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<uint64_t> ReplicaBytes(const InferenceReplicaSpec& spec);
   // Looks up the shapes of stored specs' models that are not presets (a restarted scheduler, or
   // a spec another scheduler took).
@@ -176,13 +182,15 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   // out its actions (when this node leads).
   void ReconcileStep();
   // Exports the control loop's figures (exaserve_deployment_replicas_*, ...). Needs mu_.
-  void ExportLocked(const ControlOutput& out, bool acting);
-  void AddEventLocked(const std::string& deployment, std::string message) {
+  void ExportLocked(const ControlOutput& out, bool acting) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddEventLocked(const std::string& deployment, std::string message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     loop_.AddEvent(absl::Now(), deployment, std::move(message));
   }
   // Describe's answer from what this node holds. Needs mu_.
   grpc::Status DescribeLocked(const exaserve::v1::DescribeRequest& request,
-                              exaserve::v1::DescribeResponse* response);
+                              exaserve::v1::DescribeResponse* response)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `method`: the RPC's name, as the audit log shows it ("Scheduler.Apply").
   grpc::Status Authorize(grpc::CallbackServerContext* context, std::string_view method) const;
   // UNAVAILABLE while the control thread is stopped (this node is not a scheduler now), naming
@@ -193,20 +201,21 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   const SchedulerEnv env_;
   std::unique_ptr<consensus::RocksLogStorage> storage_;  // the Raft log, <data_dir>/raft
 
-  std::mutex mu_;
-  std::condition_variable wake_;
-  bool stopping_ = false;                 // guarded by mu_
-  std::unique_ptr<RaftSpecStore> store_;  // guarded by mu_
-  std::vector<StoreRecord> legacy_;       // the pre-Raft store's records, until imported; mu_
-  std::map<uint64_t, std::shared_ptr<WriteWaiter>> waiters_;  // write id → waiter; mu_
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::unique_ptr<RaftSpecStore> store_ ABSL_GUARDED_BY(mu_);
+  // The pre-Raft store's records, until imported.
+  std::vector<StoreRecord> legacy_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, std::shared_ptr<WriteWaiter>> waiters_ ABSL_GUARDED_BY(mu_);  // by write id
   struct ReadWaiter {
     grpc::ServerUnaryReactor* reactor = nullptr;
     std::function<grpc::Status()> answer;
   };
-  std::map<uint64_t, ReadWaiter> readers_;  // read id → waiter; mu_
-  ControlLoop loop_;                        // mu_ (the catalog's lookups outside it)
-  std::set<std::string> store_models_;      // mu_: catalog entries learned from the weights store
-  std::set<std::string> store_versions_;    // mu_: "model@version"s the store was found to have
+  std::map<uint64_t, ReadWaiter> readers_ ABSL_GUARDED_BY(mu_);  // by read id
+  ControlLoop loop_ ABSL_GUARDED_BY(mu_);
+  // Catalog entries learned from the weights store, and the "model@version"s it was found to have.
+  std::set<std::string> store_models_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> store_versions_ ABSL_GUARDED_BY(mu_);
 
   // Per deployment, as this scheduler last computed them (every scheduler exports the same
   // figures; alerts take the max over schedulers).
@@ -219,9 +228,9 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   metrics::Family<metrics::Counter>* replacements_ = nullptr;  // deployment, cause
 
   ClusterClient client_;
-  std::thread thread_;
+  absl::Mutex start_mu_;  // serializes Start and Stop
+  std::thread thread_ ABSL_GUARDED_BY(start_mu_);
   std::atomic<bool> running_{false};
-  std::mutex start_mu_;  // serializes Start and Stop
 };
 
 }  // namespace exa::scheduler
