@@ -79,7 +79,8 @@ void SchedulerService::Start() {
     stopping_ = false;
   }
   running_ = true;
-  thread_ = std::thread([this] { Run(); });
+  store_thread_ = std::thread([this] { RunStore(); });
+  thread_ = std::thread([this] { RunControl(); });
 }
 
 void SchedulerService::Stop() {
@@ -90,6 +91,7 @@ void SchedulerService::Stop() {
     stopping_ = true;
   }
   if (thread_.joinable()) thread_.join();
+  if (store_thread_.joinable()) store_thread_.join();
   // Calls still waiting for acknowledgements end now rather than hang.
   std::vector<std::shared_ptr<WriteWaiter>> waiting;
   std::vector<grpc::ServerUnaryReactor*> stopped_reads;
@@ -171,9 +173,9 @@ absl::StatusOr<uint64_t> SchedulerService::ReplicaBytes(const InferenceReplicaSp
   return ReplicaBytesForSpec(spec, loop_.catalog());
 }
 
-void SchedulerService::Run() {
-  absl::Time next_reconcile = absl::Now();
-  // Raft's timers (100 ms heartbeats) want ticks more often than the control loop needs.
+// The spec store's clock: Raft's timers (100 ms heartbeats) want ticks more often than the
+// control loop steps, and must not wait behind a step's node polls.
+void SchedulerService::RunStore() {
   const absl::Duration tick = std::min(options_.tick, absl::Milliseconds(50));
   while (true) {
     std::vector<membership::Member> members = env_.members();
@@ -181,31 +183,32 @@ void SchedulerService::Run() {
     for (const membership::Member& m : members) {
       if (Live(m) && env_.is_scheduler(m)) live_schedulers.push_back(m.id);
     }
-    {
-      absl::MutexLock lock(&mu_);
-      if (stopping_) return;
-      const absl::Time now = absl::Now();
-      loop_.ObserveMembers(now, members);
-      // Dead schedulers leave the Raft configuration (the leader removes them, one at a time).
-      std::vector<std::string> dead_schedulers;
-      for (const auto& [id, st] : loop_.nodes()) {
-        if (st.liveness == NodeLiveness::kDead &&
-            st.inventory.roles.Has(cluster::Role::kScheduler)) {
-          dead_schedulers.push_back(id);
-        }
-      }
-      store_->SetMembers(now, live_schedulers, dead_schedulers);
-      ImportLegacyLocked(now);
-      store_->Tick(now);
-      FlushLocked();
-    }
-    // A new step waits for the previous step's commands to be answered.
-    if (absl::Now() >= next_reconcile && client_.commands_in_flight() == 0) {
-      ReconcileStep();
-      next_reconcile = absl::Now() + options_.reconcile_interval;
-    }
     absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    const absl::Time now = absl::Now();
+    loop_.ObserveMembers(now, members);
+    // Dead schedulers leave the Raft configuration (the leader removes them, one at a time).
+    std::vector<std::string> dead_schedulers;
+    for (const auto& [id, st] : loop_.nodes()) {
+      if (st.liveness == NodeLiveness::kDead && st.inventory.roles.Has(cluster::Role::kScheduler)) {
+        dead_schedulers.push_back(id);
+      }
+    }
+    store_->SetMembers(now, live_schedulers, dead_schedulers);
+    ImportLegacyLocked(now);
+    store_->Tick(now);
+    FlushLocked();
     mu_.AwaitWithTimeout(absl::Condition(&stopping_), tick);
+  }
+}
+
+// The control loop: a step every reconcile interval, once the previous step's commands are
+// answered.
+void SchedulerService::RunControl() {
+  while (true) {
+    if (client_.commands_in_flight() == 0) ReconcileStep();
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.reconcile_interval);
     if (stopping_) return;
   }
 }

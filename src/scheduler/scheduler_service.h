@@ -7,14 +7,15 @@
 //     Replicate between schedulers (the store's frames). Apply answers once every changed record
 //     is committed in the Raft log and applied on this node; Apply and DeleteSpec may name the
 //     resource version the caller read (optimistic concurrency, spec_versions.h);
-//   - the control loop, on its own thread: every `tick` it feeds the store the scheduler set from
-//     membership and flushes it; every `reconcile_interval` it asks every node that offers devices
-//     for its replicas (Node.ListReplicas, in parallel, bounded by `rpc_timeout`), merges the
-//     answers with the membership view and node operations, runs Reconcile and — when this node
-//     leads the Raft log and has applied a barrier of its term — carries out its actions through
-//     Node.StartReplica / StopReplica / StageModel. Every scheduler computes the status, so
-//     Describe answers anywhere; only one acts. A new step waits for the previous step's actions to
-//     finish.
+//   - two threads: the store's, which every `tick` (at most 50 ms: Raft's heartbeats) feeds the
+//     store the scheduler set from membership, ticks it and flushes it; and the control loop's,
+//     which every `reconcile_interval` asks every node that offers devices for its replicas
+//     (ClusterClient::Poll, in parallel, bounded by `rpc_timeout`) and steps the ControlLoop
+//     (control_loop.h) with the answers and the committed state; when this node leads the Raft
+//     log and has applied a barrier of its term, it stores the step's rollout state and carries
+//     out its actions through Node.StartReplica / StopReplica / StageModel. Every scheduler
+//     computes the status, so Describe answers anywhere; only one acts. A new step waits for the
+//     previous step's commands to be answered; a slow node never delays the store's ticks.
 //
 // Replica ids are `<deployment>-<ordinal>` with a generation (reconciler.h); the replicas this
 // service starts carry the label exaserve.io/deployment, and only those are managed. A wave's
@@ -24,11 +25,11 @@
 // node and model). A node without a weights fetcher counts as staged (it starts replicas from
 // directories of its own).
 //
-// Files: scheduler_service.cc wires and runs the control thread; scheduler_rpc.cc holds the
+// Files: scheduler_service.cc wires and runs the two threads; scheduler_rpc.cc holds the
 // handlers for exaserve-cli; scheduler_store_io.cc the store's writes, reads and Raft frames;
 // cluster_client.h the calls out; control_loop.h the step itself.
 //
-// Thread safety: the RPC handlers and the control thread share the state under `mu_`.
+// Thread safety: the RPC handlers and the two threads share the state under `mu_`.
 #pragma once
 
 #include <atomic>
@@ -153,7 +154,8 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
     std::set<uint64_t> ids;
     grpc::Status failure;  // the first write's refusal (ABORTED for a stale version)
   };
-  void Run();
+  void RunStore();
+  void RunControl();
   // Persists, sends and settles what the store produced. Releases mu_ while it sends and answers,
   // so other calls may run in between.
   void FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -228,8 +230,9 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   metrics::Family<metrics::Counter>* replacements_ = nullptr;  // deployment, cause
 
   ClusterClient client_;
-  absl::Mutex start_mu_;  // serializes Start and Stop
-  std::thread thread_ ABSL_GUARDED_BY(start_mu_);
+  absl::Mutex start_mu_;                                 // serializes Start and Stop
+  std::thread thread_ ABSL_GUARDED_BY(start_mu_);        // RunControl
+  std::thread store_thread_ ABSL_GUARDED_BY(start_mu_);  // RunStore
   std::atomic<bool> running_{false};
 };
 

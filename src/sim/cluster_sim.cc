@@ -484,13 +484,12 @@ std::vector<scheduler::NodeReport> ClusterSim::Reports(int s) const {
 
 void ClusterSim::Observe(absl::Time now, int s, const scheduler::ControlOutput& out) {
   SimNode& me = nodes_[s];
-  if (!out.actions.empty()) {
-    if (!killed_leader_.empty() && me.id != killed_leader_ && takeover_s_ < 0) {
-      takeover_s_ = Round3(Since(now, fault_at_));
-      new_reconciler_ = me.id;
-    }
-    last_reconciler_ = me.id;
+  if (!out.actions.empty() && !killed_leader_.empty() && me.id != killed_leader_ &&
+      takeover_s_ < 0) {
+    takeover_s_ = Round3(Since(now, fault_at_));
+    new_reconciler_ = me.id;
   }
+  last_reconciler_ = me.id;
   for (const scheduler::ControlEvent& e : out.events) {
     if (e.rollout)
       rollout_events_.push_back(StrCat(Round3(Since(now, applied_at_)), "s ", e.message));
@@ -779,7 +778,7 @@ void ClusterSim::StartFault(absl::Time now) {
       break;
     }
   } else if (o_.scenario == "kill-scheduler-leader") {
-    killed_leader_ = last_reconciler_;
+    killed_leader_ = last_reconciler_;  // the Raft leader, which is the reconciler
     int i = by_id_.at(killed_leader_);
     nodes_[i].killed = true;
     faulted_.push_back(i);
