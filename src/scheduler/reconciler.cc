@@ -493,16 +493,4 @@ ReconcileResult Reconcile(absl::Time now, const std::vector<DesiredDeployment>& 
   return Step(now, desired, nodes, options).Run();
 }
 
-std::optional<std::string> ChooseReconciler(const std::vector<SchedulerCandidate>& schedulers) {
-  std::optional<std::string> best;
-  size_t live = 0;
-  for (const SchedulerCandidate& s : schedulers) {
-    if (!s.live) continue;
-    live++;
-    if (!best || s.id < *best) best = s.id;
-  }
-  if (live < schedulers.size() / 2 + 1) return std::nullopt;
-  return best;
-}
-
 }  // namespace exa::scheduler

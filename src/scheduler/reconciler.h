@@ -1,7 +1,7 @@
 // The reconciler's logic, as a pure step: desired specs + what nodes report +
-// the membership view + now → actions for the node agents. The scheduler service runs it on
-// the lowest-id live scheduler (ChooseReconciler) every second or so and carries out the
-// actions through exaserve.v1.Node/StartReplica|StopReplica; exaserve-sim runs the same code.
+// the membership view + now → actions for the node agents. The control loop (control_loop.h)
+// runs it every second or so on every scheduler; the Raft leader's actions are carried out
+// through exaserve.v1.Node/StartReplica|StopReplica; exaserve-sim runs the same code.
 //
 // Idempotent by construction (docs/architecture.md#flows, docs/architecture.md#consistency): a
 // replica's id is `<deployment>-<ordinal>` and each (re)creation of an ordinal carries the next
@@ -168,16 +168,5 @@ absl::Duration CrashBackoff(uint64_t generation);
 
 // How many replicas may exist once `ready` of them are ready: the end of the current wave.
 int WaveTarget(const InferenceReplicaSpec& spec, int ready);
-
-struct SchedulerCandidate {
-  std::string id;
-  bool live = false;  // alive or suspected in this node's view: not yet confirmed dead
-};
-// The lowest-id live scheduler: the one that reconciles (docs/architecture.md#flows). `schedulers`
-// lists every scheduler this node knows, the dead it still remembers included (those that left
-// gracefully excluded). nullopt unless the live ones are a majority: a scheduler cut off with a
-// minority (a rack partition) must not rebuild the majority's replicas on its side. With an even
-// count, losing half stops reconciliation, which is why the election picks an odd number.
-std::optional<std::string> ChooseReconciler(const std::vector<SchedulerCandidate>& schedulers);
 
 }  // namespace exa::scheduler

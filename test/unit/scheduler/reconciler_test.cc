@@ -1,5 +1,5 @@
 // The reconciler's step: waves, pre-staging, lost vs dead, restarts, scale up and down,
-// duplicates and idempotence, and who reconciles.
+// duplicates and idempotence.
 #include <catch2/catch.hpp>
 
 #include <limits>
@@ -292,15 +292,6 @@ TEST_CASE("An unplaceable remainder is reported, not dropped") {
   CHECK(w.Count(ActionKind::kStart, r) == 12);
   CHECK(r.deployments[0].pending == 8);
   CHECK(r.deployments[0].pending_reason.find("lack free GPU memory") != std::string::npos);
-}
-
-TEST_CASE("The lowest-id live scheduler reconciles, only with a majority live") {
-  CHECK(ChooseReconciler({{"b", true}, {"a", false}, {"c", true}}) == "b");
-  CHECK(ChooseReconciler({{"a", true}}) == "a");
-  CHECK(!ChooseReconciler({{"a", false}}));
-  // Cut off with a minority: the lowest live id must not act.
-  CHECK(!ChooseReconciler({{"a", true}, {"b", false}, {"c", false}}));
-  CHECK(!ChooseReconciler({{"a", true}, {"b", false}}));
 }
 
 TEST_CASE("WaveTarget walks 256, 768, ... up to the replicas") {
