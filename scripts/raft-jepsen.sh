@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The long Jepsen-style run of the spec store (docs/testing.md#control-plane): the integration
-# test test/integration/raft_jepsen_test.sh with SECONDS (240) of faults, for 3 and then 5
+# test test/integration/raft_jepsen_test.sh with FAULT_SECONDS (240) of faults, for 3 and then 5
 # schedulers (SIZES). As root, with `ip netns`. Prints one JSON object with each run's figures
 # (operations, ok / fail / unknown, faults by kind, violations, checker time); OUT=FILE also
 # writes it there. A failing run keeps its history and logs (/tmp/exa-jepsen-<pid>).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SECONDS_OF_FAULTS=${SECONDS:-240}
+SECONDS_OF_FAULTS=${FAULT_SECONDS:-240}
 SIZES=${SIZES:-3 5}
 TOOL=build/test-bin/exa-raft-history
 if [ ! -x build/bin/exaserved ] || [ ! -x build/bin/exaserve-cli ] || [ ! -x "$TOOL" ]; then
