@@ -27,7 +27,10 @@ int Print(const absl::StatusOr<json>& result, bool fail_on_violation = false) {
     return 2;
   }
   std::cout << result->dump() << std::endl;
-  if (fail_on_violation && result->value("violations", 0) > 0) return 1;
+  if (fail_on_violation &&
+      (result->value("violations", 0) > 0 || result->value("inconclusive", 0) > 0)) {
+    return 1;
+  }
   return 0;
 }
 
@@ -60,7 +63,7 @@ int main(int argc, char** argv) {
   int clients = 5, seconds = 60, deadline_ms = 2500, pause_ms = 20, applies = 300;
   double reads = 0.5, deletes = 0.15;
   uint64_t seed = 1;
-  size_t max_steps = 20'000'000;
+  size_t max_steps = exa::raft_history::CheckOptions{}.max_steps;
 
   CLI::App* run = app.add_subcommand("run", "drive the clients, write the history");
   run->add_option("--addr", addresses, "scheduler gRPC addresses")->delimiter(',')->required();
