@@ -1106,12 +1106,15 @@ grpc::ServerUnaryReactor* SchedulerService::Apply(grpc::CallbackServerContext* c
                               "rollout rollback ",
                               spec.name, "` first")));
     }
+    // Written even when unchanged here: this scheduler's copy may be stale (cut off, lagging),
+    // and only a write through the log makes the acknowledgement true
+    // (docs/testing.md#control-plane).
     if (old && old->value == yaml) {
       change->set_action("unchanged");
-      continue;
+    } else {
+      change->set_action(old ? "updated" : "created");
+      change->set_diff(LineDiff(old ? old->value : std::string(), yaml));
     }
-    change->set_action(old ? "updated" : "created");
-    change->set_diff(LineDiff(old ? old->value : std::string(), yaml));
     writes.emplace_back(key, yaml);
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
