@@ -167,10 +167,22 @@ grpc::ServerUnaryReactor* SchedulerService::Apply(grpc::CallbackServerContext* c
     absl::StatusOr<uint64_t> bytes = ReplicaBytes(spec);
     if (!bytes.ok()) return Finish(context, net::StatusToGrpc(bytes.status()));
   }
+  // What is unchanged is decided after a read index: a stale scheduler's own copy must not
+  // acknowledge an apply the store never saw (docs/testing.md#control-plane).
+  return ReadThenWrite(context, [this, request, response, specs = std::move(*specs),
+                                 named = std::move(*named)](grpc::ServerUnaryReactor* reactor)
+                                    ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                                      return ApplyLocked(*request, specs, named, response, reactor);
+                                    });
+}
+
+std::optional<grpc::Status> SchedulerService::ApplyLocked(
+    const pb::ApplyRequest& request, const std::vector<InferenceReplicaSpec>& specs,
+    const std::map<std::string, uint64_t>& named, pb::ApplyResponse* response,
+    grpc::ServerUnaryReactor* reactor) {
   std::vector<std::pair<std::string, std::optional<std::string>>> writes;
   std::map<std::string, uint64_t> expected;  // store key → the version the caller read
-  absl::ReleasableMutexLock lock(&mu_);
-  for (const InferenceReplicaSpec& spec : *specs) {
+  for (const InferenceReplicaSpec& spec : specs) {
     const std::string key = StrCat(kSpecPrefix, spec.name);
     const std::string yaml = SpecToYaml(spec);
     pb::SpecChange* change = response->add_changes();
@@ -178,16 +190,16 @@ grpc::ServerUnaryReactor* SchedulerService::Apply(grpc::CallbackServerContext* c
     const StoreRecord* old = store_->Get(key);
     absl::Status rollout =
         CheckApplyDuringRollout(spec, RolloutStateIn(store_->Records(), spec.name));
-    if (!rollout.ok()) return Finish(context, net::StatusToGrpc(rollout));
-    auto n = named->find(spec.name);
+    if (!rollout.ok()) return net::StatusToGrpc(rollout);
+    auto n = named.find(spec.name);
     const bool same = old && old->value == yaml;
-    if (same && (n == named->end() || n->second == ResourceVersion(old))) {
+    if (same && (n == named.end() || n->second == ResourceVersion(old))) {
       change->set_action("unchanged");
       continue;
     }
-    if (n != named->end()) {  // checked here for a dry run, in the Raft log for a write
-      if (request->dry_run() && n->second != ResourceVersion(old)) {
-        return Finish(context, ConflictStatus({key, n->second, ResourceVersion(old)}));
+    if (n != named.end()) {  // checked here for a dry run, in the Raft log for a write
+      if (request.dry_run() && n->second != ResourceVersion(old)) {
+        return ConflictStatus({key, n->second, ResourceVersion(old)});
       }
       expected[key] = n->second;
     }
@@ -195,17 +207,11 @@ grpc::ServerUnaryReactor* SchedulerService::Apply(grpc::CallbackServerContext* c
     change->set_diff(LineDiff(old ? old->value : std::string(), yaml));
     writes.emplace_back(key, yaml);
   }
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (request->dry_run() || writes.empty()) {
-    lock.Release();
-    reactor->Finish(grpc::Status::OK);
-    return reactor;
-  }
+  if (request.dry_run() || writes.empty()) return grpc::Status::OK;
   for (const auto& [key, value] : writes) {
     AddEventLocked(key.substr(kSpecPrefix.size()), StrCat("spec written on ", options_.node_id));
   }
-  WriteLocked(writes, reactor, expected);
-  return reactor;
+  return StartWritesLocked(writes, reactor, expected);
 }
 
 grpc::ServerUnaryReactor* SchedulerService::GetSpecs(grpc::CallbackServerContext* context,
@@ -275,25 +281,29 @@ grpc::ServerUnaryReactor* SchedulerService::DeleteSpec(grpc::CallbackServerConte
                                                        pb::DeleteSpecResponse*) {
   if (grpc::Status s = CheckRunning(); !s.ok()) return Finish(context, s);
   if (auto s = Authorize(context, "Scheduler.DeleteSpec"); !s.ok()) return Finish(context, s);
-  absl::ReleasableMutexLock lock(&mu_);
-  const std::string key = StrCat(kSpecPrefix, request->name());
+  // Whether the spec exists is decided after a read index, as for Apply.
+  return ReadThenWrite(
+      context, [this, request](grpc::ServerUnaryReactor* reactor)
+                   ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return DeleteLocked(*request, reactor); });
+}
+
+std::optional<grpc::Status> SchedulerService::DeleteLocked(const pb::DeleteSpecRequest& request,
+                                                           grpc::ServerUnaryReactor* reactor) {
+  const std::string key = StrCat(kSpecPrefix, request.name());
   if (!store_->Get(key)) {
-    return Finish(context,
-                  grpc::Status(grpc::NOT_FOUND, StrCat("no spec named ", request->name())));
+    return grpc::Status(grpc::NOT_FOUND, StrCat("no spec named ", request.name()));
   }
-  AddEventLocked(request->name(), StrCat("spec deleted on ", options_.node_id));
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  AddEventLocked(request.name(), StrCat("spec deleted on ", options_.node_id));
   std::vector<std::pair<std::string, std::optional<std::string>>> writes = {{key, std::nullopt}};
   for (std::string_view prefix : {kRolloutPrefix, kRolloutCommandPrefix}) {
-    std::string k = StrCat(prefix, request->name());
+    std::string k = StrCat(prefix, request.name());
     if (store_->Get(k)) writes.emplace_back(k, std::nullopt);
   }
   // With a named version the spec and its rollout state go in one transaction: a stale version
   // leaves both as they are.
   std::map<std::string, uint64_t> expected;
-  if (request->has_resource_version()) expected[key] = request->resource_version();
-  WriteLocked(writes, reactor, expected);
-  return reactor;
+  if (request.has_resource_version()) expected[key] = request.resource_version();
+  return StartWritesLocked(writes, reactor, expected);
 }
 
 grpc::ServerUnaryReactor* SchedulerService::NodeOp(grpc::CallbackServerContext* context,

@@ -165,6 +165,13 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   // read index comes in time.
   grpc::ServerUnaryReactor* ReadThen(grpc::CallbackServerContext* context,
                                      std::function<grpc::Status()> answer);
+  // What a call does once this node's store is current (run under mu_): its answer, or nullopt
+  // when it started writes that finish `reactor` (StartWritesLocked).
+  using AfterRead = std::function<std::optional<grpc::Status>(grpc::ServerUnaryReactor* reactor)>;
+  // As ReadThen, for a call that decides what to write from what it read: `apply` of a spec a
+  // stale scheduler holds unchanged, or `delete` of one it does not hold yet, must not be
+  // answered from that scheduler's own state.
+  grpc::ServerUnaryReactor* ReadThenWrite(grpc::CallbackServerContext* context, AfterRead then);
   // Writes the records of the store this node kept before the Raft log (imported once, by the
   // first leader that holds them; a key already present is left as it is). Needs mu_.
   void ImportLegacyLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -175,6 +182,22 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   void WriteLocked(const std::vector<std::pair<std::string, std::optional<std::string>>>& writes,
                    grpc::ServerUnaryReactor* reactor,
                    const std::map<std::string, uint64_t>& expected = {})
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // WriteLocked without the flush (the caller flushes): the status to finish `reactor` with when
+  // no write could start, nullopt when they started.
+  std::optional<grpc::Status> StartWritesLocked(
+      const std::vector<std::pair<std::string, std::optional<std::string>>>& writes,
+      grpc::ServerUnaryReactor* reactor, const std::map<std::string, uint64_t>& expected)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Apply and DeleteSpec once this node's store is current (AfterRead).
+  std::optional<grpc::Status> ApplyLocked(const exaserve::v1::ApplyRequest& request,
+                                          const std::vector<InferenceReplicaSpec>& specs,
+                                          const std::map<std::string, uint64_t>& named,
+                                          exaserve::v1::ApplyResponse* response,
+                                          grpc::ServerUnaryReactor* reactor)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::optional<grpc::Status> DeleteLocked(const exaserve::v1::DeleteSpecRequest& request,
+                                           grpc::ServerUnaryReactor* reactor)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<uint64_t> ReplicaBytes(const InferenceReplicaSpec& spec);
   // Looks up the shapes of stored specs' models that are not presets (a restarted scheduler, or
@@ -211,7 +234,7 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   std::map<uint64_t, std::shared_ptr<WriteWaiter>> waiters_ ABSL_GUARDED_BY(mu_);  // by write id
   struct ReadWaiter {
     grpc::ServerUnaryReactor* reactor = nullptr;
-    std::function<grpc::Status()> answer;
+    AfterRead then;
   };
   std::map<uint64_t, ReadWaiter> readers_ ABSL_GUARDED_BY(mu_);  // by read id
   ControlLoop loop_ ABSL_GUARDED_BY(mu_);

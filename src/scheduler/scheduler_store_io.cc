@@ -54,15 +54,17 @@ absl::Status ValidateReplicated(const pb::ReplicateRequest& m, absl::Time now) {
 }
 
 void SchedulerService::FlushLocked() {
-  std::vector<WriteOutcome> outcomes = store_->TakeOutcomes();
-  std::vector<StoreFrame> frames = store_->TakeFrames();
   std::vector<std::pair<std::shared_ptr<WriteWaiter>, grpc::Status>> done;
   std::vector<std::pair<grpc::ServerUnaryReactor*, grpc::Status>> reads;
-  for (const WriteOutcome& o : outcomes) {
+  for (const WriteOutcome& o : store_->TakeOutcomes()) {
     if (auto r = readers_.find(o.id); r != readers_.end()) {
-      reads.emplace_back(r->second.reactor,
-                         o.ok ? r->second.answer() : grpc::Status(grpc::UNAVAILABLE, o.error));
+      ReadWaiter read = std::move(r->second);
       readers_.erase(r);
+      if (!o.ok) {
+        reads.emplace_back(read.reactor, grpc::Status(grpc::UNAVAILABLE, o.error));
+      } else if (std::optional<grpc::Status> answer = read.then(read.reactor)) {
+        reads.emplace_back(read.reactor, *answer);
+      }
       continue;
     }
     auto it = waiters_.find(o.id);
@@ -74,6 +76,8 @@ void SchedulerService::FlushLocked() {
     if (!w->ids.empty()) continue;
     done.emplace_back(w, w->failure);
   }
+  // Taken after the answers: writes a read's answer started go out now.
+  std::vector<StoreFrame> frames = store_->TakeFrames();
   mu_.Unlock();
   Send(std::move(frames));
   for (auto& [w, status] : done) w->reactor->Finish(status);
@@ -83,6 +87,13 @@ void SchedulerService::FlushLocked() {
 
 grpc::ServerUnaryReactor* SchedulerService::ReadThen(grpc::CallbackServerContext* context,
                                                      std::function<grpc::Status()> answer) {
+  return ReadThenWrite(context, [answer = std::move(answer)](grpc::ServerUnaryReactor*) {
+    return std::optional<grpc::Status>(answer());
+  });
+}
+
+grpc::ServerUnaryReactor* SchedulerService::ReadThenWrite(grpc::CallbackServerContext* context,
+                                                          AfterRead then) {
   absl::ReleasableMutexLock lock(&mu_);
   std::optional<uint64_t> id = store_->Read(absl::Now());
   if (!id) {
@@ -90,7 +101,7 @@ grpc::ServerUnaryReactor* SchedulerService::ReadThen(grpc::CallbackServerContext
     return Finish(context, grpc::Status(grpc::RESOURCE_EXHAUSTED, "too many reads in flight"));
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  readers_[*id] = {reactor, std::move(answer)};
+  readers_[*id] = {reactor, std::move(then)};
   FlushLocked();
   return reactor;
 }
@@ -109,6 +120,18 @@ void SchedulerService::Send(std::vector<StoreFrame> frames) {
 void SchedulerService::WriteLocked(
     const std::vector<std::pair<std::string, std::optional<std::string>>>& writes,
     grpc::ServerUnaryReactor* reactor, const std::map<std::string, uint64_t>& expected) {
+  if (std::optional<grpc::Status> refused = StartWritesLocked(writes, reactor, expected)) {
+    mu_.Unlock();
+    reactor->Finish(*refused);
+    mu_.Lock();
+    return;
+  }
+  FlushLocked();
+}
+
+std::optional<grpc::Status> SchedulerService::StartWritesLocked(
+    const std::vector<std::pair<std::string, std::optional<std::string>>>& writes,
+    grpc::ServerUnaryReactor* reactor, const std::map<std::string, uint64_t>& expected) {
   auto waiter = std::make_shared<WriteWaiter>();
   waiter->reactor = reactor;
   absl::Time now = absl::Now();
@@ -124,13 +147,8 @@ void SchedulerService::WriteLocked(
     waiter->ids.insert(*id);
     waiters_[*id] = waiter;
   }
-  if (waiter->ids.empty()) {
-    mu_.Unlock();
-    reactor->Finish(waiter->failure);
-    mu_.Lock();
-    return;
-  }
-  FlushLocked();
+  if (waiter->ids.empty()) return waiter->failure;
+  return std::nullopt;
 }
 
 grpc::ServerUnaryReactor* SchedulerService::Replicate(grpc::CallbackServerContext* context,

@@ -21,16 +21,11 @@
 # Each case prints its figures. Needs root and `ip netns`; skipped with a message otherwise. The
 # nodes run --insecure: the namespaces are a lab network of the test's own (docs/security.md#defaults).
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/netns.sh"
 BIN=$(cd "$1" && pwd)
-if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null || ! ip netns add "exa-probe-$$" 2>/dev/null; then
-  echo "SKIP: network namespace tests need root and ip netns"
-  exit 0
-fi
-ip netns del "exa-probe-$$"
+netns_require
 work=$(mktemp -d)
-tag=$(( $$ % 200 + 20 ))
-net="10.$tag.$(( ($$ / 200) % 250 )).0"
-prefix=${net%.0}
+netns_init
 br="exabr$$"   # rack a's switch: nodes 1, 2, 5, 6
 brb="exbb$$"   # rack b's switch: nodes 3, 4, joined to rack a's by the uplink exua$$ <-> exub$$
 nodes=(1 2 3 4 5 6)
@@ -43,46 +38,27 @@ cleanup() {
     mkdir -p "$keep" && cp "$work"/n*.log "$keep"/ 2>/dev/null &&
       echo "node logs kept in $keep" >&2
   fi
-  for i in "${nodes[@]}"; do
-    [ -f "$work/n$i.pid" ] && kill -9 "$(cat "$work/n$i.pid")" 2>/dev/null || true
-  done
-  for i in "${nodes[@]}"; do
-    ip netns del "exa$$-$i" 2>/dev/null || true  # its loss table goes with it
-    ip link del "exh$$-$i" 2>/dev/null || true
-  done
+  netns_cleanup  # a namespace's loss table goes with it
   command -v nft >/dev/null && nft delete table netdev "exaloss$$" 2>/dev/null || true
   ip link del "exua$$" 2>/dev/null || true
-  ip link del "$br" 2>/dev/null || true
-  ip link del "$brb" 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 143' TERM INT HUP  # exit through the EXIT trap: no namespace, bridge or rule left
 setup_network() {
-  for b in "$br" "$brb"; do
-    ip link add "$b" type bridge || return 1
-    ip link set "$b" up || return 1
-  done
-  ip addr add "$prefix.254/24" dev "$br" || return 1
+  netns_add_bridge "$br" || return 1  # the host's address is on rack a's switch
+  netns_add_bridge "$brb" || return 1
   ip link add "exua$$" type veth peer name "exub$$" || return 1
   ip link set "exua$$" master "$br" || return 1
   ip link set "exub$$" master "$brb" || return 1
   ip link set "exua$$" up || return 1
   ip link set "exub$$" up || return 1
   for i in "${nodes[@]}"; do
-    ns="exa$$-$i"
-    ip netns add "$ns" || return 1
-    ip link add "exh$$-$i" type veth peer name "exp$$-$i" || return 1
-    ip link set "exp$$-$i" netns "$ns" || return 1
     if [ "$(rack_of "$i")" = b ]; then
-      ip link set "exh$$-$i" master "$brb" || return 1
+      netns_add_node "$i" "$brb" || return 1
     else
-      ip link set "exh$$-$i" master "$br" || return 1
+      netns_add_node "$i" "$br" || return 1
     fi
-    ip link set "exh$$-$i" up || return 1
-    ip netns exec "$ns" ip addr add "$prefix.$i/24" dev "exp$$-$i" || return 1
-    ip netns exec "$ns" ip link set "exp$$-$i" up || return 1
-    ip netns exec "$ns" ip link set lo up || return 1
   done
 }
 # A kernel or container without bridges or veth pairs (no CAP_NET_ADMIN): skip, said plainly.
@@ -102,24 +78,10 @@ metric() {
 # word (`replicas --local` asks node I alone, not the scheduler nor the other members, so a
 # partition elsewhere cannot fail it). Not its /metrics: a stopped replica keeps
 # exaserve_replica_healthy 1 there.
-hosted() {
-  ip netns exec "exa$$-$1" "$BIN/exaserve-cli" --addr "$prefix.$1:7070" --json replicas --local |
-    python3 -c "
-import json,sys
-for r in json.load(sys.stdin):
-    if r['node_id']==sys.argv[1] and r['state'] not in ('stopped','failed'):
-        print(r['replica_id'])" "node-$1" | sort
-}
-start() {  # start I ROLES ARGS...
+hosted() { netns_hosted "$1"; }
+start() {  # start I ROLES ARGS...: node I in its rack
   local i=$1 roles=$2; shift 2
-  local join=()
-  [ "$i" -gt 1 ] && join=(--join "$prefix.1:7946")
-  ip netns exec "exa$$-$i" env "${envs[@]}" "$BIN/exaserved" --node-id "node-$i" --role "$roles" \
-    --rack "$(rack_of "$i")" --data-dir "$work/n$i" --bind "$prefix.$i" --insecure --grpc-port 7070 \
-    --http-port 8080 --gossip-port 7946 "${join[@]}" "$@" >>"$work/n$i.log" 2>&1 &
-  echo $! >"$work/n$i.pid"
-  disown $!  # killed by cleanup: no "Killed" job notices at exit
-  wait_for 30 test -s "$work/n$i/endpoints.json" || { tail -5 "$work/n$i.log"; fail "node $i did not start"; }
+  netns_start "$i" "$roles" --rack "$(rack_of "$i")" "$@"
 }
 model_dir=$(cd "$(dirname "$0")/../../models/exa-tiny-arith" && pwd)
 cli model publish --dir "$model_dir" --name exa-tiny-arith --version v1 --origin "$work/origin" \
