@@ -63,7 +63,23 @@ class Step {
 
  private:
   void Collect();
+  // What a deployment's replicas are this step.
+  struct Sorted {
+    std::map<int, Located> keepers;       // ordinal → the replica that stays
+    std::map<int, uint64_t> generations;  // highest seen per ordinal
+    std::map<int, Located> surging;       // ordinal → its surge copy, starting
+    std::set<int> surge_failed;           // ordinals whose surge copy failed: restart in place
+    // Ordinals whose last generation is still draining after a stop on a reachable node that
+    // may host it again: the next one starts when it is gone (its node refuses a second
+    // generation of one id until then). A drained node's are placed elsewhere at once.
+    std::set<int> stopping;
+  };
   void Deployment(const DesiredDeployment& d);
+  std::map<int, uint64_t> ReadyGenerations(const InferenceReplicaSpec& spec);
+  Sorted Sort(const DesiredDeployment& d, DeploymentStatus& status);
+  void Keep(const Located& l, std::map<int, Located>& keepers);
+  void Replace(const DesiredDeployment& d, Sorted& s, DeploymentStatus& status);
+  void Tally(const DesiredDeployment& d, Sorted& s, DeploymentStatus& status);
   void PlaceMissing(const DesiredDeployment& d, const std::vector<int>& ordinals,
                     const std::map<int, Located>& keepers, const std::map<int, uint64_t>& gens,
                     DeploymentStatus& status);
@@ -112,15 +128,18 @@ void Step::Collect() {
 }
 
 void Step::Deployment(const DesiredDeployment& d) {
-  const InferenceReplicaSpec& spec = d.spec;
   DeploymentStatus status;
-  status.name = spec.name;
-  status.desired = spec.replicas;
-  std::map<int, Located> keepers;
-  std::map<int, uint64_t> generations = d.generations_seen;  // highest seen per ordinal
-  // The lowest ready generation per ordinal that stays (not on a draining node): a newer one
-  // beside it that is still starting is its surge copy (max lifetime), which it keeps serving
-  // for until the copy is ready.
+  status.name = d.spec.name;
+  status.desired = d.spec.replicas;
+  Sorted s = Sort(d, status);
+  Replace(d, s, status);
+  Tally(d, s, status);
+}
+
+// The lowest ready generation per ordinal that stays (not on a draining node): a newer one beside
+// it that is still starting is its surge copy (max lifetime), which it keeps serving for until
+// the copy is ready.
+std::map<int, uint64_t> Step::ReadyGenerations(const InferenceReplicaSpec& spec) {
   std::map<int, uint64_t> ready_generation;
   for (const Located& l : by_deployment_[spec.name]) {
     if (l.record->phase != ReplicaPhase::kReady || l.record->stopping ||
@@ -131,32 +150,35 @@ void Step::Deployment(const DesiredDeployment& d) {
     auto [it, inserted] = ready_generation.emplace(l.record->ordinal, l.record->generation);
     if (!inserted) it->second = std::min(it->second, l.record->generation);
   }
-  std::map<int, Located> surging;  // ordinal → its surge copy, starting
-  std::set<int> surge_failed;      // ordinals whose surge copy failed: restart in place instead
-  // Ordinals whose last generation is still draining after a stop on a reachable node that may
-  // host it again: the next one starts when it is gone (its node refuses a second generation of
-  // one id until then). A drained node's are placed elsewhere at once: it gets no new replica.
-  std::set<int> stopping;
+  return ready_generation;
+}
+
+// Each replica of the deployment kept, stopped (scale down, drained, failed past its backoff,
+// a duplicate), or set apart (a surge copy, a generation still draining).
+Step::Sorted Step::Sort(const DesiredDeployment& d, DeploymentStatus& status) {
+  const InferenceReplicaSpec& spec = d.spec;
+  const std::map<int, uint64_t> ready = ReadyGenerations(spec);
+  Sorted s;
+  s.generations = d.generations_seen;  // highest seen per ordinal
   for (const Located& l : by_deployment_[spec.name]) {
-    uint64_t& g = generations[l.record->ordinal];
+    uint64_t& g = s.generations[l.record->ordinal];
     g = std::max(g, l.record->generation);
     if (!Counts(*l.node, now_, spec.dead_grace)) continue;  // dead past its grace: rebuild
     if (l.record->stopping) {
-      if (Reachable(*l.node) && !l.node->inventory.draining) stopping.insert(l.record->ordinal);
+      if (Reachable(*l.node) && !l.node->inventory.draining) s.stopping.insert(l.record->ordinal);
       continue;
     }
-    auto older = ready_generation.find(l.record->ordinal);
-    const bool beside_ready = older != ready_generation.end() &&
-                              older->second < l.record->generation && l.record->ordinal >= 0 &&
-                              l.record->ordinal < spec.replicas;
+    auto older = ready.find(l.record->ordinal);
+    const bool beside_ready = older != ready.end() && older->second < l.record->generation &&
+                              l.record->ordinal >= 0 && l.record->ordinal < spec.replicas;
     if (beside_ready && l.record->phase == ReplicaPhase::kFailed) {
       // A surge copy that failed: it goes, the ready one keeps serving and restarts in place.
       if (Reachable(*l.node)) result_.actions.push_back(Stop(l, "surge copy failed"));
-      surge_failed.insert(l.record->ordinal);
+      s.surge_failed.insert(l.record->ordinal);
       continue;
     }
     if (beside_ready && l.record->phase == ReplicaPhase::kStarting) {
-      surging.emplace(l.record->ordinal, l);
+      s.surging.emplace(l.record->ordinal, l);
       continue;
     }
     if (l.node->inventory.draining) {
@@ -181,21 +203,31 @@ void Step::Deployment(const DesiredDeployment& d) {
         continue;
       }
     }
-    auto [it, inserted] = keepers.emplace(l.record->ordinal, l);
-    if (inserted) continue;
-    Located loser = l;
-    if (Better(l, it->second)) std::swap(loser, it->second);
-    if (Reachable(*loser.node)) {
-      const bool replaced = loser.record->phase == ReplicaPhase::kReady &&
-                            it->second.record->phase == ReplicaPhase::kReady;
-      result_.actions.push_back(
-          Stop(loser, StrCat(replaced ? "replaced by generation " : "duplicate: generation ",
-                             it->second.record->generation, " on ", it->second.node->inventory.id,
-                             replaced ? "" : " wins")));
-    }
+    Keep(l, s.keepers);
   }
-  // Replicas to replace while they serve: those past their max lifetime, and those leak
-  // detection flagged (ReplicaRecord::leaking), the leaking first.
+  return s;
+}
+
+// Of two replicas of one ordinal the better stays (Better) and the other is stopped.
+void Step::Keep(const Located& l, std::map<int, Located>& keepers) {
+  auto [it, inserted] = keepers.emplace(l.record->ordinal, l);
+  if (inserted) return;
+  Located loser = l;
+  if (Better(l, it->second)) std::swap(loser, it->second);
+  if (Reachable(*loser.node)) {
+    const bool replaced = loser.record->phase == ReplicaPhase::kReady &&
+                          it->second.record->phase == ReplicaPhase::kReady;
+    result_.actions.push_back(
+        Stop(loser, StrCat(replaced ? "replaced by generation " : "duplicate: generation ",
+                           it->second.record->generation, " on ", it->second.node->inventory.id,
+                           replaced ? "" : " wins")));
+  }
+}
+
+// Replicas to replace while they serve: those past their max lifetime, and those leak detection
+// flagged (ReplicaRecord::leaking), the leaking first.
+void Step::Replace(const DesiredDeployment& d, Sorted& s, DeploymentStatus& status) {
+  const InferenceReplicaSpec& spec = d.spec;
   int ready = 0;
   struct Expired {
     absl::Duration overdue;
@@ -203,7 +235,7 @@ void Step::Deployment(const DesiredDeployment& d) {
     Replacement cause = Replacement::kMaxLifetime;
   };
   std::vector<Expired> expired;
-  for (const auto& [o, l] : keepers) {
+  for (const auto& [o, l] : s.keepers) {
     if (l.record->phase != ReplicaPhase::kReady || !Reachable(*l.node)) continue;
     ready++;
     if (l.record->leaking) {
@@ -221,8 +253,8 @@ void Step::Deployment(const DesiredDeployment& d) {
     // its copy failed, stop-then-start within the maxUnavailable budget. Copies only while
     // every ordinal is present: memory a missing replica needs (a restart, a rebuild) is not
     // taken by a copy.
-    bool complete = static_cast<int>(keepers.size()) == spec.replicas;
-    int surge_budget = MaxUnavailable(spec) - static_cast<int>(surging.size());
+    bool complete = static_cast<int>(s.keepers.size()) == spec.replicas;
+    int surge_budget = MaxUnavailable(spec) - static_cast<int>(s.surging.size());
     int budget = MaxUnavailable(spec) - (spec.replicas - ready);
     std::sort(expired.begin(), expired.end(), [](const Expired& a, const Expired& b) {
       return a.overdue > b.overdue || (a.overdue == b.overdue && a.ordinal < b.ordinal);
@@ -231,30 +263,35 @@ void Step::Deployment(const DesiredDeployment& d) {
       const int o = e.ordinal;
       int& restarts =
           e.cause == Replacement::kMemoryLeak ? status.leak_restarts : status.lifetime_restarts;
-      if (surging.count(o) > 0) continue;  // its copy is starting
-      if (complete && surge_failed.count(o) == 0) {
+      if (s.surging.count(o) > 0) continue;  // its copy is starting
+      if (complete && s.surge_failed.count(o) == 0) {
         if (surge_budget <= 0) continue;  // waits for one of the copies in flight
-        if (Surge(d, keepers.at(o), generations[o] + 1, keepers, e.cause, restarts)) {
+        if (Surge(d, s.keepers.at(o), s.generations[o] + 1, s.keepers, e.cause, restarts)) {
           surge_budget--;
           continue;
         }
       }
       if (budget-- <= 0) break;
-      Action stop = Stop(keepers.at(o), std::string(ReplacementCause(e.cause)));
+      Action stop = Stop(s.keepers.at(o), std::string(ReplacementCause(e.cause)));
       stop.replacement = e.cause;
       result_.actions.push_back(std::move(stop));
-      keepers.erase(o);
-      stopping.insert(o);  // started again once its node reports it gone
+      s.keepers.erase(o);
+      s.stopping.insert(o);  // started again once its node reports it gone
       complete = false;
       restarts++;
     }
   }
-  status.surging = static_cast<int>(surging.size());
+}
+
+// The deployment's figures, and placements for its missing ordinals within the current wave.
+void Step::Tally(const DesiredDeployment& d, Sorted& s, DeploymentStatus& status) {
+  const InferenceReplicaSpec& spec = d.spec;
+  status.surging = static_cast<int>(s.surging.size());
   std::vector<int> missing;
   for (int o = 0; o < spec.replicas; ++o) {
-    auto it = keepers.find(o);
-    if (it == keepers.end()) {
-      if (stopping.count(o) == 0) missing.push_back(o);
+    auto it = s.keepers.find(o);
+    if (it == s.keepers.end()) {
+      if (s.stopping.count(o) == 0) missing.push_back(o);
       continue;
     }
     status.present++;
@@ -274,7 +311,7 @@ void Step::Deployment(const DesiredDeployment& d) {
                     : 2 + (status.wave_target - first - 1) / spec.scheduling.batch_size;
   int room = std::max(0, status.wave_target - status.present);
   if (static_cast<int>(missing.size()) > room) missing.resize(room);
-  if (!missing.empty()) PlaceMissing(d, missing, keepers, generations, status);
+  if (!missing.empty()) PlaceMissing(d, missing, s.keepers, s.generations, status);
   result_.deployments.push_back(std::move(status));
 }
 

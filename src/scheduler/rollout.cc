@@ -289,15 +289,17 @@ std::pair<double, int> MetricWindow::Summarize(std::string_view version, std::st
   return {*mid, static_cast<int>(values.size())};
 }
 
-RolloutStep AdvanceRollout(absl::Time now, const InferenceReplicaSpec& spec,
-                           const RolloutState& state, const std::map<std::string, int>& ready,
-                           const MetricWindow& metrics) {
-  RolloutStep step;
+namespace {
+
+bool Rolling(const RolloutState& st) {
+  return st.phase == RolloutPhase::kProgressing || st.phase == RolloutPhase::kObserving;
+}
+
+// A spec change as the rollout sees it: a new version starts a rollout, the stable one again
+// rolls back the rollout in progress or forgets a failed version.
+void ReactToSpec(absl::Time now, const InferenceReplicaSpec& spec, RolloutStep& step) {
   RolloutState& st = step.state;
-  st = state;
-  const bool rolling =
-      st.phase == RolloutPhase::kProgressing || st.phase == RolloutPhase::kObserving;
-  if (st.stable_version.empty()) st.stable_version = spec.version;
+  const bool rolling = Rolling(st);
   if (rolling && spec.version == st.stable_version) {
     // The spec went back to the stable version: that is a rollback.
     RollBack(now, st, StrCat("the spec returned to ", st.stable_version), &step);
@@ -323,12 +325,75 @@ RolloutStep AdvanceRollout(absl::Time now, const InferenceReplicaSpec& spec,
                                  " started: stage 1 of ", counts.size(), " (",
                                  NewTarget(spec, counts, 0), " replicas)"));
   }
+}
 
-  const int n = spec.replicas;
-  if (st.phase != RolloutPhase::kProgressing && st.phase != RolloutPhase::kObserving) {
+// The current stage's observation window has ended: roll back on a regression, promote when
+// every metric with samples was judged; otherwise (too few samples) the window extends.
+void JudgeStage(absl::Time now, const InferenceReplicaSpec& spec, int target, bool old_gone,
+                const MetricWindow& metrics, RolloutStep& step) {
+  RolloutState& st = step.state;
+  std::vector<MetricComparison> cmp = Compare(spec, st, metrics, st.window_start, now, old_gone);
+  const MetricComparison* worst = nullptr;
+  bool all_judged = true, any_judged = false;
+  for (const MetricComparison& c : cmp) {
+    // A metric no replica reports (no samples on either side) is not judged and not waited for;
+    // but at least one metric must be (no traffic: the window extends).
+    if (!c.judged && (c.old_samples > 0 || c.new_samples > 0)) all_judged = false;
+    any_judged = any_judged || c.judged;
+    if (c.regressed && (!worst || c.new_value / std::max(1e-12, c.old_value) >
+                                      worst->new_value / std::max(1e-12, worst->old_value))) {
+      worst = &c;
+    }
+  }
+  if (worst) {
+    std::string why = StrCat(
+        worst->metric, " ", Format(worst->metric, worst->new_value), " on ", st.target_version,
+        " vs ", Format(worst->metric, worst->old_value), " on ", st.stable_version, " (threshold +",
+        std::round(spec.rollout.regression_threshold * 1000) / 10, "%) over the ",
+        DurationToString(absl::Trunc(now - st.window_start, absl::Seconds(1))), " window from ",
+        absl::FormatTime("%H:%M:%S", st.window_start, absl::UTCTimeZone()), " UTC");
+    StageDecision d;
+    d.stage = st.stage;
+    d.replicas = target;
+    d.decision = "rolled back";
+    d.window_start = st.window_start;
+    d.at = now;
+    d.metrics = cmp;
+    st.decisions.push_back(std::move(d));
+    RollBack(now, st, std::move(why), &step);
+    return;
+  }
+  const bool no_old =
+      old_gone && std::none_of(cmp.begin(), cmp.end(), [&](const MetricComparison& c) {
+        return c.old_samples >= spec.rollout.min_samples;
+      });
+  const bool new_measured = std::any_of(cmp.begin(), cmp.end(), [&](const MetricComparison& c) {
+    return c.new_samples >= spec.rollout.min_samples;
+  });
+  if (all_judged && any_judged) {
+    NextStage(now, spec, st, std::move(cmp), "promoted", &step);
+  } else if (no_old && new_measured) {
+    // Nothing of the old version to compare with, now or from an earlier stage (it had no
+    // replicas): waiting would never end, so the new version's own figures carry the stage.
+    NextStage(now, spec, st, std::move(cmp), "promoted (no old replicas to compare with)", &step);
+  }
+}
+
+}  // namespace
+
+RolloutStep AdvanceRollout(absl::Time now, const InferenceReplicaSpec& spec,
+                           const RolloutState& state, const std::map<std::string, int>& ready,
+                           const MetricWindow& metrics) {
+  RolloutStep step;
+  RolloutState& st = step.state;
+  st = state;
+  if (st.stable_version.empty()) st.stable_version = spec.version;
+  ReactToSpec(now, spec, step);
+  if (!Rolling(st)) {
     SettledTracks(spec, st, ready, step);
     return step;
   }
+  const int n = spec.replicas;
   const std::vector<int> counts = RolloutStageCounts(spec);
   st.stage = std::min<int>(st.stage, static_cast<int>(counts.size()) - 1);
   const int target = NewTarget(spec, counts, st.stage);
@@ -336,8 +401,7 @@ RolloutStep AdvanceRollout(absl::Time now, const InferenceReplicaSpec& spec,
     auto it = ready.find(v);
     return it == ready.end() ? 0 : it->second;
   };
-  const int new_ready = get(st.target_version);
-  if (st.phase == RolloutPhase::kProgressing && new_ready >= target) {
+  if (st.phase == RolloutPhase::kProgressing && get(st.target_version) >= target) {
     st.phase = RolloutPhase::kObserving;
     st.window_start = now;
     step.events.push_back(StrCat("rollout to ", st.target_version, ": stage ", st.stage + 1, " (",
@@ -346,57 +410,9 @@ RolloutStep AdvanceRollout(absl::Time now, const InferenceReplicaSpec& spec,
   }
   if (st.phase == RolloutPhase::kObserving && !st.paused &&
       now - st.window_start >= spec.rollout.observe) {
-    const bool old_gone = get(st.stable_version) == 0;
-    std::vector<MetricComparison> cmp = Compare(spec, st, metrics, st.window_start, now, old_gone);
-    const MetricComparison* worst = nullptr;
-    bool all_judged = true, any_judged = false;
-    for (const MetricComparison& c : cmp) {
-      // A metric no replica reports (no samples on either side) is not judged and not waited for;
-      // but at least one metric must be (no traffic: the window extends).
-      if (!c.judged && (c.old_samples > 0 || c.new_samples > 0)) all_judged = false;
-      any_judged = any_judged || c.judged;
-      if (c.regressed && (!worst || c.new_value / std::max(1e-12, c.old_value) >
-                                        worst->new_value / std::max(1e-12, worst->old_value))) {
-        worst = &c;
-      }
-    }
-    if (worst) {
-      std::string why = StrCat(
-          worst->metric, " ", Format(worst->metric, worst->new_value), " on ", st.target_version,
-          " vs ", Format(worst->metric, worst->old_value), " on ", st.stable_version,
-          " (threshold +", std::round(spec.rollout.regression_threshold * 1000) / 10,
-          "%) over the ", DurationToString(absl::Trunc(now - st.window_start, absl::Seconds(1))),
-          " window from ", absl::FormatTime("%H:%M:%S", st.window_start, absl::UTCTimeZone()),
-          " UTC");
-      StageDecision d;
-      d.stage = st.stage;
-      d.replicas = target;
-      d.decision = "rolled back";
-      d.window_start = st.window_start;
-      d.at = now;
-      d.metrics = cmp;
-      st.decisions.push_back(std::move(d));
-      RollBack(now, st, std::move(why), &step);
-      SettledTracks(spec, st, ready, step);
-      return step;
-    }
-    const bool no_old =
-        old_gone && std::none_of(cmp.begin(), cmp.end(), [&](const MetricComparison& c) {
-          return c.old_samples >= spec.rollout.min_samples;
-        });
-    const bool new_measured = std::any_of(cmp.begin(), cmp.end(), [&](const MetricComparison& c) {
-      return c.new_samples >= spec.rollout.min_samples;
-    });
-    if (all_judged && any_judged) {
-      NextStage(now, spec, st, std::move(cmp), "promoted", &step);
-    } else if (no_old && new_measured) {
-      // Nothing of the old version to compare with, now or from an earlier stage (it had no
-      // replicas): waiting would never end, so the new version's own figures carry the stage.
-      NextStage(now, spec, st, std::move(cmp), "promoted (no old replicas to compare with)", &step);
-    }
-    // else: too few samples; the window extends
+    JudgeStage(now, spec, target, get(st.stable_version) == 0, metrics, step);
   }
-  if (st.phase != RolloutPhase::kProgressing && st.phase != RolloutPhase::kObserving) {
+  if (!Rolling(st)) {
     SettledTracks(spec, st, ready, step);
     return step;
   }
