@@ -15,6 +15,12 @@ pkg_check_modules(SYSTEMD REQUIRED IMPORTED_TARGET libsystemd)
 pkg_check_modules(ROCKSDB REQUIRED IMPORTED_TARGET rocksdb)
 # canonical/raft 0.15 (libraft-dev): the spec store's consensus (docs/architecture.md#consistency).
 pkg_check_modules(RAFT REQUIRED IMPORTED_TARGET raft)
+# jemalloc (libjemalloc-dev): exaserve-sim's allocator. The simulator runs every node's control
+# loop in one process, and glibc's malloc spent a third of its time consolidating free chunks
+# (docs/perf/cluster.md#simulator-speed). Sanitizer builds keep the sanitizers' allocator.
+if(NOT EXASERVE_SANITIZE)
+  pkg_check_modules(JEMALLOC REQUIRED IMPORTED_TARGET jemalloc)
+endif()
 
 find_program(EXA_PROTOC protoc REQUIRED)
 find_program(EXA_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)

@@ -13,6 +13,8 @@ packages=(
   libspdlog-dev libfmt-dev libssl-dev libpcre2-dev libutf8proc-dev libsystemd-dev
   # the spec store's consensus: canonical/raft (its static library wants liblz4 and libuv)
   libraft-dev liblz4-dev libuv1-dev
+  # the simulator's allocator (cmake/ExaDependencies.cmake)
+  libjemalloc-dev
   # tests and checks
   catch2 curl prometheus clang-format systemd
   python3-matplotlib  # scripts/plot-bench.py and docs/images/roles.py draw the docs' pictures

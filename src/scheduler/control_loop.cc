@@ -151,10 +151,11 @@ void ControlLoop::StepInto(const ControlInput& in, ControlOutput& out) {
   MergeView(in.now, *in.members, nodes_);
   const Specs specs = SpecsIn(*in.state);
   const std::vector<cluster::LabelRule> rules = LabelRulesIn(*in.state);
-  std::map<std::string, std::map<std::string, int>> ready_by_version;  // spec → version → ready
+  ReadyByVersion ready_by_version;
   for (const NodeReport& report : in.reports) {
     TakeReport(in.now, report, specs, rules, out, ready_by_version);
   }
+  ForgetUnseen(in.now);
   if (in.leader != reconciler_) {
     EXA_LOG_INFO("scheduler", "reconciler",
                  {{"node", in.leader.empty() ? "none (no Raft leader in view)" : in.leader},
@@ -169,8 +170,11 @@ void ControlLoop::StepInto(const ControlInput& in, ControlOutput& out) {
     weights.insert(WeightsKey(d.spec));
     by_track[d.spec.name] = &d;
   }
-  const ReconcileResult result =
-      Reconcile(in.now, desired, NodeStatuses(*in.state, weights), options_.placement);
+  std::vector<NodeStatus> statuses = NodeStatuses(*in.state, weights);
+  const ReconcileResult result = Reconcile(in.now, desired, statuses, options_.placement);
+  for (NodeStatus& st : statuses) {  // a node that does not answer next step keeps its report
+    nodes_[st.inventory.id].replicas = std::move(st.replicas);
+  }
   Summarize(in, specs, result, out);
   if (!in.acting) {
     out.relabels.clear();
@@ -181,21 +185,25 @@ void ControlLoop::StepInto(const ControlInput& in, ControlOutput& out) {
 
 void ControlLoop::TakeReport(absl::Time now, const NodeReport& report, const Specs& specs,
                              const std::vector<cluster::LabelRule>& rules, ControlOutput& out,
-                             std::map<std::string, std::map<std::string, int>>& ready_by_version) {
+                             ReadyByVersion& ready_by_version) {
   NodeStatus& st = nodes_[report.node];
   st.reported = true;
   st.boot_id = report.boot_id;
   NodeWeights& w = node_weights_[report.node];
   w.pulls_models = report.pulls_models;
-  w.staged = report.staged_models;
-  for (const std::string& m : w.staged) {  // staged: a later need is news again
-    prestage_announced_.erase(StrCat(report.node, "\n", m));
-    prestage_failures_.erase(StrCat("prestage ", m, " on ", report.node));
+  if (w.staged != report.staged_models) {
+    w.staged = report.staged_models;
+    for (const std::string& m : w.staged) {  // staged: a later need is news again
+      prestage_announced_.erase(StrCat(report.node, "\n", m));
+      prestage_failures_.erase(StrCat("prestage ", m, " on ", report.node));
+    }
   }
   st.replicas.clear();
-  std::set<std::string> leak_seen;
+  st.replicas.reserve(report.replicas.size());
+  absl::flat_hash_set<std::string> leak_seen;
+  const std::string deployment_label(kDeploymentLabel);
   for (const ReportedReplica& r : report.replicas) {
-    auto label = r.labels.find(std::string(kDeploymentLabel));
+    auto label = r.labels.find(deployment_label);
     if (label == r.labels.end() || r.state == "stopped") continue;
     ReplicaRecord rec;
     if (!ParseReplicaId(r.replica_id, &rec.deployment, &rec.ordinal) ||
@@ -207,59 +215,89 @@ void ControlLoop::TakeReport(absl::Time now, const NodeReport& report, const Spe
     rec.phase_since = r.state_since;
     rec.allocation.node = report.node;
     rec.allocation.gpus = r.devices.empty() ? std::vector<int>{0} : r.devices;
-    const std::string spec_name(SpecOfTrack(rec.deployment));
+    const std::string_view spec_name = SpecOfTrack(rec.deployment);
     auto d = specs.find(spec_name);
+    const DesiredDeployment* spec = d == specs.end() ? nullptr : d->second;
     const uint64_t k = rec.allocation.gpus.size();  // split as FitReplica splits it
-    rec.allocation.bytes_per_gpu = d == specs.end() ? 0 : (d->second->replica_bytes + k - 1) / k;
+    rec.allocation.bytes_per_gpu = spec == nullptr ? 0 : (spec->replica_bytes + k - 1) / k;
     generations_.Note(rec);
     if (r.state == "draining") {  // holds memory and its generation until it is gone
       rec.stopping = true;
       st.replicas.push_back(std::move(rec));
       continue;
     }
-    if (!rules.empty() && out.relabels.size() < options_.max_relabels_per_step &&
-        (r.state == "ready" || r.state == "unhealthy")) {
-      // What the stored rules give it, against what it has: a node that missed a
-      // `replica label` (down, partitioned) catches up here. Rules never touch exaserve.io/
-      // keys (ValidateChange), so neither does the change.
-      cluster::LabelRule change = cluster::LabelChange(
-          r.labels, cluster::ApplyRules(rules, r.replica_id, r.model, r.version, r.labels));
-      if (!change.set.empty() || !change.remove.empty()) {
-        out.relabels.push_back({spec_name, report.node, r.replica_id, std::move(change)});
-      }
-    }
-    if (rec.phase == ReplicaPhase::kReady && r.state == "ready") {
-      ready_by_version[spec_name][r.version]++;
-      Sample(now, report.node, r, d == specs.end() ? nullptr : d->second);
-      if (r.memory_bytes > 0) ObserveMemory(now, report.node, spec_name, r, &leak_seen);
-    }
+    if (r.state == "ready" || r.state == "unhealthy")
+      CatchUpLabels(rules, report.node, spec_name, r, out);
     const std::string key = StrCat(report.node, "/", r.replica_id);
+    ReplicaSeen& seen = Seen(now, key);
+    if (rec.phase == ReplicaPhase::kReady && r.state == "ready") {
+      auto ready = ready_by_version.find(spec_name);
+      if (ready == ready_by_version.end())
+        ready = ready_by_version.try_emplace(std::string(spec_name)).first;
+      ready->second[r.version]++;
+      Sample(now, seen, r, spec);
+      if (r.memory_bytes > 0) ObserveMemory(now, key, spec_name, r, &leak_seen);
+    }
     rec.leaking = options_.recycle_leaking && rec.phase == ReplicaPhase::kReady &&
                   leaks_.Flagged(key, rec.generation);
-    std::string phase = StrCat(r.state, r.reason.empty() ? "" : ": ", r.reason);
-    auto [it, inserted] = replica_phase_.try_emplace(key, phase);
-    if (inserted || it->second != phase) {
-      it->second = phase;
-      AddEvent(
-          now, spec_name,
-          StrCat(r.replica_id, " on ", report.node, " (generation ", rec.generation, "): ", phase));
+    if (!SamePhase(seen.phase, r.state, r.reason)) {
+      seen.phase = StrCat(r.state, r.reason.empty() ? "" : ": ", r.reason);
+      AddEvent(now, std::string(spec_name),
+               StrCat(r.replica_id, " on ", report.node, " (generation ", rec.generation,
+                      "): ", seen.phase));
     }
     st.replicas.push_back(std::move(rec));
   }
   leaks_.ForgetMissing(StrCat(report.node, "/"), leak_seen);
 }
 
+// What the stored rules give a serving replica, against what it has: a node that missed a
+// `replica label` (down, partitioned) catches up here. Rules never touch exaserve.io/ keys
+// (ValidateChange), so neither does the change.
+void ControlLoop::CatchUpLabels(const std::vector<cluster::LabelRule>& rules,
+                                const std::string& node, std::string_view spec,
+                                const ReportedReplica& r, ControlOutput& out) {
+  if (rules.empty() || out.relabels.size() >= options_.max_relabels_per_step) return;
+  cluster::LabelRule change = cluster::LabelChange(
+      r.labels, cluster::ApplyRules(rules, r.replica_id, r.model, r.version, r.labels));
+  if (!change.set.empty() || !change.remove.empty()) {
+    out.relabels.push_back({std::string(spec), node, r.replica_id, std::move(change)});
+  }
+}
+
+// What the loop remembers of replica `key` ("node/replica"), marked as reported at `now`. Bounded:
+// past kMaxSeen entries it starts over (the phases then count as news once more).
+ControlLoop::ReplicaSeen& ControlLoop::Seen(absl::Time now, const std::string& key) {
+  constexpr size_t kMaxSeen = 100'000;
+  if (replicas_seen_.size() >= kMaxSeen && !replicas_seen_.contains(key)) replicas_seen_.clear();
+  ReplicaSeen& seen = replicas_seen_[key];
+  seen.reported_at = now;
+  return seen;
+}
+
+// Forgets replicas no report has named for a while (replaced, or on a node long gone).
+void ControlLoop::ForgetUnseen(absl::Time now) {
+  constexpr absl::Duration kForgetAfter = absl::Minutes(10);
+  absl::erase_if(replicas_seen_,
+                 [&](const auto& kv) { return now - kv.second.reported_at > kForgetAfter; });
+}
+
+bool ControlLoop::SamePhase(std::string_view phase, std::string_view state,
+                            std::string_view reason) {
+  if (reason.empty()) return phase == state;
+  return phase.size() == state.size() + 2 + reason.size() && phase.starts_with(state) &&
+         phase.substr(state.size(), 2) == ": " && phase.ends_with(reason);
+}
+
 // One sample per replica every observe/20 (1-30 s): the window then holds a whole observation
 // period of a large deployment (3072 replicas at 30 s: ~100 a second).
-void ControlLoop::Sample(absl::Time now, const std::string& node, const ReportedReplica& r,
+void ControlLoop::Sample(absl::Time now, ReplicaSeen& seen, const ReportedReplica& r,
                          const DesiredDeployment* d) {
   const absl::Duration every =
       d == nullptr ? absl::Seconds(30)
                    : std::clamp(d->spec.rollout.observe / 20, absl::Seconds(1), absl::Seconds(30));
-  if (sampled_at_.size() > 100'000) sampled_at_.clear();  // bounded; refills in a step
-  absl::Time& last = sampled_at_[StrCat(node, "/", r.replica_id)];
-  if (now - last < every - absl::Milliseconds(100)) return;
-  last = now;
+  if (now - seen.sampled_at < every - absl::Milliseconds(100)) return;
+  seen.sampled_at = now;
   window_.Add(ReplicaSample{now, r.version,
                             r.inter_token_p99_ms > 0 ? r.inter_token_p99_ms / 1000 : -1,
                             r.recent_finished > 0 ? r.error_rate : -1,
@@ -267,12 +305,11 @@ void ControlLoop::Sample(absl::Time now, const std::string& node, const Reported
                             r.ttft_p99_ms > 0 ? r.ttft_p99_ms / 1000 : -1});
 }
 
-void ControlLoop::ObserveMemory(absl::Time now, const std::string& node,
-                                const std::string& deployment, const ReportedReplica& r,
-                                std::set<std::string>* seen) {
-  const std::string key = StrCat(node, "/", r.replica_id);
+void ControlLoop::ObserveMemory(absl::Time now, const std::string& key, std::string_view deployment,
+                                const ReportedReplica& r, absl::flat_hash_set<std::string>* seen) {
   seen->insert(key);
   if (!leaks_.Observe(key, r.generation, now, r.memory_bytes)) return;
+  const std::string node = key.substr(0, key.find('/'));
   const double growth = leaks_.Growth(key);
   const std::string message = StrCat(
       "memory leak suspected: ", r.replica_id, " on ", node, " (generation ", r.generation,
@@ -286,14 +323,13 @@ void ControlLoop::ObserveMemory(absl::Time now, const std::string& node,
                 {"node", node},
                 {"memory_bytes", static_cast<int64_t>(r.memory_bytes)},
                 {"growth", growth}});
-  AddEvent(now, deployment, message);
+  AddEvent(now, std::string(deployment), message);
 }
 
 // Desired state: one track per version of each spec, sized by its rollout (rollout.h). Only the
 // reconciler advances a rollout and stores it; the others follow the stored state.
-std::vector<DesiredDeployment> ControlLoop::Tracks(
-    const ControlInput& in, const Specs& specs,
-    std::map<std::string, std::map<std::string, int>>& ready, ControlOutput& out) {
+std::vector<DesiredDeployment> ControlLoop::Tracks(const ControlInput& in, const Specs& specs,
+                                                   ReadyByVersion& ready, ControlOutput& out) {
   std::vector<DesiredDeployment> desired;
   for (const auto& [name, d] : specs) {
     RolloutState state = RolloutStateIn(*in.state, name);
@@ -355,14 +391,22 @@ std::vector<NodeStatus> ControlLoop::NodeStatuses(const StoreRecords& state,
     if (o != ops.end()) {
       st.inventory.cordoned = o->second.cordoned;
       st.inventory.draining = o->second.draining;
-      for (const std::string& t : o->second.taints) st.inventory.taints.push_back(t);
+      for (const std::string& t : o->second.taints) {
+        if (std::find(st.inventory.taints.begin(), st.inventory.taints.end(), t) ==
+            st.inventory.taints.end()) {
+          st.inventory.taints.push_back(t);  // a node out of the view keeps its inventory
+        }
+      }
     }
     // What the node has pulled and verified; a node without a weights fetcher starts replicas
     // from directories of its own, so it counts as staged for everything.
     auto w = node_weights_.find(id);
     st.staged_models =
         w == node_weights_.end() || !w->second.pulls_models ? weights : w->second.staged;
-    if (!st.inventory.gpus.empty()) statuses.push_back(st);
+    if (st.inventory.gpus.empty()) continue;
+    std::vector<ReplicaRecord> replicas = std::move(st.replicas);  // lent, not copied
+    statuses.push_back(st);
+    statuses.back().replicas = std::move(replicas);
   }
   return statuses;
 }

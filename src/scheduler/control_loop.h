@@ -24,9 +24,12 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "cluster/label_rule.h"
@@ -71,7 +74,7 @@ struct NodeReport {
 struct ControlInput {
   absl::Time now;
   const std::vector<membership::Member>* members = nullptr;
-  std::vector<NodeReport> reports;
+  std::span<const NodeReport> reports;  // owned by the caller for the step
   const StoreRecords* state = nullptr;  // committed and applied on this node
   std::string leader;                   // the Raft leader this node knows; empty: none
   uint64_t term = 0;
@@ -169,24 +172,37 @@ class ControlLoop {
     bool pulls_models = false;
     std::set<std::string> staged;
   };
-  using Specs = std::map<std::string, const DesiredDeployment*>;  // spec name → parsed
+  using Specs = std::map<std::string, const DesiredDeployment*, std::less<>>;  // name → parsed
+  using ReadyByVersion = std::map<std::string, std::map<std::string, int>, std::less<>>;
+  // What the loop remembers of one reported replica across steps.
+  struct ReplicaSeen {
+    std::string phase;                             // "state[: reason]" as last reported
+    absl::Time sampled_at = absl::InfinitePast();  // its last latency sample
+    absl::Time reported_at = absl::InfinitePast();
+  };
 
   void StepInto(const ControlInput& in, ControlOutput& out);
   void Record(absl::Time now, const std::string& deployment, std::string message, bool rollout);
   Specs SpecsIn(const StoreRecords& state);
   void TakeReport(absl::Time now, const NodeReport& report, const Specs& specs,
                   const std::vector<cluster::LabelRule>& rules, ControlOutput& out,
-                  std::map<std::string, std::map<std::string, int>>& ready_by_version);
-  void Sample(absl::Time now, const std::string& node, const ReportedReplica& r,
+                  ReadyByVersion& ready_by_version);
+  void CatchUpLabels(const std::vector<cluster::LabelRule>& rules, const std::string& node,
+                     std::string_view spec, const ReportedReplica& r, ControlOutput& out);
+  ReplicaSeen& Seen(absl::Time now, const std::string& key);
+  void ForgetUnseen(absl::Time now);
+  static bool SamePhase(std::string_view phase, std::string_view state, std::string_view reason);
+  void Sample(absl::Time now, ReplicaSeen& seen, const ReportedReplica& r,
               const DesiredDeployment* d);
-  void ObserveMemory(absl::Time now, const std::string& node, const std::string& deployment,
-                     const ReportedReplica& r, std::set<std::string>* seen);
+  void ObserveMemory(absl::Time now, const std::string& key, std::string_view deployment,
+                     const ReportedReplica& r, absl::flat_hash_set<std::string>* seen);
   std::vector<DesiredDeployment> Tracks(const ControlInput& in, const Specs& specs,
-                                        std::map<std::string, std::map<std::string, int>>& ready,
-                                        ControlOutput& out);
+                                        ReadyByVersion& ready, ControlOutput& out);
   RolloutState ApplyCommands(absl::Time now, const StoreRecords& state,
                              const InferenceReplicaSpec& spec, RolloutState rollout,
                              ControlOutput& out);
+  // The nodes as Reconcile takes them; each node's replicas are moved in, the caller moves them
+  // back.
   std::vector<NodeStatus> NodeStatuses(const StoreRecords& state,
                                        const std::set<std::string>& weights);
   void Summarize(const ControlInput& in, const Specs& specs, const ReconcileResult& result,
@@ -201,14 +217,13 @@ class ControlLoop {
   std::map<std::string, NodeStatus> nodes_;
   std::map<std::string, DeploymentStatus> status_;
   std::map<std::string, std::deque<Event>> events_;
-  std::map<std::string, std::string> replica_phase_;  // "node/replica" → phase
+  absl::flat_hash_map<std::string, ReplicaSeen> replicas_seen_;  // "node/replica" → what
   std::string reconciler_;
   MetricWindow window_{400'000};  // ready replicas' latency samples, by version
   LeakDetector leaks_;            // ready replicas' memory, keyed node/replica
   std::map<std::string, NodeWeights> node_weights_;
   std::set<std::string> prestage_announced_;              // "node\nweights"
   std::map<std::string, std::string> prestage_failures_;  // what → last failure
-  std::map<std::string, absl::Time> sampled_at_;          // "node/replica" → last sample
   GenerationMemory generations_;
 };
 

@@ -1,21 +1,47 @@
 #include "scheduler/leak_detector.h"
 
+#include <algorithm>
+
 namespace exa::scheduler {
+
+std::pair<absl::string_view, absl::string_view> LeakDetector::Split(std::string_view id) {
+  const absl::string_view v(id.data(), id.size());  // absl's maps hash absl::string_view
+  const size_t slash = v.find('/');
+  const size_t cut = slash == absl::string_view::npos ? 0 : slash + 1;
+  return {v.substr(0, cut), v.substr(cut)};
+}
+
+const LeakDetector::Track* LeakDetector::Find(std::string_view id) const {
+  const auto [group, rest] = Split(id);
+  auto g = groups_.find(group);
+  if (g == groups_.end()) return nullptr;
+  auto t = g->second.find(rest);
+  return t == g->second.end() ? nullptr : &t->second;
+}
 
 bool LeakDetector::Observe(const std::string& id, uint64_t generation, absl::Time now,
                            uint64_t bytes) {
-  auto it = tracks_.find(id);
-  if (it == tracks_.end() || it->second.generation != generation) {
-    if (it == tracks_.end() && tracks_.size() >= options_.max_replicas) return false;
-    Track t;
-    t.generation = generation;
-    t.baseline = bytes;
-    t.last = now;
-    t.samples = {bytes};
-    tracks_[id] = std::move(t);
+  const auto [group, rest] = Split(id);
+  auto g = groups_.find(group);
+  Track* found = nullptr;
+  if (g != groups_.end()) {
+    auto t = g->second.find(rest);
+    if (t != g->second.end()) found = &t->second;
+  }
+  if (found == nullptr || found->generation != generation) {
+    if (found == nullptr && size_ >= options_.max_replicas) return false;
+    if (found == nullptr) {
+      found = &groups_[group][rest];
+      ++size_;
+    }
+    *found = Track{};
+    found->generation = generation;
+    found->baseline = bytes;
+    found->last = now;
+    found->samples = {bytes};
     return false;
   }
-  Track& t = it->second;
+  Track& t = *found;
   if (now - t.last < options_.interval) return false;
   t.last = now;
   t.samples.push_back(bytes);
@@ -39,33 +65,50 @@ bool LeakDetector::Observe(const std::string& id, uint64_t generation, absl::Tim
   return true;
 }
 
-void LeakDetector::Forget(const std::string& id) { tracks_.erase(id); }
+void LeakDetector::Forget(const std::string& id) {
+  const auto [group, rest] = Split(id);
+  auto g = groups_.find(group);
+  if (g == groups_.end()) return;
+  size_ -= g->second.erase(rest);
+  if (g->second.empty()) groups_.erase(g);
+}
 
-void LeakDetector::ForgetMissing(const std::string& prefix, const std::set<std::string>& keep) {
-  for (auto it = tracks_.lower_bound(prefix);
-       it != tracks_.end() && it->first.compare(0, prefix.size(), prefix) == 0;) {
-    it = keep.count(it->first) > 0 ? std::next(it) : tracks_.erase(it);
+void LeakDetector::ForgetMissing(std::string_view group,
+                                 const absl::flat_hash_set<std::string>& keep) {
+  auto g = groups_.find(absl::string_view(group.data(), group.size()));
+  if (g == groups_.end()) return;
+  const std::string prefix(group);
+  for (auto it = g->second.begin(); it != g->second.end();) {
+    if (keep.contains(prefix + it->first)) {
+      ++it;
+    } else {
+      g->second.erase(it++);
+      --size_;
+    }
   }
+  if (g->second.empty()) groups_.erase(g);
 }
 
 bool LeakDetector::Flagged(const std::string& id, uint64_t generation) const {
-  auto it = tracks_.find(id);
-  return it != tracks_.end() && it->second.flagged && it->second.generation == generation;
+  const Track* t = Find(id);
+  return t != nullptr && t->flagged && t->generation == generation;
 }
 
 std::vector<std::string> LeakDetector::FlaggedIds() const {
   std::vector<std::string> out;
-  for (const auto& [id, t] : tracks_) {
-    if (t.flagged) out.push_back(id);
+  for (const auto& [group, tracks] : groups_) {
+    for (const auto& [rest, t] : tracks) {
+      if (t.flagged) out.push_back(group + rest);
+    }
   }
+  std::sort(out.begin(), out.end());
   return out;
 }
 
 double LeakDetector::Growth(const std::string& id) const {
-  auto it = tracks_.find(id);
-  if (it == tracks_.end() || it->second.samples.empty() || it->second.baseline == 0) return 0;
-  return static_cast<double>(it->second.samples.back()) / static_cast<double>(it->second.baseline) -
-         1;
+  const Track* t = Find(id);
+  if (t == nullptr || t->samples.empty() || t->baseline == 0) return 0;
+  return static_cast<double>(t->samples.back()) / static_cast<double>(t->baseline) - 1;
 }
 
 }  // namespace exa::scheduler

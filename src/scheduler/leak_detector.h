@@ -10,11 +10,14 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
-#include <set>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace exa::scheduler {
@@ -35,13 +38,13 @@ class LeakDetector {
   // passed since the last kept one. Returns true when it flipped the replica's flag on.
   bool Observe(const std::string& id, uint64_t generation, absl::Time now, uint64_t bytes);
   void Forget(const std::string& id);
-  // Forgets every tracked id that starts with `prefix` and is not in `keep` (the replicas of one
-  // node that it no longer reports).
-  void ForgetMissing(const std::string& prefix, const std::set<std::string>& keep);
+  // Forgets the tracked ids of group `group` — an id's text up to and including its first '/',
+  // the node of "node/replica" — that are not in `keep` (the replicas a node no longer reports).
+  void ForgetMissing(std::string_view group, const absl::flat_hash_set<std::string>& keep);
 
   // Whether generation `generation` of `id` is flagged (a predecessor's flag is not its own).
   bool Flagged(const std::string& id, uint64_t generation) const;
-  std::vector<std::string> FlaggedIds() const;
+  std::vector<std::string> FlaggedIds() const;  // sorted
   // Growth over the baseline of a tracked replica (0 when unknown).
   double Growth(const std::string& id) const;
 
@@ -53,8 +56,15 @@ class LeakDetector {
     std::vector<uint64_t> samples;  // the last rising_samples + 1 kept ones
     bool flagged = false;
   };
+  // Hash maps by group, then by the rest of the id: every ready replica is looked up each
+  // control step, and a node's are forgotten together.
+  using Group = absl::flat_hash_map<std::string, Track>;
+  static std::pair<absl::string_view, absl::string_view> Split(std::string_view id);
+  const Track* Find(std::string_view id) const;
+
   LeakOptions options_;
-  std::map<std::string, Track> tracks_;
+  absl::flat_hash_map<std::string, Group> groups_;
+  size_t size_ = 0;
 };
 
 }  // namespace exa::scheduler

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "cluster/role.h"
 #include "scheduler/spec.h"
@@ -78,7 +79,7 @@ class MemoryLedger {
   uint64_t TotalUsed() const;
 
  private:
-  std::map<std::string, std::vector<uint64_t>> used_;
+  absl::flat_hash_map<std::string, std::vector<uint64_t>> used_;  // node → per GPU
 };
 
 struct PlacementOptions {

@@ -106,17 +106,23 @@ class Step {
 void Step::Collect() {
   std::set<std::string> known;
   for (const DesiredDeployment& d : desired_) known.insert(d.spec.name);
+  const std::string* last = nullptr;        // a node's replicas mostly share a deployment:
+  std::vector<Located>* located = nullptr;  // its list, looked up once for the run
   for (const NodeStatus& n : nodes_) {
     if (n.liveness == NodeLiveness::kAlive && n.reported) usable_.push_back(n.inventory);
     if (!n.reported) continue;
     for (const ReplicaRecord& r : n.replicas) {
       Located l{&r, &n};
-      if (!known.count(r.deployment)) {
+      if (last == nullptr || *last != r.deployment) {
+        last = &r.deployment;
+        located = known.count(r.deployment) ? &by_deployment_[r.deployment] : nullptr;
+      }
+      if (located == nullptr) {
         if (Reachable(n) && !r.stopping) result_.actions.push_back(Stop(l, "deployment deleted"));
         if (n.liveness != NodeLiveness::kLeft) ledger_.Reserve(r.allocation);
         continue;
       }
-      by_deployment_[r.deployment].push_back(l);
+      located->push_back(l);
     }
   }
   // Memory held by every replica that still counts, before any deployment places new ones.
@@ -465,7 +471,7 @@ void GenerationMemory::Attach(std::vector<DesiredDeployment>& desired) {
     auto it = seen_.find(d.spec.name);
     if (it != seen_.end()) d.generations_seen = it->second;
   }
-  std::erase_if(seen_, [&](const auto& track) { return named.count(track.first) == 0; });
+  absl::erase_if(seen_, [&](const auto& track) { return named.count(track.first) == 0; });
 }
 
 std::string_view ReplacementCause(Replacement r) {

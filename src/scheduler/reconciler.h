@@ -37,6 +37,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
 #include "scheduler/placement.h"
 #include "scheduler/spec.h"
@@ -144,7 +145,7 @@ class GenerationMemory {
   void Attach(std::vector<DesiredDeployment>& desired);
 
  private:
-  std::map<std::string, std::map<int, uint64_t>> seen_;  // track → ordinal → generation
+  absl::flat_hash_map<std::string, std::map<int, uint64_t>> seen_;  // track → ordinal → gen
 };
 
 struct ReconcileResult {

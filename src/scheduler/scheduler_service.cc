@@ -244,8 +244,9 @@ void SchedulerService::ReconcileStep() {
   LearnModels();
   const std::vector<membership::Member> members = env_.members();
   std::map<std::string, std::string> addresses;
+  const std::vector<NodeReport> reports = client_.Poll(members, &addresses);
   ControlInput in;
-  in.reports = client_.Poll(members, &addresses);
+  in.reports = reports;
   in.members = &members;
   absl::ReleasableMutexLock lock(&mu_);
   in.now = absl::Now();

@@ -128,9 +128,10 @@ class ClusterSim {
   void AfterInteraction(absl::Time now, int i);
   void Check(absl::Time now);
   void AdvanceAgents(absl::Time now);
+  // Every live scheduler's control step. What each started GPU node's agent answers to
+  // Node.ListReplicas is built once and grouped by partition: a scheduler reaches its own group.
+  void StepSchedulers(absl::Time now);
   void SchedulerStep(absl::Time now, int s);
-  // What the node agents this scheduler reaches answer to Node.ListReplicas.
-  std::vector<scheduler::NodeReport> Reports(int s) const;
   // Rollout figures, flagged leaks and takeovers, from the acting scheduler's step.
   void Observe(absl::Time now, int s, const scheduler::ControlOutput& out);
   void Apply(absl::Time now, int s, const Action& a);
@@ -152,6 +153,7 @@ class ClusterSim {
   Random rng_;
   absl::Time start_;
   std::vector<SimNode> nodes_;
+  std::map<int, std::vector<scheduler::NodeReport>> reports_;  // this round's, by group
   SimNetwork network_;
   std::unordered_map<std::string, int> by_id_;
   EventQueue<QEvent> queue_;
@@ -409,6 +411,33 @@ void ClusterSim::Apply(absl::Time now, int s, const Action& a) {
   }
 }
 
+void ClusterSim::StepSchedulers(absl::Time now) {
+  reports_.clear();
+  for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
+    const SimNode& n = nodes_[i];
+    if (!n.gpu || !n.started || n.killed) continue;  // keeps its last report
+    scheduler::NodeReport report{n.id, n.boot_id, /*pulls_models=*/true, n.staged, {}};
+    report.replicas.reserve(n.replicas.size());
+    for (const AgentReplica& r : n.replicas) {
+      report.replicas.push_back(scheduler::ReportedReplica{
+          .replica_id = scheduler::ReplicaId(r.record.deployment, r.record.ordinal),
+          .state = std::string(scheduler::ReplicaPhaseName(r.record.phase)),
+          .version = std::string(scheduler::VersionOfTrack(r.record.deployment)),
+          .generation = r.record.generation,
+          .devices = r.record.allocation.gpus,
+          .state_since = r.record.phase_since,
+          .labels = {{std::string(scheduler::kDeploymentLabel), r.record.deployment}},
+          .inter_token_p99_ms = r.p99_ms,
+          .recent_finished = r.p99_ms > 0 ? 1 : 0,  // measured, no errors
+          .memory_bytes = r.memory_bytes});
+    }
+    reports_[n.group].push_back(std::move(report));
+  }
+  for (int s = 0; s < static_cast<int>(nodes_.size()); ++s) {
+    if (nodes_[s].scheduler && !nodes_[s].killed) SchedulerStep(now, s);
+  }
+}
+
 // One control step of scheduler `s`, as the scheduler service takes it (scheduler_service.h):
 // the scheduler set from the election over its view goes to the spec store, the node agents it
 // reaches report, and the control loop steps; the acting one's writes go to the store and its
@@ -439,7 +468,7 @@ void ClusterSim::SchedulerStep(absl::Time now, int s) {
   scheduler::ControlInput in;
   in.now = now;
   in.members = &members;
-  in.reports = Reports(s);
+  in.reports = reports_[me.group];
   in.state = &me.store->Records();
   in.leader = me.store->Leader();
   in.term = me.store->Term();
@@ -452,34 +481,6 @@ void ClusterSim::SchedulerStep(absl::Time now, int s) {
   if (!in.acting) return;
   Observe(now, s, out);
   for (const scheduler::NodeAction& a : out.actions) Apply(now, s, a.action);
-}
-
-std::vector<scheduler::NodeReport> ClusterSim::Reports(int s) const {
-  std::vector<scheduler::NodeReport> reports;
-  for (int i = 0; i < static_cast<int>(nodes_.size()); ++i) {
-    const SimNode& n = nodes_[i];
-    if (!n.gpu || !n.started || !Connected(s, i)) continue;  // keeps its last report
-    scheduler::NodeReport report{n.id, n.boot_id, /*pulls_models=*/true, n.staged, {}};
-    report.replicas.reserve(n.replicas.size());
-    for (const AgentReplica& r : n.replicas) {
-      scheduler::ReportedReplica rep;
-      rep.replica_id = scheduler::ReplicaId(r.record.deployment, r.record.ordinal);
-      rep.state = r.record.phase == ReplicaPhase::kReady    ? "ready"
-                  : r.record.phase == ReplicaPhase::kFailed ? "failed"
-                                                            : "starting";
-      rep.version = std::string(scheduler::VersionOfTrack(r.record.deployment));
-      rep.generation = r.record.generation;
-      rep.devices = r.record.allocation.gpus;
-      rep.state_since = r.record.phase_since;
-      rep.labels = {{std::string(scheduler::kDeploymentLabel), r.record.deployment}};
-      rep.inter_token_p99_ms = r.p99_ms;
-      rep.recent_finished = r.p99_ms > 0 ? 1 : 0;  // measured, no errors
-      rep.memory_bytes = r.memory_bytes;
-      report.replicas.push_back(std::move(rep));
-    }
-    reports.push_back(std::move(report));
-  }
-  return reports;
 }
 
 void ClusterSim::Observe(absl::Time now, int s, const scheduler::ControlOutput& out) {
@@ -814,11 +815,7 @@ void ClusterSim::Check(absl::Time now) {
       WriteSpecs(now);
     }
   }
-  if (checks_ % kStepEveryChecks == 0 && phase_ != Phase::kWarmup) {
-    for (int s = 0; s < static_cast<int>(nodes_.size()); ++s) {
-      if (nodes_[s].scheduler && !nodes_[s].killed) SchedulerStep(now, s);
-    }
-  }
+  if (checks_ % kStepEveryChecks == 0 && phase_ != Phase::kWarmup) StepSchedulers(now);
   int ready = ReadyReplicas();
   int desired = desired_.empty() ? 0 : desired_.front().spec.replicas;
   if ((o_.scenario == "lifetime" || o_.scenario == "leak") && phase_ == Phase::kFault) {

@@ -55,10 +55,9 @@ struct Cluster {
     in.leader = acting ? "sched-1" : "sched-2";
     in.term = 3;
     in.acting = acting;
-    for (const auto& m : members) {
-      NodeReport r{m.id, 1, false, {}, agents[m.id]};
-      in.reports.push_back(std::move(r));
-    }
+    std::vector<NodeReport> reports;
+    for (const auto& m : members) reports.push_back(NodeReport{m.id, 1, false, {}, agents[m.id]});
+    in.reports = reports;
     ControlOutput out = loop.Step(in);
     for (const auto& [key, value] : out.writes) Put(key, value);
     return out;
