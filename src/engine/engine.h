@@ -103,7 +103,8 @@ struct EngineLoad {
   int64_t memory_bytes = 0;
   double ttft_p50_ms = 0, ttft_p99_ms = 0;  // time to first token, recent requests
   double itl_p50_ms = 0, itl_p99_ms = 0;    // inter-token latency, recent tokens
-  uint64_t preemptions = 0;                 // since start
+  double queue_p90_ms = 0;   // arrival to the first step that ran it, recent requests
+  uint64_t preemptions = 0;  // since start
   uint64_t steps = 0;
   // Requests accepted and not finished, counted exactly at the call (queued ones included); what
   // a drain waits on.

@@ -243,6 +243,12 @@ absl::StatusOr<absl::Duration> EngineCore::Step(const std::function<void(absl::D
   std::vector<ScheduledChunk> chunks = scheduler_.Schedule();
   schedule_seconds_ += seconds_since(phase);
   if (chunks.empty()) return absl::ZeroDuration();
+  const absl::Time scheduled_at = clock_->MonotonicNow();
+  for (const ScheduledChunk& c : chunks) {
+    if (c.seq->scheduled) continue;
+    c.seq->scheduled = true;
+    queue_ms_.Add(absl::ToDoubleMilliseconds(scheduled_at - c.seq->arrival));
+  }
   phase = SteadyClock::now();
   // Tokens are chosen on the device when it can and every sampled sequence allows it (no
   // repetition penalty, no log-probabilities): only the ids cross to the host, not a vocabulary
@@ -328,6 +334,7 @@ EngineLoad EngineCore::Load() const {
   load.ttft_p99_ms = ttft_ms_.Quantile(0.99);
   load.itl_p50_ms = itl_ms_.Quantile(0.5);
   load.itl_p99_ms = itl_ms_.Quantile(0.99);
+  load.queue_p90_ms = queue_ms_.Quantile(0.9);
   load.expected_output_tokens = output_lengths_.ready() ? output_lengths_.Mean() : 0.0;
   load.recent_finished = static_cast<int32_t>(outcome_count_);
   load.error_rate = outcome_count_ == 0 ? 0.0 : double(outcome_errors_) / double(outcome_count_);

@@ -80,6 +80,7 @@ class EngineCore {
   std::vector<DeviceSampling> device_sampling_;  // the step's rows, when sampled on the device
   std::vector<int32_t> device_tokens_;
   LatencyWindow ttft_ms_, itl_ms_;
+  LatencyWindow queue_ms_;  // arrival to the first step that runs a request
   // How the last requests ended, as a ring: true for an engine error (Load's error_rate).
   static constexpr size_t kOutcomes = 256;
   std::array<bool, kOutcomes> outcomes_{};

@@ -47,6 +47,7 @@ struct Sequence {
   std::string text;      // all generated text so far
   size_t text_sent = 0;  // bytes of `text` already streamed
   absl::Time arrival;
+  bool scheduled = false;  // ran in a step once: its queue time is counted
   std::optional<absl::Time> last_token_time;
   int32_t preemptions = 0;
 };

@@ -361,6 +361,7 @@ void NodeService::FillStatus(const ReplicaView& v, exaserve::v1::ReplicaStatus* 
     p->set_kv_blocks_total(load.kv_blocks_total);
     p->set_ttft_p99_ms(load.ttft_p99_ms);
     p->set_inter_token_p99_ms(load.itl_p99_ms);
+    p->set_queue_time_p90_ms(load.queue_p90_ms);
     p->set_recent_finished(load.recent_finished);
     p->set_error_rate(load.error_rate);
     p->set_memory_bytes(load.memory_bytes);

@@ -42,6 +42,10 @@ NodeReport ReportFromProto(const std::string& node, const pb::ListReplicasRespon
     rep.error_rate = s.error_rate();
     rep.recent_finished = s.recent_finished();
     rep.memory_bytes = static_cast<uint64_t>(std::max<int64_t>(0, s.memory_bytes()));
+    rep.pending_tokens = std::max<int64_t>(0, s.pending_tokens());
+    rep.running_sequences = std::max(0, s.running_sequences());
+    rep.waiting_sequences = std::max(0, s.waiting_sequences());
+    rep.queue_time_p90_ms = s.queue_time_p90_ms();
     out.replicas.push_back(std::move(rep));
   }
   return out;

@@ -152,6 +152,7 @@ void ControlLoop::StepInto(const ControlInput& in, ControlOutput& out) {
   const Specs specs = SpecsIn(*in.state);
   const std::vector<cluster::LabelRule> rules = LabelRulesIn(*in.state);
   ReadyByVersion ready_by_version;
+  loads_.clear();
   for (const NodeReport& report : in.reports) {
     TakeReport(in.now, report, specs, rules, out, ready_by_version);
   }
@@ -235,6 +236,7 @@ void ControlLoop::TakeReport(absl::Time now, const NodeReport& report, const Spe
       if (ready == ready_by_version.end())
         ready = ready_by_version.try_emplace(std::string(spec_name)).first;
       ready->second[r.version]++;
+      AddLoad(spec_name, r);
       Sample(now, seen, r, spec);
       if (r.memory_bytes > 0) ObserveMemory(now, key, spec_name, r, &leak_seen);
     }
@@ -262,6 +264,23 @@ void ControlLoop::CatchUpLabels(const std::vector<cluster::LabelRule>& rules,
       r.labels, cluster::ApplyRules(rules, r.replica_id, r.model, r.version, r.labels));
   if (!change.set.empty() || !change.remove.empty()) {
     out.relabels.push_back({std::string(spec), node, r.replica_id, std::move(change)});
+  }
+}
+
+void ControlLoop::AddLoad(std::string_view spec, const ReportedReplica& r) {
+  auto it = loads_.find(spec);
+  if (it == loads_.end()) it = loads_.try_emplace(std::string(spec)).first;
+  Load& l = it->second;
+  l.ready++;
+  l.pending_tokens += std::max<int64_t>(0, r.pending_tokens);
+  l.in_flight += std::max(0, r.running_sequences) + std::max(0, r.waiting_sequences);
+  if (r.ttft_p99_ms > 0) {
+    l.ttft_s += r.ttft_p99_ms / 1000;
+    l.ttft_n++;
+  }
+  if (r.queue_time_p90_ms > 0) {
+    l.queue_s += r.queue_time_p90_ms / 1000;
+    l.queue_n++;
   }
 }
 
@@ -331,9 +350,22 @@ void ControlLoop::ObserveMemory(absl::Time now, const std::string& key, std::str
 std::vector<DesiredDeployment> ControlLoop::Tracks(const ControlInput& in, const Specs& specs,
                                                    ReadyByVersion& ready, ControlOutput& out) {
   std::vector<DesiredDeployment> desired;
-  for (const auto& [name, d] : specs) {
+  scaled_.clear();
+  std::erase_if(autoscalers_, [&](const auto& kv) {
+    auto d = specs.find(kv.first);
+    return d == specs.end() || !d->second->spec.autoscaling.enabled;
+  });
+  for (const auto& [name, spec] : specs) {
     RolloutState state = RolloutStateIn(*in.state, name);
-    if (in.acting) state = ApplyCommands(in.now, *in.state, d->spec, std::move(state), out);
+    if (in.acting) state = ApplyCommands(in.now, *in.state, spec->spec, std::move(state), out);
+    DesiredDeployment scaled;  // an autoscaled spec at the count in force
+    const DesiredDeployment* d = spec;
+    if (spec->spec.autoscaling.enabled) {
+      scaled = *spec;
+      scaled.spec.replicas = Autoscale(in, *spec, state, out);
+      scaled_[name] = scaled.spec.replicas;
+      d = &scaled;
+    }
     RolloutStep step = AdvanceRollout(in.now, d->spec, state, ready[name], window_);
     if (in.acting) {
       for (std::string& e : step.events) Record(in.now, name, std::move(e), /*rollout=*/true);
@@ -360,6 +392,46 @@ std::vector<DesiredDeployment> ControlLoop::Tracks(const ControlInput& in, const
     }
   }
   return desired;
+}
+
+int ControlLoop::Autoscale(const ControlInput& in, const DesiredDeployment& d,
+                           const RolloutState& rollout, ControlOutput& out) {
+  const std::string& name = d.spec.name;
+  const AutoscalingSpec& a = d.spec.autoscaling;
+  const std::optional<AutoscaleState> stored = AutoscaleStateIn(*in.state, name);
+  const int current = stored ? stored->desired : d.spec.replicas;
+  const Load load = loads_.count(name) ? loads_.at(name) : Load{};
+  double value = -1;
+  if (a.metric == "pendingTokensPerReplica" && load.ready > 0) {
+    value = static_cast<double>(load.pending_tokens) / load.ready;
+  } else if (a.metric == "ttftP99" && load.ttft_n > 0) {
+    value = load.ttft_s / load.ttft_n;
+  } else if (a.metric == "queueTimeP90" && load.queue_n > 0) {
+    value = load.queue_s / load.queue_n;
+  } else if (a.metric != "pendingTokensPerReplica" && load.ready > 0) {
+    value = 0;  // ready replicas that served nothing recently: no latency, no load
+  }
+  const bool observing =
+      rollout.phase == RolloutPhase::kProgressing || rollout.phase == RolloutPhase::kObserving;
+  const AutoscaleDecision decision = autoscalers_[name].Step(
+      d.spec, AutoscaleInput{in.now, current, load.ready, value, load.in_flight, observing});
+  out.autoscaled.push_back({name, decision.desired, in.acting ? decision.direction : 0});
+  if (!in.acting || (stored && stored->desired == decision.desired)) return decision.desired;
+  if (decision.direction != 0) {
+    EXA_LOG_INFO("scheduler", "autoscaler decision",
+                 {{"deployment", name},
+                  {"from", static_cast<int64_t>(current)},
+                  {"to", static_cast<int64_t>(decision.desired)},
+                  {"reason", decision.reason}});
+    Record(in.now, name,
+           StrCat("autoscaler: ", current, " -> ", decision.desired, " replicas (", decision.reason,
+                  ")"),
+           /*rollout=*/false);
+  }
+  out.writes.emplace_back(
+      StrCat(kAutoscalePrefix, name),
+      AutoscaleStateToJson({decision.desired, absl::ToUnixMillis(in.now), decision.reason}));
+  return decision.desired;
 }
 
 // Applies an operator command stored for the spec and not yet applied.
@@ -423,7 +495,8 @@ void ControlLoop::Summarize(const ControlInput& in, const Specs& specs,
   }
   for (const auto& [name, d] : specs) {
     sums[name].name = name;
-    sums[name].desired = d->spec.replicas;
+    auto scaled = scaled_.find(name);
+    sums[name].desired = scaled == scaled_.end() ? d->spec.replicas : scaled->second;
   }
   for (auto it = status_.begin(); it != status_.end();) {
     if (sums.count(it->first) || in.state->count(StrCat(kSpecPrefix, it->first))) {

@@ -34,6 +34,7 @@
 #include "absl/time/time.h"
 #include "cluster/label_rule.h"
 #include "membership/member.h"
+#include "scheduler/autoscaler.h"
 #include "scheduler/leak_detector.h"
 #include "scheduler/memory_planner.h"
 #include "scheduler/reconciler.h"
@@ -60,6 +61,11 @@ struct ReportedReplica {
   double error_rate = 0;
   int64_t recent_finished = 0;
   uint64_t memory_bytes = 0;
+  // Load right now, what the autoscaler follows (autoscaler.h); queue time 0 or less: none.
+  int64_t pending_tokens = 0;
+  int32_t running_sequences = 0;
+  int32_t waiting_sequences = 0;
+  double queue_time_p90_ms = 0;
 };
 
 // A node agent's answer this step. A node that did not answer keeps its last report.
@@ -106,6 +112,13 @@ struct ControlEvent {
   bool rollout = false;  // said by the rollout state machine (rollout.h)
 };
 
+// An autoscaled deployment's count this step (the metrics export it).
+struct AutoscaleReport {
+  std::string deployment;
+  int desired = 0;
+  int direction = 0;  // +1 up, -1 down, 0 unchanged: a decision when not 0
+};
+
 struct ControlOutput {
   // Empty unless acting.
   std::vector<std::pair<std::string, std::string>> writes;  // rollout states to store
@@ -115,6 +128,7 @@ struct ControlOutput {
   std::vector<std::string> rollbacks;
   std::vector<std::string> gone;
   std::vector<ControlEvent> events;  // every event of this step, in order
+  std::vector<AutoscaleReport> autoscaled;
 };
 
 struct ControlLoopOptions {
@@ -174,6 +188,15 @@ class ControlLoop {
   };
   using Specs = std::map<std::string, const DesiredDeployment*, std::less<>>;  // name → parsed
   using ReadyByVersion = std::map<std::string, std::map<std::string, int>, std::less<>>;
+  // What a deployment's ready replicas report this step, summed (the autoscaler's input).
+  struct Load {
+    int ready = 0;
+    int64_t pending_tokens = 0;
+    int64_t in_flight = 0;
+    double ttft_s = 0, queue_s = 0;  // sums over the replicas that reported one
+    int ttft_n = 0, queue_n = 0;
+  };
+  using Loads = std::map<std::string, Load, std::less<>>;
   // What the loop remembers of one reported replica across steps.
   struct ReplicaSeen {
     std::string phase;                             // "state[: reason]" as last reported
@@ -189,6 +212,7 @@ class ControlLoop {
                   ReadyByVersion& ready_by_version);
   void CatchUpLabels(const std::vector<cluster::LabelRule>& rules, const std::string& node,
                      std::string_view spec, const ReportedReplica& r, ControlOutput& out);
+  void AddLoad(std::string_view spec, const ReportedReplica& r);
   ReplicaSeen& Seen(absl::Time now, const std::string& key);
   void ForgetUnseen(absl::Time now);
   static bool SamePhase(std::string_view phase, std::string_view state, std::string_view reason);
@@ -198,6 +222,10 @@ class ControlLoop {
                      const ReportedReplica& r, absl::flat_hash_set<std::string>* seen);
   std::vector<DesiredDeployment> Tracks(const ControlInput& in, const Specs& specs,
                                         ReadyByVersion& ready, ControlOutput& out);
+  // The replica count in force for an autoscaled spec, decided this step (autoscaler.h); the
+  // acting scheduler stores a change.
+  int Autoscale(const ControlInput& in, const DesiredDeployment& d, const RolloutState& rollout,
+                ControlOutput& out);
   RolloutState ApplyCommands(absl::Time now, const StoreRecords& state,
                              const InferenceReplicaSpec& spec, RolloutState rollout,
                              ControlOutput& out);
@@ -225,6 +253,9 @@ class ControlLoop {
   std::set<std::string> prestage_announced_;              // "node\nweights"
   std::map<std::string, std::string> prestage_failures_;  // what → last failure
   GenerationMemory generations_;
+  Loads loads_;                                    // this step's, by spec
+  std::map<std::string, Autoscaler> autoscalers_;  // by autoscaled spec
+  std::map<std::string, int> scaled_;              // this step's count, by autoscaled spec
 };
 
 }  // namespace exa::scheduler

@@ -295,7 +295,7 @@ std::optional<grpc::Status> SchedulerService::DeleteLocked(const pb::DeleteSpecR
   }
   AddEventLocked(request.name(), StrCat("spec deleted on ", options_.node_id));
   std::vector<std::pair<std::string, std::optional<std::string>>> writes = {{key, std::nullopt}};
-  for (std::string_view prefix : {kRolloutPrefix, kRolloutCommandPrefix}) {
+  for (std::string_view prefix : {kRolloutPrefix, kRolloutCommandPrefix, kAutoscalePrefix}) {
     std::string k = StrCat(prefix, request.name());
     if (store_->Get(k)) writes.emplace_back(k, std::nullopt);
   }

@@ -60,6 +60,14 @@ SchedulerService::SchedulerService(SchedulerServiceOptions options, SchedulerEnv
         "Replicas this scheduler replaced while serving (a surge copy started, or stopped to "
         "restart in place), by deployment and cause: max_lifetime or memory_leak.",
         {"deployment", "cause"});
+    autoscale_desired_ = &r->AddGauge("exaserve_autoscaler_desired_replicas",
+                                      "Replicas the autoscaler wants for an autoscaled deployment "
+                                      "(docs/architecture.md#autoscaling).",
+                                      {"deployment"});
+    autoscale_decisions_ = &r->AddCounter(
+        "exaserve_autoscaler_decisions_total",
+        "Autoscaler decisions this scheduler stored, by deployment and direction (up, down).",
+        {"deployment", "direction"});
     reconciler_gauge_ = &r->SimpleGauge("exaserve_scheduler_reconciling",
                                         "1 on the scheduler that reconciles, else 0.");
     leaking_gauge_ = &r->SimpleGauge(
@@ -288,6 +296,16 @@ void SchedulerService::ExportLocked(const ControlOutput& out, bool acting) {
                         std::string(ReplacementLabel(a.action.replacement))})
           .Increment();
     }
+  }
+  if (autoscale_desired_) {
+    for (const AutoscaleReport& a : out.autoscaled) {
+      autoscale_desired_->WithLabels({a.deployment}).Set(a.desired);
+      if (a.direction != 0) {
+        autoscale_decisions_->WithLabels({a.deployment, a.direction > 0 ? "up" : "down"})
+            .Increment();
+      }
+    }
+    for (const std::string& name : out.gone) autoscale_desired_->WithLabels({name}).Set(0);
   }
   if (!desired_gauge_) return;
   for (const std::string& name : out.gone) {

@@ -251,6 +251,8 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   metrics::Gauge* leaking_gauge_ = nullptr;
   metrics::Family<metrics::Counter>* rollbacks_ = nullptr;
   metrics::Family<metrics::Counter>* replacements_ = nullptr;  // deployment, cause
+  metrics::Family<metrics::Gauge>* autoscale_desired_ = nullptr;
+  metrics::Family<metrics::Counter>* autoscale_decisions_ = nullptr;  // deployment, direction
 
   ClusterClient client_;
   absl::Mutex start_mu_;                                 // serializes Start and Stop

@@ -17,106 +17,14 @@
 #include "common/strings.h"
 #include "common/units.h"
 #include "config/schema.h"
+#include "scheduler/spec_reader.h"
 #include "yaml-cpp/yaml.h"
 
 namespace exa::scheduler {
 namespace {
 
-// Where a YAML node sits, for error messages ("spec.yaml:7:13").
-class Reader {
- public:
-  Reader(std::string_view source, int first_line) : source_(source), first_line_(first_line) {}
-
-  absl::Status Error(const YAML::Node& at, std::string_view path, std::string_view what) const {
-    return absl::InvalidArgumentError(StrCat(Where(at), ": ", path, " ", what));
-  }
-
-  std::string Where(const YAML::Node& at) const {
-    YAML::Mark mark = at.Mark();
-    if (mark.is_null()) return std::string(source_);
-    return StrCat(source_, ":", first_line_ + mark.line + 1, ":", mark.column + 1);
-  }
-
-  // A mapping whose keys must all be in `allowed`; an unknown key gets the nearest allowed one.
-  absl::Status CheckMap(const YAML::Node& node, std::string_view path,
-                        std::initializer_list<std::string_view> allowed) const {
-    if (!node.IsMap()) return Error(node, path, "must be a mapping");
-    std::set<std::string> seen;
-    for (const auto& kv : node) {
-      std::string key = kv.first.IsScalar() ? kv.first.Scalar() : "?";
-      std::string field = path.empty() ? key : StrCat(path, ".", key);
-      if (!seen.insert(key).second) return Error(kv.first, field, "appears twice");
-      if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
-      std::string_view best;
-      size_t best_distance = std::numeric_limits<size_t>::max();
-      std::string list;
-      for (std::string_view a : allowed) {
-        StrAppend(&list, list.empty() ? "" : ", ", a);
-        size_t d = config::EditDistance(key, a);
-        if (d < best_distance) {
-          best_distance = d;
-          best = a;
-        }
-      }
-      std::string hint = best_distance <= std::max<size_t>(2, key.size() / 3)
-                             ? StrCat("did you mean \"", best, "\"? ")
-                             : "";
-      return absl::InvalidArgumentError(
-          StrCat(Where(kv.first), ": unknown field \"", field, "\"; ", hint, "allowed: ", list));
-    }
-    return absl::OkStatus();
-  }
-
-  absl::StatusOr<std::string> String(const YAML::Node& node, std::string_view path) const {
-    if (!node.IsScalar()) return Error(node, path, "must be a string");
-    return node.Scalar();
-  }
-
-  absl::StatusOr<int> Int(const YAML::Node& node, std::string_view path, int64_t lo,
-                          int64_t hi) const {
-    if (!node.IsScalar()) return Error(node, path, "must be an integer");
-    const std::string& s = node.Scalar();
-    char* end = nullptr;
-    errno = 0;
-    long long v = std::strtoll(s.c_str(), &end, 10);
-    if (s.empty() || *end != '\0' || errno == ERANGE) {
-      return Error(node, path, StrCat("\"", s, "\": expected an integer in [", lo, ", ", hi, "]"));
-    }
-    if (v < lo || v > hi) {
-      return Error(node, path, StrCat(v, ": must be in [", lo, ", ", hi, "]"));
-    }
-    return static_cast<int>(v);
-  }
-
-  absl::StatusOr<bool> Bool(const YAML::Node& node, std::string_view path) const {
-    if (node.IsScalar()) {
-      const std::string& s = node.Scalar();
-      if (s == "true") return true;
-      if (s == "false") return false;
-      return Error(node, path, StrCat("\"", s, "\": expected true or false"));
-    }
-    return Error(node, path, "must be true or false");
-  }
-
-  absl::StatusOr<uint64_t> Bytes(const YAML::Node& node, std::string_view path) const {
-    if (!node.IsScalar()) return Error(node, path, "must be a quantity like 53Gi");
-    absl::StatusOr<uint64_t> v = ParseBytes(node.Scalar());
-    if (!v.ok()) return Error(node, path, ToStd(v.status().message()));
-    return *v;
-  }
-
-  absl::StatusOr<absl::Duration> Duration(const YAML::Node& node, std::string_view path) const {
-    if (!node.IsScalar()) return Error(node, path, "must be a duration like 30s");
-    absl::StatusOr<absl::Duration> v = ParseDuration(node.Scalar());
-    if (!v.ok()) return Error(node, path, ToStd(v.status().message()));
-    if (*v < absl::ZeroDuration()) return Error(node, path, "must not be negative");
-    return *v;
-  }
-
- private:
-  std::string_view source_;
-  int first_line_;  // of the document within the file, 0-based
-};
+using spec_internal::ParseFraction;
+using spec_internal::Reader;
 
 // Documents of a multi-document file, each with its first line. yaml-cpp 0.7's LoadAll loops
 // allocating without end on a stray top-level ',' after a document (found by the fuzz corpus),
@@ -317,20 +225,6 @@ absl::Status ParseProbe(const Reader& r, const YAML::Node& n, ProbeSpec& out) {
 }
 
 // "10%" or "0.1" (a fraction) → 0.1.
-absl::StatusOr<double> ParseFraction(const Reader& r, const YAML::Node& n, std::string_view path) {
-  if (!n.IsScalar()) return r.Error(n, path, "must be a percentage like 10%");
-  std::string text = n.Scalar();
-  bool percent = !text.empty() && text.back() == '%';
-  if (percent) text.pop_back();
-  char* end = nullptr;
-  errno = 0;
-  double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v)) {
-    return r.Error(n, path, StrCat("\"", n.Scalar(), "\": expected a percentage like 10%"));
-  }
-  return percent ? v / 100 : v;
-}
-
 absl::Status ParseRollout(const Reader& r, const YAML::Node& n, RolloutSpec& out) {
   EXA_RETURN_IF_ERROR(r.CheckMap(
       n, "spec.rollout",
@@ -411,7 +305,7 @@ absl::Status ParseSpecBody(const Reader& r, const YAML::Node& n, InferenceReplic
       r.CheckMap(n, "spec",
                  {"model", "version", "backend", "replicas", "resources", "topology", "healthCheck",
                   "scheduling", "labels", "probe", "deadGrace", "maxLifetime", "context",
-                  "concurrency", "rollout", "maxUnavailable"}));
+                  "concurrency", "rollout", "maxUnavailable", "autoscaling"}));
   if (!n["model"]) return r.Error(n, "spec.model", "is required");
   EXA_ASSIGN_OR_RETURN(s.model, r.String(n["model"], "spec.model"));
   if (!ValidModelName(s.model)) {
@@ -462,6 +356,9 @@ absl::Status ParseSpecBody(const Reader& r, const YAML::Node& n, InferenceReplic
   if (n["maxUnavailable"]) {
     EXA_ASSIGN_OR_RETURN(s.max_unavailable,
                          r.Int(n["maxUnavailable"], "spec.maxUnavailable", 1, kMaxReplicas));
+  }
+  if (n["autoscaling"]) {
+    EXA_RETURN_IF_ERROR(spec_internal::ParseAutoscaling(r, n["autoscaling"], s.autoscaling));
   }
   return absl::OkStatus();
 }
@@ -519,6 +416,24 @@ std::string Quote(std::string_view s) {
 }
 
 }  // namespace
+
+namespace spec_internal {
+
+absl::StatusOr<double> ParseFraction(const Reader& r, const YAML::Node& n, std::string_view path) {
+  if (!n.IsScalar()) return r.Error(n, path, "must be a percentage like 10%");
+  std::string text = n.Scalar();
+  bool percent = !text.empty() && text.back() == '%';
+  if (percent) text.pop_back();
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v)) {
+    return r.Error(n, path, StrCat("\"", n.Scalar(), "\": expected a percentage like 10%"));
+  }
+  return percent ? v / 100 : v;
+}
+
+}  // namespace spec_internal
 
 absl::Status ValidateSpec(const InferenceReplicaSpec& s) {
   if (!ValidName(s.name)) {
@@ -586,7 +501,7 @@ absl::Status ValidateSpec(const InferenceReplicaSpec& s) {
     return absl::InvalidArgumentError(
         "spec.rollout.keepRollbackTarget and spec.maxUnavailable: must not be negative");
   }
-  return absl::OkStatus();
+  return ValidateAutoscaling(s);
 }
 
 std::vector<int> RolloutStageCounts(const InferenceReplicaSpec& spec) {
@@ -725,6 +640,7 @@ std::string SpecToYaml(const InferenceReplicaSpec& s, std::optional<uint64_t> re
             "]\n    keepRollbackTarget: ", s.rollout.keep_rollback_target,
             "\n    minSamples: ", s.rollout.min_samples, "\n");
   if (s.max_unavailable > 0) StrAppend(&out, "  maxUnavailable: ", s.max_unavailable, "\n");
+  StrAppend(&out, AutoscalingToYaml(s.autoscaling));
   return out;
 }
 

@@ -15,9 +15,10 @@
 //     scheduling: {batchSize: 512, warmupReplicas: 256}
 //
 // plus `version`, `backend`, `labels`, `probe` {prompt, expect}, `deadGrace`, `maxLifetime`,
-// `context` and `concurrency` under `spec`. Parsing is strict: an unknown field is refused with
-// the nearest valid one, and every error names file:line:column, the field path, the value and
-// what is allowed. A document either parses whole or not at all (never half-applied).
+// `context`, `concurrency`, `rollout`, `maxUnavailable` and `autoscaling` under `spec`. Parsing is
+// strict: an unknown field is refused with the nearest valid one, and every error names
+// file:line:column, the field path, the value and what is allowed. A document either parses whole
+// or not at all (never half-applied).
 //
 // Thread safety: the functions are pure.
 #pragma once
@@ -112,6 +113,30 @@ struct RolloutSpec {
   bool operator==(const RolloutSpec&) const = default;
 };
 
+// Metrics an autoscaler follows (docs/architecture.md#autoscaling), averaged over a deployment's
+// ready replicas: pendingTokensPerReplica (prompt tokens not yet prefilled plus expected decode
+// tokens, per replica), queueTimeP90 and ttftP99 (seconds; written as durations like 500ms).
+inline constexpr std::string_view kAutoscalingMetrics[] = {"pendingTokensPerReplica",
+                                                           "queueTimeP90", "ttftP99"};
+
+// spec.autoscaling: the replica count follows the load between minReplicas and maxReplicas;
+// spec.replicas is the starting count. Absent (`enabled` false): the count is fixed.
+struct AutoscalingSpec {
+  bool enabled = false;
+  int min_replicas = 1;
+  int max_replicas = 0;
+  std::string metric = "pendingTokensPerReplica";
+  double target = 0;  // tokens per replica, or seconds for the latency metrics
+  // A scale-up (-down) takes the lowest (highest) count recommended over this window.
+  absl::Duration scale_up_stabilization = absl::ZeroDuration();
+  absl::Duration scale_down_stabilization = absl::Minutes(5);
+  // Per minute: the count may grow to at most max(count × maxScaleUpRate, count + 4) and shrink
+  // by at most maxScaleDownRate of it.
+  double max_scale_up_rate = 2.0;
+  double max_scale_down_rate = 0.5;
+  bool operator==(const AutoscalingSpec&) const = default;
+};
+
 struct InferenceReplicaSpec {
   std::string name;  // metadata.name
   std::string model;
@@ -134,6 +159,7 @@ struct InferenceReplicaSpec {
   // Replicas a rollout or a lifetime restart may take out of service at once; 0: 1 % of
   // replicas, at least 1 (the 99 % availability floor).
   int max_unavailable = 0;
+  AutoscalingSpec autoscaling;
   bool operator==(const InferenceReplicaSpec&) const = default;
 };
 
@@ -167,6 +193,11 @@ std::string SpecToYaml(const InferenceReplicaSpec& spec,
 // The replicas a spec's rollout stages put on the new version, resolved against spec.replicas:
 // strictly increasing, the last equal to spec.replicas. Defaults are clamped and deduplicated.
 std::vector<int> RolloutStageCounts(const InferenceReplicaSpec& spec);
+
+// The cross-field rules of spec.autoscaling (ValidateSpec runs them), and its canonical YAML
+// (empty when absent).
+absl::Status ValidateAutoscaling(const InferenceReplicaSpec& spec);
+std::string AutoscalingToYaml(const AutoscalingSpec& autoscaling);
 
 // spec.max_unavailable, or its default.
 int MaxUnavailable(const InferenceReplicaSpec& spec);

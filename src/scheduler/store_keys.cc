@@ -15,7 +15,7 @@ bool HasPrefix(std::string_view key, std::string_view prefix) {
 
 bool IsStoreKey(std::string_view key) {
   for (std::string_view prefix : {kSpecPrefix, kNodePrefix, kRolloutPrefix, kRolloutCommandPrefix,
-                                  kRoutePrefix, kLabelRulePrefix}) {
+                                  kRoutePrefix, kLabelRulePrefix, kAutoscalePrefix}) {
     if (key.size() > prefix.size() && HasPrefix(key, prefix)) return true;
   }
   return false;
@@ -89,6 +89,32 @@ RolloutState RolloutStateIn(const StoreRecords& records, const std::string& name
     return RolloutState{};
   }
   return *s;
+}
+
+std::string AutoscaleStateToJson(const AutoscaleState& state) {
+  return json{
+      {"desired", state.desired}, {"at_unix_ms", state.at_unix_ms}, {"reason", state.reason}}
+      .dump();
+}
+
+std::optional<AutoscaleState> AutoscaleStateIn(const StoreRecords& records,
+                                               const std::string& name) {
+  auto it = records.find(StrCat(kAutoscalePrefix, name));
+  if (it == records.end()) return std::nullopt;
+  json j = json::parse(it->second.value, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("desired") || !j["desired"].is_number_integer() ||
+      j["desired"].get<int64_t>() < 0 || j["desired"].get<int64_t>() > kMaxReplicas) {
+    EXA_LOG_ERROR("scheduler", "autoscale state unreadable; starting from spec.replicas",
+                  {{"deployment", name}});
+    return std::nullopt;
+  }
+  AutoscaleState s;
+  s.desired = j["desired"].get<int>();
+  if (j.contains("at_unix_ms") && j["at_unix_ms"].is_number_integer()) {
+    s.at_unix_ms = j["at_unix_ms"].get<int64_t>();
+  }
+  if (j.contains("reason") && j["reason"].is_string()) s.reason = j["reason"].get<std::string>();
+  return s;
 }
 
 std::string RolloutCommandToJson(const StoredRolloutCommand& command) {

@@ -5,10 +5,12 @@
 //   node/<id>               a node's operations: cordoned, draining, taints (JSON)
 //   route/<header>          a gateway version route (JSON)
 //   labelrule/<selector>    a stored `replica label` rule, keyed by its selector as JSON
+//   autoscale/<name>        the autoscaler's replica count for the spec (JSON), by the reconciler
 //
 // Thread safety: pure functions over a snapshot of the committed records.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -28,6 +30,7 @@ inline constexpr std::string_view kRolloutPrefix = "rollout/";
 inline constexpr std::string_view kRolloutCommandPrefix = "rollout-command/";
 inline constexpr std::string_view kRoutePrefix = "route/";
 inline constexpr std::string_view kLabelRulePrefix = "labelrule/";
+inline constexpr std::string_view kAutoscalePrefix = "autoscale/";
 
 // Set on every replica the scheduler starts: only labelled replicas are managed (and stopped when
 // their deployment goes away); a node's own replicas are left alone.
@@ -69,6 +72,18 @@ struct StoredRolloutCommand {
 std::string RolloutCommandToJson(const StoredRolloutCommand& command);
 std::optional<StoredRolloutCommand> RolloutCommandIn(const StoreRecords& records,
                                                      const std::string& name);
+
+// The autoscaler's last decision for a spec (autoscaler.h): the replica count in force, so that
+// every scheduler agrees on it and a new leader carries on from it.
+struct AutoscaleState {
+  int desired = 0;
+  int64_t at_unix_ms = 0;
+  std::string reason;
+};
+std::string AutoscaleStateToJson(const AutoscaleState& state);
+// Empty when none is stored, or when it is unreadable (logged).
+std::optional<AutoscaleState> AutoscaleStateIn(const StoreRecords& records,
+                                               const std::string& name);
 
 // How many records have keys starting with `prefix`.
 size_t CountPrefix(const StoreRecords& records, std::string_view prefix);

@@ -173,3 +173,125 @@ TEST_CASE("An operator's rollout command is applied once, by the acting schedule
 
 }  // namespace
 }  // namespace exa::scheduler
+
+namespace exa::scheduler {
+namespace {
+
+constexpr const char* kAutoscaledSpec = R"(apiVersion: exaserve.io/v1
+kind: InferenceReplica
+metadata: {name: chat}
+spec:
+  model: llama-7b
+  replicas: 2
+  resources: {gpu: 1}
+  scheduling: {batchSize: 8, warmupReplicas: 8}
+  autoscaling:
+    minReplicas: 1
+    maxReplicas: 8
+    metric: pendingTokensPerReplica
+    target: 1000
+    scaleDownStabilization: 30s
+)";
+
+// Spreads `total` pending tokens over the ready replicas, as their agents report them.
+void Load(Cluster& c, int64_t total) {
+  const int n = c.Running();
+  for (auto& [node, replicas] : c.agents) {
+    for (ReportedReplica& r : replicas) r.pending_tokens = n == 0 ? 0 : total / n;
+  }
+}
+
+int StoredCount(const Cluster& c) {
+  auto s = AutoscaleStateIn(c.state, "chat");
+  return s ? s->desired : -1;
+}
+
+TEST_CASE("An autoscaled spec follows the load; the count is stored and a new leader carries on") {
+  Cluster c;
+  c.Put("spec/chat", kAutoscaledSpec);
+  for (int i = 0; i < 10; ++i) {
+    Load(c, 2000);
+    c.Obey(c.Step(true));
+  }
+  CHECK(c.Running() == 2);
+  CHECK(StoredCount(c) == 2);
+  for (int i = 0; i < 90; ++i) {
+    Load(c, 6000);
+    c.Obey(c.Step(true));
+  }
+  CHECK(c.Running() == 6);
+  CHECK(StoredCount(c) == 6);
+  CHECK(c.loop.status().at("chat").desired == 6);
+  bool announced = false;
+  for (const auto& e : *c.loop.events("chat")) {
+    announced = announced || e.message.find("autoscaler: 2 -> ") != std::string::npos;
+  }
+  CHECK(announced);
+
+  // A new leader, its windows empty, starts from the stored count: nothing stops.
+  Cluster next;
+  next.state = c.state;
+  next.agents = c.agents;
+  next.now = c.now;
+  Load(next, 6000);
+  ControlOutput out = next.Step(true);
+  for (const NodeAction& a : out.actions) CHECK(a.action.kind != ActionKind::kStop);
+  CHECK(next.loop.status().at("chat").desired == 6);
+
+  // A follower reads the same count and writes nothing.
+  Cluster follower;
+  follower.state = c.state;
+  follower.agents = c.agents;
+  CHECK(follower.Step(false).writes.empty());
+  CHECK(follower.loop.status().at("chat").desired == 6);
+
+  // The load goes: after the stabilization window the count comes down, never below min.
+  for (int i = 0; i < 200; ++i) {
+    Load(next, 0);
+    next.Obey(next.Step(true));
+  }
+  CHECK(StoredCount(next) == 1);
+  CHECK(next.Running() == 1);
+}
+
+TEST_CASE("Autoscaling spec errors name the field and what is allowed") {
+  const std::string base = std::string(kAutoscaledSpec);
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string s = base;
+    s.replace(s.find(from), from.size(), to);
+    return ParseSpecs(s, "chat.yaml").status();
+  };
+  auto message = [](const absl::Status& s) { return std::string(s.message()); };
+  CHECK_THAT(message(with("minReplicas: 1", "minReplicas: 9")),
+             Catch::Contains("minReplicas 9 and maxReplicas 8"));
+  CHECK_THAT(message(with("target: 1000", "target: 0")),
+             Catch::Contains("spec.autoscaling.target") && Catch::Contains("(0, "));
+  CHECK_THAT(message(with("target: 1000", "target: -5")),
+             Catch::Contains("spec.autoscaling.target"));
+  CHECK_THAT(message(with("metric: pendingTokensPerReplica", "metric: qps")),
+             Catch::Contains("expected pendingTokensPerReplica, queueTimeP90 or ttftP99"));
+  CHECK_THAT(
+      message(with("scaleDownStabilization: 30s", "scaleDownStabilization: 2h")),
+      Catch::Contains("spec.autoscaling.scaleDownStabilization") && Catch::Contains("at most 1h"));
+  CHECK_THAT(message(with("minReplicas: 1", "minReplicas: 0")),
+             Catch::Contains("scale to zero is not supported yet"));
+  CHECK_THAT(message(with("replicas: 2", "replicas: 20")),
+             Catch::Contains("spec.replicas: 20 is the starting count"));
+  CHECK_THAT(message(with("metric: pendingTokensPerReplica\n    target: 1000",
+                          "metric: ttftP99\n    target: 1000")),
+             Catch::Contains("spec.autoscaling.target") && Catch::Contains("duration like"));
+  CHECK_THAT(message(with("    target: 1000\n", "    target: 1000\n    maxScaleUpRate: 1\n")),
+             Catch::Contains("spec.autoscaling.maxScaleUpRate") && Catch::Contains("(1, 1000]"));
+  CHECK_THAT(message(with("    target: 1000\n", "    target: 1000\n    tagret: 5\n")),
+             Catch::Contains("did you mean \"target\""));
+  // It reads back as it was written.
+  auto parsed = ParseSpecs(base, "chat.yaml");
+  REQUIRE(parsed.ok());
+  auto again = ParseSpecs(SpecToYaml(parsed->front()), "again.yaml");
+  REQUIRE(again.ok());
+  CHECK(again->front() == parsed->front());
+  CHECK(again->front().autoscaling.target == 1000);
+}
+
+}  // namespace
+}  // namespace exa::scheduler

@@ -1,0 +1,72 @@
+// The replica count of an autoscaled deployment (spec.autoscaling), decided from the load its
+// replicas report (docs/architecture.md#autoscaling). Proportional like Kubernetes' HPA and
+// Knative's KPA: desired = ceil(ready × value / target), averaged over a 60 s
+// stable window; a 6 s panic window reacts to bursts (twice the ready count wanted: scale up at
+// once, and no scale-down for a stable window after); stabilization windows (a scale-up takes the
+// lowest count recommended over scaleUpStabilization, a scale-down the highest over
+// scaleDownStabilization), rate limits against the count of a minute ago, and floors: never
+// below minReplicas or below the slots the sequences in flight need.
+//
+// Every scheduler runs one Autoscaler per autoscaled deployment each control step, so that a new
+// Raft leader decides with windows already full; only the leader's decisions are stored.
+//
+// Thread safety: none; one owner (the control loop).
+#pragma once
+
+#include <deque>
+#include <string>
+
+#include "absl/time/time.h"
+#include "scheduler/spec.h"
+
+namespace exa::scheduler {
+
+// What the autoscaler reads of one deployment in a step.
+struct AutoscaleInput {
+  absl::Time now;
+  int current = 0;        // the count in force: the stored decision, else spec.replicas
+  int ready = 0;          // ready replicas of every version
+  double value = -1;      // the metric (spec.h kAutoscalingMetrics); below 0: none reported
+  int64_t in_flight = 0;  // sequences running or waiting on its replicas
+  // A rollout observation window is open: a scale-down waits for it to close
+  // (docs/architecture.md#autoscaling).
+  bool hold_down = false;
+};
+
+struct AutoscaleDecision {
+  int desired = 0;
+  int direction = 0;  // +1 up, -1 down, 0 unchanged
+  bool panic = false;
+  std::string reason;  // its inputs and why, for the event and the log line
+};
+
+class Autoscaler {
+ public:
+  static constexpr absl::Duration kStableWindow = absl::Seconds(60);
+  static constexpr absl::Duration kPanicWindow = absl::Seconds(6);
+  static constexpr absl::Duration kRateWindow = absl::Minutes(1);
+  static constexpr double kTolerance = 0.10;  // |value / target - 1| within: no change
+
+  AutoscaleDecision Step(const InferenceReplicaSpec& spec, const AutoscaleInput& in);
+
+ private:
+  struct Sample {
+    absl::Time at;
+    double value;
+    double implied;  // ready × value / target
+  };
+  struct Count {
+    absl::Time at;
+    int replicas;
+  };
+  Sample Mean(absl::Time since) const;  // value -1: none
+  int Stabilize(const AutoscalingSpec& a, absl::Time now, int current, int recommended);
+  int RateLimit(const AutoscalingSpec& a, absl::Time now, int current, int desired) const;
+
+  std::deque<Sample> samples_;         // the stable window
+  std::deque<Count> recommendations_;  // the longer stabilization window
+  std::deque<Count> counts_;           // counts in force over the rate window
+  absl::Time panic_until_ = absl::InfinitePast();
+};
+
+}  // namespace exa::scheduler
