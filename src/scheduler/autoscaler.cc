@@ -12,6 +12,10 @@ int Ceil(double implied) {
   return static_cast<int>(std::min<double>(std::ceil(implied - 1e-9), kMaxReplicas));
 }
 
+int Direction(int desired, int current) {
+  return desired > current ? 1 : desired < current ? -1 : 0;
+}
+
 std::string ValueText(const AutoscalingSpec& a, double v) {
   if (a.metric == "pendingTokensPerReplica") return StrCat(std::lround(v), " tokens");
   return StrCat(std::lround(v * 1000), " ms");
@@ -82,7 +86,7 @@ AutoscaleDecision Autoscaler::Step(const InferenceReplicaSpec& spec, const Autos
   const Sample stable = Mean(in.now - kStableWindow);
   const Sample burst = Mean(in.now - kPanicWindow);
   if (stable.value < 0 || in.ready == 0) {
-    d.direction = d.desired > in.current ? 1 : d.desired < in.current ? -1 : 0;
+    d.direction = Direction(d.desired, in.current);
     d.reason = StrCat("no ", a.metric, " reported by a ready replica; held within [",
                       a.min_replicas, ", ", a.max_replicas, "]");
     return d;
@@ -101,7 +105,7 @@ AutoscaleDecision Autoscaler::Step(const InferenceReplicaSpec& spec, const Autos
   if (want < in.current && in.hold_down) want = in.current;  // the comparison needs both sizes
   want = RateLimit(a, in.now, in.current, want);
   d.desired = std::clamp(want, a.min_replicas, a.max_replicas);
-  d.direction = d.desired > in.current ? 1 : d.desired < in.current ? -1 : 0;
+  d.direction = Direction(d.desired, in.current);
   d.reason =
       StrCat(a.metric, " ", ValueText(a, stable.value), " over 60 s (",
              ValueText(a, burst.value < 0 ? stable.value : burst.value),

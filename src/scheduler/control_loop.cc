@@ -400,7 +400,8 @@ int ControlLoop::Autoscale(const ControlInput& in, const DesiredDeployment& d,
   const AutoscalingSpec& a = d.spec.autoscaling;
   const std::optional<AutoscaleState> stored = AutoscaleStateIn(*in.state, name);
   const int current = stored ? stored->desired : d.spec.replicas;
-  const Load load = loads_.count(name) ? loads_.at(name) : Load{};
+  auto found = loads_.find(name);
+  const Load load = found == loads_.end() ? Load{} : found->second;
   double value = -1;
   if (a.metric == "pendingTokensPerReplica" && load.ready > 0) {
     value = static_cast<double>(load.pending_tokens) / load.ready;

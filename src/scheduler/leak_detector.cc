@@ -77,9 +77,11 @@ void LeakDetector::ForgetMissing(std::string_view group,
                                  const absl::flat_hash_set<std::string>& keep) {
   auto g = groups_.find(absl::string_view(group.data(), group.size()));
   if (g == groups_.end()) return;
-  const std::string prefix(group);
+  std::string id(group);  // one buffer for every "group" + rest: no allocation per replica
   for (auto it = g->second.begin(); it != g->second.end();) {
-    if (keep.contains(prefix + it->first)) {
+    id.resize(group.size());
+    id.append(it->first);
+    if (keep.contains(id)) {
       ++it;
     } else {
       g->second.erase(it++);
