@@ -190,11 +190,12 @@ void RaftSpecStore::Submit(absl::Time now, uint64_t id, Pending& p) {
   p.sent_at = now;
 }
 
-std::optional<uint64_t> RaftSpecStore::Read(absl::Time now) {
+std::optional<uint64_t> RaftSpecStore::Read(absl::Time now, absl::Time deadline) {
   if (reads_.size() >= config_.max_pending_writes) return std::nullopt;
   uint64_t id = next_id_++;
   PendingRead& read = reads_[id];
-  read.deadline = now + config_.forward_timeout;
+  read.started = now;
+  read.deadline = std::min(now + config_.forward_timeout, deadline);
   SubmitRead(now, id, read);
   return id;
 }
@@ -235,10 +236,11 @@ void RaftSpecStore::SettleReads(absl::Time now) {
       it = reads_.erase(it);
     } else if (now >= read.deadline) {
       ticket_to_read_.erase(read.ticket.value_or(0));
-      outcomes_.push_back({it->first, false, 0,
-                           absl::StrCat("no read index from the raft leader within ",
-                                        absl::FormatDuration(config_.forward_timeout), " (leader: ",
-                                        Leader().empty() ? "none known" : Leader(), ")")});
+      outcomes_.push_back(
+          {it->first, false, 0,
+           absl::StrCat("no read index from the raft leader within ",
+                        absl::FormatDuration(read.deadline - read.started),
+                        " (leader: ", Leader().empty() ? "none known" : Leader(), ")")});
       it = reads_.erase(it);
     } else {
       SubmitRead(now, it->first, read);

@@ -101,8 +101,10 @@ class RaftSpecStore {
   std::optional<uint64_t> Transact(absl::Time now, std::vector<consensus::KvOp> ops);
 
   // A read index: the outcome (same id space as writes) is ok once Get / Live reflect every write
-  // acknowledged before this call; nullopt when too many are in flight.
-  std::optional<uint64_t> Read(absl::Time now);
+  // acknowledged before this call; nullopt when too many are in flight. It fails at
+  // forward_timeout, or at `deadline` when that comes first (the caller's own deadline, less a
+  // margin, so the caller hears why rather than only that time ran out).
+  std::optional<uint64_t> Read(absl::Time now, absl::Time deadline = absl::InfiniteFuture());
 
   // A frame from scheduler `from`; INVALID_ARGUMENT when it does not decode.
   absl::Status Handle(absl::Time now, const std::string& from, std::string_view frame);
@@ -139,6 +141,7 @@ class RaftSpecStore {
   };
 
   struct PendingRead {
+    absl::Time started;
     absl::Time deadline;
     std::optional<uint64_t> ticket;  // the barrier, on the leader
     std::string sent_to;             // asked of the leader

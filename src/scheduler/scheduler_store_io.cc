@@ -2,7 +2,10 @@
 // behalf of RPCs, their outcomes, and the Raft frames to and from peer schedulers.
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
+
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/chars.h"
 #include "common/logging.h"
 #include "common/strings.h"
@@ -95,7 +98,10 @@ grpc::ServerUnaryReactor* SchedulerService::ReadThen(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* SchedulerService::ReadThenWrite(grpc::CallbackServerContext* context,
                                                           AfterRead then) {
   absl::ReleasableMutexLock lock(&mu_);
-  std::optional<uint64_t> id = store_->Read(absl::Now());
+  // The store gives up a little before the caller does, so the caller hears why.
+  const absl::Time now = absl::Now();
+  const absl::Time deadline = absl::FromChrono(context->deadline()) - absl::Milliseconds(250);
+  std::optional<uint64_t> id = store_->Read(now, std::max(deadline, now));
   if (!id) {
     lock.Release();
     return Finish(context, grpc::Status(grpc::RESOURCE_EXHAUSTED, "too many reads in flight"));
