@@ -5,13 +5,13 @@
 #include <memory>
 #include <vector>
 
-#include "bench/trace.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "engine/prefix_journal.h"
 #include "engine/sim_replica.h"
 #include "exaserve/v1/node.pb.h"
 #include "node/node_service.h"
+#include "traces/trace.h"
 
 namespace exa::bench {
 namespace {
@@ -48,11 +48,11 @@ absl::Status MakeNode(const PrefixReportOptions& o, absl::Time start, Node& n) {
 
 // Request `index` of the trace arrives at `at`, round-robin over the replicas (the worst case for
 // the report: the least sharing, the most stored blocks).
-void Submit(Node& n, const TraceRequest& r, size_t index, absl::Time at) {
+void Submit(Node& n, const traces::TraceRequest& r, size_t index, absl::Time at) {
   engine::SimReplica& replica = *n.replicas[index % n.replicas.size()];
   replica.RunUntil(at);
   engine::GenerateRequest g;
-  g.prompt_tokens = TracePromptTokens(r, index, n.engine.sim.vocab_size);
+  g.prompt_tokens = traces::TracePromptTokens(r, index, n.engine.sim.vocab_size);
   g.max_tokens = std::max(1, r.output_length);
   g.ignore_eos = true;
   g.callback = [](const engine::StreamEvent&) {};
@@ -124,8 +124,8 @@ absl::StatusOr<json> RunPrefixReportBench(const PrefixReportOptions& o) {
                                              o.speedup, " (> 0), --report-hz ", o.report_hz,
                                              " (> 0), --duration ", o.duration_s, " (>= 0)"));
   }
-  EXA_ASSIGN_OR_RETURN(Trace loaded, ReadTrace(o.trace));
-  const std::vector<TraceRequest>& trace = loaded.requests;
+  EXA_ASSIGN_OR_RETURN(traces::Trace loaded, traces::ReadTrace(o.trace));
+  const std::vector<traces::TraceRequest>& trace = loaded.requests;
   const absl::Time start = absl::UnixEpoch();
   Node n;
   EXA_RETURN_IF_ERROR(MakeNode(o, start, n));

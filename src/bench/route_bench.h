@@ -99,6 +99,6 @@ absl::StatusOr<nlohmann::json> RunRouteGrid(const RouteSimOptions& options,
 // keeping more than max_running requests outstanding), measured in virtual time.
 absl::StatusOr<double> MeasureReplicaCapacity(const engine::EngineOptions& engine,
                                               const WorkloadOptions& workload, int64_t completions,
-                                              uint64_t seed, const Trace* trace = nullptr);
+                                              uint64_t seed, const traces::Trace* trace = nullptr);
 
 }  // namespace exa::bench

@@ -347,7 +347,7 @@ struct LiveRun {
 
 // Drives the workload through `gateway_target` at `rate` for `duration_s`; `keep_ids` keeps
 // every call's tokens (and samples odd requests with a seed).
-LiveRun DriveWorkload(const RouteLiveOptions& o, const Trace* trace,
+LiveRun DriveWorkload(const RouteLiveOptions& o, const traces::Trace* trace,
                       const std::string& gateway_target, double rate,
                       const std::function<void(absl::Duration)>& at_elapsed = nullptr,
                       bool keep_ids = false) {
@@ -411,7 +411,7 @@ absl::Status ValidateLive(const RouteLiveOptions& o) {
 }
 
 // What one replica sustains, as the sim measures it (the nodes run the same engine options).
-absl::StatusOr<double> LiveReplicaCapacity(const RouteLiveOptions& o, const Trace* trace) {
+absl::StatusOr<double> LiveReplicaCapacity(const RouteLiveOptions& o, const traces::Trace* trace) {
   engine::EngineOptions engine = BenchEngineOptions();
   engine.sim.vocab_size = 256;  // timing does not depend on it; the capacity run is faster
   return MeasureReplicaCapacity(engine, o.workload, o.capacity_requests, o.seed, trace);
@@ -464,7 +464,8 @@ nlohmann::json CompareKillRun(const std::vector<CallResult>& base,
 // processes are killed with SIGKILL one after another (the k-th at duration × k / (N + 1)):
 // every stream that succeeded in both must carry the same tokens.
 absl::StatusOr<nlohmann::json> RunKills(const RouteLiveOptions& o, Cluster& cluster,
-                                        const Trace* trace, double rate, int& gateway_index) {
+                                        const traces::Trace* trace, double rate,
+                                        int& gateway_index) {
   EXA_ASSIGN_OR_RETURN(auto base_gw, StartGateway(o, cluster, "kv-token-aware", gateway_index++));
   LiveRun base = DriveWorkload(o, trace, base_gw->grpc_target(), rate, nullptr, true);
   base_gw->Stop();
@@ -507,8 +508,8 @@ absl::StatusOr<nlohmann::json> RunKills(const RouteLiveOptions& o, Cluster& clus
 
 absl::StatusOr<nlohmann::json> RunRouteLive(const RouteLiveOptions& o) {
   EXA_RETURN_IF_ERROR(ValidateLive(o));
-  EXA_ASSIGN_OR_RETURN(const std::optional<Trace> loaded, ReadTraceIfAny(o.trace));
-  const Trace* trace = loaded ? &*loaded : nullptr;
+  EXA_ASSIGN_OR_RETURN(const std::optional<traces::Trace> loaded, traces::ReadTraceIfAny(o.trace));
+  const traces::Trace* trace = loaded ? &*loaded : nullptr;
   EXA_ASSIGN_OR_RETURN(const double per_replica, LiveReplicaCapacity(o, trace));
   const double capacity = per_replica * o.nodes * o.replicas_per_node;
   const absl::Time began = absl::Now();

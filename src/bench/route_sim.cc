@@ -68,7 +68,7 @@ struct Request {
 class Simulation {
  public:
   Simulation(const RouteSimOptions& o, const engine::EngineOptions& engine, router::Policy policy,
-             bool oracle, double rate, uint64_t seed, const Trace* trace)
+             bool oracle, double rate, uint64_t seed, const traces::Trace* trace)
       : o_(o),
         engine_(engine),
         rate_(rate),
@@ -410,7 +410,7 @@ absl::StatusOr<engine::EngineOptions> RouteProfile(const std::string& name) {
 
 absl::StatusOr<double> MeasureReplicaCapacity(const engine::EngineOptions& options,
                                               const WorkloadOptions& workload, int64_t completions,
-                                              uint64_t seed, const Trace* trace) {
+                                              uint64_t seed, const traces::Trace* trace) {
   // Capacity as without reuse: one replica seeing every request would share far more than a
   // pool does, and overstate what the pool sustains.
   engine::EngineOptions engine = options;
@@ -621,8 +621,8 @@ absl::StatusOr<nlohmann::json> RunRouteSim(const RouteSimOptions& options) {
   EXA_ASSIGN_OR_RETURN(const std::vector<SimPolicy> policies, ParseSimPolicies(o.policies));
   EXA_ASSIGN_OR_RETURN(const engine::EngineOptions engine, SimEngine(o));
   o.workload.context = engine.max_context;
-  EXA_ASSIGN_OR_RETURN(const std::optional<Trace> trace, ReadTraceIfAny(o.trace));
-  const Trace* t = trace ? &*trace : nullptr;
+  EXA_ASSIGN_OR_RETURN(const std::optional<traces::Trace> trace, traces::ReadTraceIfAny(o.trace));
+  const traces::Trace* t = trace ? &*trace : nullptr;
   EXA_ASSIGN_OR_RETURN(const double per_replica,
                        MeasureReplicaCapacity(engine, o.workload, o.capacity_requests, o.seed, t));
   const double capacity = per_replica * o.replicas;

@@ -64,7 +64,7 @@ std::vector<int32_t> Workload::PromptTokens(const WorkItem& item, int32_t vocab)
   const auto n = static_cast<size_t>(item.prompt_tokens);
   if (item.trace != nullptr) {
     std::vector<int32_t> tokens =
-        TracePromptTokens(*item.trace, static_cast<size_t>(item.index), vocab);
+        traces::TracePromptTokens(*item.trace, static_cast<size_t>(item.index), vocab);
     tokens.resize(n);  // capped to the context
     std::copy(directive.begin(), directive.end(),
               tokens.end() - static_cast<long>(directive.size()));
@@ -72,8 +72,8 @@ std::vector<int32_t> Workload::PromptTokens(const WorkItem& item, int32_t vocab)
   }
   std::vector<int32_t> tokens = directive;
   const std::vector<int32_t> filler =
-      UniqueTokens(static_cast<uint64_t>(item.index),
-                   item.prompt_tokens - static_cast<int32_t>(directive.size()), vocab);
+      traces::UniqueTokens(static_cast<uint64_t>(item.index),
+                           item.prompt_tokens - static_cast<int32_t>(directive.size()), vocab);
   tokens.insert(tokens.end(), filler.begin(), filler.end());
   return tokens;
 }

@@ -21,9 +21,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "bench/trace.h"
 #include "common/random.h"
 #include "nlohmann/json.hpp"
+#include "traces/trace.h"
 
 namespace exa::bench {
 
@@ -35,8 +35,8 @@ struct WorkloadOptions {
 };
 
 struct WorkItem {
-  int64_t index = 0;                    // the request's serial number (salts its unique tokens)
-  const TraceRequest* trace = nullptr;  // the recorded request, in trace mode
+  int64_t index = 0;  // the request's serial number (salts its unique tokens)
+  const traces::TraceRequest* trace = nullptr;  // the recorded request, in trace mode
   int32_t prompt_tokens = 0;
   int32_t output_tokens = 0;  // the truth; only the sim engine learns it (directive)
   int32_t max_tokens = 0;     // what the client sends
@@ -45,7 +45,7 @@ struct WorkItem {
 class Workload {
  public:
   // `trace` (optional) must outlive the workload.
-  Workload(const WorkloadOptions& options, uint64_t seed, const Trace* trace = nullptr)
+  Workload(const WorkloadOptions& options, uint64_t seed, const traces::Trace* trace = nullptr)
       : options_(options), random_(seed), trace_(trace) {}
 
   WorkItem Next();
@@ -54,7 +54,7 @@ class Workload {
   // The prompt's token ids with the sim output-length directive; synthetic prompts share
   // nothing, a trace's share what its block ids share.
   static std::vector<int32_t> PromptTokens(const WorkItem& item, int32_t vocab);
-  const Trace* trace() const { return trace_; }
+  const traces::Trace* trace() const { return trace_; }
 
   nlohmann::json Describe() const;
 
@@ -64,7 +64,7 @@ class Workload {
 
   WorkloadOptions options_;
   Random random_;
-  const Trace* trace_;
+  const traces::Trace* trace_;
   int64_t issued_ = 0;  // items handed out
   int64_t gaps_ = 0;    // gaps handed out
 };

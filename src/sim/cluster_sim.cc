@@ -25,31 +25,10 @@
 #include "scheduler/raft_spec_store.h"
 #include "scheduler/reconciler.h"
 #include "scheduler/rollout.h"
-#include "sim/event_queue.h"
-#include "sim/sim_network.h"
+#include "sim/cluster_sim_state.h"
 
 namespace exa::sim {
 namespace {
-
-// One rack-scale LAN: 0.5-1 ms one way, 1 ms more for a reliable exchange's connection setup,
-// nothing lost.
-const LinkModel kLink{
-    .unit_us = 1, .base = 500, .jitter = 500, .reliable_setup = absl::Milliseconds(1), .loss = 0};
-
-using membership::Address;
-using membership::Channel;
-using membership::MemberState;
-using membership::SwimCore;
-using scheduler::Action;
-using scheduler::ActionKind;
-using scheduler::NodeStatus;
-using scheduler::ReplicaPhase;
-using scheduler::ReplicaRecord;
-using json = nlohmann::json;
-
-constexpr absl::Duration kAgentInterval = absl::Milliseconds(250);
-constexpr int kStepEveryChecks = 4;                       // the reconciler steps once a second
-constexpr absl::Duration kProbeDelay = absl::Seconds(1);  // model probe before ready
 
 double CpuSeconds() {
   timespec ts{};
@@ -57,168 +36,9 @@ double CpuSeconds() {
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-double Round3(double v) { return std::round(v * 1000.0) / 1000.0; }
+}  // namespace
 
-struct AgentReplica {
-  ReplicaRecord record;
-  absl::Time ready_at;
-  double p99_ms = 0;          // the latency it reports (canary scenarios)
-  uint64_t memory_bytes = 0;  // the memory it reports (canary and leak scenarios)
-};
-
-struct SimNode {
-  std::string id;
-  Address address;
-  int rack = 0;
-  bool gpu = false;
-  bool scheduler = false;
-  std::unique_ptr<SwimCore> core;
-  bool started = false;
-  bool killed = false;
-  int group = 0;  // nodes talk only within a group (network cuts)
-  uint64_t tick_gen = 0;
-  absl::Time scheduled = absl::InfiniteFuture();
-  // Node agent.
-  uint64_t boot_id = 1;
-  std::vector<AgentReplica> replicas;
-  std::map<std::string, absl::Time> staging;
-  std::set<std::string> staged;
-  // Scheduler: the spec store (its Raft log in memory) and the control loop, as the scheduler
-  // service runs them.
-  std::unique_ptr<consensus::MemoryLogStorage> log;
-  std::unique_ptr<scheduler::RaftSpecStore> store;
-  std::unique_ptr<scheduler::ControlLoop> loop;
-};
-
-struct Wave {
-  int replicas = 0;
-  int cumulative = 0;
-  double started_s = -1;
-  double ready_s = -1;
-};
-
-class ClusterSim {
- public:
-  explicit ClusterSim(const ClusterSimOptions& o) : o_(o), rng_(o.seed), network_(kLink) {
-    start_ = absl::UnixEpoch() + absl::Hours(24 * 365 * 50);
-  }
-  absl::StatusOr<json> Run();
-
- private:
-  enum class Kind : uint8_t { kTick, kDeliver, kStart, kCheck, kFault, kHeal, kStore };
-  struct QEvent {
-    Kind kind;
-    int node;
-    uint64_t gen;
-    InFlight packet;                           // kDeliver (kStore: who sent it)
-    std::shared_ptr<const std::string> frame;  // kStore
-  };
-  enum class Phase : uint8_t { kWarmup, kBringup, kSteady, kFault, kDone };
-
-  void Push(absl::Time at, Kind kind, int node, uint64_t gen = 0, InFlight packet = {}) {
-    queue_.Push(at, QEvent{kind, node, gen, std::move(packet), nullptr});
-  }
-  bool Connected(int a, int b) const {
-    return !nodes_[a].killed && !nodes_[b].killed && nodes_[a].group == nodes_[b].group;
-  }
-  double Since(absl::Time t, absl::Time base) const { return absl::ToDoubleSeconds(t - base); }
-
-  absl::Status Setup();
-  void StartNode(absl::Time now, int i);
-  void AfterInteraction(absl::Time now, int i);
-  void Check(absl::Time now);
-  void AdvanceAgents(absl::Time now);
-  // Every live scheduler's control step. What each started GPU node's agent answers to
-  // Node.ListReplicas is built once and grouped by partition: a scheduler reaches its own group.
-  void StepSchedulers(absl::Time now);
-  void SchedulerStep(absl::Time now, int s);
-  // Rollout figures, flagged leaks and takeovers, from the acting scheduler's step.
-  void Observe(absl::Time now, int s, const scheduler::ControlOutput& out);
-  void Apply(absl::Time now, int s, const Action& a);
-  void StartFault(absl::Time now);
-  bool Canary() const { return o_.scenario == "canary-bad" || o_.scenario == "canary-good"; }
-  // What ready replicas report next, as the node agents measure it.
-  void SampleLatency();
-  json RolloutFigures();
-  void Heal(absl::Time now);
-  void FlushStore(absl::Time now, int i);
-  void WriteSpecs(absl::Time now);
-  void PutSpec(absl::Time now, int i, const scheduler::InferenceReplicaSpec& spec);
-  bool AllSeeAllAlive() const;
-  int ReadyReplicas() const;
-  void RecordBringup(absl::Time now);
-  json PlacementFigures();
-
-  ClusterSimOptions o_;
-  Random rng_;
-  absl::Time start_;
-  std::vector<SimNode> nodes_;
-  std::map<int, std::vector<scheduler::NodeReport>> reports_;  // this round's, by group
-  SimNetwork network_;
-  std::unordered_map<std::string, int> by_id_;
-  EventQueue<QEvent> queue_;
-  membership::Config config_ = membership::Config::Lan();
-
-  std::vector<scheduler::DesiredDeployment> desired_;  // what the operator applies
-  uint64_t weight_bytes_ = 0;
-  int replicas_per_node_planned_ = 0;
-
-  Phase phase_ = Phase::kWarmup;
-  int checks_ = 0;
-  absl::Time applied_at_ = absl::InfiniteFuture();
-  absl::Time fault_at_ = absl::InfiniteFuture();
-  absl::Time end_ = absl::InfiniteFuture();
-  double warmup_s_ = 0;
-  double all_ready_s_ = -1;
-  double reconcile_cpu_s_ = 0;
-  std::map<int, Wave> waves_;
-  json bringup_;
-  json placement_;
-
-  // Fault bookkeeping.
-  std::vector<int> faulted_;
-  int replicas_on_faulted_ = 0;
-  std::vector<double> rebuild_s_;  // relative to the fault
-  int duplicate_starts_ = 0;
-  int stale_stopped_ = 0;
-  std::string last_reconciler_;
-  std::string killed_leader_;
-  double takeover_s_ = -1;
-  std::string new_reconciler_;
-  std::string pending_reason_;
-  std::string spec_writer_;
-  std::map<uint64_t, scheduler::InferenceReplicaSpec> spec_writes_;  // not yet acknowledged
-  double spec_acknowledged_s_ = -1;
-  int spec_write_retries_ = 0;
-  std::map<std::string, int> starts_by_reason_;
-  double all_ready_again_s_ = -1;
-  double first_prestage_s_ = -1;  // after the fault: a rebuild target lacked the weights
-  absl::Time healed_at_ = absl::InfiniteFuture();
-
-  // Rollout bookkeeping (canary scenarios).
-  std::string new_version_;
-  scheduler::RolloutState rollout_;  // as the reconciler last stored it
-  int new_version_starts_ = 0;
-  int overcommits_ = 0;
-  double min_availability_ = 1.0;
-  double rollout_end_s_ = -1;
-  std::vector<std::string> rollout_events_;
-
-  // lifetime and leak scenarios.
-  std::map<std::string, int> lifetime_restarts_;  // replica id → restarts
-  std::vector<double> lifetime_restart_s_;
-  int max_out_of_service_ = 0;
-  std::vector<std::string> flagged_;  // replica ids the acting scheduler holds flagged now
-  std::string leaking_;               // replica id
-  uint64_t leaking_generation_ = 0;   // the generation that leaks; a replacement does not
-  int leak_restarts_ = 0;             // stops and surge copies for Replacement::kMemoryLeak
-  double leak_restart_s_ = -1;        // the first, after the fault
-  absl::Time next_memory_sample_ = absl::InfiniteFuture();
-  std::map<std::string, double> flagged_at_s_;
-  void SampleMemory(absl::Time now);
-  // The highest generation of replica `id` any node hosts; 0 when none does.
-  uint64_t GenerationOf(const std::string& id) const;
-};
+namespace cluster_internal {
 
 absl::Status ClusterSim::Setup() {
   std::vector<scheduler::InferenceReplicaSpec> specs;
@@ -253,7 +73,7 @@ absl::Status ClusterSim::Setup() {
     Push(start_ + absl::Milliseconds(20) * i, Kind::kStart, i);
   }
   Push(start_ + kAgentInterval, Kind::kCheck, -1);
-  return absl::OkStatus();
+  return o_.scenario == "diurnal" ? SetupDiurnal() : absl::OkStatus();
 }
 
 void ClusterSim::StartNode(absl::Time now, int i) {
@@ -363,14 +183,7 @@ void ClusterSim::Apply(absl::Time now, int s, const Action& a) {
     lifetime_restart_s_.push_back(Since(now, fault_at_));
   }
   if (a.kind == ActionKind::kStop) {
-    size_t before = n.replicas.size();
-    std::erase_if(n.replicas, [&](const AgentReplica& r) {
-      return same(r) && r.record.generation == a.generation;
-    });
-    if (n.replicas.size() != before && phase_ == Phase::kFault &&
-        (a.reason.rfind("duplicate", 0) == 0 || a.reason.rfind("replaced by", 0) == 0)) {
-      stale_stopped_++;
-    }
+    Stop(now, n, a);
     return;
   }
   auto it = std::find_if(n.replicas.begin(), n.replicas.end(), same);
@@ -399,6 +212,7 @@ void ClusterSim::Apply(absl::Time now, int s, const Action& a) {
   n.replicas.push_back(AgentReplica{ReplicaRecord{a.deployment, a.ordinal, a.generation,
                                                   a.allocation, ReplicaPhase::kStarting, now},
                                     now + absl::Seconds(load_s) + kProbeDelay});
+  n.replicas.back().traffic_id = ++next_traffic_id_;
   starts_by_reason_[a.reason.rfind("wave ", 0) == 0 ? "wave" : a.reason]++;
   if (a.reason == "rebuild" && fault_at_ != absl::InfiniteFuture()) {
     rebuild_s_.push_back(Since(now, fault_at_));
@@ -408,6 +222,19 @@ void ClusterSim::Apply(absl::Time now, int s, const Action& a) {
     Wave& w = waves_[wave];
     w.replicas++;
     if (w.started_s < 0) w.started_s = Round3(Since(now, applied_at_));
+  }
+}
+
+void ClusterSim::Stop(absl::Time now, SimNode& n, const Action& a) {
+  if (traffic_ != nullptr && Drain(now, n, a)) return;
+  size_t before = n.replicas.size();
+  std::erase_if(n.replicas, [&](const AgentReplica& r) {
+    return r.record.deployment == a.deployment && r.record.ordinal == a.ordinal &&
+           r.record.generation == a.generation;
+  });
+  if (n.replicas.size() != before && phase_ == Phase::kFault &&
+      (a.reason.rfind("duplicate", 0) == 0 || a.reason.rfind("replaced by", 0) == 0)) {
+    stale_stopped_++;
   }
 }
 
@@ -421,7 +248,8 @@ void ClusterSim::StepSchedulers(absl::Time now) {
     for (const AgentReplica& r : n.replicas) {
       report.replicas.push_back(scheduler::ReportedReplica{
           .replica_id = scheduler::ReplicaId(r.record.deployment, r.record.ordinal),
-          .state = std::string(scheduler::ReplicaPhaseName(r.record.phase)),
+          .state =
+              r.draining ? "draining" : std::string(scheduler::ReplicaPhaseName(r.record.phase)),
           .version = std::string(scheduler::VersionOfTrack(r.record.deployment)),
           .generation = r.record.generation,
           .devices = r.record.allocation.gpus,
@@ -430,6 +258,7 @@ void ClusterSim::StepSchedulers(absl::Time now) {
           .inter_token_p99_ms = r.p99_ms,
           .recent_finished = r.p99_ms > 0 ? 1 : 0,  // measured, no errors
           .memory_bytes = r.memory_bytes});
+      if (traffic_ != nullptr) ReportLoad(now, r, report.replicas.back());
     }
     reports_[n.group].push_back(std::move(report));
   }
@@ -515,6 +344,7 @@ void ClusterSim::Observe(absl::Time now, int s, const scheduler::ControlOutput& 
   }
   if (!me.loop->status().empty())
     pending_reason_ = me.loop->status().begin()->second.pending_reason;
+  if (traffic_ != nullptr) NoteDecisions(now, out);
 }
 
 void ClusterSim::FlushStore(absl::Time now, int i) {
@@ -642,6 +472,31 @@ json ClusterSim::RolloutFigures() {
   r["memory_overcommits"] = overcommits_;
   r["events"] = rollout_events_;
   return r;
+}
+
+json ClusterSim::LifetimeFigures() {
+  const scheduler::DesiredDeployment& d = desired_.front();
+  json l;
+  int once = 0, more = 0;
+  for (const auto& [id, c] : lifetime_restarts_) (c == 1 ? once : more)++;
+  std::sort(lifetime_restart_s_.begin(), lifetime_restart_s_.end());
+  const double hours = absl::ToDoubleHours(end_ - fault_at_);
+  l["max_lifetime_h"] = absl::ToDoubleHours(d.spec.max_lifetime);
+  l["simulated_h"] = Round3(hours);
+  l["replicas_restarted_once"] = once;
+  l["replicas_restarted_more_than_once"] = more;
+  l["restarts"] = lifetime_restart_s_.size();
+  l["restarts_per_hour"] = Round3(lifetime_restart_s_.size() / std::max(hours, 1e-9));
+  l["first_restart_h"] = lifetime_restart_s_.empty()
+                             ? json(nullptr)
+                             : json(Round3(lifetime_restart_s_.front() / 3600));
+  l["last_restart_h"] =
+      lifetime_restart_s_.empty() ? json(nullptr) : json(Round3(lifetime_restart_s_.back() / 3600));
+  l["max_unavailable"] = scheduler::MaxUnavailable(d.spec);
+  l["max_out_of_service"] = max_out_of_service_;
+  l["min_availability"] = Round3(min_availability_);
+  l["memory_overcommits"] = overcommits_;
+  return l;
 }
 
 json ClusterSim::PlacementFigures() {
@@ -815,6 +670,9 @@ void ClusterSim::Check(absl::Time now) {
       WriteSpecs(now);
     }
   }
+  if (checks_ % kStepEveryChecks == 0 && traffic_ != nullptr && phase_ == Phase::kFault) {
+    StepTraffic(now);
+  }
   if (checks_ % kStepEveryChecks == 0 && phase_ != Phase::kWarmup) StepSchedulers(now);
   int ready = ReadyReplicas();
   int desired = desired_.empty() ? 0 : desired_.front().spec.replicas;
@@ -973,28 +831,7 @@ absl::StatusOr<json> ClusterSim::Run() {
     if (Canary()) {
       out["rollout"] = RolloutFigures();
     } else if (o_.scenario == "lifetime") {
-      json l;
-      int once = 0, more = 0;
-      for (const auto& [id, c] : lifetime_restarts_) (c == 1 ? once : more)++;
-      std::sort(lifetime_restart_s_.begin(), lifetime_restart_s_.end());
-      const double hours = absl::ToDoubleHours(end_ - fault_at_);
-      l["max_lifetime_h"] = absl::ToDoubleHours(d.spec.max_lifetime);
-      l["simulated_h"] = Round3(hours);
-      l["replicas_restarted_once"] = once;
-      l["replicas_restarted_more_than_once"] = more;
-      l["restarts"] = lifetime_restart_s_.size();
-      l["restarts_per_hour"] = Round3(lifetime_restart_s_.size() / std::max(hours, 1e-9));
-      l["first_restart_h"] = lifetime_restart_s_.empty()
-                                 ? json(nullptr)
-                                 : json(Round3(lifetime_restart_s_.front() / 3600));
-      l["last_restart_h"] = lifetime_restart_s_.empty()
-                                ? json(nullptr)
-                                : json(Round3(lifetime_restart_s_.back() / 3600));
-      l["max_unavailable"] = scheduler::MaxUnavailable(d.spec);
-      l["max_out_of_service"] = max_out_of_service_;
-      l["min_availability"] = Round3(min_availability_);
-      l["memory_overcommits"] = overcommits_;
-      out["lifetime"] = l;
+      out["lifetime"] = LifetimeFigures();
     } else if (o_.scenario == "leak") {
       json k;
       k["leaking_replica"] = leaking_;
@@ -1015,6 +852,8 @@ absl::StatusOr<json> ClusterSim::Run() {
       k["generation_now"] = GenerationOf(leaking_);
       k["simulated_h"] = Round3(absl::ToDoubleHours(end_ - fault_at_));
       out["leak"] = k;
+    } else if (traffic_ != nullptr) {
+      out["diurnal"] = DiurnalFigures();
     } else {
       out["fault"] = f;
     }
@@ -1035,11 +874,11 @@ absl::StatusOr<json> ClusterSim::Run() {
   return out;
 }
 
-}  // namespace
+}  // namespace cluster_internal
 
-json RunClusterSim(const ClusterSimOptions& options) {
-  absl::StatusOr<json> r = ClusterSim(options).Run();
-  if (!r.ok()) return json{{"error", std::string(ToStd(r.status().message()))}};
+nlohmann::json RunClusterSim(const ClusterSimOptions& options) {
+  absl::StatusOr<nlohmann::json> r = cluster_internal::ClusterSim(options).Run();
+  if (!r.ok()) return nlohmann::json{{"error", std::string(ToStd(r.status().message()))}};
   return *r;
 }
 

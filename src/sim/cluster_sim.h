@@ -26,7 +26,11 @@
 // it counts restarts per replica, the most replicas out of service at once and the lowest
 // availability. leak: every ready replica reports its memory hourly (±0.5 % noise); one, chosen
 // at random, grows 3 % of its baseline an hour; the leak detector (scheduler/leak_detector.h)
-// must flag that one only.
+// must flag that one only. diurnal: the spec is autoscaled and starts at its `replicas`; from
+// the fault on, requests arrive on a day curve (sim/traffic_model.h), ready replicas report their
+// load, the autoscaler sets the count, and a stopped replica drains before it goes; it reports
+// replica-hours against a static deployment sized for the peak, P99 TTFT per minute, the
+// autoscaler's reversals and the requests lost.
 //
 // Thread safety: RunClusterSim is a pure function of its options.
 #pragma once
@@ -49,7 +53,7 @@ struct ClusterSimOptions {
   std::string spec_file;
   std::string spec_yaml;  // used when spec_file is empty (tests)
   // "", kill-8-nodes, blip-20s, kill-scheduler-leader, rack-partition, canary-bad, canary-good,
-  // lifetime, leak
+  // lifetime, leak, diurnal
   std::string scenario;
   int fault_nodes = 8;  // nodes killed or cut off by kill-8-nodes and blip-20s
   double blip_s = 20;
@@ -59,6 +63,13 @@ struct ClusterSimOptions {
   double stage_gbps = 2.5;  // rack cache → local NVMe, GB/s per node
   double load_gbps = 5.0;   // local NVMe → GPU, GB/s per replica
   double max_bringup_s = 1800;
+  // diurnal (sim/traffic_model.h): the trace whose burstiness and request lengths the load takes,
+  // the day's length, the peak's load as a fraction of what maxReplicas serve, and the P99 TTFT
+  // each minute is held to (a ttftP99 autoscaling target overrides it).
+  std::string trace_file;
+  double day_s = 86400;
+  double peak_load = 0.5;
+  double ttft_target_s = 2;
 };
 
 absl::StatusOr<ClusterSimOptions> ParseClusterSimArgs(const std::vector<std::string>& args);

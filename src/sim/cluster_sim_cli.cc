@@ -43,6 +43,13 @@ absl::Status Apply(const std::string& key, const std::string& value, ClusterSimO
   if (key == "--schedulers") return set_int(&o->schedulers, 1, 15);
   if (key == "--fault-nodes") return set_int(&o->fault_nodes, 1, 100000);
   if (key == "--duration") return set_double(&o->duration_s, 1, 7 * 86400);
+  if (key == "--day") return set_double(&o->day_s, 60, 7 * 86400);
+  if (key == "--peak-load") return set_double(&o->peak_load, 0.01, 2);
+  if (key == "--ttft-target") return set_double(&o->ttft_target_s, 0.001, 3600);
+  if (key == "--trace") {
+    o->trace_file = value;
+    return absl::OkStatus();
+  }
   if (key == "--seed") {
     EXA_ASSIGN_OR_RETURN(double v, Number(key, value, 0, 1e15));
     o->seed = static_cast<uint64_t>(v);
@@ -66,11 +73,11 @@ absl::Status Apply(const std::string& key, const std::string& value, ClusterSimO
   if (key == "--scenario") {
     if (value != "kill-8-nodes" && value != "blip-20s" && value != "kill-scheduler-leader" &&
         value != "rack-partition" && value != "canary-bad" && value != "canary-good" &&
-        value != "lifetime" && value != "leak" && value != "none") {
+        value != "lifetime" && value != "leak" && value != "diurnal" && value != "none") {
       return absl::InvalidArgumentError(
           StrCat("--scenario \"", value,
                  "\": expected kill-8-nodes, blip-20s, kill-scheduler-leader, rack-partition, "
-                 "canary-bad, canary-good, lifetime, leak or none"));
+                 "canary-bad, canary-good, lifetime, leak, diurnal or none"));
     }
     o->scenario = value == "none" ? "" : value;
     return absl::OkStatus();
@@ -81,9 +88,10 @@ absl::Status Apply(const std::string& key, const std::string& value, ClusterSimO
 constexpr const char* kUsage =
     "usage: exaserve-sim cluster -f SPEC [--nodes 256] [--racks 16] [--gpus-per-node 8] "
     "[--gpu-memory 80Gi] [--schedulers 3] [--scenario kill-8-nodes|blip-20s|"
-    "kill-scheduler-leader|rack-partition|canary-bad|canary-good|lifetime|leak] "
+    "kill-scheduler-leader|rack-partition|canary-bad|canary-good|lifetime|leak|diurnal] "
     "[--fault-nodes 8] "
-    "[--duration 120] [--seed S]";
+    "[--duration 120] [--seed S] "
+    "[diurnal: --trace FILE [--day 86400] [--peak-load 0.5] [--ttft-target 2]]";
 
 }  // namespace
 
@@ -96,6 +104,10 @@ absl::StatusOr<ClusterSimOptions> ParseClusterSimArgs(const std::vector<std::str
   if (kills_or_cuts && o.fault_nodes >= o.nodes) {
     return absl::InvalidArgumentError(
         StrCat("--fault-nodes ", o.fault_nodes, ": must be below --nodes ", o.nodes));
+  }
+  if (o.scenario == "diurnal" && o.trace_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--scenario diurnal needs --trace FILE (an Azure LLM inference CSV or a Mooncake trace)");
   }
   return o;
 }

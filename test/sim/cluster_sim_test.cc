@@ -2,6 +2,8 @@
 // reconciler take-over, all through the real SWIM core, placement and reconciler.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <fstream>
 #include <regex>
 #include <string>
 
@@ -216,6 +218,80 @@ TEST_CASE("leak: only the leaking replica is flagged, and it is replaced") {
     CHECK(r["generation_now"].get<uint64_t>() == r["leaking_generation"].get<uint64_t>() + 1);
     CHECK(r["flagged"].empty());
   }
+}
+
+constexpr const char* kAutoscaledSpec = R"(apiVersion: exaserve.io/v1
+kind: InferenceReplica
+metadata: {name: llama}
+spec:
+  model: llama-13b
+  replicas: 24
+  resources: {gpu: 1, memory: 53Gi}
+  topology: {preferSameRack: false, preferSameNVLinkDomain: true}
+  scheduling: {batchSize: 48, warmupReplicas: 24}
+  concurrency: 4
+  autoscaling: {minReplicas: 12, maxReplicas: 200, metric: pendingTokensPerReplica, target: 300,
+                scaleDownStabilization: 5m}
+)";
+
+// An Azure-format trace of 10 minutes whose per-minute arrivals vary by ±1/3 around their mean,
+// as the recorded Azure conversation trace's do, and whose lengths vary.
+std::string DiurnalTrace() {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "exaserve-diurnal-test-trace.csv").string();
+  std::ofstream out(path);
+  out << "TIMESTAMP,ContextTokens,GeneratedTokens\n";
+  int k = 0;
+  constexpr int kPerMinute[] = {30, 40, 50, 60, 55, 45, 35, 40, 50, 45};
+  for (int minute = 0; minute < 10; ++minute) {
+    const int n = kPerMinute[minute];
+    for (int i = 0; i < n; ++i, ++k) {
+      const double s = minute * 60 + 60.0 * i / n;
+      char stamp[64];
+      std::snprintf(stamp, sizeof(stamp), "2023-11-16 %02d:%02d:%010.7f", 10 + int(s) / 3600,
+                    (int(s) / 60) % 60, s - 60 * int(s / 60));
+      out << stamp << "," << 200 + (k * 397) % 1800 << "," << 20 + (k * 131) % 400 << "\n";
+    }
+  }
+  return path;
+}
+
+TEST_CASE("diurnal: replicas follow the day's load, drain on the way down, nothing lost") {
+  for (uint64_t seed : {1, 2}) {
+    INFO("seed " << seed);
+    ClusterSimOptions o = Small(seed, "diurnal");
+    o.spec_yaml = kAutoscaledSpec;
+    o.trace_file = DiurnalTrace();
+    o.day_s = 2 * 3600;  // a day in two hours: the curve, compressed
+    o.duration_s = 2 * 3600;
+    nlohmann::json r = RunClusterSim(o);
+    REQUIRE_FALSE(r.contains("error"));
+    nlohmann::json d = r["diurnal"];
+    INFO(d.dump());
+    CHECK(d["requests"].get<int64_t>() > 10000);
+    CHECK(d["lost"] == 0);
+    // Up toward the peak and back down toward the trough.
+    CHECK(d["autoscaler"]["decisions_up"].get<int>() > 0);
+    CHECK(d["autoscaler"]["decisions_down"].get<int>() > 0);
+    CHECK(d["static_peak_replicas"].get<int>() >= 2 * d["least_replicas"].get<int>());
+    CHECK(d["replica_hours_ratio"].get<double>() < 0.85);
+    CHECK(d["fraction_of_minutes_meeting_target"].get<double>() >= 0.95);
+    CHECK(d["autoscaler"]["most_reversals_in_one_window"].get<int>() <= 1);
+  }
+}
+
+TEST_CASE("diurnal needs an autoscaled spec and a readable trace") {
+  ClusterSimOptions o = Small(1, "diurnal");
+  o.trace_file = DiurnalTrace();
+  nlohmann::json r = RunClusterSim(o);  // kSpec has no spec.autoscaling
+  REQUIRE(r.contains("error"));
+  CHECK(r["error"].get<std::string>().find("spec.autoscaling") != std::string::npos);
+  o.spec_yaml = kAutoscaledSpec;
+  o.trace_file = "/nonexistent/trace.csv";
+  r = RunClusterSim(o);
+  REQUIRE(r.contains("error"));
+  CHECK(r["error"].get<std::string>().find("/nonexistent/trace.csv") != std::string::npos);
+  CHECK_FALSE(ParseClusterSimArgs({"-f", "x.yaml", "--scenario", "diurnal"}).ok());
 }
 
 }  // namespace

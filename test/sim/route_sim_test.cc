@@ -9,8 +9,8 @@
 #include <catch2/catch.hpp>
 
 #include "bench/route_bench.h"
-#include "bench/trace.h"
 #include "support/temp_dir.h"
+#include "traces/trace.h"
 
 namespace exa::bench {
 namespace {
@@ -137,7 +137,7 @@ TEST_CASE("traces: both formats read, bad lines named", "[sim][route]") {
         << "2023-11-16 18:15:46.6805900,374,44\n"
         << "2023-11-16 18:15:50.9951690,396,109\n";
   }
-  auto t = ReadTrace(azure);
+  auto t = traces::ReadTrace(azure);
   REQUIRE(t.ok());
   CHECK(t->format == "azure");
   REQUIRE(t->requests.size() == 2);
@@ -148,7 +148,7 @@ TEST_CASE("traces: both formats read, bad lines named", "[sim][route]") {
     std::ofstream out(azure, std::ios::app);
     out << "2023-11-16 18:15:51,-3,5\n";
   }
-  auto bad = ReadTrace(azure);
+  auto bad = traces::ReadTrace(azure);
   REQUIRE(bad.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(std::string(bad.status().message()).find(":4:") != std::string::npos);
   const std::string mooncake = (dir.path / "mooncake.jsonl").string();
@@ -157,13 +157,13 @@ TEST_CASE("traces: both formats read, bad lines named", "[sim][route]") {
     out << "{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 5, \"hash_ids\": [1, 2]}\n"
         << "{\"timestamp\": 10, \"input_length\": 600}\n";
   }
-  auto m = ReadTrace(mooncake);
+  auto m = traces::ReadTrace(mooncake);
   REQUIRE(m.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(std::string(m.status().message()).find(":2:") != std::string::npos);
-  CHECK(ReadTrace("/nonexistent/trace").status().code() == absl::StatusCode::kNotFound);
+  CHECK(traces::ReadTrace("/nonexistent/trace").status().code() == absl::StatusCode::kNotFound);
   // Equal block ids give equal tokens; the tail past the ids is the request's own.
-  TraceRequest a{0, 600, 5, {1, 2}}, b{0, 600, 5, {1, 3}};
-  auto ta = TracePromptTokens(a, 0, 256), tb = TracePromptTokens(b, 1, 256);
+  traces::TraceRequest a{0, 600, 5, {1, 2}}, b{0, 600, 5, {1, 3}};
+  auto ta = traces::TracePromptTokens(a, 0, 256), tb = traces::TracePromptTokens(b, 1, 256);
   CHECK(std::equal(ta.begin(), ta.begin() + 512, tb.begin()));
   CHECK_FALSE(std::equal(ta.begin() + 512, ta.end(), tb.begin() + 512));
 }

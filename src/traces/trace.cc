@@ -1,4 +1,4 @@
-#include "bench/trace.h"
+#include "traces/trace.h"
 
 #include <algorithm>
 #include <fstream>
@@ -9,7 +9,7 @@
 #include "absl/time/time.h"
 #include "common/strings.h"
 
-namespace exa::bench {
+namespace exa::traces {
 namespace {
 
 using nlohmann::json;
@@ -186,4 +186,4 @@ std::vector<int32_t> UniqueTokens(uint64_t salt, int32_t count, int32_t vocab) {
   return tokens;
 }
 
-}  // namespace exa::bench
+}  // namespace exa::traces

@@ -1,4 +1,5 @@
-// Recorded request traces for the benchmarks (docs/perf/routing.md#traces), read as they are:
+// Recorded request traces for the benchmarks and the simulator (docs/perf/routing.md#traces), read
+// as they are:
 //   - Mooncake JSON lines: `timestamp` (ms from the start), `input_length`, `output_length` and
 //     `hash_ids` (one id per 512-token prompt block; equal ids at the same position are the same
 //     prefix block);
@@ -15,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 
-namespace exa::bench {
+namespace exa::traces {
 
 struct TraceRequest {
   double arrival_s = 0;  // from the trace's first request
@@ -48,4 +49,4 @@ std::vector<int32_t> TracePromptTokens(const TraceRequest& r, size_t index, int3
 // Ids clear of the first 16 that no other `salt` reproduces: a prompt that shares nothing.
 std::vector<int32_t> UniqueTokens(uint64_t salt, int32_t count, int32_t vocab);
 
-}  // namespace exa::bench
+}  // namespace exa::traces

@@ -1,0 +1,148 @@
+// exaserve-sim cluster --scenario diurnal (cluster_sim.h): a day of request load on an
+// autoscaled deployment (sim/traffic_model.h). The node agents report each ready replica's load
+// as Node.ListReplicas does, the control loop's autoscaler (scheduler/autoscaler.h) sets the
+// count, and a replica the reconciler stops drains: it finishes what it holds before it goes
+// (docs/perf/autoscaling.md).
+#include <algorithm>
+#include <deque>
+#include <utility>
+
+#include "common/status.h"
+#include "common/strings.h"
+#include "sim/cluster_sim_state.h"
+
+namespace exa::sim::cluster_internal {
+
+absl::Status ClusterSim::SetupDiurnal() {
+  const scheduler::InferenceReplicaSpec& spec = desired_.front().spec;
+  if (!spec.autoscaling.enabled) {
+    return absl::InvalidArgumentError(
+        StrCat("--scenario diurnal: spec ", spec.name,
+               " has no spec.autoscaling; the scenario measures the autoscaler"));
+  }
+  if (o_.trace_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--scenario diurnal needs --trace FILE: an Azure LLM inference CSV or a Mooncake "
+        "JSON-lines "
+        "trace, whose burstiness and request lengths the load takes");
+  }
+  EXA_ASSIGN_OR_RETURN(traces::Trace trace, traces::ReadTrace(o_.trace_file));
+  EXA_ASSIGN_OR_RETURN(TrafficShape shape, ShapeOfTrace(trace));
+  TrafficOptions t;
+  t.day_s = o_.day_s;
+  t.slots = spec.concurrency;
+  t.context = spec.context;
+  t.seed = o_.seed ^ 0x5bd1e995ULL;
+  t.ttft_target_s =
+      spec.autoscaling.metric == "ttftP99" ? spec.autoscaling.target : o_.ttft_target_s;
+  traffic_ = std::make_unique<TrafficModel>(t, std::move(shape));
+  // At the peak, before burstiness: `peak_load` of what maxReplicas replicas serve.
+  traffic_->SetPeakRate(o_.peak_load * spec.autoscaling.max_replicas * spec.concurrency /
+                        traffic_->MeanSlotSeconds());
+  return absl::OkStatus();
+}
+
+void ClusterSim::StepTraffic(absl::Time now) {
+  const double t = Since(now, fault_at_);
+  std::vector<uint64_t> serving;
+  int held = 0;
+  for (SimNode& n : nodes_) {
+    if (n.killed) continue;
+    std::erase_if(n.replicas, [&](const AgentReplica& r) {
+      if (!r.draining || !traffic_->Idle(r.traffic_id, t)) return false;
+      traffic_->Forget(r.traffic_id, t);  // drained: it loses nothing
+      return true;
+    });
+    for (const AgentReplica& r : n.replicas) {
+      held++;
+      if (r.record.phase == ReplicaPhase::kReady && !r.draining) serving.push_back(r.traffic_id);
+    }
+  }
+  // The second just past, so that the reports built next see every arrival as past.
+  if (t >= 1) traffic_->Step(t - 1, 1, serving);
+  replica_seconds_ += held;
+  traffic_seconds_ += 1;
+  peak_held_ = std::max(peak_held_, held);
+  least_held_ = least_held_ < 0 ? held : std::min(least_held_, held);
+  if (static_cast<int64_t>(t) % 900 == 0) {
+    load_series_.push_back({{"h", Round3(t / 3600)},
+                            {"arrivals_per_s", Round3(traffic_->Rate(t))},
+                            {"replicas", held},
+                            {"ready", serving.size()}});
+  }
+}
+
+void ClusterSim::ReportLoad(absl::Time now, const AgentReplica& a, scheduler::ReportedReplica& r) {
+  if (phase_ != Phase::kFault || a.record.phase != ReplicaPhase::kReady) return;
+  const ReplicaLoad load = traffic_->Load(a.traffic_id, Since(now, fault_at_));
+  r.pending_tokens = load.pending_tokens;
+  r.running_sequences = load.running;
+  r.waiting_sequences = load.waiting;
+  r.ttft_p99_ms = load.ttft_s * 1000;
+  r.queue_time_p90_ms = load.queue_s * 1000;
+}
+
+bool ClusterSim::Drain(absl::Time now, SimNode& n, const Action& a) {
+  const double t = phase_ == Phase::kFault ? Since(now, fault_at_) : 0;
+  for (AgentReplica& r : n.replicas) {
+    if (r.record.deployment != a.deployment || r.record.ordinal != a.ordinal ||
+        r.record.generation != a.generation) {
+      continue;
+    }
+    if (!traffic_->Idle(r.traffic_id, t)) {
+      r.draining = true;
+      return true;
+    }
+    traffic_->Forget(r.traffic_id, t);
+    return false;  // holds nothing: the stop takes it at once
+  }
+  return false;
+}
+
+void ClusterSim::NoteDecisions(absl::Time now, const scheduler::ControlOutput& out) {
+  if (phase_ != Phase::kFault) return;
+  for (const scheduler::AutoscaleReport& r : out.autoscaled) {
+    if (r.direction != 0) decisions_.emplace_back(Since(now, fault_at_), r.direction);
+  }
+}
+
+json ClusterSim::DiurnalFigures() {
+  const scheduler::AutoscalingSpec& a = desired_.front().spec.autoscaling;
+  // A reversal: a decision against the direction of the one before it. The goal is at most one
+  // within any scale-down stabilization window.
+  const double window = absl::ToDoubleSeconds(a.scale_down_stabilization);
+  int up = 0, down = 0, reversals = 0, most = 0, last = 0;
+  std::deque<double> recent;
+  for (const auto& [t, direction] : decisions_) {
+    (direction > 0 ? up : down)++;
+    if (last != 0 && direction != last) {
+      reversals++;
+      recent.push_back(t);
+      while (recent.front() <= t - window) recent.pop_front();
+      most = std::max(most, static_cast<int>(recent.size()));
+    }
+    last = direction;
+  }
+  json d = traffic_->Figures(/*series_every=*/60);
+  d["simulated_h"] = Round3(traffic_seconds_ / 3600);
+  d["day_h"] = Round3(o_.day_s / 3600);
+  d["autoscaler"] = {{"metric", a.metric},
+                     {"target", a.target},
+                     {"min_replicas", a.min_replicas},
+                     {"max_replicas", a.max_replicas},
+                     {"decisions_up", up},
+                     {"decisions_down", down},
+                     {"reversals", reversals},
+                     {"scale_down_stabilization_s", window},
+                     {"most_reversals_in_one_window", most}};
+  const double static_seconds = static_cast<double>(peak_held_) * traffic_seconds_;
+  d["replica_hours"] = Round3(replica_seconds_ / 3600);
+  d["static_peak_replicas"] = peak_held_;
+  d["static_replica_hours"] = Round3(static_seconds / 3600);
+  d["replica_hours_ratio"] = static_seconds > 0 ? Round3(replica_seconds_ / static_seconds) : 0;
+  d["least_replicas"] = least_held_;
+  d["load"] = load_series_;
+  return d;
+}
+
+}  // namespace exa::sim::cluster_internal
