@@ -351,6 +351,7 @@ std::vector<DesiredDeployment> ControlLoop::Tracks(const ControlInput& in, const
                                                    ReadyByVersion& ready, ControlOutput& out) {
   std::vector<DesiredDeployment> desired;
   scaled_.clear();
+  autoscaled_.clear();
   std::erase_if(autoscalers_, [&](const auto& kv) {
     auto d = specs.find(kv.first);
     return d == specs.end() || !d->second->spec.autoscaling.enabled;
@@ -416,7 +417,11 @@ int ControlLoop::Autoscale(const ControlInput& in, const DesiredDeployment& d,
       rollout.phase == RolloutPhase::kProgressing || rollout.phase == RolloutPhase::kObserving;
   const AutoscaleDecision decision = autoscalers_[name].Step(
       d.spec, AutoscaleInput{in.now, current, load.ready, value, load.in_flight, observing});
-  out.autoscaled.push_back({name, decision.desired, in.acting ? decision.direction : 0});
+  const AutoscaleReport report{name,           decision.desired, in.acting ? decision.direction : 0,
+                               current,        load.ready,       value,
+                               decision.panic, decision.reason};
+  autoscaled_[name] = report;
+  out.autoscaled.push_back(report);
   if (!in.acting || (stored && stored->desired == decision.desired)) return decision.desired;
   if (decision.direction != 0) {
     EXA_LOG_INFO("scheduler", "autoscaler decision",
@@ -433,6 +438,11 @@ int ControlLoop::Autoscale(const ControlInput& in, const DesiredDeployment& d,
       StrCat(kAutoscalePrefix, name),
       AutoscaleStateToJson({decision.desired, absl::ToUnixMillis(in.now), decision.reason}));
   return decision.desired;
+}
+
+const AutoscaleReport* ControlLoop::autoscale(const std::string& deployment) const {
+  auto it = autoscaled_.find(deployment);
+  return it == autoscaled_.end() ? nullptr : &it->second;
 }
 
 // Applies an operator command stored for the spec and not yet applied.

@@ -112,11 +112,17 @@ struct ControlEvent {
   bool rollout = false;  // said by the rollout state machine (rollout.h)
 };
 
-// An autoscaled deployment's count this step (the metrics export it).
+// An autoscaled deployment's count this step (the metrics and `exaserve-cli autoscale status`
+// show it).
 struct AutoscaleReport {
   std::string deployment;
   int desired = 0;
   int direction = 0;  // +1 up, -1 down, 0 unchanged: a decision when not 0
+  int current = 0;    // the count in force before this step
+  int ready = 0;
+  double value = -1;  // the metric now, over the ready replicas; below 0: none reported
+  bool panic = false;
+  std::string reason;
 };
 
 struct ControlOutput {
@@ -179,6 +185,8 @@ class ControlLoop {
   const std::string& reconciler() const { return reconciler_; }
   const MetricWindow& window() const { return window_; }
   const LeakDetector& leaks() const { return leaks_; }  // keyed "node/replica"
+  // The autoscaler's last step on `deployment`; nullptr when it is not autoscaled.
+  const AutoscaleReport* autoscale(const std::string& deployment) const;
   size_t leaking() const { return leaks_.FlaggedIds().size(); }
 
  private:
@@ -253,9 +261,10 @@ class ControlLoop {
   std::set<std::string> prestage_announced_;              // "node\nweights"
   std::map<std::string, std::string> prestage_failures_;  // what → last failure
   GenerationMemory generations_;
-  Loads loads_;                                    // this step's, by spec
-  std::map<std::string, Autoscaler> autoscalers_;  // by autoscaled spec
-  std::map<std::string, int> scaled_;              // this step's count, by autoscaled spec
+  Loads loads_;                                        // this step's, by spec
+  std::map<std::string, Autoscaler> autoscalers_;      // by autoscaled spec
+  std::map<std::string, int> scaled_;                  // this step's count, by autoscaled spec
+  std::map<std::string, AutoscaleReport> autoscaled_;  // this step's reports, by spec
 };
 
 }  // namespace exa::scheduler

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "absl/time/time.h"
+
 #include "membership/member.h"
 #include "nlohmann/json.hpp"
 #include "scheduler/rollout.h"
@@ -73,6 +75,35 @@ std::string DescribeReplicasJson(const std::map<std::string, NodeStatus>& nodes,
     }
   }
   return replicas.dump();
+}
+
+std::string DescribeAutoscalingJson(const AutoscaleReport& now,
+                                    const std::optional<AutoscaleState>& stored,
+                                    const absl::StatusOr<DesiredDeployment>& spec) {
+  nlohmann::json out;
+  if (spec.ok()) {
+    const AutoscalingSpec& a = spec->spec.autoscaling;
+    out["min_replicas"] = a.min_replicas;
+    out["max_replicas"] = a.max_replicas;
+    out["metric"] = a.metric;
+    out["unit"] = a.metric == "pendingTokensPerReplica" ? "tokens" : "seconds";
+    out["target"] = a.target;
+  }
+  out["current"] = now.current;
+  out["desired"] = now.desired;
+  out["ready"] = now.ready;
+  out["value"] = now.value < 0 ? nlohmann::json(nullptr) : nlohmann::json(now.value);
+  out["panic"] = now.panic;
+  out["reason"] = now.reason;
+  out["last_decision"] = nullptr;
+  if (stored) {
+    out["last_decision"] = {
+        {"desired", stored->desired},
+        {"at", absl::FormatTime(absl::RFC3339_sec, absl::FromUnixMillis(stored->at_unix_ms),
+                                absl::UTCTimeZone())},
+        {"reason", stored->reason}};
+  }
+  return out.dump();
 }
 
 }  // namespace exa::scheduler

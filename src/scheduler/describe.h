@@ -5,10 +5,14 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
+#include "absl/status/statusor.h"
+#include "scheduler/control_loop.h"
 #include "scheduler/reconciler.h"
+#include "scheduler/store_keys.h"
 
 namespace exa::scheduler {
 
@@ -23,5 +27,14 @@ std::string DescribeStatusJson(const DeploymentStatus& status, int stopping);
 // generation elsewhere (rebuilt after its node died) is not listed: it no longer counts.
 std::string DescribeReplicasJson(const std::map<std::string, NodeStatus>& nodes,
                                  std::string_view spec_name, int* stopping);
+
+// The autoscaler of an autoscaled spec (`exaserve-cli autoscale status`): its bounds, metric and
+// target, the count in force and the one wanted now, the metric's value over `ready` replicas,
+// and the last stored decision with its reason. {min_replicas, max_replicas, metric, unit,
+// target, current, desired, ready, value (null: none reported), panic, reason, last_decision:
+// {desired, at, reason} or null}.
+std::string DescribeAutoscalingJson(const AutoscaleReport& now,
+                                    const std::optional<AutoscaleState>& stored,
+                                    const absl::StatusOr<DesiredDeployment>& spec);
 
 }  // namespace exa::scheduler

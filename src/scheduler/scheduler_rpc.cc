@@ -272,6 +272,10 @@ grpc::Status SchedulerService::DescribeLocked(const pb::DescribeRequest& request
     }
   }
   out["events"] = events;
+  if (const AutoscaleReport* a = loop_.autoscale(request.name())) {
+    out["autoscaling"] = json::parse(DescribeAutoscalingJson(
+        *a, AutoscaleStateIn(store_->Records(), request.name()), loop_.Spec(*r).desired));
+  }
   response->set_json(out.dump());
   return grpc::Status::OK;
 }

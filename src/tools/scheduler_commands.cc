@@ -164,6 +164,57 @@ int RunGet(const SchedulerCommands& c, bool as_json, const ClusterAccess& cluste
   return 0;
 }
 
+std::string MetricText(const json& a, const json& v) {
+  if (!v.is_number()) return "none reported";
+  const double x = v.get<double>();
+  if (a.value("unit", "") == "tokens") return StrCat(std::llround(x), " tokens");
+  return StrCat(std::llround(x * 1000), " ms");
+}
+
+// Describe's "autoscaling" part, and the autoscaler's events.
+int RunAutoscaleStatus(const SchedulerCommands& c, bool as_json, const ClusterAccess& cluster) {
+  pb::DescribeRequest request;
+  request.set_name(c.name);
+  pb::DescribeResponse response;
+  grpc::Status s = Stub(cluster)->Describe(MakeContext(cluster).get(), request, &response);
+  if (!s.ok()) return Failure(cluster, s, false);
+  json d = json::parse(response.json(), nullptr, false);
+  if (d.is_discarded() || !d.contains("autoscaling")) {
+    std::cerr << "exaserve-cli: " << c.name
+              << " is not autoscaled (no spec.autoscaling), or its scheduler has not stepped "
+                 "it yet\n";
+    return 1;
+  }
+  json a = d["autoscaling"];
+  json decisions = json::array();
+  for (const json& e : d["events"]) {
+    if (e.value("message", "").rfind("autoscaler:", 0) == 0) decisions.push_back(e);
+  }
+  if (as_json) {
+    a["decisions"] = decisions;
+    std::cout << a.dump() << "\n";
+    return 0;
+  }
+  std::cout << "Name:       " << c.name << "\n"
+            << "Replicas:   " << a.value("current", 0) << " in force, " << a.value("desired", 0)
+            << " wanted, " << a.value("ready", 0) << " ready (bounds " << a.value("min_replicas", 0)
+            << "-" << a.value("max_replicas", 0) << ")\n"
+            << "Metric:     " << a.value("metric", "") << " " << MetricText(a, a["value"])
+            << " against a target of " << MetricText(a, a["target"])
+            << (a.value("panic", false) ? " (panic: a burst)" : "") << "\n"
+            << "Now:        " << a.value("reason", "") << "\n";
+  if (a["last_decision"].is_object()) {
+    const json& l = a["last_decision"];
+    std::cout << "Stored:     " << l.value("desired", 0) << " at " << l.value("at", "") << " ("
+              << l.value("reason", "") << ")\n";
+  }
+  std::cout << "Decisions:\n";
+  for (const json& e : decisions) {
+    std::cout << "  " << e.value("time", "") << "  " << e.value("message", "") << "\n";
+  }
+  return 0;
+}
+
 int RunDescribe(const SchedulerCommands& c, bool as_json, const ClusterAccess& cluster) {
   pb::DescribeRequest request;
   request.set_name(c.name);
@@ -379,6 +430,14 @@ void AddSchedulerCommands(CLI::App& app, CLI::App& node_cmd, SchedulerCommands* 
       ->required()
       ->check(CLI::IsMember({"status", "pause", "resume", "promote", "rollback"}));
   c->rollout->add_option("name", c->name, "spec name")->required();
+  c->autoscale = app.add_subcommand(
+      "autoscale",
+      "an autoscaled deployment: status (the count in force and wanted, the metric against its "
+      "target, the last decisions and why)");
+  c->autoscale->add_option("command", c->autoscale_command, "status")
+      ->required()
+      ->check(CLI::IsMember({"status"}));
+  c->autoscale->add_option("name", c->name, "spec name")->required();
 }
 
 std::optional<int> RunSchedulerCommands(const SchedulerCommands& c, bool json,
@@ -395,6 +454,7 @@ std::optional<int> RunSchedulerCommands(const SchedulerCommands& c, bool json,
   if (c.untaint->parsed()) return RunNodeOp(c, Op::OP_UNTAINT, json, cluster);
   if (c.ops->parsed()) return RunNodeOp(c, Op::OP_LIST, json, cluster);
   if (c.rollout->parsed()) return RunRollout(c, json, cluster);
+  if (c.autoscale->parsed()) return RunAutoscaleStatus(c, json, cluster);
   return std::nullopt;
 }
 

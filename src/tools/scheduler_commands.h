@@ -1,5 +1,5 @@
 // exaserve-cli's scheduler commands: `apply -f FILE`, `get [NAME]`, `describe NAME`,
-// `delete NAME`, `rollout status|pause|resume|promote|rollback NAME` and
+// `delete NAME`, `rollout status|pause|resume|promote|rollback NAME`, `autoscale status NAME` and
 // `node cordon|uncordon|drain|taint|untaint|ops` — against any scheduler node
 // (--addr), which stores and replicates the change (scheduler/scheduler_service.h).
 //
@@ -34,7 +34,9 @@ struct SchedulerCommands {
   CLI::App* untaint = nullptr;
   CLI::App* ops = nullptr;
   CLI::App* rollout = nullptr;
+  CLI::App* autoscale = nullptr;
   std::string rollout_command;
+  std::string autoscale_command;
   std::string file;
   bool dry_run = false;
   std::string name;

@@ -69,5 +69,35 @@ TEST_CASE("describe: a dead node's superseded generation is not listed after the
   }
 }
 
+TEST_CASE("describe: an autoscaled deployment's autoscaler, its value, target and last decision") {
+  DesiredDeployment d;
+  d.spec.name = "tiny";
+  d.spec.autoscaling.enabled = true;
+  d.spec.autoscaling.min_replicas = 2;
+  d.spec.autoscaling.max_replicas = 10;
+  d.spec.autoscaling.target = 300;
+  AutoscaleReport now{"tiny", 6, 1, 4, 4, 450.0, false, "pendingTokensPerReplica 450 tokens"};
+  AutoscaleState stored{6, 1'700'000'000'000, "up: 450 tokens against 300"};
+  json a = json::parse(DescribeAutoscalingJson(now, stored, d));
+  CHECK(a["metric"] == "pendingTokensPerReplica");
+  CHECK(a["unit"] == "tokens");
+  CHECK(a["target"] == 300);
+  CHECK(a["current"] == 4);
+  CHECK(a["desired"] == 6);
+  CHECK(a["value"] == 450.0);
+  CHECK(a["last_decision"]["desired"] == 6);
+  CHECK(a["last_decision"]["at"] == "2023-11-14T22:13:20+00:00");
+  CHECK(a["last_decision"]["reason"] == "up: 450 tokens against 300");
+
+  SECTION("nothing reported, nothing stored, latency metric") {
+    d.spec.autoscaling.metric = "ttftP99";
+    now.value = -1;
+    a = json::parse(DescribeAutoscalingJson(now, std::nullopt, d));
+    CHECK(a["unit"] == "seconds");
+    CHECK(a["value"].is_null());
+    CHECK(a["last_decision"].is_null());
+  }
+}
+
 }  // namespace
 }  // namespace exa::scheduler
