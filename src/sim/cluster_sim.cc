@@ -670,7 +670,7 @@ void ClusterSim::Check(absl::Time now) {
       WriteSpecs(now);
     }
   }
-  if (checks_ % kStepEveryChecks == 0 && traffic_ != nullptr && phase_ == Phase::kFault) {
+  if (checks_ % kStepEveryChecks == 0 && traffic_ != nullptr && phase_ >= Phase::kSteady) {
     StepTraffic(now);
   }
   if (checks_ % kStepEveryChecks == 0 && phase_ != Phase::kWarmup) StepSchedulers(now);
@@ -707,7 +707,7 @@ void ClusterSim::Check(absl::Time now) {
       if (o_.scenario.empty()) {
         end_ = now;
       } else {
-        Push(now + absl::Seconds(10), Kind::kFault, -1);
+        Push(now + (traffic_ ? kDiurnalWarmup : absl::Seconds(10)), Kind::kFault, -1);
       }
     }
   } else if (phase_ == Phase::kFault) {

@@ -26,9 +26,10 @@
 // it counts restarts per replica, the most replicas out of service at once and the lowest
 // availability. leak: every ready replica reports its memory hourly (±0.5 % noise); one, chosen
 // at random, grows 3 % of its baseline an hour; the leak detector (scheduler/leak_detector.h)
-// must flag that one only. diurnal: the spec is autoscaled and starts at its `replicas`; from
-// the fault on, requests arrive on a day curve (sim/traffic_model.h), ready replicas report their
-// load, the autoscaler sets the count, and a stopped replica drains before it goes; it reports
+// must flag that one only. diurnal: the spec is autoscaled and starts at its `replicas`; once
+// bring-up ends, requests arrive on a day curve (sim/traffic_model.h), ready replicas report
+// their load, the autoscaler sets the count, and a stopped replica drains before it goes; after
+// a 10-minute warm-up the measured day (--duration) begins; it reports
 // replica-hours against a static deployment sized for the peak, P99 TTFT per minute, the
 // autoscaler's reversals and the requests lost.
 //

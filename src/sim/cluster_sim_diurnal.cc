@@ -43,7 +43,12 @@ absl::Status ClusterSim::SetupDiurnal() {
 }
 
 void ClusterSim::StepTraffic(absl::Time now) {
-  const double t = Since(now, fault_at_);
+  if (traffic_start_ == absl::InfiniteFuture()) traffic_start_ = now;
+  if (phase_ == Phase::kFault && !measuring_) {
+    traffic_->ResetFigures();  // the warm-up is over
+    measuring_ = true;
+  }
+  const double t = Since(now, traffic_start_);
   std::vector<uint64_t> serving;
   int held = 0;
   for (SimNode& n : nodes_) {
@@ -60,6 +65,7 @@ void ClusterSim::StepTraffic(absl::Time now) {
   }
   // The second just past, so that the reports built next see every arrival as past.
   if (t >= 1) traffic_->Step(t - 1, 1, serving);
+  if (!measuring_) return;
   replica_seconds_ += held;
   traffic_seconds_ += 1;
   peak_held_ = std::max(peak_held_, held);
@@ -73,8 +79,8 @@ void ClusterSim::StepTraffic(absl::Time now) {
 }
 
 void ClusterSim::ReportLoad(absl::Time now, const AgentReplica& a, scheduler::ReportedReplica& r) {
-  if (phase_ != Phase::kFault || a.record.phase != ReplicaPhase::kReady) return;
-  const ReplicaLoad load = traffic_->Load(a.traffic_id, Since(now, fault_at_));
+  if (traffic_start_ == absl::InfiniteFuture() || a.record.phase != ReplicaPhase::kReady) return;
+  const ReplicaLoad load = traffic_->Load(a.traffic_id, Since(now, traffic_start_));
   r.pending_tokens = load.pending_tokens;
   r.running_sequences = load.running;
   r.waiting_sequences = load.waiting;
@@ -83,7 +89,7 @@ void ClusterSim::ReportLoad(absl::Time now, const AgentReplica& a, scheduler::Re
 }
 
 bool ClusterSim::Drain(absl::Time now, SimNode& n, const Action& a) {
-  const double t = phase_ == Phase::kFault ? Since(now, fault_at_) : 0;
+  const double t = traffic_start_ == absl::InfiniteFuture() ? 0 : Since(now, traffic_start_);
   for (AgentReplica& r : n.replicas) {
     if (r.record.deployment != a.deployment || r.record.ordinal != a.ordinal ||
         r.record.generation != a.generation) {
@@ -126,15 +132,19 @@ json ClusterSim::DiurnalFigures() {
   json d = traffic_->Figures(/*series_every=*/60);
   d["simulated_h"] = Round3(traffic_seconds_ / 3600);
   d["day_h"] = Round3(o_.day_s / 3600);
-  d["autoscaler"] = {{"metric", a.metric},
-                     {"target", a.target},
-                     {"min_replicas", a.min_replicas},
-                     {"max_replicas", a.max_replicas},
-                     {"decisions_up", up},
-                     {"decisions_down", down},
-                     {"reversals", reversals},
-                     {"scale_down_stabilization_s", window},
-                     {"most_reversals_in_one_window", most}};
+  d["warmup_min"] = absl::ToDoubleMinutes(kDiurnalWarmup);
+  d["autoscaler"] = {
+      {"metric", a.metric},
+      {"target", a.target},
+      {"min_replicas", a.min_replicas},
+      {"max_replicas", a.max_replicas},
+      {"decisions_up", up},
+      {"decisions_down", down},
+      {"reversals", reversals},
+      {"scale_down_stabilization_s", window},
+      {"most_reversals_in_one_window", most},
+      {"reversals_per_window",
+       window > 0 && traffic_seconds_ > 0 ? Round3(reversals / (traffic_seconds_ / window)) : 0.0}};
   const double static_seconds = static_cast<double>(peak_held_) * traffic_seconds_;
   d["replica_hours"] = Round3(replica_seconds_ / 3600);
   d["static_peak_replicas"] = peak_held_;

@@ -43,7 +43,10 @@ using scheduler::ReplicaRecord;
 using json = nlohmann::json;
 
 constexpr absl::Duration kAgentInterval = absl::Milliseconds(250);
-constexpr int kStepEveryChecks = 4;                       // the reconciler steps once a second
+constexpr int kStepEveryChecks = 4;  // the reconciler steps once a second
+// diurnal: load runs this long from the end of bring-up before the measured day begins, so the
+// autoscaler starts from a count fitted to it rather than from the idle minimum.
+constexpr absl::Duration kDiurnalWarmup = absl::Minutes(10);
 constexpr absl::Duration kProbeDelay = absl::Seconds(1);  // model probe before ready
 
 inline double Round3(double v) { return std::round(v * 1000.0) / 1000.0; }
@@ -224,6 +227,8 @@ class ClusterSim {
   void NoteDecisions(absl::Time now, const scheduler::ControlOutput& out);
   json DiurnalFigures();
   std::unique_ptr<TrafficModel> traffic_;
+  absl::Time traffic_start_ = absl::InfiniteFuture();  // the day curve's 0
+  bool measuring_ = false;                             // past the warm-up: figures count
   uint64_t next_traffic_id_ = 0;
   double replica_seconds_ = 0;  // replicas holding memory (starting, ready, draining) × seconds
   double traffic_seconds_ = 0;

@@ -185,6 +185,15 @@ void TrafficModel::Forget(uint64_t id, double t) {
   replicas_.erase(it);
 }
 
+void TrafficModel::ResetFigures() {
+  requests_ = 0;
+  lost_ = 0;
+  std::fill(all_.begin(), all_.end(), 0);
+  std::fill(minute_.begin(), minute_.end(), 0);
+  minute_requests_ = 0;
+  minutes_.clear();
+}
+
 void TrafficModel::CloseMinute() {
   minutes_.push_back(
       {static_cast<double>(minute_requests_) / 60, minute_requests_, Quantile(minute_, 0.99)});

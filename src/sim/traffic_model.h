@@ -88,6 +88,9 @@ class TrafficModel {
   // Totals, TTFT per minute against the target, and the per-minute series every `series_every`
   // minutes.
   nlohmann::json Figures(int series_every) const;
+  // Forgets the totals, the histograms and the minutes so far (a warm-up's); the replicas keep
+  // what they hold.
+  void ResetFigures();
   int64_t lost() const { return lost_; }
 
  private:

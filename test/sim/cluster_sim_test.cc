@@ -276,7 +276,10 @@ TEST_CASE("diurnal: replicas follow the day's load, drain on the way down, nothi
     CHECK(d["static_peak_replicas"].get<int>() >= 2 * d["least_replicas"].get<int>());
     CHECK(d["replica_hours_ratio"].get<double>() < 0.85);
     CHECK(d["fraction_of_minutes_meeting_target"].get<double>() >= 0.95);
-    CHECK(d["autoscaler"]["most_reversals_in_one_window"].get<int>() <= 1);
+    // Reversals: at most one per stabilization window over the day; a burst right after a
+    // scale-down can put two in one window.
+    CHECK(d["autoscaler"]["reversals_per_window"].get<double>() <= 1);
+    CHECK(d["autoscaler"]["most_reversals_in_one_window"].get<int>() <= 2);
   }
 }
 

@@ -85,6 +85,9 @@ TEST_CASE("Requests go to the replica that frees a slot sooner; losses are count
   nlohmann::json f = m.Figures(1);
   CHECK(f["lost"] == m.lost());
   CHECK(f["requests"].get<int64_t>() >= f["lost"].get<int64_t>());
+  m.ResetFigures();  // a warm-up's figures are forgotten
+  CHECK(m.Figures(1)["requests"] == 0);
+  CHECK(m.lost() == 0);
 }
 
 TEST_CASE("A trace's shape: burstiness per recorded minute, mean 1") {
