@@ -417,9 +417,14 @@ int ControlLoop::Autoscale(const ControlInput& in, const DesiredDeployment& d,
       rollout.phase == RolloutPhase::kProgressing || rollout.phase == RolloutPhase::kObserving;
   const AutoscaleDecision decision = autoscalers_[name].Step(
       d.spec, AutoscaleInput{in.now, current, load.ready, value, load.in_flight, observing});
-  const AutoscaleReport report{name,           decision.desired, in.acting ? decision.direction : 0,
-                               current,        load.ready,       value,
-                               decision.panic, decision.reason};
+  const AutoscaleReport report{.deployment = name,
+                               .desired = decision.desired,
+                               .direction = in.acting ? decision.direction : 0,
+                               .current = current,
+                               .ready = load.ready,
+                               .value = value,
+                               .panic = decision.panic,
+                               .reason = decision.reason};
   autoscaled_[name] = report;
   out.autoscaled.push_back(report);
   if (!in.acting || (stored && stored->desired == decision.desired)) return decision.desired;
