@@ -171,13 +171,20 @@ std::string MetricText(const json& a, const json& v) {
   return StrCat(std::llround(x * 1000), " ms");
 }
 
-// Describe's "autoscaling" part, and the autoscaler's events.
-int RunAutoscaleStatus(const SchedulerCommands& c, bool as_json, const ClusterAccess& cluster) {
+// The scheduler's Describe of spec `c.name`; its exit code when the call fails.
+std::optional<int> Describe(const SchedulerCommands& c, const ClusterAccess& cluster,
+                            pb::DescribeResponse* response) {
   pb::DescribeRequest request;
   request.set_name(c.name);
-  pb::DescribeResponse response;
-  grpc::Status s = Stub(cluster)->Describe(MakeContext(cluster).get(), request, &response);
+  grpc::Status s = Stub(cluster)->Describe(MakeContext(cluster).get(), request, response);
   if (!s.ok()) return Failure(cluster, s, false);
+  return std::nullopt;
+}
+
+// Describe's "autoscaling" part, and the autoscaler's events.
+int RunAutoscaleStatus(const SchedulerCommands& c, bool as_json, const ClusterAccess& cluster) {
+  pb::DescribeResponse response;
+  if (std::optional<int> failed = Describe(c, cluster, &response)) return *failed;
   json d = json::parse(response.json(), nullptr, false);
   if (d.is_discarded() || !d.contains("autoscaling")) {
     std::cerr << "exaserve-cli: " << c.name
@@ -216,11 +223,8 @@ int RunAutoscaleStatus(const SchedulerCommands& c, bool as_json, const ClusterAc
 }
 
 int RunDescribe(const SchedulerCommands& c, bool as_json, const ClusterAccess& cluster) {
-  pb::DescribeRequest request;
-  request.set_name(c.name);
   pb::DescribeResponse response;
-  grpc::Status s = Stub(cluster)->Describe(MakeContext(cluster).get(), request, &response);
-  if (!s.ok()) return Failure(cluster, s, false);
+  if (std::optional<int> failed = Describe(c, cluster, &response)) return *failed;
   json d = json::parse(response.json(), nullptr, false);
   if (as_json || d.is_discarded()) {
     std::cout << response.json() << "\n";
