@@ -280,6 +280,7 @@ absl::Status Daemon::StartServing() {
         [this](const grpc::ServerContextBase& c, std::string_view m) {
           return AuthorizeAdmin(c, m);
         });
+    EXA_RETURN_IF_ERROR(node_service_->OpenTermFence(options_.node.data_dir + "/scheduler-term"));
   }
   if (HasRole(roles_, "gateway")) EXA_RETURN_IF_ERROR(StartGateway());
   return absl::OkStatus();

@@ -207,6 +207,11 @@ NodeService::NodeService(std::string node_id, ReplicaHost& host,
           "WatchLoad streams refused because the node already serves the maximum.")) {
   registry.AddGaugeCallback("exaserve_node_load_watchers", "Open WatchLoad streams.",
                             [this] { return static_cast<double>(watchers()); });
+  registry.AddGaugeCallback(
+      "exaserve_node_scheduler_term",
+      "The highest scheduler Raft term that commanded this node; commands from a lower term are "
+      "refused (docs/architecture.md#consistency).",
+      [this] { return static_cast<double>(fence_.highest()); });
 }
 
 // The gRPC server is shut down first (every stream done), so no watcher is still in use.

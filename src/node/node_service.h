@@ -103,6 +103,11 @@ class NodeService final : public exaserve::v1::Node::CallbackService {
                                         const exaserve::v1::StopReplicaRequest* request,
                                         exaserve::v1::ReplicaStatus* response) override;
 
+  // Keeps the highest scheduler term that commanded this node in `path`, so that a restart
+  // does not let a deposed leader's late commands through (node/term_fence.h). Call before
+  // serving; errors name the file.
+  absl::Status OpenTermFence(std::string path) { return fence_.Open(std::move(path)); }
+
   // The daemon's boot id (its starting gossip incarnation), listed by ListReplicas.
   void set_boot_id(uint64_t boot_id) { boot_id_.store(boot_id); }
 

@@ -544,4 +544,10 @@ std::vector<consensus::RaftNode::Server> RaftSpecStore::Configuration() const {
   return raft_ != nullptr ? raft_->Configuration() : std::vector<consensus::RaftNode::Server>{};
 }
 
+int RaftSpecStore::Voters() const {
+  int voters = 0;
+  for (const consensus::RaftNode::Server& s : Configuration()) voters += s.role == kRaftVoter;
+  return voters;
+}
+
 }  // namespace exa::scheduler

@@ -126,6 +126,7 @@ class RaftSpecStore {
   uint64_t Term() const;
   uint64_t AppliedIndex() const;
   std::vector<consensus::RaftNode::Server> Configuration() const;
+  int Voters() const;  // voters in the current configuration (0 before Raft starts)
 
  private:
   struct Forwarded {  // a follower's write the leader proposed for it

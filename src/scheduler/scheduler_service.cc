@@ -74,6 +74,13 @@ SchedulerService::SchedulerService(SchedulerServiceOptions options, SchedulerEnv
         "exaserve_scheduler_replicas_leaking",
         "Ready replicas whose memory rose in scheduler.leak_rising_samples samples in a row and "
         "by scheduler.leak_min_growth over its baseline (docs/architecture.md#leak-detection).");
+    raft_term_gauge_ = &r->SimpleGauge("exaserve_raft_term",
+                                       "The spec store's Raft term as this scheduler knows it.");
+    raft_voters_gauge_ = &r->SimpleGauge(
+        "exaserve_raft_voters",
+        "Voters in the spec store's Raft configuration as this scheduler knows it (at most 5).");
+    raft_applied_gauge_ = &r->SimpleGauge("exaserve_raft_applied_index",
+                                          "The last Raft log index this scheduler has applied.");
   }
 }
 
@@ -285,6 +292,11 @@ void SchedulerService::ReconcileStep() {
 void SchedulerService::ExportLocked(const ControlOutput& out, bool acting) {
   if (reconciler_gauge_) reconciler_gauge_->Set(acting ? 1 : 0);
   if (leaking_gauge_) leaking_gauge_->Set(static_cast<double>(loop_.leaking()));
+  if (raft_term_gauge_) {
+    raft_term_gauge_->Set(static_cast<double>(store_->Term()));
+    raft_voters_gauge_->Set(store_->Voters());
+    raft_applied_gauge_->Set(static_cast<double>(store_->AppliedIndex()));
+  }
   if (rollbacks_) {
     for (const std::string& name : out.rollbacks) rollbacks_->WithLabels({name}).Increment();
   }

@@ -249,6 +249,10 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   metrics::Family<metrics::Gauge>* pending_gauge_ = nullptr;
   metrics::Gauge* reconciler_gauge_ = nullptr;
   metrics::Gauge* leaking_gauge_ = nullptr;
+  // This scheduler's view of the Raft log (docs/architecture.md#consistency).
+  metrics::Gauge* raft_term_gauge_ = nullptr;
+  metrics::Gauge* raft_voters_gauge_ = nullptr;
+  metrics::Gauge* raft_applied_gauge_ = nullptr;
   metrics::Family<metrics::Counter>* rollbacks_ = nullptr;
   metrics::Family<metrics::Counter>* replacements_ = nullptr;  // deployment, cause
   metrics::Family<metrics::Gauge>* autoscale_desired_ = nullptr;

@@ -5,6 +5,9 @@ services through server reflection, fetch a service's descriptor, read grpc.heal
   grpc_probe.py ADDR services          one service name a line
   grpc_probe.py ADDR describe SYMBOL   the .proto file names reflection returns for SYMBOL
   grpc_probe.py ADDR health [SERVICE]  SERVING, NOT_SERVING, ... or the gRPC error code
+  grpc_probe.py ADDR stop-replica ID TERM [TOKEN]
+                                       Node.StopReplica as a scheduler of Raft term TERM sends
+                                       it: OK, or the gRPC error code and its message
 
 The few protobuf messages involved are encoded by hand (field numbers from reflection.proto and
 health.proto), so the test needs no protobuf compiler."""
@@ -14,6 +17,7 @@ import grpc
 
 REFLECTION = "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"
 HEALTH = "/grpc.health.v1.Health/Check"
+STOP_REPLICA = "/exaserve.v1.Node/StopReplica"
 STATUS = {0: "UNKNOWN", 1: "SERVING", 2: "NOT_SERVING", 3: "SERVICE_UNKNOWN"}
 
 
@@ -25,6 +29,10 @@ def varint(n):
         out.append(b | (0x80 if n else 0))
         if not n:
             return bytes(out)
+
+
+def varint_field(number, value):
+    return varint(number << 3) + varint(value)
 
 
 def field(number, payload):  # a length-delimited field
@@ -84,6 +92,17 @@ def main():
             print(e.code().name)
             return
         print(STATUS[dict(fields(response)).get(1, 0)])
+    elif command == "stop-replica":
+        # StopReplicaRequest: replica_id = 1, scheduler_term = 4 (proto/exaserve/v1/node.proto).
+        request = field(1, rest[0].encode()) + varint_field(4, int(rest[1]))
+        metadata = [("authorization", f"Bearer {rest[2]}")] if len(rest) > 2 else None
+        stop = channel.unary_unary(STOP_REPLICA, lambda b: b, lambda b: b)
+        try:
+            stop(request, timeout=10, metadata=metadata)
+        except grpc.RpcError as e:
+            print(e.code().name, e.details())
+            return
+        print("OK")
     else:
         sys.exit(f"unknown command {command}")
 

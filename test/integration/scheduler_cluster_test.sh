@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The scheduler as a service with real processes: 3 schedulers, 3 CPU inference nodes
-# and a storage node (origin + gateway) on loopback. `apply` → replicas placed by the reconciler
-# and ready (pulled from the origin); a request answered through the gateway; kill -9 the
-# reconciling scheduler (the Raft leader) → another takes over within 15 s with the spec intact; kill -9 an
-# inference node → its replica rebuilt elsewhere only after deadGrace; stop and restart every
-# scheduler → specs still there; a node that missed a `replica label` is relabelled from the
-# stored rule; a write acknowledged to the CLI survives kill -9 of the node
-# that took it; invalid specs and unknown models are refused with exit 2, nothing written.
+# The scheduler as a service with real processes: 3 schedulers, 3 CPU inference nodes and a
+# storage node (origin + gateway) on loopback. `apply` → replicas placed by the reconciler and
+# ready (pulled from the origin); a request answered through the gateway; kill -9 the reconciling
+# scheduler (the Raft leader) → another takes over within 15 s with the spec intact, and a
+# StopReplica carrying the deposed leader's term is refused by the node; kill -9 an inference
+# node → its replica rebuilt elsewhere only after deadGrace; stop and restart every scheduler →
+# specs still there; a node that missed a `replica label` is relabelled from the stored rule; a
+# write acknowledged to the CLI survives kill -9 of the node that took it; invalid specs and
+# unknown models are refused with exit 2, nothing written.
 source "$(dirname "$0")/lib.sh"
 BIN=$1
 work=$(mktemp -d)
@@ -125,6 +126,13 @@ set -e
 
 # kill -9 the reconciler (the Raft leader), then scale up through another scheduler: the next
 # leader acts. S and T are the two left.
+node_term() {  # the highest scheduler term that has commanded inference node N
+  curl -s "http://127.0.0.1:$(port_of "$1" http_port)/metrics" |
+    awk '/^exaserve_node_scheduler_term /{print int($2)}'
+}
+old_term=0
+for n in 5 6 7; do t=$(node_term $n); [ "${t:-0}" -gt "$old_term" ] && old_term=$t; done
+[ "$old_term" -gt 0 ] || fail "no inference node reports the term that commanded it"
 V=${reconciler#sched-}
 survivors=()
 for n in 2 3 4; do [ "$n" = "$V" ] || survivors+=("$n"); done
@@ -145,6 +153,25 @@ python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) <= 15 else 1)" "$takeov
   fail "take-over took ${takeover_s}s (> 15)"
 cli --addr "$(sched $T)" get -o yaml | grep -q "replicas: 4" || fail "spec not intact on sched-4"
 wait_for 30 ready_is $S 4 || fail "not 4 ready: $(describe $S)"
+
+# The deposed leader's late command: a StopReplica carrying its term, sent to a node the new
+# leader has commanded since, is refused and the replica keeps serving.
+probe="$(dirname "$0")/grpc_probe.py"
+py=  # Debian's python3-grpcio (scripts/setup-deps.sh) is for /usr/bin/python3
+for p in python3 /usr/bin/python3; do "$p" -c "import grpc" 2>/dev/null && { py=$p; break; }; done
+[ -n "$py" ] || fail "python3-grpcio is not installed (scripts/setup-deps.sh installs it)"
+fenced=""
+while read -r id node; do
+  n=${node#infer-}
+  if [ "$(node_term "$n")" -gt "$old_term" ]; then fenced="$id $n"; break; fi
+done < <(describe $S | python3 -c "import json,sys; [print(r['id'], r['node']) for r in json.load(sys.stdin)['replicas']]")
+[ -n "$fenced" ] || fail "no node was commanded by the new leader (term > $old_term): $(describe $S)"
+read -r fenced_id fenced_node <<<"$fenced"
+late=$("$py" "$probe" "127.0.0.1:$(port_of "$fenced_node" grpc_port)" stop-replica "$fenced_id" "$old_term")
+grep -q "^FAILED_PRECONDITION .*term $old_term refused" <<<"$late" ||
+  fail "a StopReplica of deposed term $old_term was not refused by infer-$fenced_node: $late"
+sleep 1
+ready_is $S 4 || fail "the refused StopReplica stopped a replica: $(describe $S)"
 
 # kill -9 an inference node: its replica(s) are rebuilt elsewhere, only after death + deadGrace.
 victim_ids=$(describe $S | python3 -c "import json,sys; print(' '.join(r['id'] for r in json.load(sys.stdin)['replicas'] if r['node']=='infer-7'))")

@@ -4,7 +4,8 @@
 # either process listens on (found with ss, not assumed) checking that nothing answers a mutating
 # call without credentials: plain gRPC, TLS without a client certificate, a certificate without
 # the admin token, plain HTTP without an API key, forged gossip packets. The authorized path works
-# too, so the refusals are the credentials' doing, not a dead port.
+# too, so the refusals are the credentials' doing, not a dead port. Last, the spec store's Raft
+# among three schedulers over mutual TLS, through kill -9 of its leader.
 source "$(dirname "$0")/lib.sh"
 BIN=$(cd "$1" && pwd)
 work=$(mktemp -d)
@@ -15,7 +16,7 @@ cli() { "$BIN/exaserve-cli" --timeout 5s "$@"; }
 # (secure_defaults_test covers the brake).
 export EXASERVE_ADMIN_MAX_FAILURES_PER_MINUTE=0
 
-cli certs init --out "$C" --nodes node-1,node-2,node-3 >/dev/null || fail "certs init"
+cli certs init --out "$C" --nodes node-1,node-2,node-3,node-4,node-5 >/dev/null || fail "certs init"
 set +e
 cli certs init --out "$C" --nodes node-1 >/dev/null 2>&1; again=$?
 cli certs init --out "$work/bad" --nodes "a/b" >/dev/null 2>&1; bad=$?
@@ -209,4 +210,30 @@ echo "ok: forged gossip dropped (decrypt/packet failure counters: $drops), membe
 cli "${tls[@]}" "${admin[@]}" --addr "$g1" node cordon node-3 >/dev/null || fail "cordon with credentials"
 cli "${tls[@]}" "${admin[@]}" --addr "$g1" node uncordon node-3 >/dev/null || fail "uncordon"
 echo "ok: a certificate and the admin token can act"
+
+# 6. The spec store's Raft among three schedulers, every frame over mutual TLS with the node
+# token: two more scheduler nodes join, become voters, and the log survives kill -9 of its leader.
+for n in 4 5; do start_node $n $(secure $n) --role scheduler --join "$seed"; done
+metric() {  # N NAME -> the value of an unlabelled metric on node N
+  curl -s "http://127.0.0.1:$(port_of "$1" http_port)/metrics" | awk -v m="$2" '$1 == m {print int($2)}'
+}
+three_voters() { for n in 2 4 5; do [ "$(metric $n exaserve_raft_voters)" = 3 ] || return 1; done; }
+wait_for 60 three_voters ||
+  fail "not 3 Raft voters over mTLS: $(for n in 2 4 5; do echo "node-$n: $(metric $n exaserve_raft_voters)"; done)"
+leader=""
+for n in 2 4 5; do [ "$(metric $n exaserve_scheduler_reconciling)" = 1 ] && leader=$n; done
+[ -n "$leader" ] || fail "no scheduler reconciles"
+term=$(metric $leader exaserve_raft_term)
+kill -9 "${pids[$leader]}"
+others=()
+for n in 2 4 5; do [ "$n" = "$leader" ] || others+=("$n"); done
+sched_addr() { echo "127.0.0.1:$(port_of "$1" grpc_port)"; }
+cordon_through() { cli "${tls[@]}" "${admin[@]}" --addr "$(sched_addr "$1")" node cordon node-3 >/dev/null 2>&1; }
+wait_for 30 cordon_through "${others[0]}" || fail "no write after kill -9 of the Raft leader node-$leader"
+for n in "${others[@]}"; do
+  cli "${tls[@]}" --addr "$(sched_addr "$n")" node ops | grep -q "node-3  cordoned" ||
+    fail "node-$n does not read the write: $(cli "${tls[@]}" --addr "$(sched_addr "$n")" node ops 2>&1)"
+  [ "$(metric "$n" exaserve_raft_term)" -gt "$term" ] || fail "node-$n is still in term $term"
+done
+echo "ok: 3 Raft voters over mutual TLS; kill -9 of the leader (node-$leader, term $term) → the next write committed and read on both survivors"
 echo "PASS"
