@@ -302,7 +302,12 @@ absl::Status Daemon::StartGateway() {
   Every(timers_->performance, options_.health.performance_interval, [this] { EjectSlow(); });
   // Mid-stream failover (docs/architecture.md#failover): stalled streams and those on a replica
   // that looks dead are resumed elsewhere; a changed gateway.rate_limits_file is read again.
-  Every(timers_->stream_check, absl::Milliseconds(100), [this] { frontend_->Tick(absl::Now()); });
+  Every(timers_->stream_check, absl::Milliseconds(100), [this] {
+    frontend_->Tick(absl::Now());
+    // A model scaled to zero got its first waiting request: tell the scheduler now, not at the
+    // next 2 s sync (docs/architecture.md#autoscaling).
+    if (frontend_->activator().TakeNewDemand()) SyncRoutes();
+  });
   routes_ =
       std::make_unique<gateway::VersionRoutes>(options_.node.data_dir + "/gateway-routes.json");
   EXA_RETURN_IF_ERROR(routes_->Load());
@@ -445,7 +450,9 @@ void Daemon::RunElection() {
 
 // A gateway in a cluster with schedulers follows the version routes of the spec store: every 2 s
 // it asks the lowest-id live scheduler (Scheduler.Routes) and takes its list. Without a scheduler
-// the gateway's own routes (Admin.Routes) stand.
+// the gateway's own routes (Admin.Routes) stand. The same call reports the models it holds
+// requests for with no replica, and learns which models may be at zero replicas (scale from
+// zero, gateway/activator.h).
 void Daemon::SyncRoutes() {
   if (!routes_ || !gossip_ || !GatewayActive() || route_syncs_in_flight_.load() > 0) return;
   const std::string target = RouteScheduler();
@@ -458,6 +465,9 @@ void Daemon::SyncRoutes() {
   };
   auto call = std::make_shared<Call>();
   call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  for (std::string& model : frontend_->activator().Waiting(absl::Now())) {
+    call->request.add_waiting_models(std::move(model));
+  }
   if (target != route_sync_target_) {  // one channel per scheduler, not one per 2 s tick
     route_sync_target_ = target;
     route_sync_channel_ = net::NewChannel(target, net::PeerChannelArgs());
@@ -475,6 +485,8 @@ void Daemon::SyncRoutes() {
             EXA_LOG_WARN("gateway", "routes from the spec store not applied",
                          {{"error", std::string(st.message())}});
           }
+          const auto& models = call->response.activatable_models();
+          frontend_->activator().SetActivatable({models.begin(), models.end()});
         }
         route_syncs_in_flight_--;
       });

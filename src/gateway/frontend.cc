@@ -165,6 +165,13 @@ void RegisterConfig(config::Schema& s, std::string_view section, GatewayOptions*
   s.Add(p + ".resume_deadline", &o->resume_deadline,
         "how long a broken stream waits for a ready replica to resume on",
         config::Validator<absl::Duration>(config::PositiveDuration));
+  s.Add<int>(
+      p + ".activation_queue", &o->activation.max_waiting,
+      "requests held for models scaled to zero while a replica starts; beyond: 503",
+      [](const int& v) { return v >= 0 && v <= 4096 ? "" : StrCat(v, ": expected 0-4096"); });
+  s.Add(p + ".activation_timeout", &o->activation.timeout,
+        "how long a request for a model scaled to zero waits for a replica before a 503",
+        config::Validator<absl::Duration>(config::PositiveDuration));
 }
 
 int HttpStatusFor(absl::StatusCode code) {
@@ -211,6 +218,7 @@ Frontend::Frontend(GatewayOptions options, ReplicaBackend& backend, router::Repl
     : options_(std::move(options)),
       backend_(backend),
       table_(table),
+      activator_(options_.activation, registry),
       requests_(registry.AddCounter("exaserve_gateway_requests_total",
                                     "Requests by outcome: ok, or the error code.", {"outcome"})),
       http_responses_(registry.AddCounter(
@@ -358,7 +366,17 @@ void Frontend::SetGatewayCount(int n) {
   if (rate_limiter_) rate_limiter_->SetGateways(n);
 }
 
+bool Frontend::MayWaitForReplica(const absl::Status& refusal, std::string_view model) {
+  return (absl::IsNotFound(refusal) || absl::IsUnavailable(refusal)) && !draining_ && active_ &&
+         !model.empty() && activator_.Activatable(model) &&
+         !table_.HasRoutable(model.substr(0, model.find('@')));
+}
+
 void Frontend::Tick(absl::Time now) {
+  // Served: a replica is routable and the backend has the model's tokenizer.
+  activator_.Tick(now, [this](const std::string& model) {
+    return table_.HasRoutable(model) && FindModel(model).ok();
+  });
   CheckStreams(now);
   PollRateLimits(now);
 }

@@ -23,6 +23,7 @@
 #include "config/schema.h"
 #include "engine/request.h"
 #include "engine/tokenizer_detokenizer.h"
+#include "gateway/activator.h"
 #include "gateway/api_keys.h"
 #include "gateway/rate_limiter.h"
 #include "gateway/version_routes.h"
@@ -54,6 +55,8 @@ struct GatewayOptions {
   absl::Duration stream_stall_timeout = absl::ZeroDuration();
   // How long a broken stream waits for a ready replica to resume on before it fails.
   absl::Duration resume_deadline = absl::Seconds(5);
+  // Scale from zero (gateway/activator.h): requests held for models with no ready replica.
+  ActivatorOptions activation;
 };
 
 void RegisterConfig(config::Schema& schema, std::string_view section, GatewayOptions* options);
@@ -229,6 +232,11 @@ class Frontend {
   void SetActive(bool active) { active_ = active; }
   int in_flight() const { return in_flight_.load(); }
   const GatewayOptions& options() const { return options_; }
+  // Requests held for models scaled to zero (gateway/activator.h); Tick resumes them.
+  Activator& activator() { return activator_; }
+  // Whether a request for `model` refused with `refusal` may wait for a replica to start: the
+  // refusal says no replica serves it, none does now, and the model may be at zero replicas.
+  bool MayWaitForReplica(const absl::Status& refusal, std::string_view model);
 
   // Finds the streams that broke without an error — stalled, or on a replica whose node is
   // suspected (or that fails its health checks) or that is ejected — and moves them elsewhere;
@@ -297,6 +305,7 @@ class Frontend {
   const GatewayOptions options_;
   ReplicaBackend& backend_;
   router::ReplicaTable& table_;
+  Activator activator_;
   std::atomic<int> in_flight_{0};
   // Calls between a retry or resume and its attempt's first token (the reattempt budget).
   std::atomic<int> reattempts_in_flight_{0};

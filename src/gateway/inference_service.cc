@@ -16,6 +16,20 @@ void AddRetryAfter(grpc::CallbackServerContext* context, const RateLimitReport& 
   }
 }
 
+// A gRPC call cannot be held while a model scaled to zero starts: the demand is counted (the
+// gateway reports it, gateway/activator.h) and the call is told to retry after the replica's
+// start. Other refusals pass through.
+absl::Status RefuseWhileActivating(Frontend& frontend, grpc::CallbackServerContext* context,
+                                   const absl::Status& refusal, const std::string& model) {
+  if (!frontend.MayWaitForReplica(refusal, model)) return refusal;
+  Activator& activator = frontend.activator();
+  activator.NoteDemand(model, absl::Now());
+  context->AddTrailingMetadata("retry-after", StrCat(activator.retry_after_s()));
+  return absl::UnavailableError(StrCat("model ", model,
+                                       " is scaled to zero; a replica is starting; retry after ",
+                                       activator.retry_after_s(), " s"));
+}
+
 // Starts `request` on the frontend as the producer of a GenerateStreamReactor.
 engine::rpc::GenerateStreamReactor::Starter FrontendStarter(Frontend& frontend,
                                                             grpc::CallbackServerContext* context,
@@ -23,9 +37,11 @@ engine::rpc::GenerateStreamReactor::Starter FrontendStarter(Frontend& frontend,
   return [&frontend, context, request = std::move(request)](
              engine::StreamCallback sink) mutable -> absl::StatusOr<engine::rpc::StreamHandle> {
     RateLimitReport report;
+    const std::string model = request.model;
     absl::StatusOr<std::shared_ptr<Call>> started =
         frontend.Start(std::move(request), std::move(sink), &report);
     if (!started.ok()) AddRetryAfter(context, report);
+    if (!started.ok()) return RefuseWhileActivating(frontend, context, started.status(), model);
     EXA_ASSIGN_OR_RETURN(std::shared_ptr<Call> call, std::move(started));
     engine::rpc::StreamHandle handle;
     handle.cancel = [call] { call->Cancel(); };
@@ -108,6 +124,7 @@ grpc::ServerUnaryReactor* InferenceService::Complete(grpc::CallbackServerContext
   auto state = std::make_shared<State>();
   absl::MutexLock lock(&state->mu);
   RateLimitReport report;
+  const std::string model = text->model;
   auto call = frontend_.Start(
       *std::move(text),
       [reactor, response, state, logprobs = request->sampling().logprobs(),
@@ -134,7 +151,8 @@ grpc::ServerUnaryReactor* InferenceService::Complete(grpc::CallbackServerContext
       &report);
   if (!call.ok()) {
     AddRetryAfter(context, report);
-    reactor->Finish(net::StatusToGrpc(call.status()));
+    reactor->Finish(
+        net::StatusToGrpc(RefuseWhileActivating(frontend_, context, call.status(), model)));
     return reactor;
   }
   state->call = *call;

@@ -336,8 +336,15 @@ absl::Status StartChoices(Frontend& frontend, std::vector<TextRequest> requests,
   return absl::OkStatus();
 }
 
+// A request for a model scaled to zero waits for its replica (gateway/activator.h): HandleGenerate
+// runs again once the model is served; a refusal (the queue full, the timeout) is a 503 whose
+// Retry-After leaves the replica time to start.
+bool ParkForReplica(Frontend& frontend, bool chat, const net::HttpRequest& req,
+                    const std::shared_ptr<ApiResponder>& responder, const absl::Status& refusal,
+                    const std::string& model);
+
 void HandleGenerate(Frontend& frontend, bool chat, const net::HttpRequest& req,
-                    const std::shared_ptr<ApiResponder>& responder) {
+                    const std::shared_ptr<ApiResponder>& responder, bool parked = false) {
   absl::StatusOr<std::string> tenant = frontend.Authorize(req.Header("authorization"));
   if (!tenant.ok()) {
     responder->Respond(StatusResponse(tenant.status()));
@@ -375,6 +382,7 @@ void HandleGenerate(Frontend& frontend, bool chat, const net::HttpRequest& req,
   absl::Status started = StartChoices(frontend, std::move(requests), exchange, &cancel);
   for (const auto& call : cancel) call->Cancel();
   if (!started.ok()) {
+    if (!parked && ParkForReplica(frontend, chat, req, responder, started, parsed.model)) return;
     responder->Respond(RateLimitedStatusResponse(started, exchange->rate_limit));
     return;
   }
@@ -386,6 +394,27 @@ void HandleGenerate(Frontend& frontend, bool chat, const net::HttpRequest& req,
     }
     for (const auto& call : calls) call->Cancel();
   });
+}
+
+bool ParkForReplica(Frontend& frontend, bool chat, const net::HttpRequest& req,
+                    const std::shared_ptr<ApiResponder>& responder, const absl::Status& refusal,
+                    const std::string& model) {
+  if (!frontend.MayWaitForReplica(refusal, model)) return false;
+  Activator& activator = frontend.activator();
+  auto refuse = [responder, retry = activator.retry_after_s()](const absl::Status& s) {
+    net::HttpResponse response = StatusResponse(s);
+    std::erase_if(response.headers, [](const auto& h) { return h.first == "Retry-After"; });
+    response.headers.emplace_back("Retry-After", StrCat(retry));
+    responder->Respond(std::move(response));
+  };
+  absl::Status held = activator.Park(
+      model, absl::Now(),
+      {.resume = [&frontend, chat, req,
+                  responder] { HandleGenerate(frontend, chat, req, responder, /*parked=*/true); },
+       .refuse = refuse,
+       .gone = [responder] { return responder->ClientGone(); }});
+  if (!held.ok()) refuse(held);
+  return true;
 }
 
 json ModelObject(const ModelView& m) {

@@ -372,6 +372,14 @@ std::string ReplicaTable::CheckInvariants() const {
   return err;
 }
 
+bool ReplicaTable::HasRoutable(std::string_view model) const {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, e] : replicas_) {
+    if (e.snap.info.model == model && Routable(e)) return true;
+  }
+  return false;
+}
+
 std::vector<std::string> ReplicaTable::Models() const {
   absl::MutexLock lock(&mu_);
   std::set<std::string> models;

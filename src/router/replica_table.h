@@ -137,6 +137,8 @@ class ReplicaTable {
   Decisions decisions() const ABSL_LOCKS_EXCLUDED(mu_);
   // Models with at least one replica, sorted.
   std::vector<std::string> Models() const;
+  // Whether some replica of `model` is ready, healthy and not ejected (a request could go to it).
+  bool HasRoutable(std::string_view model) const ABSL_LOCKS_EXCLUDED(mu_);
   Policy policy() const { return policy_; }
 
  private:

@@ -75,6 +75,7 @@ AutoscaleDecision Autoscaler::Step(const InferenceReplicaSpec& spec, const Autos
   const AutoscalingSpec& a = spec.autoscaling;
   AutoscaleDecision d;
   d.desired = std::clamp(in.current, a.min_replicas, a.max_replicas);
+  first_step_ = std::min(first_step_, in.now);
   counts_.push_back({in.now, in.current});
   while (!counts_.empty() && counts_.front().at < in.now - kRateWindow) counts_.pop_front();
   // Each sample as the count that was right for it (ready × value / target): a window that spans
@@ -85,6 +86,12 @@ AutoscaleDecision Autoscaler::Step(const InferenceReplicaSpec& spec, const Autos
   while (!samples_.empty() && samples_.front().at < in.now - kStableWindow) samples_.pop_front();
   const Sample stable = Mean(in.now - kStableWindow);
   const Sample burst = Mean(in.now - kPanicWindow);
+  if (in.waiting && d.desired == 0) {
+    d.desired = std::min(1, a.max_replicas);
+    d.direction = Direction(d.desired, in.current);
+    d.reason = "requests are waiting at a gateway and no replica is running (scale from zero)";
+    return d;
+  }
   if (stable.value < 0 || in.ready == 0) {
     d.direction = Direction(d.desired, in.current);
     d.reason = StrCat("no ", a.metric, " reported by a ready replica; held within [",
@@ -98,12 +105,17 @@ AutoscaleDecision Autoscaler::Step(const InferenceReplicaSpec& spec, const Autos
   if (burst_want >= 2 * in.ready) panic_until_ = in.now + kStableWindow;
   d.panic = in.now < panic_until_;
   if (d.panic) want = std::max({want, burst_want, in.current});  // never down while panicking
+  if (in.waiting) want = std::max(want, 1);  // recorded: the idle window starts after the last
   want = Stabilize(a, in.now, in.current, want);
   // Enough slots for what is in flight: a scale-down never strands running sequences.
   const int64_t needed = (in.in_flight + spec.concurrency - 1) / std::max(1, spec.concurrency);
   if (want < in.current) want = std::max<int64_t>(want, std::min<int64_t>(needed, in.current));
   if (want < in.current && in.hold_down) want = in.current;  // the comparison needs both sizes
-  want = RateLimit(a, in.now, in.current, want);
+  // Idle over the whole stabilization window (and this autoscaler has seen all of it): the last
+  // replicas go without the rate limit's rounding holding one back.
+  const bool idle = want == 0 && in.in_flight == 0 && !in.waiting &&
+                    in.now - first_step_ >= a.scale_down_stabilization;
+  if (!idle) want = std::max(RateLimit(a, in.now, in.current, want), in.waiting ? 1 : 0);
   d.desired = std::clamp(want, a.min_replicas, a.max_replicas);
   d.direction = Direction(d.desired, in.current);
   d.reason =
@@ -111,7 +123,8 @@ AutoscaleDecision Autoscaler::Step(const InferenceReplicaSpec& spec, const Autos
              ValueText(a, burst.value < 0 ? stable.value : burst.value),
              " over 6 s) against a target of ", ValueText(a, a.target), " with ", in.ready,
              " ready and ", in.in_flight, " sequences in flight", d.panic ? "; panic: a burst" : "",
-             in.hold_down && d.desired >= in.current ? "; a rollout is observing" : "");
+             in.hold_down && d.desired >= in.current ? "; a rollout is observing" : "",
+             idle && d.desired == 0 ? "; idle: scaled to zero" : "");
   return d;
 }
 

@@ -7,6 +7,12 @@
 // scaleDownStabilization), rate limits against the count of a minute ago, and floors: never
 // below minReplicas or below the slots the sequences in flight need.
 //
+// Scale to zero (minReplicas 0): a deployment goes to 0 only when every recommendation over
+// scaleDownStabilization was 0 with nothing in flight (idle for the whole window; the rate limit
+// does not hold the last replica). At 0 nothing reports load, so it comes back on demand alone:
+// requests a gateway holds for the model (`waiting`) start minReplicas or 1 at once, and keep at
+// least one while they wait.
+//
 // Every scheduler runs one Autoscaler per autoscaled deployment each control step, so that a new
 // Raft leader decides with windows already full; only the leader's decisions are stored.
 //
@@ -31,6 +37,9 @@ struct AutoscaleInput {
   // A rollout observation window is open: a scale-down waits for it to close
   // (docs/architecture.md#autoscaling).
   bool hold_down = false;
+  // A gateway holds requests for this deployment's model with no replica to serve them
+  // (docs/architecture.md#autoscaling): never fewer than one.
+  bool waiting = false;
 };
 
 struct AutoscaleDecision {
@@ -67,6 +76,7 @@ class Autoscaler {
   std::deque<Count> recommendations_;  // the longer stabilization window
   std::deque<Count> counts_;           // counts in force over the rate window
   absl::Time panic_until_ = absl::InfinitePast();
+  absl::Time first_step_ = absl::InfiniteFuture();
 };
 
 }  // namespace exa::scheduler

@@ -65,10 +65,6 @@ absl::Status ParseAutoscaling(const Reader& r, const YAML::Node& n, AutoscalingS
   if (n["minReplicas"]) {
     EXA_ASSIGN_OR_RETURN(out.min_replicas,
                          r.Int(n["minReplicas"], "spec.autoscaling.minReplicas", 0, kMaxReplicas));
-    if (out.min_replicas == 0) {
-      return r.Error(n["minReplicas"], "spec.autoscaling.minReplicas",
-                     "0: scale to zero is not supported yet; at least 1");
-    }
   }
   if (!n["maxReplicas"]) return r.Error(n, "spec.autoscaling.maxReplicas", "is required");
   EXA_ASSIGN_OR_RETURN(out.max_replicas,
@@ -110,10 +106,10 @@ absl::Status ParseAutoscaling(const Reader& r, const YAML::Node& n, AutoscalingS
 absl::Status ValidateAutoscaling(const InferenceReplicaSpec& s) {
   const AutoscalingSpec& a = s.autoscaling;
   if (!a.enabled) return absl::OkStatus();
-  if (a.min_replicas < 1 || a.max_replicas < a.min_replicas) {
+  if (a.min_replicas < 0 || a.max_replicas < a.min_replicas) {
     return absl::InvalidArgumentError(StrCat("spec.autoscaling: minReplicas ", a.min_replicas,
                                              " and maxReplicas ", a.max_replicas,
-                                             ": need 1 <= minReplicas <= maxReplicas"));
+                                             ": need 0 <= minReplicas <= maxReplicas"));
   }
   if (s.replicas < a.min_replicas || s.replicas > a.max_replicas) {
     return absl::InvalidArgumentError(StrCat(

@@ -415,8 +415,12 @@ int ControlLoop::Autoscale(const ControlInput& in, const DesiredDeployment& d,
   }
   const bool observing =
       rollout.phase == RolloutPhase::kProgressing || rollout.phase == RolloutPhase::kObserving;
+  // A gateway reports held requests every 2 s while it has them (docs/architecture.md#autoscaling).
+  const std::optional<absl::Time> asked = ActivationIn(*in.state, d.spec.model);
+  const bool waiting = asked && in.now - *asked <= kActivationFresh;
   const AutoscaleDecision decision = autoscalers_[name].Step(
-      d.spec, AutoscaleInput{in.now, current, load.ready, value, load.in_flight, observing});
+      d.spec,
+      AutoscaleInput{in.now, current, load.ready, value, load.in_flight, observing, waiting});
   const AutoscaleReport report{.deployment = name,
                                .desired = decision.desired,
                                .direction = in.acting ? decision.direction : 0,
@@ -443,6 +447,16 @@ int ControlLoop::Autoscale(const ControlInput& in, const DesiredDeployment& d,
       StrCat(kAutoscalePrefix, name),
       AutoscaleStateToJson({decision.desired, absl::ToUnixMillis(in.now), decision.reason}));
   return decision.desired;
+}
+
+std::set<std::string> ControlLoop::ActivatableModels() const {
+  std::set<std::string> models;
+  for (const auto& [key, cached] : specs_) {
+    if (!cached.desired.ok()) continue;
+    const AutoscalingSpec& a = cached.desired->spec.autoscaling;
+    if (a.enabled && a.min_replicas == 0) models.insert(cached.desired->spec.model);
+  }
+  return models;
 }
 
 const AutoscaleReport* ControlLoop::autoscale(const std::string& deployment) const {

@@ -185,6 +185,9 @@ class ControlLoop {
   const std::string& reconciler() const { return reconciler_; }
   const MetricWindow& window() const { return window_; }
   const LeakDetector& leaks() const { return leaks_; }  // keyed "node/replica"
+  // Models of autoscaled specs that may run no replica (minReplicas 0): a gateway holds their
+  // requests while one starts (docs/architecture.md#autoscaling).
+  std::set<std::string> ActivatableModels() const;
   // The autoscaler's last step on `deployment`; nullptr when it is not autoscaled.
   const AutoscaleReport* autoscale(const std::string& deployment) const;
   size_t leaking() const { return leaks_.FlaggedIds().size(); }

@@ -425,6 +425,24 @@ grpc::ServerUnaryReactor* SchedulerService::Rollout(grpc::CallbackServerContext*
   return reactor;
 }
 
+// A gateway's list call also says which models it holds requests for with no replica to serve
+// them; for a model that may be at zero replicas the demand is stored (at most every
+// kActivationRefresh per model) so that the leader's autoscaler starts one.
+void SchedulerService::NoteWaitingLocked(const pb::RoutesRequest& request,
+                                         pb::RoutesResponse* response) {
+  const std::set<std::string> activatable = loop_.ActivatableModels();
+  for (const std::string& m : activatable) response->add_activatable_models(m);
+  const absl::Time now = absl::Now();
+  const int n = std::min(request.waiting_models_size(), 64);
+  for (int i = 0; i < n; ++i) {
+    const std::string model(ModelOfRequest(request.waiting_models(i)));
+    if (activatable.count(model) == 0) continue;
+    std::optional<absl::Time> last = ActivationIn(store_->Records(), model);
+    if (last && now - *last < kActivationRefresh) continue;
+    store_->Put(now, StrCat(kActivationPrefix, model), StrCat(absl::ToUnixMillis(now)));
+  }
+}
+
 grpc::ServerUnaryReactor* SchedulerService::Routes(grpc::CallbackServerContext* context,
                                                    const pb::RoutesRequest* request,
                                                    pb::RoutesResponse* response) {
@@ -432,6 +450,7 @@ grpc::ServerUnaryReactor* SchedulerService::Routes(grpc::CallbackServerContext* 
   if (request->op() == pb::RoutesRequest::OP_LIST) {
     absl::MutexLock lock(&mu_);
     ListRoutes(store_->Records(), {}, response);
+    NoteWaitingLocked(*request, response);
     return Finish(context, grpc::Status::OK);
   }
   if (auto s = Authorize(context, "Scheduler.Routes"); !s.ok()) return Finish(context, s);

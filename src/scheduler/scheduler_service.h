@@ -207,6 +207,8 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   // out its actions (when this node leads).
   void ReconcileStep();
   // Exports the control loop's figures (exaserve_deployment_replicas_*, ...). Needs mu_.
+  void NoteWaitingLocked(const exaserve::v1::RoutesRequest& request,
+                         exaserve::v1::RoutesResponse* response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExportLocked(const ControlOutput& out, bool acting) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddEventLocked(const std::string& deployment, std::string message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

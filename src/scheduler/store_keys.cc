@@ -1,5 +1,7 @@
 #include "scheduler/store_keys.h"
 
+#include "absl/strings/numbers.h"
+
 #include "common/logging.h"
 #include "common/strings.h"
 #include "nlohmann/json.hpp"
@@ -95,6 +97,17 @@ std::string AutoscaleStateToJson(const AutoscaleState& state) {
   return json{
       {"desired", state.desired}, {"at_unix_ms", state.at_unix_ms}, {"reason", state.reason}}
       .dump();
+}
+
+std::optional<absl::Time> ActivationIn(const StoreRecords& records, std::string_view model) {
+  auto it = records.find(StrCat(kActivationPrefix, model));
+  int64_t ms = 0;
+  if (it == records.end() || !absl::SimpleAtoi(it->second.value, &ms)) return std::nullopt;
+  return absl::FromUnixMillis(ms);
+}
+
+std::string_view ModelOfRequest(std::string_view requested) {
+  return requested.substr(0, requested.find('@'));
 }
 
 std::optional<AutoscaleState> AutoscaleStateIn(const StoreRecords& records,

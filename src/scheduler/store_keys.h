@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "cluster/label_rule.h"
 #include "scheduler/replicated_store.h"
 #include "scheduler/rollout.h"
@@ -31,6 +32,13 @@ inline constexpr std::string_view kRolloutCommandPrefix = "rollout-command/";
 inline constexpr std::string_view kRoutePrefix = "route/";
 inline constexpr std::string_view kLabelRulePrefix = "labelrule/";
 inline constexpr std::string_view kAutoscalePrefix = "autoscale/";
+// activation/<model>: when a gateway last held requests for the model with no replica to serve
+// them (unix ms); an autoscaled deployment of that model at zero replicas starts one.
+inline constexpr std::string_view kActivationPrefix = "activation/";
+// How long such a record means requests are still waiting.
+inline constexpr absl::Duration kActivationFresh = absl::Seconds(15);
+// A scheduler stores a gateway's report at most this often per model.
+inline constexpr absl::Duration kActivationRefresh = absl::Seconds(5);
 
 // Set on every replica the scheduler starts: only labelled replicas are managed (and stopped when
 // their deployment goes away); a node's own replicas are left alone.
@@ -84,6 +92,12 @@ std::string AutoscaleStateToJson(const AutoscaleState& state);
 // Empty when none is stored, or when it is unreadable (logged).
 std::optional<AutoscaleState> AutoscaleStateIn(const StoreRecords& records,
                                                const std::string& name);
+
+// When a gateway last held requests for `model` with no replica to serve them
+// (kActivationPrefix); empty when never, or unreadable.
+std::optional<absl::Time> ActivationIn(const StoreRecords& records, std::string_view model);
+// The model part of a request's "NAME@VERSION" (the name alone is the model).
+std::string_view ModelOfRequest(std::string_view requested);
 
 // How many records have keys starting with `prefix`.
 size_t CountPrefix(const StoreRecords& records, std::string_view prefix);

@@ -5,7 +5,8 @@
 # replica's slots hold (12 streams on 4 slots) and back to one stream: the count goes 1 → 4 → 1,
 # the P99 TTFT once the scale-up settled is well under the overloaded replica's, and not one
 # request fails, during the scale-down included (a stopped replica drains). `autoscale status`
-# shows it.
+# shows it. Then scale to zero: minReplicas 0, idle → 0 replicas, and a request that arrives
+# then waits at the gateway while one starts.
 source "$(dirname "$0")/lib.sh"
 BIN=$1
 work=$(mktemp -d)
@@ -144,3 +145,27 @@ curl -s "http://127.0.0.1:$(port_of 2 http_port)/metrics" |
   grep -q 'exaserve_autoscaler_decisions_total{deployment="tiny",direction="down"}' ||
   fail "no scale-down decision metric"
 echo "ok: 1 → 4 → 1 replicas under a 12-stream ramp, 0 failed requests; $(cat "$work/ramp.json")"
+
+# Scale to zero: with minReplicas 0 the idle deployment goes to 0 replicas after its 15 s window.
+# A completion then waits at the gateway while a replica starts, and is answered; a model no
+# deployment serves is still a 404 at once, and a gRPC call is told to retry (UNAVAILABLE).
+sed 's/minReplicas: 1/minReplicas: 0/' "$work/tiny.yaml" >"$work/zero.yaml"
+cli --addr "$sched" apply -f "$work/zero.yaml" >/dev/null || fail "apply minReplicas 0"
+status() { cli --addr "$sched" --json autoscale status tiny | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['$1'])"; }
+at_zero() { [ "$(status ready)" = 0 ] && [ "$(status desired)" = 0 ]; }
+wait_for 90 at_zero || fail "not scaled to zero: $(cli --addr "$sched" autoscale status tiny)"
+code=$(curl -s -o "$work/unknown.json" -w '%{http_code}' --max-time 5 "$gateway/v1/completions" \
+  -H 'content-type: application/json' -d '{"model":"no-such-model","prompt":"1+1=","max_tokens":2}')
+[ "$code" = 404 ] || fail "a model nobody serves: $code $(cat "$work/unknown.json")"
+started=$(date +%s.%N)
+code=$(curl -s -o "$work/cold.json" -w '%{http_code}' --max-time 90 "$gateway/v1/completions" \
+  -H 'content-type: application/json' \
+  -d '{"model":"exa-tiny-arith","prompt":"12+30=","max_tokens":4,"temperature":0}')
+cold_s=$(python3 -c "import sys,time; print(round(time.time() - float(sys.argv[1]), 1))" "$started")
+[ "$code" = 200 ] && grep -q '"choices"' "$work/cold.json" ||
+  fail "the request to a model at zero: $code $(cat "$work/cold.json") $(cli --addr "$sched" autoscale status tiny)"
+cli --addr "$sched" autoscale status tiny | grep -q "scale from zero" ||
+  fail "no scale-from-zero decision: $(cli --addr "$sched" autoscale status tiny)"
+curl -s "$gateway/metrics" | grep -q '^exaserve_gateway_activations_total{outcome="served"} [1-9]' ||
+  fail "the held request is not counted as served: $(curl -s "$gateway/metrics" | grep activation)"
+echo "ok: scaled to zero when idle; a request to the model waited ${cold_s}s for a replica and was answered"

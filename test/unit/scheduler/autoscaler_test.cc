@@ -139,5 +139,56 @@ TEST_CASE("Without a reported value the count holds, clamped to the bounds") {
   CHECK(d.direction == 0);
 }
 
+TEST_CASE("minReplicas 0: idle for the whole window goes to zero; waiting requests bring one") {
+  InferenceReplicaSpec spec = Spec();
+  spec.autoscaling.min_replicas = 0;
+  spec.autoscaling.scale_down_stabilization = absl::Minutes(5);
+  Autoscaler as;
+  absl::Time now = kT0;
+  int current = 3;
+  Run(as, spec, now, current, 0, 4 * 60);
+  CHECK(current >= 1);  // idle for less than the window: the last replica stays
+  Run(as, spec, now, current, 0, 5 * 60);
+  CHECK(current == 0);  // idle for the whole window: scaled to zero, past the rate limit
+
+  // At zero nothing reports; the count holds until a gateway holds requests for the model.
+  now += absl::Seconds(1);
+  AutoscaleDecision d = as.Step(spec, AutoscaleInput{now, 0, 0, -1, 0, false});
+  CHECK(d.desired == 0);
+  now += absl::Seconds(1);
+  d = as.Step(spec, AutoscaleInput{.now = now, .current = 0, .waiting = true});
+  CHECK(d.desired == 1);
+  CHECK(d.direction == 1);
+  CHECK_THAT(d.reason, Catch::Contains("scale from zero"));
+  // Started, not ready yet, requests still waiting: it stays at one.
+  now += absl::Seconds(1);
+  d = as.Step(spec, AutoscaleInput{.now = now, .current = 1, .waiting = true});
+  CHECK(d.desired == 1);
+  // Ready and idle with requests still waiting (they are being sent to it): not scaled down.
+  for (int i = 0; i < 400; ++i) {
+    now += absl::Seconds(1);
+    d = as.Step(
+        spec, AutoscaleInput{.now = now, .current = 1, .ready = 1, .value = 0, .waiting = i < 390});
+  }
+  CHECK(d.desired == 1);  // the window since the last waiting request has not passed
+  Run(as, spec, now, current = 1, 0, 6 * 60);
+  CHECK(current == 0);
+}
+
+TEST_CASE("A deployment with sequences in flight is not scaled to zero") {
+  InferenceReplicaSpec spec = Spec();
+  spec.autoscaling.min_replicas = 0;
+  spec.autoscaling.scale_down_stabilization = absl::ZeroDuration();
+  Autoscaler as;
+  absl::Time now = kT0;
+  AutoscaleDecision d;
+  for (int i = 0; i < 120; ++i) {
+    now += absl::Seconds(1);
+    d = as.Step(spec,
+                AutoscaleInput{.now = now, .current = 1, .ready = 1, .value = 0, .in_flight = 1});
+  }
+  CHECK(d.desired == 1);
+}
+
 }  // namespace
 }  // namespace exa::scheduler

@@ -273,8 +273,9 @@ TEST_CASE("Autoscaling spec errors name the field and what is allowed") {
   CHECK_THAT(
       message(with("scaleDownStabilization: 30s", "scaleDownStabilization: 2h")),
       Catch::Contains("spec.autoscaling.scaleDownStabilization") && Catch::Contains("at most 1h"));
-  CHECK_THAT(message(with("minReplicas: 1", "minReplicas: 0")),
-             Catch::Contains("scale to zero is not supported yet"));
+  CHECK(with("minReplicas: 1", "minReplicas: 0").ok());  // scale to zero
+  CHECK_THAT(message(with("minReplicas: 1", "minReplicas: -1")),
+             Catch::Contains("spec.autoscaling.minReplicas"));
   CHECK_THAT(message(with("replicas: 2", "replicas: 20")),
              Catch::Contains("spec.replicas: 20 is the starting count"));
   CHECK_THAT(message(with("metric: pendingTokensPerReplica\n    target: 1000",
