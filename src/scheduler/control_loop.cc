@@ -5,6 +5,7 @@
 
 #include "common/logging.h"
 #include "common/strings.h"
+#include "fmt/format.h"
 #include "scheduler/node_view.h"
 
 namespace exa::scheduler {
@@ -356,6 +357,7 @@ std::vector<DesiredDeployment> ControlLoop::Tracks(const ControlInput& in, const
     auto d = specs.find(kv.first);
     return d == specs.end() || !d->second->spec.autoscaling.enabled;
   });
+  std::erase_if(scale_ups_, [&](const auto& kv) { return autoscalers_.count(kv.first) == 0; });
   for (const auto& [name, spec] : specs) {
     RolloutState state = RolloutStateIn(*in.state, name);
     if (in.acting) state = ApplyCommands(in.now, *in.state, spec->spec, std::move(state), out);
@@ -421,14 +423,15 @@ int ControlLoop::Autoscale(const ControlInput& in, const DesiredDeployment& d,
   const AutoscaleDecision decision = autoscalers_[name].Step(
       d.spec,
       AutoscaleInput{in.now, current, load.ready, value, load.in_flight, observing, waiting});
-  const AutoscaleReport report{.deployment = name,
-                               .desired = decision.desired,
-                               .direction = in.acting ? decision.direction : 0,
-                               .current = current,
-                               .ready = load.ready,
-                               .value = value,
-                               .panic = decision.panic,
-                               .reason = decision.reason};
+  AutoscaleReport report{.deployment = name,
+                         .desired = decision.desired,
+                         .direction = in.acting ? decision.direction : 0,
+                         .current = current,
+                         .ready = load.ready,
+                         .value = value,
+                         .panic = decision.panic,
+                         .reason = decision.reason};
+  TrackScaleUp(in, name, decision.desired, load.ready, report);
   autoscaled_[name] = report;
   out.autoscaled.push_back(report);
   if (!in.acting || (stored && stored->desired == decision.desired)) return decision.desired;
@@ -447,6 +450,32 @@ int ControlLoop::Autoscale(const ControlInput& in, const DesiredDeployment& d,
       StrCat(kAutoscalePrefix, name),
       AutoscaleStateToJson({decision.desired, absl::ToUnixMillis(in.now), decision.reason}));
   return decision.desired;
+}
+
+void ControlLoop::TrackScaleUp(const ControlInput& in, const std::string& name, int desired,
+                               int ready, AutoscaleReport& report) {
+  ScaleUp& s = scale_ups_[name];
+  const bool waiting = s.since != absl::InfinitePast();
+  if (!waiting && s.previous >= 0 && desired > s.previous && ready < desired) {
+    s.since = in.now;  // the count rose: a scale-up starts (a crash below the count does not)
+    s.to = desired;
+  } else if (waiting) {
+    s.to = desired;  // raised again (the first start stays: the figure is the whole wait), or cut
+  }
+  s.previous = desired;
+  if (s.since != absl::InfinitePast() && ready >= s.to) {
+    s.last_s = absl::ToDoubleSeconds(in.now - s.since);
+    s.last_to = s.to;
+    s.since = absl::InfinitePast();
+    if (in.acting) {
+      Record(in.now, name,
+             StrCat("autoscaler: ", s.to, " replicas ready ", fmt::format("{:.1f}", s.last_s),
+                    " s after the scale-up"),
+             /*rollout=*/false);
+    }
+  }
+  report.last_time_to_ready_s = s.last_s;
+  report.last_scale_up_to = s.last_to;
 }
 
 std::set<std::string> ControlLoop::ActivatableModels() const {

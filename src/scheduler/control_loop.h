@@ -123,6 +123,10 @@ struct AutoscaleReport {
   double value = -1;  // the metric now, over the ready replicas; below 0: none reported
   bool panic = false;
   std::string reason;
+  // The last scale-up that became ready: from the step its count came in force to the step its
+  // replicas were all ready, and the count it reached; below 0: none yet seen by this scheduler.
+  double last_time_to_ready_s = -1;
+  int last_scale_up_to = 0;
 };
 
 struct ControlOutput {
@@ -268,6 +272,19 @@ class ControlLoop {
   std::map<std::string, Autoscaler> autoscalers_;      // by autoscaled spec
   std::map<std::string, int> scaled_;                  // this step's count, by autoscaled spec
   std::map<std::string, AutoscaleReport> autoscaled_;  // this step's reports, by spec
+  // A scale-up under way per autoscaled spec (its start and target), and the last one finished.
+  struct ScaleUp {
+    absl::Time since = absl::InfinitePast();  // InfinitePast: none under way
+    int to = 0;
+    int previous = -1;  // the count in force at the last step
+    double last_s = -1;
+    int last_to = 0;
+  };
+  std::map<std::string, ScaleUp> scale_ups_;
+  // Times a scale-up from the step its count `desired` came in force to the step that count was
+  // ready.
+  void TrackScaleUp(const ControlInput& in, const std::string& name, int desired, int ready,
+                    AutoscaleReport& report);
 };
 
 }  // namespace exa::scheduler

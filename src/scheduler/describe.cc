@@ -95,6 +95,11 @@ std::string DescribeAutoscalingJson(const AutoscaleReport& now,
   out["value"] = now.value < 0 ? nlohmann::json(nullptr) : nlohmann::json(now.value);
   out["panic"] = now.panic;
   out["reason"] = now.reason;
+  out["last_scale_up"] = nullptr;
+  if (now.last_time_to_ready_s >= 0) {
+    out["last_scale_up"] = {{"to", now.last_scale_up_to},
+                            {"time_to_ready_s", now.last_time_to_ready_s}};
+  }
   out["last_decision"] = nullptr;
   if (stored) {
     out["last_decision"] = {

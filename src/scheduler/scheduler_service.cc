@@ -64,6 +64,11 @@ SchedulerService::SchedulerService(SchedulerServiceOptions options, SchedulerEnv
                                       "Replicas the autoscaler wants for an autoscaled deployment "
                                       "(docs/architecture.md#autoscaling).",
                                       {"deployment"});
+    autoscale_ready_after_ = &r->AddGauge(
+        "exaserve_autoscaler_scale_up_ready_seconds",
+        "The last scale-up of an autoscaled deployment: seconds from its count coming in force to "
+        "that many replicas ready (docs/architecture.md#autoscaling).",
+        {"deployment"});
     autoscale_decisions_ = &r->AddCounter(
         "exaserve_autoscaler_decisions_total",
         "Autoscaler decisions this scheduler stored, by deployment and direction (up, down).",
@@ -312,6 +317,9 @@ void SchedulerService::ExportLocked(const ControlOutput& out, bool acting) {
   if (autoscale_desired_) {
     for (const AutoscaleReport& a : out.autoscaled) {
       autoscale_desired_->WithLabels({a.deployment}).Set(a.desired);
+      if (a.last_time_to_ready_s >= 0) {
+        autoscale_ready_after_->WithLabels({a.deployment}).Set(a.last_time_to_ready_s);
+      }
       if (a.direction != 0) {
         autoscale_decisions_->WithLabels({a.deployment, a.direction > 0 ? "up" : "down"})
             .Increment();

@@ -258,6 +258,7 @@ class SchedulerService final : public exaserve::v1::Scheduler::CallbackService {
   metrics::Family<metrics::Counter>* rollbacks_ = nullptr;
   metrics::Family<metrics::Counter>* replacements_ = nullptr;  // deployment, cause
   metrics::Family<metrics::Gauge>* autoscale_desired_ = nullptr;
+  metrics::Family<metrics::Gauge>* autoscale_ready_after_ = nullptr;
   metrics::Family<metrics::Counter>* autoscale_decisions_ = nullptr;  // deployment, direction
 
   ClusterClient client_;

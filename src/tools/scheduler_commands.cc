@@ -215,6 +215,11 @@ int RunAutoscaleStatus(const SchedulerCommands& c, bool as_json, const ClusterAc
     std::cout << "Stored:     " << l.value("desired", 0) << " at " << l.value("at", "") << " ("
               << l.value("reason", "") << ")\n";
   }
+  if (a["last_scale_up"].is_object()) {
+    const json& u = a["last_scale_up"];
+    std::cout << "Scale-up:   the last, to " << u.value("to", 0) << " replicas, was ready after "
+              << u.value("time_to_ready_s", 0.0) << " s\n";
+  }
   std::cout << "Decisions:\n";
   for (const json& e : decisions) {
     std::cout << "  " << e.value("time", "") << "  " << e.value("message", "") << "\n";

@@ -141,6 +141,8 @@ sys.exit(0 if a is not None and b and a <= 0.6 * b else 1)" "$work/ramp.json" ||
 cli --addr "$sched" autoscale status tiny >"$work/status.txt"
 grep -q "pendingTokensPerReplica" "$work/status.txt" && grep -q "autoscaler: 1 -> " "$work/status.txt" ||
   fail "autoscale status: $(cat "$work/status.txt")"
+grep -Eq "^Scale-up:   the last, to [2-4] replicas, was ready after [0-9.]+ s" "$work/status.txt" ||
+  fail "no time to ready of the scale-up: $(cat "$work/status.txt")"
 curl -s "http://127.0.0.1:$(port_of 2 http_port)/metrics" |
   grep -q 'exaserve_autoscaler_decisions_total{deployment="tiny",direction="down"}' ||
   fail "no scale-down decision metric"
@@ -164,8 +166,9 @@ code=$(curl -s -o "$work/cold.json" -w '%{http_code}' --max-time 90 "$gateway/v1
 cold_s=$(python3 -c "import sys,time; print(round(time.time() - float(sys.argv[1]), 1))" "$started")
 [ "$code" = 200 ] && grep -q '"choices"' "$work/cold.json" ||
   fail "the request to a model at zero: $code $(cat "$work/cold.json") $(cli --addr "$sched" autoscale status tiny)"
-cli --addr "$sched" autoscale status tiny | grep -q "scale from zero" ||
-  fail "no scale-from-zero decision: $(cli --addr "$sched" autoscale status tiny)"
+cli --addr "$sched" autoscale status tiny >"$work/status.txt"
+grep -q "scale from zero" "$work/status.txt" && grep -q "Scale-up:   the last, to 1 replicas" "$work/status.txt" ||
+  fail "no scale-from-zero decision or its time to ready: $(cat "$work/status.txt")"
 curl -s "$gateway/metrics" | grep -q '^exaserve_gateway_activations_total{outcome="served"} [1-9]' ||
   fail "the held request is not counted as served: $(curl -s "$gateway/metrics" | grep activation)"
 echo "ok: scaled to zero when idle; a request to the model waited ${cold_s}s for a replica and was answered"

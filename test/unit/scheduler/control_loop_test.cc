@@ -227,6 +227,17 @@ TEST_CASE("An autoscaled spec follows the load; the count is stored and a new le
     announced = announced || e.message.find("autoscaler: 2 -> ") != std::string::npos;
   }
   CHECK(announced);
+  // The scale-up's time to ready is reported: replicas here are ready at the next report.
+  const AutoscaleReport* report = c.loop.autoscale("chat");
+  REQUIRE(report != nullptr);
+  CHECK(report->last_scale_up_to == 6);
+  CHECK(report->last_time_to_ready_s >= 1);
+  CHECK(report->last_time_to_ready_s <= 90);
+  bool timed = false;
+  for (const auto& e : *c.loop.events("chat")) {
+    timed = timed || e.message.find("replicas ready") != std::string::npos;
+  }
+  CHECK(timed);
 
   // A new leader, its windows empty, starts from the stored count: nothing stops.
   Cluster next;
