@@ -32,6 +32,7 @@ struct NodeState {
   bool fit_valid = false;
   std::optional<DeviceFit> fit;
   int deployment_count = 0;
+  int unstaged = 1;  // 0 when the node holds the deployment's weights (starts without a pull)
 };
 
 std::vector<GpuFree> FreeMemory(const NodeInventory& node, const MemoryLedger& ledger) {
@@ -191,13 +192,16 @@ PlacementResult Place(const std::vector<NodeInventory>& nodes, MemoryLedger& led
     if (s.why == Ineligible::kNone) s.free = FreeMemory(nodes[i], ledger);
     auto it = request.existing_per_node.find(nodes[i].id);
     s.deployment_count = it == request.existing_per_node.end() ? 0 : it->second;
+    s.unstaged = request.staged_nodes.count(nodes[i].id) > 0 ? 0 : 1;
   }
   std::vector<int> rack_count(rack_index.size(), 0);
   for (const NodeState& s : states) rack_count[s.rack] += s.deployment_count;
 
   const bool group = request.topology.prefer_same_rack;
   for (int placed = 0; placed < request.count; ++placed) {
-    // Smaller is better; the node id breaks ties so every scheduler picks the same node.
+    // Smaller is better; the node id breaks ties so every scheduler picks the same node. Among
+    // nodes equal for spreading (or grouping), one that holds the weights starts the replica
+    // without a pull (a scale-up is ready sooner).
     using Key = std::tuple<int, int, size_t, uint64_t, const std::string*>;
     std::optional<Key> best_key;
     int best = -1;
@@ -209,10 +213,10 @@ PlacementResult Place(const std::vector<NodeInventory>& nodes, MemoryLedger& led
         s.fit_valid = true;
       }
       if (!s.fit) continue;
-      Key key = group ? Key{-rack_count[s.rack], 0, s.fit->gpus.size(), s.fit->leftover_bytes,
-                            &s.inventory->id}
-                      : Key{rack_count[s.rack], s.deployment_count, s.fit->gpus.size(),
-                            s.fit->leftover_bytes, &s.inventory->id};
+      Key key = group ? Key{-rack_count[s.rack], s.unstaged, s.fit->gpus.size(),
+                            s.fit->leftover_bytes, &s.inventory->id}
+                      : Key{rack_count[s.rack], 2 * s.deployment_count + s.unstaged,
+                            s.fit->gpus.size(), s.fit->leftover_bytes, &s.inventory->id};
       auto less = [](const Key& a, const Key& b) {
         if (std::get<0>(a) != std::get<0>(b)) return std::get<0>(a) < std::get<0>(b);
         if (std::get<1>(a) != std::get<1>(b)) return std::get<1>(a) < std::get<1>(b);

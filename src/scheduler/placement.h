@@ -100,6 +100,8 @@ struct PlacementRequest {
   std::map<std::string, int> existing_per_node;
   // Nodes not to use (a surge copy goes beside the replica it replaces, not onto its node).
   std::set<std::string> avoid_nodes;
+  // Nodes that hold the deployment's weights: preferred among nodes equal for spreading.
+  std::set<std::string> staged_nodes;
 };
 
 struct PlacementResult {

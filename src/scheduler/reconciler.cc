@@ -333,10 +333,13 @@ void Step::PlaceMissing(const DesiredDeployment& d, const std::vector<int>& ordi
   request.device_kind = DeviceKindForBackend(spec.backend);
   request.topology = spec.topology;
   for (const auto& [o, l] : keepers) request.existing_per_node[l.node->inventory.id]++;
+  const std::string weights = WeightsKey(spec);
+  for (const NodeStatus& n : nodes_) {
+    if (n.staged_models.count(weights)) request.staged_nodes.insert(n.inventory.id);
+  }
   PlacementResult placed = Place(usable_, ledger_, request, options_);
   status.pending = placed.unplaced;
   status.pending_reason = placed.reason;
-  const std::string weights = WeightsKey(spec);
   std::map<std::string, const NodeStatus*> by_id;
   for (const NodeStatus& n : nodes_) by_id[n.inventory.id] = &n;
   bool all_staged = true;

@@ -42,6 +42,23 @@ std::map<std::string, int> PerNode(const std::vector<Allocation>& placed) {
   return out;
 }
 
+TEST_CASE("Among nodes equal for spreading, those holding the weights are chosen first") {
+  auto nodes = Cluster(8, 2);
+  MemoryLedger ledger;
+  PlacementRequest r = Request(2);
+  r.staged_nodes = {"node-005", "node-006"};  // one in each rack
+  PlacementResult placed = Place(nodes, ledger, r, PlacementOptions{});
+  REQUIRE(placed.placed.size() == 2);
+  CHECK(PerNode(placed.placed) == std::map<std::string, int>{{"node-005", 1}, {"node-006", 1}});
+  // Spreading still comes first: a third replica does not stack on a staged node.
+  r.count = 1;
+  r.existing_per_node = {{"node-005", 1}, {"node-006", 1}};
+  PlacementResult third = Place(nodes, ledger, r, PlacementOptions{});
+  REQUIRE(third.placed.size() == 1);
+  CHECK(third.placed[0].node != "node-005");
+  CHECK(third.placed[0].node != "node-006");
+}
+
 TEST_CASE("3072 replicas of 53Gi fill 256 nodes x 8 x 80Gi at 12 per node, fast") {
   auto nodes = Cluster(256, 16);
   MemoryLedger ledger;
