@@ -6,7 +6,8 @@
 // served. Bounded: at most `max_waiting` parked requests (beyond: refused at once), each for at
 // most `timeout` (then refused); both refusals are 503 / UNAVAILABLE with Retry-After.
 //
-// Thread safety: every method may be called from any thread; callbacks run outside the lock.
+// Thread safety: every method may be called from any thread. `resume` and `refuse` run outside
+// the lock; `served` and `gone` are called under it and must not call back into the Activator.
 #pragma once
 
 #include <cstdint>
