@@ -199,9 +199,7 @@ PlacementResult Place(const std::vector<NodeInventory>& nodes, MemoryLedger& led
 
   const bool group = request.topology.prefer_same_rack;
   for (int placed = 0; placed < request.count; ++placed) {
-    // Smaller is better; the node id breaks ties so every scheduler picks the same node. Among
-    // nodes equal for spreading (or grouping), one that holds the weights starts the replica
-    // without a pull (a scale-up is ready sooner).
+    // Smaller is better (staged nodes among those equal for spreading; the id breaks ties).
     using Key = std::tuple<int, int, size_t, uint64_t, const std::string*>;
     std::optional<Key> best_key;
     int best = -1;
