@@ -10,7 +10,7 @@
 // Scale to zero (minReplicas 0): a deployment goes to 0 only when every recommendation over
 // scaleDownStabilization was 0 with nothing in flight (idle for the whole window; the rate limit
 // does not hold the last replica). At 0 nothing reports load, so it comes back on demand alone:
-// requests a gateway holds for the model (`waiting`) start minReplicas or 1 at once, and keep at
+// requests a gateway holds for the model (`waiting`) start one replica at once, and keep at
 // least one while they wait.
 //
 // Every scheduler runs one Autoscaler per autoscaled deployment each control step, so that a new
