@@ -150,7 +150,7 @@ echo "ok: 1 → 4 → 1 replicas under a 12-stream ramp, 0 failed requests; $(ca
 
 # Scale to zero: with minReplicas 0 the idle deployment goes to 0 replicas after its 15 s window.
 # A completion then waits at the gateway while a replica starts, and is answered; a model no
-# deployment serves is still a 404 at once, and a gRPC call is told to retry (UNAVAILABLE).
+# deployment serves is still a 404 at once.
 sed 's/minReplicas: 1/minReplicas: 0/' "$work/tiny.yaml" >"$work/zero.yaml"
 cli --addr "$sched" apply -f "$work/zero.yaml" >/dev/null || fail "apply minReplicas 0"
 status() { cli --addr "$sched" --json autoscale status tiny | python3 -c "import json,sys; d=json.load(sys.stdin); print(d['$1'])"; }
