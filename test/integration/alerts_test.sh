@@ -97,7 +97,7 @@ cli --addr "$obs" alerts >"$work/alerts.txt"
 grep -q "^firing .*P0 .*ExaServeReplicasShort .*deployment=tiny" "$work/alerts.txt" ||
   fail "alerts text: $(cat "$work/alerts.txt")"
 # Asked of a node that is not an observer, the CLI finds the observer through membership.
-cli --addr "$sched" alerts | grep -q "ExaServeReplicasShort" || fail "alerts through the scheduler"
+cli --addr "$sched" alerts | has "ExaServeReplicasShort" || fail "alerts through the scheduler"
 cli --addr "$obs" status >"$work/status.txt"
 grep -q "^alerts (observer obs-6): 1 firing" "$work/status.txt" || fail "status alerts: $(cat "$work/status.txt")"
 grep -q "^  inference  3 nodes" "$work/status.txt" || fail "status roles: $(cat "$work/status.txt")"
@@ -122,6 +122,6 @@ is_resolved() { [ "$(state_of)" = "resolved $fired_at" ]; }
 wait_for 30 is_resolved || fail "not resolved $(since "$resumed")s after they continued: $(alerts_json)"
 resolve_s=$(since "$resumed")
 grep -q '"msg":"alert resolved".*ExaServeReplicasShort' "$work/n6.log" || fail "resolution not logged"
-cli --addr "$obs" alerts | grep -q "^resolved .*ExaServeReplicasShort" || fail "alerts does not list it resolved"
+cli --addr "$obs" alerts | has "^resolved .*ExaServeReplicasShort" || fail "alerts does not list it resolved"
 grep -q '^ALERTS{' <<<"$(curl -sf "http://127.0.0.1:$(port_of 6 http_port)/metrics")" && fail "ALERTS still exposed"
 echo "alerts: ok (2 of 3 inference nodes stopped: P0 replicas-short pending after ${pending_s}s, firing after ${fire_s}s (for ${FOR_SECONDS}s); resolved ${resolve_s}s after they continued)"

@@ -169,6 +169,6 @@ cold_s=$(python3 -c "import sys,time; print(round(time.time() - float(sys.argv[1
 cli --addr "$sched" autoscale status tiny >"$work/status.txt"
 grep -q "scale from zero" "$work/status.txt" && grep -q "Scale-up:   the last, to 1 replicas" "$work/status.txt" ||
   fail "no scale-from-zero decision or its time to ready: $(cat "$work/status.txt")"
-curl -s "$gateway/metrics" | grep -q '^exaserve_gateway_activations_total{outcome="served"} [1-9]' ||
+curl -s "$gateway/metrics" | has '^exaserve_gateway_activations_total{outcome="served"} [1-9]' ||
   fail "the held request is not counted as served: $(curl -s "$gateway/metrics" | grep activation)"
 echo "ok: scaled to zero when idle; a request to the model waited ${cold_s}s for a replica and was answered"

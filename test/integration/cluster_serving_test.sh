@@ -29,7 +29,7 @@ grep -q exa-tiny-arith <<<"$(curl -s "$gw/v1/models")" || fail "/v1/models does 
 rid="trace-$$-$RANDOM"
 curl -s -o /dev/null -H "x-request-id: $rid" "$gw/v1/completions" -d '{"prompt":"1+1=","max_tokens":2}'
 traced() {
-  grep "\"request_id\":\"$rid\"" "$work/n1.log" | grep -q "request finished" &&
+  grep "\"request_id\":\"$rid\"" "$work/n1.log" | has "request finished" &&
     [ "$(cat "$work/n2.log" "$work/n3.log" | grep "\"request_id\":\"$rid\"" | grep -c -E "request (started|finished)")" = 2 ]
 }
 wait_for 5 traced || fail "request $rid is not in the gateway's and the serving node's logs"

@@ -121,9 +121,9 @@ install_first() {
     >"$work/apt.log" 2>&1 || { cat "$work/apt.log"; fail "apt-get install"; }
   [ "$(in_root exaserved --version)" = "exaserved $v" ] || fail "exaserved --version"
   in_root exaserve-cli --help >/dev/null || fail "exaserve-cli --help"
-  zcat "$root/usr/share/man/man1/exaserved.1.gz" | grep -q 'print.-config' ||
+  zcat "$root/usr/share/man/man1/exaserved.1.gz" | has 'print.-config' ||
     fail "no manual page for exaserved"
-  in_root getent passwd exaserve | grep -q ':/var/lib/exaserve:/usr/sbin/nologin$' ||
+  in_root getent passwd exaserve | has ':/var/lib/exaserve:/usr/sbin/nologin$' ||
     fail "no exaserve system user: $(in_root getent passwd exaserve)"
   [ "$(owner_mode /var/lib/exaserve)" = "exaserve:exaserve 750" ] ||
     fail "/var/lib/exaserve is $(owner_mode /var/lib/exaserve)"

@@ -44,7 +44,7 @@ grep -q "elected observer: observing" "$work/n$n_first.log" || fail "no log line
 # after a 1 s hold-down here); once its view matches, it stops.
 not_observing() {
   ! grep -E "elected observer: observing|no longer an elected observer" "$work/n$1.log" |
-    tail -1 | grep -q "elected observer: observing"
+    tail -1 | has "elected observer: observing"
 }
 for n in 1 2 3 4; do
   if [ "$n" != "$n_first" ]; then

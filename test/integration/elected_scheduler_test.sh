@@ -37,7 +37,7 @@ print(" ".join(s) if len(ms) == int(sys.argv[1]) and len(s) == 3 else "")' "$1"
 three_schedulers() { [ -n "$(schedulers_seen "$1")" ]; }
 scheduling() {  # the node's last scheduler log line says it schedules
   grep -E "elected scheduler: scheduling|no longer an elected scheduler" "$work/n$1.log" |
-    tail -1 | grep -q "elected scheduler: scheduling"
+    tail -1 | has "elected scheduler: scheduling"
 }
 not_scheduling() { ! scheduling "$1"; }
 
@@ -84,7 +84,7 @@ reconciler=$(field "$(node_of "$mid")" reconciler)
 
 answer() {
   curl -s -o "$work/body" -w '%{http_code}' --max-time 10 "http://127.0.0.1:$(port_of 1 http_port)/v1/completions" \
-    -d '{"model":"exa-tiny-arith","prompt":"12+30=","max_tokens":4,"temperature":0}' | grep -q 200
+    -d '{"model":"exa-tiny-arith","prompt":"12+30=","max_tokens":4,"temperature":0}' | has 200
 }
 wait_for 20 answer || fail "no answer through the gateway: $(cat "$work/body")"
 grep -q '"text":"42"' "$work/body" || fail "answer: $(cat "$work/body")"
@@ -95,7 +95,7 @@ kill -9 "${pids[$(node_of "$first")]}"
 replaced() { [ -n "$(schedulers_seen 4)" ] && case " $(schedulers_seen 4) " in *" auto-$spare "*) true ;; *) false ;; esac; }
 wait_for 60 replaced || fail "auto-$spare not elected after $first died: $(cli --addr "$(addr 1)" members)"
 wait_for 20 scheduling "$spare" || fail "auto-$spare elected but not scheduling: $(tail -5 "$work/n$spare.log")"
-repaired() { cli --addr "$(addr "$spare")" get -o yaml 2>/dev/null | grep -q "name: tiny"; }
+repaired() { cli --addr "$(addr "$spare")" get -o yaml 2>/dev/null | has "name: tiny"; }
 wait_for 20 repaired || fail "auto-$spare has no spec: $(cli --addr "$(addr "$spare")" get -o yaml 2>&1)"
 # The dead node's replica (if it held one) is rebuilt once it is dead + deadGrace.
 whole() { ready_is "$spare" 2 && [ "$(field "$spare" reconciler)" != "$first" ]; }

@@ -20,7 +20,7 @@ EXASERVE_INFERENCE_BACKEND=sim EXASERVE_INFERENCE_KV_CACHE_BYTES=8Gi start_daemo
 for s in exaserve.v1.Inference exaserve.v1.Admin exaserve.v1.Node grpc.health.v1.Health; do
   grep -qx "$s" "$work/services" || fail "reflection does not list $s: $(cat "$work/services")"
 done
-"$py" "$probe" "$grpc" describe exaserve.v1.Inference | grep -q "exaserve/v1/inference.proto" ||
+"$py" "$probe" "$grpc" describe exaserve.v1.Inference | has "exaserve/v1/inference.proto" ||
   fail "reflection: no descriptor for exaserve.v1.Inference"
 
 health() { "$py" "$probe" "$grpc" health "$@"; }

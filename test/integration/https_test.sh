@@ -17,14 +17,14 @@ https="https://localhost:$(port_of 1 https_port)"
 http="http://127.0.0.1:$(port_of 1 http_port)"
 [ "$(port_of 1 https_port)" != 0 ] || fail "no https_port in endpoints.json"
 
-ready() { curl -s --cacert "$c/ca.pem" -o /dev/null -w '%{http_code}' "$https/readyz" | grep -q 200; }
+ready() { curl -s --cacert "$c/ca.pem" -o /dev/null -w '%{http_code}' "$https/readyz" | has 200; }
 wait_for 30 ready || fail "not ready over HTTPS: $(tail -5 "$work/n1.log")"
 body=$(curl -s --cacert "$c/ca.pem" "$https/v1/completions" \
   -d '{"model":"exa-tiny-arith","prompt":"12+30=","max_tokens":4,"temperature":0}')
-echo "$body" | grep -q '"text":"42"' || fail "completion over HTTPS: $body"
+echo "$body" | has '"text":"42"' || fail "completion over HTTPS: $body"
 stream=$(curl -s -N --cacert "$c/ca.pem" "$https/v1/chat/completions" \
   -d '{"model":"exa-tiny-arith","messages":[{"role":"user","content":"1+1="}],"max_tokens":3,"stream":true}')
-echo "$stream" | grep -q '^data: \[DONE\]' || fail "streamed chat over HTTPS: $stream"
+echo "$stream" | has '^data: \[DONE\]' || fail "streamed chat over HTTPS: $stream"
 grep -q exa-tiny-arith <<<"$(curl -s --cacert "$c/ca.pem" "$https/v1/models")" || fail "models over HTTPS"
 
 # The plain port: probes and scrapes stay; the API says where it went.

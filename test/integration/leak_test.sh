@@ -61,7 +61,7 @@ leaking() { curl -s "http://127.0.0.1:$(port_of 2 http_port)/metrics" |
 status_field() { cli --addr "$sched" --json describe tiny | python3 -c "import json,sys; print(json.load(sys.stdin)['status'].get('$1', 0))"; }
 generations() { cli --addr "$sched" --json describe tiny | python3 -c "import json,sys
 print(' '.join(sorted(str(r['generation']) for r in json.load(sys.stdin)['replicas'])))"; }
-flagged_event() { cli --addr "$sched" describe tiny | grep -q "memory leak suspected: .* on infer-3 "; }
+flagged_event() { cli --addr "$sched" describe tiny | has "memory leak suspected: .* on infer-3 "; }
 wait_for 40 flagged_event ||
   fail "node 3's replicas not flagged (gauge $(leaking)): $(cli --addr "$sched" describe tiny)"
 grep -q '"memory leak suspected"' "$work/n2.log" || fail "no warning in the scheduler's log"
@@ -90,7 +90,7 @@ until_tracking_ready 60 "leaking replicas not replaced" recycled
 described=$(cli --addr "$sched" describe tiny)
 [ "$(grep -c 'memory leak: surge copy of generation 1 on infer-3' <<<"$described")" = "$n3" ] ||
   fail "not $n3 leak surge copies: $described"
-grep "memory leak suspected" <<<"$described" | grep -q "on infer-4 " &&
+grep "memory leak suspected" <<<"$described" | has "on infer-4 " &&
   fail "the flat node was flagged: $described"
 # The copies on the flat node stay unflagged while the traffic goes on.
 sleep 3

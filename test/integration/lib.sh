@@ -4,6 +4,10 @@ set -euo pipefail
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# `cmd | has PATTERN` is `cmd | grep -q PATTERN` that reads all of cmd's output first: grep -q
+# exits at its first match, and under pipefail the writer's SIGPIPE would fail the pipeline.
+has() { local all; all=$(cat); grep -q "$@" <<<"$all"; }
+
 # wait_for DEADLINE_SECONDS COMMAND...: retries COMMAND until it succeeds or time runs out.
 wait_for() {
   local deadline=$(( $(date +%s%N) + $1 * 1000000000 )); shift

@@ -17,7 +17,7 @@ curl -s --max-time 10 "http://127.0.0.1:$((BASE_PORT + 11))/v1/completions" \
 "$root/scripts/local-cluster.sh" status >"$CLUSTER_DIR/status.out" 2>&1 || fail "status: $(cat "$CLUSTER_DIR/status.out")"
 grep -q "3 ready, 3 present, 3 desired" "$CLUSTER_DIR/status.out" || fail "status: $(cat "$CLUSTER_DIR/status.out")"
 grep -q "observer node-1" "$CLUSTER_DIR/status.out" || fail "no observer: $(cat "$CLUSTER_DIR/status.out")"
-"$root/scripts/local-cluster.sh" down | grep -q "stopped 5 nodes" || fail "down"
+"$root/scripts/local-cluster.sh" down | has "stopped 5 nodes" || fail "down"
 for i in 1 2 3 4 5; do
   ! curl -sf "http://127.0.0.1:$((BASE_PORT + 10 * i + 1))/healthz" >/dev/null 2>&1 ||
     fail "node $i still up after down"

@@ -61,7 +61,7 @@ cli members >"$work/members"
 aligned "$work/members" ADDRESS STATE ROLES RACK AGE || fail "members misaligned: $(cat "$work/members")"
 cli replicas >"$work/replicas"
 node_id=$(json_field "$work/data/endpoints.json" node_id)
-head -1 "$work/replicas" | grep -q ' NODE ' || fail "replicas: no NODE column: $(cat "$work/replicas")"
+head -1 "$work/replicas" | has ' NODE ' || fail "replicas: no NODE column: $(cat "$work/replicas")"
 grep -q "$node_id" "$work/replicas" || fail "replicas: the node is not named: $(cat "$work/replicas")"
 aligned "$work/replicas" NODE STATE MODEL BACKEND || fail "replicas misaligned: $(cat "$work/replicas")"
 

@@ -36,7 +36,7 @@ hits() {
     prompt=$(python3 -c "import sys; p=int(sys.argv[1]); print(','.join(f'{p*7+i}+{i*3}={p*7+i*4}' for i in range(19)))" "$p")
     for copy in 1 2; do
       curl -s -o "$work/out" -w '%{http_code}' "$gw/v1/completions" \
-        -d "{\"prompt\":\"$prompt\",\"max_tokens\":2}" | grep -q 200 ||
+        -d "{\"prompt\":\"$prompt\",\"max_tokens\":2}" | has 200 ||
         fail "$policy: prompt $p copy $copy: $(cat "$work/out")"
       sleep 0.8  # the first copy's blocks reach the gateway (deltas batched for 500 ms)
     done

@@ -56,5 +56,5 @@ no_replica() { code=$(complete); [ "$code" = 503 ] || [ "$code" = 404 ]; }
 wait_for 5 no_replica || fail "with no replica: HTTP $(complete) $(cat "$work/body")"
 two_stopped() { grep -q '^exaserve_replicas{state="stopped"} 2' <<<"$(curl -s "$http/metrics")"; }
 wait_for 5 two_stopped || fail "metrics: $(curl -s "$http/metrics" | grep exaserve_replicas)"
-cli replicas | grep -qE "^$v1 .* stopped " || fail "listing: $(cli replicas)"
+cli replicas | has -E "^$v1 .* stopped " || fail "listing: $(cli replicas)"
 echo "ok: $v2 started and served, the ledger refused 10Gi, both stopped cleanly"

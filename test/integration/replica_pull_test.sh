@@ -32,7 +32,7 @@ grep -q '"pulled for a replica"' "$root/n/log" || fail "no pull logged"
 cli --addr "$node" replica stop "$bundled" --wait >/dev/null || fail "stop $bundled"
 answer() {
   curl -s -o "$root/body" -w '%{http_code}' --max-time 10 "$node_http/v1/completions" \
-    -d '{"model":"exa-tiny-arith","prompt":"12+30=","max_tokens":4,"temperature":0}' | grep -q 200
+    -d '{"model":"exa-tiny-arith","prompt":"12+30=","max_tokens":4,"temperature":0}' | has 200
 }
 wait_for 5 answer || fail "the pulled replica does not serve: $(cat "$root/body")"
 grep -q '"text":"42"' "$root/body" || fail "answer: $(cat "$root/body")"

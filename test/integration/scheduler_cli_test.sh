@@ -80,8 +80,8 @@ sed 's/replicas: 3072/replicas: 2/; s/name: llama-13b-replica/name: web/' \
 wait_for 30 cli apply -f "$work/web.yaml" || fail "apply: $(cli apply -f "$work/web.yaml" 2>&1)"
 v1=$(version_of)
 cli get | grep -Eq "^web .* $v1\$" || fail "get shows no version $v1: $(cli get)"
-cli get web -o yaml | grep -qx "  resourceVersion: $v1" || fail "get -o yaml: $(cli get web -o yaml)"
-cli describe web | grep -q "^Version: *$v1 " || fail "describe: $(cli describe web)"
+cli get web -o yaml | has -x "  resourceVersion: $v1" || fail "get -o yaml: $(cli get web -o yaml)"
+cli describe web | has "^Version: *$v1 " || fail "describe: $(cli describe web)"
 
 sed 's/replicas: 2/replicas: 3/' "$work/web.yaml" >"$work/web3.yaml"
 cli apply -f "$work/web3.yaml" --resource-version "$v1" >/dev/null || fail "apply at $v1"
@@ -90,7 +90,7 @@ v2=$(version_of)
 sed 's/replicas: 2/replicas: 4/' "$work/web.yaml" >"$work/web4.yaml"
 expect_aborted "spec \"web\": resource version $v1 was named, but the store holds version $v2" \
   cli apply -f "$work/web4.yaml" --resource-version "$v1"
-cli get web -o yaml | grep -q "replicas: 3" || fail "a stale apply was written"
+cli get web -o yaml | has "replicas: 3" || fail "a stale apply was written"
 # kubectl's loop: get -o yaml, edit, apply; the same edited copy again is stale.
 cli get web -o yaml | sed 's/replicas: 3/replicas: 5/' >"$work/edited.yaml"
 cli apply -f "$work/edited.yaml" >/dev/null || fail "apply of the edited copy"

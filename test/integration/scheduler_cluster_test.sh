@@ -82,7 +82,7 @@ d=json.load(sys.stdin)
 nodes=sorted(r['node'] for r in d['replicas'])
 assert nodes == ['infer-5','infer-6','infer-7'], nodes  # spread, none on control nodes
 " || fail "placement: $(describe 3)"
-cli --addr "$(sched 2)" get | grep -q "tiny .*exa-tiny-arith@v1 .* 3 cpu" || fail "get: $(cli --addr "$(sched 2)" get)"
+cli --addr "$(sched 2)" get | has "tiny .*exa-tiny-arith@v1 .* 3 cpu" || fail "get: $(cli --addr "$(sched 2)" get)"
 # A version the weights store does not have is refused like an unknown model, though the model's
 # shape is known from v1 (that once let any version through, to be pre-staged and fail).
 sed 's/version: v1/version: v9/' "$work/tiny.yaml" >"$work/v9.yaml"
@@ -91,7 +91,7 @@ cli --addr "$(sched 4)" apply -f "$work/v9.yaml" >"$work/v9.out" 2>&1; rc=$?
 set -e
 [ $rc -eq 2 ] && grep -q "exa-tiny-arith@v9 is neither a preset nor in the weights store" "$work/v9.out" ||
   fail "unknown version: exit $rc $(cat "$work/v9.out")"
-cli --addr "$(sched 2)" get | grep -q "tiny .*exa-tiny-arith@v1 " || fail "a refused version was stored"
+cli --addr "$(sched 2)" get | has "tiny .*exa-tiny-arith@v1 " || fail "a refused version was stored"
 
 # A label set with `replica label` is stored as a rule in the spec store: every live replica gets
 # it now, and those the scheduler starts later (the rebuild below) carry it too.
@@ -107,7 +107,7 @@ set -e
 
 answer() {
   curl -s -o "$work/body" -w '%{http_code}' --max-time 10 "http://127.0.0.1:$(port_of 1 http_port)/v1/completions" \
-    -d '{"model":"exa-tiny-arith","prompt":"12+30=","max_tokens":4,"temperature":0}' | grep -q 200
+    -d '{"model":"exa-tiny-arith","prompt":"12+30=","max_tokens":4,"temperature":0}' | has 200
 }
 wait_for 20 answer || fail "no answer through the gateway: $(cat "$work/body")"
 grep -q '"text":"42"' "$work/body" || fail "answer: $(cat "$work/body")"
@@ -117,7 +117,7 @@ gw="127.0.0.1:$(port_of 1 grpc_port)"
 cli --addr "$gw" gateway route --header X-Canary --target label:track --default stable \
   >"$work/route.out" 2>&1 || fail "route: $(cat "$work/route.out")"
 grep -q "stored on scheduler" "$work/route.out" || fail "route not stored: $(cat "$work/route.out")"
-gateway_follows() { cli --addr "$gw" gateway routes | grep -q "x-canary -> label track (default stable)"; }
+gateway_follows() { cli --addr "$gw" gateway routes | has "x-canary -> label track (default stable)"; }
 wait_for 10 gateway_follows || fail "the gateway did not follow: $(cli --addr "$gw" gateway routes)"
 set +e
 cli --addr "$gw" gateway route --header "bad header!" --target replica-version >"$work/badroute.out" 2>&1; rc=$?
@@ -151,7 +151,7 @@ wait_for 20 takeover || fail "no take-over: $(describe $S)"
 takeover_s=$(since "$killed_at")
 python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) <= 15 else 1)" "$takeover_s" ||
   fail "take-over took ${takeover_s}s (> 15)"
-cli --addr "$(sched $T)" get -o yaml | grep -q "replicas: 4" || fail "spec not intact on sched-4"
+cli --addr "$(sched $T)" get -o yaml | has "replicas: 4" || fail "spec not intact on sched-4"
 wait_for 30 ready_is $S 4 || fail "not 4 ready: $(describe $S)"
 
 # The deposed leader's late command: a StopReplica carrying its term, sent to a node the new
@@ -235,14 +235,14 @@ cli --addr "$(sched $S)" node drain infer-5 >"$work/drain.out" 2>&1; rc=$?
 set -e
 [ $rc -eq 1 ] || fail "drain below the floor: exit $rc $(cat "$work/drain.out")"
 grep -q "below the 99 % floor" "$work/drain.out" || fail "drain refusal: $(cat "$work/drain.out")"
-cli --addr "$(sched $S)" node cordon infer-5 | grep -q "infer-5  cordoned" || fail "cordon"
-cli --addr "$(sched $T)" node ops | grep -q "infer-5  cordoned" || fail "cordon not replicated"
+cli --addr "$(sched $S)" node cordon infer-5 | has "infer-5  cordoned" || fail "cordon"
+cli --addr "$(sched $T)" node ops | has "infer-5  cordoned" || fail "cordon not replicated"
 cli --addr "$(sched $S)" node taint infer-6 maintenance >/dev/null || fail "taint"
 set +e
 cli --addr "$(sched $S)" node taint infer-6 "" >"$work/taint.out" 2>&1; rc=$?
 set -e
 [ $rc -eq 2 ] || fail "an empty taint: exit $rc $(cat "$work/taint.out")"
-cli --addr "$(sched $S)" node uncordon infer-5 | grep -q "infer-5  schedulable" || fail "uncordon"
+cli --addr "$(sched $S)" node uncordon infer-5 | has "infer-5  schedulable" || fail "uncordon"
 cli --addr "$(sched $S)" node untaint infer-6 maintenance >/dev/null || fail "untaint"
 set +e
 cli --addr "$(sched $S)" node untaint infer-6 maintenance >"$work/taint.out" 2>&1; rc=$?
@@ -260,7 +260,7 @@ for n in 2 3 4; do
 done
 # The survivors hold the last write in their logs; sched-$V was killed before it and catches up
 # from the leader. A read is linearizable, so it waits for the restarted schedulers to elect one.
-has_latest() { cli --addr "$(sched "$1")" get -o yaml 2>/dev/null | grep -q "replicas: 4"; }
+has_latest() { cli --addr "$(sched "$1")" get -o yaml 2>/dev/null | has "replicas: 4"; }
 for n in $S $T; do
   wait_for 30 has_latest "$n" ||
     fail "sched-$n lost the spec over a restart: $(cli --addr "$(sched "$n")" get -o yaml 2>&1)"

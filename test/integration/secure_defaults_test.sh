@@ -92,7 +92,7 @@ metrics_port=$(json_field "$work/data/endpoints.json" metrics_port)
 code=$(curl -s -o /dev/null -w '%{http_code}' "$http/metrics")
 [ "$code" = 404 ] || fail "/metrics on the HTTP port with metrics.listen: $code, want 404"
 # Ready a moment after start on a loaded machine: wait for it rather than read it once.
-metrics_ready() { curl -sf "http://127.0.0.1:$metrics_port/metrics" | grep -q '^exaserve_ready 1'; }
+metrics_ready() { curl -sf "http://127.0.0.1:$metrics_port/metrics" | has '^exaserve_ready 1'; }
 wait_for 10 metrics_ready || fail "/metrics on metrics.listen"
 echo "ok: metrics.listen serves /metrics on its own port ($metrics_port) and not on the HTTP port"
 kill "$pid"; wait "$pid" 2>/dev/null || true

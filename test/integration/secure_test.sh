@@ -80,7 +80,7 @@ ready_one() {
     python3 -c "import json,sys; sys.exit(0 if json.load(sys.stdin)['status'].get('ready') == 1 else 1)"
 }
 wait_for 60 ready_one || { cli "${tls[@]}" --addr "$g1" describe tiny; tail -5 "$work/n3.log"; fail "replica not ready"; }
-in_routing() { cli "${tls[@]}" --addr "$g1" replicas | grep -q ' ready '; }
+in_routing() { cli "${tls[@]}" --addr "$g1" replicas | has ' ready '; }
 wait_for 30 in_routing || fail "the gateway does not see node-3's replica"
 answer=$(cli "${tls[@]}" --token "$(cat "$C/api.key")" --addr "$g1" generate "1+1=" \
   --max-tokens 4) || fail "generate with a certificate and an API key"
@@ -231,7 +231,7 @@ sched_addr() { echo "127.0.0.1:$(port_of "$1" grpc_port)"; }
 cordon_through() { cli "${tls[@]}" "${admin[@]}" --addr "$(sched_addr "$1")" node cordon node-3 >/dev/null 2>&1; }
 wait_for 30 cordon_through "${others[0]}" || fail "no write after kill -9 of the Raft leader node-$leader"
 for n in "${others[@]}"; do
-  cli "${tls[@]}" --addr "$(sched_addr "$n")" node ops | grep -q "node-3  cordoned" ||
+  cli "${tls[@]}" --addr "$(sched_addr "$n")" node ops | has "node-3  cordoned" ||
     fail "node-$n does not read the write: $(cli "${tls[@]}" --addr "$(sched_addr "$n")" node ops 2>&1)"
   [ "$(metric "$n" exaserve_raft_term)" -gt "$term" ] || fail "node-$n is still in term $term"
 done

@@ -25,7 +25,7 @@ stream=$(curl -sN "$http/v1/chat/completions" -d '{"messages":[{"role":"user","c
 text=$(sed -n 's/^data: //p' <<<"$stream" | grep -v '^\[DONE\]' |
   python3 -c "import json,sys; print(''.join(json.loads(l)['choices'][0]['delta'].get('content','') for l in sys.stdin if l.strip()))")
 [ "$text" = 42 ] || fail "stream text '$text' from: $stream"
-tail -n 2 <<<"$stream" | grep -q '^data: \[DONE\]' || fail "stream did not end with [DONE]"
+tail -n 2 <<<"$stream" | has '^data: \[DONE\]' || fail "stream did not end with [DONE]"
 
 [ "$("$BIN/exaserve-cli" --addr "$grpc" generate "2+2=")" = 4 ] || fail "cli generate"
 
@@ -95,7 +95,7 @@ assert lps[0] > -0.7, lps  # greedy "2" after "1+1=": the bundled model is sure 
 assert msgs[-1]["time_to_first_token_ms"] > 0, msgs[-1]
 assert "seed" in msgs[0], msgs[0]
 PY
-"$BIN/exaserve-cli" --addr "$grpc" --json generate --max-tokens 3 "1+1=" | grep -q logprobs &&
+"$BIN/exaserve-cli" --addr "$grpc" --json generate --max-tokens 3 "1+1=" | has logprobs &&
   fail "logprobs sent without being asked"
 code=$(printf '{"prompt":"\xff\xfe"}' | curl -s -o "$work/body" -w '%{http_code}' "$http/v1/completions" --data-binary @-)
 [ "$code" = 400 ] && grep -q "UTF-8" "$work/body" || fail "invalid UTF-8 -> $code $(cat "$work/body")"

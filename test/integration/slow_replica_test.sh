@@ -40,7 +40,7 @@ until ejected; do
   done
   wait "${clients[@]}"
 done
-grep '"replica ejected: slow"' "$work/n1.log" | grep -q "\"replica\":\"${slow_node:0:8}/" ||
+grep '"replica ejected: slow"' "$work/n1.log" | has "\"replica\":\"${slow_node:0:8}/" ||
   fail "the ejected replica is not the slow node's: $(grep ejected "$work/n1.log")"
 kill -0 "${pids[4]}" || fail "the slow node was killed; ejection must only take it out of routing"
 served() {

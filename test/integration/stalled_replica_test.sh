@@ -28,5 +28,5 @@ grep -q "unhealthy .*not answered within 500ms" <<<"$listed" || fail "exaserve-c
 
 rm -f "$work/stall"
 wait_for 10 serving || { grep -E "health|probe" "$work/log" | tail -5; fail "the replica did not come back after the stall: $(cat "$work/body")"; }
-"$BIN/exaserve-cli" --addr "$grpc" --json replicas | grep -q '"state":"ready"' || fail "not ready again in exaserve-cli replicas"
+"$BIN/exaserve-cli" --addr "$grpc" --json replicas | has '"state":"ready"' || fail "not ready again in exaserve-cli replicas"
 echo "stalled replica: out of routing after ${elapsed_ms} ms, back after the stall"

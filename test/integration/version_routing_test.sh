@@ -32,7 +32,7 @@ grep -q "^$r1  version=v2$" <<<"$out" || fail "label output: $out"
 wait_for 10 "$CLI" --addr "$grpc" gateway route --header x-model-version --target replica-version \
   --default v1 || fail "gateway route: $("$CLI" --addr "$grpc" gateway route --header \
   x-model-version --target replica-version --default v1 2>&1)"
-"$CLI" --addr "$grpc" gateway routes | grep -q "x-model-version -> label version (default v1)" ||
+"$CLI" --addr "$grpc" gateway routes | has "x-model-version -> label version (default v1)" ||
   fail "routes: $("$CLI" --addr "$grpc" gateway routes)"
 rc=0; "$CLI" --addr "$grpc" gateway route --header x-model-version --target bogus 2>/dev/null || rc=$?
 [ $rc = 2 ] || fail "a bad --target exits $rc, not 2 (usage)"

@@ -42,8 +42,8 @@ cmp "$root/src/config.json" "$root/n/cache/tiny/v1/config.json" || fail "pre-sta
 
 cli model pull --model tiny:v1 --cache-dir "$root/node" --rack-cache "$peer" --origin "$origin" \
   --json >"$root/pull.jsonl" || fail "pull: $(cat "$root/pull.jsonl")"
-tail -1 "$root/pull.jsonl" | grep -q '"event":"done"' || fail "pull: $(cat "$root/pull.jsonl")"
-tail -1 "$root/pull.jsonl" | grep -q "\"rack-cache $peer\":750019" ||
+tail -1 "$root/pull.jsonl" | has '"event":"done"' || fail "pull: $(cat "$root/pull.jsonl")"
+tail -1 "$root/pull.jsonl" | has "\"rack-cache $peer\":750019" ||
   fail "pull did not come from the rack cache: $(tail -1 "$root/pull.jsonl")"
 cmp "$root/src/model-00001-of-00002.safetensors" \
   "$root/node/tiny/v1/model-00001-of-00002.safetensors" || fail "pulled bytes differ"
@@ -55,7 +55,7 @@ grep -q "^exaserve_weights_cache_misses_total 14" "$root/pm" || fail "rack cache
 # node n is in rack r1, whose storage node is the peer. An unreachable --addr: the origin, said.
 cli --addr "$node_grpc" model pull --model tiny:v1 --cache-dir "$root/found" --origin "$origin" \
   --json >"$root/found.jsonl" 2>"$root/found.err" || fail "pull via membership: $(cat "$root/found.err")"
-tail -1 "$root/found.jsonl" | grep -q "\"rack-cache $peer\":750019" ||
+tail -1 "$root/found.jsonl" | has "\"rack-cache $peer\":750019" ||
   fail "pull via membership did not use the rack cache: $(cat "$root/found.err" "$root/found.jsonl")"
 grep -q "rack cache peer $peer (storage node .* of rack \"r1\", found through $node_grpc)" \
   "$root/found.err" || fail "rack peer message: $(cat "$root/found.err")"
@@ -63,7 +63,7 @@ cli --addr 127.0.0.1:1 model pull --model tiny:v1 --cache-dir "$root/fallback" -
   --json >"$root/fallback.jsonl" 2>"$root/fallback.err" || fail "fallback: $(cat "$root/fallback.err")"
 grep -q 'no rack cache peer: cannot ask the node at --addr 127.0.0.1:1.*fetching from the origin' \
   "$root/fallback.err" || fail "fallback message: $(cat "$root/fallback.err")"
-tail -1 "$root/fallback.jsonl" | grep -q "\"origin $origin\":750019" ||
+tail -1 "$root/fallback.jsonl" | has "\"origin $origin\":750019" ||
   fail "fallback did not use the origin: $(cat "$root/fallback.jsonl")"
 
 cli model verify --model tiny@v1 --cache-dir "$root/node" >"$root/verify" || fail "verify: $(cat "$root/verify")"
@@ -86,13 +86,13 @@ cli model verify --model tiny:v1 --cache-dir "$root/node" >/dev/null || fail "ve
 
 EXASERVE_RACK_CACHE=$peer cli model sync --source rack-cache --target "$root/synced" --parallel 8 \
   --json >"$root/sync.jsonl" || fail "sync: $(cat "$root/sync.jsonl")"
-tail -1 "$root/sync.jsonl" | grep -q '"event":"done","local_bytes":0,"model":"tiny"' ||
+tail -1 "$root/sync.jsonl" | has '"event":"done","local_bytes":0,"model":"tiny"' ||
   fail "sync: $(cat "$root/sync.jsonl")"
 cli model verify --model tiny --cache-dir "$root/synced" >/dev/null || fail "verify after sync"
 
-cli model ls --cache-dir "$root/node" | grep -q 'tiny.*v1.*verified' || fail "ls"
+cli model ls --cache-dir "$root/node" | has 'tiny.*v1.*verified' || fail "ls"
 cli model pin --model tiny:v1 --cache-dir "$root/node" || fail "pin"
-cli model ls --cache-dir "$root/node" --json | grep -q '"pinned":true' || fail "ls after pin"
+cli model ls --cache-dir "$root/node" --json | has '"pinned":true' || fail "ls after pin"
 cli model rm --model tiny:v1 --cache-dir "$root/node" || fail "rm"
 [ ! -e "$root/node/tiny/v1" ] || fail "rm left files"
 
