@@ -19,6 +19,8 @@ host_if="exsh$$"
 cleanup() {
   kill_nodes
   [ -f "$work/ns.pid" ] && kill -9 "$(cat "$work/ns.pid")" 2>/dev/null
+  # The pid file holds the netns wrapper's pid; the daemon under it is found by its data dir.
+  pkill -9 -f -- "--data-dir $work/n " 2>/dev/null || true
   ip netns del "$ns" 2>/dev/null || true
   ip link del "$host_if" 2>/dev/null || true
   rm -rf "$work"
