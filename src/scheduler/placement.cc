@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <tuple>
 #include <unordered_map>
 
@@ -199,8 +200,9 @@ PlacementResult Place(const std::vector<NodeInventory>& nodes, MemoryLedger& led
 
   const bool group = request.topology.prefer_same_rack;
   for (int placed = 0; placed < request.count; ++placed) {
+    const bool pack = placed >= request.count - request.pack_last;
     // Smaller is better (staged nodes among those equal for spreading; the id breaks ties).
-    using Key = std::tuple<int, int, size_t, uint64_t, const std::string*>;
+    using Key = std::tuple<int, int, size_t, uint64_t, std::string_view>;
     std::optional<Key> best_key;
     int best = -1;
     for (size_t i = 0; i < states.size(); ++i) {
@@ -211,18 +213,14 @@ PlacementResult Place(const std::vector<NodeInventory>& nodes, MemoryLedger& led
         s.fit_valid = true;
       }
       if (!s.fit) continue;
+      // Grouping: the fullest rack. Otherwise the emptiest rack, and in it the node with the
+      // fewest replicas of the deployment, or the most for an elastic replica (pack).
+      const int on_node = pack ? -s.deployment_count : s.deployment_count;
       Key key = group ? Key{-rack_count[s.rack], s.unstaged, s.fit->gpus.size(),
-                            s.fit->leftover_bytes, &s.inventory->id}
-                      : Key{rack_count[s.rack], 2 * s.deployment_count + s.unstaged,
-                            s.fit->gpus.size(), s.fit->leftover_bytes, &s.inventory->id};
-      auto less = [](const Key& a, const Key& b) {
-        if (std::get<0>(a) != std::get<0>(b)) return std::get<0>(a) < std::get<0>(b);
-        if (std::get<1>(a) != std::get<1>(b)) return std::get<1>(a) < std::get<1>(b);
-        if (std::get<2>(a) != std::get<2>(b)) return std::get<2>(a) < std::get<2>(b);
-        if (std::get<3>(a) != std::get<3>(b)) return std::get<3>(a) < std::get<3>(b);
-        return *std::get<4>(a) < *std::get<4>(b);
-      };
-      if (!best_key || less(key, *best_key)) {
+                            s.fit->leftover_bytes, s.inventory->id}
+                      : Key{rack_count[s.rack], 2 * on_node + s.unstaged, s.fit->gpus.size(),
+                            s.fit->leftover_bytes, s.inventory->id};
+      if (!best_key || key < *best_key) {
         best_key = key;
         best = static_cast<int>(i);
       }

@@ -13,7 +13,10 @@
 //     the memory planner uses, so the plan and the placement agree;
 //   - topology: preferSameNVLinkDomain keeps a sharded replica inside one NVLink domain (or the
 //     node is skipped); preferSameRack groups a deployment's replicas into as few racks as
-//     possible; otherwise replicas spread over racks, then nodes, for availability;
+//     possible; otherwise replicas spread over racks, then nodes, for availability, except an
+//     autoscaled deployment's elastic replicas (PlacementRequest::pack_last), which spread over
+//     racks and fill the nodes holding most of the deployment first, so that a scale-down
+//     (highest ordinals first) empties whole nodes (docs/architecture.md#autoscaling);
 //   - ties: best fit (least memory left over on the chosen GPUs), then node id.
 // A replica that cannot be placed gets an explanation counting nodes by reason.
 //
@@ -102,6 +105,10 @@ struct PlacementRequest {
   std::set<std::string> avoid_nodes;
   // Nodes that hold the deployment's weights: preferred among nodes equal for spreading.
   std::set<std::string> staged_nodes;
+  // The last pack_last of the `count` replicas are elastic (an autoscaled deployment's ordinals
+  // at or above minReplicas): each goes to the node holding most of the deployment in its rack
+  // rather than the fewest. No effect with preferSameRack, which groups already.
+  int pack_last = 0;
 };
 
 struct PlacementResult {

@@ -31,6 +31,12 @@ bool Counts(const NodeStatus& node, absl::Time now, absl::Duration grace) {
 
 bool Reachable(const NodeStatus& node) { return node.liveness == NodeLiveness::kAlive; }
 
+// An autoscaled deployment's ordinals from minReplicas up are elastic: placed packed, so that the
+// scale-down, which stops the highest ordinals, empties whole nodes.
+bool Elastic(const InferenceReplicaSpec& spec, int ordinal) {
+  return spec.autoscaling.enabled && ordinal >= spec.autoscaling.min_replicas;
+}
+
 // Of two replicas with one id: higher generation, then ready, then the lower node id.
 bool Better(const Located& a, const Located& b) {
   if (a.record->generation != b.record->generation) {
@@ -332,6 +338,9 @@ void Step::PlaceMissing(const DesiredDeployment& d, const std::vector<int>& ordi
   request.min_gpus = spec.resources.gpu;
   request.device_kind = DeviceKindForBackend(spec.backend);
   request.topology = spec.topology;
+  // Ordinals ascend, so the elastic ones are the last.
+  request.pack_last = static_cast<int>(
+      std::count_if(ordinals.begin(), ordinals.end(), [&](int o) { return Elastic(spec, o); }));
   for (const auto& [o, l] : keepers) request.existing_per_node[l.node->inventory.id]++;
   const std::string weights = WeightsKey(spec);
   for (const NodeStatus& n : nodes_) {
@@ -395,6 +404,7 @@ bool Step::Surge(const DesiredDeployment& d, const Located& keeper, uint64_t gen
   request.device_kind = DeviceKindForBackend(spec.backend);
   request.topology = spec.topology;
   request.avoid_nodes = {keeper.node->inventory.id};
+  request.pack_last = Elastic(spec, keeper.record->ordinal) ? 1 : 0;
   for (const auto& [o, l] : keepers) request.existing_per_node[l.node->inventory.id]++;
   PlacementResult placed = Place(usable_, ledger_, request, options_);
   if (placed.placed.empty()) return false;

@@ -50,6 +50,7 @@ void ClusterSim::StepTraffic(absl::Time now) {
   const double t = Since(now, traffic_start_);
   std::vector<uint64_t> serving;
   int held = 0;
+  int nodes_in_use = 0;  // nodes holding at least one replica
   for (SimNode& n : nodes_) {
     if (n.killed) continue;
     std::erase_if(n.replicas, [&](const AgentReplica& r) {
@@ -57,6 +58,7 @@ void ClusterSim::StepTraffic(absl::Time now) {
       traffic_->Forget(r.traffic_id, t);  // drained: it loses nothing
       return true;
     });
+    if (!n.replicas.empty()) nodes_in_use++;
     for (const AgentReplica& r : n.replicas) {
       held++;
       if (r.record.phase == ReplicaPhase::kReady && !r.draining) serving.push_back(r.traffic_id);
@@ -69,10 +71,14 @@ void ClusterSim::StepTraffic(absl::Time now) {
   traffic_seconds_ += 1;
   peak_held_ = std::max(peak_held_, held);
   least_held_ = least_held_ < 0 ? held : std::min(least_held_, held);
+  node_seconds_ += nodes_in_use;
+  most_nodes_ = std::max(most_nodes_, nodes_in_use);
+  least_nodes_ = least_nodes_ < 0 ? nodes_in_use : std::min(least_nodes_, nodes_in_use);
   if (static_cast<int64_t>(t) % 900 == 0) {
     load_series_.push_back({{"h", Round3(t / 3600)},
                             {"arrivals_per_s", Round3(traffic_->Rate(t))},
                             {"replicas", held},
+                            {"nodes_in_use", nodes_in_use},
                             {"ready", serving.size()}});
   }
 }
@@ -150,6 +156,12 @@ json ClusterSim::DiurnalFigures() {
   d["static_replica_hours"] = Round3(static_seconds / 3600);
   d["replica_hours_ratio"] = static_seconds > 0 ? Round3(replica_seconds_ / static_seconds) : 0;
   d["least_replicas"] = least_held_;
+  // Density: nodes holding any replica. Scale-down empties whole nodes when the elastic
+  // replicas were packed (docs/architecture.md#autoscaling).
+  d["most_nodes_in_use"] = most_nodes_;
+  d["least_nodes_in_use"] = least_nodes_;
+  const double static_node_seconds = static_cast<double>(most_nodes_) * traffic_seconds_;
+  d["node_hours_ratio"] = static_node_seconds > 0 ? Round3(node_seconds_ / static_node_seconds) : 0;
   d["load"] = load_series_;
   return d;
 }

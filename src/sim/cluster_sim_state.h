@@ -234,6 +234,9 @@ class ClusterSim {
   double traffic_seconds_ = 0;
   int peak_held_ = 0;
   int least_held_ = -1;
+  double node_seconds_ = 0;  // nodes holding at least one replica × seconds
+  int most_nodes_ = 0;
+  int least_nodes_ = -1;
   std::vector<std::pair<double, int>> decisions_;  // (s into the day, direction) of each decision
   json load_series_ = json::array();
 };

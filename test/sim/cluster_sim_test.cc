@@ -276,6 +276,10 @@ TEST_CASE("diurnal: replicas follow the day's load, drain on the way down, nothi
     CHECK(d["static_peak_replicas"].get<int>() >= 2 * d["least_replicas"].get<int>());
     CHECK(d["replica_hours_ratio"].get<double>() < 0.85);
     CHECK(d["fraction_of_minutes_meeting_target"].get<double>() >= 0.95);
+    // Density: the elastic replicas were packed onto the nodes of the spread floor, so the
+    // scale-down emptied the rest; at the trough only the floor's nodes (minReplicas 12) hold any.
+    CHECK(d["most_nodes_in_use"] == 20);
+    CHECK(d["least_nodes_in_use"].get<int>() <= d["autoscaler"]["min_replicas"].get<int>());
     // Reversals: at most one per stabilization window over the day; a burst right after a
     // scale-down can put two in one window.
     CHECK(d["autoscaler"]["reversals_per_window"].get<double>() <= 1);

@@ -158,6 +158,32 @@ TEST_CASE("Spread across racks by default, grouped by rack when asked") {
   CHECK(TopologySatisfied(nodes, spread.placed, same_rack, 53 * kGi, 1) < 0.5);
 }
 
+TEST_CASE("Elastic replicas fill the nodes that hold the deployment, spread over racks") {
+  auto nodes = Cluster(16, 4);  // 4 racks of 4 nodes, 12 replicas a node
+  MemoryLedger ledger;
+  // A floor of 4 spread (one a rack), then 20 elastic: they fill those 4 nodes rather than
+  // starting on the other 12, still alternating racks.
+  PlacementRequest r = Request(24);
+  r.pack_last = 20;
+  PlacementResult placed = Place(nodes, ledger, r, PlacementOptions{});
+  REQUIRE(placed.placed.size() == 24);
+  std::map<std::string, int> per_node = PerNode(placed.placed);
+  CHECK(per_node.size() == 4);
+  for (const auto& [node, count] : per_node) CHECK(count == 6);
+  // Beyond those nodes' room, a rack opens one more node, not several.
+  r.count = 36;
+  r.pack_last = 36;
+  r.existing_per_node = per_node;
+  PlacementResult more = Place(nodes, ledger, r, PlacementOptions{});
+  REQUIRE(more.placed.size() == 36);
+  for (const auto& [node, count] : PerNode(more.placed)) per_node[node] += count;
+  // 24 fill the four nodes; the other 12 spread over the racks, opening one node in each.
+  CHECK(per_node.size() == 8);
+  // The same request spread instead takes every node.
+  MemoryLedger spread_ledger;
+  CHECK(PerNode(Place(nodes, spread_ledger, Request(60), PlacementOptions{}).placed).size() == 16);
+}
+
 TEST_CASE("A sharded replica stays in one NVLink domain unless allowed across") {
   NodeInventory n;
   n.id = "split";

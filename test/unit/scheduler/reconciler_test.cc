@@ -216,6 +216,35 @@ TEST_CASE("Scale down stops the highest ordinals; scale up starts the next") {
   for (const Action& a : r.actions) CHECK(a.ordinal >= 12);
 }
 
+TEST_CASE("An autoscaled deployment's scale-down empties whole nodes") {
+  // 8 nodes of 12 slots in 2 racks; a floor of 4 spread over 4 nodes, then up to 72.
+  World w(8, 4, 72, 72);
+  w.desired[0].spec.autoscaling.enabled = true;
+  w.desired[0].spec.autoscaling.min_replicas = 4;
+  w.desired[0].spec.autoscaling.max_replicas = 96;
+  w.Apply(w.Step(kT0), true);
+  auto nodes_in_use = [&w] {
+    int n = 0;
+    for (const NodeStatus& s : w.nodes) n += s.replicas.empty() ? 0 : 1;
+    return n;
+  };
+  CHECK(nodes_in_use() == 4);
+  w.desired[0].spec.replicas = 72;  // the elastic 68 fill the floor's nodes, then open more
+  w.Apply(w.Step(kT0 + absl::Seconds(1)), true);
+  REQUIRE(w.Hosted() == 72);
+  CHECK(nodes_in_use() == 6);  // 48 on the 4, then one more node in each rack
+  w.desired[0].spec.replicas = 44;
+  w.Apply(w.Step(kT0 + absl::Seconds(2)), true);
+  CHECK(w.Hosted() == 44);
+  CHECK(nodes_in_use() == 4);  // the two opened last are empty again
+  // A fixed-count deployment spreads: the same 44 take every node.
+  World fixed(8, 44, 72, 72);
+  fixed.Apply(fixed.Step(kT0), true);
+  int used = 0;
+  for (const NodeStatus& s : fixed.nodes) used += s.replicas.empty() ? 0 : 1;
+  CHECK(used == 8);
+}
+
 TEST_CASE("Duplicates converge: the ready one of a generation; a newer one once it is ready") {
   World w(3, 1, 1, 1);
   Allocation a{"node-00", {0}, 53 * kGi}, b{"node-01", {0}, 53 * kGi};
