@@ -118,13 +118,19 @@ AutoscaleDecision Autoscaler::Step(const InferenceReplicaSpec& spec, const Autos
   if (!idle) want = std::max(RateLimit(a, in.now, in.current, want), in.waiting ? 1 : 0);
   d.desired = std::clamp(want, a.min_replicas, a.max_replicas);
   d.direction = Direction(d.desired, in.current);
+  if (burst.value >= 0 && burst.implied > stable.implied * (1 + kTolerance)) {
+    const int projected = Ceil(2 * burst.implied - stable.implied);
+    d.ahead = std::clamp(projected - d.desired, 0,
+                         std::min(a.max_replicas - d.desired, std::max(d.desired, 4)));
+  }
   d.reason =
       StrCat(a.metric, " ", ValueText(a, stable.value), " over 60 s (",
              ValueText(a, burst.value < 0 ? stable.value : burst.value),
              " over 6 s) against a target of ", ValueText(a, a.target), " with ", in.ready,
              " ready and ", in.in_flight, " sequences in flight", d.panic ? "; panic: a burst" : "",
              in.hold_down && d.desired >= in.current ? "; a rollout is observing" : "",
-             idle && d.desired == 0 ? "; idle: scaled to zero" : "");
+             idle && d.desired == 0 ? "; idle: scaled to zero" : "",
+             d.ahead > 0 ? StrCat("; rising: weights pre-staged for ", d.ahead, " more") : "");
   return d;
 }
 

@@ -13,6 +13,10 @@
 // requests a gateway holds for the model (`waiting`) start one replica at once, and keep at
 // least one while they wait.
 //
+// A rising trend (the panic window's mean above the stable window's) reports the replicas it is
+// likely to want next (AutoscaleDecision::ahead), so that their nodes pre-stage the weights
+// before the count moves.
+//
 // Every scheduler runs one Autoscaler per autoscaled deployment each control step, so that a new
 // Raft leader decides with windows already full; only the leader's decisions are stored.
 //
@@ -46,6 +50,10 @@ struct AutoscaleDecision {
   int desired = 0;
   int direction = 0;  // +1 up, -1 down, 0 unchanged
   bool panic = false;
+  // The trend rises (the 6 s mean above the 60 s mean by more than the tolerance): replicas
+  // beyond `desired` it is likely to want next, the 6 s mean extrapolated one step further,
+  // within maxReplicas and one doubling. Their nodes pre-stage the weights.
+  int ahead = 0;
   std::string reason;  // its inputs and why, for the event and the log line
 };
 

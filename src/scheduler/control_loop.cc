@@ -366,6 +366,7 @@ std::vector<DesiredDeployment> ControlLoop::Tracks(const ControlInput& in, const
     if (spec->spec.autoscaling.enabled) {
       scaled = *spec;
       scaled.spec.replicas = Autoscale(in, *spec, state, out);
+      scaled.prestage_ahead = autoscaled_[name].ahead;
       scaled_[name] = scaled.spec.replicas;
       d = &scaled;
     }
@@ -391,6 +392,7 @@ std::vector<DesiredDeployment> ControlLoop::Tracks(const ControlInput& in, const
       track.spec.name = TrackName(name, version);
       track.spec.version = version;
       track.spec.replicas = count;
+      if (step.tracks.size() > 1) track.prestage_ahead = 0;  // which version grows is not known
       desired.push_back(std::move(track));
     }
   }
@@ -430,6 +432,7 @@ int ControlLoop::Autoscale(const ControlInput& in, const DesiredDeployment& d,
                          .ready = load.ready,
                          .value = value,
                          .panic = decision.panic,
+                         .ahead = decision.ahead,
                          .reason = decision.reason};
   TrackScaleUp(in, name, decision.desired, load.ready, report);
   autoscaled_[name] = report;

@@ -122,6 +122,7 @@ struct AutoscaleReport {
   int ready = 0;
   double value = -1;  // the metric now, over the ready replicas; below 0: none reported
   bool panic = false;
+  int ahead = 0;  // AutoscaleDecision::ahead: replicas whose nodes pre-stage the weights
   std::string reason;
   // The last scale-up that became ready: from the step its count came in force to the step its
   // replicas were all ready, and the count it reached; below 0: none yet seen by this scheduler.

@@ -86,9 +86,18 @@ class Step {
   void Keep(const Located& l, std::map<int, Located>& keepers);
   void Replace(const DesiredDeployment& d, Sorted& s, DeploymentStatus& status);
   void Tally(const DesiredDeployment& d, Sorted& s, DeploymentStatus& status);
-  void PlaceMissing(const DesiredDeployment& d, const std::vector<int>& ordinals,
-                    const std::map<int, Located>& keepers, const std::map<int, uint64_t>& gens,
-                    DeploymentStatus& status);
+  // What placement needs of the deployment: its replica size and shape, and where its `keepers`
+  // (and `more`, placed this step) are.
+  PlacementRequest Request(const DesiredDeployment& d, const std::map<int, Located>& keepers,
+                           const std::vector<Allocation>& more = {}) const;
+  // Places the missing `ordinals`; returns where they go (also while waiting for weights).
+  std::vector<Allocation> PlaceMissing(const DesiredDeployment& d, const std::vector<int>& ordinals,
+                                       const std::map<int, Located>& keepers,
+                                       const std::map<int, uint64_t>& gens,
+                                       DeploymentStatus& status);
+  // Pre-stages the nodes of the next d.prestage_ahead replicas: a dry run of placement.
+  void PrestageAhead(const DesiredDeployment& d, const std::map<int, Located>& keepers,
+                     const std::vector<Allocation>& placed_now);
   // Starts a surge copy of `keeper` (generation `generation`) on another node, for `cause`,
   // and counts it in `restarts`; false when no node has room. While its node lacks the weights
   // it asks for them and returns true (the copy starts once staged).
@@ -323,29 +332,42 @@ void Step::Tally(const DesiredDeployment& d, Sorted& s, DeploymentStatus& status
                     : 2 + (status.wave_target - first - 1) / spec.scheduling.batch_size;
   int room = std::max(0, status.wave_target - status.present);
   if (static_cast<int>(missing.size()) > room) missing.resize(room);
-  if (!missing.empty()) PlaceMissing(d, missing, s.keepers, s.generations, status);
+  std::vector<Allocation> placed_now;
+  if (!missing.empty()) placed_now = PlaceMissing(d, missing, s.keepers, s.generations, status);
+  PrestageAhead(d, s.keepers, placed_now);
   result_.deployments.push_back(std::move(status));
 }
 
-void Step::PlaceMissing(const DesiredDeployment& d, const std::vector<int>& ordinals,
-                        const std::map<int, Located>& keepers,
-                        const std::map<int, uint64_t>& generations, DeploymentStatus& status) {
+PlacementRequest Step::Request(const DesiredDeployment& d, const std::map<int, Located>& keepers,
+                               const std::vector<Allocation>& more) const {
   const InferenceReplicaSpec& spec = d.spec;
   PlacementRequest request;
   request.deployment = spec.name;
-  request.count = static_cast<int>(ordinals.size());
   request.replica_bytes = d.replica_bytes;
   request.min_gpus = spec.resources.gpu;
   request.device_kind = DeviceKindForBackend(spec.backend);
   request.topology = spec.topology;
-  // Ordinals ascend, so the elastic ones are the last.
-  request.pack_last = static_cast<int>(
-      std::count_if(ordinals.begin(), ordinals.end(), [&](int o) { return Elastic(spec, o); }));
   for (const auto& [o, l] : keepers) request.existing_per_node[l.node->inventory.id]++;
+  for (const Allocation& a : more) request.existing_per_node[a.node]++;
   const std::string weights = WeightsKey(spec);
   for (const NodeStatus& n : nodes_) {
     if (n.staged_models.count(weights)) request.staged_nodes.insert(n.inventory.id);
   }
+  return request;
+}
+
+std::vector<Allocation> Step::PlaceMissing(const DesiredDeployment& d,
+                                           const std::vector<int>& ordinals,
+                                           const std::map<int, Located>& keepers,
+                                           const std::map<int, uint64_t>& generations,
+                                           DeploymentStatus& status) {
+  const InferenceReplicaSpec& spec = d.spec;
+  PlacementRequest request = Request(d, keepers);
+  request.count = static_cast<int>(ordinals.size());
+  // Ordinals ascend, so the elastic ones are the last.
+  request.pack_last = static_cast<int>(
+      std::count_if(ordinals.begin(), ordinals.end(), [&](int o) { return Elastic(spec, o); }));
+  const std::string weights = WeightsKey(spec);
   PlacementResult placed = Place(usable_, ledger_, request, options_);
   status.pending = placed.unplaced;
   status.pending_reason = placed.reason;
@@ -360,7 +382,7 @@ void Step::PlaceMissing(const DesiredDeployment& d, const std::vector<int>& ordi
   }
   if (!all_staged) {
     status.waiting_for_weights = static_cast<int>(placed.placed.size());
-    return;
+    return placed.placed;
   }
   for (size_t i = 0; i < placed.placed.size(); ++i) {
     Action s;
@@ -376,6 +398,27 @@ void Step::PlaceMissing(const DesiredDeployment& d, const std::vector<int>& ordi
     result_.actions.push_back(std::move(s));
   }
   status.starting_now = static_cast<int>(placed.placed.size());
+  return placed.placed;
+}
+
+void Step::PrestageAhead(const DesiredDeployment& d, const std::map<int, Located>& keepers,
+                         const std::vector<Allocation>& placed_now) {
+  const int ahead = std::min(d.prestage_ahead, kMaxPrestageAhead);
+  if (ahead <= 0) return;
+  const InferenceReplicaSpec& spec = d.spec;
+  PlacementRequest request = Request(d, keepers, placed_now);
+  request.count = ahead;
+  for (int o = spec.replicas; o < spec.replicas + ahead; ++o) request.pack_last += Elastic(spec, o);
+  MemoryLedger scratch = ledger_;  // a dry run: nothing is reserved
+  const std::string weights = WeightsKey(spec);
+  const std::string reason =
+      StrCat("load rising: ", ahead, " more replicas of ", spec.name, " likely");
+  std::set<std::string> nodes;
+  for (const Allocation& a : Place(usable_, scratch, request, options_).placed)
+    nodes.insert(a.node);
+  for (const NodeStatus& n : nodes_) {
+    if (nodes.count(n.inventory.id)) Staged(n, weights, spec.name, reason);
+  }
 }
 
 bool Step::Staged(const NodeStatus& node, const std::string& weights, const std::string& deployment,
@@ -396,16 +439,10 @@ bool Step::Staged(const NodeStatus& node, const std::string& weights, const std:
 bool Step::Surge(const DesiredDeployment& d, const Located& keeper, uint64_t generation,
                  const std::map<int, Located>& keepers, Replacement cause, int& restarts) {
   const InferenceReplicaSpec& spec = d.spec;
-  PlacementRequest request;
-  request.deployment = spec.name;
+  PlacementRequest request = Request(d, keepers);
   request.count = 1;
-  request.replica_bytes = d.replica_bytes;
-  request.min_gpus = spec.resources.gpu;
-  request.device_kind = DeviceKindForBackend(spec.backend);
-  request.topology = spec.topology;
   request.avoid_nodes = {keeper.node->inventory.id};
   request.pack_last = Elastic(spec, keeper.record->ordinal) ? 1 : 0;
-  for (const auto& [o, l] : keepers) request.existing_per_node[l.node->inventory.id]++;
   PlacementResult placed = Place(usable_, ledger_, request, options_);
   if (placed.placed.empty()) return false;
   const Allocation& a = placed.placed.front();

@@ -25,6 +25,8 @@
 // Bring-up in waves (docs/architecture.md#orchestration): warmupReplicas first, then batchSize per
 // wave; a wave starts only when every replica of the earlier waves is ready, and only once the
 // deployment's weights are pre-staged on every target node of the wave (Prestage actions first).
+// A rising trend (DesiredDeployment::prestage_ahead) pre-stages the nodes the next replicas would
+// be placed on, found by a dry run of placement, before the count moves.
 //
 // Thread safety: pure functions.
 #pragma once
@@ -88,7 +90,12 @@ struct DesiredDeployment {
   // The highest generation of each ordinal the caller has seen reported: a replica stopped and
   // gone is no longer reported, and its ordinal's next generation must still be higher.
   std::map<int, uint64_t> generations_seen;
+  // Replicas beyond spec.replicas a rising trend is likely to add (AutoscaleDecision::ahead):
+  // the nodes placement would give them pre-stage the weights now (at most
+  // kMaxPrestageAhead; docs/architecture.md#autoscaling).
+  int prestage_ahead = 0;
 };
+inline constexpr int kMaxPrestageAhead = 256;
 
 // "llama-13b@v1": what a node pre-stages.
 std::string WeightsKey(const InferenceReplicaSpec& spec);

@@ -139,6 +139,32 @@ TEST_CASE("Without a reported value the count holds, clamped to the bounds") {
   CHECK(d.direction == 0);
 }
 
+TEST_CASE(
+    "A rising load names the replicas it is likely to want next; a flat or falling one none") {
+  const InferenceReplicaSpec spec = Spec();
+  Autoscaler as;
+  absl::Time now = kT0;
+  int current = 4;
+  CHECK(Run(as, spec, now, current, 4 * 1000, 120).ahead == 0);  // flat at the target
+  // A ramp: 4 000 tokens in flight growing by 100 a second. The 60 s mean lags the 6 s one.
+  int most_ahead = 0;
+  for (int i = 1; i <= 60; ++i) {
+    now += absl::Seconds(1);
+    const double total = 4000 + 100.0 * i;
+    AutoscaleDecision d = as.Step(spec, AutoscaleInput{now, current, current, total / current, 0});
+    most_ahead = std::max(most_ahead, d.ahead);
+    CHECK(d.desired + d.ahead <= spec.autoscaling.max_replicas);
+    CHECK(d.ahead <= std::max(d.desired, 4));  // one doubling at most
+    current = d.desired;
+  }
+  CHECK(most_ahead > 0);
+  // Extrapolated, not invented: at 10 000 tokens, what the ramp reaches 30 s on (13 000) is at
+  // most 13 replicas at the target of 1 000.
+  CHECK(current + most_ahead <= 14);
+  CHECK(Run(as, spec, now, current, 10 * 1000, 120).ahead == 0);  // flat again
+  CHECK(Run(as, spec, now, current, 2 * 1000, 30).ahead == 0);    // falling
+}
+
 TEST_CASE("minReplicas 0: idle for the whole window goes to zero; waiting requests bring one") {
   InferenceReplicaSpec spec = Spec();
   spec.autoscaling.min_replicas = 0;

@@ -40,6 +40,8 @@ struct Cluster {
   std::vector<membership::Member> members = {GpuMember("gpu-1"), GpuMember("gpu-2")};
   StoreRecords state;
   std::map<std::string, std::vector<ReportedReplica>> agents;  // node → replicas
+  // Nodes that pull weights, and what each has staged; the others start from their own disk.
+  std::map<std::string, std::set<std::string>> pulled;
   uint64_t index = 1;
   absl::Time now = kT0;
 
@@ -56,7 +58,12 @@ struct Cluster {
     in.term = 3;
     in.acting = acting;
     std::vector<NodeReport> reports;
-    for (const auto& m : members) reports.push_back(NodeReport{m.id, 1, false, {}, agents[m.id]});
+    for (const auto& m : members) {
+      auto p = pulled.find(m.id);
+      reports.push_back(NodeReport{m.id, 1, p != pulled.end(),
+                                   p == pulled.end() ? std::set<std::string>{} : p->second,
+                                   agents[m.id]});
+    }
     in.reports = reports;
     ControlOutput out = loop.Step(in);
     for (const auto& [key, value] : out.writes) Put(key, value);
@@ -72,9 +79,12 @@ struct Cluster {
         r.model = a.model;
         r.version = a.version;
         r.generation = a.action.generation;
+        r.devices = a.action.allocation.gpus;
         r.labels = a.labels;
         r.state_since = now;
         replicas.push_back(std::move(r));
+      } else if (a.action.kind == ActionKind::kPrestage) {
+        if (pulled.count(a.action.node)) pulled[a.action.node].insert(a.action.weights);
       } else if (a.action.kind == ActionKind::kStop) {
         std::erase_if(replicas, [&](const ReportedReplica& r) {
           return r.replica_id == a.action.replica_id() && r.generation == a.action.generation;
@@ -263,6 +273,39 @@ TEST_CASE("An autoscaled spec follows the load; the count is stored and a new le
   }
   CHECK(StoredCount(next) == 1);
   CHECK(next.Running() == 1);
+}
+
+TEST_CASE("A rising load pre-stages the weights where the next replicas will go") {
+  Cluster c;
+  c.pulled = {{"gpu-1", {"llama-7b@v1"}}, {"gpu-2", {}}};  // 4 slots each; gpu-2 lacks weights
+  std::string spec = kAutoscaledSpec;
+  spec.replace(spec.find("{gpu: 1}"), 8, "{gpu: 1, memory: 60Gi}");  // one a GPU
+  c.Put("spec/chat", spec);
+  for (int i = 0; i < 70; ++i) {
+    Load(c, 1000 * c.Running());  // at the target
+    c.Obey(c.Step(true));
+  }
+  REQUIRE(c.Running() == 2);
+  CHECK(c.agents["gpu-2"].empty());  // the floor and the elastic replica on the staged node
+  CHECK(c.pulled["gpu-2"].empty());
+  // The load climbs 200 tokens a second: before the count outgrows gpu-1, gpu-2 pulls.
+  int staged_at = -1, outgrown_at = -1;
+  for (int i = 1; i <= 60 && (staged_at < 0 || outgrown_at < 0); ++i) {
+    Load(c, 2000 + 200 * i);
+    ControlOutput out = c.Step(true);
+    if (staged_at < 0 && c.pulled["gpu-2"].count("llama-7b@v1")) staged_at = i;
+    if (outgrown_at < 0 && StoredCount(c) > 4) outgrown_at = i;
+    c.Obey(out);
+    if (staged_at < 0 && c.pulled["gpu-2"].count("llama-7b@v1")) staged_at = i;
+  }
+  INFO("staged at " << staged_at << " s, count above 4 at " << outgrown_at << " s");
+  REQUIRE(staged_at > 0);
+  CHECK((outgrown_at < 0 || staged_at < outgrown_at));
+  bool announced = false;
+  for (const auto& e : *c.loop.events("chat")) {
+    announced = announced || e.message.find("prestage llama-7b@v1 on gpu-2: load rising") == 0;
+  }
+  CHECK(announced);
 }
 
 TEST_CASE("Autoscaling spec errors name the field and what is allowed") {

@@ -76,7 +76,7 @@ TEST_CASE("describe: an autoscaled deployment's autoscaler, its value, target an
   d.spec.autoscaling.min_replicas = 2;
   d.spec.autoscaling.max_replicas = 10;
   d.spec.autoscaling.target = 300;
-  AutoscaleReport now{"tiny", 6, 1, 4, 4, 450.0, false, "pendingTokensPerReplica 450 tokens"};
+  AutoscaleReport now{"tiny", 6, 1, 4, 4, 450.0, false, 0, "pendingTokensPerReplica 450 tokens"};
   AutoscaleState stored{6, 1'700'000'000'000, "up: 450 tokens against 300"};
   json a = json::parse(DescribeAutoscalingJson(now, stored, d));
   CHECK(a["metric"] == "pendingTokensPerReplica");

@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <limits>
+#include <set>
+#include <string>
 
 #include "common/strings.h"
 #include "fmt/format.h"
@@ -243,6 +245,44 @@ TEST_CASE("An autoscaled deployment's scale-down empties whole nodes") {
   int used = 0;
   for (const NodeStatus& s : fixed.nodes) used += s.replicas.empty() ? 0 : 1;
   CHECK(used == 8);
+}
+
+TEST_CASE("A rising trend pre-stages the nodes the next replicas would go to, and starts nothing") {
+  World w(8, 4, 64, 64);  // 8 nodes of 12 slots in 2 racks; a floor of 4
+  w.desired[0].spec.autoscaling.enabled = true;
+  w.desired[0].spec.autoscaling.min_replicas = 4;
+  w.desired[0].spec.autoscaling.max_replicas = 96;
+  for (NodeStatus& n : w.nodes) n.staged_models.clear();
+  for (int i = 0; i < 2; ++i) w.nodes[i].staged_models = {"llama-13b@v1"};
+  w.Apply(w.Step(kT0), true);  // prestage where the floor goes, then start it
+  w.Apply(w.Step(kT0 + absl::Seconds(1)), true);
+  REQUIRE(w.Hosted() == 4);
+  std::set<std::string> staged;
+  for (const NodeStatus& n : w.nodes) {
+    if (!n.staged_models.empty()) staged.insert(n.inventory.id);
+  }
+  REQUIRE(staged.size() == 4);
+  // 24 more likely: the floor's nodes have room for them (packed), so no other node is asked.
+  w.desired[0].prestage_ahead = 24;
+  auto r = w.Step(kT0 + absl::Seconds(2));
+  CHECK(w.Count(ActionKind::kStart, r) == 0);
+  CHECK(w.Count(ActionKind::kPrestage, r) == 0);
+  // 60 more likely: beyond the room there, one more node in each rack pre-stages.
+  w.desired[0].prestage_ahead = 60;
+  r = w.Step(kT0 + absl::Seconds(3));
+  CHECK(w.Count(ActionKind::kStart, r) == 0);
+  CHECK(w.Count(ActionKind::kPrestage, r) == 2);
+  for (const Action& a : r.actions) {
+    CHECK(staged.count(a.node) == 0);
+    CHECK(a.reason.find("load rising: 60 more replicas") != std::string::npos);
+  }
+  w.Apply(r, true);
+  // When the count moves, those replicas start at once, without waiting for a pull.
+  w.desired[0].prestage_ahead = 0;
+  w.desired[0].spec.replicas = 64;
+  r = w.Step(kT0 + absl::Seconds(4));
+  CHECK(w.Count(ActionKind::kStart, r) == 60);
+  CHECK(w.Count(ActionKind::kPrestage, r) == 0);
 }
 
 TEST_CASE("Duplicates converge: the ready one of a generation; a newer one once it is ready") {
