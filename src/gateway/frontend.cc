@@ -367,8 +367,11 @@ void Frontend::SetGatewayCount(int n) {
 }
 
 bool Frontend::MayWaitForReplica(const absl::Status& refusal, std::string_view model) {
-  return (absl::IsNotFound(refusal) || absl::IsUnavailable(refusal)) && !draining_ && active_ &&
-         !model.empty() && activator_.Activatable(model) &&
+  return (absl::IsNotFound(refusal) || absl::IsUnavailable(refusal)) && WouldWaitForReplica(model);
+}
+
+bool Frontend::WouldWaitForReplica(std::string_view model) {
+  return !draining_ && active_ && !model.empty() && activator_.Activatable(model) &&
          !table_.HasRoutable(model.substr(0, model.find('@')));
 }
 

@@ -237,6 +237,8 @@ class Frontend {
   // Whether a request for `model` refused with `refusal` may wait for a replica to start: the
   // refusal says no replica serves it, none does now, and the model may be at zero replicas.
   bool MayWaitForReplica(const absl::Status& refusal, std::string_view model);
+  // Whether a request for `model` would wait: no replica serves it now, and it may be at zero.
+  bool WouldWaitForReplica(std::string_view model);
 
   // Finds the streams that broke without an error — stalled, or on a replica whose node is
   // suspected (or that fails its health checks) or that is ejected — and moves them elsewhere;

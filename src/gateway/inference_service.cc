@@ -16,9 +16,9 @@ void AddRetryAfter(grpc::CallbackServerContext* context, const RateLimitReport& 
   }
 }
 
-// A gRPC call cannot be held while a model scaled to zero starts: the demand is counted (the
-// gateway reports it, gateway/activator.h) and the call is told to retry after the replica's
-// start. Other refusals pass through.
+// A call that was not held (Complete, or a Generate that raced a replica's removal) for a model
+// scaled to zero: the demand is counted (the gateway reports it, gateway/activator.h) and the
+// call is told to retry after the replica's start. Other refusals pass through.
 absl::Status RefuseWhileActivating(Frontend& frontend, grpc::CallbackServerContext* context,
                                    const absl::Status& refusal, const std::string& model) {
   if (!frontend.MayWaitForReplica(refusal, model)) return refusal;
@@ -104,8 +104,34 @@ grpc::ServerWriteReactor<exaserve::v1::GenerateResponse>* InferenceService::Gene
     reactor->Begin([&](engine::StreamCallback) { return text.status(); });
     return reactor;
   }
+  const std::string model = text->model;
+  if (frontend_.WouldWaitForReplica(model)) {
+    HoldForReplica(reactor, context, *std::move(text));
+    return reactor;
+  }
   reactor->Begin(FrontendStarter(frontend_, context, *std::move(text)));
   return reactor;
+}
+
+// The stream waits at the activator while a replica of its model starts (scale from zero,
+// docs/architecture.md#autoscaling), then starts as any other; past the queue bound or the
+// timeout it ends UNAVAILABLE with `retry-after`.
+void InferenceService::HoldForReplica(engine::rpc::GenerateStreamReactor* reactor,
+                                      grpc::CallbackServerContext* context, TextRequest text) {
+  Activator& activator = frontend_.activator();
+  const std::vector<std::pair<std::string, std::string>> retry = {
+      {"retry-after", StrCat(activator.retry_after_s())}};
+  reactor->Hold(context);
+  const std::string model = text.model;
+  absl::Status held = activator.Park(
+      model, absl::Now(),
+      {.resume =
+           [this, reactor, context, text = std::move(text)] {
+             reactor->Resume(FrontendStarter(frontend_, context, text));
+           },
+       .refuse = [reactor, retry](const absl::Status& s) { reactor->Refuse(s, retry); },
+       .gone = [reactor] { return reactor->AbandonIfGone(); }});
+  if (!held.ok()) reactor->Refuse(held, retry);
 }
 
 grpc::ServerUnaryReactor* InferenceService::Complete(grpc::CallbackServerContext* context,

@@ -1,11 +1,13 @@
 // exaserve.v1.Inference over gRPC: Generate (server stream) and Complete (unary), adapters over
 // the Frontend. Errors map to gRPC codes: INVALID_ARGUMENT names the field, NOT_FOUND the model,
-// RESOURCE_EXHAUSTED on overload, UNAVAILABLE when no replica is ready. A client that cancels
-// frees the replica's KV blocks.
+// RESOURCE_EXHAUSTED on overload, UNAVAILABLE when no replica is ready. A Generate stream for a
+// model scaled to zero waits at the activator while a replica starts (gateway/activator.h). A
+// client that cancels frees the replica's KV blocks.
 #pragma once
 
 #include <string_view>
 
+#include "engine/rpc/generate_stream.h"
 #include "exaserve/v1/inference.grpc.pb.h"
 #include "gateway/frontend.h"
 
@@ -25,6 +27,8 @@ class InferenceService final : public exaserve::v1::Inference::CallbackService {
   // Authorizes the caller and converts the request: what both RPCs do first.
   absl::StatusOr<TextRequest> Admit(grpc::CallbackServerContext* context,
                                     const exaserve::v1::GenerateRequest& request) const;
+  void HoldForReplica(engine::rpc::GenerateStreamReactor* reactor,
+                      grpc::CallbackServerContext* context, TextRequest text);
 
   Frontend& frontend_;
 };

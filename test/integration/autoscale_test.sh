@@ -5,8 +5,8 @@
 # replica's slots hold (12 streams on 4 slots) and back to one stream: the count goes 1 → 4 → 1,
 # the P99 TTFT once the scale-up settled is well under the overloaded replica's, and not one
 # request fails, during the scale-down included (a stopped replica drains). `autoscale status`
-# shows it. Then scale to zero: minReplicas 0, idle → 0 replicas, and a request that arrives
-# then waits at the gateway while one starts.
+# shows it. Then scale to zero: minReplicas 0, idle → 0 replicas, and a completion and a gRPC
+# stream that arrive then wait at the gateway while one starts.
 source "$(dirname "$0")/lib.sh"
 BIN=$1
 work=$(mktemp -d)
@@ -138,6 +138,8 @@ cat "$work/ramp.json"
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); a, b = d['ttft_p99_settled_s'], d['ttft_p99_first_10s_s']
 sys.exit(0 if a is not None and b and a <= 0.6 * b else 1)" "$work/ramp.json" ||
   fail "P99 TTFT after the scale-up settled is not under 0.6 x the overloaded one: $(cat "$work/ramp.json")"
+wait "$grpc_pid" && [ -s "$work/cold-grpc.out" ] ||
+  fail "the gRPC stream to a model at zero: $(cat "$work/cold-grpc.out")"
 cli --addr "$sched" autoscale status tiny >"$work/status.txt"
 grep -q "pendingTokensPerReplica" "$work/status.txt" && grep -q "autoscaler: 1 -> " "$work/status.txt" ||
   fail "autoscale status: $(cat "$work/status.txt")"
@@ -160,15 +162,22 @@ code=$(curl -s -o "$work/unknown.json" -w '%{http_code}' --max-time 5 "$gateway/
   -H 'content-type: application/json' -d '{"model":"no-such-model","prompt":"1+1=","max_tokens":2}')
 [ "$code" = 404 ] || fail "a model nobody serves: $code $(cat "$work/unknown.json")"
 started=$(date +%s.%N)
+# A gRPC stream too (exaserve-cli generate, through the gateway's Inference.Generate): held
+# beside the HTTP request, then streamed.
+cli --addr "$origin" --timeout 90s generate --model exa-tiny-arith --max-tokens 4 "12+30=" \
+  >"$work/cold-grpc.out" 2>&1 &
+grpc_pid=$!
 code=$(curl -s -o "$work/cold.json" -w '%{http_code}' --max-time 90 "$gateway/v1/completions" \
   -H 'content-type: application/json' \
   -d '{"model":"exa-tiny-arith","prompt":"12+30=","max_tokens":4,"temperature":0}')
 cold_s=$(python3 -c "import sys,time; print(round(time.time() - float(sys.argv[1]), 1))" "$started")
 [ "$code" = 200 ] && grep -q '"choices"' "$work/cold.json" ||
   fail "the request to a model at zero: $code $(cat "$work/cold.json") $(cli --addr "$sched" autoscale status tiny)"
+wait "$grpc_pid" && [ -s "$work/cold-grpc.out" ] ||
+  fail "the gRPC stream to a model at zero: $(cat "$work/cold-grpc.out")"
 cli --addr "$sched" autoscale status tiny >"$work/status.txt"
 grep -q "scale from zero" "$work/status.txt" && grep -q "Scale-up:   the last, to 1 replicas" "$work/status.txt" ||
   fail "no scale-from-zero decision or its time to ready: $(cat "$work/status.txt")"
-curl -s "$gateway/metrics" | has '^exaserve_gateway_activations_total{outcome="served"} [1-9]' ||
-  fail "the held request is not counted as served: $(curl -s "$gateway/metrics" | grep activation)"
-echo "ok: scaled to zero when idle; a request to the model waited ${cold_s}s for a replica and was answered"
+curl -s "$gateway/metrics" | has '^exaserve_gateway_activations_total{outcome="served"} [2-9]' ||
+  fail "the held requests are not counted as served: $(curl -s "$gateway/metrics" | grep activation)"
+echo "ok: scaled to zero when idle; a completion to the model waited ${cold_s}s for a replica and was answered, and a gRPC stream beside it streamed: $(head -c 80 "$work/cold-grpc.out")"

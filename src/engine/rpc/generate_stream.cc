@@ -81,6 +81,65 @@ std::vector<std::pair<int32_t, float>> TopLogprobsFromProto(
 
 void GenerateStreamReactor::Begin(const Starter& start) {
   absl::MutexLock lock(&mu_);
+  StartLocked(start);
+}
+
+void GenerateStreamReactor::Hold(grpc::CallbackServerContext* context) {
+  absl::MutexLock lock(&mu_);
+  held_ = true;
+  context_ = context;
+}
+
+bool GenerateStreamReactor::SettleLocked() {
+  held_ = false;
+  context_ = nullptr;
+  producer_done_ = true;
+  return released_;
+}
+
+void GenerateStreamReactor::Resume(const Starter& start) {
+  bool free_now = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (done_) {
+      free_now = SettleLocked();  // cancelled while held: nothing to start
+    } else {
+      // Not finished, so gRPC has not called OnDone: the context is still valid.
+      held_ = false;
+      context_ = nullptr;
+      StartLocked(start);
+    }
+  }
+  if (free_now) delete this;
+}
+
+void GenerateStreamReactor::Refuse(
+    const absl::Status& status, const std::vector<std::pair<std::string, std::string>>& trailers) {
+  bool free_now = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!done_) {
+      for (const auto& [key, value] : trailers) context_->AddTrailingMetadata(key, value);
+      done_ = true;
+      Finish(StatusToGrpc(status));
+    }
+    free_now = SettleLocked();
+  }
+  if (free_now) delete this;
+}
+
+bool GenerateStreamReactor::AbandonIfGone() {
+  bool free_now = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!done_) return false;
+    free_now = SettleLocked();
+  }
+  if (free_now) delete this;
+  return true;
+}
+
+void GenerateStreamReactor::StartLocked(const Starter& start) {
   auto handle = start([this](const engine::StreamEvent& e) { OnEvent(e); });
   if (!handle.ok()) {
     done_ = true;
@@ -132,7 +191,7 @@ void GenerateStreamReactor::OnDone() {
   {
     absl::MutexLock lock(&mu_);
     released_ = true;
-    free_now = producer_done_ || !started_;
+    free_now = producer_done_ || (!started_ && !held_);
   }
   if (free_now) delete this;
 }

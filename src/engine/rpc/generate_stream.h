@@ -59,6 +59,19 @@ class GenerateStreamReactor final
   // Runs `start` with this stream's sink; an error finishes the RPC with its status.
   void Begin(const Starter& start);
 
+  // A stream held before it starts (a gateway waiting for a model's first replica): until one
+  // of Resume, Refuse or AbandonIfGone settles it, the holder counts as the producer, so the
+  // reactor outlives OnDone. `context` is this RPC's, for trailing metadata on a refusal.
+  void Hold(grpc::CallbackServerContext* context);
+  // Starts the held stream now, as Begin; if the client left meanwhile, only settles it.
+  void Resume(const Starter& start);
+  // Finishes the held stream with `status` and the `trailers` as trailing metadata.
+  void Refuse(const absl::Status& status,
+              const std::vector<std::pair<std::string, std::string>>& trailers);
+  // True when the client left while held; the stream is then settled (the holder drops it and
+  // must not touch it again).
+  bool AbandonIfGone();
+
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
   void OnDone() override;
@@ -68,10 +81,15 @@ class GenerateStreamReactor final
   void WriteNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CancelLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishCancelledLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartLocked(const Starter& start) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The holder is done with a held stream; true when the reactor is to be freed now.
+  bool SettleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
   StreamHandle handle_ ABSL_GUARDED_BY(mu_);
   bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool held_ ABSL_GUARDED_BY(mu_) = false;  // Hold()ed and not yet settled
+  grpc::CallbackServerContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;  // while held
   std::deque<exaserve::v1::GenerateResponse> queue_ ABSL_GUARDED_BY(mu_);
   exaserve::v1::GenerateResponse current_ ABSL_GUARDED_BY(mu_);  // the write in flight
   grpc::Status final_status_ ABSL_GUARDED_BY(mu_);

@@ -1,14 +1,17 @@
-// A ReplicaBackend for gateway tests: serves model "m" version "v1" (the bundled model's
-// tokenizer, a 512-token context) and holds each submitted request until the test delivers its
-// events (never synchronously).
+// ReplicaBackends for gateway tests, serving model "m" version "v1" (the bundled model's
+// tokenizer, a 512-token context). FakeBackend holds each submitted request until the test
+// delivers its events; AnsweringBackend answers each at once from a thread of its own. Neither
+// calls back synchronously.
 #pragma once
 
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "engine/tokenizer_detokenizer.h"
 #include "gateway/frontend.h"
 
@@ -55,6 +58,43 @@ class FakeBackend final : public ReplicaBackend {
 
  private:
   ModelView model_;
+};
+
+// Answers every request with one token and a finish, from a thread of its own (never inside
+// Submit, as a real replica would not).
+class AnsweringBackend final : public ReplicaBackend {
+ public:
+  AnsweringBackend() {
+    auto tokenizer = engine::LoadDetokenizer(EXA_SOURCE_DIR "/models/exa-tiny-arith");
+    REQUIRE(tokenizer.ok());
+    model_ = {"m", "v1", *tokenizer, 512};
+  }
+  ~AnsweringBackend() override {
+    absl::MutexLock lock(&mu_);
+    for (std::thread& t : threads_) t.join();
+  }
+  std::vector<ModelView> Models() const override { return {model_}; }
+  absl::StatusOr<engine::RequestId> Submit(const std::string&,
+                                           engine::GenerateRequest request) override {
+    absl::MutexLock lock(&mu_);
+    threads_.emplace_back([callback = request.callback] {
+      engine::StreamEvent token;
+      token.token = 17;
+      token.text = "2";
+      callback(token);
+      engine::StreamEvent done;
+      done.finished = true;
+      done.finish_reason = engine::FinishReason::kStop;
+      callback(done);
+    });
+    return threads_.size();
+  }
+  void Cancel(const std::string&, engine::RequestId) override {}
+
+ private:
+  ModelView model_;
+  absl::Mutex mu_;
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace exa::gateway

@@ -11,48 +11,11 @@
 
 #include "absl/synchronization/mutex.h"
 #include "common/strings.h"
-#include "engine/tokenizer_detokenizer.h"
+#include "fake_backend.h"
 #include "gateway/inference_service.h"
 
 namespace exa::gateway {
 namespace {
-
-// Answers every request with one token and a finish, from a thread of its own (never inside
-// Submit, as a real replica would not).
-class AnsweringBackend final : public ReplicaBackend {
- public:
-  AnsweringBackend() {
-    auto tokenizer = engine::LoadDetokenizer(EXA_SOURCE_DIR "/models/exa-tiny-arith");
-    REQUIRE(tokenizer.ok());
-    model_ = {"m", "v1", *tokenizer, 512};
-  }
-  ~AnsweringBackend() override {
-    absl::MutexLock lock(&mu_);
-    for (std::thread& t : threads_) t.join();
-  }
-  std::vector<ModelView> Models() const override { return {model_}; }
-  absl::StatusOr<engine::RequestId> Submit(const std::string&,
-                                           engine::GenerateRequest request) override {
-    absl::MutexLock lock(&mu_);
-    threads_.emplace_back([callback = request.callback] {
-      engine::StreamEvent token;
-      token.token = 17;
-      token.text = "2";
-      callback(token);
-      engine::StreamEvent done;
-      done.finished = true;
-      done.finish_reason = engine::FinishReason::kStop;
-      callback(done);
-    });
-    return threads_.size();
-  }
-  void Cancel(const std::string&, engine::RequestId) override {}
-
- private:
-  ModelView model_;
-  absl::Mutex mu_;
-  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
-};
 
 TEST_CASE("Over the rate limit gRPC answers RESOURCE_EXHAUSTED with retry-after metadata") {
   const std::string limits =
