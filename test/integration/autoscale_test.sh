@@ -138,8 +138,6 @@ cat "$work/ramp.json"
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); a, b = d['ttft_p99_settled_s'], d['ttft_p99_first_10s_s']
 sys.exit(0 if a is not None and b and a <= 0.6 * b else 1)" "$work/ramp.json" ||
   fail "P99 TTFT after the scale-up settled is not under 0.6 x the overloaded one: $(cat "$work/ramp.json")"
-wait "$grpc_pid" && [ -s "$work/cold-grpc.out" ] ||
-  fail "the gRPC stream to a model at zero: $(cat "$work/cold-grpc.out")"
 cli --addr "$sched" autoscale status tiny >"$work/status.txt"
 grep -q "pendingTokensPerReplica" "$work/status.txt" && grep -q "autoscaler: 1 -> " "$work/status.txt" ||
   fail "autoscale status: $(cat "$work/status.txt")"
@@ -175,9 +173,14 @@ cold_s=$(python3 -c "import sys,time; print(round(time.time() - float(sys.argv[1
   fail "the request to a model at zero: $code $(cat "$work/cold.json") $(cli --addr "$sched" autoscale status tiny)"
 wait "$grpc_pid" && [ -s "$work/cold-grpc.out" ] ||
   fail "the gRPC stream to a model at zero: $(cat "$work/cold-grpc.out")"
-cli --addr "$sched" autoscale status tiny >"$work/status.txt"
-grep -q "scale from zero" "$work/status.txt" && grep -q "Scale-up:   the last, to 1 replicas" "$work/status.txt" ||
+# The scheduler times the scale-up on its next control step: wait for it rather than read once.
+timed_from_zero() {
+  cli --addr "$sched" autoscale status tiny >"$work/status.txt" &&
+    grep -q "scale from zero" "$work/status.txt" &&
+    grep -q "Scale-up:   the last, to 1 replicas" "$work/status.txt"
+}
+wait_for 10 timed_from_zero ||
   fail "no scale-from-zero decision or its time to ready: $(cat "$work/status.txt")"
 curl -s "$gateway/metrics" | has '^exaserve_gateway_activations_total{outcome="served"} [2-9]' ||
   fail "the held requests are not counted as served: $(curl -s "$gateway/metrics" | grep activation)"
-echo "ok: scaled to zero when idle; a completion to the model waited ${cold_s}s for a replica and was answered, and a gRPC stream beside it streamed: $(head -c 80 "$work/cold-grpc.out")"
+echo "ok: scaled to zero when idle; a completion to the model waited ${cold_s}s for a replica and was answered, and a gRPC stream sent beside it streamed to its end"

@@ -230,10 +230,12 @@ for n in 2 4 5; do [ "$n" = "$leader" ] || others+=("$n"); done
 sched_addr() { echo "127.0.0.1:$(port_of "$1" grpc_port)"; }
 cordon_through() { cli "${tls[@]}" "${admin[@]}" --addr "$(sched_addr "$1")" node cordon node-3 >/dev/null 2>&1; }
 wait_for 30 cordon_through "${others[0]}" || fail "no write after kill -9 of the Raft leader node-$leader"
+higher_term() { [ "$(metric "$1" exaserve_raft_term)" -gt "$term" ]; }
 for n in "${others[@]}"; do
   cli "${tls[@]}" --addr "$(sched_addr "$n")" node ops | has "node-3  cordoned" ||
     fail "node-$n does not read the write: $(cli "${tls[@]}" --addr "$(sched_addr "$n")" node ops 2>&1)"
-  [ "$(metric "$n" exaserve_raft_term)" -gt "$term" ] || fail "node-$n is still in term $term"
+  # The gauge is set on the scheduler's control step: wait for it rather than read it once.
+  wait_for 10 higher_term "$n" || fail "node-$n is still in term $term"
 done
 echo "ok: 3 Raft voters over mutual TLS; kill -9 of the leader (node-$leader, term $term) → the next write committed and read on both survivors"
 echo "PASS"
