@@ -11,6 +11,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_join.h"
+#include "common/crash_report.h"
 #include "common/logging.h"
 #include "common/malloc_tuning.h"
 #include "common/status.h"
@@ -178,6 +179,7 @@ absl::StatusOr<std::vector<SetFlag>> FlagsSet(const CommandLine& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  exa::InstallCrashReport(argv[0]);
   exa::TuneMalloc();
   CLI::App app{
       "exaserved: the ExaServe node daemon. Serves LLM inference; every node runs it and takes "

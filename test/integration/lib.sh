@@ -2,7 +2,25 @@
 # every wait bounded by a deadline.
 set -euo pipefail
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
+# fail MESSAGE: the test fails, printing any daemon crash report its logs under $work hold
+# (docs/operations.md#crash-reports).
+fail() {
+  echo "FAIL: $*" >&2
+  print_crash_reports >&2
+  exit 1
+}
+print_crash_reports() {
+  [ -n "${work:-}" ] && [ -d "$work" ] || return 0
+  local f
+  while IFS= read -r f; do
+    echo "--- crash report in ${f#"$work"/}:"
+    awk '/^\*\*\* SIG[A-Z]+ received/ { p = 1 } p && n++ < 80' "$f"
+  done < <(grep -rlaE '^\*\*\* SIG[A-Z]+ received' "$work" 2>/dev/null || true)
+}
+# A test that dies of a failed command (set -e), not through fail, prints them too; -E makes
+# functions and command substitutions inherit the trap.
+set -E
+trap 'print_crash_reports >&2' ERR
 
 # `cmd | has PATTERN` is `cmd | grep -q PATTERN` that reads all of cmd's output first: grep -q
 # exits at its first match, and under pipefail the writer's SIGPIPE would fail the pipeline.
