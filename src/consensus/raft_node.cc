@@ -449,10 +449,32 @@ absl::Status RaftNode::Receive(absl::Time now, std::string_view bytes) {
     FreeDecoded(&message);
     return absl::OkStatus();
   }
+  if (absl::Status s = CheckSingleLeader(message, from); !s.ok()) {
+    FreeDecoded(&message);
+    return s;
+  }
   addresses_.emplace(message.server_id, from);
   glue_->recv_cb(io_.get(), &message);  // takes the decoded entries and snapshot data
   Flush();
   return absl::OkStatus();
+}
+
+// At most one leader per term is what Raft guarantees within one cluster, and libraft relies on
+// it without a check (its asserts are compiled out): a leader handed an AppendEntries or
+// InstallSnapshot of its own term records the sender as its leader in the memory that holds its
+// own leader state, and later calls through what is now garbage. Two leaders of one term means
+// two clusters (islands that each bootstrapped, docs/architecture.md#consistency), so such a
+// message is refused here, before libraft sees it.
+absl::Status RaftNode::CheckSingleLeader(const raft_message& m, const std::string& from) const {
+  if (raft_state(raft_.get()) != RAFT_LEADER) return absl::OkStatus();
+  raft_term term = m.type == RAFT_IO_APPEND_ENTRIES     ? m.append_entries.term
+                   : m.type == RAFT_IO_INSTALL_SNAPSHOT ? m.install_snapshot.term
+                                                        : 0;
+  if (term == 0 || term != raft_->current_term) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("raft: ", from, " leads term ", term,
+                   ", which this node leads: it belongs to "
+                   "another raft cluster; its message is dropped"));
 }
 
 absl::Status RaftNode::CanRequest() const {

@@ -95,7 +95,8 @@ class RaftNode {
 
   void Tick(absl::Time now);
   absl::Time NextTick() const;
-  // A message from a peer; INVALID_ARGUMENT when it does not decode (nothing else happens).
+  // A message from a peer; INVALID_ARGUMENT when it does not decode, FAILED_PRECONDITION when
+  // it claims to lead the term this node leads (nothing else happens either way).
   absl::Status Receive(absl::Time now, std::string_view bytes);
 
   // A ticket for the outcome, or FAILED_PRECONDITION (not the leader: names the leader when
@@ -136,6 +137,8 @@ class RaftNode {
   // DrainIo, then learns the addresses of the servers in the configuration.
   void Flush();
   absl::Status CanRequest() const;
+  // FAILED_PRECONDITION for a message from another leader of the term this node leads.
+  absl::Status CheckSingleLeader(const raft_message& m, const std::string& from) const;
   Request* NewRequest();
   void Complete(Request* request, Outcome outcome, std::string error);
   absl::StatusOr<uint64_t> StartChange(int code, std::string_view what, const std::string& node,

@@ -34,14 +34,18 @@ std::string IdFrame(FrameKind kind, uint64_t id, uint64_t index = 0) {
 }
 
 constexpr absl::Duration kHelloInterval = absl::Milliseconds(500);
-constexpr int kRaftVoter = 1;    // RAFT_VOTER
-constexpr int kRaftStandby = 0;  // RAFT_STANDBY
+// A peer's "empty" counts toward a bootstrap only this long: it may bootstrap or be added since.
+constexpr absl::Duration kHelloFresh = absl::Seconds(1);  // two hello rounds
+constexpr int kRaftVoter = 1;                             // RAFT_VOTER
+constexpr int kRaftStandby = 0;                           // RAFT_STANDBY
 
-std::string HelloFrame(bool has_log, bool reply) {
+// `bootstrap`: the member the sender expects to bootstrap (the lowest of its scheduler set).
+std::string HelloFrame(bool has_log, bool reply, const std::string& bootstrap) {
   ByteWriter w;
   w.U8(kHello);
   w.U8(has_log ? 1 : 0);
   w.U8(reply ? 1 : 0);
+  w.Bytes(bootstrap);
   return w.Take();
 }
 
@@ -119,13 +123,19 @@ void RaftSpecStore::MaybeBootstrap(absl::Time now) {
   if (now >= next_hello_) {
     next_hello_ = now + kHelloInterval;
     for (const std::string& peer : live_) {
-      if (peer != self_) Send(peer, HelloFrame(false, false));
+      if (peer != self_) Send(peer, HelloFrame(false, false, live_.front()));
     }
   }
   if (peer_has_log_ || live_.empty() || live_.front() != self_) return;
   if (now - view_since_ < config_.bootstrap_wait) return;
   for (const std::string& peer : live_) {
-    if (peer != self_ && empty_peers_.count(peer) == 0) return;  // not heard from yet
+    if (peer == self_) continue;
+    auto it = empty_peers_.find(peer);
+    // Not heard from lately, or it sees another member as the lowest: not yet.
+    if (it == empty_peers_.end() || now - it->second.said_at > kHelloFresh ||
+        it->second.bootstrap != self_) {
+      return;
+    }
   }
   if (absl::Status s = StartRaft(now, true); !s.ok()) {
     EXA_LOG_ERROR("scheduler", "spec store: raft bootstrap failed",
@@ -420,18 +430,30 @@ absl::Status RaftSpecStore::Handle(absl::Time now, const std::string& from,
         if (absl::Status s = StartRaft(now, false); !s.ok()) return s;
       }
       absl::Status s = raft_->Receive(now, r.Raw(r.remaining()));
+      if (absl::IsFailedPrecondition(s)) {  // another cluster's leader: logged, not answered
+        ++foreign_frames_;
+        if (now - foreign_logged_at_ >= absl::Seconds(10)) {
+          foreign_logged_at_ = now;
+          EXA_LOG_ERROR("scheduler", "spec store: frames from another raft cluster dropped",
+                        {{"from", from},
+                         {"dropped", static_cast<int64_t>(foreign_frames_)},
+                         {"error", std::string(s.message())}});
+        }
+        s = absl::OkStatus();
+      }
       Tick(now);
       return s;
     }
     case kHello: {
       bool has_log = r.U8() != 0;
       bool reply = r.U8() != 0;
+      std::string bootstrap(r.Bytes(config_.raft.limits.max_address_bytes));
       if (!r.done()) return absl::InvalidArgumentError("spec store frame: bad hello");
       if (has_log)
         peer_has_log_ = true;
       else
-        empty_peers_.insert(from);
-      if (!reply) Send(from, HelloFrame(had_log_, true));
+        empty_peers_[from] = {now, std::move(bootstrap)};
+      if (!reply) Send(from, HelloFrame(had_log_, true, live_.empty() ? self_ : live_.front()));
       return absl::OkStatus();
     }
     case kForward:

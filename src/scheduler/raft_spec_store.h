@@ -13,8 +13,9 @@
 //   - Bootstrap: a node with an empty log starts no Raft until either the leader of an existing
 //     cluster contacts it (it was added) or it bootstraps one: it is the lowest id of the
 //     scheduler set, that set has been stable for bootstrap_wait, and every other member of it
-//     answered a "hello" saying its log is empty too. The cluster starts with that one voter; the
-//     leader adds the rest.
+//     answered a "hello" within the last second saying its log is empty too and that it takes
+//     this node for the lowest as well (so two nodes whose views differ do not both bootstrap).
+//     The cluster starts with that one voter; the leader adds the rest.
 //   - Membership: the leader keeps up to max_voters live schedulers as voters and the others as
 //     standbys (they replicate, they do not vote), adds schedulers it does not know, promotes a
 //     standby when a voter is gone, and removes a member that is dead or has been out of the
@@ -176,8 +177,14 @@ class RaftSpecStore {
   std::set<std::string> dead_;
   std::map<std::string, absl::Time> absent_since_;  // configuration members not in `live_`
   absl::Time view_since_ = absl::InfinitePast();    // the scheduler set is unchanged since
-  std::set<std::string> empty_peers_;               // peers that said hello with an empty log
+  struct EmptyPeer {
+    absl::Time said_at;     // when its last hello or answer came
+    std::string bootstrap;  // the member it expects to bootstrap: the lowest of its view
+  };
+  std::map<std::string, EmptyPeer> empty_peers_;  // peers whose last hello said: empty log
   bool peer_has_log_ = false;
+  uint64_t foreign_frames_ = 0;  // from a leader of this node's own term: another cluster
+  absl::Time foreign_logged_at_ = absl::InfinitePast();
   absl::Time next_hello_ = absl::InfinitePast();
 
   uint64_t next_id_ = 1;

@@ -69,3 +69,54 @@ TEST_CASE("the checker catches reads served from a node's local state") {
 
 }  // namespace
 }  // namespace exa::consensus::testing
+
+namespace exa::consensus {
+namespace {
+
+// Two clusters that each bootstrapped alone lead the same term; the one's messages must not reach
+// the other's libraft, which would take its sender for its own leader while leading (memory that
+// holds its leader state), and crash on a later tick.
+TEST_CASE("a leader refuses a message from another cluster's leader of its own term") {
+  absl::Time now = absl::FromUnixSeconds(1'700'000'000);
+  MemoryLogStorage storage_a, storage_b;
+  KvState kv_a, kv_b;
+  RaftOptions options_a, options_b;
+  options_a.self = "a";
+  options_b.self = "b";
+  auto a = RaftNode::Start(options_a, &storage_a, &kv_a, now, {"a"});
+  auto b = RaftNode::Start(options_b, &storage_b, &kv_b, now, {"b"});
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  auto tick = [&](absl::Duration d) {
+    for (absl::Time end = now + d; now < end; now += absl::Milliseconds(10)) {
+      (*a)->Tick(now);
+      (*b)->Tick(now);
+    }
+  };
+  tick(absl::Seconds(3));
+  REQUIRE((*a)->IsLeader());
+  REQUIRE((*b)->IsLeader());
+  REQUIRE((*a)->Term() == (*b)->Term());
+
+  // a adds b as a standby, so its AppendEntries (of the term b leads too) go to b.
+  REQUIRE((*a)->AddServer(now, "b").ok());
+  tick(absl::Milliseconds(300));
+  REQUIRE((*a)->AssignRole(now, "b", /*RAFT_STANDBY*/ 0).ok());
+  tick(absl::Milliseconds(300));
+  int refused = 0;
+  for (const Outgoing& m : (*a)->TakeMessages()) {
+    if (m.to != "b") continue;
+    absl::Status s = (*b)->Receive(now, m.bytes);
+    INFO(s.message());
+    CHECK(absl::IsFailedPrecondition(s));
+    CHECK(s.message().find("another raft cluster") != std::string_view::npos);
+    ++refused;
+  }
+  CHECK(refused > 0);
+  tick(absl::Seconds(5));  // b ticks on as the leader of its own cluster, unharmed
+  CHECK((*b)->IsLeader());
+  CHECK((*b)->Configuration().size() == 1);
+}
+
+}  // namespace
+}  // namespace exa::consensus

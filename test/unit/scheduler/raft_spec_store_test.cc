@@ -24,6 +24,7 @@ struct Net {
   std::map<std::string, Node> nodes;
   std::deque<InFlight> wire;
   std::set<std::string> dead;
+  std::map<std::string, std::vector<std::string>> views;  // a node's own scheduler set, if set
 
   void Add(const std::string& id) {
     Node& n = nodes[id];
@@ -46,7 +47,8 @@ struct Net {
       }
       for (auto& [id, n] : nodes) {
         if (!n.up) continue;
-        n.store->SetMembers(now, live, gone);
+        auto view = views.find(id);
+        n.store->SetMembers(now, view != views.end() ? view->second : live, gone);
         n.store->Tick(now);
       }
       std::deque<InFlight> later;
@@ -208,6 +210,27 @@ TEST_CASE("a node with a log in view keeps the lowest id from bootstrapping a se
   CHECK(net.nodes["a"].store->started());
   CHECK(net.nodes["a"].store->Configuration().size() == 2);
   CHECK(net.Leader() == "b");
+}
+
+TEST_CASE("members whose views of the scheduler set differ do not each bootstrap a cluster") {
+  Net net;
+  for (const char* id : {"a", "b", "c"}) net.Add(id);
+  // b does not see a yet, so b takes itself for the lowest while a and c take a: each of a and b
+  // hears "empty" from every member it sees, and without more each would bootstrap its own.
+  net.views["b"] = {"b", "c"};
+  net.Run(absl::Seconds(5));
+  for (const char* id : {"a", "b", "c"}) {
+    INFO(id);
+    CHECK_FALSE(net.nodes[id].store->started());
+  }
+  net.views.clear();  // the views agree: a bootstraps, alone
+  net.Run(absl::Seconds(5));
+  CHECK(net.Leader() == "a");
+  for (const char* id : {"a", "b", "c"}) {
+    INFO(id);
+    CHECK(net.nodes[id].store->started());
+    CHECK(net.nodes[id].store->Configuration().size() == 3);
+  }
 }
 
 TEST_CASE("garbage frames are refused") {
