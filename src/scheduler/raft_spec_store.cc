@@ -357,10 +357,16 @@ void RaftSpecStore::ManageMembership(absl::Time now) {
       }
     }
   }
+  // From an odd number of voters, promote only when a second member stands ready to follow: two
+  // voters stall when either goes (a scheduler that lost the election stops answering), so an
+  // even count should last one change, not until the next scheduler appears.
+  size_t ready = 0;
+  for (const auto& [node, role] : roles) ready += role != kRaftVoter && live.count(node) > 0;
+  const bool may_promote = voters < config_.max_voters && (voters % 2 == 0 || ready >= 2);
   if (what.empty()) {
     for (const auto& [node, role] : roles) {
       if (role == kRaftVoter || live.count(node) == 0) continue;
-      if (voters < config_.max_voters) {
+      if (may_promote) {
         ticket = raft_->AssignRole(now, node, kRaftVoter);
         what = absl::StrCat("promote ", node, " to voter");
         break;

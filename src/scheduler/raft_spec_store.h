@@ -19,7 +19,8 @@
 //   - Membership: the leader keeps up to max_voters live schedulers as voters and the others as
 //     standbys (they replicate, they do not vote), adds schedulers it does not know, promotes a
 //     standby when a voter is gone, and removes a member that is dead or has been out of the
-//     live scheduler set for absent_grace; one change at a time.
+//     live scheduler set for absent_grace; one change at a time. From an odd number of voters it
+//     promotes only when two members stand ready, so an even count lasts one change.
 //   - Leading: ReadyToLead() once this node leads and has applied a barrier of its own term, so
 //     its state holds every write acknowledged before (the reconciler acts only then).
 //

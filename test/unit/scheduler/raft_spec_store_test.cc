@@ -200,6 +200,31 @@ TEST_CASE("up to five voters; the others stand by; a dead voter is replaced") {
   CHECK(voters == 5);
 }
 
+TEST_CASE("voters go from one to three together: a second scheduler alone stays a standby") {
+  Net net;
+  for (const char* id : {"a", "b"}) net.Add(id);
+  net.Run(absl::Seconds(4));
+  REQUIRE(net.Leader() == "a");
+  auto voters = [&] {
+    int n = 0;
+    for (const auto& s : net.nodes["a"].store->Configuration()) n += s.role == 1;
+    return n;
+  };
+  CHECK(net.nodes["a"].store->Configuration().size() == 2);
+  CHECK(voters() == 1);  // two voters would stall the moment b lost the election
+  // b stops answering (it is no longer a scheduler): the single voter goes on committing.
+  net.Crash("b");
+  std::optional<uint64_t> id = net.nodes["a"].store->Put(net.now, "spec/x", "one");
+  REQUIRE(id);
+  net.Run(absl::Milliseconds(500));
+  REQUIRE(net.nodes["a"].outcomes.size() == 1);
+  CHECK(net.nodes["a"].outcomes[0].ok);
+  net.Add("b");
+  net.Add("c");
+  net.Run(absl::Seconds(6));
+  CHECK(voters() == 3);
+}
+
 TEST_CASE("a node with a log in view keeps the lowest id from bootstrapping a second cluster") {
   Net net;
   net.Add("b");
