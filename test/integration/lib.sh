@@ -15,10 +15,11 @@ print_crash_reports() {
   while IFS= read -r f; do
     echo "--- crash report in ${f#"$work"/}:"
     awk '/^\*\*\* SIG[A-Z]+ received/ { p = 1 } p && n++ < 80' "$f"
-  done < <(grep -rlaE '^\*\*\* SIG[A-Z]+ received' "$work" 2>/dev/null || true)
+  done < <(grep -rlaE --include='*log*' '^\*\*\* SIG[A-Z]+ received' "$work" 2>/dev/null || true)
 }
 # A test that dies of a failed command (set -e), not through fail, prints them too; -E makes
-# functions and command substitutions inherit the trap.
+# functions and command substitutions inherit the trap. Only log files are searched ($work may
+# hold model weights), so a command failing on purpose costs little.
 set -E
 trap 'print_crash_reports >&2' ERR
 
