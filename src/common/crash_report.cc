@@ -8,10 +8,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <iterator>
 
 #include "absl/debugging/symbolize.h"
 
@@ -20,7 +18,8 @@ namespace {
 
 constexpr int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP};
 constexpr int kMaxFrames = 64;
-constexpr size_t kAltStackBytes = 64 * 1024;  // room to report a stack overflow
+// Room to report a stack overflow of the main thread (the others report on their own stacks).
+constexpr size_t kAltStackBytes = 64 * 1024;
 
 // Everything below runs inside a signal handler: no allocation, no locks, no stdio; write(2)
 // of a buffer formatted by hand, absl::Symbolize (async-signal-safe) and, for a library without

@@ -453,7 +453,9 @@ absl::Status RaftSpecStore::Handle(absl::Time now, const std::string& from,
     case kHello: {
       bool has_log = r.U8() != 0;
       bool reply = r.U8() != 0;
-      std::string bootstrap(r.Bytes(config_.raft.limits.max_address_bytes));
+      // Absent from an older version's hello: then it names no one, and no one bootstraps on it.
+      std::string bootstrap;
+      if (r.remaining() > 0) bootstrap = r.Bytes(config_.raft.limits.max_address_bytes);
       if (!r.done()) return absl::InvalidArgumentError("spec store frame: bad hello");
       if (has_log)
         peer_has_log_ = true;
