@@ -89,9 +89,8 @@ void ReportFrames() {
   int n = ::backtrace(frames, kMaxFrames);
   for (int i = 0; i < n; ++i) {
     char line[512];
-    char* p = line;
-    std::memcpy(p, "    @ ", 6);
-    p = AppendHex(p + 6, reinterpret_cast<uintptr_t>(frames[i]));
+    char* p = Append(line, line + sizeof(line), "    @ ");
+    p = AppendHex(p, reinterpret_cast<uintptr_t>(frames[i]));
     *p++ = ' ';
     // A return address points past its call: symbolize the byte before it.
     char name[384];
@@ -113,21 +112,17 @@ void ReportFrames() {
 
 void OnFatalSignal(int signo, siginfo_t* info, void*) {
   char head[160];
-  char* p = head;
-  const char* prefix = "*** ";
-  std::memcpy(p, prefix, 4);
-  p += 4;
-  const char* name = SignalName(signo);
-  std::memcpy(p, name, std::strlen(name));
-  p += std::strlen(name);
-  std::memcpy(p, " received: address ", 19);
-  p = AppendHex(p + 19, reinterpret_cast<uintptr_t>(info != nullptr ? info->si_addr : nullptr));
-  std::memcpy(p, ", thread ", 9);
-  p = AppendDecimal(p + 9, ::syscall(SYS_gettid));
-  std::memcpy(p, ", pid ", 6);
-  p = AppendDecimal(p + 6, ::getpid());
-  std::memcpy(p, " ***\n", 5);
-  WriteAll(head, static_cast<size_t>(p + 5 - head));
+  const char* end = head + sizeof(head);
+  char* p = Append(head, end, "*** ");
+  p = Append(p, end, SignalName(signo));
+  p = Append(p, end, " received: address ");
+  p = AppendHex(p, reinterpret_cast<uintptr_t>(info != nullptr ? info->si_addr : nullptr));
+  p = Append(p, end, ", thread ");
+  p = AppendDecimal(p, ::syscall(SYS_gettid));
+  p = Append(p, end, ", pid ");
+  p = AppendDecimal(p, ::getpid());
+  p = Append(p, end, " ***\n");
+  WriteAll(head, static_cast<size_t>(p - head));
   ReportFrames();
   Write("*** end of crash report\n");
   // Die of the same signal, as without the report: the default action, raised again.

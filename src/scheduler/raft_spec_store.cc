@@ -333,7 +333,11 @@ void RaftSpecStore::ManageMembership(absl::Time now) {
   absl::StatusOr<uint64_t> ticket = absl::NotFoundError("");
   std::string what;
   size_t voters = 0;
-  for (const auto& [node, role] : roles) voters += role == kRaftVoter;
+  size_t ready = 0;  // live members that are not voters: who could be promoted
+  for (const auto& [node, role] : roles) {
+    voters += role == kRaftVoter;
+    ready += role != kRaftVoter && live.count(node) > 0;
+  }
   for (auto it = absent_since_.begin(); it != absent_since_.end();) {
     it = roles.count(it->first) == 0 || live.count(it->first) > 0 ? absent_since_.erase(it)
                                                                   : std::next(it);
@@ -360,8 +364,6 @@ void RaftSpecStore::ManageMembership(absl::Time now) {
   // From an odd number of voters, promote only when a second member stands ready to follow: two
   // voters stall when either goes (a scheduler that lost the election stops answering), so an
   // even count should last one change, not until the next scheduler appears.
-  size_t ready = 0;
-  for (const auto& [node, role] : roles) ready += role != kRaftVoter && live.count(node) > 0;
   const bool may_promote = voters < config_.max_voters && (voters % 2 == 0 || ready >= 2);
   if (what.empty()) {
     for (const auto& [node, role] : roles) {

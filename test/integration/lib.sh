@@ -11,11 +11,11 @@ fail() {
 }
 print_crash_reports() {
   [ -n "${work:-}" ] && [ -d "$work" ] || return 0
-  local f
+  local f mark='^[*][*][*] SIG[A-Z]+ received'
   while IFS= read -r f; do
     echo "--- crash report in ${f#"$work"/}:"
-    awk '/^\*\*\* SIG[A-Z]+ received/ { p = 1 } p && n++ < 80' "$f"
-  done < <(grep -rlaE --include='*log*' '^\*\*\* SIG[A-Z]+ received' "$work" 2>/dev/null || true)
+    awk -v mark="$mark" '$0 ~ mark { p = 1 } p && n++ < 80' "$f"
+  done < <(grep -rlaE --include='*log*' "$mark" "$work" 2>/dev/null || true)
 }
 # A test that dies of a failed command (set -e), not through fail, prints them too; -E makes
 # functions and command substitutions inherit the trap. Only log files are searched ($work may
