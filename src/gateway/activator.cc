@@ -28,7 +28,8 @@ Activator::Activator(ActivatorOptions options, metrics::Registry& registry)
           "exaserve_gateway_activations_total",
           "Requests held for a model scaled to zero, by outcome: served, timeout (none ready "
           "within gateway.activation_timeout), full (gateway.activation_queue reached), gone "
-          "(the client left), refused (unary gRPC Complete calls, told to retry).",
+          "(the client left), refused (a call that raced the removal of the last replica, told to "
+          "retry).",
           {"outcome"})) {}
 
 void Activator::SetActivatable(std::set<std::string> models) {

@@ -49,8 +49,8 @@ class Activator {
     std::function<bool()> gone;
   };
   absl::Status Park(std::string_view requested, absl::Time now, Parked parked);
-  // Counts demand for `requested` without parking (a caller that is not held: a unary gRPC
-  // Complete).
+  // Counts demand for `requested` without parking (a call that is not held: one that raced the
+  // removal of the model's last replica).
   void NoteDemand(std::string_view requested, absl::Time now);
 
   // Resumes the requests of models `served` says are served now, refuses those past their

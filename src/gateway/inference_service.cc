@@ -16,7 +16,7 @@ void AddRetryAfter(grpc::CallbackServerContext* context, const RateLimitReport& 
   }
 }
 
-// A call that was not held (Complete, or a Generate that raced a replica's removal) for a model
+// A call that was not held (one that raced a replica's removal) for a model
 // scaled to zero: the demand is counted (the gateway reports it, gateway/activator.h) and the
 // call is told to retry after the replica's start. Other refusals pass through.
 absl::Status RefuseWhileActivating(Frontend& frontend, grpc::CallbackServerContext* context,
@@ -143,46 +143,103 @@ grpc::ServerUnaryReactor* InferenceService::Complete(grpc::CallbackServerContext
     reactor->Finish(net::StatusToGrpc(text.status()));
     return reactor;
   }
-  struct State {
-    absl::Mutex mu;
-    std::shared_ptr<Call> call ABSL_GUARDED_BY(mu);
-  };
-  auto state = std::make_shared<State>();
-  absl::MutexLock lock(&state->mu);
-  RateLimitReport report;
-  const std::string model = text->model;
-  auto call = frontend_.Start(
-      *std::move(text),
-      [reactor, response, state, logprobs = request->sampling().logprobs(),
-       top = request->sampling().top_logprobs() > 0](const engine::StreamEvent& e) {
-        absl::MutexLock lock(&state->mu);
-        if (e.token >= 0) response->add_token_ids(e.token);
-        if (e.token >= 0 && logprobs) response->add_logprobs(e.logprob);
-        if (e.token >= 0 && top) {
-          engine::rpc::TopLogprobsToProto(e.top_logprobs, response->add_top_logprobs());
-        }
-        response->mutable_text()->append(e.text);
-        if (!e.finished) return;
-        response->set_finish_reason(engine::rpc::FinishReasonToProto(e.finish_reason));
-        response->mutable_usage()->set_prompt_tokens(e.prompt_tokens);
-        response->mutable_usage()->set_completion_tokens(e.completion_tokens);
-        response->mutable_usage()->set_time_to_first_token_ms(e.time_to_first_token_ms);
-        if (state->call) {
-          response->set_request_id(state->call->request_id());
-          response->set_replica_id(state->call->replica_id());
-          response->set_seed(state->call->seed());
-        }
-        reactor->Finish(e.status.ok() ? grpc::Status::OK : net::StatusToGrpc(e.status));
-      },
-      &report);
-  if (!call.ok()) {
-    AddRetryAfter(context, report);
-    reactor->Finish(
-        net::StatusToGrpc(RefuseWhileActivating(frontend_, context, call.status(), model)));
+  auto unary = std::make_shared<UnaryCompletion>(context, reactor, *request, response);
+  if (frontend_.WouldWaitForReplica(text->model)) {
+    HoldForReplica(unary, *std::move(text));
     return reactor;
   }
-  state->call = *call;
+  unary->Start(frontend_, *std::move(text));
   return reactor;
+}
+
+// As the stream's hold above, for a unary Complete: it waits for a replica, then runs.
+void InferenceService::HoldForReplica(const std::shared_ptr<UnaryCompletion>& unary,
+                                      TextRequest text) {
+  Activator& activator = frontend_.activator();
+  const std::vector<std::pair<std::string, std::string>> retry = {
+      {"retry-after", StrCat(activator.retry_after_s())}};
+  const std::string model = text.model;
+  absl::Status held = activator.Park(
+      model, absl::Now(),
+      {.resume = [this, unary, text = std::move(text)] { unary->Start(frontend_, text); },
+       .refuse = [unary, retry](const absl::Status& s) { unary->Refuse(s, retry); },
+       .gone = [unary] { return unary->FinishIfGone(); }});
+  if (!held.ok()) unary->Refuse(held, retry);
+}
+
+UnaryCompletion::UnaryCompletion(grpc::CallbackServerContext* context,
+                                 grpc::ServerUnaryReactor* reactor,
+                                 const exaserve::v1::GenerateRequest& request,
+                                 exaserve::v1::CompleteResponse* response)
+    : context_(context),
+      reactor_(reactor),
+      response_(response),
+      logprobs_(request.sampling().logprobs()),
+      top_logprobs_(request.sampling().top_logprobs() > 0) {}
+
+void UnaryCompletion::Start(Frontend& frontend, TextRequest text) {
+  const std::string model = text.model;
+  absl::Status refused;
+  {
+    // Held across Start so that the first event, on another thread, sees call_ set.
+    absl::MutexLock lock(&mu_);
+    if (finished_) return;  // the client left while it waited
+    RateLimitReport report;
+    auto call = frontend.Start(
+        std::move(text),
+        [self = shared_from_this()](const engine::StreamEvent& e) { self->OnEvent(e); }, &report);
+    if (call.ok()) {
+      call_ = *std::move(call);
+      return;
+    }
+    AddRetryAfter(context_, report);
+    refused = call.status();
+  }
+  // Outside mu_: the activator takes its lock before ours (FinishIfGone), and this takes its.
+  Refuse(RefuseWhileActivating(frontend, context_, refused, model), {});
+}
+
+void UnaryCompletion::OnEvent(const engine::StreamEvent& e) {
+  absl::MutexLock lock(&mu_);
+  if (finished_) return;
+  if (e.token >= 0) response_->add_token_ids(e.token);
+  if (e.token >= 0 && logprobs_) response_->add_logprobs(e.logprob);
+  if (e.token >= 0 && top_logprobs_) {
+    engine::rpc::TopLogprobsToProto(e.top_logprobs, response_->add_top_logprobs());
+  }
+  response_->mutable_text()->append(e.text);
+  if (!e.finished) return;
+  response_->set_finish_reason(engine::rpc::FinishReasonToProto(e.finish_reason));
+  response_->mutable_usage()->set_prompt_tokens(e.prompt_tokens);
+  response_->mutable_usage()->set_completion_tokens(e.completion_tokens);
+  response_->mutable_usage()->set_time_to_first_token_ms(e.time_to_first_token_ms);
+  if (call_) {
+    response_->set_request_id(call_->request_id());
+    response_->set_replica_id(call_->replica_id());
+    response_->set_seed(call_->seed());
+  }
+  FinishLocked(e.status);
+}
+
+void UnaryCompletion::Refuse(const absl::Status& status,
+                             const std::vector<std::pair<std::string, std::string>>& trailers) {
+  absl::MutexLock lock(&mu_);
+  if (finished_) return;
+  for (const auto& [key, value] : trailers) context_->AddTrailingMetadata(key, value);
+  FinishLocked(status);
+}
+
+bool UnaryCompletion::FinishIfGone() {
+  absl::MutexLock lock(&mu_);
+  if (finished_) return true;
+  if (!context_->IsCancelled()) return false;
+  FinishLocked(absl::CancelledError("the client left while the request waited for a replica"));
+  return true;
+}
+
+void UnaryCompletion::FinishLocked(const absl::Status& status) {
+  finished_ = true;
+  reactor_->Finish(status.ok() ? grpc::Status::OK : net::StatusToGrpc(status));
 }
 
 }  // namespace exa::gateway

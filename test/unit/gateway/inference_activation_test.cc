@@ -1,6 +1,7 @@
-// The gRPC Inference.Generate stream for a model scaled to zero (docs/architecture.md#autoscaling):
-// it waits at the gateway while a replica starts and then streams; past the activation timeout
-// it ends UNAVAILABLE with `retry-after`; a client that leaves while it waits gives its place back.
+// The gRPC Inference.Generate stream and unary Complete for a model scaled to zero
+// (docs/architecture.md#autoscaling): each waits at the gateway while a replica starts and then
+// answers; past the activation timeout it ends UNAVAILABLE with `retry-after`; a client that
+// leaves while it waits gives its place back.
 #include <grpcpp/grpcpp.h>
 
 #include <catch2/catch.hpp>
@@ -114,6 +115,68 @@ TEST_CASE("A client that leaves while its stream is held gives its place back") 
   }
   g.TickUntil([&] { return g.Outcome("gone") == 1; });
   CHECK(g.Outcome("gone") == 1);
+  CHECK(g.Outcome("served") == 0);
+}
+
+// A unary Complete issued on its own thread; `Wait` gives its status once it returned.
+struct AsyncComplete {
+  AsyncComplete(Gateway& g, std::chrono::seconds deadline) {
+    context.set_deadline(std::chrono::system_clock::now() + deadline);
+    thread = std::thread([&g, this] { status = g.stub->Complete(&context, Request(), &response); });
+  }
+  ~AsyncComplete() {
+    if (thread.joinable()) thread.join();
+  }
+  grpc::Status Wait() {
+    thread.join();
+    return status;
+  }
+  grpc::ClientContext context;
+  exaserve::v1::CompleteResponse response;
+  grpc::Status status;
+  std::thread thread;
+};
+
+TEST_CASE("A unary Complete for a model at zero replicas waits for one, then answers") {
+  Gateway g(absl::Seconds(30));
+  AsyncComplete call(g, std::chrono::seconds(20));
+  g.TickUntil([&] { return g.frontend->activator().Waiting(absl::Now()).size() == 1; });
+  g.TickUntil([] { return false; }, std::chrono::milliseconds(300));
+  CHECK(g.Outcome("served") == 0);
+  g.table.Upsert({"n1/m@v1#0", "m", "v1", {}});
+  g.table.Report("n1/m@v1#0", {0, 0, true});
+  g.TickUntil([&] { return g.Outcome("served") == 1; });
+  grpc::Status status = call.Wait();
+  CHECK(status.ok());
+  CHECK(call.response.text() == "2");
+  CHECK(call.response.replica_id() == "n1/m@v1#0");
+}
+
+TEST_CASE("Past the activation timeout a held Complete ends UNAVAILABLE with retry-after") {
+  Gateway g(absl::Milliseconds(200));
+  AsyncComplete call(g, std::chrono::seconds(20));
+  g.TickUntil([&] { return g.Outcome("timeout") == 1; });
+  grpc::Status status = call.Wait();
+  CHECK(status.error_code() == grpc::StatusCode::UNAVAILABLE);
+  CHECK_THAT(status.error_message(), Catch::Contains("gateway.activation_timeout"));
+  CHECK(call.context.GetServerTrailingMetadata().count("retry-after") == 1);
+}
+
+TEST_CASE("A Complete whose client leaves while held gives its place back") {
+  Gateway g(absl::Seconds(30));
+  {
+    AsyncComplete call(g, std::chrono::seconds(20));
+    g.TickUntil([&] { return g.frontend->activator().Waiting(absl::Now()).size() == 1; });
+    call.context.TryCancel();
+    CHECK(call.Wait().error_code() == grpc::StatusCode::CANCELLED);
+  }
+  g.TickUntil([&] { return g.Outcome("gone") == 1; });
+  CHECK(g.Outcome("gone") == 1);
+  CHECK(g.Outcome("served") == 0);
+  // A replica that comes later serves no one.
+  g.table.Upsert({"n1/m@v1#0", "m", "v1", {}});
+  g.table.Report("n1/m@v1#0", {0, 0, true});
+  g.TickUntil([] { return false; }, std::chrono::milliseconds(200));
   CHECK(g.Outcome("served") == 0);
 }
 
