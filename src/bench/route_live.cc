@@ -589,7 +589,7 @@ absl::StatusOr<nlohmann::json> RunRouteOverhead(const RouteLiveOptions& o) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     exaserve::v1::WatchLoadRequest req;
-    req.set_max_rate_hz(10);
+    req.set_max_rate_hz(50);
     auto reader = node->WatchLoad(&ctx, req);
     exaserve::v1::LoadReport report;
     if (reader->Read(&report)) {

@@ -8,8 +8,9 @@
 //            stamped at the step's end;
 //   finish   a request's last token: the dispatching gateway's table learns it (Complete);
 //   report   a node's load report (every replica on it) reaches every gateway, report_hz times a
-//            second, each node at its own phase; what was dispatched since is forgotten, as in
-//            ReplicaTable::Report;
+//            second, each node at its own phase, and sooner when a replica's sequences or blocked
+//            count changed, at most report_change_hz times a second (as NodeService publishes);
+//            what was dispatched since is forgotten, as in ReplicaTable::Report;
 //   cache    a node's cached-block deltas (engine/prefix_journal.h) reach the gateways' prefix
 //            index, cache_report_hz times a second (the node batches them). The gateways share
 //            one index: they would all receive the same deltas at the same instants.
@@ -98,10 +99,11 @@ class Simulation {
     }
     scheduled_.assign(replicas_.size(), absl::InfiniteFuture());
     const int32_t nodes = (o_.replicas + o_.replicas_per_node - 1) / o_.replicas_per_node;
-    const absl::Duration period = absl::Seconds(1.0 / o_.report_hz);
+    const absl::Duration period = ReportCheckPeriod();
     const absl::Duration cache_period = absl::Seconds(1.0 / o_.cache_report_hz);
+    reported_.resize(static_cast<size_t>(nodes));
     for (int32_t n = 0; n < nodes; ++n) {
-      Report(n);  // every replica known and ready from the start
+      Report(n, kEpoch);  // every replica known and ready from the start
       Push(kEpoch + period * random_.UniformDouble(), Kind::kReport, n);
       Push(kEpoch + cache_period * random_.UniformDouble(), Kind::kCache, n);
     }
@@ -113,7 +115,7 @@ class Simulation {
     total_ = warmup + measured;
     warmup_ = warmup;
     requests_.resize(static_cast<size_t>(total_));
-    const absl::Duration period = absl::Seconds(1.0 / o_.report_hz);
+    const absl::Duration period = ReportCheckPeriod();
     while (!events_.empty() && (issued_ < total_ || open_ > 0)) {
       Event e = events_.top();
       events_.pop();
@@ -129,7 +131,7 @@ class Simulation {
           tables_[requests_[e.index].gateway]->Complete(ids_[requests_[e.index].replica]);
           break;
         case Kind::kReport:
-          Report(static_cast<int32_t>(e.index));
+          MaybeReport(static_cast<int32_t>(e.index), e.time);
           Push(e.time + period, Kind::kReport, e.index);
           break;
         case Kind::kCache:
@@ -139,6 +141,11 @@ class Simulation {
       }
     }
     stats_.window_s = absl::ToDoubleSeconds(last_measured_ - first_measured_);
+    const double run_s = absl::ToDoubleSeconds(now_ - kEpoch);
+    if (run_s > 0) {
+      stats_.load_reports_per_node_s =
+          static_cast<double>(stats_.load_reports) / static_cast<double>(reported_.size()) / run_s;
+    }
     for (const auto& r : replicas_) {
       stats_.prefix_hit_tokens += r->Load().prefix_hit_tokens;
       stats_.prefix_miss_tokens += r->Load().prefix_miss_tokens;
@@ -184,13 +191,43 @@ class Simulation {
     return report;
   }
 
-  void Report(int32_t node) {
+  // How often a node looks whether to report: its change rate when on, else its report rate.
+  absl::Duration ReportCheckPeriod() const {
+    return absl::Seconds(1.0 / (o_.report_change_hz > 0 ? o_.report_change_hz : o_.report_hz));
+  }
+
+  // Each replica's sequences and blocked count on `node`: what a change is judged by.
+  std::vector<int64_t> SlotState(int32_t node) const {
+    std::vector<int64_t> state;
+    const int32_t begin = node * o_.replicas_per_node;
+    const int32_t end = std::min(o_.replicas, begin + o_.replicas_per_node);
+    for (int32_t r = begin; r < end; ++r) {
+      const engine::EngineLoad load = replicas_[r]->Load();
+      state.push_back(load.running + load.waiting);
+      state.push_back(load.blocked);
+    }
+    return state;
+  }
+
+  // The node reports when its report period has passed or, with report_change_hz, when a
+  // replica's slot state changed since its last report.
+  void MaybeReport(int32_t node, absl::Time now) {
+    if (o_.report_change_hz <= 0) return Report(node, now);
+    const NodeReported& last = reported_[static_cast<size_t>(node)];
+    const bool due = now - last.at >= absl::Seconds(1.0 / o_.report_hz) - absl::Microseconds(1);
+    if (!due && (o_.report_change_hz <= 0 || SlotState(node) == last.state)) return;
+    Report(node, now);
+  }
+
+  void Report(int32_t node, absl::Time now) {
     const int32_t begin = node * o_.replicas_per_node;
     const int32_t end = std::min(o_.replicas, begin + o_.replicas_per_node);
     for (int32_t r = begin; r < end; ++r) {
       const router::LoadReport report = ReportOf(r);
       for (auto& t : tables_) t->Report(ids_[r], report);
     }
+    reported_[static_cast<size_t>(node)] = {now, SlotState(node)};
+    stats_.load_reports++;
   }
 
   // The replica's cached-block deltas since the index's cursor (node_service.h's bounds).
@@ -346,6 +383,11 @@ class Simulation {
   std::vector<std::string> ids_;
   std::unordered_map<std::string, int32_t> index_;
   std::vector<absl::Time> scheduled_;
+  struct NodeReported {
+    absl::Time at;
+    std::vector<int64_t> state;  // SlotState at that report
+  };
+  std::vector<NodeReported> reported_;  // by node
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
   uint64_t next_order_ = 0;
   absl::Time now_ = kEpoch;
@@ -465,6 +507,7 @@ nlohmann::json ToJson(const RunStats& s) {
     j["prefix_hit_ratio"] = static_cast<double>(s.prefix_hit_tokens) / static_cast<double>(prompt);
     j["unbounded_cache_hit_ratio"] = s.unbounded_hit_ratio;
   }
+  if (s.load_reports_per_node_s > 0) j["load_reports_per_node_s"] = s.load_reports_per_node_s;
   if (!s.choose_us.empty()) {
     j["decision_us"] = {{"p50", Quantile(s.choose_us, 0.5)},
                         {"p99", Quantile(s.choose_us, 0.99)},
@@ -517,14 +560,15 @@ namespace {
 
 absl::Status ValidateSim(const RouteSimOptions& o) {
   if (o.replicas < 1 || o.gateways < 1 || o.replicas_per_node < 1 || o.requests < 1 ||
-      !(o.report_hz > 0) || !(o.cache_report_hz > 0) || !(o.warmup_fraction >= 0) ||
-      o.capacity_requests < 10 || o.slots < 0 || o.policies.empty()) {
-    return absl::InvalidArgumentError(StrCat(
-        "route sim: replicas ", o.replicas, ", gateways ", o.gateways, ", replicas-per-node ",
-        o.replicas_per_node, ", requests ", o.requests, ", report-hz ", o.report_hz,
-        " and cache-report-hz ", o.cache_report_hz,
-        " must be positive, warmup and slots non-negative, capacity-requests at least 10, and "
-        "at least one policy given"));
+      !(o.report_hz > 0) || !(o.cache_report_hz > 0) || !(o.report_change_hz >= 0) ||
+      !(o.warmup_fraction >= 0) || o.capacity_requests < 10 || o.slots < 0 || o.policies.empty()) {
+    return absl::InvalidArgumentError(
+        StrCat("route sim: replicas ", o.replicas, ", gateways ", o.gateways,
+               ", replicas-per-node ", o.replicas_per_node, ", requests ", o.requests,
+               ", report-hz ", o.report_hz, " and cache-report-hz ", o.cache_report_hz,
+               " must be positive, report-change-hz ", o.report_change_hz,
+               ", warmup and slots non-negative, capacity-requests at least 10, and "
+               "at least one policy given"));
   }
   const WorkloadOptions& w = o.workload;
   if (!(w.prompt_median >= 5 && w.prompt_p99 >= w.prompt_median && w.output_median >= 1 &&
@@ -650,6 +694,7 @@ absl::StatusOr<nlohmann::json> RunRouteSim(const RouteSimOptions& options) {
       {"replicas_per_node", o.replicas_per_node},
       {"gateways", o.gateways},
       {"report_hz", o.report_hz},
+      {"report_change_hz", o.report_change_hz},
       {"cache_report_hz", o.cache_report_hz},
       {"requests_per_run", o.requests},
       {"warmup_requests", warmup},

@@ -414,7 +414,14 @@ void Daemon::ScheduleProbe(absl::Duration delay) {
 // until the view has been stable, so roles do not flap.
 void Daemon::StartTimers() {
   PumpLoad();
-  Every(timers_->load, absl::Milliseconds(100), [this] { PumpLoad(); });
+  Every(timers_->load, kLoadChangePeriod, [this] {
+    // Every fifth tick the full pump; between, a report only where a replica's slots changed.
+    if (++load_ticks_ % 5 == 0) {
+      PumpLoad();
+    } else if (node_service_) {
+      node_service_->PublishIfChanged();
+    }
+  });
   RunElection();
   Every(timers_->election, absl::Seconds(1), [this] { RunElection(); });
 }
@@ -532,8 +539,8 @@ std::vector<std::string> Daemon::CurrentRoles() const {
   return it->second.Names();
 }
 
-// Refreshes local replica load at 10 Hz (docs/architecture.md#flows: load at <= 10 Hz): the
-// per-replica gauges, and the router's view when this node is also a gateway.
+// Refreshes local replica load at 10 Hz (docs/architecture.md#flows): the per-replica gauges,
+// the router's view when this node is also a gateway, and every load watcher's report.
 void Daemon::PumpLoad() {
   if (!replicas_) return;
   replica_metrics_->Update();

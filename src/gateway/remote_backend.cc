@@ -286,7 +286,7 @@ class RemoteBackend::Peer : public std::enable_shared_from_this<Peer> {
 };
 
 void LoadWatch::Start(exaserve::v1::Node::Stub& stub) {
-  request_.set_max_rate_hz(10);
+  request_.set_max_rate_hz(50);
   stub.async()->WatchLoad(&context_, &request_, this);
   StartRead(&report_);
   StartCall();

@@ -294,17 +294,18 @@ grpc::ServerWriteReactor<exaserve::v1::GenerateResponse>* NodeService::Generate(
 
 grpc::ServerWriteReactor<LoadReport>* NodeService::WatchLoad(
     grpc::CallbackServerContext* context, const exaserve::v1::WatchLoadRequest* request) {
-  // max_rate_hz: 0 is the node's own rate (its 10 Hz load timer); a rate above it is capped.
+  // max_rate_hz: 0 is the node's own rate (10 Hz, and up to 50 Hz while slots change); a lower
+  // rate spaces the writes.
   const double hz = request->max_rate_hz();
   if (!(hz == 0 || (hz >= 0.1 && hz <= 1e9))) {
     auto* refused = new Watcher(/*registered=*/false);
-    refused->End(
-        grpc::Status(grpc::INVALID_ARGUMENT,
-                     StrCat("max_rate_hz: ", hz, ": 0 (the node's rate, 10 Hz) or at least 0.1")));
+    refused->End(grpc::Status(
+        grpc::INVALID_ARGUMENT,
+        StrCat("max_rate_hz: ", hz, ": 0 (the node's rate, 10 to 50 Hz) or at least 0.1")));
     return refused;
   }
   const absl::Duration min_interval =
-      hz == 0 || hz >= 10 ? absl::ZeroDuration() : absl::Seconds(1.0 / hz);
+      hz == 0 || hz >= 50 ? absl::ZeroDuration() : absl::Seconds(1.0 / hz);
   absl::MutexLock lock(&mu_);
   ReapLocked();
   if (stopped_ || watchers_.size() >= kMaxWatchers) {
@@ -500,9 +501,30 @@ void NodeService::Publish() {
   absl::MutexLock lock(&mu_);
   ReapLocked();
   if (watchers_.empty()) return;
+  OfferLocked();
+}
+
+void NodeService::PublishIfChanged() {
+  absl::MutexLock lock(&mu_);
+  ReapLocked();
+  if (watchers_.empty() || SlotStateLocked() == published_state_) return;
+  OfferLocked();
+}
+
+void NodeService::OfferLocked() {
   LoadReport report = SnapshotLocked();
+  published_state_ = SlotStateLocked();
   std::shared_ptr<const Engines> engines = EnginesNow();
   for (Watcher* w : watchers_) w->Offer(report, engines);
+}
+
+std::vector<NodeService::SlotState> NodeService::SlotStateLocked() const {
+  std::vector<SlotState> state;
+  for (const auto& r : host_.replicas()) {
+    const engine::EngineLoad load = r->engine->Load();
+    state.push_back({r->id, int64_t{load.running} + load.waiting, load.blocked, routable_(r->id)});
+  }
+  return state;
 }
 
 void NodeService::Stop() {

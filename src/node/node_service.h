@@ -1,16 +1,19 @@
 // exaserve.v1.Node: the node agent's API on inference-role nodes (docs/architecture.md#flows).
-// Gateways call Generate (the hop to a replica), watch WatchLoad (per-replica load, at most 10 Hz)
-// and read DescribeModels (what to tokenize with).
+// Gateways call Generate (the hop to a replica), watch WatchLoad (per-replica load: 10 Hz, and
+// sooner, at most 50 Hz, when a replica's slots changed) and read DescribeModels (what to
+// tokenize with).
 //
 // Load fan-out is bounded: at most kMaxWatchers streams; a watcher that has not taken the last
 // report when the next is due skips it (reports are snapshots, the newest one wins), so a slow
 // gateway never grows a queue here.
 //
-// Thread safety: RPC handlers run on gRPC threads; Publish runs on the caller's thread (the
-// daemon's 10 Hz load timer). Stop() ends every watch stream; call it before destruction.
+// Thread safety: RPC handlers run on gRPC threads; Publish and PublishIfChanged run on the
+// caller's thread (the daemon's load timer). Stop() ends every watch stream; call it before
+// destruction.
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -111,8 +114,12 @@ class NodeService final : public exaserve::v1::Node::CallbackService {
   // The daemon's boot id (its starting gossip incarnation), listed by ListReplicas.
   void set_boot_id(uint64_t boot_id) { boot_id_.store(boot_id); }
 
-  // Sends a fresh load snapshot to every watcher that is ready for one.
+  // Sends a fresh load snapshot to every watcher that is ready for one (the 10 Hz report).
   void Publish();
+  // The same, only when a replica's sequences, blocked count or readiness changed since the
+  // last report: a gateway learns that a batch slot filled or freed within one call period
+  // (docs/architecture.md#routing: load on change), not up to 100 ms late.
+  void PublishIfChanged();
   // Ends every watch stream (drain, shutdown); new watches are refused afterwards.
   void Stop();
 
@@ -125,6 +132,16 @@ class NodeService final : public exaserve::v1::Node::CallbackService {
 
  private:
   exaserve::v1::LoadReport SnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What PublishIfChanged compares, per replica.
+  struct SlotState {
+    std::string id;
+    int64_t sequences = 0;  // running + waiting
+    int32_t blocked = 0;
+    bool ready = false;
+    bool operator==(const SlotState&) const = default;
+  };
+  std::vector<SlotState> SlotStateLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OfferLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The loaded replicas' engines by id, for the cached-block deltas of the reports.
   std::shared_ptr<const Engines> EnginesNow() const;
   void FillStatus(const ReplicaView& view, exaserve::v1::ReplicaStatus* out) const;
@@ -142,6 +159,7 @@ class NodeService final : public exaserve::v1::Node::CallbackService {
   std::vector<Watcher*> watchers_ ABSL_GUARDED_BY(mu_);
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t sequence_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<SlotState> published_state_ ABSL_GUARDED_BY(mu_);  // at the last report
   metrics::Counter& generate_requests_;
   metrics::Counter& watch_refused_;
 };

@@ -174,6 +174,9 @@ CLI::App* AddRouteCommand(CLI::App& app, RouteCommand* r) {
   route_cmd->add_option("--gateways", r->sim.gateways,
                         "sim: gateways, each with its own replica table (default 4)");
   route_cmd->add_option("--report-hz", r->sim.report_hz, "sim: load reports per second");
+  route_cmd->add_option("--report-change-hz", r->sim.report_change_hz,
+                        "sim: a node also reports when a replica's slots changed, at most this "
+                        "often (0: only --report-hz)");
   route_cmd->add_option("--rho", r->sim.rhos,
                         "offered load as fractions of capacity (default 0.5 0.7 0.85 0.95)");
   route_cmd->add_option("--policies", r->sim.policies,

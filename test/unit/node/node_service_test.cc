@@ -1,17 +1,24 @@
 // Node.WatchLoad over real gRPC: the caller's max_rate_hz bounds the reports it gets (every
 // caller once got the node's 10 Hz whatever it asked), and a rate that is none is refused,
-// naming the field.
+// naming the field. Between the 10 Hz reports, PublishIfChanged reports only when a replica's
+// slots changed.
 #include "node/node_service.h"
 
+#include <algorithm>
 #include <atomic>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 #include <catch2/catch.hpp>
 
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/strings.h"
 #include "net/grpc_server.h"
+#include "node/bundled_model.h"
 
 namespace exa::node {
 namespace {
@@ -66,7 +73,102 @@ TEST_CASE("WatchLoad sends at most max_rate_hz reports; a rate that is none is r
   CHECK(s0.error_code() == grpc::DEADLINE_EXCEEDED);
   CHECK(bad == 0);
   CHECK(s2.error_code() == grpc::INVALID_ARGUMENT);
-  CHECK(s2.error_message() == "max_rate_hz: -1: 0 (the node's rate, 10 Hz) or at least 0.1");
+  CHECK(s2.error_message() == "max_rate_hz: -1: 0 (the node's rate, 10 to 50 Hz) or at least 0.1");
+  service.Stop();
+  server.Shutdown(absl::Now());
+  host.Stop();
+}
+
+TEST_CASE("PublishIfChanged reports when a replica's sequences change, and only then") {
+  const std::string bundled = FindBundledModel();
+  REQUIRE_FALSE(bundled.empty());
+  InferenceOptions o;
+  o.models = {bundled};
+  o.backend = "sim";  // the 13B cost model in real time: each decode step takes ~20 ms
+  o.replicas_per_model = 1;
+  ReplicaHost host("0123456789abcdef", o);
+  REQUIRE(host.Start().ok());
+  REQUIRE(host.replicas().size() == 1);
+  const std::string id = host.replicas()[0]->id;
+  metrics::Registry registry;
+  NodeService service(
+      "0123456789abcdef", host, [](const std::string&) { return true; },
+      [](const std::string&) { return NodeService::NotRoutable{}; }, registry);
+  net::GrpcServerOptions so;
+  so.bind_address = "127.0.0.1";
+  so.port = 0;
+  net::GrpcServer server(so);
+  server.RegisterService(&service);
+  REQUIRE(server.Start().ok());
+  auto stub = exaserve::v1::Node::NewStub(
+      grpc::CreateChannel(StrCat("127.0.0.1:", server.port()), grpc::InsecureChannelCredentials()));
+
+  // The watcher records each report's running + waiting sequences of the replica.
+  absl::Mutex mu;
+  std::vector<int64_t> seen;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  exaserve::v1::WatchLoadRequest request;
+  request.set_max_rate_hz(0);
+  auto reader = stub->WatchLoad(&ctx, request);
+  std::thread watcher([&] {
+    exaserve::v1::LoadReport report;
+    while (reader->Read(&report)) {
+      absl::MutexLock lock(&mu);
+      for (const auto& r : report.replicas()) {
+        if (r.replica_id() == id) seen.push_back(r.running_sequences() + r.waiting_sequences());
+      }
+    }
+  });
+  const auto reports = [&] {
+    absl::MutexLock lock(&mu);
+    return seen.size();
+  };
+  // Calls PublishIfChanged at the daemon's 50 Hz until `done`, at most `most`.
+  const auto tick_until = [&](auto done, absl::Duration most) {
+    const absl::Time deadline = absl::Now() + most;
+    while (!done() && absl::Now() < deadline) {
+      service.PublishIfChanged();
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  };
+  for (int i = 0; i < 500 && reports() == 0; ++i) absl::SleepFor(absl::Milliseconds(20));
+  CHECK(reports() == 1);  // the snapshot a new watcher gets at once
+  // The first call compares with nothing it published yet: one report at most.
+  tick_until([] { return false; }, absl::Milliseconds(200));
+  const size_t idle = reports();
+  CHECK(idle <= 2);
+  tick_until([] { return false; }, absl::Milliseconds(300));
+  CHECK(reports() == idle);  // nothing changed: nothing sent
+
+  engine::GenerateRequest r;
+  r.prompt_tokens = {0, 5, 6, 5, 7};
+  r.max_tokens = 20;
+  r.ignore_eos = true;
+  absl::Notification finished;
+  r.callback = [&](const engine::StreamEvent& e) {
+    if (e.finished) finished.Notify();
+  };
+  REQUIRE(host.FindEngine(id)->Submit(std::move(r)).ok());
+  // The request came and went: a report saw it, and one after saw the replica empty again.
+  tick_until(
+      [&] {
+        absl::MutexLock lock(&mu);
+        return finished.HasBeenNotified() && !seen.empty() && seen.back() == 0 &&
+               std::find(seen.begin(), seen.end(), 1) != seen.end();
+      },
+      absl::Seconds(20));
+  {
+    absl::MutexLock lock(&mu);
+    std::string sequences;
+    for (int64_t s : seen) sequences += StrCat(s, " ");
+    INFO("sequences per report: " << sequences);
+    CHECK(std::find(seen.begin(), seen.end(), 1) != seen.end());
+    CHECK(seen.back() == 0);
+    CHECK(seen.size() <= idle + 4);
+  }
+  ctx.TryCancel();
+  watcher.join();
   service.Stop();
   server.Shutdown(absl::Now());
   host.Stop();
