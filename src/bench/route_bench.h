@@ -75,6 +75,7 @@ struct RunStats {
   int64_t completed = 0;
   int64_t rejected = 0;
   int64_t failed = 0;
+  std::string first_error;  // live: the first failed request's status, for the reader
   int64_t output_tokens = 0;
   double window_s = 0;  // from the first to the last measured arrival
   // Prompt tokens the replicas took from their prefix caches / computed, over the run.

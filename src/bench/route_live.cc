@@ -110,6 +110,7 @@ struct CallResult {
   absl::Duration max_gap;    // the longest wait between two tokens
   std::optional<absl::Time> last_token;
   grpc::StatusCode code = grpc::OK;
+  std::string error;  // the status message when not OK
   bool via_gateway = true;
   bool measured = true;
 };
@@ -187,6 +188,7 @@ class StreamCall final : public grpc::ClientReadReactor<GenerateResponse> {
   void OnDone(const grpc::Status& status) override {
     result_.end = absl::Now();
     result_.code = status.error_code();
+    if (!status.ok()) result_.error = status.error_message();
     recorder_->Done(std::move(result_));
     delete this;
   }
@@ -273,6 +275,9 @@ RunStats Summarize(const std::vector<CallResult>& results, double window_s) {
       s.rejected++;
     } else {
       s.failed++;
+      if (s.first_error.empty()) {
+        s.first_error = StrCat("gRPC code ", static_cast<int>(r.code), ": ", r.error);
+      }
     }
   }
   return s;
@@ -287,6 +292,10 @@ absl::StatusOr<std::string> WorkDir(const RouteLiveOptions& o) {
   }
   return std::string(tmpl);
 }
+
+// Prompt token ids stay below this: the gateway refuses ids outside the served model's
+// vocabulary (the bundled model has 366), and timing does not depend on them.
+constexpr int32_t kLiveVocab = 256;
 
 std::vector<std::pair<std::string, std::string>> InferenceEnv(int32_t replicas) {
   const engine::EngineOptions e = BenchEngineOptions();
@@ -368,8 +377,8 @@ LiveRun DriveWorkload(const RouteLiveOptions& o, const traces::Trace* trace,
         // Kept runs sample their odd requests, seeded by their number.
         std::optional<uint64_t> seed;
         if (keep_ids && i % 2 == 1) seed = static_cast<uint64_t>(i);
-        call->StartGateway(*stub,
-                           ToProto(Workload::PromptTokens(item, 32000), item.max_tokens, seed));
+        call->StartGateway(
+            *stub, ToProto(Workload::PromptTokens(item, kLiveVocab), item.max_tokens, seed));
       },
       at_elapsed);
   LiveRun run;
@@ -605,7 +614,7 @@ absl::StatusOr<nlohmann::json> RunRouteOverhead(const RouteLiveOptions& o) {
   item.prompt_tokens = o.overhead_prompt_tokens;
   item.output_tokens = o.overhead_max_tokens;
   item.max_tokens = o.overhead_max_tokens;
-  const auto request = ToProto(Workload::PromptTokens(item, 32000), o.overhead_max_tokens);
+  const auto request = ToProto(Workload::PromptTokens(item, kLiveVocab), o.overhead_max_tokens);
   auto recorder = std::make_shared<Recorder>();
   Random coin(o.seed);
   const absl::Duration warmup = absl::Seconds(2);

@@ -501,6 +501,7 @@ nlohmann::json ToJson(const RunStats& s) {
       {"completed", s.completed},
       {"rejections", s.rejected},
       {"failed", s.failed}};
+  if (!s.first_error.empty()) j["first_error"] = s.first_error;
   // What only the sim measures (the live mode leaves these out rather than print zeros).
   const int64_t prompt = s.prefix_hit_tokens + s.prefix_miss_tokens;
   if (prompt > 0) {
