@@ -513,7 +513,13 @@ void NodeService::PublishIfChanged() {
 
 void NodeService::OfferLocked() {
   LoadReport report = SnapshotLocked();
-  published_state_ = SlotStateLocked();
+  // Read from the report itself, so a change between two reads is not taken as sent.
+  published_state_.clear();
+  for (const auto& p : report.replicas()) {
+    published_state_.push_back({p.replica_id(),
+                                int64_t{p.running_sequences()} + p.waiting_sequences(),
+                                p.blocked_sequences(), p.ready()});
+  }
   std::shared_ptr<const Engines> engines = EnginesNow();
   for (Watcher* w : watchers_) w->Offer(report, engines);
 }

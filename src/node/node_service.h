@@ -118,7 +118,7 @@ class NodeService final : public exaserve::v1::Node::CallbackService {
   void Publish();
   // The same, only when a replica's sequences, blocked count or readiness changed since the
   // last report: a gateway learns that a batch slot filled or freed within one call period
-  // (docs/architecture.md#routing: load on change), not up to 100 ms late.
+  // (docs/architecture.md#load-on-change), not up to 100 ms late.
   void PublishIfChanged();
   // Ends every watch stream (drain, shutdown); new watches are refused afterwards.
   void Stop();
