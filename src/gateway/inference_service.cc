@@ -189,7 +189,7 @@ void UnaryCompletion::Start(Frontend& frontend, TextRequest text) {
         std::move(text),
         [self = shared_from_this()](const engine::StreamEvent& e) { self->OnEvent(e); }, &report);
     if (call.ok()) {
-      call_ = *std::move(call);
+      call_ = *call;
       return;
     }
     AddRetryAfter(context_, report);
@@ -213,10 +213,10 @@ void UnaryCompletion::OnEvent(const engine::StreamEvent& e) {
   response_->mutable_usage()->set_prompt_tokens(e.prompt_tokens);
   response_->mutable_usage()->set_completion_tokens(e.completion_tokens);
   response_->mutable_usage()->set_time_to_first_token_ms(e.time_to_first_token_ms);
-  if (call_) {
-    response_->set_request_id(call_->request_id());
-    response_->set_replica_id(call_->replica_id());
-    response_->set_seed(call_->seed());
+  if (std::shared_ptr<Call> call = call_.lock()) {
+    response_->set_request_id(call->request_id());
+    response_->set_replica_id(call->replica_id());
+    response_->set_seed(call->seed());
   }
   FinishLocked(e.status);
 }

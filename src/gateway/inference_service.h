@@ -48,7 +48,8 @@ class UnaryCompletion : public std::enable_shared_from_this<UnaryCompletion> {
   const bool top_logprobs_;
   absl::Mutex mu_;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  std::shared_ptr<Call> call_ ABSL_GUARDED_BY(mu_);
+  // Weak: the call holds its sink, and the sink holds this.
+  std::weak_ptr<Call> call_ ABSL_GUARDED_BY(mu_);
 };
 
 class InferenceService final : public exaserve::v1::Inference::CallbackService {
