@@ -209,13 +209,13 @@ class Simulation {
     return state;
   }
 
-  // The node reports when its report period has passed or, with report_change_hz, when a
-  // replica's slot state changed since its last report.
+  // The node reports when its last report is a report period old or, with report_change_hz,
+  // when a replica's slot state changed since (NodeService::PublishIfDue).
   void MaybeReport(int32_t node, absl::Time now) {
     if (o_.report_change_hz <= 0) return Report(node, now);
     const NodeReported& last = reported_[static_cast<size_t>(node)];
     const bool due = now - last.at >= absl::Seconds(1.0 / o_.report_hz) - absl::Microseconds(1);
-    if (!due && (o_.report_change_hz <= 0 || SlotState(node) == last.state)) return;
+    if (!due && SlotState(node) == last.state) return;
     Report(node, now);
   }
 

@@ -415,12 +415,10 @@ void Daemon::ScheduleProbe(absl::Duration delay) {
 void Daemon::StartTimers() {
   PumpLoad();
   Every(timers_->load, kLoadChangePeriod, [this] {
-    // Every fifth tick the full pump; between, a report only where a replica's slots changed.
-    if (++load_ticks_ % 5 == 0) {
-      PumpLoad();
-    } else if (node_service_) {
-      node_service_->PublishIfChanged();
-    }
+    // Every fifth tick the gauges and the local router's view; every tick, a load report when
+    // the last is 100 ms old or a replica's slots changed.
+    if (++load_ticks_ % 5 == 0) PumpLoad();
+    if (node_service_) node_service_->PublishIfDue(absl::Now());
   });
   RunElection();
   Every(timers_->election, absl::Seconds(1), [this] { RunElection(); });
@@ -539,13 +537,12 @@ std::vector<std::string> Daemon::CurrentRoles() const {
   return it->second.Names();
 }
 
-// Refreshes local replica load at 10 Hz (docs/architecture.md#flows): the per-replica gauges,
-// the router's view when this node is also a gateway, and every load watcher's report.
+// Refreshes local replica load at 10 Hz (docs/architecture.md#flows): the per-replica gauges and
+// the router's view when this node is also a gateway (load watchers: NodeService::PublishIfDue).
 void Daemon::PumpLoad() {
   if (!replicas_) return;
   replica_metrics_->Update();
   if (local_backend_) local_backend_->ReportLoad(*table_, state_ == State::kReady);
-  if (node_service_) node_service_->Publish();
   // Replicas started or stopped (StartReplica/StopReplica): the gossip summary follows.
   if (gossip_) {
     const auto count =

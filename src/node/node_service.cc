@@ -501,18 +501,22 @@ void NodeService::Publish() {
   absl::MutexLock lock(&mu_);
   ReapLocked();
   if (watchers_.empty()) return;
-  OfferLocked();
+  OfferLocked(absl::Now());
 }
 
-void NodeService::PublishIfChanged() {
+void NodeService::PublishIfDue(absl::Time now) {
   absl::MutexLock lock(&mu_);
   ReapLocked();
-  if (watchers_.empty() || SlotStateLocked() == published_state_) return;
-  OfferLocked();
+  if (watchers_.empty()) return;
+  // A tick early (the timer's jitter) still counts as the period.
+  const bool stale = now - published_at_ >= report_period_ - absl::Milliseconds(5);
+  if (!stale && SlotStateLocked() == published_state_) return;
+  OfferLocked(now);
 }
 
-void NodeService::OfferLocked() {
+void NodeService::OfferLocked(absl::Time now) {
   LoadReport report = SnapshotLocked();
+  published_at_ = now;
   // Read from the report itself, so a change between two reads is not taken as sent.
   published_state_.clear();
   for (const auto& p : report.replicas()) {

@@ -7,8 +7,8 @@
 // report when the next is due skips it (reports are snapshots, the newest one wins), so a slow
 // gateway never grows a queue here.
 //
-// Thread safety: RPC handlers run on gRPC threads; Publish and PublishIfChanged run on the
-// caller's thread (the daemon's load timer). Stop() ends every watch stream; call it before
+// Thread safety: RPC handlers run on gRPC threads; Publish and PublishIfDue run on the caller's
+// thread (the daemon's load timer). Stop() ends every watch stream; call it before
 // destruction.
 #pragma once
 
@@ -114,12 +114,18 @@ class NodeService final : public exaserve::v1::Node::CallbackService {
   // The daemon's boot id (its starting gossip incarnation), listed by ListReplicas.
   void set_boot_id(uint64_t boot_id) { boot_id_.store(boot_id); }
 
-  // Sends a fresh load snapshot to every watcher that is ready for one (the 10 Hz report).
+  // Sends a fresh load snapshot to every watcher that is ready for one.
   void Publish();
-  // The same, only when a replica's sequences, blocked count or readiness changed since the
-  // last report: a gateway learns that a batch slot filled or freed within one call period
-  // (docs/architecture.md#load-on-change), not up to 100 ms late.
-  void PublishIfChanged();
+  // The same when the last report is report_period old, or sooner when a replica's sequences,
+  // blocked count or readiness changed since: called at 50 Hz, a gateway learns that a batch
+  // slot filled or freed within 20 ms, not up to 100 ms late
+  // (docs/architecture.md#load-on-change).
+  void PublishIfDue(absl::Time now);
+  // 100 ms unless a test says otherwise.
+  void set_report_period(absl::Duration period) {
+    absl::MutexLock lock(&mu_);
+    report_period_ = period;
+  }
   // Ends every watch stream (drain, shutdown); new watches are refused afterwards.
   void Stop();
 
@@ -132,7 +138,7 @@ class NodeService final : public exaserve::v1::Node::CallbackService {
 
  private:
   exaserve::v1::LoadReport SnapshotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // What PublishIfChanged compares, per replica.
+  // What PublishIfDue compares, per replica.
   struct SlotState {
     std::string id;
     int64_t sequences = 0;  // running + waiting
@@ -141,7 +147,7 @@ class NodeService final : public exaserve::v1::Node::CallbackService {
     bool operator==(const SlotState&) const = default;
   };
   std::vector<SlotState> SlotStateLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OfferLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OfferLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The loaded replicas' engines by id, for the cached-block deltas of the reports.
   std::shared_ptr<const Engines> EnginesNow() const;
   void FillStatus(const ReplicaView& view, exaserve::v1::ReplicaStatus* out) const;
@@ -160,6 +166,8 @@ class NodeService final : public exaserve::v1::Node::CallbackService {
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t sequence_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<SlotState> published_state_ ABSL_GUARDED_BY(mu_);  // at the last report
+  absl::Time published_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Duration report_period_ ABSL_GUARDED_BY(mu_) = absl::Milliseconds(100);
   metrics::Counter& generate_requests_;
   metrics::Counter& watch_refused_;
 };

@@ -1,7 +1,7 @@
 // Node.WatchLoad over real gRPC: the caller's max_rate_hz bounds the reports it gets (every
 // caller once got the node's 10 Hz whatever it asked), and a rate that is none is refused,
-// naming the field. Between the 10 Hz reports, PublishIfChanged reports only when a replica's
-// slots changed.
+// naming the field. Between the 10 Hz reports, PublishIfDue reports only when a replica's slots
+// changed.
 #include "node/node_service.h"
 
 #include <algorithm>
@@ -79,7 +79,7 @@ TEST_CASE("WatchLoad sends at most max_rate_hz reports; a rate that is none is r
   host.Stop();
 }
 
-TEST_CASE("PublishIfChanged reports when a replica's sequences change, and only then") {
+TEST_CASE("PublishIfDue reports when a replica's sequences change, and when the last is old") {
   const std::string bundled = FindBundledModel();
   REQUIRE_FALSE(bundled.empty());
   InferenceOptions o;
@@ -102,6 +102,7 @@ TEST_CASE("PublishIfChanged reports when a replica's sequences change, and only 
   REQUIRE(server.Start().ok());
   auto stub = exaserve::v1::Node::NewStub(
       grpc::CreateChannel(StrCat("127.0.0.1:", server.port()), grpc::InsecureChannelCredentials()));
+  service.set_report_period(absl::Hours(1));  // only changes report, until the end
 
   // The watcher records each report's running + waiting sequences of the replica.
   absl::Mutex mu;
@@ -124,11 +125,11 @@ TEST_CASE("PublishIfChanged reports when a replica's sequences change, and only 
     absl::MutexLock lock(&mu);
     return seen.size();
   };
-  // Calls PublishIfChanged at the daemon's 50 Hz until `done`, at most `most`.
+  // Calls PublishIfDue at the daemon's 50 Hz until `done`, at most `most`.
   const auto tick_until = [&](auto done, absl::Duration most) {
     const absl::Time deadline = absl::Now() + most;
     while (!done() && absl::Now() < deadline) {
-      service.PublishIfChanged();
+      service.PublishIfDue(absl::Now());
       absl::SleepFor(absl::Milliseconds(20));
     }
   };
@@ -167,6 +168,14 @@ TEST_CASE("PublishIfChanged reports when a replica's sequences change, and only 
     CHECK(seen.back() == 0);
     CHECK(seen.size() <= idle + 4);
   }
+  // With nothing changing, the period alone reports: about 5 in 500 ms at 100 ms.
+  service.set_report_period(absl::Milliseconds(100));
+  const size_t before = reports();
+  tick_until([] { return false; }, absl::Milliseconds(500));
+  const size_t periodic = reports() - before;
+  INFO("reports in 500 ms at a 100 ms period: " << periodic);
+  CHECK(periodic >= 2);
+  CHECK(periodic <= 7);
   ctx.TryCancel();
   watcher.join();
   service.Stop();
