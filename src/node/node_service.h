@@ -1,7 +1,7 @@
 // exaserve.v1.Node: the node agent's API on inference-role nodes (docs/architecture.md#flows).
-// Gateways call Generate (the hop to a replica), watch WatchLoad (per-replica load: 10 Hz, and
-// sooner, at most 50 Hz, when a replica's slots changed) and read DescribeModels (what to
-// tokenize with).
+// Gateways call Generate (the hop to a replica), watch WatchLoad (per-replica load: 10 Hz from
+// the daemon; PublishIfDue can add reports on a slot change, at most 50 Hz) and read
+// DescribeModels (what to tokenize with).
 //
 // Load fan-out is bounded: at most kMaxWatchers streams; a watcher that has not taken the last
 // report when the next is due skips it (reports are snapshots, the newest one wins), so a slow

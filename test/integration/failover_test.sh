@@ -181,11 +181,17 @@ kill -9 "${pids[3]}"
 # Drain: 20 streams of 500 tokens (~10 s), SIGTERM on node 4 with a 2 s drain timeout.
 all_resumes() { curl -s "$gw/metrics" | awk '/^exaserve_gateway_resumes_total\{/ {s += $2} END {print s + 0}'; }
 before=$(all_resumes)
+firsts() { metric exaserve_gateway_ttft_seconds_count | cut -d. -f1; }
+firsts0=$(( $(firsts || echo 0) + 0 ))
 python3 "$work/clients.py" "$gw" "$work/drain.json" "$(http_requests 500 20 | python3 -c "
 import json, sys; r = json.load(sys.stdin)
 for x in r: x['body'].update(stream=True, stream_options={'include_usage': True})
 print(json.dumps(r))")" & drain=$!
-sleep 1.5
+# SIGTERM once all 20 streams have their first token (placed on replicas), not after a fixed
+# sleep: on a loaded machine the clients may not have been routed yet, and none would be on 4.
+drain_started() { [ $(( $(firsts || echo 0) + 0 )) -ge $(( firsts0 + 20 )) ]; }
+wait_for 20 drain_started || fail "the 20 drain streams did not start"
+sleep 0.5
 kill -TERM "${pids[4]}"
 wait "${pids[4]}" || fail "node 4 exited $? after draining"
 wait $drain
