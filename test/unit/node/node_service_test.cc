@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,23 +24,38 @@
 namespace exa::node {
 namespace {
 
+// `host`'s NodeService on a loopback gRPC server, every replica routable, and a stub to it.
+struct Served {
+  explicit Served(ReplicaHost& host)
+      : service(
+            "0123456789abcdef", host, [](const std::string&) { return true; },
+            [](const std::string&) { return NodeService::NotRoutable{}; }, registry),
+        server(Options()) {
+    server.RegisterService(&service);
+    REQUIRE(server.Start().ok());
+    stub = exaserve::v1::Node::NewStub(grpc::CreateChannel(StrCat("127.0.0.1:", server.port()),
+                                                           grpc::InsecureChannelCredentials()));
+  }
+  static net::GrpcServerOptions Options() {
+    net::GrpcServerOptions so;
+    so.bind_address = "127.0.0.1";
+    so.port = 0;
+    return so;
+  }
+  metrics::Registry registry;
+  NodeService service;
+  net::GrpcServer server;
+  std::unique_ptr<exaserve::v1::Node::Stub> stub;
+};
+
 TEST_CASE("WatchLoad sends at most max_rate_hz reports; a rate that is none is refused") {
   InferenceOptions o;
   o.replicas_per_model = 0;  // no replicas: the reports are empty, their count is what counts
   ReplicaHost host("0123456789abcdef", o);
   REQUIRE(host.Start().ok());
-  metrics::Registry registry;
-  NodeService service(
-      "0123456789abcdef", host, [](const std::string&) { return true; },
-      [](const std::string&) { return NodeService::NotRoutable{}; }, registry);
-  net::GrpcServerOptions so;
-  so.bind_address = "127.0.0.1";
-  so.port = 0;
-  net::GrpcServer server(so);
-  server.RegisterService(&service);
-  REQUIRE(server.Start().ok());
-  auto stub = exaserve::v1::Node::NewStub(
-      grpc::CreateChannel(StrCat("127.0.0.1:", server.port()), grpc::InsecureChannelCredentials()));
+  Served served(host);
+  NodeService& service = served.service;
+  auto& stub = served.stub;
 
   std::atomic<bool> stop{false};
   std::thread publisher([&] {  // the daemon's 10 Hz load timer
@@ -75,7 +91,7 @@ TEST_CASE("WatchLoad sends at most max_rate_hz reports; a rate that is none is r
   CHECK(s2.error_code() == grpc::INVALID_ARGUMENT);
   CHECK(s2.error_message() == "max_rate_hz: -1: 0 (the node's rate, 10 to 50 Hz) or at least 0.1");
   service.Stop();
-  server.Shutdown(absl::Now());
+  served.server.Shutdown(absl::Now());
   host.Stop();
 }
 
@@ -90,18 +106,9 @@ TEST_CASE("PublishIfDue reports when a replica's sequences change, and when the 
   REQUIRE(host.Start().ok());
   REQUIRE(host.replicas().size() == 1);
   const std::string id = host.replicas()[0]->id;
-  metrics::Registry registry;
-  NodeService service(
-      "0123456789abcdef", host, [](const std::string&) { return true; },
-      [](const std::string&) { return NodeService::NotRoutable{}; }, registry);
-  net::GrpcServerOptions so;
-  so.bind_address = "127.0.0.1";
-  so.port = 0;
-  net::GrpcServer server(so);
-  server.RegisterService(&service);
-  REQUIRE(server.Start().ok());
-  auto stub = exaserve::v1::Node::NewStub(
-      grpc::CreateChannel(StrCat("127.0.0.1:", server.port()), grpc::InsecureChannelCredentials()));
+  Served served(host);
+  NodeService& service = served.service;
+  auto& stub = served.stub;
   service.set_report_period(absl::Hours(1));  // only changes report, until the end
 
   // The watcher records each report's running + waiting sequences of the replica.
@@ -179,7 +186,7 @@ TEST_CASE("PublishIfDue reports when a replica's sequences change, and when the 
   ctx.TryCancel();
   watcher.join();
   service.Stop();
-  server.Shutdown(absl::Now());
+  served.server.Shutdown(absl::Now());
   host.Stop();
 }
 
