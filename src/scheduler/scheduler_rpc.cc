@@ -441,6 +441,11 @@ void SchedulerService::NoteWaitingLocked(const pb::RoutesRequest& request,
     if (last && now - *last < kActivationRefresh) continue;
     store_->Put(now, StrCat(kActivationPrefix, model), StrCat(absl::ToUnixMillis(now)));
   }
+  // Records of models nothing can activate any more go, so the store does not keep one per
+  // model ever activated.
+  for (const std::string& key : StaleActivations(store_->Records(), activatable, now, 16)) {
+    store_->Delete(now, key);
+  }
 }
 
 grpc::ServerUnaryReactor* SchedulerService::Routes(grpc::CallbackServerContext* context,

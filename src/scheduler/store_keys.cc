@@ -106,6 +106,21 @@ std::optional<absl::Time> ActivationIn(const StoreRecords& records, std::string_
   return absl::FromUnixMillis(ms);
 }
 
+std::vector<std::string> StaleActivations(const StoreRecords& records,
+                                          const std::set<std::string>& activatable, absl::Time now,
+                                          size_t most) {
+  std::vector<std::string> stale;
+  for (auto it = records.lower_bound(std::string(kActivationPrefix));
+       it != records.end() && it->first.starts_with(kActivationPrefix) && stale.size() < most;
+       ++it) {
+    const std::string model = it->first.substr(kActivationPrefix.size());
+    if (activatable.count(model) != 0) continue;
+    const std::optional<absl::Time> last = ActivationIn(records, model);
+    if (!last || now - *last >= kActivationFresh) stale.push_back(it->first);
+  }
+  return stale;
+}
+
 std::string_view ModelOfRequest(std::string_view requested) {
   return requested.substr(0, requested.find('@'));
 }

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -96,6 +97,11 @@ std::optional<AutoscaleState> AutoscaleStateIn(const StoreRecords& records,
 // When a gateway last held requests for `model` with no replica to serve them
 // (kActivationPrefix); empty when never, or unreadable.
 std::optional<absl::Time> ActivationIn(const StoreRecords& records, std::string_view model);
+// The activation records to delete: those of models not in `activatable` (the spec deleted, or
+// no longer autoscaled to zero) once older than kActivationFresh, or unreadable; at most `most`.
+std::vector<std::string> StaleActivations(const StoreRecords& records,
+                                          const std::set<std::string>& activatable, absl::Time now,
+                                          size_t most);
 // The model part of a request's "NAME@VERSION" (the name alone is the model).
 std::string_view ModelOfRequest(std::string_view requested);
 

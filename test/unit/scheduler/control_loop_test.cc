@@ -348,5 +348,25 @@ TEST_CASE("Autoscaling spec errors name the field and what is allowed") {
   CHECK(again->front().autoscaling.target == 1000);
 }
 
+TEST_CASE("Activation records of models nothing can activate go once stale") {
+  StoreRecords records;
+  const auto put = [&](const std::string& model, std::string value) {
+    const std::string key = StrCat(kActivationPrefix, model);
+    records[key] = StoreRecord{key, std::move(value)};
+  };
+  const absl::Time now = kT0;
+  const std::string fresh = StrCat(absl::ToUnixMillis(now - absl::Seconds(1)));
+  const std::string old = StrCat(absl::ToUnixMillis(now - kActivationFresh - absl::Seconds(1)));
+  put("served", old);        // still autoscaled to zero: kept however old
+  put("deleted", old);       // its spec is gone: goes
+  put("just-asked", fresh);  // gone too, but requests may still be held for it: kept for now
+  put("garbled", "yesterday");
+  records["spec/web"] = StoreRecord{"spec/web", "{}"};  // not an activation record
+  CHECK(StaleActivations(records, {"served"}, now, 16) ==
+        std::vector<std::string>{"activation/deleted", "activation/garbled"});
+  CHECK(StaleActivations(records, {"served"}, now, 1).size() == 1);  // bounded per call
+  CHECK(StaleActivations(records, {"served"}, now + kActivationFresh, 16).size() == 3);
+}
+
 }  // namespace
 }  // namespace exa::scheduler
