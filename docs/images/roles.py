@@ -39,7 +39,7 @@ BOXES = {
 ARROWS = [
     ("client", "gateway", "requests, token streams", (0.1, 0.0), "-|>"),
     ("gateway", "inference", "Node.Generate", (-0.55, 0.1), "-|>"),
-    ("inference", "gateway", "WatchLoad ≤ 10 Hz", (0.9, -0.25), "-|>"),
+    ("inference", "gateway", "WatchLoad 10–50 Hz", (0.9, -0.25), "-|>"),
     ("operator", "scheduler", "apply -f spec.yaml", (0.1, 0.0), "-|>"),
     ("scheduler", "inference", "Start/StopReplica", (0.6, 0.15), "-|>"),
     ("inference", "storage", "weight chunks\n(local → rack → origin)", (1.45, 0.2), "<|-"),

@@ -3,8 +3,8 @@
 //   --mode sim      discrete-event simulation through the real router (router::ReplicaTable and
 //                   its policies) and the sim engine (engine::SimReplica, the 13B-on-A100 cost
 //                   model) in virtual time: M replicas, G gateways each with its own table fed by
-//                   every node's load report at 10 Hz, as the real nodes report (so staleness
-//                   and herding are real); --report-change-hz adds reports on a slot change.
+//                   every node's load report at 10 Hz and on a slot change (at most 50 Hz), as
+//                   the real nodes report (so staleness and herding are real).
 //   --mode live     real processes on loopback: one gateway and N exaserved inference nodes with
 //                   R sim replicas each, driven through the gateway's gRPC Inference.Generate
 //                   (route_live.h).
@@ -40,10 +40,9 @@ struct RouteSimOptions {
   int32_t replicas_per_node = 8;  // one load report per node carries all its replicas
   int32_t gateways = 4;
   double report_hz = 10;
-  // > 0: a node also reports as soon as a replica's sequences or blocked count changed, at most
-  // this often (NodeService::PublishIfDue; not switched on in the daemon,
-  // docs/architecture.md#load-on-change); 0: only report_hz, as the daemon does.
-  double report_change_hz = 0;
+  // A node also reports as soon as a replica's sequences or blocked count changed, at most this
+  // often (node_service.h: load on change); 0: only report_hz.
+  double report_change_hz = 50;
   std::vector<double> rhos = {0.5, 0.7, 0.85, 0.95};
   // The first is the reference the comparisons divide by. "oracle" is kv-token-aware on instant
   // global state: every replica's true load (true remaining output lengths) and exact cache.

@@ -64,6 +64,7 @@ struct Request {
   int32_t true_output = 0;  // the oracle's knowledge
   int32_t emitted = 0;
   int64_t uncached_prompt = 0;
+  uint64_t dispatch = 0;  // its gateway table's number for it
 };
 
 class Simulation {
@@ -128,7 +129,8 @@ class Simulation {
           Step(static_cast<int32_t>(e.index), e.time);
           break;
         case Kind::kFinish:
-          tables_[requests_[e.index].gateway]->Complete(ids_[requests_[e.index].replica]);
+          tables_[requests_[e.index].gateway]->Complete(ids_[requests_[e.index].replica],
+                                                        requests_[e.index].dispatch);
           break;
         case Kind::kReport:
           MaybeReport(static_cast<int32_t>(e.index), e.time);
@@ -262,8 +264,9 @@ class Simulation {
   // Routes one prompt through `table` as a gateway would, timing the decision: the hashing it
   // asks for included — as deep as Choose asks, like frontend.cc's PromptChains — and the
   // oracle's refresh not.
-  absl::StatusOr<std::string> Route(router::ReplicaTable& table, const std::vector<int32_t>& prompt,
-                                    int64_t prompt_tokens, bool measured) {
+  absl::StatusOr<router::ReplicaTable::Choice> Route(router::ReplicaTable& table,
+                                                     const std::vector<int32_t>& prompt,
+                                                     int64_t prompt_tokens, bool measured) {
     router::RouteRequest route{kModel, "", prompt_tokens, {}};
     std::vector<Hash128> asked;
     route.block_hashes = [&](const std::string& ns, size_t blocks) {
@@ -276,7 +279,7 @@ class Simulation {
     };
     route.block_tokens = engine_.kv_block_size;
     const auto start = std::chrono::steady_clock::now();
-    auto chosen = table.Choose(route);
+    auto chosen = table.ChooseFor(route);
     if (measured) {
       stats_.choose_us.push_back(
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
@@ -323,17 +326,18 @@ class Simulation {
       if (req.measured) stats_.rejected++;
       return;
     }
-    req.replica = index_.at(*chosen);
+    req.replica = index_.at(chosen->replica);
+    req.dispatch = chosen->dispatch;
     req.uncached_prompt =
         item.prompt_tokens -
-        int64_t{prefix_index_.MatchedBlocks(*chosen, hashes)} * engine_.kv_block_size;
+        int64_t{prefix_index_.MatchedBlocks(chosen->replica, hashes)} * engine_.kv_block_size;
     engine::GenerateRequest g;
     g.prompt_tokens = std::move(prompt);
     g.max_tokens = item.max_tokens;
     g.callback = [this, i](const engine::StreamEvent& e) { OnEvent(i, e); };
     auto id = replicas_[req.replica]->Submit(std::move(g), now_);
     if (!id.ok()) {
-      table.Complete(*chosen);
+      table.Complete(chosen->replica, chosen->dispatch);
       if (req.measured) stats_.rejected++;
       return;
     }

@@ -414,7 +414,12 @@ void Daemon::ScheduleProbe(absl::Duration delay) {
 // until the view has been stable, so roles do not flap.
 void Daemon::StartTimers() {
   PumpLoad();
-  Every(timers_->load, absl::Milliseconds(100), [this] { PumpLoad(); });
+  Every(timers_->load, kLoadChangePeriod, [this] {
+    // Every fifth tick the gauges and the local router's view; every tick, a load report when
+    // the last is 100 ms old or a replica's slots changed.
+    if (++load_ticks_ % 5 == 0) PumpLoad();
+    if (node_service_) node_service_->PublishIfDue(absl::Now());
+  });
   RunElection();
   Every(timers_->election, absl::Seconds(1), [this] { RunElection(); });
 }
@@ -532,15 +537,12 @@ std::vector<std::string> Daemon::CurrentRoles() const {
   return it->second.Names();
 }
 
-// Refreshes local replica load at 10 Hz (docs/architecture.md#flows): the per-replica gauges, the
-// router's view when this node is also a gateway, and every load watcher's report. Reports on
-// a slot change (NodeService::PublishIfDue at 50 Hz) are not switched on: see
-// docs/architecture.md#load-on-change.
+// Refreshes local replica load at 10 Hz (docs/architecture.md#flows): the per-replica gauges and
+// the router's view when this node is also a gateway (load watchers: NodeService::PublishIfDue).
 void Daemon::PumpLoad() {
   if (!replicas_) return;
   replica_metrics_->Update();
   if (local_backend_) local_backend_->ReportLoad(*table_, state_ == State::kReady);
-  if (node_service_) node_service_->Publish();
   // Replicas started or stopped (StartReplica/StopReplica): the gossip summary follows.
   if (gossip_) {
     const auto count =

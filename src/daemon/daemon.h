@@ -88,6 +88,10 @@ class Daemon {
   grpc::Status AuthorizeAdmin(const grpc::ServerContextBase& context,
                               std::string_view method) const;
   void PumpLoad();
+  // The load timer's period: a load report goes out on a slot change at most this often (50 Hz);
+  // PumpLoad runs every fifth tick (10 Hz).
+  static constexpr absl::Duration kLoadChangePeriod = absl::Milliseconds(20);
+  uint64_t load_ticks_ = 0;  // on the io thread only
   // A local replica may take traffic: the node is ready and the replica passes its checks.
   bool Routable(const std::string& replica_id) const;
   // Hands the membership view to the gateway's remote backend (on the io threads); an auto node

@@ -64,6 +64,10 @@ struct GenerateRequest {
   // a retry or a resume on another replica counts up). Not used by the engine.
   std::string request_id;
   int32_t attempt = 0;
+  // The gateway's number for this dispatch (router::ReplicaTable::Choice::dispatch), echoed in
+  // the node's load reports once admitted (docs/architecture.md#load-on-change); 0: none. Not
+  // used by the engine.
+  uint64_t dispatch = 0;
   // Prefix caching (docs/architecture.md#prefix-cache): only requests with the same salt share
   // cached KV blocks. Gateways set it per tenant when tenants must not share (the timing of a
   // cache hit tells one tenant what another sent); a client may set its own to opt out.

@@ -326,11 +326,13 @@ Frontend::Frontend(GatewayOptions options, ReplicaBackend& backend, router::Repl
       .Set(1);
 }
 
-absl::StatusOr<router::ReplicaTable::Choice> Frontend::Route(
-    router::RouteRequest route, const engine::GenerateRequest& request) {
+absl::StatusOr<router::ReplicaTable::Choice> Frontend::Route(router::RouteRequest route,
+                                                             engine::GenerateRequest& request) {
   PromptChains chains(request.prompt_tokens, request.cache_salt);
   if (table_.policy() == router::Policy::kKvTokenAware) chains.Attach(route);
-  return table_.ChooseFor(route);
+  absl::StatusOr<router::ReplicaTable::Choice> choice = table_.ChooseFor(route);
+  if (choice.ok()) request.dispatch = choice->dispatch;
+  return choice;
 }
 
 void Frontend::ObserveWait(const std::string& model, int64_t tokens_ahead, double seconds) {
@@ -686,7 +688,7 @@ absl::StatusOr<std::shared_ptr<Call>> Frontend::Start(TextRequest r, EventSink s
       absl::MutexLock lock(&calls_mu_);
       open_calls_.erase(call.get());
     }
-    table_.Complete(replica->replica);
+    table_.Complete(replica->replica, replica->dispatch);
     Release(charge);
     requests_
         .WithLabels({id.status().code() == absl::StatusCode::kResourceExhausted

@@ -123,7 +123,8 @@ class Call {
         tried_{std::move(replica_id)},
         labels_(std::move(labels)),
         last_event_at_(admitted_),
-        dispatched_(true) {}
+        dispatched_(true),
+        dispatch_(request_.dispatch) {}
   void Cancel();
   const std::string& request_id() const { return request_id_; }
   // The replica serving the request now (a retry or a resume moves it).
@@ -183,6 +184,7 @@ class Call {
   int kept_attempt_ ABSL_GUARDED_BY(stream_mu_) = -1;
   bool done_ ABSL_GUARDED_BY(stream_mu_) = false;        // the final event was sent
   bool dispatched_ ABSL_GUARDED_BY(stream_mu_) = false;  // replica_id_ counts it in the table
+  uint64_t dispatch_ ABSL_GUARDED_BY(stream_mu_) = 0;    // as which dispatch (Choice::dispatch)
   // Attempts to cancel once stream_mu_ is released (a backend may call back from Cancel).
   std::vector<std::pair<std::string, engine::RequestId>> to_cancel_ ABSL_GUARDED_BY(stream_mu_);
 };
@@ -272,9 +274,9 @@ class Frontend {
   engine::StreamCallback AttemptCallback(std::shared_ptr<Call> call, int attempt);
   void OnEvent(const std::shared_ptr<Call>& call, int attempt, const engine::StreamEvent& e);
   // The table's choice for `route`; under kv-token-aware it hashes `request`'s prompt for the
-  // prefix index (docs/architecture.md#routing).
+  // prefix index (docs/architecture.md#routing). Sets request.dispatch to the choice's number.
   absl::StatusOr<router::ReplicaTable::Choice> Route(router::RouteRequest route,
-                                                     const engine::GenerateRequest& request);
+                                                     engine::GenerateRequest& request);
   // `call`'s attempt ended or was abandoned for `cause`: another attempt on another replica (a
   // retry before the first token, a resume after it). kSent: it runs; kWaiting: it waits for a
   // replica or the budget (CheckStreams tries again); kRefused: a bound is reached (the reason
@@ -284,10 +286,14 @@ class Frontend {
   Reattempt Replace(const std::shared_ptr<Call>& call, std::string_view cause, bool abandon,
                     absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(call->stream_mu_);
   // Submits attempt number `attempt` of `call` (its continuation when tokens were sent) to a
-  // replica other than those tried: that replica and the backend's id. UNAVAILABLE when none is
-  // ready. Changes nothing in `call`.
-  absl::StatusOr<std::pair<std::string, engine::RequestId>> SubmitNext(
-      const std::shared_ptr<Call>& call, int attempt)
+  // replica other than those tried: where it went. UNAVAILABLE when none is ready. Changes
+  // nothing in `call`.
+  struct Sent {
+    std::string replica;
+    engine::RequestId id = 0;  // the backend's
+    uint64_t dispatch = 0;     // the table's (ReplicaTable::Choice::dispatch)
+  };
+  absl::StatusOr<Sent> SubmitNext(const std::shared_ptr<Call>& call, int attempt)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(call->stream_mu_);
   // Gives up `call`'s running attempt: its events no longer count; cancelled when `abandon`.
   void CommitBreak(Call& call, std::string_view cause, bool abandon)

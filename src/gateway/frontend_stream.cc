@@ -88,8 +88,7 @@ Frontend::Reattempt Frontend::Replace(const std::shared_ptr<Call>& call, std::st
   const bool broken = !abandon || cause == "stalled";
   const std::string failed = call->replica_id();
   std::string blocked;
-  absl::StatusOr<std::pair<std::string, engine::RequestId>> next =
-      absl::UnavailableError("not sent");
+  absl::StatusOr<Sent> next = absl::UnavailableError("not sent");
   if (!call->reattempting_) {
     const int budget = std::max(kMinReattemptBudget, in_flight_.load() / 5);
     if (reattempts_in_flight_.fetch_add(1) < budget) {
@@ -115,14 +114,15 @@ Frontend::Reattempt Frontend::Replace(const std::shared_ptr<Call>& call, std::st
   if (first_try) CommitBreak(*call, cause, abandon);
   {
     absl::MutexLock lock(&call->mu_);
-    call->replica_id_ = next->first;
+    call->replica_id_ = next->replica;
   }
-  call->tried_.push_back(next->first);
+  call->tried_.push_back(next->replica);
   call->dispatched_ = true;
-  call->engine_id_ = static_cast<int64_t>(next->second);
+  call->dispatch_ = next->dispatch;
+  call->engine_id_ = static_cast<int64_t>(next->id);
   call->last_event_at_ = now;
   call->resume_by_.reset();
-  if (call->cancel_requested_) call->to_cancel_.emplace_back(next->first, next->second);
+  if (call->cancel_requested_) call->to_cancel_.emplace_back(next->replica, next->id);
   (resume ? resumes_.WithLabels({call->resume_cause_}) : retries_.WithLabels({"sent"})).Increment();
   EXA_LOG_INFO("gateway",
                resume ? "request resumed on another replica" : "request retried on another replica",
@@ -130,7 +130,7 @@ Frontend::Reattempt Frontend::Replace(const std::shared_ptr<Call>& call, std::st
                 {"attempt", call->attempt_},
                 {"cause", std::string(cause)},
                 {"failed", failed},
-                {"replica", next->first},
+                {"replica", next->replica},
                 {"tokens_sent", call->sent_tokens_.size()}});
   return Reattempt::kSent;
 }
@@ -143,7 +143,7 @@ void Frontend::CommitBreak(Call& call, std::string_view cause, bool abandon) {
     call.to_cancel_.emplace_back(old_replica,
                                  static_cast<engine::RequestId>(call.engine_id_.load()));
   }
-  if (call.dispatched_) table_.Complete(old_replica);
+  if (call.dispatched_) table_.Complete(old_replica, call.dispatch_);
   call.dispatched_ = false;
   call.resume_cause_ = std::string(cause);
   if (!call.sent_tokens_.empty()) {
@@ -160,8 +160,8 @@ void Frontend::CountRefusal(const Call& call) {
   }
 }
 
-absl::StatusOr<std::pair<std::string, engine::RequestId>> Frontend::SubmitNext(
-    const std::shared_ptr<Call>& call, int attempt) {
+absl::StatusOr<Frontend::Sent> Frontend::SubmitNext(const std::shared_ptr<Call>& call,
+                                                    int attempt) {
   engine::GenerateRequest g = call->request_;
   // A continuation: what the client already has is part of the prompt, and the engine counts it
   // as generated (engine/request.h).
@@ -178,11 +178,11 @@ absl::StatusOr<std::pair<std::string, engine::RequestId>> Frontend::SubmitNext(
   g.callback = AttemptCallback(call, attempt);
   auto id = backend_.Submit(replica->replica, std::move(g));
   if (!id.ok()) {
-    table_.Complete(replica->replica);
+    table_.Complete(replica->replica, replica->dispatch);
     return id.status();
   }
   if (!call->sent_tokens_.empty()) resume_prefill_tokens_.Increment(prefill);
-  return std::make_pair(replica->replica, *id);
+  return Sent{replica->replica, *id, replica->dispatch};
 }
 
 void Frontend::EndReattempt(Call& call) {
@@ -294,7 +294,7 @@ void Frontend::FinishCall(Call& call, engine::StreamEvent e) {
                    : call.cancel_requested_ ? "cancelled"
                                             : "engine_error"})
       .Increment();
-  if (call.dispatched_) table_.Complete(call.replica_id());
+  if (call.dispatched_) table_.Complete(call.replica_id(), call.dispatch_);
   call.dispatched_ = false;
   in_flight_--;
   {

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <map>
+#include <random>
 #include <set>
 
 #include "absl/time/clock.h"
@@ -18,6 +19,13 @@ namespace {
 
 using exaserve::v1::GenerateResponse;
 using exaserve::v1::LoadReport;
+
+uint64_t NewDispatcherId() {
+  std::random_device device;
+  uint64_t id = 0;
+  while (id == 0) id = (uint64_t{device()} << 32) ^ device();
+  return id;
+}
 
 constexpr absl::Duration kRetryLoadStreamAfter = absl::Seconds(1);
 constexpr absl::Duration kDescribeTimeout = absl::Seconds(10);
@@ -117,6 +125,7 @@ class RemoteBackend::Peer : public std::enable_shared_from_this<Peer> {
   }
 
   const std::string& node_id() const { return node_id_; }
+  uint64_t dispatcher() const { return owner_->dispatcher_; }
   const std::string& target() const { return target_; }
   exaserve::v1::Node::Stub& stub() { return *stub_; }
 
@@ -150,10 +159,15 @@ class RemoteBackend::Peer : public std::enable_shared_from_this<Peer> {
         owner_->table_.Upsert({r.replica_id(), r.model(), r.version(), labels});
         known->second = std::move(labels);
       }
-      owner_->table_.Report(r.replica_id(),
-                            {r.pending_tokens(), r.running_sequences() + r.waiting_sequences(),
-                             r.ready() && described_, r.blocked_sequences(), r.ttft_p99_ms(),
-                             r.inter_token_p99_ms(), std::max(0, r.max_running_sequences())});
+      router::LoadReport load{r.pending_tokens(),
+                              r.running_sequences() + r.waiting_sequences(),
+                              r.ready() && described_,
+                              r.blocked_sequences(),
+                              r.ttft_p99_ms(),
+                              r.inter_token_p99_ms(),
+                              std::max(0, r.max_running_sequences())};
+      if (r.has_admitted_dispatch()) load.admitted_dispatch = r.admitted_dispatch();
+      owner_->table_.Report(r.replica_id(), load);
       if (r.has_cache_delta()) ApplyCacheDelta(r.replica_id(), r.cache_delta());
     }
     // A replica of a model this node did not serve when we asked (StartReplica since): ask again
@@ -287,6 +301,7 @@ class RemoteBackend::Peer : public std::enable_shared_from_this<Peer> {
 
 void LoadWatch::Start(exaserve::v1::Node::Stub& stub) {
   request_.set_max_rate_hz(50);
+  request_.set_dispatcher(peer_->dispatcher());
   stub.async()->WatchLoad(&context_, &request_, this);
   StartRead(&report_);
   StartCall();
@@ -407,6 +422,7 @@ RemoteBackend::RemoteBackend(std::string self_node_id, ReplicaBackend* local,
                              router::ReplicaTable& table, router::PrefixIndex& prefix_index,
                              metrics::Registry& registry)
     : self_node_id_(std::move(self_node_id)),
+      dispatcher_(NewDispatcherId()),
       local_(local),
       table_(table),
       prefix_index_(prefix_index),
@@ -590,6 +606,10 @@ absl::StatusOr<engine::RequestId> RemoteBackend::Submit(const std::string& repli
   for (const std::string& stop : request.stop_strings) g->add_stop(stop);
   g->set_request_id(request.request_id);
   g->set_cache_salt(request.cache_salt);
+  if (request.dispatch != 0) {
+    p.set_dispatcher(dispatcher_);
+    p.set_dispatch(request.dispatch);
+  }
   if (request.attempt > 0 || request.resumed_tokens > 0) {
     exaserve::v1::Continuation* c = p.mutable_continuation();
     c->set_resumed_tokens(request.resumed_tokens);

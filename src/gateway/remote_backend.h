@@ -77,6 +77,9 @@ class RemoteBackend final : public ReplicaBackend {
   void ClearRoute(const std::string& replica_id);
 
   const std::string self_node_id_;
+  // This gateway's id in its dispatches and load streams (random, nonzero), so nodes can say
+  // which of its dispatches a report counts (docs/architecture.md#load-on-change).
+  const uint64_t dispatcher_;
   ReplicaBackend* const local_;
   router::ReplicaTable& table_;
   router::PrefixIndex& prefix_index_;  // remote replicas' entries; the daemon's (shared)

@@ -30,21 +30,30 @@ class NodeService::Watcher final : public grpc::ServerWriteReactor<LoadReport> {
   // `registered`: the service owns it and deletes it after OnDone; else it deletes itself.
   // `min_interval`: the caller's max_rate_hz as a gap between writes (reports offered sooner
   // are held, and the newest goes out at the first offer after the gap).
-  explicit Watcher(bool registered, absl::Duration min_interval = absl::ZeroDuration())
-      : registered_(registered), min_interval_(min_interval) {}
+  // `dispatcher`: the gateway's id from its WatchLoadRequest (0: it gave none).
+  explicit Watcher(bool registered, absl::Duration min_interval = absl::ZeroDuration(),
+                   uint64_t dispatcher = 0)
+      : registered_(registered), min_interval_(min_interval), dispatcher_(dispatcher) {}
   bool done() const { return done_.load(); }
 
-  void Offer(const LoadReport& report, std::shared_ptr<const Engines> engines) {
+  // `admitted`: read before the report's load (AdmittedDispatches::Snapshot).
+  void Offer(const LoadReport& report, std::shared_ptr<const Engines> engines,
+             const AdmittedDispatches::Marks& admitted) {
     absl::MutexLock lock(&mu_);
     if (finished_) return;
     const absl::Time now = absl::Now();
-    if (writing_ || now - last_write_ < min_interval_) {
-      pending_ = report;
+    LoadReport& slot = writing_ || now - last_write_ < min_interval_ ? pending_ : current_;
+    slot = report;
+    if (dispatcher_ != 0) {
+      for (auto& p : *slot.mutable_replicas()) {
+        p.set_admitted_dispatch(AdmittedOf(admitted, p.replica_id(), dispatcher_));
+      }
+    }
+    if (&slot == &pending_) {
       pending_engines_ = std::move(engines);
       has_pending_ = true;
       return;
     }
-    current_ = report;
     has_pending_ = false;
     WriteLocked(now, engines.get());
   }
@@ -95,6 +104,7 @@ class NodeService::Watcher final : public grpc::ServerWriteReactor<LoadReport> {
 
   const bool registered_;
   const absl::Duration min_interval_;
+  const uint64_t dispatcher_;
   std::atomic<bool> done_{false};
   absl::Mutex mu_;
   absl::Time last_write_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
@@ -283,6 +293,7 @@ grpc::ServerWriteReactor<exaserve::v1::GenerateResponse>* NodeService::Generate(
       sink(e);
     };
     EXA_ASSIGN_OR_RETURN(engine::RequestId id, engine->Submit(std::move(g)));
+    admitted_.Note(replica_id, request->dispatcher(), request->dispatch());  // now it counts
     StreamHandle handle;
     handle.cancel = [engine, id] { engine->Cancel(id); };
     handle.request_id = [rid = p.request_id()] { return rid; };
@@ -319,9 +330,11 @@ grpc::ServerWriteReactor<LoadReport>* NodeService::WatchLoad(
     }
     return refused;
   }
-  auto* watcher = new Watcher(/*registered=*/true, min_interval);
+  auto* watcher = new Watcher(/*registered=*/true, min_interval, request->dispatcher());
   watchers_.push_back(watcher);
-  watcher->Offer(SnapshotLocked(), EnginesNow());  // a new gateway learns the replicas at once
+  // A new gateway learns the replicas at once.
+  std::shared_ptr<const AdmittedDispatches::Marks> admitted = AdmittedLocked();
+  watcher->Offer(SnapshotLocked(), EnginesNow(), *admitted);
   return watcher;
 }
 
@@ -514,7 +527,15 @@ void NodeService::PublishIfDue(absl::Time now) {
   OfferLocked(now);
 }
 
+std::shared_ptr<const AdmittedDispatches::Marks> NodeService::AdmittedLocked() {
+  std::vector<std::string> ids;
+  for (const auto& r : host_.replicas()) ids.push_back(r->id);
+  return admitted_.Snapshot(ids);
+}
+
 void NodeService::OfferLocked(absl::Time now) {
+  // The marks before the load, so a dispatch they name is in the load (admitted_dispatches.h).
+  std::shared_ptr<const AdmittedDispatches::Marks> admitted = AdmittedLocked();
   LoadReport report = SnapshotLocked();
   published_at_ = now;
   // Read from the report itself, so a change between two reads is not taken as sent.
@@ -525,7 +546,7 @@ void NodeService::OfferLocked(absl::Time now) {
                                 p.blocked_sequences(), p.ready()});
   }
   std::shared_ptr<const Engines> engines = EnginesNow();
-  for (Watcher* w : watchers_) w->Offer(report, engines);
+  for (Watcher* w : watchers_) w->Offer(report, engines, *admitted);
 }
 
 std::vector<NodeService::SlotState> NodeService::SlotStateLocked() const {

@@ -1,7 +1,9 @@
 // exaserve.v1.Node: the node agent's API on inference-role nodes (docs/architecture.md#flows).
-// Gateways call Generate (the hop to a replica), watch WatchLoad (per-replica load: 10 Hz from
-// the daemon; PublishIfDue can add reports on a slot change, at most 50 Hz) and read
-// DescribeModels (what to tokenize with).
+// Gateways call Generate (the hop to a replica), watch WatchLoad (per-replica load: 10 Hz, and
+// sooner, at most 50 Hz, when a replica's slots changed) and read DescribeModels (what to
+// tokenize with). A watcher that names its gateway (WatchLoadRequest.dispatcher) also learns,
+// per replica, the last of that gateway's dispatches the replica took before its load was read
+// (node/admitted_dispatches.h; docs/architecture.md#load-on-change).
 //
 // Load fan-out is bounded: at most kMaxWatchers streams; a watcher that has not taken the last
 // report when the next is due skips it (reports are snapshots, the newest one wins), so a slow
@@ -28,6 +30,7 @@
 #include "exaserve/v1/node.grpc.pb.h"
 #include "metrics/registry.h"
 #include "net/admin_auth.h"
+#include "node/admitted_dispatches.h"
 #include "node/replica_host.h"
 #include "node/term_fence.h"
 
@@ -147,6 +150,9 @@ class NodeService final : public exaserve::v1::Node::CallbackService {
     bool operator==(const SlotState&) const = default;
   };
   std::vector<SlotState> SlotStateLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What the local replicas admitted of each gateway's dispatches; read before their load.
+  std::shared_ptr<const AdmittedDispatches::Marks> AdmittedLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OfferLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The loaded replicas' engines by id, for the cached-block deltas of the reports.
   std::shared_ptr<const Engines> EnginesNow() const;
@@ -159,7 +165,8 @@ class NodeService final : public exaserve::v1::Node::CallbackService {
   std::function<bool(const std::string&)> routable_;
   std::function<NotRoutable(const std::string&)> why_not_;
   net::AdminAuthorizer authorize_;
-  TermFence fence_;  // refuses a deposed scheduler leader's late commands
+  TermFence fence_;              // refuses a deposed scheduler leader's late commands
+  AdmittedDispatches admitted_;  // its own lock: Generate notes without mu_
   std::atomic<uint64_t> boot_id_{0};
   absl::Mutex mu_;
   std::vector<Watcher*> watchers_ ABSL_GUARDED_BY(mu_);

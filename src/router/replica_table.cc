@@ -99,8 +99,12 @@ void ReplicaTable::Report(const std::string& id, const LoadReport& report) {
   Entry& e = it->second;
   Unlink(&e);
   e.snap.report = report;
-  e.snap.dispatched_tokens = 0;
-  e.dispatched_requests = 0;
+  const uint64_t counted = report.admitted_dispatch.value_or(UINT64_MAX);
+  while (!e.unreported.empty() && e.unreported.front().number <= counted) {
+    e.snap.dispatched_tokens -= e.unreported.front().tokens;
+    e.dispatched_requests--;
+    e.unreported.pop_front();
+  }
   Link(&e);
 }
 
@@ -301,8 +305,10 @@ absl::StatusOr<ReplicaTable::Choice> ReplicaTable::ChooseFor(const RouteRequest&
       p.routable.sequences > 0 ? p.routable.pending / p.routable.sequences : 0;
   Choice choice{.replica = chosen->snap.info.id,
                 .cached_tokens = cached,
-                .tokens_ahead = KvQueue(CandidateOf(*chosen, 0), per_request) + prompt - cached};
+                .tokens_ahead = KvQueue(CandidateOf(*chosen, 0), per_request) + prompt - cached,
+                .dispatch = ++dispatches_};
   Unlink(chosen);
+  chosen->unreported.push_back({choice.dispatch, prompt - cached});
   chosen->snap.dispatched_tokens += prompt - cached;
   chosen->dispatched_requests++;
   chosen->snap.open_requests++;
@@ -314,10 +320,20 @@ absl::StatusOr<ReplicaTable::Choice> ReplicaTable::ChooseFor(const RouteRequest&
   return choice;
 }
 
-void ReplicaTable::Complete(const std::string& id) {
+void ReplicaTable::Complete(const std::string& id, uint64_t dispatch) {
   absl::MutexLock lock(&mu_);
   auto it = replicas_.find(id);
-  if (it != replicas_.end() && it->second.snap.open_requests > 0) it->second.snap.open_requests--;
+  if (it == replicas_.end()) return;
+  Entry& e = it->second;
+  if (e.snap.open_requests > 0) e.snap.open_requests--;
+  auto d = std::find_if(e.unreported.begin(), e.unreported.end(),
+                        [&](const Dispatch& u) { return u.number == dispatch; });
+  if (dispatch == 0 || d == e.unreported.end()) return;
+  Unlink(&e);
+  e.snap.dispatched_tokens -= d->tokens;
+  e.dispatched_requests--;
+  e.unreported.erase(d);
+  Link(&e);
 }
 
 ReplicaTable::Decisions ReplicaTable::decisions() const {

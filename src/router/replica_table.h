@@ -15,8 +15,10 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -49,6 +51,11 @@ struct LoadReport {
   double ttft_p99_ms = 0;  // recent latency; 0: not measured yet
   double itl_p99_ms = 0;
   int32_t slots = 0;  // batch slots (max running sequences); 0 when the reporter does not say
+  // The highest of this table's dispatches (Choice::dispatch) the replica had admitted when it
+  // measured the above: later ones still count on top of the report. Unset: the reporter does
+  // not say, and the report is taken to count every dispatch before it
+  // (docs/architecture.md#load-on-change).
+  std::optional<uint64_t> admitted_dispatch;
 };
 
 struct RouteRequest {
@@ -99,7 +106,8 @@ class ReplicaTable {
 
   void Upsert(const ReplicaInfo& info);
   void Remove(const std::string& id);
-  // A new load report replaces the old one and clears what was dispatched before it.
+  // A new load report replaces the old one and clears the dispatches it counts: those up to
+  // its admitted_dispatch, or all when it does not say.
   void Report(const std::string& id, const LoadReport& report);
   void SetHealthy(const std::string& id, bool healthy);
   void SetEjected(const std::string& id, bool ejected);
@@ -117,10 +125,15 @@ class ReplicaTable {
     // The work ahead of the request's first token there: the replica's queue (KvQueue) before
     // this dispatch plus the prompt's uncached part (router/wait_model.h turns it into seconds).
     int64_t tokens_ahead = 0;
+    // This table's number for the dispatch, rising from 1: a node echoes the highest it admitted
+    // (LoadReport::admitted_dispatch).
+    uint64_t dispatch = 0;
   };
   absl::StatusOr<Choice> ChooseFor(const RouteRequest& request);
-  // The request sent by Choose finished (any outcome).
-  void Complete(const std::string& id);
+  // The request sent by Choose finished (any outcome); `dispatch` is its Choice::dispatch, no
+  // longer counted if no report has counted it yet (it never reached the replica, or finished
+  // first). 0: only the open count goes down.
+  void Complete(const std::string& id, uint64_t dispatch);
 
   std::vector<ReplicaSnapshot> List() const;
   ReplicaStanding StandingOf(const std::string& id) const ABSL_LOCKS_EXCLUDED(mu_);
@@ -142,8 +155,16 @@ class ReplicaTable {
   Policy policy() const { return policy_; }
 
  private:
+  // A dispatch no report has counted yet.
+  struct Dispatch {
+    uint64_t number = 0;
+    int64_t tokens = 0;  // the uncached prompt it adds
+  };
   struct Entry {
     ReplicaSnapshot snap;
+    // Oldest first; dispatched_requests and snap.dispatched_tokens are its size and sum. Bounded
+    // by the requests open on the replica: Complete takes its own out.
+    std::deque<Dispatch> unreported;
     int32_t dispatched_requests = 0;
     // Set by the prefix index's answer for decision number `match_decision` only.
     uint64_t match_decision = 0;
@@ -207,6 +228,7 @@ class ReplicaTable {
   PolicyState state_ ABSL_GUARDED_BY(mu_);
   Decisions decisions_ ABSL_GUARDED_BY(mu_);
   uint64_t marked_decisions_ ABSL_GUARDED_BY(mu_) = 0;                 // Entry::match_decision
+  uint64_t dispatches_ ABSL_GUARDED_BY(mu_) = 0;                       // Choice::dispatch
   std::map<std::string, Entry> replicas_ ABSL_GUARDED_BY(mu_);         // pointer-stable
   absl::flat_hash_map<std::string, Pool> pools_ ABSL_GUARDED_BY(mu_);  // by model
 };

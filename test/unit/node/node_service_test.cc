@@ -1,7 +1,7 @@
 // Node.WatchLoad over real gRPC: the caller's max_rate_hz bounds the reports it gets (every
 // caller once got the node's 10 Hz whatever it asked), and a rate that is none is refused,
 // naming the field. Between the 10 Hz reports, PublishIfDue reports only when a replica's slots
-// changed.
+// changed. Each report tells its gateway the last of its dispatches each replica admitted.
 #include "node/node_service.h"
 
 #include <algorithm>
@@ -185,6 +185,76 @@ TEST_CASE("PublishIfDue reports when a replica's sequences change, and when the 
   CHECK(periodic <= 7);
   ctx.TryCancel();
   watcher.join();
+  service.Stop();
+  served.server.Shutdown(absl::Now());
+  host.Stop();
+}
+
+TEST_CASE("A load report tells each gateway which of its dispatches a replica admitted") {
+  const std::string bundled = FindBundledModel();
+  REQUIRE_FALSE(bundled.empty());
+  InferenceOptions o;
+  o.models = {bundled};
+  o.backend = "sim";
+  o.replicas_per_model = 1;
+  ReplicaHost host("0123456789abcdef", o);
+  REQUIRE(host.Start().ok());
+  const std::string id = host.replicas().at(0)->id;
+  Served served(host);
+  NodeService& service = served.service;
+  auto& stub = served.stub;
+
+  // A gateway that names itself (dispatcher 7) and one that does not.
+  struct Watch {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReader<exaserve::v1::LoadReport>> reader;
+    // The replica's entry of the next report.
+    exaserve::v1::ReplicaLoad Next() {
+      exaserve::v1::LoadReport report;
+      REQUIRE(reader->Read(&report));
+      REQUIRE(report.replicas_size() == 1);
+      return report.replicas(0);
+    }
+  };
+  const auto watch = [&](uint64_t dispatcher) {
+    auto w = std::make_unique<Watch>();
+    w->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    exaserve::v1::WatchLoadRequest request;
+    request.set_dispatcher(dispatcher);
+    w->reader = stub->WatchLoad(&w->ctx, request);
+    return w;
+  };
+  auto named = watch(7);
+  auto anonymous = watch(0);
+  exaserve::v1::ReplicaLoad first = named->Next();
+  CHECK(first.has_admitted_dispatch());
+  CHECK(first.admitted_dispatch() == 0);  // nothing from it yet
+  CHECK_FALSE(anonymous->Next().has_admitted_dispatch());
+
+  // Dispatches 3, then 2 (overtaken on the way), from gateway 7, and 50 from another gateway.
+  const auto generate = [&](uint64_t dispatcher, uint64_t dispatch) {
+    grpc::ClientContext ctx;
+    exaserve::v1::NodeGenerateRequest request;
+    request.set_replica_id(id);
+    request.mutable_request()->mutable_prompt_tokens()->add_ids(5);
+    request.mutable_request()->set_max_tokens(1);
+    request.set_dispatcher(dispatcher);
+    request.set_dispatch(dispatch);
+    auto reader = stub->Generate(&ctx, request);
+    exaserve::v1::GenerateResponse response;
+    while (reader->Read(&response)) {
+    }
+    return reader->Finish();
+  };
+  REQUIRE(generate(7, 3).ok());
+  REQUIRE(generate(7, 2).ok());
+  REQUIRE(generate(9, 50).ok());
+  service.Publish();
+  CHECK(named->Next().admitted_dispatch() == 3);  // the highest of its own
+  CHECK_FALSE(anonymous->Next().has_admitted_dispatch());
+
+  named->ctx.TryCancel();
+  anonymous->ctx.TryCancel();
   service.Stop();
   served.server.Shutdown(absl::Now());
   host.Stop();

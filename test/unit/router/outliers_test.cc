@@ -49,10 +49,10 @@ TEST_CASE("An ejected replica gets no traffic") {
   }
   table.SetEjected("a", true);
   for (int i = 0; i < 10; ++i) {
-    auto r = table.Choose({"m", "", 5});
+    auto r = table.ChooseFor({"m", "", 5});
     REQUIRE(r.ok());
-    CHECK(*r == "b");
-    table.Complete(*r);
+    CHECK(r->replica == "b");
+    table.Complete(r->replica, r->dispatch);
   }
 }
 

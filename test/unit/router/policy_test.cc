@@ -178,7 +178,7 @@ TEST_CASE("The table filters by model, version, readiness and health", "[router]
   for (int i = 0; i < 5; ++i) CHECK(*table.Choose({"m", "", 10}) == "b");
   auto list = table.List();
   CHECK(list[1].open_requests == 6);
-  table.Complete("b");
+  table.Complete("b", 0);
   CHECK(table.List()[1].open_requests == 5);
 }
 
