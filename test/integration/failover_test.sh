@@ -3,20 +3,21 @@
 # (~20 ms a token, so streams are long enough to be caught mid-way). The same 16 requests —
 # greedy and seeded, SSE and non-streaming HTTP (completions and chat), gRPC through
 # exaserve-cli, and the official openai npm client — run once without faults, then again while
-#   1. node 2 is killed with SIGKILL,
-#   2. node 3 is frozen with SIGSTOP (its streams stall; the gateway's stall timeout is 1 s);
+#   1. an inference node is killed with SIGKILL,
+#   2. another is frozen with SIGSTOP (its streams stall; the gateway's stall timeout is 1 s);
 # every request must succeed with exactly the output of the fault-free run (no token lost,
-# repeated or reordered, usage counted once). Then 20 streams of 500 tokens run while node 4
-# gets SIGTERM with a 2 s drain timeout: all finish on node 5 and node 4 exits 0. Last, node 5
-# is killed with nothing left to resume on: the streams end with an explicit error after the
-# gateway's resume deadline, never a hang.
+# repeated or reordered, usage counted once). Then 20 streams of 500 tokens run while a third
+# gets SIGTERM with a 2 s drain timeout: all finish on the last node and the drained one exits
+# 0. Last, that node is killed with nothing left to resume on: the streams end with an explicit
+# error after the gateway's resume deadline, never a hang. Each fault hits the node serving the
+# most sequences at that moment, so the router's placement cannot leave it idle.
 source "$(dirname "$0")/lib.sh"
 BIN=$1
 CLI="$BIN/exaserve-cli"
 tools="$(cd "$(dirname "$0")/../tools/openai" && pwd)"
 [ -d "$tools/node_modules/openai" ] || fail "openai client not installed: run scripts/setup-deps.sh"
 work=$(mktemp -d)
-trap 'kill -CONT "${pids[3]:-}" 2>/dev/null || true; kill_nodes; rm -rf "$work"' EXIT
+trap 'kill -CONT "${pids[${frozen:-0}]:-}" 2>/dev/null || true; kill_nodes; rm -rf "$work"' EXIT
 
 EXASERVE_GATEWAY_STREAM_STALL_TIMEOUT=1s EXASERVE_GATEWAY_RESUME_DEADLINE=2s \
   start_node 1 --role gateway --log-level debug
@@ -152,6 +153,16 @@ print(f"{name}: {len(base)} requests, outputs identical to the fault-free run")
 PY
 }
 metric() { curl -s "$gw/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
+# busiest N...: of inference nodes N..., the one whose replicas hold the most sequences now.
+busiest() {
+  local n best=$1 most=-1 s
+  for n in "$@"; do
+    s=$(curl -s "http://127.0.0.1:$(port_of "$n" http_port)/metrics" | awk '
+      /^exaserve_replica_(running|waiting)_sequences[{ ]/ {s += $2} END {print s + 0}')
+    if [ "${s%.*}" -gt "$most" ]; then most=${s%.*}; best=$n; fi
+  done
+  echo "$best"
+}
 
 run_all base
 wait "${running[@]}" || true
@@ -159,26 +170,32 @@ for k in $(seq 0 3); do [ -s "$work/base.grpc$k" ] || fail "gRPC request $k prin
 
 run_all kill
 sleep 1.2
-kill -9 "${pids[2]}"
+killed=$(busiest 2 3 4 5)
+kill -9 "${pids[$killed]}"
 wait "${running[@]}" || true
-same base kill || fail "SIGKILL of node 2 changed or failed requests"
+same base kill || fail "SIGKILL of node $killed changed or failed requests"
 resumed=$(metric 'exaserve_gateway_resumes_total{cause="stream_error"}')
-[ "${resumed:-0}" != 0 ] || fail "no stream was resumed after node 2 was killed (nothing was on it?)"
-echo "kill -9: $resumed streams resumed"
+[ "${resumed:-0}" != 0 ] ||
+  fail "no stream was resumed after node $killed, the busiest, was killed (nothing was on it?)"
+echo "kill -9 of node $killed: $resumed streams resumed"
+left=(); for n in 2 3 4 5; do [ "$n" = "$killed" ] || left+=("$n"); done
 
 run_all stop
 sleep 1.2
-kill -STOP "${pids[3]}"
+frozen=$(busiest "${left[@]}")
+kill -STOP "${pids[$frozen]}"
 start=$(date +%s%N)
 wait "${running[@]}" || true
-same base stop || fail "SIGSTOP of node 3 changed or failed requests"
+same base stop || fail "SIGSTOP of node $frozen changed or failed requests"
 stalled=$(( $(metric 'exaserve_gateway_resumes_total{cause="stalled"}' || echo 0) + 0 ))
 suspect=$(( $(metric 'exaserve_gateway_resumes_total{cause="node_suspect"}' || echo 0) + 0 ))
-[ $(( stalled + suspect )) -gt 0 ] || fail "no stream left the frozen node 3"
-echo "SIGSTOP: resumed $stalled stalled and $suspect suspected streams, done $(( ($(date +%s%N) - start) / 1000000 )) ms after the freeze"
-kill -9 "${pids[3]}"
+[ $(( stalled + suspect )) -gt 0 ] || fail "no stream left the frozen node $frozen"
+echo "SIGSTOP of node $frozen: resumed $stalled stalled and $suspect suspected streams, done $(( ($(date +%s%N) - start) / 1000000 )) ms after the freeze"
+kill -9 "${pids[$frozen]}"
+left2=(); for n in "${left[@]}"; do [ "$n" = "$frozen" ] || left2+=("$n"); done
 
-# Drain: 20 streams of 500 tokens (~10 s), SIGTERM on node 4 with a 2 s drain timeout.
+# Drain: 20 streams of 500 tokens (~10 s), SIGTERM on the busier of the two nodes left with a 2 s
+# drain timeout.
 all_resumes() { curl -s "$gw/metrics" | awk '/^exaserve_gateway_resumes_total\{/ {s += $2} END {print s + 0}'; }
 before=$(all_resumes)
 firsts() { metric exaserve_gateway_ttft_seconds_count | cut -d. -f1; }
@@ -188,12 +205,14 @@ import json, sys; r = json.load(sys.stdin)
 for x in r: x['body'].update(stream=True, stream_options={'include_usage': True})
 print(json.dumps(r))")" & drain=$!
 # SIGTERM once all 20 streams have their first token (placed on replicas), not after a fixed
-# sleep: on a loaded machine the clients may not have been routed yet, and none would be on 4.
+# sleep: on a loaded machine the clients may not have been routed yet.
 drain_started() { [ $(( $(firsts || echo 0) + 0 )) -ge $(( firsts0 + 20 )) ]; }
 wait_for 20 drain_started || fail "the 20 drain streams did not start"
 sleep 0.5
-kill -TERM "${pids[4]}"
-wait "${pids[4]}" || fail "node 4 exited $? after draining"
+drained=$(busiest "${left2[@]}")
+last_node=${left2[0]}; [ "$last_node" != "$drained" ] || last_node=${left2[1]}
+kill -TERM "${pids[$drained]}"
+wait "${pids[$drained]}" || fail "node $drained exited $? after draining"
 wait $drain
 python3 - "$work/drain.json" <<'PY' || fail "streams cut by the drain"
 import json, sys
@@ -202,12 +221,12 @@ bad = {k: v for k, v in r.items() if v["error"] or v["completion_tokens"] != 500
 if bad: sys.exit(f"{len(bad)} of {len(r)} drained streams failed: {list(bad.items())[:2]}")
 print(f"drain: {len(r)} streams of 500 tokens finished, 0 errors")
 PY
-[ "$(all_resumes)" -gt "$before" ] || fail "no stream was handed over by the draining node 4"
+[ "$(all_resumes)" -gt "$before" ] || fail "no stream was handed over by the draining node $drained"
 
 # Nothing left to resume on: an explicit error after the resume deadline (2 s), never a hang.
 python3 "$work/clients.py" "$gw" "$work/last.json" "$(http_requests 300 4)" & last=$!
 sleep 1
-kill -9 "${pids[5]}"
+kill -9 "${pids[$last_node]}"
 start=$(date +%s%N)
 wait $last
 python3 - "$work/last.json" <<'PY' || fail "with no replica left"
