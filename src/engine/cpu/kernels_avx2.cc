@@ -29,8 +29,9 @@ EXA_AVX2 inline float HorizontalSum(__m256 v) {
 }
 
 // TR rows of x against NR rows of w: TR*NR independent accumulators hide FMA latency while
-// each loaded (and widened) weight vector is reused TR times.
-template <int TR, int NR, DType D>
+// each loaded (and widened) weight vector is reused TR times. P: prefetch the weight rows
+// (PrefetchAhead), for weights that stream from memory rather than sit in L2.
+template <int TR, int NR, DType D, bool P>
 EXA_AVX2 void Block(const float* x, int64_t ldx, const void* w, int64_t k, int64_t n, float* y,
                     int64_t ldy) {
   // The pragmas make GCC unroll the tiny loops fully, so the accumulators live in registers.
@@ -43,7 +44,13 @@ EXA_AVX2 void Block(const float* x, int64_t ldx, const void* w, int64_t k, int64
   for (int64_t i = 0; i < k8; i += 8) {
     __m256 wv[NR];
 #pragma GCC unroll 8
-    for (int j = 0; j < NR; ++j) wv[j] = Load8(w, D, (n + j) * k + i);
+    for (int j = 0; j < NR; ++j) {
+      // One prefetch a 64-byte line: every 16th f32 or 32nd half-precision weight.
+      if (P && (i * static_cast<int64_t>(DTypeBytes(D))) % 64 == 0) {
+        PrefetchAhead(w, (n + j) * k + i, DTypeBytes(D));
+      }
+      wv[j] = Load8(w, D, (n + j) * k + i);
+    }
 #pragma GCC unroll 8
     for (int t = 0; t < TR; ++t) {
       __m256 xv = _mm256_loadu_ps(x + t * ldx + i);
@@ -63,27 +70,28 @@ EXA_AVX2 void Block(const float* x, int64_t ldx, const void* w, int64_t k, int64
 }
 
 // Rows of x in tiles of TR; weights in groups of NR, then one at a time for the tail.
-template <int TR, int NR, DType D>
+template <int TR, int NR, DType D, bool P>
 EXA_AVX2 void RowTile(const float* x, int64_t ldx, const void* w, int64_t k, int64_t n_begin,
                       int64_t n_end, float* y, int64_t ldy) {
   int64_t n = n_begin;
-  for (; n + NR <= n_end; n += NR) Block<TR, NR, D>(x, ldx, w, k, n, y, ldy);
-  for (; n < n_end; ++n) Block<TR, 1, D>(x, ldx, w, k, n, y, ldy);
+  for (; n + NR <= n_end; n += NR) Block<TR, NR, D, P>(x, ldx, w, k, n, y, ldy);
+  for (; n < n_end; ++n) Block<TR, 1, D, P>(x, ldx, w, k, n, y, ldy);
 }
 
 // Rows [0, rows) of x (x and y already offset to the first row, y by `y_row_offset`) against
 // weight rows [n_begin, n_end).
-template <DType D>
+template <DType D, bool P>
 EXA_AVX2 void RowTiles(const float* x, int64_t ldx, int64_t rows, const void* w, int64_t k,
                        int64_t n_begin, int64_t n_end, float* y, int64_t ldy,
                        int64_t y_row_offset) {
   float* yr = y + y_row_offset;
   int64_t t = 0;
   for (; t + 4 <= rows; t += 4)
-    RowTile<4, 3, D>(x + t * ldx, ldx, w, k, n_begin, n_end, yr + t * ldy, ldy);
+    RowTile<4, 3, D, P>(x + t * ldx, ldx, w, k, n_begin, n_end, yr + t * ldy, ldy);
   for (; t + 2 <= rows; t += 2)
-    RowTile<2, 4, D>(x + t * ldx, ldx, w, k, n_begin, n_end, yr + t * ldy, ldy);
-  for (; t < rows; ++t) RowTile<1, 8, D>(x + t * ldx, ldx, w, k, n_begin, n_end, yr + t * ldy, ldy);
+    RowTile<2, 4, D, P>(x + t * ldx, ldx, w, k, n_begin, n_end, yr + t * ldy, ldy);
+  for (; t < rows; ++t)
+    RowTile<1, 8, D, P>(x + t * ldx, ldx, w, k, n_begin, n_end, yr + t * ldy, ldy);
 }
 
 EXA_AVX2 void ConvertImpl(const void* src, DType dtype, int64_t n, float* dst);
@@ -108,11 +116,16 @@ EXA_AVX2 void MatMulAvx2Typed(const float* x, int64_t ldx, int64_t rows, const v
         for (int64_t c = c0; c < c1; ++c) {
           ConvertImpl(static_cast<const uint16_t*>(w) + c * k, D, k, strip.data() + (c - c0) * k);
         }
-        RowTiles<DType::kF32>(x + r0 * ldx, ldx, r1 - r0, strip.data(), k, 0, c1 - c0, y + c0, ldy,
-                              r0 * ldy);
+        RowTiles<DType::kF32, false>(x + r0 * ldx, ldx, r1 - r0, strip.data(), k, 0, c1 - c0,
+                                     y + c0, ldy, r0 * ldy);
         continue;
       }
-      RowTiles<D>(x + r0 * ldx, ldx, r1 - r0, w, k, c0, c1, y, ldy, r0 * ldy);
+      // A few rows (decode) read each weight once, from memory: prefetch (see kernels_avx512.cc).
+      if (rows <= kPrefetchMaxRows) {
+        RowTiles<D, true>(x + r0 * ldx, ldx, r1 - r0, w, k, c0, c1, y, ldy, r0 * ldy);
+      } else {
+        RowTiles<D, false>(x + r0 * ldx, ldx, r1 - r0, w, k, c0, c1, y, ldy, r0 * ldy);
+      }
     }
   }
 }

@@ -41,8 +41,9 @@ EXA_AVX512 inline __m512 Load16(const void* w, int64_t i, __mmask16 m) {
 }
 
 // f32 and f16 weights: TR rows of x against NR weight rows, 16 columns a step. TR * NR
-// accumulators hide the FMA latency; each widened weight vector serves TR rows.
-template <int TR, int NR, DType D>
+// accumulators hide the FMA latency; each widened weight vector serves TR rows. P: prefetch the
+// weight rows (PrefetchAhead), for weights that stream from memory rather than sit in L2.
+template <int TR, int NR, DType D, bool P>
 EXA_AVX512 void Block16(const float* x, int64_t ldx, const void* w, int64_t k, int64_t n, float* y,
                         int64_t ldy) {
   __m512 acc[TR][NR];
@@ -57,6 +58,10 @@ EXA_AVX512 void Block16(const float* x, int64_t ldx, const void* w, int64_t k, i
     for (int t = 0; t < TR; ++t) xv[t] = _mm512_maskz_loadu_ps(m, x + t * ldx + i);
 #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) {
+      // One prefetch a 64-byte line: every step for f32, every other one for f16.
+      if (P && (i * static_cast<int64_t>(DTypeBytes(D))) % 64 == 0) {
+        PrefetchAhead(w, (n + j) * k + i, DTypeBytes(D));
+      }
       const __m512 wv = Load16<D>(w, (n + j) * k + i, m);
 #pragma GCC unroll 8
       for (int t = 0; t < TR; ++t) acc[t][j] = _mm512_fmadd_ps(wv, xv[t], acc[t][j]);
@@ -70,8 +75,8 @@ EXA_AVX512 void Block16(const float* x, int64_t ldx, const void* w, int64_t k, i
 
 // bf16 weights, 32 columns a step: the 32 weights load as 16 dwords, whose low halves (even
 // columns) widen with one shift and high halves (odd columns) with one mask; x comes packed with
-// its even and odd columns apart to match (PackBf16RowsAvx512).
-template <int TR, int NR>
+// its even and odd columns apart to match (PackBf16RowsAvx512). P as for Block16.
+template <int TR, int NR, bool P>
 EXA_AVX512 void BlockBf16(const float* xp, int64_t ldxp, const uint16_t* w, int64_t k, int64_t n,
                           float* y, int64_t ldy) {
   const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
@@ -90,6 +95,7 @@ EXA_AVX512 void BlockBf16(const float* xp, int64_t ldxp, const uint16_t* w, int6
     }
 #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) {
+      if (P) PrefetchAhead(w, (n + j) * k + i, 2);
       const __m512i raw = _mm512_maskz_loadu_epi16(m, w + (n + j) * k + i);
       const __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
       const __m512 wo = _mm512_castsi512_ps(_mm512_and_si512(raw, high));
@@ -106,35 +112,36 @@ EXA_AVX512 void BlockBf16(const float* xp, int64_t ldxp, const uint16_t* w, int6
     for (int j = 0; j < NR; ++j) y[t * ldy + n + j] = _mm512_reduce_add_ps(acc[t][j]);
 }
 
-template <int TR, int NR, DType D>
+template <int TR, int NR, DType D, bool P>
 EXA_AVX512 inline void Block(const float* x, int64_t ldx, const void* w, int64_t k, int64_t n,
                              float* y, int64_t ldy) {
   if constexpr (D == DType::kBF16) {
-    BlockBf16<TR, NR>(x, ldx, static_cast<const uint16_t*>(w), k, n, y, ldy);
+    BlockBf16<TR, NR, P>(x, ldx, static_cast<const uint16_t*>(w), k, n, y, ldy);
   } else {
-    Block16<TR, NR, D>(x, ldx, w, k, n, y, ldy);
+    Block16<TR, NR, D, P>(x, ldx, w, k, n, y, ldy);
   }
 }
 
 // TR rows of x against weight rows [n_begin, n_end): NR at a time, then one at a time.
-template <int TR, int NR, DType D>
+template <int TR, int NR, DType D, bool P>
 EXA_AVX512 void RowTile(const float* x, int64_t ldx, const void* w, int64_t k, int64_t n_begin,
                         int64_t n_end, float* y, int64_t ldy) {
   int64_t n = n_begin;
-  for (; n + NR <= n_end; n += NR) Block<TR, NR, D>(x, ldx, w, k, n, y, ldy);
-  for (; n < n_end; ++n) Block<TR, 1, D>(x, ldx, w, k, n, y, ldy);
+  for (; n + NR <= n_end; n += NR) Block<TR, NR, D, P>(x, ldx, w, k, n, y, ldy);
+  for (; n < n_end; ++n) Block<TR, 1, D, P>(x, ldx, w, k, n, y, ldy);
 }
 
 // Rows [0, rows) of x against weight rows [n_begin, n_end); y already offset to the first row.
-template <DType D>
+template <DType D, bool P>
 EXA_AVX512 void RowTiles(const float* x, int64_t ldx, int64_t rows, const void* w, int64_t k,
                          int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
   int64_t t = 0;
   for (; t + 4 <= rows; t += 4)
-    RowTile<4, 4, D>(x + t * ldx, ldx, w, k, n_begin, n_end, y + t * ldy, ldy);
+    RowTile<4, 4, D, P>(x + t * ldx, ldx, w, k, n_begin, n_end, y + t * ldy, ldy);
   for (; t + 2 <= rows; t += 2)
-    RowTile<2, 6, D>(x + t * ldx, ldx, w, k, n_begin, n_end, y + t * ldy, ldy);
-  for (; t < rows; ++t) RowTile<1, 8, D>(x + t * ldx, ldx, w, k, n_begin, n_end, y + t * ldy, ldy);
+    RowTile<2, 6, D, P>(x + t * ldx, ldx, w, k, n_begin, n_end, y + t * ldy, ldy);
+  for (; t < rows; ++t)
+    RowTile<1, 8, D, P>(x + t * ldx, ldx, w, k, n_begin, n_end, y + t * ldy, ldy);
 }
 
 EXA_AVX512 void ConvertImpl(const void* src, DType dtype, int64_t n, float* dst) {
@@ -172,11 +179,17 @@ EXA_AVX512 void MatMulTyped(const float* x, int64_t ldx, int64_t rows, const voi
       if (D == DType::kF16 && r1 - r0 >= kWidenRows) {
         strip.resize(static_cast<size_t>((c1 - c0) * k));
         ConvertImpl(static_cast<const uint16_t*>(w) + c0 * k, D, (c1 - c0) * k, strip.data());
-        RowTiles<DType::kF32>(x + r0 * ldx, ldx, r1 - r0, strip.data(), k, 0, c1 - c0,
-                              y + r0 * ldy + c0, ldy);
+        RowTiles<DType::kF32, false>(x + r0 * ldx, ldx, r1 - r0, strip.data(), k, 0, c1 - c0,
+                                     y + r0 * ldy + c0, ldy);
         continue;
       }
-      RowTiles<D>(x + r0 * ldx, ldx, r1 - r0, w, k, c0, c1, y + r0 * ldy, ldy);
+      // A few rows (decode) read each weight once, from memory: prefetch. More rows take the
+      // strip from L2 after the first 4, where prefetching it again only costs issue slots.
+      if (rows <= kPrefetchMaxRows) {
+        RowTiles<D, true>(x + r0 * ldx, ldx, r1 - r0, w, k, c0, c1, y + r0 * ldy, ldy);
+      } else {
+        RowTiles<D, false>(x + r0 * ldx, ldx, r1 - r0, w, k, c0, c1, y + r0 * ldy, ldy);
+      }
     }
   }
 }
