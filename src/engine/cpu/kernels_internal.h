@@ -29,7 +29,7 @@ inline float LoadScalar(const void* w, DType dtype, int64_t i) {
 // block row): the kernels prefetch each row this far ahead of the load, since one core's
 // hardware prefetchers alone left batch-1 decode well under the core's bandwidth (on an AVX-512
 // EPYC, bf16 weights read at 12 GB/s a core without it, 17 with it;
-// docs/perf/engine.md#cpu-kernel-paths).
+// docs/perf/engine.md#on-an-avx512-bf16-machine).
 inline constexpr int64_t kPrefetchBytes = 512;
 // Only for products of at most this many rows of x (decode batches): with more, a strip of weights
 // is reused from L2 and prefetching it again only costs issue slots.
