@@ -12,8 +12,9 @@
 # (scripts/make-synthetic-model.py: 0.54 B and 0.12 B shapes, BF16, then the same values as F16
 # and F32) become GGUFs through llama.cpp's gguf-py (scripts/synthetic-gguf.py). Each round runs,
 # per model, `exaserve-bench engine`, `llama-bench` (pp128, pp512, tg32) and `llama-batched-bench`
-# (8-token prompts, 32 generated, 1/8/32 sequences) for each llama.cpp build; the report prints the
-# medians over rounds and ExaServe ÷ llama.cpp.
+# (8-token prompts, 32 generated, 1/8/32 sequences) for each llama.cpp build; bf16 models run
+# ExaServe twice, exact and with --cpu-bf16-activations (llama.cpp's own bf16 numerics). The report
+# prints the medians over rounds and ExaServe ÷ llama.cpp.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 WORK=${WORK:-/tmp/llama-side-by-side}
@@ -89,6 +90,11 @@ run() {
         echo "round $r: $m" >&2
         "$BENCH" engine --model "$dir" --threads "$THREADS" --prefill-tokens 128 512 \
           --batch-sizes 1 8 32 --decode-tokens 32 --repeats 1 2>/dev/null >"$out/ours-$m-$r.json"
+        if [[ $d == bf16 ]]; then
+          "$BENCH" engine --model "$dir" --threads "$THREADS" --prefill-tokens 128 512 \
+            --batch-sizes 1 8 32 --decode-tokens 32 --repeats 1 --cpu-bf16-activations \
+            2>/dev/null >"$out/ours-bf16act-$m-$r.json"
+        fi
         for b in $BUILDS; do
           local bin="$WORK/llama.cpp/build-$b/bin"
           "$bin/llama-bench" -m "$dir.gguf" -t "$THREADS" -p 128,512 -n 32 -r 1 -o json \
@@ -107,9 +113,9 @@ report() {
 import glob, json, statistics, sys
 out, shapes, dtypes, builds = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), sys.argv[4].split()
 med = lambda v: statistics.median(v) if v else float("nan")
-def ours(m):
+def ours(m, variant=""):
     rows = {}
-    for f in glob.glob(f"{out}/ours-{m}-*.json"):
+    for f in glob.glob(f"{out}/ours-{variant}{m}-*.json"):
         d = json.load(open(f))
         for p in d["prefill"]: rows.setdefault(f"prefill {p['tokens']}", []).append(p["tokens_per_s"])
         for x in d["decode"]: rows.setdefault(f"decode b{x['batch']}", []).append(x["tokens_per_s"])
@@ -129,11 +135,12 @@ def llama(b, m):
             if t["pl"] > 1: rows.setdefault(f"decode b{t['pl']}", []).append(t["speed_tg"])
     return rows
 for s in shapes:
-    for d in dtypes:
+    for d, variant in [(d, v) for d in dtypes for v in ([""] + (["bf16act-"] if d == "bf16" else []))]:
         m = f"{s}-{d}"
-        o = ours(m)
+        o = ours(m, variant)
         if not o: continue
-        print(f"\n{m}: {len(o['isa'])} rounds, ExaServe path {o['isa'][0]}, copy rate "
+        print(f"\n{m}{' --cpu-bf16-activations' if variant else ''}: {len(o['isa'])} rounds, "
+              f"ExaServe path {o['isa'][0]}, copy rate "
               f"{med(o['bw']):.1f} GB/s, decode_bw_efficiency {med(o['eff']):.2f}")
         ls = {b: llama(b, m) for b in builds}
         print(f"{'':12} {'ExaServe':>9} " + " ".join(f"{'llama ' + b:>14} {'ratio':>6}" for b in builds))

@@ -40,6 +40,11 @@ struct EngineOptions {
   // step's ~100 parallel regions on a machine the engine has to itself; on one with more runnable
   // threads than cores it costs more than it saves (docs/perf/engine.md), so 0 there.
   int cpu_spin_us = 50;
+  // CPU backend, bf16 weights: round activations to bf16 before each matrix product, as a bf16
+  // model computes in PyTorch or llama.cpp; on CPUs with AVX512-BF16 the products then run at
+  // twice the fp32 rate (docs/architecture.md#cpu-backend). Off: activations stay fp32 and every
+  // product is exact (the reference numerics).
+  bool cpu_bf16_activations = false;
   int device = 0;                               // backend "cuda": the GPU's CUDA index
   int64_t kv_cache_bytes = int64_t{256} << 20;  // fixes the block count up front
   int32_t kv_block_size = 16;                   // vLLM's default block size

@@ -41,6 +41,7 @@ absl::StatusOr<std::unique_ptr<Engine>> CreateCpuEngine(
   }
   auto backend =
       std::make_unique<cpu::CpuBackend>(o.threads, DType::kF32, absl::Microseconds(o.cpu_spin_us));
+  if (o.cpu_bf16_activations) backend->set_matmul_input_rounding(DType::kBF16, 1);
   EXA_RETURN_IF_ERROR(backend->AllocateKvCache(
       {config.num_layers, info.kv_blocks_total, o.kv_block_size, config.kv_dim()}));
   EXA_ASSIGN_OR_RETURN(auto model,

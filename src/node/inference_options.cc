@@ -73,6 +73,34 @@ absl::Status ValidateModelSpec(const std::string& text) {
   return absl::OkStatus();
 }
 
+// The sim backend's drill knobs (slow, failing, leaking and stalled replicas).
+void RegisterSimDrillConfig(config::Schema& s, const std::string& p, InferenceOptions* o) {
+  s.Add<double>(p + ".sim_slowdown", &o->sim_slowdown,
+                "sim backend: factor on every modeled step time (a slow-replica drill)",
+                [](const double& v) {
+                  return v >= 1 && v <= 100 ? std::string() : StrCat(v, ": must be in [1, 100]");
+                });
+  s.Add<std::vector<std::string>>(
+      p + ".sim_slow_versions", &o->sim_slow_versions,
+      "sim backend: versions sim_slowdown applies to (a bad-release drill); empty: every replica");
+  s.Add<int>(
+      p + ".sim_fail_every_steps", &o->sim_fail_every_steps,
+      "sim backend: every this-many-th step fails with the requests in it (a "
+      "failing-release drill); 0: off",
+      [](const int& v) { return v >= 0 && v <= 1024 ? "" : StrCat(v, ": expected 0-1024"); });
+  s.Add<std::vector<std::string>>(
+      p + ".sim_failing_versions", &o->sim_failing_versions,
+      "sim backend: versions sim_fail_every_steps applies to; empty: every replica");
+  s.Add(p + ".sim_leak_bytes_per_step", &o->sim_leak_bytes_per_step,
+        "sim backend: every step keeps this many more bytes for good, up to 1 GiB (a "
+        "leaking-release drill); 0: off");
+  s.Add<std::vector<std::string>>(
+      p + ".sim_leaking_versions", &o->sim_leaking_versions,
+      "sim backend: versions sim_leak_bytes_per_step applies to; empty: every replica");
+  s.Add(p + ".sim_stall_file", &o->sim_stall_file,
+        "sim backend: while this file exists every step loop hangs (a drill); empty: off");
+}
+
 }  // namespace
 
 absl::Status ValidateModels(const InferenceOptions& o) {
@@ -122,33 +150,14 @@ void RegisterConfig(config::Schema& s, std::string_view section, InferenceOption
   s.Add(p + ".burn_in", &o->burn_in,
         "cuda backend: GEMM and copy burn-in on every GPU at start; failing taints the node "
         "(burn-in-failed) and starts no replica");
-  s.Add<double>(p + ".sim_slowdown", &o->sim_slowdown,
-                "sim backend: factor on every modeled step time (a slow-replica drill)",
-                [](const double& v) {
-                  return v >= 1 && v <= 100 ? std::string() : StrCat(v, ": must be in [1, 100]");
-                });
-  s.Add<std::vector<std::string>>(
-      p + ".sim_slow_versions", &o->sim_slow_versions,
-      "sim backend: versions sim_slowdown applies to (a bad-release drill); empty: every replica");
-  s.Add<int>(
-      p + ".sim_fail_every_steps", &o->sim_fail_every_steps,
-      "sim backend: every this-many-th step fails with the requests in it (a "
-      "failing-release drill); 0: off",
-      [](const int& v) { return v >= 0 && v <= 1024 ? "" : StrCat(v, ": expected 0-1024"); });
-  s.Add<std::vector<std::string>>(
-      p + ".sim_failing_versions", &o->sim_failing_versions,
-      "sim backend: versions sim_fail_every_steps applies to; empty: every replica");
-  s.Add(p + ".sim_leak_bytes_per_step", &o->sim_leak_bytes_per_step,
-        "sim backend: every step keeps this many more bytes for good, up to 1 GiB (a "
-        "leaking-release drill); 0: off");
-  s.Add<std::vector<std::string>>(
-      p + ".sim_leaking_versions", &o->sim_leaking_versions,
-      "sim backend: versions sim_leak_bytes_per_step applies to; empty: every replica");
-  s.Add(p + ".sim_stall_file", &o->sim_stall_file,
-        "sim backend: while this file exists every step loop hangs (a drill); empty: off");
+  RegisterSimDrillConfig(s, p, o);
   s.Add<int>(
       p + ".threads", &o->threads, "CPU threads per replica; 0: one per hardware thread",
       [](const int& v) { return v >= 0 && v <= 1024 ? "" : StrCat(v, ": expected 0-1024"); });
+  s.Add(p + ".cpu_bf16_activations", &o->cpu_bf16_activations,
+        "cpu backend, bf16 weights: round activations to bf16 before each matrix product (the "
+        "numerics of a bf16 model run in bf16; twice the fp32 rate on AVX512-BF16 CPUs); false: "
+        "exact fp32 products");
   s.Add(p + ".kv_cache_bytes", &o->kv_cache_bytes, "KV cache per replica, reserved at start");
   s.Add<int>(p + ".max_batch_tokens", &o->max_batch_tokens, "tokens per engine step", Positive);
   s.Add<int>(p + ".max_running", &o->max_running, "sequences batched at once", Positive);

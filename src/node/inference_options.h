@@ -26,6 +26,8 @@ struct InferenceOptions {
   int replicas_per_model = 1;
   std::string backend = "cpu";  // cpu, cuda or sim
   int threads = 0;              // per replica; 0: one per hardware thread
+  // cpu backend: engine::EngineOptions::cpu_bf16_activations.
+  bool cpu_bf16_activations = false;
   config::Bytes kv_cache_bytes{64 << 20};
   int max_batch_tokens = 512;
   int max_running = 64;

@@ -69,6 +69,7 @@ engine::EngineOptions ReplicaHost::EngineOptionsFor(const ServedModel& model,
   eo.backend = backend;
   eo.device = std::max(device, 0);
   eo.threads = options_.threads;
+  eo.cpu_bf16_activations = options_.cpu_bf16_activations;
   eo.kv_cache_bytes = kv_cache_bytes;
   eo.max_batch_tokens = options_.max_batch_tokens;
   eo.max_running = options_.max_running;

@@ -53,6 +53,9 @@ CLI::App* AddEngineCommand(CLI::App& app, exa::engine::EngineBenchOptions* engin
       ->add_option("--cpu-spin-us", engine->cpu_spin_us,
                    "backend cpu: idle pool threads spin this long before blocking (default 50)")
       ->check(CLI::Range(0, 1000000));
+  engine_cmd->add_flag("--cpu-bf16-activations", engine->cpu_bf16_activations,
+                       "backend cpu, bf16 weights: round activations to bf16 before each matrix "
+                       "product (AVX512-BF16: twice the fp32 rate); default: exact fp32");
   engine_cmd->add_option("--isa", engine->isa,
                          "backend cpu: force a kernel path (scalar, avx2, avx512, avx512bf16)");
   engine_cmd->add_option("--decode-tokens", engine->decode_tokens, "tokens per decode round")

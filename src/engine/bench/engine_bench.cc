@@ -394,6 +394,7 @@ absl::StatusOr<json> RunEngineBench(const EngineBenchOptions& o) {
   eo.device = o.device;
   eo.threads = o.threads;
   eo.cpu_spin_us = o.cpu_spin_us;
+  eo.cpu_bf16_activations = o.cpu_bf16_activations;
   eo.kv_cache_bytes = o.kv_cache_bytes;
   eo.max_running = std::max(64, *std::max_element(o.batch_sizes.begin(), o.batch_sizes.end()));
   const int32_t longest = o.prefill_tokens.empty()
@@ -413,6 +414,7 @@ absl::StatusOr<json> RunEngineBench(const EngineBenchOptions& o) {
   if (o.backend == "cpu") {
     out["cpu_isa"] = std::string(cpu::IsaName(cpu::ActiveIsa()));
     out["cpu_spin_us"] = o.cpu_spin_us;
+    out["cpu_bf16_activations"] = o.cpu_bf16_activations;
   }
   EXA_RETURN_IF_ERROR(MeasureThroughput(*engine, o, out));
   out["repeats"] = o.repeats;

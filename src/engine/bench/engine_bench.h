@@ -43,8 +43,9 @@ struct EngineBenchOptions {
   // Backend cpu: force this kernel path (cpu_isa.h names: scalar, avx2, avx512, avx512bf16);
   // empty: the best the CPU supports.
   std::string isa;
-  int cpu_spin_us = 50;        // backend cpu: EngineOptions::cpu_spin_us
-  int32_t decode_tokens = 16;  // generated per sequence in each decode measurement
+  int cpu_spin_us = 50;               // backend cpu: EngineOptions::cpu_spin_us
+  bool cpu_bf16_activations = false;  // backend cpu: EngineOptions::cpu_bf16_activations
+  int32_t decode_tokens = 16;         // generated per sequence in each decode measurement
   std::vector<int32_t> batch_sizes = {1, 8, 32};
   int64_t kv_cache_bytes = int64_t{512} << 20;
   int64_t memcpy_bytes = int64_t{256} << 20;

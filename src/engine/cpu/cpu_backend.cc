@@ -109,14 +109,14 @@ void CpuBackend::MatMul(Buffer x, const Weight& w, const Weight* bias, Buffer ou
 }
 
 void CpuBackend::MatMulShared(Buffer x, std::span<const MatMulTarget> targets) {
-  if (matmul_input_rounding_ != DType::kF32 && x.rows >= matmul_rounding_min_rows_ &&
-      !targets.empty() && targets[0].w->dtype != DType::kF32) {
-    // The device's numerics (set_matmul_input_rounding): x narrowed to the weights' half type.
+  const bool narrow = matmul_input_rounding_ != DType::kF32 &&
+                      x.rows >= matmul_rounding_min_rows_ && !targets.empty() &&
+                      targets[0].w->dtype == matmul_input_rounding_;
+  // x narrowed to the weights' half type (set_matmul_input_rounding): to bf16 as the input is
+  // packed (MatMulInput), where the AVX512-BF16 kernel keeps it as bf16; to fp16 here.
+  if (narrow && matmul_input_rounding_ == DType::kF16) {
     rounded_x_.resize(static_cast<size_t>(x.rows * x.cols));
-    for (int64_t i = 0; i < x.rows * x.cols; ++i) {
-      rounded_x_[i] = matmul_input_rounding_ == DType::kBF16 ? Bf16ToF32(F32ToBf16(x.data[i]))
-                                                             : F16ToF32(F32ToF16(x.data[i]));
-    }
+    for (int64_t i = 0; i < x.rows * x.cols; ++i) rounded_x_[i] = F16ToF32(F32ToF16(x.data[i]));
     x.data = rounded_x_.data();
   }
   // Work is split in groups of 16 weight rows across all targets: enough pieces to balance the
@@ -130,7 +130,7 @@ void CpuBackend::MatMulShared(Buffer x, std::span<const MatMulTarget> targets) {
         << "] out[" << t.out.rows << "," << t.out.cols << "]";
     first_group[i + 1] = first_group[i] + (t.w->rows + kGroup - 1) / kGroup;
   }
-  PrepareInputs(x, targets);
+  PrepareInputs(x, targets, narrow && matmul_input_rounding_ == DType::kBF16);
   const int64_t groups = first_group.back();
   auto run = [&](int64_t begin, int64_t end) {
     for (size_t i = 0; i < targets.size(); ++i) {
@@ -151,13 +151,14 @@ void CpuBackend::MatMulShared(Buffer x, std::span<const MatMulTarget> targets) {
   }
 }
 
-void CpuBackend::PrepareInputs(Buffer x, std::span<const MatMulTarget> targets) {
+void CpuBackend::PrepareInputs(Buffer x, std::span<const MatMulTarget> targets,
+                               bool round_to_bf16) {
   bool needed[3] = {false, false, false};
   for (const MatMulTarget& t : targets) needed[static_cast<size_t>(t.w->dtype)] = true;
   for (size_t d = 0; d < 3; ++d) {
     if (!needed[d]) continue;
     MatMulInput& in = inputs_[d];
-    in.Reset(x.data, x.cols, x.rows, x.cols, static_cast<DType>(d));
+    in.Reset(x.data, x.cols, x.rows, x.cols, static_cast<DType>(d), round_to_bf16);
     if (in.needs_pack()) {
       ParallelRows(x.rows, x.cols, [&](int64_t begin, int64_t end) { in.PackRows(begin, end); });
     }

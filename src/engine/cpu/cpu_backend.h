@@ -30,9 +30,11 @@ class CpuBackend final : public Backend {
                       absl::Duration spin = absl::Microseconds(50));
   int64_t held_bytes() const override { return held_bytes_; }
 
-  // A reference for a device's precision policy, for cross-backend tests: products of x with at
-  // least `min_rows` rows round x to `type` (bf16 / fp16) first, as the CUDA backend narrows
-  // activations for cuBLAS above its GEMV's rows (kernels/gemv.h). Default: never.
+  // Products of x with at least `min_rows` rows against weights of `type` (bf16 / fp16) round x
+  // to `type` first. For cross-backend tests, a reference for the CUDA backend, which narrows
+  // activations for cuBLAS above its GEMV's rows (kernels/gemv.h); with bf16 from one row, the
+  // numerics of a bf16 model run in bf16 (EngineOptions::cpu_bf16_activations), which the
+  // AVX512-BF16 kernel computes at twice the rate. Default: never.
   void set_matmul_input_rounding(DType type, int64_t min_rows) {
     matmul_input_rounding_ = type;
     matmul_rounding_min_rows_ = min_rows;
@@ -62,8 +64,9 @@ class CpuBackend final : public Backend {
  private:
   float* KeyAt(int32_t layer, int32_t slot) const;
   float* ValueAt(int32_t layer, int32_t slot) const;
-  // inputs_[dtype] made ready for every weight dtype among `targets`.
-  void PrepareInputs(Buffer x, std::span<const MatMulTarget> targets);
+  // inputs_[dtype] made ready for every weight dtype among `targets`; `round_to_bf16` as for
+  // MatMulInput::Reset.
+  void PrepareInputs(Buffer x, std::span<const MatMulTarget> targets, bool round_to_bf16);
 
   // ParallelFor for element-wise work: inline when too small to be worth waking the pool (each
   // wake costs tens of microseconds, more on a busy machine; decode runs hundreds per token).

@@ -28,27 +28,55 @@ bool Avx512(Isa isa) { return isa >= Isa::kAvx512; }
 
 }  // namespace
 
-void MatMulInput::Reset(const float* x, int64_t ldx, int64_t rows, int64_t k, DType weight_dtype) {
+void MatMulInput::Reset(const float* x, int64_t ldx, int64_t rows, int64_t k, DType weight_dtype,
+                        bool round_to_bf16) {
   isa_ = ActiveIsa();
   dtype_ = weight_dtype;
   x_ = x;
   ldx_ = ldx;
   rows_ = rows;
   k_ = k;
-  needs_pack_ = Avx512(isa_) && weight_dtype == DType::kBF16;
+  round_ = round_to_bf16 && weight_dtype == DType::kBF16;
+  bf16_rows_ = round_ && isa_ >= Isa::kAvx512Bf16;
+  even_odd_ = Avx512(isa_) && weight_dtype == DType::kBF16 && !bf16_rows_;
+  needs_pack_ = round_ || even_odd_;
   if (!needs_pack_) return;
-  packed_stride_ = internal::PackedBf16Stride(k);
-  packed_.resize(static_cast<size_t>(rows * packed_stride_));
+  packed_stride_ = bf16_rows_ || even_odd_ ? internal::PackedBf16Stride(k) : k;
+  if (bf16_rows_) {
+    packed_bf16_.resize(static_cast<size_t>(rows * packed_stride_));
+  } else {
+    packed_.resize(static_cast<size_t>(rows * packed_stride_));
+  }
 }
 
 void MatMulInput::PackRows(int64_t begin, int64_t end) {
   if (!needs_pack_ || begin >= end) return;
-  internal::PackBf16RowsAvx512(x_ + begin * ldx_, ldx_, end - begin, k_,
-                               packed_.data() + begin * packed_stride_);
+  if (bf16_rows_) {
+    return internal::PackBf16InputAvx512Bf16(x_ + begin * ldx_, ldx_, end - begin, k_,
+                                             packed_bf16_.data() + begin * packed_stride_);
+  }
+  thread_local std::vector<float> rounded;
+  for (int64_t r = begin; r < end; ++r) {
+    const float* row = x_ + r * ldx_;
+    float* out = packed_.data() + r * packed_stride_;
+    if (round_) {
+      // Rounded where the kernels read it, or into scratch when they read it rearranged.
+      if (even_odd_) rounded.resize(static_cast<size_t>(k_));
+      float* dst = even_odd_ ? rounded.data() : out;
+      for (int64_t i = 0; i < k_; ++i) dst[i] = Bf16ToF32(F32ToBf16(row[i]));
+      row = dst;
+    }
+    if (even_odd_) internal::PackBf16RowsAvx512(row, k_, 1, k_, out);
+  }
 }
 
 void MatMulRange(const MatMulInput& x, const void* w, int64_t n_begin, int64_t n_end, float* y,
                  int64_t ldy) {
+  if (x.bf16_rows()) {
+    return internal::MatMulAvx512Bf16(x.bf16_data(), x.stride(), x.rows(),
+                                      static_cast<const uint16_t*>(w), x.k(), n_begin, n_end, y,
+                                      ldy);
+  }
   switch (x.isa()) {
     case Isa::kScalar:
       return MatMulScalar(x.data(), x.stride(), x.rows(), w, x.dtype(), x.k(), n_begin, n_end, y,
@@ -64,9 +92,9 @@ void MatMulRange(const MatMulInput& x, const void* w, int64_t n_begin, int64_t n
 }
 
 void MatMulRange(const float* x, int64_t ldx, int64_t rows, const void* w, DType dtype, int64_t k,
-                 int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
+                 int64_t n_begin, int64_t n_end, float* y, int64_t ldy, bool round_to_bf16) {
   thread_local MatMulInput input;
-  input.Reset(x, ldx, rows, k, dtype);
+  input.Reset(x, ldx, rows, k, dtype, round_to_bf16);
   if (input.needs_pack()) input.PackRows(0, rows);
   MatMulRange(input, w, n_begin, n_end, y, ldy);
 }

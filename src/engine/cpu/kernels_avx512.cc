@@ -136,6 +136,12 @@ template <DType D, bool P>
 EXA_AVX512 void RowTiles(const float* x, int64_t ldx, int64_t rows, const void* w, int64_t k,
                          int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
   int64_t t = 0;
+  // 6 x 4 tiles for f32 and f16 weights: each weight vector serves 6 rows, which measured 10 %
+  // faster than 4 x 4 on an AVX-512 EPYC; bf16 weights need two x registers a row and stay at 4.
+  if constexpr (D != DType::kBF16) {
+    for (; t + 6 <= rows; t += 6)
+      RowTile<6, 4, D, P>(x + t * ldx, ldx, w, k, n_begin, n_end, y + t * ldy, ldy);
+  }
   for (; t + 4 <= rows; t += 4)
     RowTile<4, 4, D, P>(x + t * ldx, ldx, w, k, n_begin, n_end, y + t * ldy, ldy);
   for (; t + 2 <= rows; t += 2)

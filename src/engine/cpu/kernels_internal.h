@@ -61,4 +61,11 @@ bool AttendHeadAvx512(const float* q, const float* keys, const float* values, co
                       int64_t slot_stride, int32_t len, int32_t head_dim, float scale,
                       float* scores, float* out);
 
+// AVX512-BF16: bf16 weights against x rounded to bf16 (vdpbf16ps). x is packed by
+// PackBf16InputAvx512Bf16: each row rounded to bf16 and zero-padded to PackedBf16Stride(k).
+void PackBf16InputAvx512Bf16(const float* x, int64_t ldx, int64_t rows, int64_t k,
+                             uint16_t* packed);
+void MatMulAvx512Bf16(const uint16_t* x, int64_t ldx, int64_t rows, const uint16_t* w, int64_t k,
+                      int64_t n_begin, int64_t n_end, float* y, int64_t ldy);
+
 }  // namespace exa::engine::cpu::internal

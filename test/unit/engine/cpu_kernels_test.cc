@@ -37,30 +37,37 @@ Weights RandomWeights(DType dtype, int64_t n, int64_t k, std::mt19937& rng) {
 }
 
 std::vector<float> Run(const std::vector<float>& x, int64_t rows, const Weights& w, int64_t n,
-                       int64_t k, Isa isa) {
+                       int64_t k, Isa isa, bool round_to_bf16 = false) {
   REQUIRE(ForceIsa(isa));
   std::vector<float> y(rows * n, -1.0f);
-  MatMulRange(x.data(), k, rows, w.bytes.data(), w.dtype, k, 0, n, y.data(), n);
+  MatMulRange(x.data(), k, rows, w.bytes.data(), w.dtype, k, 0, n, y.data(), n, round_to_bf16);
   ForceIsa(std::nullopt);
   return y;
 }
 
-// One vector path against the scalar kernel, and its batch invariance, for one shape.
-void CheckPath(Isa isa, DType dtype, int64_t rows, int64_t n, int64_t k, std::mt19937& rng) {
+// One vector path against the scalar kernel, and its batch invariance, for one shape; with
+// `round_to_bf16`, against the scalar kernel on x rounded to bf16 by hand.
+void CheckPath(Isa isa, DType dtype, int64_t rows, int64_t n, int64_t k, std::mt19937& rng,
+               bool round_to_bf16 = false) {
   std::normal_distribution<float> dist(0.0f, 1.0f);
   Weights w = RandomWeights(dtype, n, k, rng);
   std::vector<float> x(rows * k);
   for (float& v : x) v = dist(rng);
-  const auto fast = Run(x, rows, w, n, k, isa);
-  const auto slow = Run(x, rows, w, n, k, Isa::kScalar);
+  std::vector<float> rounded = x;
+  if (round_to_bf16) {
+    for (float& v : rounded) v = Bf16ToF32(F32ToBf16(v));
+  }
+  const auto fast = Run(x, rows, w, n, k, isa, round_to_bf16);
+  const auto slow = Run(rounded, rows, w, n, k, Isa::kScalar);
   for (int64_t i = 0; i < rows * n; ++i) {
-    INFO(IsaName(isa) << " dtype " << DTypeName(dtype) << " k " << k << " element " << i);
+    INFO(IsaName(isa) << " dtype " << DTypeName(dtype) << " k " << k << " element " << i
+                      << (round_to_bf16 ? " x rounded to bf16" : ""));
     CHECK(fast[i] == Approx(slow[i]).epsilon(1e-5).margin(1e-4));
   }
   // Batch invariance: each row alone gives bitwise the same result as within the batch.
   for (int64_t r = 0; r < rows; ++r) {
     std::vector<float> one(x.begin() + r * k, x.begin() + (r + 1) * k);
-    const auto alone = Run(one, 1, w, n, k, isa);
+    const auto alone = Run(one, 1, w, n, k, isa, round_to_bf16);
     for (int64_t j = 0; j < n; ++j) {
       INFO(IsaName(isa) << " dtype " << DTypeName(dtype) << " k " << k << " row " << r);
       CHECK(alone[j] == fast[r * n + j]);
@@ -78,11 +85,26 @@ TEST_CASE("every vector path agrees with the scalar kernel on every dtype and sh
   for (Isa isa : isas) {
     if (isa == Isa::kScalar) continue;
     for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
-      // 11 rows and 19 outputs exercise 4-, 2- and 1-row tiles and block tails; 70 rows cross a
-      // row tile and take the widened-strip path.
+      // 11 rows and 19 outputs exercise 6-, 4-, 2- and 1-row tiles and block tails; 70 rows
+      // cross a row tile and take the widened-strip path.
       for (int64_t k : {1, 7, 8, 17, 37, 64, 256, 300}) CheckPath(isa, dtype, 11, 19, k, rng);
       CheckPath(isa, dtype, 70, 37, 96, rng);
     }
+  }
+}
+
+TEST_CASE("x rounded to bf16 for bf16 weights gives the same products on every path",
+          "[engine][cpu]") {
+  // On AVX512-BF16 this is the vdpbf16ps kernel; elsewhere the exact kernels on rounded x. 13
+  // rows exercise its 6-, 4-, 2- and 1-row tiles; 70 rows cross a row tile.
+  std::mt19937 rng(4);
+  for (Isa isa : SupportedIsas()) {
+    for (int64_t k : {1, 7, 17, 32, 33, 64, 300}) {
+      CheckPath(isa, DType::kBF16, 13, 19, k, rng, /*round_to_bf16=*/true);
+    }
+    CheckPath(isa, DType::kBF16, 70, 37, 96, rng, /*round_to_bf16=*/true);
+    // Rounding asks nothing of other dtypes: their products stay exact.
+    CheckPath(isa, DType::kF16, 5, 9, 40, rng, /*round_to_bf16=*/false);
   }
 }
 

@@ -1,0 +1,128 @@
+// The AVX512-BF16 kernel (docs/architecture.md#cpu-backend): bf16 weights against x rounded to
+// bf16, 32 columns a vdpbf16ps, which does twice the multiply-adds of an fp32 FMA and needs no
+// widening. Each product of two bf16 values is exact in fp32; each lane sums its column pairs in
+// k order and the 16 lanes are reduced in a fixed order at the end, so, as in the other kernels,
+// a result does not depend on the tile it was computed in (batch invariance).
+// GCC 12's AVX-512 headers start some intrinsics from _mm512_undefined_*(), which its
+// uninitialised-use warnings flag inside every caller.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "engine/cpu/kernels_internal.h"
+
+namespace exa::engine::cpu::internal {
+namespace {
+
+#define EXA_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma,f16c")))
+
+inline __mmask32 Mask32(int64_t n) {
+  if (n <= 0) return 0;
+  return n >= 32 ? 0xffffffffu : (1u << n) - 1;
+}
+
+// TR rows of packed x against NR weight rows, 32 columns a step. x rows are zero-padded to a
+// multiple of 32 (PackBf16InputAvx512Bf16), so only the weights need a mask at the tail. P:
+// prefetch the weight rows (PrefetchAhead), for weights that stream from memory.
+template <int TR, int NR, bool P>
+EXA_AVX512BF16 void Block(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t k, int64_t n,
+                          float* y, int64_t ldy) {
+  __m512 acc[TR][NR];
+#pragma GCC unroll 8
+  for (int t = 0; t < TR; ++t)
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) acc[t][j] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < k; i += 32) {
+    const __mmask32 m = Mask32(k - i);
+    __m512bh xv[TR];
+#pragma GCC unroll 8
+    for (int t = 0; t < TR; ++t) xv[t] = (__m512bh)_mm512_loadu_si512(x + t * ldx + i);
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) {
+      if (P) PrefetchAhead(w, (n + j) * k + i, 2);
+      const __m512bh wv = (__m512bh)_mm512_maskz_loadu_epi16(m, w + (n + j) * k + i);
+#pragma GCC unroll 8
+      for (int t = 0; t < TR; ++t) acc[t][j] = _mm512_dpbf16_ps(acc[t][j], xv[t], wv);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < TR; ++t)
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) y[t * ldy + n + j] = _mm512_reduce_add_ps(acc[t][j]);
+}
+
+// TR rows of x against weight rows [n_begin, n_end): NR at a time, then one at a time.
+template <int TR, int NR, bool P>
+EXA_AVX512BF16 void RowTile(const uint16_t* x, int64_t ldx, const uint16_t* w, int64_t k,
+                            int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
+  int64_t n = n_begin;
+  for (; n + NR <= n_end; n += NR) Block<TR, NR, P>(x, ldx, w, k, n, y, ldy);
+  for (; n < n_end; ++n) Block<TR, 1, P>(x, ldx, w, k, n, y, ldy);
+}
+
+// Rows [0, rows) of x against weight rows [n_begin, n_end); y already offset to the first row.
+// 6 x 4 tiles measured fastest on an AVX-512 EPYC (docs/perf/engine.md): 24 accumulators hide
+// the latency and each weight vector serves 6 rows.
+template <bool P>
+EXA_AVX512BF16 void RowTiles(const uint16_t* x, int64_t ldx, int64_t rows, const uint16_t* w,
+                             int64_t k, int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
+  int64_t t = 0;
+  for (; t + 6 <= rows; t += 6)
+    RowTile<6, 4, P>(x + t * ldx, ldx, w, k, n_begin, n_end, y + t * ldy, ldy);
+  for (; t + 4 <= rows; t += 4)
+    RowTile<4, 4, P>(x + t * ldx, ldx, w, k, n_begin, n_end, y + t * ldy, ldy);
+  for (; t + 2 <= rows; t += 2)
+    RowTile<2, 8, P>(x + t * ldx, ldx, w, k, n_begin, n_end, y + t * ldy, ldy);
+  for (; t < rows; ++t) RowTile<1, 8, P>(x + t * ldx, ldx, w, k, n_begin, n_end, y + t * ldy, ldy);
+}
+
+// Weight strips of about this many bytes stay in L2 while a tile of x rows passes them.
+constexpr int64_t kStripBytes = 256 << 10;
+
+EXA_AVX512BF16 void MatMulImpl(const uint16_t* x, int64_t ldx, int64_t rows, const uint16_t* w,
+                               int64_t k, int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
+  constexpr int64_t kRowTile = 64;
+  const int64_t col_tile = std::clamp<int64_t>(kStripBytes / (k * 2) / 4 * 4, 4, 128);
+  for (int64_t r0 = 0; r0 < rows; r0 += kRowTile) {
+    const int64_t r1 = std::min(rows, r0 + kRowTile);
+    for (int64_t c0 = n_begin; c0 < n_end; c0 += col_tile) {
+      const int64_t c1 = std::min(n_end, c0 + col_tile);
+      if (rows <= kPrefetchMaxRows) {
+        RowTiles<true>(x + r0 * ldx, ldx, r1 - r0, w, k, c0, c1, y + r0 * ldy, ldy);
+      } else {
+        RowTiles<false>(x + r0 * ldx, ldx, r1 - r0, w, k, c0, c1, y + r0 * ldy, ldy);
+      }
+    }
+  }
+}
+
+EXA_AVX512BF16 void PackImpl(const float* x, int64_t ldx, int64_t rows, int64_t k,
+                             uint16_t* packed) {
+  const int64_t stride = PackedBf16Stride(k);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * ldx;
+    uint16_t* out = packed + r * stride;
+    for (int64_t i = 0; i < stride; i += 32) {
+      const __m512 lo = _mm512_maskz_loadu_ps(static_cast<__mmask16>(Mask32(k - i)), xr + i);
+      const __m512 hi =
+          _mm512_maskz_loadu_ps(static_cast<__mmask16>(Mask32(k - i - 16)), xr + i + 16);
+      _mm512_storeu_si512(out + i, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    }
+  }
+}
+
+}  // namespace
+
+void PackBf16InputAvx512Bf16(const float* x, int64_t ldx, int64_t rows, int64_t k,
+                             uint16_t* packed) {
+  PackImpl(x, ldx, rows, k, packed);
+}
+
+void MatMulAvx512Bf16(const uint16_t* x, int64_t ldx, int64_t rows, const uint16_t* w, int64_t k,
+                      int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
+  MatMulImpl(x, ldx, rows, w, k, n_begin, n_end, y, ldy);
+}
+
+}  // namespace exa::engine::cpu::internal
