@@ -97,10 +97,10 @@ void CpuBackend::RmsNorm(Buffer x, const Weight& weight, float eps, Buffer out) 
 }
 
 void CpuBackend::ParallelRows(int64_t rows, int64_t cost_per_row,
-                              const std::function<void(int64_t, int64_t)>& fn) {
+                              const std::function<void(int64_t, int64_t)>& fn, int64_t chunks) {
   constexpr int64_t kInlineCost = 1 << 15;  // elements; below this one thread is faster
   if (rows * cost_per_row < kInlineCost) return fn(0, rows);
-  pool_.ParallelFor(rows, fn);
+  pool_.ParallelFor(rows, fn, chunks);
 }
 
 void CpuBackend::MatMul(Buffer x, const Weight& w, const Weight* bias, Buffer out) {
@@ -216,37 +216,40 @@ void CpuBackend::Attention(int32_t layer, Buffer q, const AttentionParams& p,
   for (int32_t pos : layout.positions) max_len = std::max(max_len, pos + 1);
   const float* keys = KeyAt(layer, 0);
   const float* values = ValueAt(layer, 0);
-  ParallelRows(q.rows * p.num_heads, int64_t{max_len} * p.head_dim * 2,
-               [&](int64_t begin, int64_t end) {
-                 std::vector<float> scores(max_len);
-                 std::vector<int32_t> slots;  // of token `slots_of`'s positions
-                 int64_t slots_of = -1;
-                 for (int64_t i = begin; i < end; ++i) {
-                   const int64_t t = i / p.num_heads;
-                   const int32_t h = static_cast<int32_t>(i % p.num_heads);
-                   const int32_t len = layout.positions[t] + 1;
-                   if (slots_of != t) {
-                     const std::vector<int32_t>& blocks = layout.block_tables[layout.token_seq[t]];
-                     slots.resize(len);
-                     for (int32_t j = 0; j < len; ++j) {
-                       slots[j] = blocks[j / p.block_size] * p.block_size + j % p.block_size;
-                     }
-                     slots_of = t;
-                   }
-                   const int64_t head = int64_t{h / group} * p.head_dim;
-                   AttendHead(q.data + t * q.cols + h * p.head_dim, keys + head, values + head,
-                              slots.data(), kv_shape_.kv_dim, len, p.head_dim, scale, scores.data(),
-                              out.data + t * out.cols + h * p.head_dim);
-                 }
-               });
+  ParallelRows(
+      q.rows * p.num_heads, int64_t{max_len} * p.head_dim * 2,
+      [&](int64_t begin, int64_t end) {
+        std::vector<float> scores(max_len);
+        std::vector<int32_t> slots;  // of token `slots_of`'s positions
+        int64_t slots_of = -1;
+        for (int64_t i = begin; i < end; ++i) {
+          const int64_t t = i / p.num_heads;
+          const int32_t h = static_cast<int32_t>(i % p.num_heads);
+          const int32_t len = layout.positions[t] + 1;
+          if (slots_of != t) {
+            const std::vector<int32_t>& blocks = layout.block_tables[layout.token_seq[t]];
+            slots.resize(len);
+            for (int32_t j = 0; j < len; ++j) {
+              slots[j] = blocks[j / p.block_size] * p.block_size + j % p.block_size;
+            }
+            slots_of = t;
+          }
+          const int64_t head = int64_t{h / group} * p.head_dim;
+          AttendHead(q.data + t * q.cols + h * p.head_dim, keys + head, values + head, slots.data(),
+                     kv_shape_.kv_dim, len, p.head_dim, scale, scores.data(),
+                     out.data + t * out.cols + h * p.head_dim);
+        }
+      },
+      // A causal prefill's later tokens attend to more positions: small chunks that the
+      // threads claim in turn balance them, where one contiguous share each leaves the
+      // thread with the earlier tokens idle most of the time.
+      int64_t{pool_.size()} * 16);
 }
 
 void CpuBackend::SiluMul(Buffer gate, Buffer up, Buffer out) {
   ParallelRows(gate.rows, 8 * gate.cols, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin * gate.cols; i < end * gate.cols; ++i) {
-      const float g = gate.data[i];
-      out.data[i] = g / (1.0f + std::exp(-g)) * up.data[i];
-    }
+    const int64_t first = begin * gate.cols;
+    cpu::SiluMul(gate.data + first, up.data + first, (end - begin) * gate.cols, out.data + first);
   });
 }
 

@@ -70,8 +70,9 @@ class CpuBackend final : public Backend {
 
   // ParallelFor for element-wise work: inline when too small to be worth waking the pool (each
   // wake costs tens of microseconds, more on a busy machine; decode runs hundreds per token).
+  // `chunks` as for ThreadPool::ParallelFor.
   void ParallelRows(int64_t rows, int64_t cost_per_row,
-                    const std::function<void(int64_t, int64_t)>& fn);
+                    const std::function<void(int64_t, int64_t)>& fn, int64_t chunks = 0);
 
   ThreadPool pool_;
   DType kv_storage_;  // the precision K and V are rounded to when stored

@@ -129,6 +129,11 @@ void AttendHead(const float* q, const float* keys, const float* values, const in
   }
 }
 
+void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
+  if (Avx512(ActiveIsa())) return internal::SiluMulAvx512(gate, up, n, out);
+  for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
 float DotF32(const float* a, const float* b, int64_t n) {
   const Isa isa = ActiveIsa();
   if (Avx512(isa)) return internal::DotAvx512(a, b, n);

@@ -78,6 +78,9 @@ void AttendHead(const float* q, const float* keys, const float* values, const in
                 int64_t slot_stride, int32_t len, int32_t head_dim, float scale, float* scores,
                 float* out);
 
+// out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)) (the SwiGLU feed-forward's gate).
+void SiluMul(const float* gate, const float* up, int64_t n, float* out);
+
 // Returns dot(a, b) over n floats.
 float DotF32(const float* a, const float* b, int64_t n);
 // y[i] += alpha * x[i].

@@ -9,8 +9,8 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <vector>
 
+#include "engine/cpu/avx512_sums.h"
 #include "engine/cpu/kernels_internal.h"
 
 namespace exa::engine::cpu::internal {
@@ -67,10 +67,7 @@ EXA_AVX512 void Block16(const float* x, int64_t ldx, const void* w, int64_t k, i
       for (int t = 0; t < TR; ++t) acc[t][j] = _mm512_fmadd_ps(wv, xv[t], acc[t][j]);
     }
   }
-#pragma GCC unroll 8
-  for (int t = 0; t < TR; ++t)
-#pragma GCC unroll 8
-    for (int j = 0; j < NR; ++j) y[t * ldy + n + j] = _mm512_reduce_add_ps(acc[t][j]);
+  StoreSums<TR, NR>(acc, y + n, ldy);
 }
 
 // bf16 weights, 32 columns a step: the 32 weights load as 16 dwords, whose low halves (even
@@ -106,10 +103,7 @@ EXA_AVX512 void BlockBf16(const float* xp, int64_t ldxp, const uint16_t* w, int6
       }
     }
   }
-#pragma GCC unroll 8
-  for (int t = 0; t < TR; ++t)
-#pragma GCC unroll 8
-    for (int j = 0; j < NR; ++j) y[t * ldy + n + j] = _mm512_reduce_add_ps(acc[t][j]);
+  StoreSums<TR, NR>(acc, y + n, ldy);
 }
 
 template <int TR, int NR, DType D, bool P>
@@ -174,23 +168,16 @@ EXA_AVX512 void MatMulTyped(const float* x, int64_t ldx, int64_t rows, const voi
   constexpr int64_t kRowTile = 64;
   const int64_t col_tile =
       std::clamp<int64_t>(kStripBytes / (k * static_cast<int64_t>(DTypeBytes(D))) / 4 * 4, 4, 128);
-  // With many rows, an f16 strip would be widened once per 4-row group: widen it once into an
-  // fp32 strip (exactly, so the sums do not change) and run the f32 kernel on it.
-  constexpr int64_t kWidenRows = 8;
-  thread_local std::vector<float> strip;
+  // f16 weights are widened in registers whatever the rows: widening each strip once into an
+  // fp32 copy in L2 and running the f32 kernel on it measured 1.3-1.8x slower on an AVX-512 EPYC
+  // (2026-12-04, docs/perf/engine.md#bf16-activations), the doubled L2 traffic costing more than
+  // one vcvtph2ps per 6 FMAs.
   for (int64_t r0 = 0; r0 < rows; r0 += kRowTile) {
     const int64_t r1 = std::min(rows, r0 + kRowTile);
     for (int64_t c0 = n_begin; c0 < n_end; c0 += col_tile) {
       const int64_t c1 = std::min(n_end, c0 + col_tile);
-      if (D == DType::kF16 && r1 - r0 >= kWidenRows) {
-        strip.resize(static_cast<size_t>((c1 - c0) * k));
-        ConvertImpl(static_cast<const uint16_t*>(w) + c0 * k, D, (c1 - c0) * k, strip.data());
-        RowTiles<DType::kF32, false>(x + r0 * ldx, ldx, r1 - r0, strip.data(), k, 0, c1 - c0,
-                                     y + r0 * ldy + c0, ldy);
-        continue;
-      }
       // A few rows (decode) read each weight once, from memory: prefetch. More rows take the
-      // strip from L2 after the first 4, where prefetching it again only costs issue slots.
+      // strip from L2 after the first tile, where prefetching it again only costs issue slots.
       if (rows <= kPrefetchMaxRows) {
         RowTiles<D, true>(x + r0 * ldx, ldx, r1 - r0, w, k, c0, c1, y + r0 * ldy, ldy);
       } else {
@@ -240,7 +227,8 @@ EXA_AVX512 void AxpyImpl(float alpha, const float* x, int64_t n, float* y) {
   }
 }
 
-// exp(x) for x <= 0 (softmax after subtracting the maximum): x = n ln2 + r with |r| <= ln2 / 2,
+// exp(x), for softmax after subtracting the maximum (x <= 0) and silu's exp(-g) (+inf past 88.7):
+// x = n ln2 + r with |r| <= ln2 / 2,
 // exp(r) by its degree-7 Taylor polynomial (truncation below 1e-8 relative, under fp32 rounding)
 // and the 2^n by vscalefps, which also takes very negative x to 0.
 EXA_AVX512 inline __m512 Exp(__m512 x) {
@@ -270,13 +258,21 @@ EXA_AVX512 void AttendHeadImpl(const float* q, const float* keys, const float* v
   __m512 qv[DV];
 #pragma GCC unroll 8
   for (int d = 0; d < DV; ++d) qv[d] = _mm512_loadu_ps(q + 16 * d);
-  float max_score = -3.4e38f;
-  for (int32_t j = 0; j < len; ++j) {
+  // q . k for key j, one accumulator per lane; four keys at a time share one reduction (Sum4,
+  // the same sums as reducing each alone).
+  auto dot = [&](int32_t j) EXA_AVX512 {
     const float* k = keys + slots[j] * slot_stride;
     __m512 acc = _mm512_mul_ps(qv[0], _mm512_loadu_ps(k));
 #pragma GCC unroll 8
     for (int d = 1; d < DV; ++d) acc = _mm512_fmadd_ps(qv[d], _mm512_loadu_ps(k + 16 * d), acc);
-    scores[j] = _mm512_reduce_add_ps(acc) * scale;
+    return acc;
+  };
+  int32_t j = 0;
+  for (; j + 4 <= len; j += 4) Sum4(dot(j), dot(j + 1), dot(j + 2), dot(j + 3), scores + j);
+  for (; j < len; ++j) scores[j] = _mm512_reduce_add_ps(dot(j));
+  float max_score = -3.4e38f;
+  for (j = 0; j < len; ++j) {
+    scores[j] *= scale;
     max_score = std::max(max_score, scores[j]);
   }
   const __m512 max_v = _mm512_set1_ps(max_score);
@@ -303,7 +299,23 @@ EXA_AVX512 void AttendHeadImpl(const float* q, const float* keys, const float* v
   for (int d = 0; d < DV; ++d) _mm512_storeu_ps(out + 16 * d, _mm512_mul_ps(o[d], inv));
 }
 
+EXA_AVX512 void SiluMulImpl(const float* gate, const float* up, int64_t n, float* out) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = Mask16(n - i);
+    const __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
+    // Exp of a positive argument past 88 is +inf, and g / inf the -0 silu tends to.
+    const __m512 silu =
+        _mm512_div_ps(g, _mm512_add_ps(one, Exp(_mm512_sub_ps(_mm512_setzero_ps(), g))));
+    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(silu, _mm512_maskz_loadu_ps(m, up + i)));
+  }
+}
+
 }  // namespace
+
+void SiluMulAvx512(const float* gate, const float* up, int64_t n, float* out) {
+  SiluMulImpl(gate, up, n, out);
+}
 
 bool AttendHeadAvx512(const float* q, const float* keys, const float* values, const int32_t* slots,
                       int64_t slot_stride, int32_t len, int32_t head_dim, float scale,

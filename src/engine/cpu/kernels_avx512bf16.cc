@@ -11,6 +11,7 @@
 
 #include <algorithm>
 
+#include "engine/cpu/avx512_sums.h"
 #include "engine/cpu/kernels_internal.h"
 
 namespace exa::engine::cpu::internal {
@@ -47,10 +48,7 @@ EXA_AVX512BF16 void Block(const uint16_t* x, int64_t ldx, const uint16_t* w, int
       for (int t = 0; t < TR; ++t) acc[t][j] = _mm512_dpbf16_ps(acc[t][j], xv[t], wv);
     }
   }
-#pragma GCC unroll 8
-  for (int t = 0; t < TR; ++t)
-#pragma GCC unroll 8
-    for (int j = 0; j < NR; ++j) y[t * ldy + n + j] = _mm512_reduce_add_ps(acc[t][j]);
+  StoreSums<TR, NR>(acc, y + n, ldy);
 }
 
 // TR rows of x against weight rows [n_begin, n_end): NR at a time, then one at a time.

@@ -56,6 +56,8 @@ void MatMulAvx512(const float* x, int64_t ldx, int64_t rows, const void* w, DTyp
 void ConvertAvx512(const void* src, DType dtype, int64_t n, float* dst);
 float DotAvx512(const float* a, const float* b, int64_t n);
 void AxpyAvx512(float alpha, const float* x, int64_t n, float* y);
+// SiluMul (kernels.h).
+void SiluMulAvx512(const float* gate, const float* up, int64_t n, float* out);
 // AttendHead (kernels.h) for head_dim 32, 64 or 128; returns false, doing nothing, otherwise.
 bool AttendHeadAvx512(const float* q, const float* keys, const float* values, const int32_t* slots,
                       int64_t slot_stride, int32_t len, int32_t head_dim, float scale,

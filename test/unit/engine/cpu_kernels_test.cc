@@ -86,7 +86,7 @@ TEST_CASE("every vector path agrees with the scalar kernel on every dtype and sh
     if (isa == Isa::kScalar) continue;
     for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
       // 11 rows and 19 outputs exercise 6-, 4-, 2- and 1-row tiles and block tails; 70 rows
-      // cross a row tile and take the widened-strip path.
+      // cross a row tile.
       for (int64_t k : {1, 7, 8, 17, 37, 64, 256, 300}) CheckPath(isa, dtype, 11, 19, k, rng);
       CheckPath(isa, dtype, 70, 37, 96, rng);
     }
@@ -126,7 +126,24 @@ TEST_CASE("the kernel path can be forced to each supported level and no higher",
   CHECK_FALSE(ParseIsa("avx1024").has_value());
 }
 
-TEST_CASE("dot, axpy and widening agree on every path", "[engine][cpu]") {
+TEST_CASE("silu saturates as exp does, without NaN", "[engine][cpu]") {
+  // exp(-g) overflows to +inf for g below -88.7: silu is then -0, as the scalar formula gives.
+  const std::vector<float> gate = {-1000.0f, -100.0f, -88.0f, -20.0f, 0.0f, 20.0f, 100.0f, 1000.0f};
+  const std::vector<float> up(gate.size(), 2.0f);
+  for (Isa isa : SupportedIsas()) {
+    INFO(IsaName(isa));
+    REQUIRE(ForceIsa(isa));
+    std::vector<float> out(gate.size());
+    SiluMul(gate.data(), up.data(), static_cast<int64_t>(gate.size()), out.data());
+    for (size_t i = 0; i < gate.size(); ++i) {
+      const double want = gate[i] / (1.0 + std::exp(-double{gate[i]})) * 2.0;
+      CHECK(out[i] == Approx(want).epsilon(1e-6).margin(1e-30));
+    }
+  }
+  ForceIsa(std::nullopt);
+}
+
+TEST_CASE("dot, axpy, silu and widening agree on every path", "[engine][cpu]") {
   std::mt19937 rng(5);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   for (int64_t n : {1, 15, 16, 33, 64, 100}) {
@@ -148,6 +165,13 @@ TEST_CASE("dot, axpy and widening agree on every path", "[engine][cpu]") {
       ConvertRow(halves.data(), DType::kBF16, n, wide.data());
       for (int64_t i = 0; i < n; ++i) CHECK(wide[i] == Bf16ToF32(halves[i]));
       CHECK(wide[n] == -7.0f);  // nothing written past the end
+      std::vector<float> gated(n + 1, -7.0f);
+      SiluMul(a.data(), b.data(), n, gated.data());
+      for (int64_t i = 0; i < n; ++i) {
+        const double silu = a[i] / (1.0 + std::exp(-double{a[i]}));
+        CHECK(gated[i] == Approx(silu * b[i]).epsilon(1e-6).margin(1e-7));
+      }
+      CHECK(gated[n] == -7.0f);
     }
     ForceIsa(std::nullopt);
   }
