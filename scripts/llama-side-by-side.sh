@@ -68,6 +68,8 @@ shape_flags() {
 }
 
 models() {
+  # The checkpoint and GGUF writers need numpy (Debian's python3-numpy).
+  $PY -c 'import numpy' 2>/dev/null || apt-get install -y -q python3-numpy >/dev/null
   for s in $SHAPES; do
     local base="$WORK/models/$s-bf16"
     # shellcheck disable=SC2046

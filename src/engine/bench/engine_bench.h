@@ -3,11 +3,12 @@
 // (docs/testing.md: a benchmark prints JSON against a baseline from the same run), and optionally
 // the bundled model's exact-match rate on its held-out sums.
 //
-// Output fields (each throughput the best of `repeats` rounds, with the median beside it as
-// tokens_per_s_median): prefill[] with tokens_per_s per prompt length (128 and 512 by default);
-// decode[] with tokens_per_s per batch size (1, 8, 32 by default); cpu_isa, the kernel path the CPU
-// backend used (docs/architecture.md#cpu-backend); memcpy_bandwidth_bytes_per_s (STREAM "Copy"
-// convention: bytes read + written per second, on as many threads as the backend);
+// Output fields (after one untimed warm-up prefill; each throughput the best of `repeats`
+// rounds, with the median beside it as tokens_per_s_median): prefill[] with tokens_per_s per
+// prompt length (128 and 512 by default); decode[] with tokens_per_s per batch size (1, 8, 32 by
+// default); cpu_isa, the kernel path the CPU backend used (docs/architecture.md#cpu-backend);
+// cpu_bf16_activations (EngineOptions::cpu_bf16_activations); memcpy_bandwidth_bytes_per_s (STREAM
+// "Copy" convention: bytes read + written per second, on as many threads as the backend);
 // weight_bytes_per_token (every weight read by one decode step, the embedding table counted as one
 // row unless tied to the output head); decode_bw_efficiency = weight_bytes_per_token x batch-1
 // tokens_per_s / memcpy bandwidth; accuracy.exact_match over models/<dir>/heldout-2digit.txt with
