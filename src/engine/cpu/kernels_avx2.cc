@@ -1,7 +1,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <vector>
 
 #include "engine/cpu/kernels_internal.h"
 
@@ -94,32 +93,20 @@ EXA_AVX2 void RowTiles(const float* x, int64_t ldx, int64_t rows, const void* w,
     RowTile<1, 8, D, P>(x + t * ldx, ldx, w, k, n_begin, n_end, yr + t * ldy, ldy);
 }
 
-EXA_AVX2 void ConvertImpl(const void* src, DType dtype, int64_t n, float* dst);
-
 template <DType D>
 EXA_AVX2 void MatMulAvx2Typed(const float* x, int64_t ldx, int64_t rows, const void* w, int64_t k,
                               int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
   // Tiles of 32 rows keep the x tile in L2 while a strip of weights streams past it.
   constexpr int64_t kRowTile = 32;
   constexpr int64_t kColTile = 48;  // a multiple of the 3-row weight block
-  // With many rows, a half-precision weight strip would be widened once per 4-row group; widen
-  // it once into a float scratch strip instead (it stays in L2) and run the f32 kernel on it.
-  // The sums are the same: widening is exact and the reduction order does not change.
-  constexpr int64_t kWidenRows = 8;
-  thread_local std::vector<float> strip;
+  // Half-precision weights are widened in registers whatever the rows: widening each strip once
+  // into an fp32 copy in L2 measured 1.1-1.3x slower (2026-12-04, this path on an AVX-512 EPYC;
+  // docs/perf/engine.md#bf16-activations), the doubled L2 traffic costing more than the
+  // conversions it saves.
   for (int64_t r0 = 0; r0 < rows; r0 += kRowTile) {
     const int64_t r1 = std::min(rows, r0 + kRowTile);
     for (int64_t c0 = n_begin; c0 < n_end; c0 += kColTile) {
       const int64_t c1 = std::min(n_end, c0 + kColTile);
-      if (D != DType::kF32 && r1 - r0 >= kWidenRows) {
-        strip.resize(static_cast<size_t>((c1 - c0) * k));
-        for (int64_t c = c0; c < c1; ++c) {
-          ConvertImpl(static_cast<const uint16_t*>(w) + c * k, D, k, strip.data() + (c - c0) * k);
-        }
-        RowTiles<DType::kF32, false>(x + r0 * ldx, ldx, r1 - r0, strip.data(), k, 0, c1 - c0,
-                                     y + c0, ldy, r0 * ldy);
-        continue;
-      }
       // A few rows (decode) read each weight once, from memory: prefetch (see kernels_avx512.cc).
       if (rows <= kPrefetchMaxRows) {
         RowTiles<D, true>(x + r0 * ldx, ldx, r1 - r0, w, k, c0, c1, y, ldy, r0 * ldy);
