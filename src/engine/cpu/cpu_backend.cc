@@ -109,12 +109,11 @@ void CpuBackend::MatMul(Buffer x, const Weight& w, const Weight* bias, Buffer ou
 }
 
 void CpuBackend::MatMulShared(Buffer x, std::span<const MatMulTarget> targets) {
-  const bool narrow = matmul_input_rounding_ != DType::kF32 &&
-                      x.rows >= matmul_rounding_min_rows_ && !targets.empty() &&
-                      targets[0].w->dtype == matmul_input_rounding_;
-  // x narrowed to the weights' half type (set_matmul_input_rounding): to bf16 as the input is
-  // packed (MatMulInput), where the AVX512-BF16 kernel keeps it as bf16; to fp16 here.
-  if (narrow && matmul_input_rounding_ == DType::kF16) {
+  // x narrowed to the weights' half type (set_matmul_input_rounding): for bf16 weights as their
+  // input is packed (MatMulInput), where the AVX512-BF16 kernel keeps it as bf16; for fp16 here.
+  const bool narrow = x.rows >= matmul_rounding_min_rows_;
+  if (narrow && matmul_input_rounding_ == DType::kF16 && !targets.empty() &&
+      targets[0].w->dtype == DType::kF16) {
     rounded_x_.resize(static_cast<size_t>(x.rows * x.cols));
     for (int64_t i = 0; i < x.rows * x.cols; ++i) rounded_x_[i] = F16ToF32(F32ToF16(x.data[i]));
     x.data = rounded_x_.data();
