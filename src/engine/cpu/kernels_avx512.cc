@@ -1,32 +1,22 @@
 // The AVX-512 kernels (docs/architecture.md#cpu-backend): 16 fp32 lanes, masked loads for the
-// tails, and register tiles of up to 4 rows of x by 4 weight rows. Every output is one fp32
-// accumulator per lane over k in order, reduced in a fixed order at the end, so a result does not
-// depend on the tile it was computed in (batch invariance) and weights are widened exactly.
-// GCC 12's AVX-512 headers start some intrinsics from _mm512_undefined_*(), which its
-// uninitialised-use warnings flag inside every caller.
+// tails, and register tiles of up to 6 (f32, f16 weights) or 4 (bf16) rows of x by 4 weight rows.
+// Every output is one fp32 accumulator per lane over k in order, reduced in a fixed order at the
+// end, so a result does not depend on the tile it was computed in (batch invariance) and weights
+// are widened exactly. GCC 12's AVX-512 headers start some intrinsics from _mm512_undefined_*(),
+// which its uninitialised-use warnings flag inside every caller.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include <algorithm>
 
-#include "engine/cpu/avx512_sums.h"
+#include "engine/cpu/avx512_common.h"
 #include "engine/cpu/kernels_internal.h"
 
 namespace exa::engine::cpu::internal {
 namespace {
 
 #define EXA_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
-
-inline __mmask16 Mask16(int64_t n) {
-  if (n <= 0) return 0;
-  return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1);
-}
-
-inline __mmask32 Mask32(int64_t n) {
-  if (n <= 0) return 0;
-  return n >= 32 ? 0xffffffffu : (1u << n) - 1;
-}
 
 // Weights [i, i + 16) widened to fp32, lanes outside `m` zero.
 template <DType D>

@@ -11,18 +11,13 @@
 
 #include <algorithm>
 
-#include "engine/cpu/avx512_sums.h"
+#include "engine/cpu/avx512_common.h"
 #include "engine/cpu/kernels_internal.h"
 
 namespace exa::engine::cpu::internal {
 namespace {
 
 #define EXA_AVX512BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma,f16c")))
-
-inline __mmask32 Mask32(int64_t n) {
-  if (n <= 0) return 0;
-  return n >= 32 ? 0xffffffffu : (1u << n) - 1;
-}
 
 // TR rows of packed x against NR weight rows, 32 columns a step. x rows are zero-padded to a
 // multiple of 32 (PackBf16InputAvx512Bf16), so only the weights need a mask at the tail. P:
@@ -103,9 +98,8 @@ EXA_AVX512BF16 void PackImpl(const float* x, int64_t ldx, int64_t rows, int64_t 
     const float* xr = x + r * ldx;
     uint16_t* out = packed + r * stride;
     for (int64_t i = 0; i < stride; i += 32) {
-      const __m512 lo = _mm512_maskz_loadu_ps(static_cast<__mmask16>(Mask32(k - i)), xr + i);
-      const __m512 hi =
-          _mm512_maskz_loadu_ps(static_cast<__mmask16>(Mask32(k - i - 16)), xr + i + 16);
+      const __m512 lo = _mm512_maskz_loadu_ps(Mask16(k - i), xr + i);
+      const __m512 hi = _mm512_maskz_loadu_ps(Mask16(k - i - 16), xr + i + 16);
       _mm512_storeu_si512(out + i, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
     }
   }

@@ -1,8 +1,9 @@
-// The final reduction of the AVX-512 kernels' accumulators (docs/architecture.md#cpu-backend),
-// shared by kernels_avx512.cc and kernels_avx512bf16.cc, which include it under their target
-// attributes. Every output's 16 lanes are summed in one fixed tree, the one GCC's
-// _mm512_reduce_add_ps uses (lane i + lane i+8, then + i+4, then + i+2, then + i+1), whether it
-// is reduced alone or four at a time, so a result does not depend on the tile that produced it.
+// What the AVX-512 kernels share (docs/architecture.md#cpu-backend), included by
+// kernels_avx512.cc and kernels_avx512bf16.cc under their target attributes: tail masks, and the
+// final reduction of the accumulators. Every output's 16 lanes are summed in one fixed tree, the
+// one GCC's _mm512_reduce_add_ps uses (lane i + lane i+8, then + i+4, then + i+2, then + i+1),
+// whether it is reduced alone or four at a time, so a result does not depend on the tile that
+// produced it.
 //
 // Thread safety: pure functions.
 #pragma once
@@ -14,6 +15,16 @@
 namespace exa::engine::cpu::internal {
 
 #define EXA_AVX512_SUMS __attribute__((target("avx512f,avx512vl,avx512bw"), always_inline))
+
+// The first n of 16 / 32 lanes.
+inline __mmask16 Mask16(int64_t n) {
+  if (n <= 0) return 0;
+  return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1);
+}
+inline __mmask32 Mask32(int64_t n) {
+  if (n <= 0) return 0;
+  return n >= 32 ? 0xffffffffu : (1u << n) - 1;
+}
 
 // y[0..3] = the sums of a, b, c and d: 14 instructions instead of 4 x 8.
 EXA_AVX512_SUMS inline void Sum4(__m512 a, __m512 b, __m512 c, __m512 d, float* y) {
