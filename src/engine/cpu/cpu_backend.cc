@@ -215,15 +215,16 @@ void CpuBackend::Attention(int32_t layer, Buffer q, const AttentionParams& p,
   for (int32_t pos : layout.positions) max_len = std::max(max_len, pos + 1);
   const float* keys = KeyAt(layer, 0);
   const float* values = ValueAt(layer, 0);
+  // One item per token and key/value head: the group's query heads read each cached row once.
   ParallelRows(
-      q.rows * p.num_heads, int64_t{max_len} * p.head_dim * 2,
+      q.rows * p.num_kv_heads, int64_t{max_len} * p.head_dim * 2 * group,
       [&](int64_t begin, int64_t end) {
-        std::vector<float> scores(max_len);
+        std::vector<float> scores(static_cast<size_t>(max_len) * group);
         std::vector<int32_t> slots;  // of token `slots_of`'s positions
         int64_t slots_of = -1;
         for (int64_t i = begin; i < end; ++i) {
-          const int64_t t = i / p.num_heads;
-          const int32_t h = static_cast<int32_t>(i % p.num_heads);
+          const int64_t t = i / p.num_kv_heads;
+          const int32_t kv_head = static_cast<int32_t>(i % p.num_kv_heads);
           const int32_t len = layout.positions[t] + 1;
           if (slots_of != t) {
             const std::vector<int32_t>& blocks = layout.block_tables[layout.token_seq[t]];
@@ -233,10 +234,11 @@ void CpuBackend::Attention(int32_t layer, Buffer q, const AttentionParams& p,
             }
             slots_of = t;
           }
-          const int64_t head = int64_t{h / group} * p.head_dim;
-          AttendHead(q.data + t * q.cols + h * p.head_dim, keys + head, values + head, slots.data(),
-                     kv_shape_.kv_dim, len, p.head_dim, scale, scores.data(),
-                     out.data + t * out.cols + h * p.head_dim);
+          const int64_t kv = int64_t{kv_head} * p.head_dim;
+          const int64_t first_q = int64_t{kv_head} * group * p.head_dim;
+          AttendGroup(q.data + t * q.cols + first_q, group, keys + kv, values + kv, slots.data(),
+                      kv_shape_.kv_dim, len, p.head_dim, scale, scores.data(),
+                      out.data + t * out.cols + first_q);
         }
       },
       // A causal prefill's later tokens attend to more positions: small chunks that the

@@ -106,26 +106,30 @@ void ConvertRow(const void* src, DType dtype, int64_t n, float* dst) {
   for (int64_t i = 0; i < n; ++i) dst[i] = LoadScalar(src, dtype, i);
 }
 
-void AttendHead(const float* q, const float* keys, const float* values, const int32_t* slots,
-                int64_t slot_stride, int32_t len, int32_t head_dim, float scale, float* scores,
-                float* out) {
-  if (Avx512(ActiveIsa()) && internal::AttendHeadAvx512(q, keys, values, slots, slot_stride, len,
-                                                        head_dim, scale, scores, out)) {
+void AttendGroup(const float* q, int32_t heads, const float* keys, const float* values,
+                 const int32_t* slots, int64_t slot_stride, int32_t len, int32_t head_dim,
+                 float scale, float* scores, float* out) {
+  if (Avx512(ActiveIsa()) && internal::AttendGroupAvx512(q, heads, keys, values, slots, slot_stride,
+                                                         len, head_dim, scale, scores, out)) {
     return;
   }
-  float max_score = -std::numeric_limits<float>::infinity();
-  for (int32_t j = 0; j < len; ++j) {
-    scores[j] = DotF32(q, keys + slots[j] * slot_stride, head_dim) * scale;
-    max_score = std::max(max_score, scores[j]);
-  }
-  float sum = 0;
-  for (int32_t j = 0; j < len; ++j) {
-    scores[j] = std::exp(scores[j] - max_score);
-    sum += scores[j];
-  }
-  std::fill(out, out + head_dim, 0.0f);
-  for (int32_t j = 0; j < len; ++j) {
-    Axpy(scores[j] / sum, values + slots[j] * slot_stride, head_dim, out);
+  for (int32_t g = 0; g < heads; ++g) {
+    const float* qg = q + int64_t{g} * head_dim;
+    float* og = out + int64_t{g} * head_dim;
+    float max_score = -std::numeric_limits<float>::infinity();
+    for (int32_t j = 0; j < len; ++j) {
+      scores[j] = DotF32(qg, keys + slots[j] * slot_stride, head_dim) * scale;
+      max_score = std::max(max_score, scores[j]);
+    }
+    float sum = 0;
+    for (int32_t j = 0; j < len; ++j) {
+      scores[j] = std::exp(scores[j] - max_score);
+      sum += scores[j];
+    }
+    std::fill(og, og + head_dim, 0.0f);
+    for (int32_t j = 0; j < len; ++j) {
+      Axpy(scores[j] / sum, values + slots[j] * slot_stride, head_dim, og);
+    }
   }
 }
 

@@ -71,12 +71,14 @@ void MatMulRange(const float* x, int64_t ldx, int64_t rows, const void* w, DType
 // dst[i] = (float) src[i] for i in [0, n), src in `dtype`.
 void ConvertRow(const void* src, DType dtype, int64_t n, float* dst);
 
-// One query head's causal attention over `len` cached positions: position j's key and value
-// are the head_dim floats at keys + slots[j] * slot_stride (values likewise); out = softmax(q . K^T
-// * scale) V. `scores` is scratch for len floats.
-void AttendHead(const float* q, const float* keys, const float* values, const int32_t* slots,
-                int64_t slot_stride, int32_t len, int32_t head_dim, float scale, float* scores,
-                float* out);
+// Causal attention of `heads` query heads that share one key/value head (grouped-query
+// attention) over `len` cached positions: position j's key and value are the head_dim floats at
+// keys + slots[j] * slot_stride (values likewise); head g's query is q + g * head_dim and
+// out + g * head_dim = softmax(q . K^T * scale) V. Each cached row is read once for the group, and
+// a head's result does not depend on `heads`. `scores` is scratch for heads * len floats.
+void AttendGroup(const float* q, int32_t heads, const float* keys, const float* values,
+                 const int32_t* slots, int64_t slot_stride, int32_t len, int32_t head_dim,
+                 float scale, float* scores, float* out);
 
 // out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)) (the SwiGLU feed-forward's gate).
 void SiluMul(const float* gate, const float* up, int64_t n, float* out);

@@ -239,54 +239,117 @@ EXA_AVX512 inline __m512 Exp(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
-// One head with head_dim = 16 * DV: q and the output row live in registers, each key and value
-// row is loaded once, and the exponentials run 16 at a time.
-template <int DV>
-EXA_AVX512 void AttendHeadImpl(const float* q, const float* keys, const float* values,
-                               const int32_t* slots, int64_t slot_stride, int32_t len, float scale,
-                               float* scores, float* out) {
-  __m512 qv[DV];
+// GC query heads that share one key/value head (grouped-query attention), head_dim = 16 * DV:
+// head g's query is q + 16 * DV * g, its scores scores + len * g, its output out + 16 * DV * g.
+// The queries and output rows live in registers, each key and value row is loaded once for the
+// GC heads, and the exponentials run 16 at a time. Each head's arithmetic is the same whatever
+// GC is (its scores reduced by the one Sum4 tree), so grouping changes no result.
+template <int DV, int GC>
+EXA_AVX512 void AttendGroupImpl(const float* q, const float* keys, const float* values,
+                                const int32_t* slots, int64_t slot_stride, int32_t len, float scale,
+                                float* scores, float* out) {
+  static_assert((GC == 1 || GC == 2 || GC == 4) && GC * DV <= 16,
+                "4 / GC keys a reduction, and queries and outputs in registers");
+  __m512 qv[GC][DV];
+#pragma GCC unroll 4
+  for (int g = 0; g < GC; ++g)
 #pragma GCC unroll 8
-  for (int d = 0; d < DV; ++d) qv[d] = _mm512_loadu_ps(q + 16 * d);
-  // q . k for key j, one accumulator per lane; four keys at a time share one reduction (Sum4,
-  // the same sums as reducing each alone).
-  auto dot = [&](int32_t j) EXA_AVX512 {
+    for (int d = 0; d < DV; ++d) qv[g][d] = _mm512_loadu_ps(q + 16 * (DV * g + d));
+  // q . k, one accumulator per lane, for GC heads and 4 / GC keys: their 4 sums take one Sum4
+  // (the same sums as reducing each alone); the last keys are reduced one by one.
+  constexpr int kKeys = 4 / GC;
+  auto dots = [&](int32_t j, __m512* acc) EXA_AVX512 {
     const float* k = keys + slots[j] * slot_stride;
-    __m512 acc = _mm512_mul_ps(qv[0], _mm512_loadu_ps(k));
+    __m512 kv[DV];
 #pragma GCC unroll 8
-    for (int d = 1; d < DV; ++d) acc = _mm512_fmadd_ps(qv[d], _mm512_loadu_ps(k + 16 * d), acc);
-    return acc;
+    for (int d = 0; d < DV; ++d) kv[d] = _mm512_loadu_ps(k + 16 * d);
+#pragma GCC unroll 4
+    for (int g = 0; g < GC; ++g) {
+      acc[g] = _mm512_mul_ps(qv[g][0], kv[0]);
+#pragma GCC unroll 8
+      for (int d = 1; d < DV; ++d) acc[g] = _mm512_fmadd_ps(qv[g][d], kv[d], acc[g]);
+    }
   };
   int32_t j = 0;
-  for (; j + 4 <= len; j += 4) Sum4(dot(j), dot(j + 1), dot(j + 2), dot(j + 3), scores + j);
-  for (; j < len; ++j) scores[j] = _mm512_reduce_add_ps(dot(j));
-  float max_score = -3.4e38f;
-  for (j = 0; j < len; ++j) {
-    scores[j] *= scale;
-    max_score = std::max(max_score, scores[j]);
+  for (; j + kKeys <= len; j += kKeys) {
+    __m512 acc[4];
+#pragma GCC unroll 4
+    for (int u = 0; u < kKeys; ++u) dots(j + u, acc + u * GC);
+    alignas(64) float sums[4];
+    Sum4(acc[0], acc[1], acc[2], acc[3], sums);
+#pragma GCC unroll 4
+    for (int u = 0; u < kKeys; ++u)
+#pragma GCC unroll 4
+      for (int g = 0; g < GC; ++g) scores[g * len + j + u] = sums[u * GC + g] * scale;
   }
-  const __m512 max_v = _mm512_set1_ps(max_score);
-  __m512 sum_v = _mm512_setzero_ps();
-  for (int32_t j = 0; j < len; j += 16) {
-    const __mmask16 m = Mask16(len - j);
-    const __m512 e =
-        _mm512_maskz_mov_ps(m, Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, scores + j), max_v)));
-    _mm512_mask_storeu_ps(scores + j, m, e);
-    sum_v = _mm512_add_ps(sum_v, e);
+  for (; j < len; ++j) {
+    __m512 acc[GC];
+    dots(j, acc);
+#pragma GCC unroll 4
+    for (int g = 0; g < GC; ++g) scores[g * len + j] = _mm512_reduce_add_ps(acc[g]) * scale;
   }
-  const float inv_sum = 1.0f / _mm512_reduce_add_ps(sum_v);
-  __m512 o[DV];
+  __m512 inv[GC];
+#pragma GCC unroll 4
+  for (int g = 0; g < GC; ++g) {
+    float* row = scores + g * len;
+    float max_score = -3.4e38f;
+    for (int32_t j = 0; j < len; ++j) max_score = std::max(max_score, row[j]);
+    const __m512 max_v = _mm512_set1_ps(max_score);
+    __m512 sum_v = _mm512_setzero_ps();
+    for (int32_t j = 0; j < len; j += 16) {
+      const __mmask16 m = Mask16(len - j);
+      const __m512 e =
+          _mm512_maskz_mov_ps(m, Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, row + j), max_v)));
+      _mm512_mask_storeu_ps(row + j, m, e);
+      sum_v = _mm512_add_ps(sum_v, e);
+    }
+    inv[g] = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum_v));
+  }
+  __m512 o[GC][DV];
+#pragma GCC unroll 4
+  for (int g = 0; g < GC; ++g)
 #pragma GCC unroll 8
-  for (int d = 0; d < DV; ++d) o[d] = _mm512_setzero_ps();
+    for (int d = 0; d < DV; ++d) o[g][d] = _mm512_setzero_ps();
   for (int32_t j = 0; j < len; ++j) {
     const float* v = values + slots[j] * slot_stride;
-    const __m512 p = _mm512_set1_ps(scores[j]);
+    __m512 vv[DV];
 #pragma GCC unroll 8
-    for (int d = 0; d < DV; ++d) o[d] = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + 16 * d), o[d]);
+    for (int d = 0; d < DV; ++d) vv[d] = _mm512_loadu_ps(v + 16 * d);
+#pragma GCC unroll 4
+    for (int g = 0; g < GC; ++g) {
+      const __m512 p = _mm512_set1_ps(scores[g * len + j]);
+#pragma GCC unroll 8
+      for (int d = 0; d < DV; ++d) o[g][d] = _mm512_fmadd_ps(p, vv[d], o[g][d]);
+    }
   }
-  const __m512 inv = _mm512_set1_ps(inv_sum);
+#pragma GCC unroll 4
+  for (int g = 0; g < GC; ++g)
 #pragma GCC unroll 8
-  for (int d = 0; d < DV; ++d) _mm512_storeu_ps(out + 16 * d, _mm512_mul_ps(o[d], inv));
+    for (int d = 0; d < DV; ++d) {
+      _mm512_storeu_ps(out + 16 * (DV * g + d), _mm512_mul_ps(o[g][d], inv[g]));
+    }
+}
+
+// Heads [0, heads) of a group: 4 at a time where the registers allow, then 2, then 1.
+template <int DV>
+EXA_AVX512 void AttendGroupChunks(const float* q, int32_t heads, const float* keys,
+                                  const float* values, const int32_t* slots, int64_t slot_stride,
+                                  int32_t len, float scale, float* scores, float* out) {
+  int32_t g = 0;
+  if constexpr (DV <= 4) {
+    for (; g + 4 <= heads; g += 4) {
+      AttendGroupImpl<DV, 4>(q + 16 * DV * g, keys, values, slots, slot_stride, len, scale,
+                             scores + int64_t{len} * g, out + 16 * DV * g);
+    }
+  }
+  for (; g + 2 <= heads; g += 2) {
+    AttendGroupImpl<DV, 2>(q + 16 * DV * g, keys, values, slots, slot_stride, len, scale,
+                           scores + int64_t{len} * g, out + 16 * DV * g);
+  }
+  for (; g < heads; ++g) {
+    AttendGroupImpl<DV, 1>(q + 16 * DV * g, keys, values, slots, slot_stride, len, scale,
+                           scores + int64_t{len} * g, out + 16 * DV * g);
+  }
 }
 
 EXA_AVX512 void SiluMulImpl(const float* gate, const float* up, int64_t n, float* out) {
@@ -307,15 +370,15 @@ void SiluMulAvx512(const float* gate, const float* up, int64_t n, float* out) {
   SiluMulImpl(gate, up, n, out);
 }
 
-bool AttendHeadAvx512(const float* q, const float* keys, const float* values, const int32_t* slots,
-                      int64_t slot_stride, int32_t len, int32_t head_dim, float scale,
-                      float* scores, float* out) {
+bool AttendGroupAvx512(const float* q, int32_t heads, const float* keys, const float* values,
+                       const int32_t* slots, int64_t slot_stride, int32_t len, int32_t head_dim,
+                       float scale, float* scores, float* out) {
   if (head_dim == 32) {
-    AttendHeadImpl<2>(q, keys, values, slots, slot_stride, len, scale, scores, out);
+    AttendGroupChunks<2>(q, heads, keys, values, slots, slot_stride, len, scale, scores, out);
   } else if (head_dim == 64) {
-    AttendHeadImpl<4>(q, keys, values, slots, slot_stride, len, scale, scores, out);
+    AttendGroupChunks<4>(q, heads, keys, values, slots, slot_stride, len, scale, scores, out);
   } else if (head_dim == 128) {
-    AttendHeadImpl<8>(q, keys, values, slots, slot_stride, len, scale, scores, out);
+    AttendGroupChunks<8>(q, heads, keys, values, slots, slot_stride, len, scale, scores, out);
   } else {
     return false;
   }

@@ -58,10 +58,10 @@ float DotAvx512(const float* a, const float* b, int64_t n);
 void AxpyAvx512(float alpha, const float* x, int64_t n, float* y);
 // SiluMul (kernels.h).
 void SiluMulAvx512(const float* gate, const float* up, int64_t n, float* out);
-// AttendHead (kernels.h) for head_dim 32, 64 or 128; returns false, doing nothing, otherwise.
-bool AttendHeadAvx512(const float* q, const float* keys, const float* values, const int32_t* slots,
-                      int64_t slot_stride, int32_t len, int32_t head_dim, float scale,
-                      float* scores, float* out);
+// AttendGroup (kernels.h) for head_dim 32, 64 or 128; returns false, doing nothing, otherwise.
+bool AttendGroupAvx512(const float* q, int32_t heads, const float* keys, const float* values,
+                       const int32_t* slots, int64_t slot_stride, int32_t len, int32_t head_dim,
+                       float scale, float* scores, float* out);
 
 // AVX512-BF16: bf16 weights against x rounded to bf16 (vdpbf16ps). x is packed by
 // PackBf16InputAvx512Bf16: each row rounded to bf16 and zero-padded to PackedBf16Stride(k).

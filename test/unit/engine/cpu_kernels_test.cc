@@ -177,7 +177,7 @@ TEST_CASE("dot, axpy, silu and widening agree on every path", "[engine][cpu]") {
   }
 }
 
-// Attention of one head in double precision, the reference for AttendHead.
+// Attention of one head in double precision, the reference for AttendGroup.
 std::vector<double> ReferenceAttention(const std::vector<float>& q, const std::vector<float>& kv,
                                        const std::vector<int32_t>& slots, int64_t stride,
                                        int64_t value_offset, int32_t dim, double scale) {
@@ -214,14 +214,50 @@ TEST_CASE("attention of one head agrees with a double-precision reference on eve
       const auto want = ReferenceAttention(q, kv, slots, stride, slots_total * stride, dim, scale);
       for (Isa isa : SupportedIsas()) {
         REQUIRE(ForceIsa(isa));
-        AttendHead(q.data(), kv.data(), kv.data() + slots_total * stride, slots.data(), stride, len,
-                   dim, static_cast<float>(scale), scores.data(), out.data());
+        AttendGroup(q.data(), 1, kv.data(), kv.data() + slots_total * stride, slots.data(), stride,
+                    len, dim, static_cast<float>(scale), scores.data(), out.data());
         for (int32_t d = 0; d < dim; ++d) {
           INFO(IsaName(isa) << " dim " << dim << " len " << len << " element " << d);
           CHECK(out[d] == Approx(want[d]).epsilon(1e-5).margin(1e-5));
         }
       }
       ForceIsa(std::nullopt);
+    }
+  }
+}
+
+TEST_CASE("a query head's attention is the same alone as within its group", "[engine][cpu]") {
+  // Groups of 2-8 heads take the grouped kernels (4, 2 and 1 heads at a time); each head's result
+  // must be bitwise what it is alone, so a model's output does not depend on its grouping.
+  std::mt19937 rng(12);
+  std::normal_distribution<float> dist(0.0f, 2.0f);
+  for (int32_t dim : {32, 48, 64, 128}) {
+    for (int32_t heads : {2, 3, 4, 5, 7, 8}) {
+      for (int32_t len : {1, 3, 6, 33}) {
+        const int64_t stride = dim + 8, slots_total = 64;
+        std::vector<float> kv(2 * slots_total * stride), q(heads * dim);
+        for (float& v : kv) v = dist(rng);
+        for (float& v : q) v = dist(rng);
+        std::vector<int32_t> slots(len);
+        for (int32_t& s : slots) s = static_cast<int32_t>(rng() % slots_total);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
+        for (Isa isa : SupportedIsas()) {
+          REQUIRE(ForceIsa(isa));
+          std::vector<float> scores(heads * len), together(heads * dim), alone(dim);
+          AttendGroup(q.data(), heads, kv.data(), kv.data() + slots_total * stride, slots.data(),
+                      stride, len, dim, scale, scores.data(), together.data());
+          for (int32_t g = 0; g < heads; ++g) {
+            AttendGroup(q.data() + g * dim, 1, kv.data(), kv.data() + slots_total * stride,
+                        slots.data(), stride, len, dim, scale, scores.data(), alone.data());
+            for (int32_t d = 0; d < dim; ++d) {
+              INFO(IsaName(isa) << " dim " << dim << " heads " << heads << " len " << len
+                                << " head " << g << " element " << d);
+              CHECK(together[g * dim + d] == alone[d]);
+            }
+          }
+        }
+        ForceIsa(std::nullopt);
+      }
     }
   }
 }
