@@ -239,6 +239,22 @@ EXA_AVX512 inline __m512 Exp(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
+// Replaces row[0, len) with exp(row[j] - max(row)), 16 lanes at a time; returns their sum.
+EXA_AVX512 inline float ExpShiftedRow(float* row, int32_t len) {
+  float max_score = -3.4e38f;
+  for (int32_t j = 0; j < len; ++j) max_score = std::max(max_score, row[j]);
+  const __m512 max_v = _mm512_set1_ps(max_score);
+  __m512 sum_v = _mm512_setzero_ps();
+  for (int32_t j = 0; j < len; j += 16) {
+    const __mmask16 m = Mask16(len - j);
+    const __m512 e =
+        _mm512_maskz_mov_ps(m, Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, row + j), max_v)));
+    _mm512_mask_storeu_ps(row + j, m, e);
+    sum_v = _mm512_add_ps(sum_v, e);
+  }
+  return _mm512_reduce_add_ps(sum_v);
+}
+
 // GC query heads that share one key/value head (grouped-query attention), head_dim = 16 * DV:
 // head g's query is q + 16 * DV * g, its scores scores + len * g, its output out + 16 * DV * g.
 // The queries and output rows live in registers, each key and value row is loaded once for the
@@ -290,21 +306,7 @@ EXA_AVX512 void AttendGroupImpl(const float* q, const float* keys, const float* 
   }
   __m512 inv[GC];
 #pragma GCC unroll 4
-  for (int g = 0; g < GC; ++g) {
-    float* row = scores + g * len;
-    float max_score = -3.4e38f;
-    for (int32_t j = 0; j < len; ++j) max_score = std::max(max_score, row[j]);
-    const __m512 max_v = _mm512_set1_ps(max_score);
-    __m512 sum_v = _mm512_setzero_ps();
-    for (int32_t j = 0; j < len; j += 16) {
-      const __mmask16 m = Mask16(len - j);
-      const __m512 e =
-          _mm512_maskz_mov_ps(m, Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, row + j), max_v)));
-      _mm512_mask_storeu_ps(row + j, m, e);
-      sum_v = _mm512_add_ps(sum_v, e);
-    }
-    inv[g] = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum_v));
-  }
+  for (int g = 0; g < GC; ++g) inv[g] = _mm512_set1_ps(1.0f / ExpShiftedRow(scores + g * len, len));
   __m512 o[GC][DV];
 #pragma GCC unroll 4
   for (int g = 0; g < GC; ++g)
