@@ -264,15 +264,15 @@ template <int DV, int GC>
 EXA_AVX512 void AttendGroupImpl(const float* q, const float* keys, const float* values,
                                 const int32_t* slots, int64_t slot_stride, int32_t len, float scale,
                                 float* scores, float* out) {
-  static_assert((GC == 1 || GC == 2 || GC == 4) && GC * DV <= 16,
-                "4 / GC keys a reduction, and queries and outputs in registers");
+  static_assert(GC >= 1 && GC <= 4 && GC * DV <= 16, "queries and outputs must fit registers");
   __m512 qv[GC][DV];
 #pragma GCC unroll 4
   for (int g = 0; g < GC; ++g)
 #pragma GCC unroll 8
     for (int d = 0; d < DV; ++d) qv[g][d] = _mm512_loadu_ps(q + 16 * (DV * g + d));
-  // q . k, one accumulator per lane, for GC heads and 4 / GC keys: their 4 sums take one Sum4
-  // (the same sums as reducing each alone); the last keys are reduced one by one.
+  // q . k, one accumulator per lane, for GC heads and 4 / GC keys (3 heads: one key and a zero):
+  // their sums take one Sum4 (the same sums as reducing each alone); the last keys are reduced
+  // one by one.
   constexpr int kKeys = 4 / GC;
   auto dots = [&](int32_t j, __m512* acc) EXA_AVX512 {
     const float* k = keys + slots[j] * slot_stride;
@@ -288,7 +288,8 @@ EXA_AVX512 void AttendGroupImpl(const float* q, const float* keys, const float* 
   };
   int32_t j = 0;
   for (; j + kKeys <= len; j += kKeys) {
-    __m512 acc[4];
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                     _mm512_setzero_ps()};
 #pragma GCC unroll 4
     for (int u = 0; u < kKeys; ++u) dots(j + u, acc + u * GC);
     alignas(64) float sums[4];
@@ -332,7 +333,8 @@ EXA_AVX512 void AttendGroupImpl(const float* q, const float* keys, const float* 
     }
 }
 
-// Heads [0, heads) of a group: 4 at a time where the registers allow, then 2, then 1.
+// Heads [0, heads) of a group: 4 at a time where the registers allow (then 3 left in one go),
+// then 2, then 1.
 template <int DV>
 EXA_AVX512 void AttendGroupChunks(const float* q, int32_t heads, const float* keys,
                                   const float* values, const int32_t* slots, int64_t slot_stride,
@@ -342,6 +344,11 @@ EXA_AVX512 void AttendGroupChunks(const float* q, int32_t heads, const float* ke
     for (; g + 4 <= heads; g += 4) {
       AttendGroupImpl<DV, 4>(q + 16 * DV * g, keys, values, slots, slot_stride, len, scale,
                              scores + int64_t{len} * g, out + 16 * DV * g);
+    }
+    if (heads - g == 3) {
+      AttendGroupImpl<DV, 3>(q + 16 * DV * g, keys, values, slots, slot_stride, len, scale,
+                             scores + int64_t{len} * g, out + 16 * DV * g);
+      g += 3;
     }
   }
   for (; g + 2 <= heads; g += 2) {
