@@ -109,15 +109,6 @@ void CpuBackend::MatMul(Buffer x, const Weight& w, const Weight* bias, Buffer ou
 }
 
 void CpuBackend::MatMulShared(Buffer x, std::span<const MatMulTarget> targets) {
-  // x narrowed to the weights' half type (set_matmul_input_rounding): for bf16 weights as their
-  // input is packed (MatMulInput), where the AVX512-BF16 kernel keeps it as bf16; for fp16 here.
-  const bool narrow = x.rows >= matmul_rounding_min_rows_;
-  if (narrow && matmul_input_rounding_ == DType::kF16 && !targets.empty() &&
-      targets[0].w->dtype == DType::kF16) {
-    rounded_x_.resize(static_cast<size_t>(x.rows * x.cols));
-    for (int64_t i = 0; i < x.rows * x.cols; ++i) rounded_x_[i] = F16ToF32(F32ToF16(x.data[i]));
-    x.data = rounded_x_.data();
-  }
   // Work is split in groups of 16 weight rows across all targets: enough pieces to balance the
   // threads (the kernels give the same result however the rows are split).
   constexpr int64_t kGroup = 16;
@@ -129,7 +120,7 @@ void CpuBackend::MatMulShared(Buffer x, std::span<const MatMulTarget> targets) {
         << "] out[" << t.out.rows << "," << t.out.cols << "]";
     first_group[i + 1] = first_group[i] + (t.w->rows + kGroup - 1) / kGroup;
   }
-  PrepareInputs(x, targets, narrow && matmul_input_rounding_ == DType::kBF16);
+  PrepareInputs(x, targets);
   const int64_t groups = first_group.back();
   auto run = [&](int64_t begin, int64_t end) {
     for (size_t i = 0; i < targets.size(); ++i) {
@@ -150,14 +141,16 @@ void CpuBackend::MatMulShared(Buffer x, std::span<const MatMulTarget> targets) {
   }
 }
 
-void CpuBackend::PrepareInputs(Buffer x, std::span<const MatMulTarget> targets,
-                               bool round_to_bf16) {
+void CpuBackend::PrepareInputs(Buffer x, std::span<const MatMulTarget> targets) {
+  // x narrowed to the weights' half type (set_matmul_input_rounding) as it is packed.
+  const bool narrow = x.rows >= matmul_rounding_min_rows_;
   bool needed[3] = {false, false, false};
   for (const MatMulTarget& t : targets) needed[static_cast<size_t>(t.w->dtype)] = true;
   for (size_t d = 0; d < 3; ++d) {
     if (!needed[d]) continue;
     MatMulInput& in = inputs_[d];
-    in.Reset(x.data, x.cols, x.rows, x.cols, static_cast<DType>(d), round_to_bf16);
+    in.Reset(x.data, x.cols, x.rows, x.cols, static_cast<DType>(d),
+             narrow && static_cast<DType>(d) == matmul_input_rounding_);
     if (in.needs_pack()) {
       ParallelRows(x.rows, x.cols, [&](int64_t begin, int64_t end) { in.PackRows(begin, end); });
     }

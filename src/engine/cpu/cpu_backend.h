@@ -64,9 +64,9 @@ class CpuBackend final : public Backend {
  private:
   float* KeyAt(int32_t layer, int32_t slot) const;
   float* ValueAt(int32_t layer, int32_t slot) const;
-  // inputs_[dtype] made ready for every weight dtype among `targets`; `round_to_bf16` as for
-  // MatMulInput::Reset.
-  void PrepareInputs(Buffer x, std::span<const MatMulTarget> targets, bool round_to_bf16);
+  // inputs_[dtype] made ready for every weight dtype among `targets`, x rounded for the dtype
+  // set_matmul_input_rounding names.
+  void PrepareInputs(Buffer x, std::span<const MatMulTarget> targets);
 
   // ParallelFor for element-wise work: inline when too small to be worth waking the pool (each
   // wake costs tens of microseconds, more on a busy machine; decode runs hundreds per token).
@@ -78,8 +78,7 @@ class CpuBackend final : public Backend {
   DType kv_storage_;  // the precision K and V are rounded to when stored
   DType matmul_input_rounding_ = DType::kF32;
   int64_t matmul_rounding_min_rows_ = 0;
-  std::vector<float> rounded_x_;  // scratch for the rounded x
-  MatMulInput inputs_[3];         // x of the current product, per weight DType
+  MatMulInput inputs_[3];  // x of the current product, per weight DType
   std::vector<std::unique_ptr<float[]>> buffers_;
   int64_t held_bytes_ = 0;  // buffers_ and kv_
   KvCacheShape kv_shape_;

@@ -29,14 +29,14 @@ bool Avx512(Isa isa) { return isa >= Isa::kAvx512; }
 }  // namespace
 
 void MatMulInput::Reset(const float* x, int64_t ldx, int64_t rows, int64_t k, DType weight_dtype,
-                        bool round_to_bf16) {
+                        bool round_x) {
   isa_ = ActiveIsa();
   dtype_ = weight_dtype;
   x_ = x;
   ldx_ = ldx;
   rows_ = rows;
   k_ = k;
-  round_ = round_to_bf16 && weight_dtype == DType::kBF16;
+  round_ = round_x && weight_dtype != DType::kF32;
   bf16_rows_ = round_ && isa_ >= Isa::kAvx512Bf16;
   even_odd_ = Avx512(isa_) && weight_dtype == DType::kBF16 && !bf16_rows_;
   needs_pack_ = round_ || even_odd_;
@@ -63,7 +63,11 @@ void MatMulInput::PackRows(int64_t begin, int64_t end) {
       // Rounded where the kernels read it, or into scratch when they read it rearranged.
       if (even_odd_) rounded.resize(static_cast<size_t>(k_));
       float* dst = even_odd_ ? rounded.data() : out;
-      for (int64_t i = 0; i < k_; ++i) dst[i] = Bf16ToF32(F32ToBf16(row[i]));
+      if (dtype_ == DType::kBF16) {
+        for (int64_t i = 0; i < k_; ++i) dst[i] = Bf16ToF32(F32ToBf16(row[i]));
+      } else {
+        for (int64_t i = 0; i < k_; ++i) dst[i] = F16ToF32(F32ToF16(row[i]));
+      }
       row = dst;
     }
     if (even_odd_) internal::PackBf16RowsAvx512(row, k_, 1, k_, out);
@@ -92,9 +96,9 @@ void MatMulRange(const MatMulInput& x, const void* w, int64_t n_begin, int64_t n
 }
 
 void MatMulRange(const float* x, int64_t ldx, int64_t rows, const void* w, DType dtype, int64_t k,
-                 int64_t n_begin, int64_t n_end, float* y, int64_t ldy, bool round_to_bf16) {
+                 int64_t n_begin, int64_t n_end, float* y, int64_t ldy, bool round_x) {
   thread_local MatMulInput input;
-  input.Reset(x, ldx, rows, k, dtype, round_to_bf16);
+  input.Reset(x, ldx, rows, k, dtype, round_x);
   if (input.needs_pack()) input.PackRows(0, rows);
   MatMulRange(input, w, n_begin, n_end, y, ldy);
 }

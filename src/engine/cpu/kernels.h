@@ -2,9 +2,9 @@
 // AVX2, AVX-512), chosen at run time from ActiveIsa() (docs/architecture.md#cpu-backend).
 // Weights stay in their stored dtype and are widened in registers; accumulation is fp32 whatever
 // the weight dtype, and every product is exact (no rounding of x), so each path gives the
-// reference's numerics. The one exception is asked for: x rounded to bf16 before products with
-// bf16 weights (MatMulInput::Reset), the numerics of a bf16 model run in bf16, which the
-// AVX512-BF16 path computes at twice the multiply-adds of fp32.
+// reference's numerics. The one exception is asked for: x rounded to the weights' half type first
+// (MatMulInput::Reset), the numerics of a half-precision model run in its own type, which for bf16
+// the AVX512-BF16 path computes at twice the multiply-adds of fp32.
 //
 // Thread safety: pure functions over caller-owned memory; a MatMulInput is written by one thread
 // (or disjoint row ranges by several) and then read by any number.
@@ -24,11 +24,11 @@ namespace exa::engine::cpu {
 // weights); the other kernels read x where it is.
 class MatMulInput {
  public:
-  // Uses the ISA active now for every product of this input. `round_to_bf16` (bf16 weights
-  // only): x is rounded to bf16 first, on every path, so that the paths agree; the AVX512-BF16
-  // path then keeps x as bf16 and multiplies with vdpbf16ps.
+  // Uses the ISA active now for every product of this input. `round_x` (half-precision weights
+  // only): x is rounded to the weights' type first, on every path, so that the paths agree; with
+  // bf16 weights the AVX512-BF16 path then keeps x as bf16 and multiplies with vdpbf16ps.
   void Reset(const float* x, int64_t ldx, int64_t rows, int64_t k, DType weight_dtype,
-             bool round_to_bf16 = false);
+             bool round_x = false);
   // Whether PackRows must run (over all rows) before the products.
   bool needs_pack() const { return needs_pack_; }
   // Rearranges rows [begin, end): threads may pack disjoint ranges.
@@ -50,7 +50,7 @@ class MatMulInput {
   const float* x_ = nullptr;
   int64_t ldx_ = 0, rows_ = 0, k_ = 0;
   bool needs_pack_ = false;
-  bool round_ = false;      // x rounded to bf16 before use
+  bool round_ = false;      // x rounded to the weights' type before use
   bool bf16_rows_ = false;  // packed_bf16_ holds the rows (the AVX512-BF16 kernel)
   bool even_odd_ = false;   // packed_ holds the rows in the AVX-512 bf16 kernel's order
   int64_t packed_stride_ = 0;
@@ -63,10 +63,10 @@ class MatMulInput {
 // n range (batch invariance).
 void MatMulRange(const MatMulInput& x, const void* w, int64_t n_begin, int64_t n_end, float* y,
                  int64_t ldy);
-// The same on x as it is (packed into thread-local scratch when needed); `round_to_bf16` as for
+// The same on x as it is (packed into thread-local scratch when needed); `round_x` as for
 // MatMulInput::Reset.
 void MatMulRange(const float* x, int64_t ldx, int64_t rows, const void* w, DType dtype, int64_t k,
-                 int64_t n_begin, int64_t n_end, float* y, int64_t ldy, bool round_to_bf16 = false);
+                 int64_t n_begin, int64_t n_end, float* y, int64_t ldy, bool round_x = false);
 
 // dst[i] = (float) src[i] for i in [0, n), src in `dtype`.
 void ConvertRow(const void* src, DType dtype, int64_t n, float* dst);

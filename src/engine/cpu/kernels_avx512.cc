@@ -239,6 +239,13 @@ EXA_AVX512 inline __m512 Exp(__m512 x) {
   return _mm512_scalef_ps(p, n);
 }
 
+// The 16 * DV floats at `row` into registers.
+template <int DV>
+EXA_AVX512 inline void LoadRow(const float* row, __m512 (&v)[DV]) {
+#pragma GCC unroll 8
+  for (int d = 0; d < DV; ++d) v[d] = _mm512_loadu_ps(row + 16 * d);
+}
+
 // Replaces row[0, len) with exp(row[j] - max(row)), 16 lanes at a time; returns their sum.
 EXA_AVX512 inline float ExpShiftedRow(float* row, int32_t len) {
   float max_score = -3.4e38f;
@@ -267,18 +274,14 @@ EXA_AVX512 void AttendGroupImpl(const float* q, const float* keys, const float* 
   static_assert(GC >= 1 && GC <= 4 && GC * DV <= 16, "queries and outputs must fit registers");
   __m512 qv[GC][DV];
 #pragma GCC unroll 4
-  for (int g = 0; g < GC; ++g)
-#pragma GCC unroll 8
-    for (int d = 0; d < DV; ++d) qv[g][d] = _mm512_loadu_ps(q + 16 * (DV * g + d));
+  for (int g = 0; g < GC; ++g) LoadRow<DV>(q + 16 * DV * g, qv[g]);
   // q . k, one accumulator per lane, for GC heads and 4 / GC keys (3 heads: one key and a zero):
   // their sums take one Sum4 (the same sums as reducing each alone); the last keys are reduced
   // one by one.
   constexpr int kKeys = 4 / GC;
   auto dots = [&](int32_t j, __m512* acc) EXA_AVX512 {
-    const float* k = keys + slots[j] * slot_stride;
     __m512 kv[DV];
-#pragma GCC unroll 8
-    for (int d = 0; d < DV; ++d) kv[d] = _mm512_loadu_ps(k + 16 * d);
+    LoadRow<DV>(keys + slots[j] * slot_stride, kv);
 #pragma GCC unroll 4
     for (int g = 0; g < GC; ++g) {
       acc[g] = _mm512_mul_ps(qv[g][0], kv[0]);
@@ -314,10 +317,8 @@ EXA_AVX512 void AttendGroupImpl(const float* q, const float* keys, const float* 
 #pragma GCC unroll 8
     for (int d = 0; d < DV; ++d) o[g][d] = _mm512_setzero_ps();
   for (int32_t j = 0; j < len; ++j) {
-    const float* v = values + slots[j] * slot_stride;
     __m512 vv[DV];
-#pragma GCC unroll 8
-    for (int d = 0; d < DV; ++d) vv[d] = _mm512_loadu_ps(v + 16 * d);
+    LoadRow<DV>(values + slots[j] * slot_stride, vv);
 #pragma GCC unroll 4
     for (int g = 0; g < GC; ++g) {
       const __m512 p = _mm512_set1_ps(scores[g * len + j]);

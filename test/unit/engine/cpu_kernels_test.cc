@@ -37,37 +37,39 @@ Weights RandomWeights(DType dtype, int64_t n, int64_t k, std::mt19937& rng) {
 }
 
 std::vector<float> Run(const std::vector<float>& x, int64_t rows, const Weights& w, int64_t n,
-                       int64_t k, Isa isa, bool round_to_bf16 = false) {
+                       int64_t k, Isa isa, bool round_x = false) {
   REQUIRE(ForceIsa(isa));
   std::vector<float> y(rows * n, -1.0f);
-  MatMulRange(x.data(), k, rows, w.bytes.data(), w.dtype, k, 0, n, y.data(), n, round_to_bf16);
+  MatMulRange(x.data(), k, rows, w.bytes.data(), w.dtype, k, 0, n, y.data(), n, round_x);
   ForceIsa(std::nullopt);
   return y;
 }
 
 // One vector path against the scalar kernel, and its batch invariance, for one shape; with
-// `round_to_bf16`, against the scalar kernel on x rounded to bf16 by hand.
+// `round_x`, against the scalar kernel on x rounded to the weights' type by hand.
 void CheckPath(Isa isa, DType dtype, int64_t rows, int64_t n, int64_t k, std::mt19937& rng,
-               bool round_to_bf16 = false) {
+               bool round_x = false) {
   std::normal_distribution<float> dist(0.0f, 1.0f);
   Weights w = RandomWeights(dtype, n, k, rng);
   std::vector<float> x(rows * k);
   for (float& v : x) v = dist(rng);
   std::vector<float> rounded = x;
-  if (round_to_bf16) {
-    for (float& v : rounded) v = Bf16ToF32(F32ToBf16(v));
+  if (round_x) {
+    for (float& v : rounded) {
+      v = dtype == DType::kBF16 ? Bf16ToF32(F32ToBf16(v)) : F16ToF32(F32ToF16(v));
+    }
   }
-  const auto fast = Run(x, rows, w, n, k, isa, round_to_bf16);
+  const auto fast = Run(x, rows, w, n, k, isa, round_x);
   const auto slow = Run(rounded, rows, w, n, k, Isa::kScalar);
   for (int64_t i = 0; i < rows * n; ++i) {
     INFO(IsaName(isa) << " dtype " << DTypeName(dtype) << " k " << k << " element " << i
-                      << (round_to_bf16 ? " x rounded to bf16" : ""));
+                      << (round_x ? " x rounded" : ""));
     CHECK(fast[i] == Approx(slow[i]).epsilon(1e-5).margin(1e-4));
   }
   // Batch invariance: each row alone gives bitwise the same result as within the batch.
   for (int64_t r = 0; r < rows; ++r) {
     std::vector<float> one(x.begin() + r * k, x.begin() + (r + 1) * k);
-    const auto alone = Run(one, 1, w, n, k, isa, round_to_bf16);
+    const auto alone = Run(one, 1, w, n, k, isa, round_x);
     for (int64_t j = 0; j < n; ++j) {
       INFO(IsaName(isa) << " dtype " << DTypeName(dtype) << " k " << k << " row " << r);
       CHECK(alone[j] == fast[r * n + j]);
@@ -100,11 +102,11 @@ TEST_CASE("x rounded to bf16 for bf16 weights gives the same products on every p
   std::mt19937 rng(4);
   for (Isa isa : SupportedIsas()) {
     for (int64_t k : {1, 7, 17, 32, 33, 64, 300}) {
-      CheckPath(isa, DType::kBF16, 13, 19, k, rng, /*round_to_bf16=*/true);
+      CheckPath(isa, DType::kBF16, 13, 19, k, rng, /*round_x=*/true);
     }
-    CheckPath(isa, DType::kBF16, 70, 37, 96, rng, /*round_to_bf16=*/true);
+    CheckPath(isa, DType::kBF16, 70, 37, 96, rng, /*round_x=*/true);
     // Rounding asks nothing of other dtypes: their products stay exact.
-    CheckPath(isa, DType::kF16, 5, 9, 40, rng, /*round_to_bf16=*/false);
+    CheckPath(isa, DType::kF16, 5, 9, 40, rng, /*round_x=*/false);
   }
 }
 
