@@ -46,18 +46,21 @@ EXA_AVX512_SUMS inline void Sum4(__m512 a, __m512 b, __m512 c, __m512 d, float* 
   y[3] = lanes[12];
 }
 
-// y[t * ldy + j] = the sum of acc[t][j], for a TR x NR register tile.
+// y[t * ldy + j * ldj] = the sum of acc[t][j], for a TR x NR register tile.
 template <int TR, int NR>
-EXA_AVX512_SUMS inline void StoreSums(const __m512 (&acc)[TR][NR], float* y, int64_t ldy) {
+EXA_AVX512_SUMS inline void StoreSums(const __m512 (&acc)[TR][NR], float* y, int64_t ldy,
+                                      int64_t ldj = 1) {
 #pragma GCC unroll 8
   for (int t = 0; t < TR; ++t) {
     int j = 0;
+    if (ldj == 1) {
 #pragma GCC unroll 8
-    for (; j + 4 <= NR; j += 4) {
-      Sum4(acc[t][j], acc[t][j + 1], acc[t][j + 2], acc[t][j + 3], y + t * ldy + j);
+      for (; j + 4 <= NR; j += 4) {
+        Sum4(acc[t][j], acc[t][j + 1], acc[t][j + 2], acc[t][j + 3], y + t * ldy + j);
+      }
     }
 #pragma GCC unroll 8
-    for (; j < NR; ++j) y[t * ldy + j] = _mm512_reduce_add_ps(acc[t][j]);
+    for (; j < NR; ++j) y[t * ldy + j * ldj] = _mm512_reduce_add_ps(acc[t][j]);
   }
 }
 

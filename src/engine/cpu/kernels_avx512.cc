@@ -18,46 +18,86 @@ namespace {
 
 #define EXA_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")))
 
-// Weights [i, i + 16) widened to fp32, lanes outside `m` zero.
-template <DType D>
+// Weights [i, i + 16) widened to fp32; with Tail, lanes outside `m` zero. Full steps load without
+// a mask: masked loads measured 2.5x slower at streaming weights from memory on an AVX-512 EPYC,
+// the hardware prefetcher not following them (docs/perf/engine.md#batch-1-decode-streams).
+template <DType D, bool Tail>
 EXA_AVX512 inline __m512 Load16(const void* w, int64_t i, __mmask16 m) {
   if constexpr (D == DType::kF32) {
-    return _mm512_maskz_loadu_ps(m, static_cast<const float*>(w) + i);
+    const float* p = static_cast<const float*>(w) + i;
+    return Tail ? _mm512_maskz_loadu_ps(m, p) : _mm512_loadu_ps(p);
   } else {
-    const __m256i h = _mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(w) + i);
+    const uint16_t* p = static_cast<const uint16_t*>(w) + i;
+    const __m256i h = Tail ? _mm256_maskz_loadu_epi16(m, p)
+                           : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     if constexpr (D == DType::kF16) return _mm512_cvtph_ps(h);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
   }
 }
 
-// f32 and f16 weights: TR rows of x against NR weight rows, 16 columns a step. TR * NR
-// accumulators hide the FMA latency; each widened weight vector serves TR rows. P: prefetch the
-// weight rows (PrefetchAhead), for weights that stream from memory rather than sit in L2.
+// One 16-column step of Block16 at column i (Tail: the last, partial one, masked by m).
+template <int TR, int NR, DType D, bool P, bool Tail>
+EXA_AVX512 inline void Step16(const float* x, int64_t ldx, const void* w, int64_t k, int64_t n,
+                              int64_t js, int64_t i, __mmask16 m, __m512 (&acc)[TR][NR]) {
+  __m512 xv[TR];
+#pragma GCC unroll 8
+  for (int t = 0; t < TR; ++t) {
+    xv[t] = Tail ? _mm512_maskz_loadu_ps(m, x + t * ldx + i) : _mm512_loadu_ps(x + t * ldx + i);
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < NR; ++j) {
+    // One prefetch a 64-byte line: every step for f32, every other one for f16.
+    if (P && (i * static_cast<int64_t>(DTypeBytes(D))) % 64 == 0) {
+      PrefetchAhead(w, (n + j * js) * k + i, DTypeBytes(D));
+    }
+    const __m512 wv = Load16<D, Tail>(w, (n + j * js) * k + i, m);
+#pragma GCC unroll 8
+    for (int t = 0; t < TR; ++t) acc[t][j] = _mm512_fmadd_ps(wv, xv[t], acc[t][j]);
+  }
+}
+
+// f32 and f16 weights: TR rows of x against NR weight rows n, n + js, n + 2 js..., 16 columns a
+// step. TR * NR accumulators hide the FMA latency; each widened weight vector serves TR rows. P:
+// prefetch the weight rows (PrefetchAhead), for weights that stream from memory rather than sit in
+// L2.
 template <int TR, int NR, DType D, bool P>
 EXA_AVX512 void Block16(const float* x, int64_t ldx, const void* w, int64_t k, int64_t n, float* y,
-                        int64_t ldy) {
+                        int64_t ldy, int64_t js = 1) {
   __m512 acc[TR][NR];
 #pragma GCC unroll 8
   for (int t = 0; t < TR; ++t)
 #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) acc[t][j] = _mm512_setzero_ps();
-  for (int64_t i = 0; i < k; i += 16) {
-    const __mmask16 m = Mask16(k - i);
-    __m512 xv[TR];
+  int64_t i = 0;
+  for (; i + 16 <= k; i += 16) Step16<TR, NR, D, P, false>(x, ldx, w, k, n, js, i, 0, acc);
+  if (i < k) Step16<TR, NR, D, P, true>(x, ldx, w, k, n, js, i, Mask16(k - i), acc);
+  StoreSums<TR, NR>(acc, y + n, ldy, js);
+}
+
+// One 32-column step of BlockBf16 at column i (Tail: the last, partial one, masked by m).
+template <int TR, int NR, bool P, bool Tail>
+EXA_AVX512 inline void StepBf16(const float* xp, int64_t ldxp, const uint16_t* w, int64_t k,
+                                int64_t n, int64_t i, __mmask32 m, __m512 (&acc)[TR][NR]) {
+  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  __m512 xe[TR], xo[TR];
 #pragma GCC unroll 8
-    for (int t = 0; t < TR; ++t) xv[t] = _mm512_maskz_loadu_ps(m, x + t * ldx + i);
+  for (int t = 0; t < TR; ++t) {
+    xe[t] = _mm512_loadu_ps(xp + t * ldxp + i);
+    xo[t] = _mm512_loadu_ps(xp + t * ldxp + i + 16);
+  }
 #pragma GCC unroll 8
-    for (int j = 0; j < NR; ++j) {
-      // One prefetch a 64-byte line: every step for f32, every other one for f16.
-      if (P && (i * static_cast<int64_t>(DTypeBytes(D))) % 64 == 0) {
-        PrefetchAhead(w, (n + j) * k + i, DTypeBytes(D));
-      }
-      const __m512 wv = Load16<D>(w, (n + j) * k + i, m);
+  for (int j = 0; j < NR; ++j) {
+    if (P) PrefetchAhead(w, (n + j) * k + i, 2);
+    const uint16_t* p = w + (n + j) * k + i;
+    const __m512i raw = Tail ? _mm512_maskz_loadu_epi16(m, p) : _mm512_loadu_si512(p);
+    const __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
+    const __m512 wo = _mm512_castsi512_ps(_mm512_and_si512(raw, high));
 #pragma GCC unroll 8
-      for (int t = 0; t < TR; ++t) acc[t][j] = _mm512_fmadd_ps(wv, xv[t], acc[t][j]);
+    for (int t = 0; t < TR; ++t) {
+      acc[t][j] = _mm512_fmadd_ps(we, xe[t], acc[t][j]);
+      acc[t][j] = _mm512_fmadd_ps(wo, xo[t], acc[t][j]);
     }
   }
-  StoreSums<TR, NR>(acc, y + n, ldy);
 }
 
 // bf16 weights, 32 columns a step: the 32 weights load as 16 dwords, whose low halves (even
@@ -66,33 +106,14 @@ EXA_AVX512 void Block16(const float* x, int64_t ldx, const void* w, int64_t k, i
 template <int TR, int NR, bool P>
 EXA_AVX512 void BlockBf16(const float* xp, int64_t ldxp, const uint16_t* w, int64_t k, int64_t n,
                           float* y, int64_t ldy) {
-  const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
   __m512 acc[TR][NR];
 #pragma GCC unroll 8
   for (int t = 0; t < TR; ++t)
 #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) acc[t][j] = _mm512_setzero_ps();
-  for (int64_t i = 0; i < k; i += 32) {
-    const __mmask32 m = Mask32(k - i);
-    __m512 xe[TR], xo[TR];
-#pragma GCC unroll 8
-    for (int t = 0; t < TR; ++t) {
-      xe[t] = _mm512_loadu_ps(xp + t * ldxp + i);
-      xo[t] = _mm512_loadu_ps(xp + t * ldxp + i + 16);
-    }
-#pragma GCC unroll 8
-    for (int j = 0; j < NR; ++j) {
-      if (P) PrefetchAhead(w, (n + j) * k + i, 2);
-      const __m512i raw = _mm512_maskz_loadu_epi16(m, w + (n + j) * k + i);
-      const __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
-      const __m512 wo = _mm512_castsi512_ps(_mm512_and_si512(raw, high));
-#pragma GCC unroll 8
-      for (int t = 0; t < TR; ++t) {
-        acc[t][j] = _mm512_fmadd_ps(we, xe[t], acc[t][j]);
-        acc[t][j] = _mm512_fmadd_ps(wo, xo[t], acc[t][j]);
-      }
-    }
-  }
+  int64_t i = 0;
+  for (; i + 32 <= k; i += 32) StepBf16<TR, NR, P, false>(xp, ldxp, w, k, n, i, 0, acc);
+  if (i < k) StepBf16<TR, NR, P, true>(xp, ldxp, w, k, n, i, Mask32(k - i), acc);
   StoreSums<TR, NR>(acc, y + n, ldy);
 }
 
@@ -104,6 +125,22 @@ EXA_AVX512 inline void Block(const float* x, int64_t ldx, const void* w, int64_t
   } else {
     Block16<TR, NR, D, P>(x, ldx, w, k, n, y, ldy);
   }
+}
+
+// One row of x (batch-1 decode) against f16 weights, which it reads once from memory: the thread's
+// range is split in halves walked side by side, a row of each at a time, with no software prefetch,
+// so the weights arrive as two sequential streams that the hardware prefetcher follows. On an
+// AVX-512 EPYC this read f16 weights 1.2x faster than the 8-row tiles with prefetches, which stay
+// faster for f32 and bf16 weights: those need more independent sums in flight than two
+// (docs/perf/engine.md#batch-1-decode-streams). Each output is summed as in any other tile.
+EXA_AVX512 void DecodeRowF16(const float* x, const void* w, int64_t k, int64_t n_begin,
+                             int64_t n_end, float* y) {
+  constexpr DType kF16 = DType::kF16;
+  const int64_t half = (n_end - n_begin) / 2;
+  for (int64_t n = n_begin; n < n_begin + half; ++n) {
+    Block16<1, 2, kF16, false>(x, 0, w, k, n, y, 0, half);
+  }
+  if ((n_end - n_begin) % 2 != 0) Block16<1, 1, kF16, false>(x, 0, w, k, n_end - 1, y, 0);
 }
 
 // TR rows of x against weight rows [n_begin, n_end): NR at a time, then one at a time.
@@ -139,11 +176,11 @@ EXA_AVX512 void ConvertImpl(const void* src, DType dtype, int64_t n, float* dst)
     const __mmask16 m = Mask16(n - i);
     __m512 v;
     if (dtype == DType::kF32) {
-      v = Load16<DType::kF32>(src, i, m);
+      v = Load16<DType::kF32, true>(src, i, m);
     } else if (dtype == DType::kF16) {
-      v = Load16<DType::kF16>(src, i, m);
+      v = Load16<DType::kF16, true>(src, i, m);
     } else {
-      v = Load16<DType::kBF16>(src, i, m);
+      v = Load16<DType::kBF16, true>(src, i, m);
     }
     _mm512_mask_storeu_ps(dst + i, m, v);
   }
@@ -162,6 +199,7 @@ EXA_AVX512 void MatMulTyped(const float* x, int64_t ldx, int64_t rows, const voi
   // fp32 copy in L2 and running the f32 kernel on it measured 1.3-1.8x slower on an AVX-512 EPYC
   // (2026-12-04, docs/perf/engine.md#bf16-activations), the doubled L2 traffic costing more than
   // one vcvtph2ps per 6 FMAs.
+  if (D == DType::kF16 && rows == 1) return DecodeRowF16(x, w, k, n_begin, n_end, y);
   for (int64_t r0 = 0; r0 < rows; r0 += kRowTile) {
     const int64_t r1 = std::min(rows, r0 + kRowTile);
     for (int64_t c0 = n_begin; c0 < n_end; c0 += col_tile) {
