@@ -89,7 +89,10 @@ EXA_AVX512 inline void StepBf16(const float* xp, int64_t ldxp, const uint16_t* w
   for (int j = 0; j < NR; ++j) {
     if (P) PrefetchAhead(w, (n + j) * k + i, 2);
     const uint16_t* p = w + (n + j) * k + i;
-    const __m512i raw = Tail ? _mm512_maskz_loadu_epi16(m, p) : _mm512_loadu_si512(p);
+    __m512i raw = Tail ? _mm512_maskz_loadu_epi16(m, p) : _mm512_loadu_si512(p);
+    // One load for both halves: left to itself GCC folds the load into the shift and the mask,
+    // reading each weight line twice.
+    asm("" : "+v"(raw));
     const __m512 we = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
     const __m512 wo = _mm512_castsi512_ps(_mm512_and_si512(raw, high));
 #pragma GCC unroll 8
