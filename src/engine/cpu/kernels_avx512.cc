@@ -134,7 +134,7 @@ EXA_AVX512 inline void Block(const float* x, int64_t ldx, const void* w, int64_t
 // range is split in halves walked side by side, a row of each at a time, with no software prefetch,
 // so the weights arrive as two sequential streams that the hardware prefetcher follows. On an
 // AVX-512 EPYC this read f16 weights 1.2x faster than the 8-row tiles with prefetches, which stay
-// faster for f32 and bf16 weights: those need more independent sums in flight than two
+// faster for f32 and exact bf16 weights: those need more independent sums in flight than two
 // (docs/perf/engine.md#batch-1-decode-streams). Each output is summed as in any other tile.
 EXA_AVX512 void DecodeRowF16(const float* x, const void* w, int64_t k, int64_t n_begin,
                              int64_t n_end, float* y) {
@@ -195,6 +195,7 @@ constexpr int64_t kStripBytes = 256 << 10;
 template <DType D>
 EXA_AVX512 void MatMulTyped(const float* x, int64_t ldx, int64_t rows, const void* w, int64_t k,
                             int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
+  if (D == DType::kF16 && rows == 1) return DecodeRowF16(x, w, k, n_begin, n_end, y);
   constexpr int64_t kRowTile = 64;
   const int64_t col_tile =
       std::clamp<int64_t>(kStripBytes / (k * static_cast<int64_t>(DTypeBytes(D))) / 4 * 4, 4, 128);
@@ -202,7 +203,6 @@ EXA_AVX512 void MatMulTyped(const float* x, int64_t ldx, int64_t rows, const voi
   // fp32 copy in L2 and running the f32 kernel on it measured 1.3-1.8x slower on an AVX-512 EPYC
   // (2026-12-04, docs/perf/engine.md#bf16-activations), the doubled L2 traffic costing more than
   // one vcvtph2ps per 6 FMAs.
-  if (D == DType::kF16 && rows == 1) return DecodeRowF16(x, w, k, n_begin, n_end, y);
   for (int64_t r0 = 0; r0 < rows; r0 += kRowTile) {
     const int64_t r1 = std::min(rows, r0 + kRowTile);
     for (int64_t c0 = n_begin; c0 < n_end; c0 += col_tile) {

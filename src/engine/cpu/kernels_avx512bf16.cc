@@ -97,9 +97,9 @@ constexpr int64_t kStripBytes = 256 << 10;
 
 EXA_AVX512BF16 void MatMulImpl(const uint16_t* x, int64_t ldx, int64_t rows, const uint16_t* w,
                                int64_t k, int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
+  if (rows == 1) return DecodeRow(x, w, k, n_begin, n_end, y);
   constexpr int64_t kRowTile = 64;
   const int64_t col_tile = std::clamp<int64_t>(kStripBytes / (k * 2) / 4 * 4, 4, 128);
-  if (rows == 1) return DecodeRow(x, w, k, n_begin, n_end, y);
   for (int64_t r0 = 0; r0 < rows; r0 += kRowTile) {
     const int64_t r1 = std::min(rows, r0 + kRowTile);
     for (int64_t c0 = n_begin; c0 < n_end; c0 += col_tile) {
