@@ -4,6 +4,7 @@
 // result does not depend on how many rows share the call (batch invariance).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -107,6 +108,43 @@ TEST_CASE("x rounded to bf16 for bf16 weights gives the same products on every p
     CheckPath(isa, DType::kBF16, 70, 37, 96, rng, /*round_x=*/true);
     // Rounding asks nothing of other dtypes: their products stay exact.
     CheckPath(isa, DType::kF16, 5, 9, 40, rng, /*round_x=*/false);
+  }
+}
+
+TEST_CASE("a product split into ranges of weight rows gives bitwise the same outputs",
+          "[engine][cpu]") {
+  // The backend hands each thread a range of weight rows, and batch-1 decode walks a range in
+  // halves or quarters side by side: where the range starts and how long it is must not change
+  // any output, for one row of x or many.
+  std::mt19937 rng(6);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  constexpr int64_t kN = 37, kK = 70;
+  for (Isa isa : SupportedIsas()) {
+    for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+      for (bool round_x : {false, true}) {
+        if (round_x && dtype != DType::kBF16) continue;
+        const Weights w = RandomWeights(dtype, kN, kK, rng);
+        for (int64_t rows : {1, 3}) {
+          std::vector<float> x(rows * kK);
+          for (float& v : x) v = dist(rng);
+          const auto whole = Run(x, rows, w, kN, kK, isa, round_x);
+          for (int64_t cut : {1, 2, 5, 9, 16, 23}) {  // ranges of 1..9 rows leave every remainder
+            REQUIRE(ForceIsa(isa));
+            std::vector<float> y(rows * kN, -1.0f);
+            for (int64_t b = 0; b < kN; b += cut) {
+              MatMulRange(x.data(), kK, rows, w.bytes.data(), dtype, kK, b, std::min(kN, b + cut),
+                          y.data(), kN, round_x);
+            }
+            ForceIsa(std::nullopt);
+            for (int64_t i = 0; i < rows * kN; ++i) {
+              INFO(IsaName(isa) << " dtype " << DTypeName(dtype) << (round_x ? " x rounded" : "")
+                                << " rows " << rows << " ranges of " << cut << " element " << i);
+              CHECK(y[i] == whole[i]);
+            }
+          }
+        }
+      }
+    }
   }
 }
 
