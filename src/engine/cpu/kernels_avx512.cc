@@ -139,11 +139,11 @@ EXA_AVX512 inline void Block(const float* x, int64_t ldx, const void* w, int64_t
 EXA_AVX512 void DecodeRowF16(const float* x, const void* w, int64_t k, int64_t n_begin,
                              int64_t n_end, float* y) {
   constexpr DType kF16 = DType::kF16;
-  const int64_t half = (n_end - n_begin) / 2;
-  for (int64_t n = n_begin; n < n_begin + half; ++n) {
-    Block16<1, 2, kF16, false>(x, 0, w, k, n, y, 0, half);
-  }
-  if ((n_end - n_begin) % 2 != 0) Block16<1, 1, kF16, false>(x, 0, w, k, n_end - 1, y, 0);
+  WalkSpread<2>(
+      n_begin, n_end,
+      [&](int64_t n, int64_t span)
+          EXA_AVX512 { Block16<1, 2, kF16, false>(x, 0, w, k, n, y, 0, span); },
+      [&](int64_t n) EXA_AVX512 { Block16<1, 1, kF16, false>(x, 0, w, k, n, y, 0); });
 }
 
 // TR rows of x against weight rows [n_begin, n_end): NR at a time, then one at a time.

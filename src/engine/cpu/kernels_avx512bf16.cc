@@ -87,9 +87,11 @@ EXA_AVX512BF16 void RowTiles(const uint16_t* x, int64_t ldx, int64_t rows, const
 // prefetches, four streams a little faster than two (docs/perf/engine.md#batch-1-decode-streams).
 EXA_AVX512BF16 void DecodeRow(const uint16_t* x, const uint16_t* w, int64_t k, int64_t n_begin,
                               int64_t n_end, float* y) {
-  const int64_t q = (n_end - n_begin) / 4;
-  for (int64_t n = n_begin; n < n_begin + q; ++n) Block<1, 4, false>(x, 0, w, k, n, y, 0, q);
-  for (int64_t n = n_begin + 4 * q; n < n_end; ++n) Block<1, 1, false>(x, 0, w, k, n, y, 0);
+  WalkSpread<4>(
+      n_begin, n_end,
+      [&](int64_t n, int64_t span)
+          EXA_AVX512BF16 { Block<1, 4, false>(x, 0, w, k, n, y, 0, span); },
+      [&](int64_t n) EXA_AVX512BF16 { Block<1, 1, false>(x, 0, w, k, n, y, 0); });
 }
 
 // Weight strips of about this many bytes stay in L2 while a tile of x rows passes them.

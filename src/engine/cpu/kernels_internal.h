@@ -26,10 +26,10 @@ inline float LoadScalar(const void* w, DType dtype, int64_t i) {
 }
 
 // Weight rows stream from memory once per decode step, several at a time (one per register
-// block row): the kernels prefetch each row this far ahead of the load, since one core's
-// hardware prefetchers alone left batch-1 decode well under the core's bandwidth (on an AVX-512
-// EPYC, bf16 weights read at 12 GB/s a core without it, 17 with it;
-// docs/perf/engine.md#on-an-avx512-bf16-machine).
+// block row): the tiles prefetch each row this far ahead of the load, since one core's hardware
+// prefetchers do not keep up with that many interleaved rows
+// (docs/perf/engine.md#on-an-avx512-bf16-machine). Batch-1 decode walks fewer streams where that
+// measured faster, and does not prefetch (WalkSpread).
 inline constexpr int64_t kPrefetchBytes = 512;
 // Only for products of at most this many rows of x (decode batches): with more, a strip of weights
 // is reused from L2 and prefetching it again only costs issue slots.
@@ -38,6 +38,17 @@ inline constexpr int64_t kPrefetchMaxRows = 32;
 // an address past the end does not fault).
 inline void PrefetchAhead(const void* w, int64_t i, int64_t bytes) {
   __builtin_prefetch(static_cast<const char*>(w) + i * bytes + kPrefetchBytes, 0, 3);
+}
+
+// Weight rows [n_begin, n_end) as NR equal parts walked side by side: spread(n, span) for each n of
+// the first part (it takes rows n, n + span, ... n + (NR - 1) span), then one(n) for each row left
+// over. For batch-1 decode: NR sequential streams, which the hardware prefetcher follows, instead
+// of NR adjacent rows (docs/perf/engine.md#batch-1-decode-streams).
+template <int NR, typename Spread, typename One>
+inline void WalkSpread(int64_t n_begin, int64_t n_end, Spread spread, One one) {
+  const int64_t span = (n_end - n_begin) / NR;
+  for (int64_t n = n_begin; n < n_begin + span; ++n) spread(n, span);
+  for (int64_t n = n_begin + NR * span; n < n_end; ++n) one(n);
 }
 
 // AVX2 + FMA + F16C, 8 lanes.
