@@ -65,11 +65,14 @@ struct ClusterSimOptions {
   double load_gbps = 5.0;   // local NVMe → GPU, GB/s per replica
   double max_bringup_s = 1800;
   // diurnal (sim/traffic_model.h): the trace whose burstiness and request lengths the load takes,
-  // the day's length, the peak's load as a fraction of what maxReplicas serve, and the P99 TTFT
-  // each minute is held to (a ttftP99 autoscaling target overrides it).
+  // the day's length, the peak's load, and the P99 TTFT each minute is held to (a ttftP99
+  // autoscaling target overrides it). peak_load 0 sizes the peak for maxReplicas: at the trace's
+  // busiest minute, maxReplicas replicas each hold the pendingTokensPerReplica target (for a time
+  // metric, which has no such size, 0.5); above 0 it is the peak before burstiness as a fraction
+  // of what maxReplicas replicas serve with every slot busy.
   std::string trace_file;
   double day_s = 86400;
-  double peak_load = 0.5;
+  double peak_load = 0;
   double ttft_target_s = 2;
 };
 

@@ -91,7 +91,7 @@ constexpr const char* kUsage =
     "kill-scheduler-leader|rack-partition|canary-bad|canary-good|lifetime|leak|diurnal] "
     "[--fault-nodes 8] "
     "[--duration 120] [--seed S] "
-    "[diurnal: --trace FILE [--day 86400] [--peak-load 0.5] [--ttft-target 2]]";
+    "[diurnal: --trace FILE [--day 86400] [--peak-load L] [--ttft-target 2]]";
 
 }  // namespace
 

@@ -12,6 +12,13 @@
 #include "sim/cluster_sim_state.h"
 
 namespace exa::sim::cluster_internal {
+namespace {
+
+// The peak before burstiness, as a fraction of what maxReplicas replicas serve with every slot
+// busy, for a time metric (queueTimeP90, ttftP99), whose target gives no replica size.
+constexpr double kUnsizedPeakLoad = 0.5;
+
+}  // namespace
 
 absl::Status ClusterSim::SetupDiurnal() {
   const scheduler::InferenceReplicaSpec& spec = desired_.front().spec;
@@ -35,9 +42,16 @@ absl::Status ClusterSim::SetupDiurnal() {
   t.ttft_target_s =
       spec.autoscaling.metric == "ttftP99" ? spec.autoscaling.target : o_.ttft_target_s;
   traffic_ = std::make_unique<TrafficModel>(t, std::move(shape));
-  // At the peak, before burstiness: `peak_load` of what maxReplicas replicas serve.
-  traffic_->SetPeakRate(o_.peak_load * spec.autoscaling.max_replicas * spec.concurrency /
-                        traffic_->MeanSlotSeconds());
+  const scheduler::AutoscalingSpec& a = spec.autoscaling;
+  // The peak an operator sized maxReplicas for: at the busiest minute, maxReplicas replicas each
+  // hold the target's pending tokens (Little's law). Else, before burstiness, `peak_load` of
+  // what maxReplicas replicas serve with every slot busy.
+  const bool sized = o_.peak_load == 0 && a.metric == "pendingTokensPerReplica";
+  const double slot_load = o_.peak_load > 0 ? o_.peak_load : kUnsizedPeakLoad;
+  traffic_->SetPeakRate(
+      sized ? a.max_replicas * a.target /
+                  (traffic_->MeanPendingTokenSeconds() * traffic_->BusiestMinute())
+            : slot_load * a.max_replicas * spec.concurrency / traffic_->MeanSlotSeconds());
   return absl::OkStatus();
 }
 
@@ -135,6 +149,14 @@ json ClusterSim::DiurnalFigures() {
     last = direction;
   }
   json d = traffic_->Figures(/*series_every=*/60);
+  // How hard the peak pushes maxReplicas: the share of their slots its busiest minute keeps busy.
+  const int concurrency = desired_.front().spec.concurrency;
+  d["peak_sizing"] = o_.peak_load == 0 && a.metric == "pendingTokensPerReplica"
+                         ? "maxReplicas at the target in the busiest minute"
+                         : "--peak-load of every slot";
+  d["busiest_peak_minute_slot_load"] = Round3(
+      d["peak_arrivals_per_s_before_burstiness"].get<double>() * d["busiest_minute"].get<double>() *
+      d["mean_slot_s"].get<double>() / (std::max(1, a.max_replicas) * std::max(1, concurrency)));
   d["simulated_h"] = Round3(traffic_seconds_ / 3600);
   d["day_h"] = Round3(o_.day_s / 3600);
   d["warmup_min"] = absl::ToDoubleMinutes(kDiurnalWarmup);

@@ -70,13 +70,20 @@ TrafficModel::TrafficModel(const TrafficOptions& options, TrafficShape shape)
     output = std::clamp(output, 1, context - 1);
     prompt = std::clamp(prompt, 1, context - output);
   }
-  double total = 0;
+  double slot_s = 0, token_s = 0;
   for (const auto& [prompt, output] : shape_.lengths) {
     const double step = absl::ToDoubleSeconds(
         o_.cost.StepTime(0, o_.slots, static_cast<int64_t>(o_.slots) * (prompt + output / 2)));
-    total += prompt * o_.cost.prefill_per_token_us / 1e6 + output * step;
+    const double prefill = prompt * o_.cost.prefill_per_token_us / 1e6;
+    slot_s += prefill + output * step;
+    // Load() reports the prompt falling linearly through the prefill, then the output through
+    // the decode.
+    token_s += prefill * (prompt / 2.0 + output) + output * (output * step) / 2;
   }
-  mean_slot_s_ = shape_.lengths.empty() ? 0 : total / static_cast<double>(shape_.lengths.size());
+  const auto n = static_cast<double>(std::max<size_t>(1, shape_.lengths.size()));
+  mean_slot_s_ = slot_s / n;
+  mean_pending_token_s_ = token_s / n;
+  for (double b : shape_.burst) busiest_minute_ = std::max(busiest_minute_, b);
 }
 
 double TrafficModel::Rate(double t) const {
@@ -228,6 +235,8 @@ nlohmann::json TrafficModel::Figures(int series_every) const {
            minutes_.empty() ? 0.0 : Round3(static_cast<double>(meeting) / minutes_.size())},
           {"worst_minute_ttft_p99_s", Round3(worst)},
           {"mean_slot_s", Round3(mean_slot_s_)},
+          {"mean_pending_token_s", Round3(mean_pending_token_s_)},
+          {"busiest_minute", Round3(busiest_minute_)},
           {"series", series}};
 }
 

@@ -75,6 +75,12 @@ class TrafficModel {
   double Rate(double t) const;
   // Mean seconds of a slot one request holds: one replica serves slots ÷ this a second.
   double MeanSlotSeconds() const { return mean_slot_s_; }
+  // Mean over requests of their pending tokens integrated over the time they hold a slot, in
+  // token-seconds: by Little's law, a replica taking r requests a second reports r × this
+  // pending tokens on average (waits aside).
+  double MeanPendingTokenSeconds() const { return mean_pending_token_s_; }
+  // The trace's busiest minute ÷ its mean minute (1 for a trace with no minutes).
+  double BusiestMinute() const { return busiest_minute_; }
 
   // Arrivals in [t, t + dt), each routed over `serving` (replica handles, in any order).
   void Step(double t, double dt, std::span<const uint64_t> serving);
@@ -122,6 +128,8 @@ class TrafficModel {
   TrafficShape shape_;
   std::mt19937_64 rng_;
   double mean_slot_s_ = 0;
+  double mean_pending_token_s_ = 0;
+  double busiest_minute_ = 1;
   double next_arrival_ = 0;
   size_t next_length_ = 0;
   std::unordered_map<uint64_t, Replica> replicas_;

@@ -274,7 +274,11 @@ TEST_CASE("diurnal: replicas follow the day's load, drain on the way down, nothi
     CHECK(d["autoscaler"]["decisions_up"].get<int>() > 0);
     CHECK(d["autoscaler"]["decisions_down"].get<int>() > 0);
     CHECK(d["static_peak_replicas"].get<int>() >= 2 * d["least_replicas"].get<int>());
-    CHECK(d["replica_hours_ratio"].get<double>() < 0.85);
+    // The peak is sized for maxReplicas (200) at the target: the count gets near it, and over
+    // the day holds well under a deployment of the peak's size (a perfect follower of the
+    // 5:1 cosine alone would hold 0.6 of it).
+    CHECK(d["static_peak_replicas"].get<int>() >= 160);
+    CHECK(d["replica_hours_ratio"].get<double>() < 0.7);
     CHECK(d["fraction_of_minutes_meeting_target"].get<double>() >= 0.95);
     // Density: the elastic replicas were packed onto the nodes of the spread floor, so the
     // scale-down emptied the rest; at the trough only the floor's nodes (minReplicas 12) hold any.

@@ -90,6 +90,33 @@ TEST_CASE("Requests go to the replica that frees a slot sooner; losses are count
   CHECK(m.lost() == 0);
 }
 
+TEST_CASE("A replica reports on average its arrival rate times a request's pending token-seconds") {
+  // Little's law, which sizes the diurnal scenario's peak (docs/perf/autoscaling.md):
+  // slots enough that nothing waits, two request shapes in turn.
+  TrafficOptions o;
+  o.slots = 64;
+  o.peak_rps = 0.5;
+  o.peak_to_trough = 1;
+  TrafficShape shape;
+  shape.lengths = {{1000, 100}, {200, 300}};
+  shape.burst = {0.5, 1.5, 1.0};
+  TrafficModel m(o, shape);
+  CHECK(m.BusiestMinute() == Approx(1.5));
+  const std::vector<uint64_t> one = {3};
+  double sum = 0;
+  int samples = 0;
+  for (double t = 0; t < 20000; t += 1) {
+    m.Step(t, 1, one);
+    if (t < 600) continue;  // the replica fills up first
+    sum += static_cast<double>(m.Load(3, t + 1).pending_tokens);
+    samples++;
+  }
+  CHECK(m.Load(3, 20000).waiting == 0);
+  const double rate = m.Figures(1)["requests"].get<double>() / 20000;  // as drawn
+  CHECK(rate == Approx(0.5).epsilon(0.05));
+  CHECK(sum / samples == Approx(rate * m.MeanPendingTokenSeconds()).epsilon(0.1));
+}
+
 TEST_CASE("A trace's shape: burstiness per recorded minute, mean 1") {
   traces::Trace t;
   t.path = "t.csv";
