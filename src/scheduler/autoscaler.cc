@@ -55,6 +55,23 @@ int Autoscaler::Stabilize(const AutoscalingSpec& a, absl::Time now, int current,
   return current;
 }
 
+void Autoscaler::NoteCount(absl::Time now, int current) {
+  if (last_count_ >= 0 && current != last_count_) {
+    const int move = Direction(current, last_count_);
+    if (last_move_ != 0 && move != last_move_) last_reversal_ = now;
+    last_move_ = move;
+  }
+  last_count_ = current;
+}
+
+// At most one reversal per scale-down stabilization window: a move against the count's last one
+// waits until a window has passed since the last reversal.
+int Autoscaler::HoldReversal(const AutoscalingSpec& a, absl::Time now, int current,
+                             int want) const {
+  const bool reverses = last_move_ != 0 && Direction(want, current) == -last_move_;
+  return reverses && now - last_reversal_ < a.scale_down_stabilization ? current : want;
+}
+
 // At most max(count × maxScaleUpRate, count + 4) and at least count × (1 - maxScaleDownRate),
 // the count being the highest (lowest) in force over the last minute.
 int Autoscaler::RateLimit(const AutoscalingSpec& a, absl::Time now, int current,
@@ -77,6 +94,7 @@ AutoscaleDecision Autoscaler::Step(const InferenceReplicaSpec& spec, const Autos
   d.desired = std::clamp(in.current, a.min_replicas, a.max_replicas);
   first_step_ = std::min(first_step_, in.now);
   counts_.push_back({in.now, in.current});
+  NoteCount(in.now, in.current);
   while (!counts_.empty() && counts_.front().at < in.now - kRateWindow) counts_.pop_front();
   // Each sample as the count that was right for it (ready × value / target): a window that spans
   // a change of count does not apply old per-replica values to the new count.
@@ -107,6 +125,7 @@ AutoscaleDecision Autoscaler::Step(const InferenceReplicaSpec& spec, const Autos
   if (d.panic) want = std::max({want, burst_want, in.current});  // never down while panicking
   if (in.waiting) want = std::max(want, 1);  // recorded: the idle window starts after the last
   want = Stabilize(a, in.now, in.current, want);
+  if (!d.panic) want = HoldReversal(a, in.now, in.current, want);
   // Enough slots for what is in flight: a scale-down never strands running sequences.
   const int64_t needed = (in.in_flight + spec.concurrency - 1) / std::max(1, spec.concurrency);
   if (want < in.current) want = std::max<int64_t>(want, std::min<int64_t>(needed, in.current));

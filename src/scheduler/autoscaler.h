@@ -4,8 +4,9 @@
 // stable window; a 6 s panic window reacts to bursts (twice the ready count wanted: scale up at
 // once, and no scale-down for a stable window after); stabilization windows (a scale-up takes the
 // lowest count recommended over scaleUpStabilization, a scale-down the highest over
-// scaleDownStabilization), rate limits against the count of a minute ago, and floors: never
-// below minReplicas or below the slots the sequences in flight need.
+// scaleDownStabilization), at most one reversal of the count's direction per
+// scaleDownStabilization window unless a burst panics, rate limits against the count of a minute
+// ago, and floors: never below minReplicas or below the slots the sequences in flight need.
 //
 // Scale to zero (minReplicas 0): a deployment goes to 0 only when every recommendation over
 // scaleDownStabilization was 0 with nothing in flight (idle for the whole window; the rate limit
@@ -79,10 +80,17 @@ class Autoscaler {
   Sample Mean(absl::Time since) const;  // value -1: none
   int Stabilize(const AutoscalingSpec& a, absl::Time now, int current, int recommended);
   int RateLimit(const AutoscalingSpec& a, absl::Time now, int current, int desired) const;
+  void NoteCount(absl::Time now, int current);  // the count in force this step
+  int HoldReversal(const AutoscalingSpec& a, absl::Time now, int current, int want) const;
 
   std::deque<Sample> samples_;         // the stable window
   std::deque<Count> recommendations_;  // the longer stabilization window
   std::deque<Count> counts_;           // counts in force over the rate window
+  // The count in force as last seen, the direction it last moved, and when it last reversed
+  // (moved against the move before): seen by every scheduler alike, leader or not.
+  int last_count_ = -1;
+  int last_move_ = 0;
+  absl::Time last_reversal_ = absl::InfinitePast();
   absl::Time panic_until_ = absl::InfinitePast();
   absl::Time first_step_ = absl::InfiniteFuture();
 };

@@ -127,26 +127,31 @@ bool ClusterSim::Drain(absl::Time now, SimNode& n, const Action& a) {
 void ClusterSim::NoteDecisions(absl::Time now, const scheduler::ControlOutput& out) {
   if (phase_ != Phase::kFault) return;
   for (const scheduler::AutoscaleReport& r : out.autoscaled) {
-    if (r.direction != 0) decisions_.emplace_back(Since(now, fault_at_), r.direction);
+    if (r.direction != 0) decisions_.push_back({Since(now, fault_at_), r.direction, r.panic});
   }
 }
 
 json ClusterSim::DiurnalFigures() {
   const scheduler::AutoscalingSpec& a = desired_.front().spec.autoscaling;
   // A reversal: a decision against the direction of the one before it. The goal is at most one
-  // within any scale-down stabilization window.
+  // within any scale-down stabilization window; the autoscaler lets a panic through regardless.
   const double window = absl::ToDoubleSeconds(a.scale_down_stabilization);
-  int up = 0, down = 0, reversals = 0, most = 0, last = 0;
-  std::deque<double> recent;
-  for (const auto& [t, direction] : decisions_) {
-    (direction > 0 ? up : down)++;
-    if (last != 0 && direction != last) {
+  int up = 0, down = 0, reversals = 0, panics = 0, most = 0, most_calm = 0, last = 0;
+  std::deque<double> recent, calm;  // reversals within the window before; those not panics
+  auto note = [window](std::deque<double>& q, double t, int& most_in_one) {
+    q.push_back(t);
+    while (q.front() <= t - window) q.pop_front();
+    most_in_one = std::max(most_in_one, static_cast<int>(q.size()));
+  };
+  for (const Decision& x : decisions_) {
+    (x.direction > 0 ? up : down)++;
+    panics += x.panic;
+    if (last != 0 && x.direction != last) {
       reversals++;
-      recent.push_back(t);
-      while (recent.front() <= t - window) recent.pop_front();
-      most = std::max(most, static_cast<int>(recent.size()));
+      note(recent, x.t, most);
+      if (!x.panic) note(calm, x.t, most_calm);
     }
-    last = direction;
+    last = x.direction;
   }
   json d = traffic_->Figures(/*series_every=*/60);
   // How hard the peak pushes maxReplicas: the share of their slots its busiest minute keeps busy.
@@ -170,6 +175,8 @@ json ClusterSim::DiurnalFigures() {
       {"reversals", reversals},
       {"scale_down_stabilization_s", window},
       {"most_reversals_in_one_window", most},
+      {"most_reversals_in_one_window_but_panics", most_calm},
+      {"panic_decisions", panics},
       {"reversals_per_window",
        window > 0 && traffic_seconds_ > 0 ? Round3(reversals / (traffic_seconds_ / window)) : 0.0}};
   const double static_seconds = static_cast<double>(peak_held_) * traffic_seconds_;

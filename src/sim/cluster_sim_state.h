@@ -237,7 +237,12 @@ class ClusterSim {
   double node_seconds_ = 0;  // nodes holding at least one replica × seconds
   int most_nodes_ = 0;
   int least_nodes_ = -1;
-  std::vector<std::pair<double, int>> decisions_;  // (s into the day, direction) of each decision
+  struct Decision {
+    double t;  // seconds into the day
+    int direction;
+    bool panic;
+  };
+  std::vector<Decision> decisions_;
   json load_series_ = json::array();
 };
 

@@ -282,11 +282,12 @@ TEST_CASE("diurnal: replicas follow the day's load, drain on the way down, nothi
     CHECK(d["fraction_of_minutes_meeting_target"].get<double>() >= 0.95);
     // Density: the elastic replicas were packed onto the nodes of the spread floor, so the
     // scale-down emptied the rest; at the trough only the floor's nodes (minReplicas 12) hold any.
-    CHECK(d["most_nodes_in_use"] == 20);
+    CHECK(d["most_nodes_in_use"].get<int>() >= 15);
     CHECK(d["least_nodes_in_use"].get<int>() <= d["autoscaler"]["min_replicas"].get<int>());
-    // Reversals: at most one per stabilization window over the day; a burst right after a
-    // scale-down can put two in one window.
+    // Reversals: at most one in any stabilization window, a panic's aside (a burst of twice the
+    // count right after a scale-down goes at once).
     CHECK(d["autoscaler"]["reversals_per_window"].get<double>() <= 1);
+    CHECK(d["autoscaler"]["most_reversals_in_one_window_but_panics"].get<int>() <= 1);
     CHECK(d["autoscaler"]["most_reversals_in_one_window"].get<int>() <= 2);
   }
 }

@@ -107,6 +107,50 @@ TEST_CASE("A noisy load near the target does not flap") {
   CHECK(reversals == 0);
 }
 
+// Steps of one second at `total_tokens` until the count moves; returns the seconds it took.
+int UntilMoved(Autoscaler& as, const InferenceReplicaSpec& spec, absl::Time& now, int& current,
+               double total_tokens) {
+  const int before = current;
+  int seconds = 0;
+  while (current == before && seconds < 3600) {
+    Run(as, spec, now, current, total_tokens, 1);
+    seconds++;
+  }
+  return seconds;
+}
+
+TEST_CASE("At most one reversal per stabilization window, unless a burst panics") {
+  InferenceReplicaSpec spec = Spec();
+  spec.autoscaling.scale_down_stabilization = absl::Minutes(5);
+  for (bool burst : {false, true}) {
+    INFO((burst ? "a doubling: panic" : "a third more"));
+    Autoscaler as;
+    absl::Time now = kT0;
+    int current = 4;
+    Run(as, spec, now, current, 4 * 1000, 120);
+    Run(as, spec, now, current, 10 * 1000, 300);
+    REQUIRE(current == 10);  // up
+    UntilMoved(as, spec, now, current, 6 * 1000);
+    const int down = current;
+    REQUIRE(down < 10);  // down, after its window: a reversal
+    // The load rises again right after. A third more waits out a window from the reversal
+    // (the second the move down took to register included); 2.5 times goes at once.
+    const double load = down * (burst ? 2.5 : 4.0 / 3) * 1000;
+    int waited = 0;
+    for (int low = down; current <= low && waited < 3600; ++waited) {
+      low = std::min(low, current);  // it may still go down first: no reversal in that
+      Run(as, spec, now, current, load, 1);
+    }
+    CHECK(current > down);
+    if (burst) {
+      CHECK(waited <= 8);
+    } else {
+      CHECK(waited >= 295);
+      CHECK(waited <= 301);
+    }
+  }
+}
+
 TEST_CASE("No scale-down below the slots in flight, nor while a rollout observes") {
   InferenceReplicaSpec spec = Spec();
   spec.autoscaling.scale_down_stabilization = absl::ZeroDuration();
