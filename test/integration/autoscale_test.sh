@@ -144,7 +144,7 @@ grep -q "pendingTokensPerReplica" "$work/status.txt" && grep -q "autoscaler: 1 -
 grep -Eq "^Scale-up:   the last, to [2-4] replicas, was ready after [0-9.]+ s" "$work/status.txt" ||
   fail "no time to ready of the scale-up: $(cat "$work/status.txt")"
 curl -s "http://127.0.0.1:$(port_of 2 http_port)/metrics" |
-  grep -q 'exaserve_autoscaler_decisions_total{deployment="tiny",direction="down"}' ||
+  has 'exaserve_autoscaler_decisions_total{deployment="tiny",direction="down"}' ||
   fail "no scale-down decision metric"
 echo "ok: 1 → 4 → 1 replicas under a 12-stream ramp, 0 failed requests; $(cat "$work/ramp.json")"
 
