@@ -55,13 +55,12 @@ int Autoscaler::Stabilize(const AutoscalingSpec& a, absl::Time now, int current,
   return current;
 }
 
+// Before this step's count joins counts_, whose last entry is the step before's.
 void Autoscaler::NoteCount(absl::Time now, int current) {
-  if (last_count_ >= 0 && current != last_count_) {
-    const int move = Direction(current, last_count_);
-    if (last_move_ != 0 && move != last_move_) last_reversal_ = now;
-    last_move_ = move;
-  }
-  last_count_ = current;
+  if (counts_.empty() || current == counts_.back().replicas) return;
+  const int move = Direction(current, counts_.back().replicas);
+  if (last_move_ != 0 && move != last_move_) last_reversal_ = now;
+  last_move_ = move;
 }
 
 // At most one reversal per scale-down stabilization window: a move against the count's last one
@@ -93,8 +92,8 @@ AutoscaleDecision Autoscaler::Step(const InferenceReplicaSpec& spec, const Autos
   AutoscaleDecision d;
   d.desired = std::clamp(in.current, a.min_replicas, a.max_replicas);
   first_step_ = std::min(first_step_, in.now);
-  counts_.push_back({in.now, in.current});
   NoteCount(in.now, in.current);
+  counts_.push_back({in.now, in.current});
   while (!counts_.empty() && counts_.front().at < in.now - kRateWindow) counts_.pop_front();
   // Each sample as the count that was right for it (ready × value / target): a window that spans
   // a change of count does not apply old per-replica values to the new count.

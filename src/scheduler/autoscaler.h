@@ -86,9 +86,8 @@ class Autoscaler {
   std::deque<Sample> samples_;         // the stable window
   std::deque<Count> recommendations_;  // the longer stabilization window
   std::deque<Count> counts_;           // counts in force over the rate window
-  // The count in force as last seen, the direction it last moved, and when it last reversed
-  // (moved against the move before): seen by every scheduler alike, leader or not.
-  int last_count_ = -1;
+  // The direction the count in force last moved, and when it last reversed (moved against the
+  // move before): seen by every scheduler alike, leader or not.
   int last_move_ = 0;
   absl::Time last_reversal_ = absl::InfinitePast();
   absl::Time panic_until_ = absl::InfinitePast();

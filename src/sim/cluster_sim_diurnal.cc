@@ -43,15 +43,17 @@ absl::Status ClusterSim::SetupDiurnal() {
       spec.autoscaling.metric == "ttftP99" ? spec.autoscaling.target : o_.ttft_target_s;
   traffic_ = std::make_unique<TrafficModel>(t, std::move(shape));
   const scheduler::AutoscalingSpec& a = spec.autoscaling;
-  // The peak an operator sized maxReplicas for: at the busiest minute, maxReplicas replicas each
-  // hold the target's pending tokens (Little's law). Else, before burstiness, `peak_load` of
-  // what maxReplicas replicas serve with every slot busy.
-  const bool sized = o_.peak_load == 0 && a.metric == "pendingTokensPerReplica";
-  const double slot_load = o_.peak_load > 0 ? o_.peak_load : kUnsizedPeakLoad;
-  traffic_->SetPeakRate(
-      sized ? a.max_replicas * a.target /
-                  (traffic_->MeanPendingTokenSeconds() * traffic_->BusiestMinute())
-            : slot_load * a.max_replicas * spec.concurrency / traffic_->MeanSlotSeconds());
+  // The peak as the share of maxReplicas' slots it keeps busy before burstiness. Sized: the peak
+  // an operator sized maxReplicas for, where in the busiest minute maxReplicas replicas each hold
+  // the target's pending tokens (Little's law). Else `peak_load`.
+  const int slots = std::max(1, spec.concurrency);
+  peak_sized_ = o_.peak_load == 0 && a.metric == "pendingTokensPerReplica";
+  peak_slot_load_ =
+      peak_sized_ ? a.target * traffic_->MeanSlotSeconds() /
+                        (traffic_->MeanPendingTokenSeconds() * traffic_->BusiestMinute() * slots)
+      : o_.peak_load > 0 ? o_.peak_load
+                         : kUnsizedPeakLoad;
+  traffic_->SetPeakRate(peak_slot_load_ * a.max_replicas * slots / traffic_->MeanSlotSeconds());
   return absl::OkStatus();
 }
 
@@ -154,14 +156,10 @@ json ClusterSim::DiurnalFigures() {
     last = x.direction;
   }
   json d = traffic_->Figures(/*series_every=*/60);
+  d["peak_sizing"] =
+      peak_sized_ ? "maxReplicas at the target in the busiest minute" : "--peak-load of every slot";
   // How hard the peak pushes maxReplicas: the share of their slots its busiest minute keeps busy.
-  const int concurrency = desired_.front().spec.concurrency;
-  d["peak_sizing"] = o_.peak_load == 0 && a.metric == "pendingTokensPerReplica"
-                         ? "maxReplicas at the target in the busiest minute"
-                         : "--peak-load of every slot";
-  d["busiest_peak_minute_slot_load"] = Round3(
-      d["peak_arrivals_per_s_before_burstiness"].get<double>() * d["busiest_minute"].get<double>() *
-      d["mean_slot_s"].get<double>() / (std::max(1, a.max_replicas) * std::max(1, concurrency)));
+  d["busiest_peak_minute_slot_load"] = Round3(peak_slot_load_ * traffic_->BusiestMinute());
   d["simulated_h"] = Round3(traffic_seconds_ / 3600);
   d["day_h"] = Round3(o_.day_s / 3600);
   d["warmup_min"] = absl::ToDoubleMinutes(kDiurnalWarmup);

@@ -227,6 +227,8 @@ class ClusterSim {
   void NoteDecisions(absl::Time now, const scheduler::ControlOutput& out);
   json DiurnalFigures();
   std::unique_ptr<TrafficModel> traffic_;
+  bool peak_sized_ = false;    // the peak sized for maxReplicas at the target (SetupDiurnal)
+  double peak_slot_load_ = 0;  // the share of maxReplicas' slots the peak keeps busy, before bursts
   absl::Time traffic_start_ = absl::InfiniteFuture();  // the day curve's 0
   bool measuring_ = false;                             // past the warm-up: figures count
   uint64_t next_traffic_id_ = 0;
