@@ -110,9 +110,14 @@ size_t KvTokenAware(const std::vector<Candidate>& c, int64_t prompt_tokens,
   std::vector<size_t> sampled = {members[first]};
   if (n > 1) sampled.push_back(members[(first + 1 + random.Uniform(n - 1)) % n]);
   const size_t draws = sampled.size();
+  std::vector<size_t> holders;
+  std::vector<int64_t> cached;
   for (size_t i : members) {
-    if (c[i].cached_tokens > 0) sampled.push_back(i);
+    if (c[i].cached_tokens <= 0) continue;
+    holders.push_back(i);
+    cached.push_back(c[i].cached_tokens);
   }
+  for (size_t h : AffinityHolders(cached, random)) sampled.push_back(holders[h]);
   std::vector<Candidate> view;
   view.reserve(sampled.size());
   for (size_t i : sampled) view.push_back(c[i]);
@@ -168,6 +173,19 @@ size_t KvPick(std::span<const Candidate> sampled, size_t draws, int64_t prompt_t
   }
   if (holder != sampled.size() && cost[holder] < cost[pick]) pick = holder;
   return pick;
+}
+
+std::vector<size_t> AffinityHolders(std::span<const int64_t> cached, Random& random) {
+  int64_t longest = 0;
+  for (int64_t c : cached) longest = std::max(longest, c);
+  std::vector<size_t> near;
+  for (size_t i = 0; i < cached.size(); ++i) {
+    if (cached[i] > 0 && cached[i] * 4 >= longest * 3) near.push_back(i);
+  }
+  if (near.size() <= 2) return near;
+  const size_t n = near.size();
+  const size_t first = random.Uniform(n);
+  return {near[first], near[(first + 1 + random.Uniform(n - 1)) % n]};
 }
 
 absl::StatusOr<Policy> ParsePolicy(std::string_view name) {

@@ -7,8 +7,9 @@
 //     (reported sequences + dispatched since < slots) and nothing blocked, then nothing blocked,
 //     then the rest; the best non-empty tier competes. Within it, power of two choices: two
 //     distinct random members, the cheaper (then the one with more free slots), so gateways
-//     sharing a stale report do not herd onto its cheapest replica. The cheapest member holding
-//     part of the prompt then challenges that pick and wins when cheaper. Bounded load for
+//     sharing a stale report do not herd onto its cheapest replica. The holders of (nearly) the
+//     longest cached prefix, two of them at most (AffinityHolders), then challenge that pick and
+//     the cheaper wins. Bounded load for
 //     affinity: a replica whose queue is over `affinity_load_bound` x the tier's mean (plus the
 //     prompt) gets no credit for its cache, so a hot prefix never piles onto one replica.
 //   token-aware: cost = reported pending tokens + what this gateway dispatched since
@@ -92,6 +93,14 @@ struct KvTierStats {
 // members of the same tier holding part of the prompt — the index of the one to use.
 size_t KvPick(std::span<const Candidate> sampled, size_t draws, int64_t prompt_tokens,
               const KvTierStats& stats, const PolicyOptions& options);
+
+// Of the replicas holding part of a prompt (`cached`: the prompt tokens each holds), the indices
+// of those that challenge kv-token-aware's random draws: the holders of nearly the longest prefix
+// any holds (at least three quarters of it), and of those, when more than two, two drawn at
+// random. A prefix that many replicas hold (a system prompt every request starts with) then
+// adds two random candidates, not its least-loaded holder: that one would be every gateway's
+// pick at once, and a burst of arrivals would pile onto it before a report says so.
+std::vector<size_t> AffinityHolders(std::span<const int64_t> cached, Random& random);
 
 // Index into `candidates` of the replica to use, or nullopt when there is none.
 std::optional<size_t> Pick(Policy policy, const std::vector<Candidate>& candidates,

@@ -243,10 +243,16 @@ ReplicaTable::Entry* ReplicaTable::ChooseFromTiers(
   const size_t draws = sampled.size();
   std::vector<Candidate> view;
   for (Entry* e : sampled) view.push_back(CandidateOf(*e, 0));
+  std::vector<Entry*> in_tier;
+  std::vector<int64_t> cached;
   for (auto [e, blocks] : holders) {
     if (e->tier != static_cast<int>(tier)) continue;
-    sampled.push_back(e);
-    view.push_back(CandidateOf(*e, int64_t{blocks} * request.block_tokens));
+    in_tier.push_back(e);
+    cached.push_back(int64_t{blocks} * request.block_tokens);
+  }
+  for (size_t h : AffinityHolders(cached, random_)) {
+    sampled.push_back(in_tier[h]);
+    view.push_back(CandidateOf(*in_tier[h], cached[h]));
   }
   for (size_t i = 0; i < draws; ++i) {  // a draw may hold part of the prompt too
     if (sampled[i]->match_decision == decision) {

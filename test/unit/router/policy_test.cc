@@ -2,9 +2,11 @@
 // gateway's own dispatches counted), least-connections by open requests; the table filters by
 // model, version, readiness and health and names what is missing.
 #include <map>
+#include <memory>
 
 #include <catch2/catch.hpp>
 
+#include "common/strings.h"
 #include "router/policy.h"
 #include "router/replica_table.h"
 
@@ -145,6 +147,65 @@ TEST_CASE("KV-token-aware prefers a free batch slot to fewer tokens", "[router]"
   // When no replica has a slot free, tokens decide again.
   c[1].reported_sequences = 4;
   for (int i = 0; i < 20; ++i) CHECK(*Pick(Policy::kKvTokenAware, c, 50, {}, state, random) == 0);
+}
+
+TEST_CASE("Only the holders of nearly the longest prefix challenge the draws", "[router]") {
+  Random random(15);
+  CHECK(AffinityHolders({}, random).empty());
+  // One deep holder among shallow ones (the conversation's replica among replicas that hold
+  // only the system prompt): it alone, with one that holds three quarters as much.
+  const std::vector<int64_t> deep = {512, 512, 40960, 512, 30720, 512};
+  CHECK(AffinityHolders(deep, random) == std::vector<size_t>{2, 4});
+  // Every replica holds the same prefix: two distinct holders at random, each in turn.
+  const std::vector<int64_t> shared(48, 512);
+  std::map<size_t, int> drawn;
+  for (int i = 0; i < 2000; ++i) {
+    const std::vector<size_t> two = AffinityHolders(shared, random);
+    REQUIRE(two.size() == 2);
+    CHECK(two[0] != two[1]);
+    for (size_t h : two) drawn[h]++;
+  }
+  CHECK(drawn.size() == 48);
+}
+
+TEST_CASE("Gateways do not pile a burst onto the least-loaded holder of a shared prefix",
+          "[router]") {
+  // 48 replicas all hold a prompt's first 32 blocks (a 512-token system prompt every request
+  // starts with); replica 7 reported slightly less work. 16 gateways, sharing that view and the
+  // index, each route one request of a burst before any report: were the cheapest holder to
+  // challenge the draws, all 16 would go to replica 7.
+  PrefixIndex index;
+  std::vector<Hash128> chain;
+  for (uint64_t i = 1; i <= 500; ++i) chain.push_back(Hash128{i * 7919, i});
+  std::vector<std::unique_ptr<ReplicaTable>> gateways;
+  for (uint64_t g = 0; g < 16; ++g) {
+    gateways.push_back(std::make_unique<ReplicaTable>(Policy::kKvTokenAware, 100 + g));
+    gateways.back()->SetPrefixIndex(&index);
+  }
+  for (int r = 0; r < 48; ++r) {
+    const std::string id = StrCat("r", r);
+    PrefixCacheDelta snap{.epoch = 1, .snapshot = true, .from = 0, .to = 32};
+    snap.cache_namespace = "m@v1/cpu";
+    for (size_t b = 0; b < 32; ++b) snap.events.push_back({true, chain[b]});
+    REQUIRE(index.Apply(id, snap) == PrefixIndex::Applied::kApplied);
+    for (auto& t : gateways) {
+      t->Upsert({id, "m", "v1", {}});
+      t->Report(id, {r == 7 ? 4000 : 4100, 4, true, 0, 0, 0, 16});
+    }
+  }
+  std::map<std::string, int> picks;
+  for (auto& t : gateways) {
+    RouteRequest request{"m", "", 8000, {}};
+    request.block_hashes = [&](const std::string&, size_t) {
+      return std::span<const Hash128>(chain);
+    };
+    request.block_tokens = 16;
+    picks[*t->Choose(request)]++;
+  }
+  int most = 0;
+  for (const auto& [id, n] : picks) most = std::max(most, n);
+  CHECK(most <= 4);
+  CHECK(picks.size() >= 8);
 }
 
 TEST_CASE("Round-robin cycles and an empty list has no pick", "[router]") {
