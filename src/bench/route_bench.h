@@ -85,6 +85,10 @@ struct RunStats {
   double load_reports_per_node_s = 0;
   // Of the measured requests' prompt tokens, what one unbounded cache would have held.
   double unbounded_hit_ratio = 0;
+  // ...and what one least-recently-used cache as large as every replica's KV together would
+  // have held (running sequences' blocks not taken out: an upper reference for a bounded
+  // cluster).
+  double pooled_lru_hit_ratio = 0;
   std::vector<double> choose_us;  // each routing decision's wall time (sim): ReplicaTable::Choose
   std::vector<double> hash_us;    // hashing every full block of each prompt (sim)
 };

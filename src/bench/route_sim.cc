@@ -30,6 +30,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
+#include "bench/lru_blocks.h"
 #include "bench/route_bench.h"
 #include "common/status.h"
 #include "common/strings.h"
@@ -152,9 +153,12 @@ class Simulation {
       stats_.prefix_hit_tokens += r->Load().prefix_hit_tokens;
       stats_.prefix_miss_tokens += r->Load().prefix_miss_tokens;
     }
-    stats_.unbounded_hit_ratio = unbounded_total_ > 0 ? static_cast<double>(unbounded_hit_) /
-                                                            static_cast<double>(unbounded_total_)
-                                                      : 0.0;
+    if (unbounded_total_ > 0) {
+      stats_.unbounded_hit_ratio =
+          static_cast<double>(unbounded_hit_) / static_cast<double>(unbounded_total_);
+      stats_.pooled_lru_hit_ratio =
+          static_cast<double>(pooled_hit_) / static_cast<double>(unbounded_total_);
+    }
     return std::move(stats_);
   }
 
@@ -252,12 +256,17 @@ class Simulation {
     for (int32_t r = begin; r < end; ++r) ReportCacheOf(r);
   }
 
-  // The unbounded reference: one cache that holds every block ever computed.
-  void CountUnbounded(const std::vector<Hash128>& hashes, int32_t prompt_tokens) {
+  // The references: one cache that holds every block ever computed, and one least-recently-used
+  // cache as large as all the replicas' KV together.
+  void CountReferences(const std::vector<Hash128>& hashes, int32_t prompt_tokens) {
     size_t hit = 0;
     while (hit < hashes.size() && unbounded_.contains(hashes[hit])) ++hit;
     for (const Hash128& h : hashes) unbounded_.insert(h);
     unbounded_hit_ += static_cast<int64_t>(hit) * engine_.kv_block_size;
+    if (!pooled_) {
+      pooled_.emplace(int64_t{replicas_.front()->Load().kv_blocks_total} * o_.replicas);
+    }
+    pooled_hit_ += static_cast<int64_t>(pooled_->Touch(hashes)) * engine_.kv_block_size;
     unbounded_total_ += prompt_tokens;
   }
 
@@ -313,7 +322,7 @@ class Simulation {
     const double hash_us =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - hash_start)
             .count();
-    if (req.measured) CountUnbounded(hashes, item.prompt_tokens);
+    if (req.measured) CountReferences(hashes, item.prompt_tokens);
     if (oracle_) {
       for (int32_t r = 0; r < o_.replicas; ++r) {
         ReportCacheOf(r);
@@ -383,7 +392,8 @@ class Simulation {
   std::vector<Cursor> cursors_;                        // the index's place in each journal
   std::vector<absl::flat_hash_set<int64_t>> open_on_;  // open requests per replica
   absl::flat_hash_set<Hash128> unbounded_;
-  int64_t unbounded_hit_ = 0, unbounded_total_ = 0;
+  std::optional<LruBlocks> pooled_;  // made at the first measured request
+  int64_t unbounded_hit_ = 0, pooled_hit_ = 0, unbounded_total_ = 0;
   std::vector<std::string> ids_;
   std::unordered_map<std::string, int32_t> index_;
   std::vector<absl::Time> scheduled_;
@@ -511,6 +521,7 @@ nlohmann::json ToJson(const RunStats& s) {
   if (prompt > 0) {
     j["prefix_hit_ratio"] = static_cast<double>(s.prefix_hit_tokens) / static_cast<double>(prompt);
     j["unbounded_cache_hit_ratio"] = s.unbounded_hit_ratio;
+    j["pooled_lru_cache_hit_ratio"] = s.pooled_lru_hit_ratio;
   }
   if (s.load_reports_per_node_s > 0) j["load_reports_per_node_s"] = s.load_reports_per_node_s;
   if (!s.choose_us.empty()) {

@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "bench/lru_blocks.h"
 #include "bench/route_bench.h"
 #include "support/temp_dir.h"
 #include "traces/trace.h"
@@ -126,6 +127,43 @@ TEST_CASE("route sim: on a trace of conversations kv-token-aware reuses the cach
   const double kv_hits = kv["prefix_hit_ratio"], rr_hits = rr["prefix_hit_ratio"];
   CHECK(kv_hits >= 0.8 * unbounded);
   CHECK(kv_hits > rr_hits + 0.15);
+  // The pooled reference holds far more than these prompts: it hits what the unbounded one does.
+  CHECK(kv["pooled_lru_cache_hit_ratio"] == unbounded);
+}
+
+TEST_CASE("route sim: the LRU reference keeps the most recent blocks and counts leading hits",
+          "[sim][route]") {
+  const Hash128 a{1, 1}, b{2, 2}, c{3, 3}, d{4, 4};
+  LruBlocks lru(3);
+  CHECK(lru.Touch({a, b}) == 0);
+  CHECK(lru.Touch({a, b, c}) == 2);
+  CHECK(lru.Touch({a}) == 1);        // a is now the most recent; b the least
+  CHECK(lru.Touch({d}) == 0);        // over capacity: b goes
+  CHECK(lru.Touch({b, a, c}) == 0);  // a held, but the prefix starts at b; b back in, d out
+  CHECK(lru.Touch({a, c, b}) == 3);
+  CHECK(lru.Touch({d}) == 0);
+}
+
+TEST_CASE("route sim: the pooled cache reference forgets what the replicas' KV cannot hold",
+          "[sim][route]") {
+  testing::TempDir dir;
+  RouteSimOptions o = Small();
+  o.trace = WriteConversations(dir, 12, 3);  // 36 864 distinct prompt tokens
+  o.replicas = 6;
+  o.replicas_per_node = 3;
+  o.kv_tokens = 4096;  // 24 576 tokens in all
+  o.policies = {"kv-token-aware"};
+  o.requests = 36;
+  o.warmup_fraction = 0;
+  o.capacity_requests = 30;
+  auto out = RunRouteSim(o);
+  REQUIRE(out.ok());
+  const auto& kv = (*out)["results"][0];
+  const double unbounded = kv["unbounded_cache_hit_ratio"];
+  const double pooled = kv["pooled_lru_cache_hit_ratio"];
+  CHECK(unbounded > 0.4);
+  CHECK(pooled < unbounded);
+  CHECK(pooled >= 0);
 }
 
 TEST_CASE("traces: both formats read, bad lines named", "[sim][route]") {
