@@ -9,9 +9,9 @@
 //     distinct random members, the cheaper (then the one with more free slots), so gateways
 //     sharing a stale report do not herd onto its cheapest replica. The holders of (nearly) the
 //     longest cached prefix, two of them at most (AffinityHolders), then challenge that pick and
-//     the cheaper wins. Bounded load for
-//     affinity: a replica whose queue is over `affinity_load_bound` x the tier's mean (plus the
-//     prompt) gets no credit for its cache, so a hot prefix never piles onto one replica.
+//     the cheapest wins. Bounded load for affinity: a replica whose queue is over
+//     `affinity_load_bound` x the tier's mean (plus the prompt) gets no credit for its cache, so
+//     a hot prefix never piles onto one replica.
 //   token-aware: cost = reported pending tokens + what this gateway dispatched since
 //     that report (each request's prompt plus the pool's reported pending tokens per sequence,
 //     the expected decode) + this request's prompt tokens. Replicas that reported requests

@@ -162,8 +162,9 @@ TEST_CASE("route sim: the pooled cache reference forgets what the replicas' KV c
   const double unbounded = kv["unbounded_cache_hit_ratio"];
   const double pooled = kv["pooled_lru_cache_hit_ratio"];
   CHECK(unbounded > 0.4);
-  CHECK(pooled < unbounded);
-  CHECK(pooled >= 0);
+  // It still holds the blocks of the turns just before (0.21 against 0.49 measured).
+  CHECK(pooled < 0.75 * unbounded);
+  CHECK(pooled > 0.1);
 }
 
 TEST_CASE("traces: both formats read, bad lines named", "[sim][route]") {

@@ -153,7 +153,7 @@ TEST_CASE("Only the holders of nearly the longest prefix challenge the draws", "
   Random random(15);
   CHECK(AffinityHolders({}, random).empty());
   // One deep holder among shallow ones (the conversation's replica among replicas that hold
-  // only the system prompt): it alone, with one that holds three quarters as much.
+  // only the system prompt) and one that holds three quarters as much: those two alone.
   const std::vector<int64_t> deep = {512, 512, 40960, 512, 30720, 512};
   CHECK(AffinityHolders(deep, random) == std::vector<size_t>{2, 4});
   // Every replica holds the same prefix: two distinct holders at random, each in turn.
