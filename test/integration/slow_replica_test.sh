@@ -31,28 +31,46 @@ wait_for 20 three_ready || fail "the gateway did not see three inference nodes"
 # Round after round of requests, until every replica has latency measurements and the gateway
 # has evaluated them.
 ejected() { [ "$(curl -s "$gw/metrics" | awk '/^exaserve_gateway_replicas_ejected / {print $2}')" = 1 ]; }
-deadline=$(( $(date +%s) + 30 ))
-until ejected; do
-  [ "$(date +%s)" -lt "$deadline" ] || { for n in 2 3 4; do curl -s "http://127.0.0.1:$(port_of $n http_port)/metrics" | grep -E "^exaserve_replica_(inter_token|ttft)"; done; tail -3 "$work/n1.log"; fail "the slow replica was not ejected in 30 s"; }
-  clients=()
-  for i in $(seq 1 9); do
-    curl -s -o /dev/null "$gw/v1/completions" -d '{"prompt":"1+1=","max_tokens":12}' & clients+=($!)
+wait_ejected() {
+  local deadline=$(( $(date +%s) + 30 ))
+  until ejected; do
+    [ "$(date +%s)" -lt "$deadline" ] || { for n in 2 3 4; do curl -s "http://127.0.0.1:$(port_of $n http_port)/metrics" | grep -E "^exaserve_replica_(inter_token|ttft)"; done; tail -3 "$work/n1.log"; fail "the slow replica was not ejected in 30 s"; }
+    clients=()
+    for i in $(seq 1 9); do
+      curl -s -o /dev/null "$gw/v1/completions" -d '{"prompt":"1+1=","max_tokens":12}' & clients+=($!)
+    done
+    wait "${clients[@]}"
   done
-  wait "${clients[@]}"
-done
-grep '"replica ejected: slow"' "$work/n1.log" | has "\"replica\":\"${slow_node:0:8}/" ||
-  fail "the ejected replica is not the slow node's: $(grep ejected "$work/n1.log")"
-kill -0 "${pids[4]}" || fail "the slow node was killed; ejection must only take it out of routing"
+}
 served() {
   curl -s "http://127.0.0.1:$(port_of "$1" http_port)/metrics" |
     awk '/^exaserve_node_generate_requests_total / {print $2}'
 }
-before=$(served 4)
-clients=()
-for i in $(seq 1 9); do
-  curl -s -o /dev/null -w '%{http_code}\n' "$gw/v1/completions" -d '{"prompt":"1+1=","max_tokens":2}' >>"$work/codes" & clients+=($!)
+readmissions() { grep -c '"replica readmitted"' "$work/n1.log" || true; }
+
+# While the slow replica is out of routing it gets no request. The gateway evaluates every 2 s
+# and readmits a replica back within the factor, which CI's scheduling noise can bring about
+# (the healthy replicas' P99 rising); a round that straddled a readmission is tried again.
+for attempt in 1 2 3; do
+  wait_ejected
+  grep '"replica ejected: slow"' "$work/n1.log" | has "\"replica\":\"${slow_node:0:8}/" ||
+    fail "the ejected replica is not the slow node's: $(grep ejected "$work/n1.log")"
+  kill -0 "${pids[4]}" || fail "the slow node was killed; ejection must only take it out of routing"
+  before=$(served 4)
+  readmitted=$(readmissions)
+  : >"$work/codes"
+  clients=()
+  for i in $(seq 1 9); do
+    curl -s -o /dev/null -w '%{http_code}\n' "$gw/v1/completions" -d '{"prompt":"1+1=","max_tokens":2}' >>"$work/codes" & clients+=($!)
+  done
+  wait "${clients[@]}"
+  [ "$(sort -u "$work/codes")" = 200 ] || fail "requests failed while a replica was ejected: $(sort "$work/codes" | uniq -c)"
+  if [ "$(readmissions)" != "$readmitted" ] || ! ejected; then
+    echo "round $attempt: the replica was readmitted meanwhile; again"
+    continue
+  fi
+  [ "$(served 4)" = "$before" ] || fail "the ejected replica still got requests"
+  echo "slow replica: ejected ($(grep -o '"itl_p99_ms":[0-9.]*,"model_median_ms":[0-9.]*' "$work/n1.log" | head -1))"
+  exit 0
 done
-wait "${clients[@]}"
-[ "$(sort -u "$work/codes")" = 200 ] || fail "requests failed while a replica was ejected: $(sort "$work/codes" | uniq -c)"
-[ "$(served 4)" = "$before" ] || fail "the ejected replica still got requests"
-echo "slow replica: ejected ($(grep -o '"itl_p99_ms":[0-9.]*,"model_median_ms":[0-9.]*' "$work/n1.log" | head -1))"
+fail "the slow replica was readmitted during each of 3 rounds"
