@@ -25,12 +25,13 @@ class LruBlocks {
     size_t hit = 0;
     while (hit < hashes.size() && where_.contains(hashes[hit])) ++hit;
     for (const Hash128& h : hashes) {
-      if (auto it = where_.find(h); it != where_.end()) {
+      auto [it, inserted] = where_.try_emplace(h);
+      if (!inserted) {
         order_.splice(order_.begin(), order_, it->second);
         continue;
       }
       order_.push_front(h);
-      where_[h] = order_.begin();
+      it->second = order_.begin();
       if (static_cast<int64_t>(order_.size()) > capacity_) {
         where_.erase(order_.back());
         order_.pop_back();

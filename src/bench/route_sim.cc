@@ -99,6 +99,7 @@ class Simulation {
       index_[ids_.back()] = r;
       for (auto& t : tables_) t->Upsert({ids_.back(), kModel, "v1", {}});
     }
+    pooled_.emplace(int64_t{replicas_.front()->Load().kv_blocks_total} * o_.replicas);
     scheduled_.assign(replicas_.size(), absl::InfiniteFuture());
     const int32_t nodes = (o_.replicas + o_.replicas_per_node - 1) / o_.replicas_per_node;
     const absl::Duration period = ReportCheckPeriod();
@@ -263,9 +264,6 @@ class Simulation {
     while (hit < hashes.size() && unbounded_.contains(hashes[hit])) ++hit;
     for (const Hash128& h : hashes) unbounded_.insert(h);
     unbounded_hit_ += static_cast<int64_t>(hit) * engine_.kv_block_size;
-    if (!pooled_) {
-      pooled_.emplace(int64_t{replicas_.front()->Load().kv_blocks_total} * o_.replicas);
-    }
     pooled_hit_ += static_cast<int64_t>(pooled_->Touch(hashes)) * engine_.kv_block_size;
     unbounded_total_ += prompt_tokens;
   }
@@ -392,7 +390,7 @@ class Simulation {
   std::vector<Cursor> cursors_;                        // the index's place in each journal
   std::vector<absl::flat_hash_set<int64_t>> open_on_;  // open requests per replica
   absl::flat_hash_set<Hash128> unbounded_;
-  std::optional<LruBlocks> pooled_;  // made at the first measured request
+  std::optional<LruBlocks> pooled_;  // made in Init, once the replicas' KV is known
   int64_t unbounded_hit_ = 0, pooled_hit_ = 0, unbounded_total_ = 0;
   std::vector<std::string> ids_;
   std::unordered_map<std::string, int32_t> index_;

@@ -105,10 +105,8 @@ size_t KvTokenAware(const std::vector<Candidate>& c, int64_t prompt_tokens,
   }
   stats.mean_queue = static_cast<double>(queue_sum) / static_cast<double>(members.size());
   // Power of two choices over the tier: two distinct random members (with one: it).
-  const size_t n = members.size();
-  const size_t first = random.Uniform(n);
-  std::vector<size_t> sampled = {members[first]};
-  if (n > 1) sampled.push_back(members[(first + 1 + random.Uniform(n - 1)) % n]);
+  std::vector<size_t> sampled;
+  for (size_t i : TwoDistinct(members.size(), random)) sampled.push_back(members[i]);
   const size_t draws = sampled.size();
   std::vector<size_t> holders;
   std::vector<int64_t> cached;
@@ -183,9 +181,16 @@ std::vector<size_t> AffinityHolders(std::span<const int64_t> cached, Random& ran
     if (cached[i] > 0 && cached[i] * 4 >= longest * 3) near.push_back(i);
   }
   if (near.size() <= 2) return near;
-  const size_t n = near.size();
+  std::vector<size_t> two = TwoDistinct(near.size(), random);
+  for (size_t& i : two) i = near[i];
+  return two;
+}
+
+std::vector<size_t> TwoDistinct(size_t n, Random& random) {
+  if (n == 0) return {};
   const size_t first = random.Uniform(n);
-  return {near[first], near[(first + 1 + random.Uniform(n - 1)) % n]};
+  if (n == 1) return {first};
+  return {first, (first + 1 + random.Uniform(n - 1)) % n};
 }
 
 absl::StatusOr<Policy> ParsePolicy(std::string_view name) {

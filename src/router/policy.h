@@ -94,6 +94,10 @@ struct KvTierStats {
 size_t KvPick(std::span<const Candidate> sampled, size_t draws, int64_t prompt_tokens,
               const KvTierStats& stats, const PolicyOptions& options);
 
+// Two distinct indices below `n` drawn at random, the first uniformly, the second uniformly among
+// the rest (one index when `n` is 1, none when 0): kv-token-aware's draws.
+std::vector<size_t> TwoDistinct(size_t n, Random& random);
+
 // Of the replicas holding part of a prompt (`cached`: the prompt tokens each holds), the indices
 // of those that challenge kv-token-aware's random draws: the holders of nearly the longest prefix
 // any holds (at least three quarters of it), and of those, when more than two, two drawn at

@@ -236,10 +236,8 @@ ReplicaTable::Entry* ReplicaTable::ChooseFromTiers(
                                          sums.dispatched_requests * stats.per_request) /
                      static_cast<double>(members.size());
   // The same draws as Pick's kv-token-aware: two distinct members of the best tier.
-  const size_t n = members.size();
-  const size_t first = random_.Uniform(n);
-  std::vector<Entry*> sampled = {members[first]};
-  if (n > 1) sampled.push_back(members[(first + 1 + random_.Uniform(n - 1)) % n]);
+  std::vector<Entry*> sampled;
+  for (size_t i : TwoDistinct(members.size(), random_)) sampled.push_back(members[i]);
   const size_t draws = sampled.size();
   std::vector<Candidate> view;
   for (Entry* e : sampled) view.push_back(CandidateOf(*e, 0));
