@@ -153,12 +153,28 @@ print(f"{name}: {len(base)} requests, outputs identical to the fault-free run")
 PY
 }
 metric() { curl -s "$gw/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
-# busiest N...: of inference nodes N..., the one whose replicas hold the most sequences now.
+firsts() { metric exaserve_gateway_ttft_seconds_count | cut -d. -f1; }
+# mark_firsts, then all_started N: waits until N requests more than at the mark have their first
+# token, so that a fault lands mid-stream (a resume) rather than before the first token (a
+# retry): on a loaded machine a fixed sleep may not even see the clients routed.
+mark_firsts() { firsts_seen=$(( $(firsts || echo 0) + 0 )); }
+all_started() {
+  local want=$(( firsts_seen + $1 ))
+  started() { [ $(( $(firsts || echo 0) + 0 )) -ge "$want" ]; }
+  wait_for 20 started || fail "the $1 requests did not all get their first token"
+}
+# busiest N...: of inference nodes N..., the one whose replicas hold the most sequences now. The
+# nodes are read at once, from addresses looked up beforehand: on a loaded machine a python3 per
+# node took seconds, and the streams had ended by the time the last node was read.
+declare -A metrics_url
+for n in 2 3 4 5; do metrics_url[$n]="http://127.0.0.1:$(port_of "$n" http_port)/metrics"; done
 busiest() {
-  local n best=$1 most=-1 s
+  local n best=$1 most=-1 s reads=()
+  for n in "$@"; do curl -s "${metrics_url[$n]}" >"$work/busiest.$n" & reads+=($!); done
+  wait "${reads[@]}" || true
   for n in "$@"; do
-    s=$(curl -s "http://127.0.0.1:$(port_of "$n" http_port)/metrics" | awk '
-      /^exaserve_replica_(running|waiting)_sequences[{ ]/ {s += $2} END {print s + 0}')
+    s=$(awk '/^exaserve_replica_(running|waiting)_sequences[{ ]/ {s += $2} END {print s + 0}' \
+      "$work/busiest.$n")
     if [ "${s%.*}" -gt "$most" ]; then most=${s%.*}; best=$n; fi
   done
   echo "$best"
@@ -168,8 +184,9 @@ run_all base
 wait "${running[@]}" || true
 for k in $(seq 0 3); do [ -s "$work/base.grpc$k" ] || fail "gRPC request $k printed nothing"; done
 
+mark_firsts
 run_all kill
-sleep 1.2
+all_started 16
 killed=$(busiest 2 3 4 5)
 kill -9 "${pids[$killed]}"
 wait "${running[@]}" || true
@@ -180,8 +197,9 @@ resumed=$(metric 'exaserve_gateway_resumes_total{cause="stream_error"}')
 echo "kill -9 of node $killed: $resumed streams resumed"
 left=(); for n in 2 3 4 5; do [ "$n" = "$killed" ] || left+=("$n"); done
 
+mark_firsts
 run_all stop
-sleep 1.2
+all_started 16
 frozen=$(busiest "${left[@]}")
 kill -STOP "${pids[$frozen]}"
 start=$(date +%s%N)
@@ -198,16 +216,12 @@ left2=(); for n in "${left[@]}"; do [ "$n" = "$frozen" ] || left2+=("$n"); done
 # drain timeout.
 all_resumes() { curl -s "$gw/metrics" | awk '/^exaserve_gateway_resumes_total\{/ {s += $2} END {print s + 0}'; }
 before=$(all_resumes)
-firsts() { metric exaserve_gateway_ttft_seconds_count | cut -d. -f1; }
-firsts0=$(( $(firsts || echo 0) + 0 ))
+mark_firsts
 python3 "$work/clients.py" "$gw" "$work/drain.json" "$(http_requests 500 20 | python3 -c "
 import json, sys; r = json.load(sys.stdin)
 for x in r: x['body'].update(stream=True, stream_options={'include_usage': True})
 print(json.dumps(r))")" & drain=$!
-# SIGTERM once all 20 streams have their first token (placed on replicas), not after a fixed
-# sleep: on a loaded machine the clients may not have been routed yet.
-drain_started() { [ $(( $(firsts || echo 0) + 0 )) -ge $(( firsts0 + 20 )) ]; }
-wait_for 20 drain_started || fail "the 20 drain streams did not start"
+all_started 20
 sleep 0.5
 drained=$(busiest "${left2[@]}")
 last_node=${left2[0]}; [ "$last_node" != "$drained" ] || last_node=${left2[1]}
