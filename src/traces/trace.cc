@@ -1,12 +1,18 @@
 #include "traces/trace.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
+#include <initializer_list>
+#include <optional>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "common/status.h"
 #include "common/strings.h"
 
 namespace exa::traces {
@@ -61,46 +67,113 @@ absl::Status ReadMooncake(std::ifstream& in, Trace& t) {
   return absl::OkStatus();
 }
 
-absl::Status ReadAzure(std::ifstream& in, const std::string& header, Trace& t) {
-  const std::vector<std::string> columns = absl::StrSplit(absl::StripAsciiWhitespace(header), ',');
-  int ts = -1, context = -1, generated = -1;
-  for (int i = 0; i < static_cast<int>(columns.size()); ++i) {
-    if (columns[i] == "TIMESTAMP") ts = i;
-    if (columns[i] == "ContextTokens") context = i;
-    if (columns[i] == "GeneratedTokens") generated = i;
+// A CSV field without the blanks and the double quotes around it.
+absl::string_view Unquoted(absl::string_view field) {
+  field = absl::StripAsciiWhitespace(field);
+  if (field.size() >= 2 && field.front() == '"' && field.back() == '"') {
+    field = absl::StripAsciiWhitespace(field.substr(1, field.size() - 2));
   }
-  if (ts < 0 || context < 0 || generated < 0) {
+  return field;
+}
+
+// A CSV column's name as compared: unquoted, lower case, '_' and ' ' dropped.
+std::string ColumnKey(absl::string_view name) {
+  std::string key;
+  for (char c : Unquoted(name)) {
+    if (c != '_' && c != ' ') key += absl::ascii_tolower(static_cast<unsigned char>(c));
+  }
+  return key;
+}
+
+// The columns a CSV trace is read by, found by name in its header.
+struct CsvColumns {
+  int time = -1, input = -1, output = -1;
+  bool azure = false;  // Azure's own names
+};
+
+absl::StatusOr<CsvColumns> FindColumns(const std::string& path, absl::string_view header) {
+  const std::vector<absl::string_view> names =
+      absl::StrSplit(absl::StripAsciiWhitespace(header), ',');
+  CsvColumns c;
+  const auto is = [](const std::string& key, std::initializer_list<absl::string_view> any) {
+    return std::find(any.begin(), any.end(), key) != any.end();
+  };
+  for (int i = 0; i < static_cast<int>(names.size()); ++i) {
+    const std::string key = ColumnKey(names[static_cast<size_t>(i)]);
+    if (c.time < 0 && is(key, {"timestamp", "arrivaltime", "time"})) c.time = i;
+    if (c.input < 0 &&
+        is(key, {"contexttokens", "requesttokens", "inputlength", "inputtokens", "prompttokens"})) {
+      c.input = i;
+    }
+    if (c.output < 0 && is(key, {"generatedtokens", "responsetokens", "outputlength",
+                                 "outputtokens", "completiontokens"})) {
+      c.output = i;
+    }
+  }
+  if (c.time < 0 || c.input < 0 || c.output < 0) {
     return absl::InvalidArgumentError(
-        StrCat(t.path, ":1: header \"", header,
-               "\": expected the columns TIMESTAMP, ContextTokens and GeneratedTokens"));
+        StrCat(path, ":1: header \"", header,
+               "\": expected a time column (TIMESTAMP, Timestamp), a prompt length column "
+               "(ContextTokens, Request tokens, input_length) and an output length column "
+               "(GeneratedTokens, Response tokens, output_length)"));
   }
-  const int need = std::max({ts, context, generated});
+  c.azure = Unquoted(names[static_cast<size_t>(c.input)]) == "ContextTokens";
+  return c;
+}
+
+// A CSV time: seconds as a number, or a wall-clock date and time ("2023-11-16 18:15:46.68",
+// 'T' between them or not, with or without a UTC offset or 'Z'), as seconds since the epoch.
+std::optional<double> ParseCsvTime(absl::string_view field) {
+  field = Unquoted(field);
+  double seconds = 0;
+  if (absl::SimpleAtod(field, &seconds) && std::isfinite(seconds)) return seconds;
+  std::string text(field);
+  if (text.size() > 10 && text[10] == 'T') text[10] = ' ';
+  if (!text.empty() && (text.back() == 'Z' || text.back() == 'z')) {
+    text.pop_back();
+    text += "+00:00";
+  }
+  absl::Time at;
+  std::string err;
+  for (const char* format : {"%Y-%m-%d %H:%M:%E*S%Ez", "%Y-%m-%d %H:%M:%E*S"}) {
+    if (absl::ParseTime(format, text, absl::UTCTimeZone(), &at, &err)) {
+      return absl::ToDoubleSeconds(at - absl::UnixEpoch());
+    }
+  }
+  return std::nullopt;
+}
+
+absl::Status ReadCsv(std::ifstream& in, const std::string& header, Trace& t) {
+  EXA_ASSIGN_OR_RETURN(const CsvColumns c, FindColumns(t.path, header));
+  t.format = c.azure ? "azure" : "csv";
+  const int need = std::max({c.time, c.input, c.output});
   int line_no = 1;
   for (std::string line; std::getline(in, line);) {
     ++line_no;
     if (absl::StripAsciiWhitespace(line).empty()) continue;
     const std::string where = StrCat(t.path, ":", line_no);
-    const std::vector<std::string> f = absl::StrSplit(absl::StripAsciiWhitespace(line), ',');
+    const std::vector<absl::string_view> f = absl::StrSplit(absl::StripAsciiWhitespace(line), ',');
     if (static_cast<int>(f.size()) <= need) {
       return absl::InvalidArgumentError(
-          StrCat(where, ": ", f.size(), " fields, expected ", columns.size()));
+          StrCat(where, ": ", f.size(), " fields, expected at least ", need + 1));
     }
-    absl::Time at;
-    std::string err;
-    if (!absl::ParseTime("%Y-%m-%d %H:%M:%E*S", f[ts], absl::UTCTimeZone(), &at, &err)) {
+    const std::optional<double> at = ParseCsvTime(f[static_cast<size_t>(c.time)]);
+    if (!at) {
       return absl::InvalidArgumentError(
-          StrCat(where, ": TIMESTAMP \"", f[ts], "\": expected YYYY-MM-DD HH:MM:SS[.fraction]"));
+          StrCat(where, ": time \"", f[static_cast<size_t>(c.time)],
+                 "\": expected seconds or YYYY-MM-DD HH:MM:SS[.fraction][+HH:MM]"));
     }
     int64_t input = 0, output = 0;
-    if (!absl::SimpleAtoi(f[context], &input) || !absl::SimpleAtoi(f[generated], &output)) {
-      return absl::InvalidArgumentError(StrCat(where, ": ContextTokens \"", f[context],
-                                               "\" and GeneratedTokens \"", f[generated],
-                                               "\" must be integers"));
+    if (!absl::SimpleAtoi(Unquoted(f[static_cast<size_t>(c.input)]), &input) ||
+        !absl::SimpleAtoi(Unquoted(f[static_cast<size_t>(c.output)]), &output)) {
+      return absl::InvalidArgumentError(StrCat(
+          where, ": prompt length \"", f[static_cast<size_t>(c.input)], "\" and output length \"",
+          f[static_cast<size_t>(c.output)], "\" must be integers"));
     }
     if (auto s = CheckLengths(where, input, output); !s.ok()) return s;
     TraceRequest r;
-    // Seconds since the Unix epoch; ReadTrace then makes every trace start at its first arrival.
-    r.arrival_s = absl::ToDoubleSeconds(at - absl::UnixEpoch());
+    // ReadTrace then makes every trace start at its first arrival.
+    r.arrival_s = *at;
     r.input_length = static_cast<int32_t>(input);
     r.output_length = static_cast<int32_t>(output);
     t.requests.push_back(std::move(r));
@@ -124,8 +197,7 @@ absl::StatusOr<Trace> ReadTrace(const std::string& path) {
     in.seekg(0);
     if (auto s = ReadMooncake(in, t); !s.ok()) return s;
   } else {
-    t.format = "azure";
-    if (auto s = ReadAzure(in, first, t); !s.ok()) return s;
+    if (auto s = ReadCsv(in, first, t); !s.ok()) return s;
   }
   if (t.requests.empty()) return absl::InvalidArgumentError(StrCat(path, ": no requests"));
   // Arrival order, as recorded (a stable sort keeps the file's order among equal stamps).

@@ -3,8 +3,13 @@
 //   - Mooncake JSON lines: `timestamp` (ms from the start), `input_length`, `output_length` and
 //     `hash_ids` (one id per 512-token prompt block; equal ids at the same position are the same
 //     prefix block);
-//   - Azure LLM inference CSV: a `TIMESTAMP,ContextTokens,GeneratedTokens` header, wall-clock
-//     timestamps ("2023-11-16 18:15:46.6805900"); no block ids, so no shared prefixes.
+//   - CSV with a header naming a time, a prompt length and an output length column: Azure's LLM
+//     inference traces (`TIMESTAMP,ContextTokens,GeneratedTokens`, wall-clock times such as
+//     "2023-11-16 18:15:46.6805900" or, in the 2024 traces, with a UTC offset), BurstGPT's
+//     (`Timestamp` in seconds, `Request tokens`, `Response tokens`), or the same names as
+//     Mooncake's (`timestamp`, `input_length`, `output_length`; a CSV time is in seconds). Names
+//     compare without case, blanks or '_'; other columns are ignored. No block ids, so no shared
+//     prefixes.
 // The format is told by the content (a first line that opens a JSON object is Mooncake).
 #pragma once
 
@@ -27,7 +32,7 @@ struct TraceRequest {
 
 struct Trace {
   std::string path;
-  std::string format;                  // "mooncake" or "azure"
+  std::string format;                  // "mooncake", "azure" or "csv"
   std::vector<TraceRequest> requests;  // in arrival order
   double duration_s = 0;               // last arrival - first
   nlohmann::json Describe() const;

@@ -95,9 +95,8 @@ set -e
 grep -q "data dir $work/data is in use by another exaserved (pid $pid)" <<<"$out" ||
   fail "data dir lock message: $out"
 kill -HUP $pid
-sleep 0.5
+wait_for 10 grep -q '"msg":"SIGHUP ignored' "$work/log" || fail "SIGHUP not logged"
 kill -0 $pid 2>/dev/null || fail "SIGHUP killed the daemon"
-grep -q '"msg":"SIGHUP ignored' "$work/log" || fail "SIGHUP not logged"
 
 # The node id survives a restart: it is kept in the data dir.
 start=$(date +%s%N)

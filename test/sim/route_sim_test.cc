@@ -167,7 +167,7 @@ TEST_CASE("route sim: the pooled cache reference forgets what the replicas' KV c
   CHECK(pooled > 0.1);
 }
 
-TEST_CASE("traces: both formats read, bad lines named", "[sim][route]") {
+TEST_CASE("traces: Mooncake and CSV traces read, bad lines named", "[sim][route]") {
   testing::TempDir dir;
   const std::string azure = (dir.path / "azure.csv").string();
   {
@@ -200,6 +200,65 @@ TEST_CASE("traces: both formats read, bad lines named", "[sim][route]") {
   REQUIRE(m.status().code() == absl::StatusCode::kInvalidArgument);
   CHECK(std::string(m.status().message()).find(":2:") != std::string::npos);
   CHECK(traces::ReadTrace("/nonexistent/trace").status().code() == absl::StatusCode::kNotFound);
+  // Other CSV traces: Azure 2024's UTC offsets, BurstGPT's seconds and column names, quotes,
+  // CRLF line ends, columns in another order and columns not read.
+  const std::string azure2024 = (dir.path / "azure2024.csv").string();
+  {
+    std::ofstream out(azure2024);
+    out << "TIMESTAMP,ContextTokens,GeneratedTokens\r\n"
+        << "2024-05-10 00:00:00.009930+00:00,4808,10\r\n"
+        << "2024-05-10 02:00:01.5+02:00,3180,8\r\n";
+  }
+  auto t24 = traces::ReadTrace(azure2024);
+  REQUIRE(t24.ok());
+  CHECK(t24->format == "azure");
+  REQUIRE(t24->requests.size() == 2);
+  CHECK(t24->requests[1].arrival_s == Approx(1.49007));  // 00:00:01.5 UTC
+  const std::string burst = (dir.path / "burstgpt.csv").string();
+  {
+    std::ofstream out(burst);
+    out << "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+        << "5,ChatGPT,472,18,490,Conversation log\n"
+        << "\"45\",GPT-4,\"1087\",\"230\",1317,API log\n"
+        << "2.5,ChatGPT,12,0,12,Conversation log\n";
+  }
+  auto tburst = traces::ReadTrace(burst);
+  REQUIRE(tburst.ok());
+  CHECK(tburst->format == "csv");
+  REQUIRE(tburst->requests.size() == 3);
+  CHECK(tburst->requests[0].input_length == 12);  // arrival order: 2.5 s first
+  CHECK(tburst->requests[1].arrival_s == Approx(2.5));
+  CHECK(tburst->requests[2].input_length == 1087);
+  CHECK(tburst->requests[2].output_length == 230);
+  CHECK(tburst->duration_s == Approx(42.5));
+  const std::string iso = (dir.path / "iso.csv").string();
+  {
+    std::ofstream out(iso);
+    out << "output_length,input_length,arrival_time\n"
+        << "7,100,2024-01-01T00:00:00Z\n"
+        << "9,200,2024-01-01T00:00:03.25Z\n";
+  }
+  auto ti = traces::ReadTrace(iso);
+  REQUIRE(ti.ok());
+  CHECK(ti->requests[1].arrival_s == Approx(3.25));
+  CHECK(ti->requests[1].input_length == 200);
+  CHECK(ti->requests[1].output_length == 9);
+  const std::string nameless = (dir.path / "nameless.csv").string();
+  {
+    std::ofstream out(nameless);
+    out << "when,prompt,answer\n1,2,3\n";
+  }
+  auto tn = traces::ReadTrace(nameless);
+  REQUIRE(tn.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(tn.status().message()).find("header \"when,prompt,answer\"") !=
+        std::string::npos);
+  {
+    std::ofstream out(burst, std::ios::app);
+    out << "yesterday,ChatGPT,5,5,10,Conversation log\n";
+  }
+  auto late = traces::ReadTrace(burst);
+  REQUIRE(late.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(std::string(late.status().message()).find(":5: time \"yesterday\"") != std::string::npos);
   // Equal block ids give equal tokens; the tail past the ids is the request's own.
   traces::TraceRequest a{0, 600, 5, {1, 2}}, b{0, 600, 5, {1, 3}};
   auto ta = traces::TracePromptTokens(a, 0, 256), tb = traces::TracePromptTokens(b, 1, 256);
