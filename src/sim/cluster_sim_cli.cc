@@ -107,7 +107,8 @@ absl::StatusOr<ClusterSimOptions> ParseClusterSimArgs(const std::vector<std::str
   }
   if (o.scenario == "diurnal" && o.trace_file.empty()) {
     return absl::InvalidArgumentError(
-        "--scenario diurnal needs --trace FILE (an Azure LLM inference CSV or a Mooncake trace)");
+        "--scenario diurnal needs --trace FILE (a Mooncake trace, or a CSV trace such as "
+        "Azure's LLM inference traces or BurstGPT)");
   }
   return o;
 }

@@ -29,8 +29,9 @@ absl::Status ClusterSim::SetupDiurnal() {
   }
   if (o_.trace_file.empty()) {
     return absl::InvalidArgumentError(
-        "--scenario diurnal needs --trace FILE: an Azure LLM inference CSV or a Mooncake "
-        "JSON-lines trace, whose burstiness and request lengths the load takes");
+        "--scenario diurnal needs --trace FILE: a Mooncake JSON-lines trace or a CSV trace "
+        "(Azure's LLM inference traces, BurstGPT), whose burstiness and request lengths the load "
+        "takes");
   }
   EXA_ASSIGN_OR_RETURN(traces::Trace trace, traces::ReadTrace(o_.trace_file));
   EXA_ASSIGN_OR_RETURN(TrafficShape shape, ShapeOfTrace(trace));
