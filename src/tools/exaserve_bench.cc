@@ -191,10 +191,9 @@ CLI::App* AddRouteCommand(CLI::App& app, RouteCommand* r) {
       ->add_option("--slots", r->sim.slots,
                    "sim: batch slots (max running sequences), overriding the profile's")
       ->check(CLI::Range(1, 4096));
-  route_cmd->add_option(
-      "--trace", r->sim.trace,
-      "sim/live: replay a recorded trace (Mooncake JSON lines, or a CSV with time, prompt and "
-      "output length columns: Azure, BurstGPT) instead of the synthetic workload");
+  route_cmd->add_option("--trace", r->sim.trace,
+                        "sim/live: replay a recorded trace (Mooncake JSON lines; CSV: Azure, "
+                        "BurstGPT, ...) instead of the synthetic workload");
   route_cmd
       ->add_option("--prompt-median", r->sim.workload.prompt_median,
                    "synthetic workload: median prompt tokens (default 70)")
