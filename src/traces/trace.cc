@@ -188,13 +188,20 @@ absl::StatusOr<Trace> ReadTrace(const std::string& path) {
   if (!in) return absl::NotFoundError(StrCat("--trace \"", path, "\": cannot open"));
   Trace t;
   t.path = path;
+  // A UTF-8 byte order mark (what spreadsheet programs write at the head of a CSV) is skipped.
+  constexpr absl::string_view kBom = "\xEF\xBB\xBF";
+  char head[3] = {};
+  in.read(head, 3);
+  const std::streamoff start = absl::string_view(head, 3) == kBom ? 3 : 0;
+  in.clear();
+  in.seekg(start);
   std::string first;
   while (std::getline(in, first) && absl::StripAsciiWhitespace(first).empty()) {
   }
   if (absl::StartsWith(absl::StripLeadingAsciiWhitespace(first), "{")) {
     t.format = "mooncake";
     in.clear();
-    in.seekg(0);
+    in.seekg(start);
     if (auto s = ReadMooncake(in, t); !s.ok()) return s;
   } else {
     if (auto s = ReadCsv(in, first, t); !s.ok()) return s;

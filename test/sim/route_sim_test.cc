@@ -193,7 +193,8 @@ TEST_CASE("traces: Mooncake and CSV traces read, bad lines named", "[sim][route]
   const std::string mooncake = (dir.path / "mooncake.jsonl").string();
   {
     std::ofstream out(mooncake);
-    out << "{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 5, \"hash_ids\": [1, 2]}\n"
+    out << "\xEF\xBB\xBF{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 5, "
+           "\"hash_ids\": [1, 2]}\n"
         << "{\"timestamp\": 10, \"input_length\": 600}\n";
   }
   auto m = traces::ReadTrace(mooncake);
@@ -234,7 +235,7 @@ TEST_CASE("traces: Mooncake and CSV traces read, bad lines named", "[sim][route]
   const std::string iso = (dir.path / "iso.csv").string();
   {
     std::ofstream out(iso);
-    out << "output_length,input_length,arrival_time\n"
+    out << "\xEF\xBB\xBFoutput_length,input_length,arrival_time\n"  // with a byte order mark
         << "7,100,2024-01-01T00:00:00Z\n"
         << "9,200,2024-01-01T00:00:03.25Z\n";
   }
