@@ -77,7 +77,7 @@ back_to_v1() { three_ready v1 && [ "$(ready_of v2)" = 0 ]; }
 wait_for 30 back_to_v1 || fail "not back on v1: $(cli --addr "$sched" rollout status tiny)"
 grep -q "rolled back to v1" <<<"$(cli --addr "$sched" describe tiny)" || fail "no rollback event"
 curl -s "http://127.0.0.1:$(port_of 2 http_port)/metrics" |
-  grep -q 'exaserve_rollout_rollbacks_total{deployment="tiny"} 1' || fail "rollback metric: $(curl -s "http://127.0.0.1:$(port_of 2 http_port)/metrics" | grep rollout_rollbacks)"
+  has 'exaserve_rollout_rollbacks_total{deployment="tiny"} 1' || fail "rollback metric: $(curl -s "http://127.0.0.1:$(port_of 2 http_port)/metrics" | grep rollout_rollbacks)"
 
 # Operator commands need a rollout.
 set +e

@@ -79,7 +79,7 @@ sed 's/replicas: 3072/replicas: 2/; s/name: llama-13b-replica/name: web/' \
   "$ROOT/config/specs/llama-13b.yaml" >"$work/web.yaml"
 wait_for 30 cli apply -f "$work/web.yaml" || fail "apply: $(cli apply -f "$work/web.yaml" 2>&1)"
 v1=$(version_of)
-cli get | grep -Eq "^web .* $v1\$" || fail "get shows no version $v1: $(cli get)"
+cli get | has -E "^web .* $v1\$" || fail "get shows no version $v1: $(cli get)"
 cli get web -o yaml | has -x "  resourceVersion: $v1" || fail "get -o yaml: $(cli get web -o yaml)"
 cli describe web | has "^Version: *$v1 " || fail "describe: $(cli describe web)"
 
