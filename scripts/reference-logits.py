@@ -6,7 +6,11 @@ modeling code's definitions, not from ours) computes logits for:
   1. the bundled model `models/exa-tiny-arith/` (Llama, untied, F32 weights);
   2. a small random model it writes to `test/data/engine/random-qwen2/`: Qwen2 with q/k/v bias,
      GQA (8 heads over 2 KV heads), rope_theta 500000 with llama3 rope scaling, tied embeddings,
-     BF16 weights.
+     BF16 weights;
+  3. a small random model it writes to `test/data/engine/random-qwen3/`: Qwen3, whose q and k
+     are RMS-normalised per head before the rotary embedding, with heads wider than the hidden
+     size allows (8 x 16 over a hidden size of 64, as Qwen3-0.6B's 16 x 128 over 1024), GQA,
+     tied embeddings, BF16 weights.
 Goldens are safetensors files (so the C++ test reads them with the loader under test):
 `prompt_<i>` (token ids as F32) and `logits_<i>` ([tokens, vocab], F32) for every position.
 
@@ -105,6 +109,7 @@ def forward(c, w, ids):
         return y + w[name + ".bias"] if bias else y
 
     bias = c["architectures"][0] == "Qwen2ForCausalLM" or c.get("attention_bias", False)
+    qk_norm = c["architectures"][0] == "Qwen3ForCausalLM"
     x = w["model.embed_tokens.weight"][torch.tensor(ids)]
     mask = torch.ones(t, t, dtype=torch.bool).tril()
     for i in range(c["num_hidden_layers"]):
@@ -113,6 +118,8 @@ def forward(c, w, ids):
         q = lin(y, p + "self_attn.q_proj", bias).view(t, nh, hd).transpose(0, 1)
         k = lin(y, p + "self_attn.k_proj", bias).view(t, nkv, hd).transpose(0, 1)
         v = lin(y, p + "self_attn.v_proj", bias).view(t, nkv, hd).transpose(0, 1)
+        if qk_norm:  # Qwen3Attention: q_norm / k_norm over each head's head_dim
+            q, k = norm(q, w[p + "self_attn.q_norm.weight"]), norm(k, w[p + "self_attn.k_norm.weight"])
         q, k = rot(q), rot(k)
         k = k.repeat_interleave(nh // nkv, dim=0)
         v = v.repeat_interleave(nh // nkv, dim=0)
@@ -143,6 +150,41 @@ def tiny_prompts(tiny_dir):
             enc("The gateway routes each request to the replica with the fewest tokens.")]
 
 
+def write_random(out_dir, c, shapes, g):
+    """Random weights for `shapes` (norms near 1), the config and the BF16 checkpoint."""
+    tensors = {}
+    for name, shape in shapes.items():
+        t = torch.randn(shape, generator=g, dtype=torch.float32)
+        tensors[name] = (1.0 + 0.1 * t if name.endswith("norm.weight") else 0.3 * t).numpy()
+    os.makedirs(out_dir, exist_ok=True)
+    json.dump(c, open(os.path.join(out_dir, "config.json"), "w"), indent=2)
+    write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors, "BF16")
+
+
+def random_qwen3(out_dir):
+    c = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 160,
+         "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+         "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 16, "hidden_act": "silu",
+         "attention_bias": False, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+         "rope_scaling": None, "max_position_embeddings": 512, "use_sliding_window": False,
+         "sliding_window": None, "max_window_layers": 2, "tie_word_embeddings": True,
+         "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "bfloat16"}
+    g = torch.Generator().manual_seed(8642)
+    h, q, kv, hd, inter, v = 64, 128, 32, 16, 96, 160
+    shapes = {"model.embed_tokens.weight": (v, h), "model.norm.weight": (h,)}
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        shapes.update({p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
+                       p + "self_attn.q_proj.weight": (q, h), p + "self_attn.k_proj.weight": (kv, h),
+                       p + "self_attn.v_proj.weight": (kv, h), p + "self_attn.o_proj.weight": (h, q),
+                       p + "self_attn.q_norm.weight": (hd,), p + "self_attn.k_norm.weight": (hd,),
+                       p + "mlp.gate_proj.weight": (inter, h), p + "mlp.up_proj.weight": (inter, h),
+                       p + "mlp.down_proj.weight": (h, inter)})
+    write_random(out_dir, c, shapes, g)
+    prompts = [torch.randint(0, v, (n,), generator=g).tolist() for n in (6, 37)]
+    return c, prompts
+
+
 def random_qwen2(out_dir):
     c = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "vocab_size": 160,
          "hidden_size": 64, "intermediate_size": 112, "num_hidden_layers": 2,
@@ -163,13 +205,7 @@ def random_qwen2(out_dir):
                        p + "self_attn.v_proj.weight": (kv, h), p + "self_attn.v_proj.bias": (kv,),
                        p + "self_attn.o_proj.weight": (h, q), p + "mlp.gate_proj.weight": (inter, h),
                        p + "mlp.up_proj.weight": (inter, h), p + "mlp.down_proj.weight": (h, inter)})
-    tensors = {}
-    for name, shape in shapes.items():
-        t = torch.randn(shape, generator=g, dtype=torch.float32)
-        tensors[name] = (1.0 + 0.1 * t if name.endswith("norm.weight") else 0.3 * t).numpy()
-    os.makedirs(out_dir, exist_ok=True)
-    json.dump(c, open(os.path.join(out_dir, "config.json"), "w"), indent=2)
-    write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors, "BF16")
+    write_random(out_dir, c, shapes, g)
     prompts = [torch.randint(0, v, (n,), generator=g).tolist() for n in (5, 41)]
     return c, prompts
 
@@ -190,6 +226,11 @@ def main():
     c, prompts = random_qwen2(rdir)
     w = read_safetensors(os.path.join(rdir, "model.safetensors"))  # the BF16-rounded weights
     write_golden(os.path.join(args.out, "random-qwen2-golden.safetensors"), c, w, prompts)
+
+    rdir = os.path.join(args.out, "random-qwen3")
+    c, prompts = random_qwen3(rdir)
+    w = read_safetensors(os.path.join(rdir, "model.safetensors"))
+    write_golden(os.path.join(args.out, "random-qwen3-golden.safetensors"), c, w, prompts)
 
 
 if __name__ == "__main__":

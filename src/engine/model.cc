@@ -63,6 +63,10 @@ absl::Status Model::Upload(const ModelWeights& w) {
       EXA_ASSIGN_OR_RETURN(l.k_bias, backend_->UploadWeight(lw.k_bias));
       EXA_ASSIGN_OR_RETURN(l.v_bias, backend_->UploadWeight(lw.v_bias));
     }
+    if (config_.qk_norm) {
+      EXA_ASSIGN_OR_RETURN(l.q_norm, backend_->UploadWeight(lw.q_norm));
+      EXA_ASSIGN_OR_RETURN(l.k_norm, backend_->UploadWeight(lw.k_norm));
+    }
     EXA_ASSIGN_OR_RETURN(l.post_norm, backend_->UploadWeight(lw.post_attention_norm));
     EXA_ASSIGN_OR_RETURN(l.gate, backend_->UploadWeight(lw.gate));
     EXA_ASSIGN_OR_RETURN(l.up, backend_->UploadWeight(lw.up));
@@ -101,6 +105,12 @@ void Model::RunLayer(int32_t index, int64_t n, const BatchLayout& layout) {
   b.RmsNorm(x, l.input_norm, c.rms_norm_eps, normed);
   const MatMulTarget qkv[] = {{&l.q, &l.q_bias, q}, {&l.k, &l.k_bias, k}, {&l.v, &l.v_bias, v}};
   b.MatMulShared(normed, qkv);
+  if (c.qk_norm) {  // each head's row of head_dim on its own (in place)
+    const Buffer q_heads{q.data, n * c.num_heads, c.head_dim};
+    const Buffer k_heads{k.data, n * c.num_kv_heads, c.head_dim};
+    b.RmsNorm(q_heads, l.q_norm, c.rms_norm_eps, q_heads);
+    b.RmsNorm(k_heads, l.k_norm, c.rms_norm_eps, k_heads);
+  }
   b.Rope(q, k, c.head_dim, inv_freq_, layout);
   b.StoreKv(index, k, v, layout);
   b.Attention(index, q,

@@ -1,4 +1,4 @@
-// The LLaMA-family forward pass (Llama, Mistral, Qwen2) written once against the Backend
+// The LLaMA-family forward pass (Llama, Mistral, Qwen2, Qwen3) written once against the Backend
 // interface: embedding, then per layer RMSNorm -> q/k/v (+bias) -> RoPE -> paged-KV attention ->
 // o_proj + residual -> RMSNorm -> SiLU-gated MLP + residual, then the final norm and logits for
 // the rows that sample.
@@ -54,7 +54,8 @@ class Model {
 
  private:
   struct Layer {
-    Weight input_norm, q, k, v, o, q_bias, k_bias, v_bias, post_norm, gate, up, down;
+    Weight input_norm, q, k, v, o, q_bias, k_bias, v_bias, q_norm, k_norm, post_norm, gate, up,
+        down;
   };
   struct Activations {
     Buffer x, normed, q, k, v, attn, proj, gate, up, selected, selected_normed, logits;

@@ -73,11 +73,11 @@ absl::Status ParseArchitecture(const json& j, std::string_view file, ModelConfig
   }
   c.architecture = (*it)[0].get<std::string>();
   if (c.architecture != "LlamaForCausalLM" && c.architecture != "MistralForCausalLM" &&
-      c.architecture != "Qwen2ForCausalLM") {
+      c.architecture != "Qwen2ForCausalLM" && c.architecture != "Qwen3ForCausalLM") {
     return FieldError(file, "architectures",
                       StrCat("\"", c.architecture,
                              "\" is not supported; expected LlamaForCausalLM, "
-                             "MistralForCausalLM or Qwen2ForCausalLM"));
+                             "MistralForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM"));
   }
   auto act = j.find("hidden_act");
   if (act != j.end() && !(act->is_string() && act->get<std::string>() == "silu")) {
@@ -164,14 +164,15 @@ absl::Status ParseRest(const json& j, std::string_view file, ModelConfig& c) {
   EXA_ASSIGN_OR_RETURN(c.tie_word_embeddings, GetBool(j, file, "tie_word_embeddings", false));
   EXA_ASSIGN_OR_RETURN(bool attention_bias, GetBool(j, file, "attention_bias", false));
   c.qkv_bias = attention_bias || c.architecture == "Qwen2ForCausalLM";
+  c.qk_norm = c.architecture == "Qwen3ForCausalLM";
   EXA_ASSIGN_OR_RETURN(bool mlp_bias, GetBool(j, file, "mlp_bias", false));
   if (mlp_bias) return FieldError(file, "mlp_bias", "true is not supported");
   EXA_ASSIGN_OR_RETURN(auto bos, ParseTokenIds(j, file, "bos_token_id", c.vocab_size));
   if (!bos.empty()) c.bos_token_id = bos[0];
   EXA_ASSIGN_OR_RETURN(c.eos_token_ids, ParseTokenIds(j, file, "eos_token_id", c.vocab_size));
-  // Qwen2 configs carry a sliding_window that only applies with use_sliding_window: true.
-  EXA_ASSIGN_OR_RETURN(bool use_window, GetBool(j, file, "use_sliding_window",
-                                                c.architecture != "Qwen2ForCausalLM"));
+  // Qwen2 and Qwen3 configs carry a sliding_window that only applies with use_sliding_window: true.
+  const bool qwen = c.architecture == "Qwen2ForCausalLM" || c.architecture == "Qwen3ForCausalLM";
+  EXA_ASSIGN_OR_RETURN(bool use_window, GetBool(j, file, "use_sliding_window", !qwen));
   if (use_window) {
     EXA_ASSIGN_OR_RETURN(c.sliding_window,
                          GetInt(j, file, "sliding_window", 1, kMaxPositions, int64_t{0}));
@@ -189,7 +190,8 @@ int32_t ModelConfig::MaxContext() const {
 int64_t ModelConfig::ParameterCount() const {
   int64_t h = hidden_size;
   int64_t per_layer = 2 * h + h * q_dim() + 2 * h * kv_dim() + q_dim() * h +
-                      3 * h * intermediate_size + (qkv_bias ? q_dim() + 2 * kv_dim() : 0);
+                      3 * h * intermediate_size + (qkv_bias ? q_dim() + 2 * kv_dim() : 0) +
+                      (qk_norm ? 2 * head_dim : 0);
   int64_t embed = int64_t{vocab_size} * h;
   return embed * (tie_word_embeddings ? 1 : 2) + h + num_layers * per_layer;
 }

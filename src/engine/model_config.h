@@ -1,6 +1,6 @@
 // The model's shape, parsed from a Hugging Face `config.json` (LlamaForCausalLM and relatives:
-// MistralForCausalLM, Qwen2ForCausalLM). Everything the forward pass and the loader need to know
-// about a checkpoint lives here, validated once so later code can trust it.
+// MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM). Everything the forward pass and the
+// loader need to know about a checkpoint lives here, validated once so later code can trust it.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +40,8 @@ struct ModelConfig {
   int32_t MaxContext() const;
   bool tie_word_embeddings = false;
   bool qkv_bias = false;  // Qwen2 always; Llama with attention_bias: true
+  // Qwen3: q and k RMS-normalised per head (weights of head_dim) before the rotary embedding.
+  bool qk_norm = false;
   int32_t bos_token_id = -1;
   std::vector<int32_t> eos_token_ids;
 

@@ -119,6 +119,10 @@ absl::Status ModelWeights::Bind(const ModelConfig& c) {
       EXA_RETURN_IF_ERROR(get(p + "self_attn.k_proj.bias", {kv}, &l.k_bias));
       EXA_RETURN_IF_ERROR(get(p + "self_attn.v_proj.bias", {kv}, &l.v_bias));
     }
+    if (c.qk_norm) {
+      EXA_RETURN_IF_ERROR(get(p + "self_attn.q_norm.weight", {c.head_dim}, &l.q_norm));
+      EXA_RETURN_IF_ERROR(get(p + "self_attn.k_norm.weight", {c.head_dim}, &l.k_norm));
+    }
     EXA_RETURN_IF_ERROR(get(p + "mlp.gate_proj.weight", {inter, h}, &l.gate));
     EXA_RETURN_IF_ERROR(get(p + "mlp.up_proj.weight", {inter, h}, &l.up));
     EXA_RETURN_IF_ERROR(get(p + "mlp.down_proj.weight", {h, inter}, &l.down));

@@ -19,6 +19,7 @@ struct LayerWeights {
   TensorView input_norm;              // [hidden]
   TensorView q, k, v, o;              // [q_dim, hidden], [kv_dim, hidden] x2, [hidden, q_dim]
   TensorView q_bias, k_bias, v_bias;  // present when config.qkv_bias
+  TensorView q_norm, k_norm;          // present when config.qk_norm
   TensorView post_attention_norm;     // [hidden]
   TensorView gate, up, down;          // [inter, hidden] x2, [hidden, inter]
 };

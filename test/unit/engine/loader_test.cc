@@ -135,6 +135,15 @@ TEST_CASE("config.json errors name the field and the allowed values", "[engine][
   qwen["sliding_window"] = 128;
   qwen["use_sliding_window"] = false;
   CHECK(parse(qwen)->MaxContext() == 256);
+  auto qwen3 = qwen;
+  qwen3["architectures"] = {"Qwen3ForCausalLM"};
+  qwen3.erase("use_sliding_window");  // Qwen3 too: the window applies only when asked for
+  auto q3 = parse(qwen3);
+  REQUIRE(q3.ok());
+  CHECK(q3->qk_norm);
+  CHECK_FALSE(q3->qkv_bias);
+  CHECK(q3->MaxContext() == 256);
+  CHECK_FALSE(parse(qwen)->qk_norm);
 
   auto llama3 = c;
   llama3["rope_scaling"] = {{"rope_type", "llama3"},
@@ -159,6 +168,21 @@ TEST_CASE("checkpoints inconsistent with config.json are rejected", "[engine][lo
     REQUIRE_FALSE(w.ok());
     CHECK(Message(w.status()).find("model.layers.1.mlp.up_proj.weight") != std::string::npos);
     CHECK(Message(w.status()).find("does not match config.json") != std::string::npos);
+  }
+  SECTION("a Qwen3 checkpoint without its per-head q/k norms") {
+    auto qwen3 = testing::SmallConfig();
+    qwen3["architectures"] = {"Qwen3ForCausalLM"};
+    auto q3 = ParseModelConfig(qwen3.dump(), "config.json");
+    REQUIRE(q3.ok());
+    auto q3_tensors = testing::RandomTensors(qwen3, DType::kBF16, 2);
+    testing::WriteFile(dir / "model.safetensors", EncodeSafetensors(q3_tensors));
+    REQUIRE(ModelWeights::Load(dir.string(), *q3).ok());
+    q3_tensors.erase("model.layers.0.self_attn.k_norm.weight");
+    testing::WriteFile(dir / "model.safetensors", EncodeSafetensors(q3_tensors));
+    auto w = ModelWeights::Load(dir.string(), *q3);
+    REQUIRE_FALSE(w.ok());
+    CHECK(Message(w.status()).find("\"model.layers.0.self_attn.k_norm.weight\" is missing") !=
+          std::string::npos);
   }
   SECTION("missing tensor") {
     tensors.erase("model.norm.weight");

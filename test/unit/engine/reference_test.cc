@@ -1,9 +1,11 @@
 // Proves our forward pass computes the same logits as an independent PyTorch implementation
 // (scripts/reference-logits.py) to relative error <= 1e-4, on the bundled tiny model (Llama,
-// F32) and a random Qwen2-style model (q/k/v bias, GQA, rope_theta 5e5 with llama3 scaling,
-// tied embeddings, BF16), for every position, with prefill split into chunks that cross KV
-// block boundaries, and on every kernel path the CPU supports (scalar, AVX2, AVX-512, AVX512-BF16);
-// and how far activations rounded to bf16 (EngineOptions::cpu_bf16_activations) move them.
+// F32), a random Qwen2-style model (q/k/v bias, GQA, rope_theta 5e5 with llama3 scaling,
+// tied embeddings, BF16) and a random Qwen3-style model (q and k normalised per head, heads wider
+// than hidden / heads, GQA, tied embeddings, BF16), for every position, with prefill split into
+// chunks that cross KV block boundaries, and on every kernel path the CPU supports (scalar, AVX2,
+// AVX-512, AVX512-BF16); and how far activations rounded to bf16
+// (EngineOptions::cpu_bf16_activations) move them.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -97,11 +99,12 @@ double MaxErrorOverGoldens(const std::string& model_dir, const std::string& gold
   return worst;
 }
 
-TEST_CASE("logits match the PyTorch reference on both configs", "[engine][reference]") {
+TEST_CASE("logits match the PyTorch reference on every config", "[engine][reference]") {
   struct Case {
     std::string model, golden;
   } cases[] = {{EXA_SOURCE_DIR "/models/exa-tiny-arith", kData + "/tiny-arith-golden.safetensors"},
-               {kData + "/random-qwen2", kData + "/random-qwen2-golden.safetensors"}};
+               {kData + "/random-qwen2", kData + "/random-qwen2-golden.safetensors"},
+               {kData + "/random-qwen3", kData + "/random-qwen3-golden.safetensors"}};
   for (cpu::Isa isa : cpu::SupportedIsas()) {
     REQUIRE(cpu::ForceIsa(isa));
     for (const Case& c : cases) {

@@ -104,6 +104,10 @@ inline std::map<std::string, RawTensor> RandomTensors(const nlohmann::json& c, D
       add(p + "self_attn.k_proj.bias", {kvh * hd}, 0.2f);
       add(p + "self_attn.v_proj.bias", {kvh * hd}, 0.2f);
     }
+    if (c["architectures"][0] == "Qwen3ForCausalLM") {
+      add(p + "self_attn.q_norm.weight", {hd}, 0.1f, 1.0f);
+      add(p + "self_attn.k_norm.weight", {hd}, 0.1f, 1.0f);
+    }
     add(p + "mlp.gate_proj.weight", {inter, h}, 0.2f);
     add(p + "mlp.up_proj.weight", {inter, h}, 0.2f);
     add(p + "mlp.down_proj.weight", {h, inter}, 0.2f);
