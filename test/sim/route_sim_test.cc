@@ -167,63 +167,66 @@ TEST_CASE("route sim: the pooled cache reference forgets what the replicas' KV c
   CHECK(pooled > 0.1);
 }
 
+// Writes `text` to the file `name` in `dir` and reads it as a trace.
+absl::StatusOr<traces::Trace> TraceOf(const testing::TempDir& dir, const std::string& name,
+                                      const std::string& text) {
+  const std::string path = (dir.path / name).string();
+  std::ofstream(path) << text;
+  return traces::ReadTrace(path);
+}
+
+bool Names(const absl::Status& s, const std::string& what) {
+  return std::string(s.message()).find(what) != std::string::npos;
+}
+
 TEST_CASE("traces: Mooncake and CSV traces read, bad lines named", "[sim][route]") {
   testing::TempDir dir;
-  const std::string azure = (dir.path / "azure.csv").string();
-  {
-    std::ofstream out(azure);
-    out << "TIMESTAMP,ContextTokens,GeneratedTokens\n"
-        << "2023-11-16 18:15:46.6805900,374,44\n"
-        << "2023-11-16 18:15:50.9951690,396,109\n";
-  }
-  auto t = traces::ReadTrace(azure);
+  const std::string azure =
+      "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+      "2023-11-16 18:15:46.6805900,374,44\n"
+      "2023-11-16 18:15:50.9951690,396,109\n";
+  auto t = TraceOf(dir, "azure.csv", azure);
   REQUIRE(t.ok());
   CHECK(t->format == "azure");
   REQUIRE(t->requests.size() == 2);
   CHECK(t->requests[1].arrival_s == Approx(4.3145789));
   CHECK(t->requests[1].input_length == 396);
   CHECK(t->requests[1].output_length == 109);
-  {
-    std::ofstream out(azure, std::ios::app);
-    out << "2023-11-16 18:15:51,-3,5\n";
-  }
-  auto bad = traces::ReadTrace(azure);
+  auto bad = TraceOf(dir, "azure.csv", azure + "2023-11-16 18:15:51,-3,5\n");
   REQUIRE(bad.status().code() == absl::StatusCode::kInvalidArgument);
-  CHECK(std::string(bad.status().message()).find(":4:") != std::string::npos);
-  const std::string mooncake = (dir.path / "mooncake.jsonl").string();
-  {
-    std::ofstream out(mooncake);
-    out << "\xEF\xBB\xBF{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 5, "
-           "\"hash_ids\": [1, 2]}\n"
-        << "{\"timestamp\": 10, \"input_length\": 600}\n";
-  }
-  auto m = traces::ReadTrace(mooncake);
+  CHECK(Names(bad.status(), ":4:"));
+  auto m = TraceOf(dir, "mooncake.jsonl",
+                   "\xEF\xBB\xBF{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 5, "
+                   "\"hash_ids\": [1, 2]}\n"
+                   "{\"timestamp\": 10, \"input_length\": 600}\n");
   REQUIRE(m.status().code() == absl::StatusCode::kInvalidArgument);
-  CHECK(std::string(m.status().message()).find(":2:") != std::string::npos);
+  CHECK(Names(m.status(), ":2:"));
   CHECK(traces::ReadTrace("/nonexistent/trace").status().code() == absl::StatusCode::kNotFound);
-  // Other CSV traces: Azure 2024's UTC offsets, BurstGPT's seconds and column names, quotes,
-  // CRLF line ends, columns in another order and columns not read.
-  const std::string azure2024 = (dir.path / "azure2024.csv").string();
-  {
-    std::ofstream out(azure2024);
-    out << "TIMESTAMP,ContextTokens,GeneratedTokens\r\n"
-        << "2024-05-10 00:00:00.009930+00:00,4808,10\r\n"
-        << "2024-05-10 02:00:01.5+02:00,3180,8\r\n";
-  }
-  auto t24 = traces::ReadTrace(azure2024);
+  // Equal block ids give equal tokens; the tail past the ids is the request's own.
+  traces::TraceRequest a{0, 600, 5, {1, 2}}, b{0, 600, 5, {1, 3}};
+  auto ta = traces::TracePromptTokens(a, 0, 256), tb = traces::TracePromptTokens(b, 1, 256);
+  CHECK(std::equal(ta.begin(), ta.begin() + 512, tb.begin()));
+  CHECK_FALSE(std::equal(ta.begin() + 512, ta.end(), tb.begin() + 512));
+}
+
+TEST_CASE("traces: other CSV traces read by their column names", "[sim][route]") {
+  // Azure 2024's UTC offsets, BurstGPT's seconds and column names, quotes, CRLF line ends,
+  // columns in another order, columns not read, a byte order mark.
+  testing::TempDir dir;
+  auto t24 = TraceOf(dir, "azure2024.csv",
+                     "TIMESTAMP,ContextTokens,GeneratedTokens\r\n"
+                     "2024-05-10 00:00:00.009930+00:00,4808,10\r\n"
+                     "2024-05-10 02:00:01.5+02:00,3180,8\r\n");
   REQUIRE(t24.ok());
   CHECK(t24->format == "azure");
   REQUIRE(t24->requests.size() == 2);
   CHECK(t24->requests[1].arrival_s == Approx(1.49007));  // 00:00:01.5 UTC
-  const std::string burst = (dir.path / "burstgpt.csv").string();
-  {
-    std::ofstream out(burst);
-    out << "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
-        << "5,ChatGPT,472,18,490,Conversation log\n"
-        << "\"45\",GPT-4,\"1087\",\"230\",1317,API log\n"
-        << "2.5,ChatGPT,12,0,12,Conversation log\n";
-  }
-  auto tburst = traces::ReadTrace(burst);
+  const std::string burst =
+      "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+      "5,ChatGPT,472,18,490,Conversation log\n"
+      "\"45\",GPT-4,\"1087\",\"230\",1317,API log\n"
+      "2.5,ChatGPT,12,0,12,Conversation log\n";
+  auto tburst = TraceOf(dir, "burstgpt.csv", burst);
   REQUIRE(tburst.ok());
   CHECK(tburst->format == "csv");
   REQUIRE(tburst->requests.size() == 3);
@@ -232,39 +235,20 @@ TEST_CASE("traces: Mooncake and CSV traces read, bad lines named", "[sim][route]
   CHECK(tburst->requests[2].input_length == 1087);
   CHECK(tburst->requests[2].output_length == 230);
   CHECK(tburst->duration_s == Approx(42.5));
-  const std::string iso = (dir.path / "iso.csv").string();
-  {
-    std::ofstream out(iso);
-    out << "\xEF\xBB\xBFoutput_length,input_length,arrival_time\n"  // with a byte order mark
-        << "7,100,2024-01-01T00:00:00Z\n"
-        << "9,200,2024-01-01T00:00:03.25Z\n";
-  }
-  auto ti = traces::ReadTrace(iso);
+  auto ti = TraceOf(dir, "iso.csv",
+                    "\xEF\xBB\xBFoutput_length,input_length,arrival_time\n"
+                    "7,100,2024-01-01T00:00:00Z\n"
+                    "9,200,2024-01-01T00:00:03.25Z\n");
   REQUIRE(ti.ok());
   CHECK(ti->requests[1].arrival_s == Approx(3.25));
   CHECK(ti->requests[1].input_length == 200);
   CHECK(ti->requests[1].output_length == 9);
-  const std::string nameless = (dir.path / "nameless.csv").string();
-  {
-    std::ofstream out(nameless);
-    out << "when,prompt,answer\n1,2,3\n";
-  }
-  auto tn = traces::ReadTrace(nameless);
+  auto tn = TraceOf(dir, "nameless.csv", "when,prompt,answer\n1,2,3\n");
   REQUIRE(tn.status().code() == absl::StatusCode::kInvalidArgument);
-  CHECK(std::string(tn.status().message()).find("header \"when,prompt,answer\"") !=
-        std::string::npos);
-  {
-    std::ofstream out(burst, std::ios::app);
-    out << "yesterday,ChatGPT,5,5,10,Conversation log\n";
-  }
-  auto late = traces::ReadTrace(burst);
+  CHECK(Names(tn.status(), "header \"when,prompt,answer\""));
+  auto late = TraceOf(dir, "burstgpt.csv", burst + "yesterday,ChatGPT,5,5,10,Conversation log\n");
   REQUIRE(late.status().code() == absl::StatusCode::kInvalidArgument);
-  CHECK(std::string(late.status().message()).find(":5: time \"yesterday\"") != std::string::npos);
-  // Equal block ids give equal tokens; the tail past the ids is the request's own.
-  traces::TraceRequest a{0, 600, 5, {1, 2}}, b{0, 600, 5, {1, 3}};
-  auto ta = traces::TracePromptTokens(a, 0, 256), tb = traces::TracePromptTokens(b, 1, 256);
-  CHECK(std::equal(ta.begin(), ta.begin() + 512, tb.begin()));
-  CHECK_FALSE(std::equal(ta.begin() + 512, ta.end(), tb.begin() + 512));
+  CHECK(Names(late.status(), ":5: time \"yesterday\""));
 }
 
 }  // namespace
