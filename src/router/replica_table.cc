@@ -80,6 +80,7 @@ void ReplicaTable::Upsert(const ReplicaInfo& info) {
     return;
   }
   if (!inserted) RemoveFromPool(&e);
+  if (inserted) e.snap.ejected = ejected_.contains(info.id);
   e.snap.info = info;
   AddToPool(&e);
 }
@@ -110,6 +111,14 @@ void ReplicaTable::Report(const std::string& id, const LoadReport& report) {
 
 void ReplicaTable::SetEjected(const std::string& id, bool ejected) {
   absl::MutexLock lock(&mu_);
+  if (!ejected) {
+    ejected_.erase(id);
+  } else if (replicas_.contains(id)) {
+    if (ejected_.size() >= kMaxEjectedIds) {  // forget the ids no longer in the table
+      absl::erase_if(ejected_, [&](const std::string& x) { return !replicas_.contains(x); });
+    }
+    if (ejected_.size() < kMaxEjectedIds) ejected_.insert(id);
+  }
   auto it = replicas_.find(id);
   if (it == replicas_.end()) return;
   Unlink(&it->second);

@@ -25,6 +25,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/hash128.h"
@@ -110,7 +111,11 @@ class ReplicaTable {
   // its admitted_dispatch, or all when it does not say.
   void Report(const std::string& id, const LoadReport& report);
   void SetHealthy(const std::string& id, bool healthy);
+  // Ejection (the performance level of health) outlives the replica's entry: one that leaves
+  // the table while ejected (its node's load stream restarted) comes back ejected, until it is
+  // readmitted. At most kMaxEjectedIds ids are remembered.
   void SetEjected(const std::string& id, bool ejected);
+  static constexpr size_t kMaxEjectedIds = 4096;
   // The index Choose asks how much of a request's prefix each replica holds (not owned; it
   // must outlive the table). Without one, no replica is credited for a cached prefix.
   void SetPrefixIndex(const PrefixIndex* index) ABSL_LOCKS_EXCLUDED(mu_);
@@ -231,6 +236,7 @@ class ReplicaTable {
   uint64_t dispatches_ ABSL_GUARDED_BY(mu_) = 0;                       // Choice::dispatch
   std::map<std::string, Entry> replicas_ ABSL_GUARDED_BY(mu_);         // pointer-stable
   absl::flat_hash_map<std::string, Pool> pools_ ABSL_GUARDED_BY(mu_);  // by model
+  absl::flat_hash_set<std::string> ejected_ ABSL_GUARDED_BY(mu_);      // SetEjected
 };
 
 }  // namespace exa::router

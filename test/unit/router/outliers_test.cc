@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <set>
+
 namespace exa::router {
 namespace {
 
@@ -54,6 +56,37 @@ TEST_CASE("An ejected replica gets no traffic") {
     CHECK(r->replica == "b");
     table.Complete(r->replica, r->dispatch);
   }
+}
+
+TEST_CASE("An ejected replica that leaves the table comes back ejected until readmitted") {
+  // Its node's load stream restarted: the gateway removes its replicas and adds them again.
+  ReplicaTable table(Policy::kRoundRobin, 1);
+  for (const char* id : {"a", "b"}) {
+    table.Upsert({id, "m", "v1", {}});
+    table.Report(id, {0, 0, true});
+  }
+  table.SetEjected("a", true);
+  table.Remove("a");
+  table.Upsert({"a", "m", "v1", {}});
+  table.Report("a", {0, 0, true});
+  const auto chosen = [&] {
+    std::set<std::string> seen;
+    for (int i = 0; i < 10; ++i) {
+      auto r = table.ChooseFor({"m", "", 5});
+      REQUIRE(r.ok());
+      seen.insert(r->replica);
+      table.Complete(r->replica, r->dispatch);
+    }
+    return seen;
+  };
+  CHECK(chosen() == std::set<std::string>{"b"});
+  table.SetEjected("a", false);
+  CHECK(chosen() == std::set<std::string>{"a", "b"});
+  // Readmitted, it is forgotten: leaving and coming back again does not eject it.
+  table.Remove("a");
+  table.Upsert({"a", "m", "v1", {}});
+  table.Report("a", {0, 0, true});
+  CHECK(chosen() == std::set<std::string>{"a", "b"});
 }
 
 }  // namespace
