@@ -115,7 +115,13 @@ void ReplicaTable::SetEjected(const std::string& id, bool ejected) {
     ejected_.erase(id);
   } else if (replicas_.contains(id)) {
     if (ejected_.size() >= kMaxEjectedIds) {  // forget the ids no longer in the table
-      absl::erase_if(ejected_, [&](const std::string& x) { return !replicas_.contains(x); });
+      for (auto x = ejected_.begin(); x != ejected_.end();) {
+        if (replicas_.contains(*x)) {
+          ++x;
+        } else {
+          ejected_.erase(x++);
+        }
+      }
     }
     if (ejected_.size() < kMaxEjectedIds) ejected_.insert(id);
   }
