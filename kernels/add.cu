@@ -21,7 +21,33 @@ __global__ void AddKernel(AddParams p) {
   }
 }
 
+__global__ void ScaleKernel(ScaleParams p) {
+  const int64_t n = p.rows * p.cols;
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    p.x[(i / p.cols) * p.stride + i % p.cols] *= p.scale;
+  }
+}
+
 }  // namespace
+
+absl::Status ScaleParams::Validate() const {
+  constexpr const char* kOp = "scale";
+  EXA_KERNEL_REQUIRE_PTR(x, kOp);
+  EXA_KERNEL_REQUIRE(rows >= 1, kOp, "rows", rows, "must be at least 1");
+  EXA_KERNEL_REQUIRE(cols >= 1, kOp, "cols", cols, "must be at least 1");
+  EXA_KERNEL_REQUIRE(stride >= cols, kOp, "stride", stride, "must be at least cols");
+  return absl::OkStatus();
+}
+
+absl::Status LaunchScale(const ScaleParams& p, cudaStream_t stream) {
+  if (absl::Status s = p.Validate(); !s.ok()) return s;
+  const unsigned blocks =
+      static_cast<unsigned>(std::min<int64_t>((p.rows * p.cols + kThreads - 1) / kThreads, 65535));
+  ScaleKernel<<<blocks, kThreads, 0, stream>>>(p);
+  EXA_CUDA_CHECK(cudaGetLastError());
+  return absl::OkStatus();
+}
 
 absl::Status AddParams::Validate() const {
   constexpr const char* kOp = "add";

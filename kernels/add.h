@@ -27,4 +27,17 @@ struct AddParams {
 
 absl::Status LaunchAdd(const AddParams& params, cudaStream_t stream);
 
+// x[r, c] *= scale (Gemma's embedding scale).
+struct ScaleParams {
+  float* x = nullptr;  // [rows, cols], row stride stride; updated in place
+  float scale = 1.0f;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t stride = 0;
+
+  absl::Status Validate() const;
+};
+
+absl::Status LaunchScale(const ScaleParams& params, cudaStream_t stream);
+
 }  // namespace exa::kernels

@@ -56,16 +56,19 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(PagedAttentionParams
   const T* k_cache = static_cast<const T*>(p.k_cache) + kvh * dim;
   const T* v_cache = static_cast<const T*>(p.v_cache) + kvh * dim;
 
-  const float scale = rsqrtf(static_cast<float>(dim));
+  const float scale = p.scale > 0.0f ? p.scale : rsqrtf(static_cast<float>(dim));
 #pragma unroll 4
   for (int i = tid; i < rows * dim; i += kThreads) {
     const int r = i / dim;
     const int64_t t = first + r / group;
     q_s[i] = p.q[t * p.q_stride + int64_t{kvh * group + r % group} * dim + i % dim] * scale;
   }
-  int32_t len[kMaxRows];  // causal length of each row
+  int32_t len[kMaxRows], lo[kMaxRows];  // each row sees keys [lo, len): causal, and its window
 #pragma unroll
-  for (int r = 0; r < kMaxRows; ++r) len[r] = r < rows ? p.positions[first + r / group] + 1 : 0;
+  for (int r = 0; r < kMaxRows; ++r) {
+    len[r] = r < rows ? p.positions[first + r / group] + 1 : 0;
+    lo[r] = p.window > 0 ? max(0, len[r] - p.window) : 0;
+  }
   float m[kMaxRows], l[kMaxRows], acc[kMaxRows][kDimsPerThread];
 #pragma unroll
   for (int r = 0; r < kMaxRows; ++r) {
@@ -110,7 +113,8 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(PagedAttentionParams
 #pragma unroll
     for (int r = 0; r < kMaxRows; ++r) {
       if (r >= rows) break;
-      if (j >= end || j >= len[r]) s[r] = -INFINITY;  // past the partition, or causal mask
+      // Past the partition, the causal mask, or before the window.
+      if (j >= end || j >= len[r] || j < lo[r]) s[r] = -INFINITY;
       const float v = device::WarpMax(s[r]);
       if (lane == 0) red_s[r][warp] = v;
     }
@@ -270,7 +274,8 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) DecodeAttentionKernel(Paged
   const int64_t kv_dim = int64_t{p.num_kv_heads} * kDim;
   const T* k_cache = static_cast<const T*>(p.k_cache) + kvh * kDim + lane * kDpl;
   const T* v_cache = static_cast<const T*>(p.v_cache) + kvh * kDim + lane * kDpl;
-  const float scale = rsqrtf(static_cast<float>(kDim));
+  const float scale = p.scale > 0.0f ? p.scale : rsqrtf(static_cast<float>(kDim));
+  const int32_t lo = p.window > 0 ? max(0, len - p.window) : 0;  // the window's first key
 
   float q[kDecodeMaxGroup][kDpl], acc[kDecodeMaxGroup][kDpl], m[kDecodeMaxGroup],
       l[kDecodeMaxGroup];
@@ -288,7 +293,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) DecodeAttentionKernel(Paged
     }
   }
 #pragma unroll 2
-  for (int32_t j = begin + warp; j < end; j += kDecodeWarps) {
+  for (int32_t j = max(begin, lo) + warp; j < end; j += kDecodeWarps) {
     const int64_t slot = SlotOf(table, j, p.block_size) * kv_dim;
     float kf[kDpl], vf[kDpl];
     LoadLane<kDpl>(k_cache + slot, kf);
@@ -433,6 +438,9 @@ absl::Status PagedAttentionParams::Validate() const {
   EXA_KERNEL_REQUIRE(out_stride >= int64_t{num_heads} * head_dim, kOp, "out_stride", out_stride,
                      "must be at least num_heads * head_dim");
   EXA_KERNEL_REQUIRE(plan.splits >= 1, kOp, "plan.splits", plan.splits, "must be at least 1");
+  EXA_KERNEL_REQUIRE(scale >= 0.0f && std::isfinite(scale), kOp, "scale", scale,
+                     "must be finite and not negative");
+  EXA_KERNEL_REQUIRE(window >= 0, kOp, "window", window, "must not be negative");
   EXA_KERNEL_REQUIRE(plan.partition >= kAttentionChunk && plan.partition % kAttentionChunk == 0,
                      kOp, "plan.partition", plan.partition, "must be a positive multiple of 128");
   const int64_t need = PagedAttentionWorkspaceFloats(plan, tokens, num_heads, head_dim);

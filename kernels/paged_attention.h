@@ -81,6 +81,8 @@ struct PagedAttentionParams {
   int64_t num_slots = 0;
   int64_t q_stride = 0;
   int64_t out_stride = 0;
+  float scale = 0;     // scores are q.k * scale; 0: 1 / sqrt(head_dim)
+  int32_t window = 0;  // > 0: a token sees only the last `window` positions up to its own
   PagedAttentionPlan plan;
 
   absl::Status Validate() const;

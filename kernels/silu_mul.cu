@@ -15,7 +15,8 @@ __global__ void SiluMulKernel(SiluMulParams p) {
        i += int64_t{gridDim.x} * blockDim.x) {
     const int64_t at = (i / p.cols) * p.stride + i % p.cols;
     const float g = p.gate[at];
-    p.out[at] = g / (1.0f + expf(-g)) * p.up[at];
+    const float u = p.gelu_tanh ? g * (1.5957691216057308f + 0.07135481627260025f * g * g) : g;
+    p.out[at] = g / (1.0f + expf(-u)) * p.up[at];
   }
 }
 

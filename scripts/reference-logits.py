@@ -10,7 +10,12 @@ modeling code's definitions, not from ours) computes logits for:
   3. a small random model it writes to `test/data/engine/random-qwen3/`: Qwen3, whose q and k
      are RMS-normalised per head before the rotary embedding, with heads wider than the hidden
      size allows (8 x 16 over a hidden size of 64, as Qwen3-0.6B's 16 x 128 over 1024), GQA,
-     tied embeddings, BF16 weights.
+     tied embeddings, BF16 weights;
+  4. a small random model it writes to `test/data/engine/random-gemma3/`: Gemma 3 (norms
+     multiplying by 1 + w, a scaled embedding, per-head q/k norms, sliding-window layers with their
+     own rope base beside global ones with linear rope scaling, each block's output normalised
+     before its residual add, a GELU-tanh gate, query_pre_attn_scalar), GQA, tied embeddings,
+     BF16 weights.
 Goldens are safetensors files (so the C++ test reads them with the loader under test):
 `prompt_<i>` (token ids as F32) and `logits_<i>` ([tokens, vocab], F32) for every position.
 
@@ -133,11 +138,69 @@ def forward(c, w, ids):
     return norm(x, w["model.norm.weight"]) @ head.T
 
 
+def forward_gemma3(c, w, ids):
+    """Gemma3ForCausalLM's logits [T, vocab] in float64 (transformers' modeling_gemma3 run in
+    float32 semantics: the embedding scale is sqrt(hidden) unrounded)."""
+    h, nh, nkv = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
+    hd, eps, t = c["head_dim"], c["rms_norm_eps"], len(ids)
+    pos = torch.arange(t, dtype=torch.float32)
+
+    def rope_tables(base, scaling):
+        inv = 1.0 / (base ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
+        if scaling and scaling.get("rope_type", scaling.get("type")) == "linear":
+            inv = inv / scaling["factor"]
+        emb = torch.outer(pos, inv)
+        emb = torch.cat((emb, emb), dim=-1)
+        return emb.cos().double(), emb.sin().double()
+
+    rope_global = rope_tables(c["rope_theta"], c.get("rope_scaling"))
+    rope_local = rope_tables(c["rope_local_base_freq"], None)
+
+    def norm(x, weight):  # Gemma3RMSNorm: x / rms(x) * (1 + w)
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * (1.0 + weight)
+
+    def rot(x, cs):
+        cos, sin = cs
+        x1, x2 = x[..., :hd // 2], x[..., hd // 2:]
+        return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+    def lin(x, name):
+        return x @ w[name + ".weight"].T
+
+    pattern = c["sliding_window_pattern"]
+    idx = torch.arange(t)
+    causal = idx[None, :] <= idx[:, None]
+    window = causal & (idx[None, :] > idx[:, None] - c["sliding_window"])
+    x = w["model.embed_tokens.weight"][torch.tensor(ids)] * math.sqrt(h)
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        sliding = bool((i + 1) % pattern)
+        y = norm(x, w[p + "input_layernorm.weight"])
+        q = lin(y, p + "self_attn.q_proj").view(t, nh, hd).transpose(0, 1)
+        k = lin(y, p + "self_attn.k_proj").view(t, nkv, hd).transpose(0, 1)
+        v = lin(y, p + "self_attn.v_proj").view(t, nkv, hd).transpose(0, 1)
+        q, k = norm(q, w[p + "self_attn.q_norm.weight"]), norm(k, w[p + "self_attn.k_norm.weight"])
+        cs = rope_local if sliding else rope_global
+        q, k = rot(q, cs), rot(k, cs)
+        k = k.repeat_interleave(nh // nkv, dim=0)
+        v = v.repeat_interleave(nh // nkv, dim=0)
+        s = (q @ k.transpose(-1, -2)) * c["query_pre_attn_scalar"] ** -0.5
+        a = s.masked_fill(~(window if sliding else causal), float("-inf")).softmax(-1) @ v
+        o = lin(a.transpose(0, 1).reshape(t, nh * hd), p + "self_attn.o_proj")
+        x = x + norm(o, w[p + "post_attention_layernorm.weight"])
+        y = norm(x, w[p + "pre_feedforward_layernorm.weight"])
+        g = torch.nn.functional.gelu(lin(y, p + "mlp.gate_proj"), approximate="tanh")
+        m = lin(g * lin(y, p + "mlp.up_proj"), p + "mlp.down_proj")
+        x = x + norm(m, w[p + "post_feedforward_layernorm.weight"])
+    return norm(x, w["model.norm.weight"]) @ w["model.embed_tokens.weight"].T
+
+
 def write_golden(path, c, w, prompts):
     tensors = {}
+    run = forward_gemma3 if c["architectures"][0] == "Gemma3ForCausalLM" else forward
     for i, ids in enumerate(prompts):
         tensors[f"prompt_{i}"] = np.array(ids, dtype=np.float32)
-        tensors[f"logits_{i}"] = forward(c, w, ids).numpy().astype(np.float32)
+        tensors[f"logits_{i}"] = run(c, w, ids).numpy().astype(np.float32)
     write_safetensors(path, tensors)
     print(f"wrote {path}: {len(prompts)} prompts, {os.path.getsize(path)} bytes")
 
@@ -150,12 +213,13 @@ def tiny_prompts(tiny_dir):
             enc("The gateway routes each request to the replica with the fewest tokens.")]
 
 
-def write_random(out_dir, c, shapes, g):
-    """Random weights for `shapes` (norms near 1), the config and the BF16 checkpoint."""
+def write_random(out_dir, c, shapes, g, norm_offset=1.0):
+    """Random weights for `shapes` (norms near `norm_offset`: 1, or 0 where the model adds the 1),
+    the config and the BF16 checkpoint."""
     tensors = {}
     for name, shape in shapes.items():
         t = torch.randn(shape, generator=g, dtype=torch.float32)
-        tensors[name] = (1.0 + 0.1 * t if name.endswith("norm.weight") else 0.3 * t).numpy()
+        tensors[name] = (norm_offset + 0.1 * t if name.endswith("norm.weight") else 0.3 * t).numpy()
     os.makedirs(out_dir, exist_ok=True)
     json.dump(c, open(os.path.join(out_dir, "config.json"), "w"), indent=2)
     write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors, "BF16")
@@ -182,6 +246,35 @@ def random_qwen3(out_dir):
                        p + "mlp.down_proj.weight": (h, inter)})
     write_random(out_dir, c, shapes, g)
     prompts = [torch.randint(0, v, (n,), generator=g).tolist() for n in (6, 37)]
+    return c, prompts
+
+
+def random_gemma3(out_dir):
+    c = {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "vocab_size": 160,
+         "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 3,
+         "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+         "hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 24,
+         "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0,
+         "rope_scaling": {"rope_type": "linear", "factor": 4.0}, "sliding_window": 5,
+         "sliding_window_pattern": 2, "max_position_embeddings": 512,
+         "attn_logit_softcapping": None, "final_logit_softcapping": None,
+         "tie_word_embeddings": True, "bos_token_id": 2, "eos_token_id": [1, 106],
+         "torch_dtype": "bfloat16"}
+    g = torch.Generator().manual_seed(97531)
+    h, q, kv, hd, inter, v = 64, 128, 64, 32, 96, 160
+    shapes = {"model.embed_tokens.weight": (v, h), "model.norm.weight": (h,)}
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        shapes.update({p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
+                       p + "pre_feedforward_layernorm.weight": (h,),
+                       p + "post_feedforward_layernorm.weight": (h,),
+                       p + "self_attn.q_proj.weight": (q, h), p + "self_attn.k_proj.weight": (kv, h),
+                       p + "self_attn.v_proj.weight": (kv, h), p + "self_attn.o_proj.weight": (h, q),
+                       p + "self_attn.q_norm.weight": (hd,), p + "self_attn.k_norm.weight": (hd,),
+                       p + "mlp.gate_proj.weight": (inter, h), p + "mlp.up_proj.weight": (inter, h),
+                       p + "mlp.down_proj.weight": (h, inter)})
+    write_random(out_dir, c, shapes, g, norm_offset=0.0)
+    prompts = [torch.randint(0, v, (n,), generator=g).tolist() for n in (4, 37)]
     return c, prompts
 
 
@@ -231,6 +324,11 @@ def main():
     c, prompts = random_qwen3(rdir)
     w = read_safetensors(os.path.join(rdir, "model.safetensors"))
     write_golden(os.path.join(args.out, "random-qwen3-golden.safetensors"), c, w, prompts)
+
+    rdir = os.path.join(args.out, "random-gemma3")
+    c, prompts = random_gemma3(rdir)
+    w = read_safetensors(os.path.join(rdir, "model.safetensors"))
+    write_golden(os.path.join(args.out, "random-gemma3-golden.safetensors"), c, w, prompts)
 
 
 if __name__ == "__main__":

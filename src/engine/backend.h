@@ -65,6 +65,10 @@ struct AttentionParams {
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
   int32_t block_size = 0;
+  float scale = 0;  // scores are q.k * scale; 0: 1 / sqrt(head_dim)
+  // 0: a token attends to every position up to its own; w > 0: only to the last w of them
+  // (positions p - w + 1 .. p), a sliding-window layer.
+  int32_t window = 0;
 };
 
 // One row's token choice for Backend::SampleRows: engine/sampler.h's parameters without the
@@ -130,11 +134,16 @@ class Backend {
                     const BatchLayout& layout) = 0;
   // Writes each token's k and v rows to its slot of `layer`.
   virtual void StoreKv(int32_t layer, Buffer k, Buffer v, const BatchLayout& layout) = 0;
-  // Causal attention of each token's q over its sequence's cached positions [0, position].
+  // Causal attention of each token's q over its sequence's cached positions [0, position], or
+  // the last params.window of them.
   virtual void Attention(int32_t layer, Buffer q, const AttentionParams& params,
                          const BatchLayout& layout, Buffer out) = 0;
   // out = silu(gate) * up.
   virtual void SiluMul(Buffer gate, Buffer up, Buffer out) = 0;
+  // out = gelu_tanh(gate) * up, GELU's tanh approximation (engine/model_config.h Activation).
+  virtual void GeluTanhMul(Buffer gate, Buffer up, Buffer out) = 0;
+  // x *= s.
+  virtual void Scale(Buffer x, float s) = 0;
   // x += y.
   virtual void Add(Buffer x, Buffer y) = 0;
   // accum += x @ w^T (a residual connection), `scratch` [T, N] free for the product. The same

@@ -8,12 +8,18 @@
 
 namespace exa::engine {
 
-std::vector<float> RopeInverseFrequencies(const ModelConfig& c) {
+std::vector<float> RopeInverseFrequencies(const ModelConfig& c, bool local) {
   const int32_t half = c.head_dim / 2;
   std::vector<float> inv(half);
+  const float theta = local && c.rope_local_theta > 0 ? c.rope_local_theta : c.rope_theta;
   for (int32_t i = 0; i < half; ++i) {
     const float exponent = static_cast<float>(2 * i) / static_cast<float>(c.head_dim);
-    inv[i] = 1.0f / std::pow(c.rope_theta, exponent);
+    inv[i] = 1.0f / std::pow(theta, exponent);
+  }
+  if (local && c.rope_local_theta > 0) return inv;  // Gemma 3's local layers: never scaled
+  if (c.rope_scaling == RopeScaling::kLinear) {
+    for (float& f : inv) f /= c.rope_factor;
+    return inv;
   }
   if (c.rope_scaling != RopeScaling::kLlama3) return inv;
   // transformers' _compute_llama3_parameters: long wavelengths are slowed by `factor`, short ones
@@ -42,6 +48,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Create(const ModelConfig& config,
   }
   auto m = std::unique_ptr<Model>(new Model(config, backend, limits));
   m->inv_freq_ = RopeInverseFrequencies(config);
+  if (config.rope_local_theta > 0) m->local_inv_freq_ = RopeInverseFrequencies(config, true);
   EXA_RETURN_IF_ERROR(m->Upload(weights));
   EXA_RETURN_IF_ERROR(m->AllocateActivations());
   return m;
@@ -68,6 +75,10 @@ absl::Status Model::Upload(const ModelWeights& w) {
       EXA_ASSIGN_OR_RETURN(l.k_norm, backend_->UploadWeight(lw.k_norm));
     }
     EXA_ASSIGN_OR_RETURN(l.post_norm, backend_->UploadWeight(lw.post_attention_norm));
+    if (config_.sandwich_norms) {
+      EXA_ASSIGN_OR_RETURN(l.pre_ff_norm, backend_->UploadWeight(lw.pre_feedforward_norm));
+      EXA_ASSIGN_OR_RETURN(l.post_ff_norm, backend_->UploadWeight(lw.post_feedforward_norm));
+    }
     EXA_ASSIGN_OR_RETURN(l.gate, backend_->UploadWeight(lw.gate));
     EXA_ASSIGN_OR_RETURN(l.up, backend_->UploadWeight(lw.up));
     EXA_ASSIGN_OR_RETURN(l.down, backend_->UploadWeight(lw.down));
@@ -111,18 +122,41 @@ void Model::RunLayer(int32_t index, int64_t n, const BatchLayout& layout) {
     b.RmsNorm(q_heads, l.q_norm, c.rms_norm_eps, q_heads);
     b.RmsNorm(k_heads, l.k_norm, c.rms_norm_eps, k_heads);
   }
-  b.Rope(q, k, c.head_dim, inv_freq_, layout);
+  const int32_t window = c.LayerWindow(index);
+  b.Rope(q, k, c.head_dim, window > 0 && !local_inv_freq_.empty() ? local_inv_freq_ : inv_freq_,
+         layout);
   b.StoreKv(index, k, v, layout);
   b.Attention(index, q,
-              AttentionParams{c.num_heads, c.num_kv_heads, c.head_dim, limits_.kv_block_size},
+              AttentionParams{c.num_heads, c.num_kv_heads, c.head_dim, limits_.kv_block_size,
+                              c.attention_scale, window},
               layout, attn);
-  b.MatMulAdd(attn, l.o, proj, x);
+  if (!c.sandwich_norms) {
+    b.MatMulAdd(attn, l.o, proj, x);
+    b.RmsNorm(x, l.post_norm, c.rms_norm_eps, normed);
+    GatedMlp(l, normed, gate, up);
+    b.MatMulAdd(gate, l.down, proj, x);
+    return;
+  }
+  // Gemma 3: each block's output normalised before it joins the residual stream.
+  b.MatMul(attn, l.o, nullptr, proj);
+  b.RmsNorm(proj, l.post_norm, c.rms_norm_eps, proj);
+  b.Add(x, proj);
+  b.RmsNorm(x, l.pre_ff_norm, c.rms_norm_eps, normed);
+  GatedMlp(l, normed, gate, up);
+  b.MatMul(gate, l.down, nullptr, proj);
+  b.RmsNorm(proj, l.post_ff_norm, c.rms_norm_eps, proj);
+  b.Add(x, proj);
+}
 
-  b.RmsNorm(x, l.post_norm, c.rms_norm_eps, normed);
+void Model::GatedMlp(const Layer& l, Buffer normed, Buffer gate, Buffer up) {
+  Backend& b = *backend_;
   const MatMulTarget gate_up[] = {{&l.gate, nullptr, gate}, {&l.up, nullptr, up}};
   b.MatMulShared(normed, gate_up);
-  b.SiluMul(gate, up, gate);
-  b.MatMulAdd(gate, l.down, proj, x);
+  if (config_.activation == Activation::kGeluTanh) {
+    b.GeluTanhMul(gate, up, gate);
+  } else {
+    b.SiluMul(gate, up, gate);
+  }
 }
 
 absl::Status Model::RunToLogits(std::span<const int32_t> tokens, const BatchLayout& layout,
@@ -142,6 +176,7 @@ absl::Status Model::RunToLogits(std::span<const int32_t> tokens, const BatchLayo
   }
   backend_->BeginStep(tokens, layout, logit_rows, sampling);
   backend_->Embedding(embed_, tokens, act_.x.Rows(n));
+  if (config_.embedding_scale != 1.0f) backend_->Scale(act_.x.Rows(n), config_.embedding_scale);
   for (int32_t i = 0; i < config_.num_layers; ++i) RunLayer(i, n, layout);
   const int64_t s = static_cast<int64_t>(logit_rows.size());
   if (s == 0) return absl::OkStatus();

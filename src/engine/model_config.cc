@@ -1,6 +1,7 @@
 #include "engine/model_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -66,25 +67,49 @@ absl::StatusOr<bool> GetBool(const json& j, std::string_view file, const char* f
   return it->get<bool>();
 }
 
+constexpr std::string_view kArchitectures[] = {"LlamaForCausalLM", "MistralForCausalLM",
+                                               "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+                                               "Gemma3ForCausalLM"};
+
+bool IsGemma3(const ModelConfig& c) { return c.architecture == "Gemma3ForCausalLM"; }
+
+absl::Status ParseActivation(const json& j, std::string_view file, ModelConfig& c) {
+  if (!IsGemma3(c)) {
+    auto act = j.find("hidden_act");
+    if (act != j.end() && !(act->is_string() && act->get<std::string>() == "silu")) {
+      return FieldError(file, "hidden_act",
+                        StrCat(act->dump(), " is not supported; expected \"silu\""));
+    }
+    return absl::OkStatus();
+  }
+  // Gemma3MLP applies hidden_activation (default gelu_pytorch_tanh); gelu_new is the same formula.
+  auto act = j.find("hidden_activation");
+  if (act != j.end() && !act->is_null() &&
+      !(act->is_string() && (act->get<std::string>() == "gelu_pytorch_tanh" ||
+                             act->get<std::string>() == "gelu_new"))) {
+    return FieldError(
+        file, "hidden_activation",
+        StrCat(act->dump(), " is not supported; expected \"gelu_pytorch_tanh\" or \"gelu_new\""));
+  }
+  c.activation = Activation::kGeluTanh;
+  return absl::OkStatus();
+}
+
 absl::Status ParseArchitecture(const json& j, std::string_view file, ModelConfig& c) {
   auto it = j.find("architectures");
   if (it == j.end() || !it->is_array() || it->empty() || !(*it)[0].is_string()) {
     return FieldError(file, "architectures", "must be a non-empty list of names");
   }
   c.architecture = (*it)[0].get<std::string>();
-  if (c.architecture != "LlamaForCausalLM" && c.architecture != "MistralForCausalLM" &&
-      c.architecture != "Qwen2ForCausalLM" && c.architecture != "Qwen3ForCausalLM") {
-    return FieldError(file, "architectures",
-                      StrCat("\"", c.architecture,
-                             "\" is not supported; expected LlamaForCausalLM, "
-                             "MistralForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM"));
+  if (std::find(std::begin(kArchitectures), std::end(kArchitectures), c.architecture) ==
+      std::end(kArchitectures)) {
+    std::string expected;
+    for (std::string_view a : kArchitectures) StrAppend(&expected, expected.empty() ? "" : ", ", a);
+    return FieldError(
+        file, "architectures",
+        StrCat("\"", c.architecture, "\" is not supported; expected one of ", expected));
   }
-  auto act = j.find("hidden_act");
-  if (act != j.end() && !(act->is_string() && act->get<std::string>() == "silu")) {
-    return FieldError(file, "hidden_act",
-                      StrCat(act->dump(), " is not supported; expected \"silu\""));
-  }
-  return absl::OkStatus();
+  return ParseActivation(j, file, c);
 }
 
 absl::Status ParseShape(const json& j, std::string_view file, ModelConfig& c) {
@@ -103,12 +128,14 @@ absl::Status ParseShape(const json& j, std::string_view file, ModelConfig& c) {
   }
   std::optional<int64_t> default_head_dim;
   if (c.hidden_size % c.num_heads == 0) default_head_dim = c.hidden_size / c.num_heads;
+  if (IsGemma3(c)) default_head_dim = 256;  // Gemma3TextConfig's default
   EXA_ASSIGN_OR_RETURN(c.head_dim, GetInt(j, file, "head_dim", 2, 1024, default_head_dim));
   if (c.head_dim % 2 != 0) {
     return FieldError(file, "head_dim", StrCat(c.head_dim, " must be even for rotary embeddings"));
   }
   EXA_ASSIGN_OR_RETURN(c.max_position_embeddings,
-                       GetInt(j, file, "max_position_embeddings", 1, kMaxPositions, std::nullopt));
+                       GetInt(j, file, "max_position_embeddings", 1, kMaxPositions,
+                              IsGemma3(c) ? std::optional<int64_t>(131072) : std::nullopt));
   return absl::OkStatus();
 }
 
@@ -122,13 +149,18 @@ absl::Status ParseRopeScaling(const json& j, std::string_view file, ModelConfig&
     if (t != it->end() && t->is_string()) type = t->get<std::string>();
   }
   if (type == "default") return absl::OkStatus();
-  if (type != "llama3") {
-    return FieldError(file, "rope_scaling.rope_type",
-                      StrCat("\"", type, "\" is not supported; expected \"llama3\" or null"));
+  if (type != "llama3" && type != "linear") {
+    return FieldError(
+        file, "rope_scaling.rope_type",
+        StrCat("\"", type, "\" is not supported; expected \"llama3\", \"linear\" or null"));
   }
-  c.rope_scaling = RopeScaling::kLlama3;
   const std::string f = StrCat(file, ": rope_scaling");
   EXA_ASSIGN_OR_RETURN(c.rope_factor, GetFloat(*it, f, "factor", 1.0, 1024.0, std::nullopt));
+  if (type == "linear") {  // every position divided by `factor`
+    c.rope_scaling = RopeScaling::kLinear;
+    return absl::OkStatus();
+  }
+  c.rope_scaling = RopeScaling::kLlama3;
   EXA_ASSIGN_OR_RETURN(c.rope_low_freq_factor,
                        GetFloat(*it, f, "low_freq_factor", 0.0, 1024.0, 1.0));
   EXA_ASSIGN_OR_RETURN(c.rope_high_freq_factor,
@@ -157,11 +189,63 @@ absl::StatusOr<std::vector<int32_t>> ParseTokenIds(const json& j, std::string_vi
   return out;
 }
 
+// Gemma 3's own fields (transformers' Gemma3TextConfig, its defaults where a field is absent).
+absl::Status ParseGemma3(const json& j, std::string_view file, ModelConfig& c) {
+  c.qk_norm = true;
+  c.norm_weight_offset = true;
+  c.sandwich_norms = true;
+  c.embedding_scale = std::sqrt(static_cast<float>(c.hidden_size));
+  EXA_ASSIGN_OR_RETURN(const double scalar,
+                       GetFloat(j, file, "query_pre_attn_scalar", 1e-6, 1e9, 256.0));
+  c.attention_scale = static_cast<float>(1.0 / std::sqrt(scalar));
+  for (const char* cap : {"attn_logit_softcapping", "final_logit_softcapping"}) {
+    auto it = j.find(cap);
+    if (it != j.end() && !it->is_null()) {
+      return FieldError(file, cap, StrCat(it->dump(), " is not supported; expected null"));
+    }
+  }
+  EXA_ASSIGN_OR_RETURN(const bool bidirectional,
+                       GetBool(j, file, "use_bidirectional_attention", false));
+  if (bidirectional)
+    return FieldError(file, "use_bidirectional_attention", "true is not supported");
+  EXA_ASSIGN_OR_RETURN(const double local_theta,
+                       GetFloat(j, file, "rope_local_base_freq", 1.0, 1e12, 10000.0));
+  c.rope_local_theta = static_cast<float>(local_theta);
+  EXA_ASSIGN_OR_RETURN(const int64_t window,
+                       GetInt(j, file, "sliding_window", 1, kMaxPositions, int64_t{4096}));
+  // Which layers slide: `layer_types` (newer configs), else every layer but each
+  // sliding_window_pattern-th.
+  c.layer_windows.assign(static_cast<size_t>(c.num_layers), static_cast<int32_t>(window));
+  auto types = j.find("layer_types");
+  if (types != j.end() && !types->is_null()) {
+    if (!types->is_array() || types->size() != static_cast<size_t>(c.num_layers)) {
+      return FieldError(file, "layer_types",
+                        StrCat("must list num_hidden_layers (", c.num_layers, ") layer types"));
+    }
+    for (size_t i = 0; i < types->size(); ++i) {
+      const json& t = (*types)[i];
+      const bool full = t.is_string() && t.get<std::string>() == "full_attention";
+      if (!full && !(t.is_string() && t.get<std::string>() == "sliding_attention")) {
+        return FieldError(file, StrCat("layer_types[", i, "]"),
+                          StrCat(t.dump(), " is not \"sliding_attention\" or \"full_attention\""));
+      }
+      if (full) c.layer_windows[i] = 0;
+    }
+    return absl::OkStatus();
+  }
+  EXA_ASSIGN_OR_RETURN(const int64_t pattern,
+                       GetInt(j, file, "sliding_window_pattern", 1, kMaxLayers, int64_t{6}));
+  for (int64_t i = pattern - 1; i < c.num_layers; i += pattern) c.layer_windows[i] = 0;
+  return absl::OkStatus();
+}
+
 absl::Status ParseRest(const json& j, std::string_view file, ModelConfig& c) {
   EXA_ASSIGN_OR_RETURN(c.rms_norm_eps, GetFloat(j, file, "rms_norm_eps", 0.0, 1.0, 1e-6));
-  EXA_ASSIGN_OR_RETURN(c.rope_theta, GetFloat(j, file, "rope_theta", 1.0, 1e12, 10000.0));
+  EXA_ASSIGN_OR_RETURN(c.rope_theta,
+                       GetFloat(j, file, "rope_theta", 1.0, 1e12, IsGemma3(c) ? 1e6 : 10000.0));
   EXA_RETURN_IF_ERROR(ParseRopeScaling(j, file, c));
-  EXA_ASSIGN_OR_RETURN(c.tie_word_embeddings, GetBool(j, file, "tie_word_embeddings", false));
+  EXA_ASSIGN_OR_RETURN(c.tie_word_embeddings, GetBool(j, file, "tie_word_embeddings", IsGemma3(c)));
+  c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   EXA_ASSIGN_OR_RETURN(bool attention_bias, GetBool(j, file, "attention_bias", false));
   c.qkv_bias = attention_bias || c.architecture == "Qwen2ForCausalLM";
   c.qk_norm = c.architecture == "Qwen3ForCausalLM";
@@ -170,6 +254,7 @@ absl::Status ParseRest(const json& j, std::string_view file, ModelConfig& c) {
   EXA_ASSIGN_OR_RETURN(auto bos, ParseTokenIds(j, file, "bos_token_id", c.vocab_size));
   if (!bos.empty()) c.bos_token_id = bos[0];
   EXA_ASSIGN_OR_RETURN(c.eos_token_ids, ParseTokenIds(j, file, "eos_token_id", c.vocab_size));
+  if (IsGemma3(c)) return ParseGemma3(j, file, c);
   // Qwen2 and Qwen3 configs carry a sliding_window that only applies with use_sliding_window: true.
   const bool qwen = c.architecture == "Qwen2ForCausalLM" || c.architecture == "Qwen3ForCausalLM";
   EXA_ASSIGN_OR_RETURN(bool use_window, GetBool(j, file, "use_sliding_window", !qwen));
@@ -191,7 +276,7 @@ int64_t ModelConfig::ParameterCount() const {
   int64_t h = hidden_size;
   int64_t per_layer = 2 * h + h * q_dim() + 2 * h * kv_dim() + q_dim() * h +
                       3 * h * intermediate_size + (qkv_bias ? q_dim() + 2 * kv_dim() : 0) +
-                      (qk_norm ? 2 * head_dim : 0);
+                      (qk_norm ? 2 * head_dim : 0) + (sandwich_norms ? 2 * h : 0);
   int64_t embed = int64_t{vocab_size} * h;
   return embed * (tie_word_embeddings ? 1 : 2) + h + num_layers * per_layer;
 }

@@ -1,6 +1,7 @@
 // The model's shape, parsed from a Hugging Face `config.json` (LlamaForCausalLM and relatives:
-// MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM). Everything the forward pass and the
-// loader need to know about a checkpoint lives here, validated once so later code can trust it.
+// MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM). Everything the
+// forward pass and the loader need to know about a checkpoint lives here, validated once so later
+// code can trust it.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +13,11 @@
 
 namespace exa::engine {
 
-enum class RopeScaling { kNone, kLlama3 };
+enum class RopeScaling { kNone, kLlama3, kLinear };
+
+// The MLP's gate: silu(gate) * up (Llama), or the tanh approximation of GELU (Gemma's
+// gelu_pytorch_tanh): 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))) * up.
+enum class Activation { kSilu, kGeluTanh };
 
 struct ModelConfig {
   std::string architecture;  // e.g. "LlamaForCausalLM"
@@ -26,7 +31,8 @@ struct ModelConfig {
   float rms_norm_eps = 1e-6f;
   float rope_theta = 10000.0f;
   RopeScaling rope_scaling = RopeScaling::kNone;
-  // llama3 rope scaling parameters (Llama 3.1 defaults when the type is llama3).
+  // llama3 rope scaling parameters (Llama 3.1 defaults when the type is llama3); `rope_factor`
+  // also divides every frequency under linear scaling.
   float rope_factor = 8.0f;
   float rope_low_freq_factor = 1.0f;
   float rope_high_freq_factor = 4.0f;
@@ -42,6 +48,27 @@ struct ModelConfig {
   bool qkv_bias = false;  // Qwen2 always; Llama with attention_bias: true
   // Qwen3: q and k RMS-normalised per head (weights of head_dim) before the rotary embedding.
   bool qk_norm = false;
+  // Gemma 3 (docs/architecture.md#model-families). Every RMSNorm multiplies by 1 + w (the loader
+  // hands the model 1 + w), the embedding is scaled by sqrt(hidden_size), and the attention and MLP
+  // outputs are RMS-normalised before their residual adds (`sandwich_norms`: the checkpoint's
+  // post_attention_layernorm is the attention output's norm, pre_feedforward_layernorm the MLP
+  // input's, post_feedforward_layernorm the MLP output's).
+  bool norm_weight_offset = false;
+  float embedding_scale = 1.0f;
+  bool sandwich_norms = false;
+  Activation activation = Activation::kSilu;
+  // Attention scores are q.k times this: 1 / sqrt(head_dim), or Gemma's
+  // 1 / sqrt(query_pre_attn_scalar).
+  float attention_scale = 0;
+  // Per layer, the keys a query sees: 0, every earlier position; w > 0, the last w positions up
+  // to its own (Gemma 3's local layers). Empty when every layer is global.
+  std::vector<int32_t> layer_windows;
+  // The rope base of the windowed layers (Gemma 3's rope_local_base_freq, never scaled); 0: the
+  // windowed layers use rope_theta and rope_scaling like the others.
+  float rope_local_theta = 0;
+  int32_t LayerWindow(int32_t layer) const {
+    return layer_windows.empty() ? 0 : layer_windows[static_cast<size_t>(layer)];
+  }
   int32_t bos_token_id = -1;
   std::vector<int32_t> eos_token_ids;
 

@@ -8,6 +8,7 @@
 #include "common/file_util.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "engine/dtype.h"
 #include "nlohmann/json.hpp"
 
 namespace exa::engine {
@@ -123,11 +124,64 @@ absl::Status ModelWeights::Bind(const ModelConfig& c) {
       EXA_RETURN_IF_ERROR(get(p + "self_attn.q_norm.weight", {c.head_dim}, &l.q_norm));
       EXA_RETURN_IF_ERROR(get(p + "self_attn.k_norm.weight", {c.head_dim}, &l.k_norm));
     }
+    if (c.sandwich_norms) {
+      EXA_RETURN_IF_ERROR(
+          get(p + "pre_feedforward_layernorm.weight", {h}, &l.pre_feedforward_norm));
+      EXA_RETURN_IF_ERROR(
+          get(p + "post_feedforward_layernorm.weight", {h}, &l.post_feedforward_norm));
+    }
     EXA_RETURN_IF_ERROR(get(p + "mlp.gate_proj.weight", {inter, h}, &l.gate));
     EXA_RETURN_IF_ERROR(get(p + "mlp.up_proj.weight", {inter, h}, &l.up));
     EXA_RETURN_IF_ERROR(get(p + "mlp.down_proj.weight", {h, inter}, &l.down));
   }
+  if (!c.norm_weight_offset) return absl::OkStatus();
+  OffsetNorm(&final_norm_);
+  for (LayerWeights& l : layers_) {
+    for (TensorView* norm : {&l.input_norm, &l.post_attention_norm, &l.pre_feedforward_norm,
+                             &l.post_feedforward_norm, &l.q_norm, &l.k_norm}) {
+      if (norm->data != nullptr) OffsetNorm(norm);
+    }
+  }
   return absl::OkStatus();
+}
+
+std::vector<const TensorView*> ModelWeights::Tensors() const {
+  std::vector<const TensorView*> out = {&embed_tokens_, &final_norm_, &lm_head_};
+  for (const LayerWeights& l : layers_) {
+    for (const TensorView* t :
+         {&l.input_norm, &l.q, &l.k, &l.v, &l.o, &l.q_bias, &l.k_bias, &l.v_bias, &l.q_norm,
+          &l.k_norm, &l.post_attention_norm, &l.pre_feedforward_norm, &l.post_feedforward_norm,
+          &l.gate, &l.up, &l.down}) {
+      if (t->data != nullptr) out.push_back(t);
+    }
+  }
+  return out;
+}
+
+void ModelWeights::OffsetNorm(TensorView* view) {
+  // Gemma's RMSNorm computes x_normed * (1 + w) in fp32: the same products as x_normed * w' with
+  // w' = 1 + w rounded to fp32 once.
+  const int64_t n = view->NumElements();
+  std::vector<float> w(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    switch (view->dtype) {
+      case DType::kF32:
+        w[i] = static_cast<const float*>(view->data)[i];
+        break;
+      case DType::kBF16:
+        w[i] = Bf16ToF32(static_cast<const uint16_t*>(view->data)[i]);
+        break;
+      case DType::kF16:
+        w[i] = F16ToF32(static_cast<const uint16_t*>(view->data)[i]);
+        break;
+    }
+    w[i] += 1.0f;
+  }
+  bytes_ += static_cast<size_t>(n) * sizeof(float) - view->bytes;
+  view->dtype = DType::kF32;
+  view->data = w.data();
+  view->bytes = static_cast<size_t>(n) * sizeof(float);
+  owned_.push_back(std::move(w));  // the vector's buffer moves with it; the view stays valid
 }
 
 }  // namespace exa::engine

@@ -203,7 +203,7 @@ void CpuBackend::StoreKv(int32_t layer, Buffer k, Buffer v, const BatchLayout& l
 void CpuBackend::Attention(int32_t layer, Buffer q, const AttentionParams& p,
                            const BatchLayout& layout, Buffer out) {
   const int32_t group = p.num_heads / p.num_kv_heads;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(p.head_dim));
+  const float scale = p.scale > 0 ? p.scale : 1.0f / std::sqrt(static_cast<float>(p.head_dim));
   int32_t max_len = 0;
   for (int32_t pos : layout.positions) max_len = std::max(max_len, pos + 1);
   const float* keys = KeyAt(layer, 0);
@@ -218,12 +218,16 @@ void CpuBackend::Attention(int32_t layer, Buffer q, const AttentionParams& p,
         for (int64_t i = begin; i < end; ++i) {
           const int64_t t = i / p.num_kv_heads;
           const int32_t kv_head = static_cast<int32_t>(i % p.num_kv_heads);
-          const int32_t len = layout.positions[t] + 1;
+          // The positions this token sees: [first, position].
+          const int32_t end_pos = layout.positions[t] + 1;
+          const int32_t first = p.window > 0 ? std::max(0, end_pos - p.window) : 0;
+          const int32_t len = end_pos - first;
           if (slots_of != t) {
             const std::vector<int32_t>& blocks = layout.block_tables[layout.token_seq[t]];
             slots.resize(len);
             for (int32_t j = 0; j < len; ++j) {
-              slots[j] = blocks[j / p.block_size] * p.block_size + j % p.block_size;
+              const int32_t at = first + j;
+              slots[j] = blocks[at / p.block_size] * p.block_size + at % p.block_size;
             }
             slots_of = t;
           }
@@ -245,6 +249,18 @@ void CpuBackend::SiluMul(Buffer gate, Buffer up, Buffer out) {
     const int64_t first = begin * gate.cols;
     cpu::SiluMul(gate.data + first, up.data + first, (end - begin) * gate.cols, out.data + first);
   });
+}
+
+void CpuBackend::GeluTanhMul(Buffer gate, Buffer up, Buffer out) {
+  ParallelRows(gate.rows, 8 * gate.cols, [&](int64_t begin, int64_t end) {
+    const int64_t first = begin * gate.cols;
+    cpu::GeluTanhMul(gate.data + first, up.data + first, (end - begin) * gate.cols,
+                     out.data + first);
+  });
+}
+
+void CpuBackend::Scale(Buffer x, float s) {
+  for (int64_t i = 0; i < x.rows * x.cols; ++i) x.data[i] *= s;
 }
 
 void CpuBackend::Add(Buffer x, Buffer y) {

@@ -57,6 +57,8 @@ class CpuBackend final : public Backend {
   void Attention(int32_t layer, Buffer q, const AttentionParams& params, const BatchLayout& layout,
                  Buffer out) override;
   void SiluMul(Buffer gate, Buffer up, Buffer out) override;
+  void GeluTanhMul(Buffer gate, Buffer up, Buffer out) override;
+  void Scale(Buffer x, float s) override;
   void Add(Buffer x, Buffer y) override;
   void GatherRows(Buffer x, std::span<const int32_t> rows, Buffer out) override;
   void CopyToHost(Buffer x, float* host) override;

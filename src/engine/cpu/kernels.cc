@@ -142,6 +142,15 @@ void SiluMul(const float* gate, const float* up, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out) {
+  if (Avx512(ActiveIsa())) return internal::GeluTanhMulAvx512(gate, up, n, out);
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] =
+        g / (1.0f + std::exp(-g * (internal::kGeluTanhA + internal::kGeluTanhB * g * g))) * up[i];
+  }
+}
+
 float DotF32(const float* a, const float* b, int64_t n) {
   const Isa isa = ActiveIsa();
   if (Avx512(isa)) return internal::DotAvx512(a, b, n);

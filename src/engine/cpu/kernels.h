@@ -82,6 +82,9 @@ void AttendGroup(const float* q, int32_t heads, const float* keys, const float* 
 
 // out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)) (the SwiGLU feed-forward's gate).
 void SiluMul(const float* gate, const float* up, int64_t n, float* out);
+// out[i] = gelu_tanh(gate[i]) * up[i], gelu_tanh(g) = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715
+// g^3))) (Gemma's GeGLU), computed as g / (1 + exp(-2 sqrt(2/pi) (g + 0.044715 g^3))).
+void GeluTanhMul(const float* gate, const float* up, int64_t n, float* out);
 
 // Returns dot(a, b) over n floats.
 float DotF32(const float* a, const float* b, int64_t n);

@@ -403,22 +403,30 @@ EXA_AVX512 void AttendGroupChunks(const float* q, int32_t heads, const float* ke
   }
 }
 
-EXA_AVX512 void SiluMulImpl(const float* gate, const float* up, int64_t n, float* out) {
+// out = g / (1 + exp(-u)) * up: silu with u = g, gelu_tanh with u = g (a + b g^2).
+template <bool kGelu>
+EXA_AVX512 void GatedImpl(const float* gate, const float* up, int64_t n, float* out) {
   const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 a = _mm512_set1_ps(kGeluTanhA), b = _mm512_set1_ps(kGeluTanhB);
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = Mask16(n - i);
     const __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
-    // Exp of a positive argument past 88 is +inf, and g / inf the -0 silu tends to.
-    const __m512 silu =
-        _mm512_div_ps(g, _mm512_add_ps(one, Exp(_mm512_sub_ps(_mm512_setzero_ps(), g))));
-    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(silu, _mm512_maskz_loadu_ps(m, up + i)));
+    const __m512 u = kGelu ? _mm512_mul_ps(g, _mm512_fmadd_ps(b, _mm512_mul_ps(g, g), a)) : g;
+    // Exp of a positive argument past 88 is +inf, and g / inf the -0 the gate tends to.
+    const __m512 act =
+        _mm512_div_ps(g, _mm512_add_ps(one, Exp(_mm512_sub_ps(_mm512_setzero_ps(), u))));
+    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(act, _mm512_maskz_loadu_ps(m, up + i)));
   }
 }
 
 }  // namespace
 
 void SiluMulAvx512(const float* gate, const float* up, int64_t n, float* out) {
-  SiluMulImpl(gate, up, n, out);
+  GatedImpl<false>(gate, up, n, out);
+}
+
+void GeluTanhMulAvx512(const float* gate, const float* up, int64_t n, float* out) {
+  GatedImpl<true>(gate, up, n, out);
 }
 
 bool AttendGroupAvx512(const float* q, int32_t heads, const float* keys, const float* values,

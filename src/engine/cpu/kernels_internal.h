@@ -31,6 +31,10 @@ inline float LoadScalar(const void* w, DType dtype, int64_t i) {
 // (docs/perf/engine.md#on-an-avx512-bf16-machine). Batch-1 decode walks fewer streams where that
 // measured faster, and does not prefetch (WalkSpread).
 inline constexpr int64_t kPrefetchBytes = 512;
+// gelu_tanh(g) = g / (1 + exp(-u)), u = g (kGeluTanhA + kGeluTanhB g^2): 2 sqrt(2/pi) and
+// 2 sqrt(2/pi) 0.044715 (GeluTanhMul, kernels.h).
+inline constexpr float kGeluTanhA = 1.5957691216057308f;
+inline constexpr float kGeluTanhB = 0.07135481627260025f;
 // Only for products of at most this many rows of x (decode batches): with more, a strip of weights
 // is reused from L2 and prefetching it again only costs issue slots.
 inline constexpr int64_t kPrefetchMaxRows = 32;
@@ -69,6 +73,8 @@ float DotAvx512(const float* a, const float* b, int64_t n);
 void AxpyAvx512(float alpha, const float* x, int64_t n, float* y);
 // SiluMul (kernels.h).
 void SiluMulAvx512(const float* gate, const float* up, int64_t n, float* out);
+// GeluTanhMul (kernels.h).
+void GeluTanhMulAvx512(const float* gate, const float* up, int64_t n, float* out);
 // AttendGroup (kernels.h) for head_dim 32, 64 or 128; returns false, doing nothing, otherwise.
 bool AttendGroupAvx512(const float* q, int32_t heads, const float* keys, const float* values,
                        const int32_t* slots, int64_t slot_stride, int32_t len, int32_t head_dim,

@@ -596,13 +596,15 @@ void CudaBackend::Attention(int32_t layer, Buffer q, const AttentionParams& para
   p.num_slots = slots;
   p.q_stride = q.cols;
   p.out_stride = out.cols;
+  p.scale = params.scale;
+  p.window = params.window;
   p.plan = kernels::PlanPagedAttention(tiles_, n, params.num_heads, params.num_kv_heads,
                                        params.head_dim, max_context_, attention_workspace_floats_);
   Record(kernels::LaunchPagedAttention(p, stream_));
   Mark("paged_attention");
 }
 
-void CudaBackend::SiluMul(Buffer gate, Buffer up, Buffer out) {
+void CudaBackend::GatedMul(Buffer gate, Buffer up, Buffer out, bool gelu_tanh) {
   if (!status_.ok()) return;
   kernels::SiluMulParams p;
   p.gate = gate.data;
@@ -611,8 +613,25 @@ void CudaBackend::SiluMul(Buffer gate, Buffer up, Buffer out) {
   p.rows = gate.rows;
   p.cols = gate.cols;
   p.stride = gate.cols;
+  p.gelu_tanh = gelu_tanh;
   Record(kernels::LaunchSiluMul(p, stream_));
-  Mark("silu_mul");
+  Mark(gelu_tanh ? "gelu_tanh_mul" : "silu_mul");
+}
+
+void CudaBackend::SiluMul(Buffer gate, Buffer up, Buffer out) { GatedMul(gate, up, out, false); }
+
+void CudaBackend::GeluTanhMul(Buffer gate, Buffer up, Buffer out) { GatedMul(gate, up, out, true); }
+
+void CudaBackend::Scale(Buffer x, float s) {
+  if (!status_.ok()) return;
+  kernels::ScaleParams p;
+  p.x = x.data;
+  p.scale = s;
+  p.rows = x.rows;
+  p.cols = x.cols;
+  p.stride = x.cols;
+  Record(kernels::LaunchScale(p, stream_));
+  Mark("scale");
 }
 
 void CudaBackend::Add(Buffer x, Buffer y) {

@@ -89,6 +89,8 @@ class CudaBackend final : public Backend {
   void Attention(int32_t layer, Buffer q, const AttentionParams& params, const BatchLayout& layout,
                  Buffer out) override;
   void SiluMul(Buffer gate, Buffer up, Buffer out) override;
+  void GeluTanhMul(Buffer gate, Buffer up, Buffer out) override;
+  void Scale(Buffer x, float s) override;
   void Add(Buffer x, Buffer y) override;
   void MatMulAdd(Buffer x, const Weight& w, Buffer scratch, Buffer accum) override;
   void BeginStep(std::span<const int32_t> tokens, const BatchLayout& layout,
@@ -109,6 +111,8 @@ class CudaBackend final : public Backend {
   };
 
   CudaBackend(const ModelConfig& config, const CudaBackendOptions& options);
+  // SiluMul, or GeluTanhMul with `gelu_tanh`.
+  void GatedMul(Buffer gate, Buffer up, Buffer out, bool gelu_tanh);
   absl::Status Init(std::shared_ptr<const DeviceWeights> weights, const ModelWeights& host_weights);
   absl::StatusOr<void*> Take(int64_t bytes, const char* what);
   absl::Status MakeUpload(Upload* u, int64_t elements, const char* what);

@@ -63,16 +63,7 @@ absl::Status Stream(Staging& s, const uint8_t* src, uint8_t* dst, int64_t bytes,
 
 }  // namespace
 
-std::vector<const TensorView*> EnumerateTensors(const ModelWeights& w) {
-  std::vector<const TensorView*> out = {&w.embed_tokens(), &w.final_norm(), &w.lm_head()};
-  for (const LayerWeights& l : w.layers()) {
-    for (const TensorView* t : {&l.input_norm, &l.q, &l.k, &l.v, &l.o, &l.q_bias, &l.k_bias,
-                                &l.v_bias, &l.post_attention_norm, &l.gate, &l.up, &l.down}) {
-      if (t->data != nullptr) out.push_back(t);
-    }
-  }
-  return out;
-}
+std::vector<const TensorView*> EnumerateTensors(const ModelWeights& w) { return w.Tensors(); }
 
 absl::StatusOr<std::unique_ptr<DeviceWeights>> DeviceWeights::Load(int device,
                                                                    const ModelWeights& weights) {

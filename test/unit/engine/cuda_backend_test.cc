@@ -12,9 +12,11 @@
 #include <cmath>
 #include <cstdio>
 #include <deque>
+#include <memory>
 #include <random>
 #include <vector>
 
+#include "common/strings.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/device_weights.h"
@@ -501,7 +503,7 @@ TEST_CASE("device sampling: greedy is argmax, top-k and top-p keep their sets", 
   }
 }
 
-// The same random bf16 model on both backends through Model::Forward: a prefill chunk, then
+// A bf16 model of `config` on the CUDA backend against the CPU backend, through a prefill and
 // decode steps; logits within 1e-2 of the CPU's. The CPU reference follows the GPU's precision
 // policy (like with like): K and V rounded to the cache's type as they are stored, and a product
 // of more than kGemvMaxRows rows taking bf16-rounded activations (cuBLAS multiplies half by
@@ -509,15 +511,51 @@ TEST_CASE("device sampling: greedy is argmax, top-k and top-p keep their sets", 
 // and the prompt fed one token per step (every product through the fp32 GEMV). The error
 // against a plain fp32 CPU (no rounding) is printed too: 1-2% on this random 2-layer model after
 // a bf16 prefill, the cost of bf16 activations in cuBLAS, not of a kernel.
-TEST_CASE("a bf16 model's logits match the CPU backend through prefill and decode", "[gpu]") {
-  nlohmann::json config = testing::SmallConfig();
-  const auto dir = testing::WriteRandomModel("cuda-bf16", config, DType::kBF16, 11);
+struct Backends {
+  std::unique_ptr<cpu::CpuBackend> cpu, plain;
+  std::unique_ptr<cuda::CudaBackend> gpu;
+  std::unique_ptr<Model> cpu_model, plain_model, gpu_model;
+};
+
+Backends MakeBackends(const ModelConfig& cfg, const ModelWeights& weights,
+                      std::shared_ptr<const cuda::DeviceWeights> shared, DType kv_dtype) {
+  const ModelLimits limits{64, 8, 16};
+  const KvCacheShape kv{cfg.num_layers, 16, 16, cfg.kv_dim()};
+  Backends b;
+  b.cpu = std::make_unique<cpu::CpuBackend>(2, kv_dtype);
+  b.cpu->set_matmul_input_rounding(DType::kBF16, kernels::kGemvMaxRows + 1);
+  b.plain = std::make_unique<cpu::CpuBackend>(2);  // fp32 everywhere: the informational figure
+  cuda::CudaBackendOptions bo;
+  bo.max_step_tokens = 64;
+  bo.max_sequences = 8;
+  bo.max_context = 256;
+  bo.kv_block_size = 16;
+  bo.kv_dtype = kv_dtype;
+  bo.kv_cache_bytes = int64_t{16} * 16 * 2 * cfg.num_layers * cfg.kv_dim() *
+                      static_cast<int64_t>(DTypeBytes(kv_dtype));  // 16 blocks
+  auto gpu = cuda::CudaBackend::Create(cfg, bo, shared, weights);
+  REQUIRE(gpu.ok());
+  b.gpu = std::move(*gpu);
+  for (auto [backend, model] :
+       {std::pair<Backend*, std::unique_ptr<Model>*>{b.cpu.get(), &b.cpu_model},
+        {b.plain.get(), &b.plain_model},
+        {b.gpu.get(), &b.gpu_model}}) {
+    REQUIRE(backend->AllocateKvCache(kv).ok());
+    auto m = Model::Create(cfg, weights, backend, limits);
+    REQUIRE(m.ok());
+    *model = std::move(*m);
+  }
+  return b;
+}
+
+void CompareWithCpu(const char* family, const nlohmann::json& config) {
+  const auto dir =
+      testing::WriteRandomModel(StrCat("cuda-bf16-", family), config, DType::kBF16, 11);
   auto cfg = LoadModelConfig(dir.string());
   REQUIRE(cfg.ok());
   auto weights = ModelWeights::Load(dir.string(), *cfg);
   REQUIRE(weights.ok());
-  const ModelLimits limits{64, 8, 16};
-  auto shared = cuda::DeviceWeights::Acquire(0, "test-bf16", **weights);
+  auto shared = cuda::DeviceWeights::Acquire(0, StrCat("test-bf16-", family), **weights);
   REQUIRE(shared.ok());
   // {KV cache type, prompt fed one token per step}: one token per step runs every linear layer
   // through the fp32-input GEMV, the same arithmetic as the CPU's, so only summation order and
@@ -525,31 +563,10 @@ TEST_CASE("a bf16 model's logits match the CPU backend through prefill and decod
   const std::pair<DType, bool> variants[] = {
       {DType::kF32, false}, {DType::kBF16, false}, {DType::kF32, true}};
   for (auto [kv_dtype, token_by_token] : variants) {
-    INFO("KV cache " << DTypeName(kv_dtype) << (token_by_token ? ", token by token" : ""));
-    cpu::CpuBackend cpu(2, kv_dtype);
-    cpu.set_matmul_input_rounding(DType::kBF16, kernels::kGemvMaxRows + 1);
-    REQUIRE(cpu.AllocateKvCache({cfg->num_layers, 16, 16, cfg->kv_dim()}).ok());
-    auto cpu_model = Model::Create(*cfg, **weights, &cpu, limits);
-    REQUIRE(cpu_model.ok());
-    cpu::CpuBackend plain(2);  // fp32 everywhere: the informational figure
-    REQUIRE(plain.AllocateKvCache({cfg->num_layers, 16, 16, cfg->kv_dim()}).ok());
-    auto plain_model = Model::Create(*cfg, **weights, &plain, limits);
-    REQUIRE(plain_model.ok());
-
-    cuda::CudaBackendOptions bo;
-    bo.max_step_tokens = 64;
-    bo.max_sequences = 8;
-    bo.max_context = 256;
-    bo.kv_block_size = 16;
-    bo.kv_dtype = kv_dtype;
-    bo.kv_cache_bytes = int64_t{16} * 16 * 2 * cfg->num_layers * cfg->kv_dim() *
-                        static_cast<int64_t>(DTypeBytes(kv_dtype));  // 16 blocks
-    auto gpu = cuda::CudaBackend::Create(*cfg, bo, *shared, **weights);
-    REQUIRE(gpu.ok());
-    REQUIRE((*gpu)->AllocateKvCache({cfg->num_layers, 16, 16, cfg->kv_dim()}).ok());
-    auto gpu_model = Model::Create(*cfg, **weights, gpu->get(), limits);
-    REQUIRE(gpu_model.ok());
-
+    INFO(family << ", KV cache " << DTypeName(kv_dtype)
+                << (token_by_token ? ", token by token" : ""));
+    Backends b = MakeBackends(*cfg, **weights, *shared, kv_dtype);
+    // 18 prompt tokens: past the Gemma 3 config's 8-position window, across a KV block.
     std::vector<int32_t> tokens = {1,  5,  9,  33, 70, 2,  8,  91, 40,
                                    12, 13, 14, 60, 61, 62, 63, 64, 3};
     BatchLayout layout;
@@ -576,21 +593,32 @@ TEST_CASE("a bf16 model's logits match the CPU backend through prefill and decod
         layout.token_seq.push_back(0);
       }
       const std::vector<int32_t> rows = {static_cast<int32_t>(run.size()) - 1};
-      REQUIRE((*cpu_model)->Forward(run, layout, rows, want.data()).ok());
-      REQUIRE((*gpu_model)->Forward(run, layout, rows, got.data()).ok());
-      REQUIRE((*plain_model)->Forward(run, layout, rows, fp32.data()).ok());
+      REQUIRE(b.cpu_model->Forward(run, layout, rows, want.data()).ok());
+      REQUIRE(b.gpu_model->Forward(run, layout, rows, got.data()).ok());
+      REQUIRE(b.plain_model->Forward(run, layout, rows, fp32.data()).ok());
       const double error = RelativeError(got, want);
       std::printf(
-          "bf16 model, %s KV cache%s, step %d: relative error %.6f against the same precision "
+          "%s bf16 model, %s KV cache%s, step %d: relative error %.6f against the same precision "
           "policy on the CPU, %.6f against plain fp32 (L2 %.6f)\n",
-          std::string(DTypeName(kv_dtype)).c_str(), token_by_token ? ", token by token" : "", step,
-          error, RelativeError(got, fp32), RelativeErrorL2(got, fp32));
+          family, std::string(DTypeName(kv_dtype)).c_str(),
+          token_by_token ? ", token by token" : "", step, error, RelativeError(got, fp32),
+          RelativeErrorL2(got, fp32));
       CHECK(error <= 1e-2);
       if (prompt_step) continue;
       tokens.push_back(
           static_cast<int32_t>(std::max_element(want.begin(), want.end()) - want.begin()));
     }
   }
+}
+
+TEST_CASE("a bf16 model's logits match the CPU backend through prefill and decode", "[gpu]") {
+  CompareWithCpu("llama", testing::SmallConfig());
+  nlohmann::json qwen3 = testing::SmallConfig();
+  qwen3["architectures"] = {"Qwen3ForCausalLM"};
+  CompareWithCpu("qwen3", qwen3);
+  // Sliding-window layers, their own rope base, a scale other than 1/sqrt(head_dim), the GELU
+  // gate, the embedding scale and the normalised block outputs, on the device.
+  CompareWithCpu("gemma3", testing::SmallGemma3Config());
 }
 
 TEST_CASE("the bundled model's greedy output is identical on CPU and CUDA", "[gpu]") {

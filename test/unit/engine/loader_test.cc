@@ -2,6 +2,8 @@
 // inconsistent files with an error naming the file and the field, never reading out of bounds.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <cstring>
 #include <string>
 
 #include "common/strings.h"
@@ -154,6 +156,57 @@ TEST_CASE("config.json errors name the field and the allowed values", "[engine][
   auto r = parse(llama3);
   REQUIRE(r.ok());
   CHECK(r->rope_scaling == RopeScaling::kLlama3);
+  auto linear = c;
+  linear["rope_scaling"] = {{"type", "linear"}, {"factor", 4.0}};
+  auto lin = parse(linear);
+  REQUIRE(lin.ok());
+  CHECK(lin->rope_scaling == RopeScaling::kLinear);
+  CHECK(lin->rope_factor == 4.0f);
+}
+
+TEST_CASE("Gemma 3 configs: layer windows, scales and what is refused", "[engine][loader]") {
+  auto parse = [](nlohmann::json j) { return ParseModelConfig(j.dump(), "m/config.json"); };
+  const nlohmann::json g = testing::SmallGemma3Config();
+  auto c = parse(g);
+  REQUIRE(c.ok());
+  CHECK(c->layer_windows == std::vector<int32_t>{8, 0});  // every 2nd layer global
+  CHECK(c->MaxContext() == 256);  // the global layers see everything: no cap
+  CHECK(c->tie_word_embeddings);
+  CHECK(c->qk_norm);
+  CHECK(c->norm_weight_offset);
+  CHECK(c->sandwich_norms);
+  CHECK(c->activation == Activation::kGeluTanh);
+  CHECK(c->embedding_scale == Approx(8.0));  // sqrt(64)
+  CHECK(c->attention_scale == Approx(1.0 / std::sqrt(24.0)));
+  CHECK(c->rope_local_theta == 10000.0f);
+
+  auto typed = g;
+  typed["layer_types"] = {"full_attention", "sliding_attention"};
+  auto t = parse(typed);
+  REQUIRE(t.ok());
+  CHECK(t->layer_windows == std::vector<int32_t>{0, 8});  // layer_types wins over the pattern
+
+  struct Case {
+    const char* field;
+    nlohmann::json value;
+    const char* expect;
+  } cases[] = {
+      {"attn_logit_softcapping", 50.0, "attn_logit_softcapping 50.0 is not supported"},
+      {"final_logit_softcapping", 30.0, "final_logit_softcapping 30.0 is not supported"},
+      {"hidden_activation", "gelu", "expected \"gelu_pytorch_tanh\""},
+      {"layer_types", {"full_attention"}, "must list num_hidden_layers (2)"},
+      {"layer_types", {"full_attention", "chunked"}, "layer_types[1] \"chunked\""},
+      {"sliding_window", 0, "out of range"},
+      {"use_bidirectional_attention", true, "not supported"},
+  };
+  for (const Case& k : cases) {
+    auto bad = g;
+    bad[k.field] = k.value;
+    auto r = parse(bad);
+    REQUIRE_FALSE(r.ok());
+    INFO(Message(r.status()));
+    CHECK(Message(r.status()).find(k.expect) != std::string::npos);
+  }
 }
 
 TEST_CASE("checkpoints inconsistent with config.json are rejected", "[engine][loader]") {
@@ -182,6 +235,29 @@ TEST_CASE("checkpoints inconsistent with config.json are rejected", "[engine][lo
     auto w = ModelWeights::Load(dir.string(), *q3);
     REQUIRE_FALSE(w.ok());
     CHECK(Message(w.status()).find("\"model.layers.0.self_attn.k_norm.weight\" is missing") !=
+          std::string::npos);
+  }
+  SECTION("a Gemma 3 checkpoint: 1 + w norms, and without its feed-forward norms") {
+    const nlohmann::json gemma = testing::SmallGemma3Config();
+    auto g3 = ParseModelConfig(gemma.dump(), "config.json");
+    REQUIRE(g3.ok());
+    auto g3_tensors = testing::RandomTensors(gemma, DType::kBF16, 3);
+    testing::WriteFile(dir / "model.safetensors", EncodeSafetensors(g3_tensors));
+    auto loaded = ModelWeights::Load(dir.string(), *g3);
+    REQUIRE(loaded.ok());
+    const TensorView& norm = (*loaded)->layers()[1].post_feedforward_norm;
+    REQUIRE(norm.dtype == DType::kF32);  // held as 1 + w in fp32
+    uint16_t stored;
+    std::memcpy(&stored,
+                g3_tensors["model.layers.1.post_feedforward_layernorm.weight"].bytes.data(), 2);
+    CHECK(static_cast<const float*>(norm.data)[0] == 1.0f + Bf16ToF32(stored));
+    CHECK((*loaded)->lm_head().data == (*loaded)->embed_tokens().data);  // tied
+    g3_tensors.erase("model.layers.1.pre_feedforward_layernorm.weight");
+    testing::WriteFile(dir / "model.safetensors", EncodeSafetensors(g3_tensors));
+    auto w = ModelWeights::Load(dir.string(), *g3);
+    REQUIRE_FALSE(w.ok());
+    CHECK(Message(w.status())
+              .find("\"model.layers.1.pre_feedforward_layernorm.weight\" is missing") !=
           std::string::npos);
   }
   SECTION("missing tensor") {

@@ -1,10 +1,12 @@
 // Proves our forward pass computes the same logits as an independent PyTorch implementation
 // (scripts/reference-logits.py) to relative error <= 1e-4, on the bundled tiny model (Llama,
 // F32), a random Qwen2-style model (q/k/v bias, GQA, rope_theta 5e5 with llama3 scaling,
-// tied embeddings, BF16) and a random Qwen3-style model (q and k normalised per head, heads wider
-// than hidden / heads, GQA, tied embeddings, BF16), for every position, with prefill split into
-// chunks that cross KV block boundaries, and on every kernel path the CPU supports (scalar, AVX2,
-// AVX-512, AVX512-BF16); and how far activations rounded to bf16
+// tied embeddings, BF16), a random Qwen3-style model (q and k normalised per head, heads wider
+// than hidden / heads, GQA, tied embeddings, BF16) and a random Gemma 3-style model (1 + w norms,
+// a scaled embedding, sliding-window layers of 5 positions with their own rope base beside global
+// ones with linear rope scaling, normalised block outputs, a GELU gate), for every position, with
+// prefill split into chunks that cross KV block boundaries, and on every kernel path the CPU
+// supports (scalar, AVX2, AVX-512, AVX512-BF16); and how far activations rounded to bf16
 // (EngineOptions::cpu_bf16_activations) move them.
 #include <catch2/catch.hpp>
 
@@ -104,7 +106,8 @@ TEST_CASE("logits match the PyTorch reference on every config", "[engine][refere
     std::string model, golden;
   } cases[] = {{EXA_SOURCE_DIR "/models/exa-tiny-arith", kData + "/tiny-arith-golden.safetensors"},
                {kData + "/random-qwen2", kData + "/random-qwen2-golden.safetensors"},
-               {kData + "/random-qwen3", kData + "/random-qwen3-golden.safetensors"}};
+               {kData + "/random-qwen3", kData + "/random-qwen3-golden.safetensors"},
+               {kData + "/random-gemma3", kData + "/random-gemma3-golden.safetensors"}};
   for (cpu::Isa isa : cpu::SupportedIsas()) {
     REQUIRE(cpu::ForceIsa(isa));
     for (const Case& c : cases) {

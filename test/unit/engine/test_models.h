@@ -72,6 +72,24 @@ inline nlohmann::json SmallConfig() {
           {"eos_token_id", 2}};
 }
 
+// A small Gemma 3 text model: sliding-window layers of 8 positions (every other layer) with their
+// own rope base, a query_pre_attn_scalar other than head_dim, tied embeddings.
+inline nlohmann::json SmallGemma3Config() {
+  nlohmann::json c = SmallConfig();
+  c["architectures"] = {"Gemma3ForCausalLM"};
+  c["model_type"] = "gemma3_text";
+  c["head_dim"] = 32;
+  c["hidden_activation"] = "gelu_pytorch_tanh";
+  c["query_pre_attn_scalar"] = 24;
+  c["sliding_window"] = 8;
+  c["sliding_window_pattern"] = 2;
+  c["rope_theta"] = 1000000.0;
+  c["rope_local_base_freq"] = 10000.0;
+  c["rms_norm_eps"] = 1e-6;
+  c.erase("tie_word_embeddings");  // Gemma 3's default: tied
+  return c;
+}
+
 // All tensors of a random model for `config`, in `dtype`.
 inline std::map<std::string, RawTensor> RandomTensors(const nlohmann::json& c, DType dtype,
                                                       uint32_t seed) {
@@ -80,6 +98,9 @@ inline std::map<std::string, RawTensor> RandomTensors(const nlohmann::json& c, D
   const int64_t heads = c["num_attention_heads"], kvh = c["num_key_value_heads"];
   const int64_t hd = c.contains("head_dim") ? c["head_dim"].get<int64_t>() : h / heads;
   const bool bias = c["architectures"][0] == "Qwen2ForCausalLM";
+  const bool gemma3 = c["architectures"][0] == "Gemma3ForCausalLM";
+  const bool qk_norm = gemma3 || c["architectures"][0] == "Qwen3ForCausalLM";
+  const float norm_offset = gemma3 ? 0.0f : 1.0f;  // Gemma's norms multiply by 1 + w
   const char* dt = dtype == DType::kF32 ? "F32" : dtype == DType::kF16 ? "F16" : "BF16";
   std::map<std::string, RawTensor> t;
   auto add = [&](const std::string& name, std::vector<int64_t> shape, float scale,
@@ -89,12 +110,16 @@ inline std::map<std::string, RawTensor> RandomTensors(const nlohmann::json& c, D
     t[name] = RawTensor{dt, shape, RandomBytes(n, dtype, rng, scale, offset)};
   };
   add("model.embed_tokens.weight", {v, h}, 1.0f);
-  add("model.norm.weight", {h}, 0.1f, 1.0f);
-  if (!c.value("tie_word_embeddings", false)) add("lm_head.weight", {v, h}, 0.2f);
+  add("model.norm.weight", {h}, 0.1f, norm_offset);
+  if (!c.value("tie_word_embeddings", gemma3)) add("lm_head.weight", {v, h}, 0.2f);
   for (int i = 0; i < c["num_hidden_layers"].get<int>(); ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
-    add(p + "input_layernorm.weight", {h}, 0.1f, 1.0f);
-    add(p + "post_attention_layernorm.weight", {h}, 0.1f, 1.0f);
+    add(p + "input_layernorm.weight", {h}, 0.1f, norm_offset);
+    add(p + "post_attention_layernorm.weight", {h}, 0.1f, norm_offset);
+    if (gemma3) {
+      add(p + "pre_feedforward_layernorm.weight", {h}, 0.1f, norm_offset);
+      add(p + "post_feedforward_layernorm.weight", {h}, 0.1f, norm_offset);
+    }
     add(p + "self_attn.q_proj.weight", {heads * hd, h}, 0.2f);
     add(p + "self_attn.k_proj.weight", {kvh * hd, h}, 0.2f);
     add(p + "self_attn.v_proj.weight", {kvh * hd, h}, 0.2f);
@@ -104,9 +129,9 @@ inline std::map<std::string, RawTensor> RandomTensors(const nlohmann::json& c, D
       add(p + "self_attn.k_proj.bias", {kvh * hd}, 0.2f);
       add(p + "self_attn.v_proj.bias", {kvh * hd}, 0.2f);
     }
-    if (c["architectures"][0] == "Qwen3ForCausalLM") {
-      add(p + "self_attn.q_norm.weight", {hd}, 0.1f, 1.0f);
-      add(p + "self_attn.k_norm.weight", {hd}, 0.1f, 1.0f);
+    if (qk_norm) {
+      add(p + "self_attn.q_norm.weight", {hd}, 0.1f, norm_offset);
+      add(p + "self_attn.k_norm.weight", {hd}, 0.1f, norm_offset);
     }
     add(p + "mlp.gate_proj.weight", {inter, h}, 0.2f);
     add(p + "mlp.up_proj.weight", {inter, h}, 0.2f);
