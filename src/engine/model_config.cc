@@ -105,23 +105,26 @@ absl::Status ParseArchitecture(const json& j, std::string_view file, ModelConfig
       std::end(kArchitectures)) {
     std::string expected;
     for (std::string_view a : kArchitectures) StrAppend(&expected, expected.empty() ? "" : ", ", a);
-    return FieldError(
-        file, "architectures",
-        StrCat("\"", c.architecture, "\" is not supported; expected one of ", expected));
+    return FieldError(file, "architectures",
+                      StrCat("\"", c.architecture, "\" is not supported; expected one of ",
+                             expected, ", or Gemma3ForConditionalGeneration (its text model)"));
   }
   return ParseActivation(j, file, c);
 }
 
 absl::Status ParseShape(const json& j, std::string_view file, ModelConfig& c) {
-  EXA_ASSIGN_OR_RETURN(c.vocab_size, GetInt(j, file, "vocab_size", 1, kMaxVocab, std::nullopt));
-  EXA_ASSIGN_OR_RETURN(c.hidden_size, GetInt(j, file, "hidden_size", 1, kMaxHidden, std::nullopt));
+  // Gemma 3's text_config often leaves fields to Gemma3TextConfig's defaults.
+  const bool gemma3 = IsGemma3(c);
+  auto gemma = [gemma3](int64_t v) { return gemma3 ? std::optional<int64_t>(v) : std::nullopt; };
+  EXA_ASSIGN_OR_RETURN(c.vocab_size, GetInt(j, file, "vocab_size", 1, kMaxVocab, gemma(262208)));
+  EXA_ASSIGN_OR_RETURN(c.hidden_size, GetInt(j, file, "hidden_size", 1, kMaxHidden, gemma(2304)));
   EXA_ASSIGN_OR_RETURN(c.intermediate_size,
-                       GetInt(j, file, "intermediate_size", 1, 8 * kMaxHidden, std::nullopt));
+                       GetInt(j, file, "intermediate_size", 1, 8 * kMaxHidden, gemma(9216)));
   EXA_ASSIGN_OR_RETURN(c.num_layers,
-                       GetInt(j, file, "num_hidden_layers", 1, kMaxLayers, std::nullopt));
-  EXA_ASSIGN_OR_RETURN(c.num_heads, GetInt(j, file, "num_attention_heads", 1, 4096, std::nullopt));
-  EXA_ASSIGN_OR_RETURN(c.num_kv_heads,
-                       GetInt(j, file, "num_key_value_heads", 1, 4096, int64_t{c.num_heads}));
+                       GetInt(j, file, "num_hidden_layers", 1, kMaxLayers, gemma(26)));
+  EXA_ASSIGN_OR_RETURN(c.num_heads, GetInt(j, file, "num_attention_heads", 1, 4096, gemma(8)));
+  EXA_ASSIGN_OR_RETURN(c.num_kv_heads, GetInt(j, file, "num_key_value_heads", 1, 4096,
+                                              gemma3 ? int64_t{4} : int64_t{c.num_heads}));
   if (c.num_heads % c.num_kv_heads != 0) {
     return FieldError(file, "num_key_value_heads",
                       StrCat(c.num_kv_heads, " must divide num_attention_heads ", c.num_heads));
@@ -265,6 +268,21 @@ absl::Status ParseRest(const json& j, std::string_view file, ModelConfig& c) {
   return absl::OkStatus();
 }
 
+// Gemma 3's multimodal checkpoints: the language model's config is text_config, the top level's
+// token ids apply to it. Only the text is served (the loader finds its weights' prefix).
+absl::StatusOr<json> Gemma3TextConfig(const json& j, std::string_view file) {
+  auto text = j.find("text_config");
+  if (text == j.end() || !text->is_object()) {
+    return FieldError(file, "text_config", "must be an object for Gemma3ForConditionalGeneration");
+  }
+  json merged = *text;
+  for (const char* ids : {"bos_token_id", "eos_token_id"}) {
+    if (!merged.contains(ids) && j.contains(ids)) merged[ids] = j[ids];
+  }
+  merged["architectures"] = {"Gemma3ForCausalLM"};
+  return merged;
+}
+
 }  // namespace
 
 int32_t ModelConfig::MaxContext() const {
@@ -287,7 +305,15 @@ absl::StatusOr<ModelConfig> ParseModelConfig(std::string_view json_text, std::st
     return absl::InvalidArgumentError(StrCat(file, ": not a JSON object"));
   }
   ModelConfig c;
+  std::string text_file;
   try {
+    auto arch = j.find("architectures");
+    if (arch != j.end() && arch->is_array() && !arch->empty() &&
+        (*arch)[0] == "Gemma3ForConditionalGeneration") {
+      EXA_ASSIGN_OR_RETURN(j, Gemma3TextConfig(j, file));
+      text_file = StrCat(file, ": text_config");
+      file = text_file;
+    }
     EXA_RETURN_IF_ERROR(ParseArchitecture(j, file, c));
     EXA_RETURN_IF_ERROR(ParseShape(j, file, c));
     EXA_RETURN_IF_ERROR(ParseRest(j, file, c));

@@ -75,64 +75,52 @@ absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const std::stri
   return w;
 }
 
+absl::Status ModelWeights::Get(const std::string& name, std::vector<int64_t> shape,
+                               TensorView* out) {
+  auto it = all_.find(name);
+  if (it == all_.end()) {
+    return absl::InvalidArgumentError(StrCat("checkpoint: tensor \"", name, "\" is missing"));
+  }
+  const auto& [view, file] = it->second;
+  if (view.shape != shape) {
+    auto dims = [](const std::vector<int64_t>& s) {
+      std::string out = "[";
+      for (size_t i = 0; i < s.size(); ++i) StrAppend(&out, i ? ", " : "", s[i]);
+      return out + "]";
+    };
+    return absl::InvalidArgumentError(StrCat(file, ": tensor \"", name,
+                                             "\" field shape: ", dims(view.shape),
+                                             " does not match config.json (", dims(shape), ")"));
+  }
+  *out = view;
+  bytes_ += view.bytes;
+  return absl::OkStatus();
+}
+
 absl::Status ModelWeights::Bind(const ModelConfig& c) {
-  auto get = [&](const std::string& name, std::vector<int64_t> shape,
-                 TensorView* out) -> absl::Status {
-    auto it = all_.find(name);
-    if (it == all_.end()) {
-      return absl::InvalidArgumentError(StrCat("checkpoint: tensor \"", name, "\" is missing"));
+  const int64_t h = c.hidden_size;
+  // Where the language model's tensors sit: under "model." (text checkpoints), or, in Gemma 3's
+  // multimodal ones, "language_model.model." (as published) or "model.language_model." (as
+  // newer transformers saves them); their vision tower is not read.
+  std::string root = "model.", head = "lm_head.weight";
+  if (!all_.contains("model.embed_tokens.weight")) {
+    if (all_.contains("language_model.model.embed_tokens.weight")) {
+      root = "language_model.model.";
+      head = "language_model.lm_head.weight";
+    } else if (all_.contains("model.language_model.embed_tokens.weight")) {
+      root = "model.language_model.";
     }
-    const auto& [view, file] = it->second;
-    if (view.shape != shape) {
-      auto dims = [](const std::vector<int64_t>& s) {
-        std::string out = "[";
-        for (size_t i = 0; i < s.size(); ++i) StrAppend(&out, i ? ", " : "", s[i]);
-        return out + "]";
-      };
-      return absl::InvalidArgumentError(StrCat(file, ": tensor \"", name,
-                                               "\" field shape: ", dims(view.shape),
-                                               " does not match config.json (", dims(shape), ")"));
-    }
-    *out = view;
-    bytes_ += view.bytes;
-    return absl::OkStatus();
-  };
-  const int64_t h = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), inter = c.intermediate_size;
-  EXA_RETURN_IF_ERROR(get("model.embed_tokens.weight", {c.vocab_size, h}, &embed_tokens_));
-  EXA_RETURN_IF_ERROR(get("model.norm.weight", {h}, &final_norm_));
-  if (c.tie_word_embeddings && !all_.contains("lm_head.weight")) {
+  }
+  EXA_RETURN_IF_ERROR(Get(root + "embed_tokens.weight", {c.vocab_size, h}, &embed_tokens_));
+  EXA_RETURN_IF_ERROR(Get(root + "norm.weight", {h}, &final_norm_));
+  if (c.tie_word_embeddings && !all_.contains(head)) {
     lm_head_ = embed_tokens_;
   } else {
-    EXA_RETURN_IF_ERROR(get("lm_head.weight", {c.vocab_size, h}, &lm_head_));
+    EXA_RETURN_IF_ERROR(Get(head, {c.vocab_size, h}, &lm_head_));
   }
   layers_.resize(c.num_layers);
   for (int i = 0; i < c.num_layers; ++i) {
-    const std::string p = StrCat("model.layers.", i, ".");
-    LayerWeights& l = layers_[i];
-    EXA_RETURN_IF_ERROR(get(p + "input_layernorm.weight", {h}, &l.input_norm));
-    EXA_RETURN_IF_ERROR(get(p + "post_attention_layernorm.weight", {h}, &l.post_attention_norm));
-    EXA_RETURN_IF_ERROR(get(p + "self_attn.q_proj.weight", {q, h}, &l.q));
-    EXA_RETURN_IF_ERROR(get(p + "self_attn.k_proj.weight", {kv, h}, &l.k));
-    EXA_RETURN_IF_ERROR(get(p + "self_attn.v_proj.weight", {kv, h}, &l.v));
-    EXA_RETURN_IF_ERROR(get(p + "self_attn.o_proj.weight", {h, q}, &l.o));
-    if (c.qkv_bias) {
-      EXA_RETURN_IF_ERROR(get(p + "self_attn.q_proj.bias", {q}, &l.q_bias));
-      EXA_RETURN_IF_ERROR(get(p + "self_attn.k_proj.bias", {kv}, &l.k_bias));
-      EXA_RETURN_IF_ERROR(get(p + "self_attn.v_proj.bias", {kv}, &l.v_bias));
-    }
-    if (c.qk_norm) {
-      EXA_RETURN_IF_ERROR(get(p + "self_attn.q_norm.weight", {c.head_dim}, &l.q_norm));
-      EXA_RETURN_IF_ERROR(get(p + "self_attn.k_norm.weight", {c.head_dim}, &l.k_norm));
-    }
-    if (c.sandwich_norms) {
-      EXA_RETURN_IF_ERROR(
-          get(p + "pre_feedforward_layernorm.weight", {h}, &l.pre_feedforward_norm));
-      EXA_RETURN_IF_ERROR(
-          get(p + "post_feedforward_layernorm.weight", {h}, &l.post_feedforward_norm));
-    }
-    EXA_RETURN_IF_ERROR(get(p + "mlp.gate_proj.weight", {inter, h}, &l.gate));
-    EXA_RETURN_IF_ERROR(get(p + "mlp.up_proj.weight", {inter, h}, &l.up));
-    EXA_RETURN_IF_ERROR(get(p + "mlp.down_proj.weight", {h, inter}, &l.down));
+    EXA_RETURN_IF_ERROR(BindLayer(c, StrCat(root, "layers.", i, "."), layers_[i]));
   }
   if (!c.norm_weight_offset) return absl::OkStatus();
   OffsetNorm(&final_norm_);
@@ -143,6 +131,33 @@ absl::Status ModelWeights::Bind(const ModelConfig& c) {
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status ModelWeights::BindLayer(const ModelConfig& c, const std::string& p, LayerWeights& l) {
+  const int64_t h = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), inter = c.intermediate_size;
+  EXA_RETURN_IF_ERROR(Get(p + "input_layernorm.weight", {h}, &l.input_norm));
+  EXA_RETURN_IF_ERROR(Get(p + "post_attention_layernorm.weight", {h}, &l.post_attention_norm));
+  EXA_RETURN_IF_ERROR(Get(p + "self_attn.q_proj.weight", {q, h}, &l.q));
+  EXA_RETURN_IF_ERROR(Get(p + "self_attn.k_proj.weight", {kv, h}, &l.k));
+  EXA_RETURN_IF_ERROR(Get(p + "self_attn.v_proj.weight", {kv, h}, &l.v));
+  EXA_RETURN_IF_ERROR(Get(p + "self_attn.o_proj.weight", {h, q}, &l.o));
+  if (c.qkv_bias) {
+    EXA_RETURN_IF_ERROR(Get(p + "self_attn.q_proj.bias", {q}, &l.q_bias));
+    EXA_RETURN_IF_ERROR(Get(p + "self_attn.k_proj.bias", {kv}, &l.k_bias));
+    EXA_RETURN_IF_ERROR(Get(p + "self_attn.v_proj.bias", {kv}, &l.v_bias));
+  }
+  if (c.qk_norm) {
+    EXA_RETURN_IF_ERROR(Get(p + "self_attn.q_norm.weight", {c.head_dim}, &l.q_norm));
+    EXA_RETURN_IF_ERROR(Get(p + "self_attn.k_norm.weight", {c.head_dim}, &l.k_norm));
+  }
+  if (c.sandwich_norms) {
+    EXA_RETURN_IF_ERROR(Get(p + "pre_feedforward_layernorm.weight", {h}, &l.pre_feedforward_norm));
+    EXA_RETURN_IF_ERROR(
+        Get(p + "post_feedforward_layernorm.weight", {h}, &l.post_feedforward_norm));
+  }
+  EXA_RETURN_IF_ERROR(Get(p + "mlp.gate_proj.weight", {inter, h}, &l.gate));
+  EXA_RETURN_IF_ERROR(Get(p + "mlp.up_proj.weight", {inter, h}, &l.up));
+  return Get(p + "mlp.down_proj.weight", {h, inter}, &l.down);
 }
 
 std::vector<const TensorView*> ModelWeights::Tensors() const {

@@ -48,6 +48,10 @@ class ModelWeights {
 
  private:
   absl::Status Bind(const ModelConfig& config);
+  // Layer tensors under the name prefix `p` ("model.layers.3.").
+  absl::Status BindLayer(const ModelConfig& config, const std::string& p, LayerWeights& layer);
+  // all_[name] into `out`, checked against `shape`.
+  absl::Status Get(const std::string& name, std::vector<int64_t> shape, TensorView* out);
 
   // A norm weight w stored as an offset (config.norm_weight_offset) replaced by 1 + w in fp32,
   // computed once here so every backend's RmsNorm serves it unchanged.

@@ -260,6 +260,39 @@ TEST_CASE("checkpoints inconsistent with config.json are rejected", "[engine][lo
               .find("\"model.layers.1.pre_feedforward_layernorm.weight\" is missing") !=
           std::string::npos);
   }
+  SECTION("Gemma 3's multimodal checkpoints serve their text model, in either name layout") {
+    nlohmann::json text = testing::SmallGemma3Config();
+    auto text_tensors = testing::RandomTensors(text, DType::kBF16, 4);
+    text.erase("architectures");
+    text.erase("eos_token_id");
+    text.erase("max_position_embeddings");  // left to Gemma3TextConfig's default
+    const nlohmann::json multimodal = {{"architectures", {"Gemma3ForConditionalGeneration"}},
+                                       {"text_config", text},
+                                       {"vision_config", {{"hidden_size", 32}}},
+                                       {"eos_token_id", {1, 50}}};
+    auto mm = ParseModelConfig(multimodal.dump(), "config.json");
+    REQUIRE(mm.ok());
+    CHECK(mm->eos_token_ids == std::vector<int32_t>{1, 50});  // from the top level
+    CHECK(mm->MaxContext() == 131072);
+    CHECK(mm->layer_windows == std::vector<int32_t>{8, 0});
+    for (const std::string prefix : {"language_model.model.", "model.language_model."}) {
+      INFO(prefix);
+      std::map<std::string, RawTensor> renamed;
+      for (const auto& [name, t] : text_tensors) renamed[prefix + name.substr(6)] = t;
+      renamed["vision_tower.vision_model.post_layernorm.weight"] =
+          text_tensors["model.norm.weight"];
+      testing::WriteFile(dir / "model.safetensors", EncodeSafetensors(renamed));
+      auto w = ModelWeights::Load(dir.string(), *mm);
+      INFO(Message(w.status()));
+      REQUIRE(w.ok());
+      CHECK((*w)->layers().size() == 2);
+    }
+    auto no_text = multimodal;
+    no_text.erase("text_config");
+    auto r = ParseModelConfig(no_text.dump(), "config.json");
+    REQUIRE_FALSE(r.ok());
+    CHECK(Message(r.status()).find("text_config must be an object") != std::string::npos);
+  }
   SECTION("missing tensor") {
     tensors.erase("model.norm.weight");
     testing::WriteFile(dir / "model.safetensors", EncodeSafetensors(tensors));
