@@ -376,7 +376,7 @@ EXA_AVX512 void AttendGroupImpl(const float* q, const float* keys, const float* 
 }
 
 // Heads [0, heads) of a group: 4 at a time where the registers allow (then 3 left in one go),
-// then 2, then 1.
+// then 2 (up to head_dim 128), then 1.
 template <int DV>
 EXA_AVX512 void AttendGroupChunks(const float* q, int32_t heads, const float* keys,
                                   const float* values, const int32_t* slots, int64_t slot_stride,
@@ -393,9 +393,11 @@ EXA_AVX512 void AttendGroupChunks(const float* q, int32_t heads, const float* ke
       g += 3;
     }
   }
-  for (; g + 2 <= heads; g += 2) {
-    AttendGroupImpl<DV, 2>(q + 16 * DV * g, keys, values, slots, slot_stride, len, scale,
-                           scores + int64_t{len} * g, out + 16 * DV * g);
+  if constexpr (DV <= 8) {
+    for (; g + 2 <= heads; g += 2) {
+      AttendGroupImpl<DV, 2>(q + 16 * DV * g, keys, values, slots, slot_stride, len, scale,
+                             scores + int64_t{len} * g, out + 16 * DV * g);
+    }
   }
   for (; g < heads; ++g) {
     AttendGroupImpl<DV, 1>(q + 16 * DV * g, keys, values, slots, slot_stride, len, scale,
@@ -438,6 +440,8 @@ bool AttendGroupAvx512(const float* q, int32_t heads, const float* keys, const f
     AttendGroupChunks<4>(q, heads, keys, values, slots, slot_stride, len, scale, scores, out);
   } else if (head_dim == 128) {
     AttendGroupChunks<8>(q, heads, keys, values, slots, slot_stride, len, scale, scores, out);
+  } else if (head_dim == 256) {  // Gemma 3
+    AttendGroupChunks<16>(q, heads, keys, values, slots, slot_stride, len, scale, scores, out);
   } else {
     return false;
   }

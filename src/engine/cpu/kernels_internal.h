@@ -75,7 +75,8 @@ void AxpyAvx512(float alpha, const float* x, int64_t n, float* y);
 void SiluMulAvx512(const float* gate, const float* up, int64_t n, float* out);
 // GeluTanhMul (kernels.h).
 void GeluTanhMulAvx512(const float* gate, const float* up, int64_t n, float* out);
-// AttendGroup (kernels.h) for head_dim 32, 64 or 128; returns false, doing nothing, otherwise.
+// AttendGroup (kernels.h) for head_dim 32, 64, 128 or 256; returns false, doing nothing,
+// otherwise.
 bool AttendGroupAvx512(const float* q, int32_t heads, const float* keys, const float* values,
                        const int32_t* slots, int64_t slot_stride, int32_t len, int32_t head_dim,
                        float scale, float* scores, float* out);

@@ -242,7 +242,7 @@ TEST_CASE("attention of one head agrees with a double-precision reference on eve
           "[engine][cpu]") {
   std::mt19937 rng(11);
   std::normal_distribution<float> dist(0.0f, 2.0f);
-  for (int32_t dim : {32, 48, 64, 128}) {
+  for (int32_t dim : {32, 48, 64, 128, 256}) {
     for (int32_t len : {1, 5, 16, 17, 300}) {
       const int64_t stride = dim + 8, slots_total = 512;  // rows wider than a head, like GQA
       std::vector<float> kv(2 * slots_total * stride), q(dim), scores(len), out(dim);
@@ -271,7 +271,7 @@ TEST_CASE("a query head's attention is the same alone as within its group", "[en
   // must be bitwise what it is alone, so a model's output does not depend on its grouping.
   std::mt19937 rng(12);
   std::normal_distribution<float> dist(0.0f, 2.0f);
-  for (int32_t dim : {32, 48, 64, 128}) {
+  for (int32_t dim : {32, 48, 64, 128, 256}) {
     for (int32_t heads : {2, 3, 4, 5, 7, 8}) {
       for (int32_t len : {1, 3, 6, 33}) {
         const int64_t stride = dim + 8, slots_total = 64;
