@@ -5,7 +5,8 @@
 // than hidden / heads, GQA, tied embeddings, BF16) and a random Gemma 3-style model (1 + w norms,
 // a scaled embedding, sliding-window layers of 5 positions with their own rope base beside global
 // ones with linear rope scaling, normalised block outputs, a GELU gate), for every position, with
-// prefill split into chunks that cross KV block boundaries, and on every kernel path the CPU
+// prefill split into chunks that cross KV block boundaries (64, 7, and one token a step as decode
+// runs), and on every kernel path the CPU
 // supports (scalar, AVX2, AVX-512, AVX512-BF16); and how far activations rounded to bf16
 // (EngineOptions::cpu_bf16_activations) move them.
 #include <catch2/catch.hpp>
@@ -111,7 +112,7 @@ TEST_CASE("logits match the PyTorch reference on every config", "[engine][refere
   for (cpu::Isa isa : cpu::SupportedIsas()) {
     REQUIRE(cpu::ForceIsa(isa));
     for (const Case& c : cases) {
-      for (int32_t chunk : {64, 7}) {
+      for (int32_t chunk : {64, 7, 1}) {
         double err = MaxErrorOverGoldens(c.model, c.golden, chunk);
         INFO(c.model << " chunk " << chunk << " " << cpu::IsaName(isa) << " max rel error " << err);
         CHECK(err <= 1e-4);
