@@ -192,6 +192,9 @@ absl::StatusOr<std::vector<int32_t>> ParseTokenIds(const json& j, std::string_vi
   return out;
 }
 
+absl::Status ParseLayerWindows(const json& j, std::string_view file, int32_t window,
+                               std::vector<bool> sliding, ModelConfig& c);
+
 // Gemma 3's own fields (transformers' Gemma3TextConfig, its defaults where a field is absent).
 absl::Status ParseGemma3(const json& j, std::string_view file, ModelConfig& c) {
   c.qk_norm = true;
@@ -216,9 +219,18 @@ absl::Status ParseGemma3(const json& j, std::string_view file, ModelConfig& c) {
   c.rope_local_theta = static_cast<float>(local_theta);
   EXA_ASSIGN_OR_RETURN(const int64_t window,
                        GetInt(j, file, "sliding_window", 1, kMaxPositions, int64_t{4096}));
-  // Which layers slide: `layer_types` (newer configs), else every layer but each
-  // sliding_window_pattern-th.
-  c.layer_windows.assign(static_cast<size_t>(c.num_layers), static_cast<int32_t>(window));
+  // Which layers slide, without layer_types: every layer but each sliding_window_pattern-th.
+  EXA_ASSIGN_OR_RETURN(const int64_t pattern,
+                       GetInt(j, file, "sliding_window_pattern", 1, kMaxLayers, int64_t{6}));
+  std::vector<bool> sliding(static_cast<size_t>(c.num_layers));
+  for (int64_t i = 0; i < c.num_layers; ++i) sliding[i] = (i + 1) % pattern != 0;
+  return ParseLayerWindows(j, file, static_cast<int32_t>(window), sliding, c);
+}
+
+// c.layer_windows: `window` on the layers `layer_types` names "sliding_attention" (newer
+// configs of every family), else on those `sliding` marks; empty when no layer slides.
+absl::Status ParseLayerWindows(const json& j, std::string_view file, int32_t window,
+                               std::vector<bool> sliding, ModelConfig& c) {
   auto types = j.find("layer_types");
   if (types != j.end() && !types->is_null()) {
     if (!types->is_array() || types->size() != static_cast<size_t>(c.num_layers)) {
@@ -232,13 +244,16 @@ absl::Status ParseGemma3(const json& j, std::string_view file, ModelConfig& c) {
         return FieldError(file, StrCat("layer_types[", i, "]"),
                           StrCat(t.dump(), " is not \"sliding_attention\" or \"full_attention\""));
       }
-      if (full) c.layer_windows[i] = 0;
+      sliding[i] = !full;
     }
+  }
+  if (window <= 0 || std::find(sliding.begin(), sliding.end(), true) == sliding.end()) {
     return absl::OkStatus();
   }
-  EXA_ASSIGN_OR_RETURN(const int64_t pattern,
-                       GetInt(j, file, "sliding_window_pattern", 1, kMaxLayers, int64_t{6}));
-  for (int64_t i = pattern - 1; i < c.num_layers; i += pattern) c.layer_windows[i] = 0;
+  c.layer_windows.assign(static_cast<size_t>(c.num_layers), 0);
+  for (size_t i = 0; i < sliding.size(); ++i) {
+    if (sliding[i]) c.layer_windows[i] = window;
+  }
   return absl::OkStatus();
 }
 
@@ -258,14 +273,20 @@ absl::Status ParseRest(const json& j, std::string_view file, ModelConfig& c) {
   if (!bos.empty()) c.bos_token_id = bos[0];
   EXA_ASSIGN_OR_RETURN(c.eos_token_ids, ParseTokenIds(j, file, "eos_token_id", c.vocab_size));
   if (IsGemma3(c)) return ParseGemma3(j, file, c);
-  // Qwen2 and Qwen3 configs carry a sliding_window that only applies with use_sliding_window: true.
+  // Mistral's sliding_window applies to every layer. Qwen2 and Qwen3 configs carry one that
+  // applies only with use_sliding_window: true, and then to the layers from max_window_layers on.
   const bool qwen = c.architecture == "Qwen2ForCausalLM" || c.architecture == "Qwen3ForCausalLM";
-  EXA_ASSIGN_OR_RETURN(bool use_window, GetBool(j, file, "use_sliding_window", !qwen));
-  if (use_window) {
-    EXA_ASSIGN_OR_RETURN(c.sliding_window,
-                         GetInt(j, file, "sliding_window", 1, kMaxPositions, int64_t{0}));
+  EXA_ASSIGN_OR_RETURN(const bool use_window, GetBool(j, file, "use_sliding_window", !qwen));
+  EXA_ASSIGN_OR_RETURN(const int64_t window,
+                       GetInt(j, file, "sliding_window", 1, kMaxPositions, int64_t{0}));
+  int64_t first_sliding = 0;
+  if (qwen) {
+    EXA_ASSIGN_OR_RETURN(first_sliding,
+                         GetInt(j, file, "max_window_layers", 0, kMaxLayers, int64_t{28}));
   }
-  return absl::OkStatus();
+  std::vector<bool> sliding(static_cast<size_t>(c.num_layers));
+  for (int64_t i = first_sliding; i < c.num_layers; ++i) sliding[i] = use_window;
+  return ParseLayerWindows(j, file, static_cast<int32_t>(window), sliding, c);
 }
 
 // Gemma 3's multimodal checkpoints: the language model's config is text_config, the top level's
@@ -285,10 +306,7 @@ absl::StatusOr<json> Gemma3TextConfig(const json& j, std::string_view file) {
 
 }  // namespace
 
-int32_t ModelConfig::MaxContext() const {
-  return sliding_window > 0 ? std::min(sliding_window, max_position_embeddings)
-                            : max_position_embeddings;
-}
+int32_t ModelConfig::MaxContext() const { return max_position_embeddings; }
 
 int64_t ModelConfig::ParameterCount() const {
   int64_t h = hidden_size;

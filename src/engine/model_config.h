@@ -38,11 +38,7 @@ struct ModelConfig {
   float rope_high_freq_factor = 4.0f;
   int32_t rope_original_max_positions = 8192;
   int32_t max_position_embeddings = 0;
-  // Mistral-style sliding-window attention span, 0 when attention is global. Within the window
-  // sliding and full attention agree, so the engine caps the context here instead.
-  int32_t sliding_window = 0;
-  // The longest sequence this engine serves exactly: max_position_embeddings, capped by the
-  // sliding window.
+  // The longest sequence this engine serves: max_position_embeddings.
   int32_t MaxContext() const;
   bool tie_word_embeddings = false;
   bool qkv_bias = false;  // Qwen2 always; Llama with attention_bias: true
@@ -61,7 +57,9 @@ struct ModelConfig {
   // 1 / sqrt(query_pre_attn_scalar).
   float attention_scale = 0;
   // Per layer, the keys a query sees: 0, every earlier position; w > 0, the last w positions up
-  // to its own (Gemma 3's local layers). Empty when every layer is global.
+  // to its own (Mistral's sliding_window on every layer, Qwen's from max_window_layers on with
+  // use_sliding_window, Gemma 3's local layers; `layer_types` where a config lists them). Empty
+  // when every layer is global.
   std::vector<int32_t> layer_windows;
   // The rope base of the windowed layers (Gemma 3's rope_local_base_freq, never scaled); 0: the
   // windowed layers use rope_theta and rope_scaling like the others.

@@ -131,7 +131,10 @@ TEST_CASE("config.json errors name the field and the allowed values", "[engine][
   mistral["sliding_window"] = 128;
   auto m = parse(mistral);
   REQUIRE(m.ok());
-  CHECK(m->MaxContext() == 128);  // capped: beyond the window full attention would differ
+  CHECK(m->layer_windows == std::vector<int32_t>{128, 128});  // every layer slides
+  CHECK(m->MaxContext() == 256);        // the window is a mask, not a cap on the context
+  mistral["sliding_window"] = nullptr;  // Mistral 7B v0.2 on: global attention
+  CHECK(parse(mistral)->layer_windows.empty());
   auto qwen = c;
   qwen["architectures"] = {"Qwen2ForCausalLM"};
   qwen["sliding_window"] = 128;
@@ -145,7 +148,14 @@ TEST_CASE("config.json errors name the field and the allowed values", "[engine][
   CHECK(q3->qk_norm);
   CHECK_FALSE(q3->qkv_bias);
   CHECK(q3->MaxContext() == 256);
+  CHECK(q3->layer_windows.empty());
   CHECK_FALSE(parse(qwen)->qk_norm);
+  auto windowed = qwen;
+  windowed["use_sliding_window"] = true;
+  windowed["max_window_layers"] = 1;  // Qwen2: layers from max_window_layers on slide
+  CHECK(parse(windowed)->layer_windows == std::vector<int32_t>{0, 128});
+  windowed["layer_types"] = {"sliding_attention", "full_attention"};  // listed: they decide
+  CHECK(parse(windowed)->layer_windows == std::vector<int32_t>{128, 0});
 
   auto llama3 = c;
   llama3["rope_scaling"] = {{"rope_type", "llama3"},
