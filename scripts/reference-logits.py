@@ -15,7 +15,10 @@ modeling code's definitions, not from ours) computes logits for:
      multiplying by 1 + w, a scaled embedding, per-head q/k norms, sliding-window layers with their
      own rope base beside global ones with linear rope scaling, each block's output normalised
      before its residual add, a GELU-tanh gate, query_pre_attn_scalar), GQA, tied embeddings,
-     BF16 weights.
+     BF16 weights;
+  5. a small random model it writes to `test/data/engine/random-phi3/`: Phi-3, whose q/k/v and
+     gate/up projections are each one fused tensor, with a sliding window on every layer
+     (Mistral's and Phi-3's `sliding_window`), GQA, untied, BF16 weights.
 Goldens are safetensors files (so the C++ test reads them with the loader under test):
 `prompt_<i>` (token ids as F32) and `logits_<i>` ([tokens, vocab], F32) for every position.
 
@@ -90,6 +93,23 @@ def inv_freq(c):
     return inv
 
 
+def phi3_unfused(c, w):
+    """Phi3Attention and Phi3MLP's split of the fused projections: qkv rows [q | k | v],
+    gate_up rows [gate | up] (`chunk(2, dim=-1)` of the product)."""
+    hd = c["hidden_size"] // c["num_attention_heads"]
+    qn, kvn = c["num_attention_heads"] * hd, c["num_key_value_heads"] * hd
+    out = dict(w)
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        qkv = w[p + "self_attn.qkv_proj.weight"]
+        out[p + "self_attn.q_proj.weight"] = qkv[:qn]
+        out[p + "self_attn.k_proj.weight"] = qkv[qn:qn + kvn]
+        out[p + "self_attn.v_proj.weight"] = qkv[qn + kvn:]
+        gate, up = w[p + "mlp.gate_up_proj.weight"].chunk(2, dim=0)
+        out[p + "mlp.gate_proj.weight"], out[p + "mlp.up_proj.weight"] = gate, up
+    return out
+
+
 def forward(c, w, ids):
     """Logits [T, vocab] in float64 for one sequence of token ids."""
     h, nh = c["hidden_size"], c["num_attention_heads"]
@@ -113,10 +133,16 @@ def forward(c, w, ids):
         y = x @ w[name + ".weight"].T
         return y + w[name + ".bias"] if bias else y
 
-    bias = c["architectures"][0] == "Qwen2ForCausalLM" or c.get("attention_bias", False)
-    qk_norm = c["architectures"][0] == "Qwen3ForCausalLM"
+    arch = c["architectures"][0]
+    bias = arch == "Qwen2ForCausalLM" or c.get("attention_bias", False)
+    qk_norm = arch == "Qwen3ForCausalLM"
+    if arch == "Phi3ForCausalLM":
+        w = phi3_unfused(c, w)
     x = w["model.embed_tokens.weight"][torch.tensor(ids)]
     mask = torch.ones(t, t, dtype=torch.bool).tril()
+    if arch in ("MistralForCausalLM", "Phi3ForCausalLM") and c.get("sliding_window"):
+        idx = torch.arange(t)  # transformers' sliding_window_overlay: kv > q - window
+        mask &= idx[None, :] > idx[:, None] - c["sliding_window"]
     for i in range(c["num_hidden_layers"]):
         p = f"model.layers.{i}."
         y = norm(x, w[p + "input_layernorm.weight"])
@@ -278,6 +304,30 @@ def random_gemma3(out_dir):
     return c, prompts
 
 
+def random_phi3(out_dir):
+    c = {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "vocab_size": 160,
+         "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+         "num_attention_heads": 8, "num_key_value_heads": 2, "hidden_act": "silu",
+         "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "rope_scaling": None,
+         "partial_rotary_factor": 1.0, "sliding_window": 9, "max_position_embeddings": 512,
+         "original_max_position_embeddings": 512, "tie_word_embeddings": False,
+         "bos_token_id": 1, "eos_token_id": [2, 7], "torch_dtype": "bfloat16"}
+    g = torch.Generator().manual_seed(24680)
+    h, q, kv, inter, v = 64, 64, 16, 96, 160
+    shapes = {"model.embed_tokens.weight": (v, h), "model.norm.weight": (h,),
+              "lm_head.weight": (v, h)}
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        shapes.update({p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
+                       p + "self_attn.qkv_proj.weight": (q + 2 * kv, h),
+                       p + "self_attn.o_proj.weight": (h, q),
+                       p + "mlp.gate_up_proj.weight": (2 * inter, h),
+                       p + "mlp.down_proj.weight": (h, inter)})
+    write_random(out_dir, c, shapes, g)
+    prompts = [torch.randint(0, v, (n,), generator=g).tolist() for n in (3, 29)]
+    return c, prompts
+
+
 def random_qwen2(out_dir):
     c = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "vocab_size": 160,
          "hidden_size": 64, "intermediate_size": 112, "num_hidden_layers": 2,
@@ -324,6 +374,11 @@ def main():
     c, prompts = random_qwen3(rdir)
     w = read_safetensors(os.path.join(rdir, "model.safetensors"))
     write_golden(os.path.join(args.out, "random-qwen3-golden.safetensors"), c, w, prompts)
+
+    rdir = os.path.join(args.out, "random-phi3")
+    c, prompts = random_phi3(rdir)
+    w = read_safetensors(os.path.join(rdir, "model.safetensors"))
+    write_golden(os.path.join(args.out, "random-phi3-golden.safetensors"), c, w, prompts)
 
     rdir = os.path.join(args.out, "random-gemma3")
     c, prompts = random_gemma3(rdir)

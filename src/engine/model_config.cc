@@ -67,9 +67,9 @@ absl::StatusOr<bool> GetBool(const json& j, std::string_view file, const char* f
   return it->get<bool>();
 }
 
-constexpr std::string_view kArchitectures[] = {"LlamaForCausalLM", "MistralForCausalLM",
-                                               "Qwen2ForCausalLM", "Qwen3ForCausalLM",
-                                               "Gemma3ForCausalLM"};
+constexpr std::string_view kArchitectures[] = {"LlamaForCausalLM",  "MistralForCausalLM",
+                                               "Qwen2ForCausalLM",  "Qwen3ForCausalLM",
+                                               "Gemma3ForCausalLM", "Phi3ForCausalLM"};
 
 bool IsGemma3(const ModelConfig& c) { return c.architecture == "Gemma3ForCausalLM"; }
 
@@ -273,6 +273,15 @@ absl::Status ParseRest(const json& j, std::string_view file, ModelConfig& c) {
   if (!bos.empty()) c.bos_token_id = bos[0];
   EXA_ASSIGN_OR_RETURN(c.eos_token_ids, ParseTokenIds(j, file, "eos_token_id", c.vocab_size));
   if (IsGemma3(c)) return ParseGemma3(j, file, c);
+  if (c.architecture == "Phi3ForCausalLM") {
+    c.fused_projections = true;
+    EXA_ASSIGN_OR_RETURN(const double rotary,
+                         GetFloat(j, file, "partial_rotary_factor", 0.0, 1.0, 1.0));
+    if (rotary != 1.0) {
+      return FieldError(file, "partial_rotary_factor",
+                        StrCat(rotary, " is not supported; expected 1 (every dimension rotated)"));
+    }
+  }
   // Mistral's sliding_window applies to every layer. Qwen2 and Qwen3 configs carry one that
   // applies only with use_sliding_window: true, and then to the layers from max_window_layers on.
   const bool qwen = c.architecture == "Qwen2ForCausalLM" || c.architecture == "Qwen3ForCausalLM";

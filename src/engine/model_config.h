@@ -1,7 +1,7 @@
 // The model's shape, parsed from a Hugging Face `config.json` (LlamaForCausalLM and relatives:
-// MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM). Everything the
-// forward pass and the loader need to know about a checkpoint lives here, validated once so later
-// code can trust it.
+// MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM).
+// Everything the forward pass and the loader need to know about a checkpoint lives here, validated
+// once so later code can trust it.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +44,9 @@ struct ModelConfig {
   bool qkv_bias = false;  // Qwen2 always; Llama with attention_bias: true
   // Qwen3: q and k RMS-normalised per head (weights of head_dim) before the rotary embedding.
   bool qk_norm = false;
+  // Phi-3: q, k and v stored as one qkv_proj, gate and up as one gate_up_proj (the loader splits
+  // them into views).
+  bool fused_projections = false;
   // Gemma 3 (docs/architecture.md#model-families). Every RMSNorm multiplies by 1 + w (the loader
   // hands the model 1 + w), the embedding is scaled by sqrt(hidden_size), and the attention and MLP
   // outputs are RMS-normalised before their residual adds (`sandwich_norms`: the checkpoint's

@@ -97,6 +97,16 @@ absl::Status ModelWeights::Get(const std::string& name, std::vector<int64_t> sha
   return absl::OkStatus();
 }
 
+// Rows [first, first + count) of the 2-d `view`: rows are contiguous, so a view of its own.
+TensorView ModelWeights::Rows(const TensorView& view, int64_t first, int64_t count) {
+  const size_t row_bytes = static_cast<size_t>(view.shape[1]) * DTypeBytes(view.dtype);
+  TensorView rows = view;
+  rows.shape = {count, view.shape[1]};
+  rows.data = static_cast<const uint8_t*>(view.data) + static_cast<size_t>(first) * row_bytes;
+  rows.bytes = static_cast<size_t>(count) * row_bytes;
+  return rows;
+}
+
 absl::Status ModelWeights::Bind(const ModelConfig& c) {
   const int64_t h = c.hidden_size;
   // Where the language model's tensors sit: under "model." (text checkpoints), or, in Gemma 3's
@@ -137,9 +147,22 @@ absl::Status ModelWeights::BindLayer(const ModelConfig& c, const std::string& p,
   const int64_t h = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), inter = c.intermediate_size;
   EXA_RETURN_IF_ERROR(Get(p + "input_layernorm.weight", {h}, &l.input_norm));
   EXA_RETURN_IF_ERROR(Get(p + "post_attention_layernorm.weight", {h}, &l.post_attention_norm));
-  EXA_RETURN_IF_ERROR(Get(p + "self_attn.q_proj.weight", {q, h}, &l.q));
-  EXA_RETURN_IF_ERROR(Get(p + "self_attn.k_proj.weight", {kv, h}, &l.k));
-  EXA_RETURN_IF_ERROR(Get(p + "self_attn.v_proj.weight", {kv, h}, &l.v));
+  if (c.fused_projections) {  // Phi-3: rows [q | k | v] and [gate | up] of one tensor each
+    TensorView qkv, gate_up;
+    EXA_RETURN_IF_ERROR(Get(p + "self_attn.qkv_proj.weight", {q + 2 * kv, h}, &qkv));
+    EXA_RETURN_IF_ERROR(Get(p + "mlp.gate_up_proj.weight", {2 * inter, h}, &gate_up));
+    l.q = Rows(qkv, 0, q);
+    l.k = Rows(qkv, q, kv);
+    l.v = Rows(qkv, q + kv, kv);
+    l.gate = Rows(gate_up, 0, inter);
+    l.up = Rows(gate_up, inter, inter);
+  } else {
+    EXA_RETURN_IF_ERROR(Get(p + "self_attn.q_proj.weight", {q, h}, &l.q));
+    EXA_RETURN_IF_ERROR(Get(p + "self_attn.k_proj.weight", {kv, h}, &l.k));
+    EXA_RETURN_IF_ERROR(Get(p + "self_attn.v_proj.weight", {kv, h}, &l.v));
+    EXA_RETURN_IF_ERROR(Get(p + "mlp.gate_proj.weight", {inter, h}, &l.gate));
+    EXA_RETURN_IF_ERROR(Get(p + "mlp.up_proj.weight", {inter, h}, &l.up));
+  }
   EXA_RETURN_IF_ERROR(Get(p + "self_attn.o_proj.weight", {h, q}, &l.o));
   if (c.qkv_bias) {
     EXA_RETURN_IF_ERROR(Get(p + "self_attn.q_proj.bias", {q}, &l.q_bias));
@@ -155,8 +178,6 @@ absl::Status ModelWeights::BindLayer(const ModelConfig& c, const std::string& p,
     EXA_RETURN_IF_ERROR(
         Get(p + "post_feedforward_layernorm.weight", {h}, &l.post_feedforward_norm));
   }
-  EXA_RETURN_IF_ERROR(Get(p + "mlp.gate_proj.weight", {inter, h}, &l.gate));
-  EXA_RETURN_IF_ERROR(Get(p + "mlp.up_proj.weight", {inter, h}, &l.up));
   return Get(p + "mlp.down_proj.weight", {h, inter}, &l.down);
 }
 

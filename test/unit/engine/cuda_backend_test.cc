@@ -619,6 +619,11 @@ TEST_CASE("a bf16 model's logits match the CPU backend through prefill and decod
   // Sliding-window layers, their own rope base, a scale other than 1/sqrt(head_dim), the GELU
   // gate, the embedding scale and the normalised block outputs, on the device.
   CompareWithCpu("gemma3", testing::SmallGemma3Config());
+  // Fused projections read as views into one tensor, and a window on every layer.
+  nlohmann::json phi3 = testing::SmallConfig();
+  phi3["architectures"] = {"Phi3ForCausalLM"};
+  phi3["sliding_window"] = 6;
+  CompareWithCpu("phi3", phi3);
 }
 
 TEST_CASE("the bundled model's greedy output is identical on CPU and CUDA", "[gpu]") {

@@ -303,6 +303,38 @@ TEST_CASE("checkpoints inconsistent with config.json are rejected", "[engine][lo
     REQUIRE_FALSE(r.ok());
     CHECK(Message(r.status()).find("text_config must be an object") != std::string::npos);
   }
+  SECTION("a Phi-3 checkpoint: fused projections split into views, or named when wrong") {
+    nlohmann::json phi = testing::SmallConfig();
+    phi["architectures"] = {"Phi3ForCausalLM"};
+    auto p3 = ParseModelConfig(phi.dump(), "config.json");
+    REQUIRE(p3.ok());
+    auto p3_tensors = testing::RandomTensors(phi, DType::kBF16, 5);
+    testing::WriteFile(dir / "model.safetensors", EncodeSafetensors(p3_tensors));
+    auto loaded = ModelWeights::Load(dir.string(), *p3);
+    REQUIRE(loaded.ok());
+    const LayerWeights& l = (*loaded)->layers()[0];
+    const auto* fused = static_cast<const uint8_t*>(l.q.data);
+    CHECK(l.q.shape == std::vector<int64_t>{64, 64});
+    CHECK(l.v.shape == std::vector<int64_t>{32, 64});  // 2 KV heads of 16
+    CHECK(static_cast<const uint8_t*>(l.k.data) == fused + 64 * 64 * 2);
+    CHECK(static_cast<const uint8_t*>(l.v.data) == fused + 96 * 64 * 2);
+    CHECK(static_cast<const uint8_t*>(l.up.data) ==
+          static_cast<const uint8_t*>(l.gate.data) + 96 * 64 * 2);
+    RawTensor& gate_up = p3_tensors["model.layers.1.mlp.gate_up_proj.weight"];
+    gate_up.shape = {96, 64};  // gate alone, as if up were missing
+    gate_up.bytes.resize(gate_up.bytes.size() / 2);
+    testing::WriteFile(dir / "model.safetensors", EncodeSafetensors(p3_tensors));
+    auto w = ModelWeights::Load(dir.string(), *p3);
+    REQUIRE_FALSE(w.ok());
+    CHECK(Message(w.status())
+              .find("gate_up_proj.weight\" field shape: [96, 64] does not match "
+                    "config.json ([192, 64])") != std::string::npos);
+    phi["partial_rotary_factor"] = 0.75;  // Phi-4-mini
+    auto partial = ParseModelConfig(phi.dump(), "config.json");
+    REQUIRE_FALSE(partial.ok());
+    CHECK(Message(partial.status()).find("partial_rotary_factor 0.75 is not supported") !=
+          std::string::npos);
+  }
   SECTION("missing tensor") {
     tensors.erase("model.norm.weight");
     testing::WriteFile(dir / "model.safetensors", EncodeSafetensors(tensors));

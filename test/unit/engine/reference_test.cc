@@ -4,7 +4,9 @@
 // tied embeddings, BF16), a random Qwen3-style model (q and k normalised per head, heads wider
 // than hidden / heads, GQA, tied embeddings, BF16) and a random Gemma 3-style model (1 + w norms,
 // a scaled embedding, sliding-window layers of 5 positions with their own rope base beside global
-// ones with linear rope scaling, normalised block outputs, a GELU gate), for every position, with
+// ones with linear rope scaling, normalised block outputs, a GELU gate) and a random Phi-3-style
+// model (fused q/k/v and gate/up projections, a 9-position window on every layer), for every
+// position, with
 // prefill split into chunks that cross KV block boundaries (64, 7, and one token a step as decode
 // runs), and on every kernel path the CPU
 // supports (scalar, AVX2, AVX-512, AVX512-BF16); and how far activations rounded to bf16
@@ -108,7 +110,8 @@ TEST_CASE("logits match the PyTorch reference on every config", "[engine][refere
   } cases[] = {{EXA_SOURCE_DIR "/models/exa-tiny-arith", kData + "/tiny-arith-golden.safetensors"},
                {kData + "/random-qwen2", kData + "/random-qwen2-golden.safetensors"},
                {kData + "/random-qwen3", kData + "/random-qwen3-golden.safetensors"},
-               {kData + "/random-gemma3", kData + "/random-gemma3-golden.safetensors"}};
+               {kData + "/random-gemma3", kData + "/random-gemma3-golden.safetensors"},
+               {kData + "/random-phi3", kData + "/random-phi3-golden.safetensors"}};
   for (cpu::Isa isa : cpu::SupportedIsas()) {
     REQUIRE(cpu::ForceIsa(isa));
     for (const Case& c : cases) {

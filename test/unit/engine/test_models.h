@@ -99,6 +99,7 @@ inline std::map<std::string, RawTensor> RandomTensors(const nlohmann::json& c, D
   const int64_t hd = c.contains("head_dim") ? c["head_dim"].get<int64_t>() : h / heads;
   const bool bias = c["architectures"][0] == "Qwen2ForCausalLM";
   const bool gemma3 = c["architectures"][0] == "Gemma3ForCausalLM";
+  const bool phi3 = c["architectures"][0] == "Phi3ForCausalLM";
   const bool qk_norm = gemma3 || c["architectures"][0] == "Qwen3ForCausalLM";
   const float norm_offset = gemma3 ? 0.0f : 1.0f;  // Gemma's norms multiply by 1 + w
   const char* dt = dtype == DType::kF32 ? "F32" : dtype == DType::kF16 ? "F16" : "BF16";
@@ -120,9 +121,16 @@ inline std::map<std::string, RawTensor> RandomTensors(const nlohmann::json& c, D
       add(p + "pre_feedforward_layernorm.weight", {h}, 0.1f, norm_offset);
       add(p + "post_feedforward_layernorm.weight", {h}, 0.1f, norm_offset);
     }
-    add(p + "self_attn.q_proj.weight", {heads * hd, h}, 0.2f);
-    add(p + "self_attn.k_proj.weight", {kvh * hd, h}, 0.2f);
-    add(p + "self_attn.v_proj.weight", {kvh * hd, h}, 0.2f);
+    if (phi3) {
+      add(p + "self_attn.qkv_proj.weight", {(heads + 2 * kvh) * hd, h}, 0.2f);
+      add(p + "mlp.gate_up_proj.weight", {2 * inter, h}, 0.2f);
+    } else {
+      add(p + "self_attn.q_proj.weight", {heads * hd, h}, 0.2f);
+      add(p + "self_attn.k_proj.weight", {kvh * hd, h}, 0.2f);
+      add(p + "self_attn.v_proj.weight", {kvh * hd, h}, 0.2f);
+      add(p + "mlp.gate_proj.weight", {inter, h}, 0.2f);
+      add(p + "mlp.up_proj.weight", {inter, h}, 0.2f);
+    }
     add(p + "self_attn.o_proj.weight", {h, heads * hd}, 0.2f);
     if (bias) {
       add(p + "self_attn.q_proj.bias", {heads * hd}, 0.2f);
@@ -133,8 +141,6 @@ inline std::map<std::string, RawTensor> RandomTensors(const nlohmann::json& c, D
       add(p + "self_attn.q_norm.weight", {hd}, 0.1f, norm_offset);
       add(p + "self_attn.k_norm.weight", {hd}, 0.1f, norm_offset);
     }
-    add(p + "mlp.gate_proj.weight", {inter, h}, 0.2f);
-    add(p + "mlp.up_proj.weight", {inter, h}, 0.2f);
     add(p + "mlp.down_proj.weight", {h, inter}, 0.2f);
   }
   return t;
