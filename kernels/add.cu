@@ -25,7 +25,9 @@ __global__ void ScaleKernel(ScaleParams p) {
   const int64_t n = p.rows * p.cols;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
        i += int64_t{gridDim.x} * blockDim.x) {
-    p.x[(i / p.cols) * p.stride + i % p.cols] *= p.scale;
+    float& v = p.x[(i / p.cols) * p.stride + i % p.cols];
+    v *= p.scale;
+    if (p.softcap > 0.0f) v = p.softcap * tanhf(v / p.softcap);
   }
 }
 

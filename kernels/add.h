@@ -27,10 +27,12 @@ struct AddParams {
 
 absl::Status LaunchAdd(const AddParams& params, cudaStream_t stream);
 
-// x[r, c] *= scale (Gemma's embedding scale).
+// x[r, c] *= scale (Gemma's embedding scale), then, when softcap > 0,
+// x[r, c] = softcap * tanh(x[r, c] / softcap) (Gemma 2's logits).
 struct ScaleParams {
   float* x = nullptr;  // [rows, cols], row stride stride; updated in place
   float scale = 1.0f;
+  float softcap = 0.0f;
   int64_t rows = 0;
   int64_t cols = 0;
   int64_t stride = 0;

@@ -113,6 +113,7 @@ __global__ void __launch_bounds__(kThreads) AttentionKernel(PagedAttentionParams
 #pragma unroll
     for (int r = 0; r < kMaxRows; ++r) {
       if (r >= rows) break;
+      if (p.softcap > 0.0f) s[r] = p.softcap * tanhf(s[r] / p.softcap);
       // Past the partition, the causal mask, or before the window.
       if (j >= end || j >= len[r] || j < lo[r]) s[r] = -INFINITY;
       const float v = device::WarpMax(s[r]);
@@ -305,6 +306,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32) DecodeAttentionKernel(Paged
 #pragma unroll
       for (int d = 0; d < kDpl; ++d) s += q[r][d] * kf[d];
       s = device::WarpSum(s);  // every lane holds the score
+      if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
       const float new_m = fmaxf(m[r], s);
       const float corr = __expf(m[r] - new_m);  // m = -inf at first: corr 0
       const float e = __expf(s - new_m);
@@ -441,6 +443,8 @@ absl::Status PagedAttentionParams::Validate() const {
   EXA_KERNEL_REQUIRE(scale >= 0.0f && std::isfinite(scale), kOp, "scale", scale,
                      "must be finite and not negative");
   EXA_KERNEL_REQUIRE(window >= 0, kOp, "window", window, "must not be negative");
+  EXA_KERNEL_REQUIRE(softcap >= 0.0f && std::isfinite(softcap), kOp, "softcap", softcap,
+                     "must be finite and not negative");
   EXA_KERNEL_REQUIRE(plan.partition >= kAttentionChunk && plan.partition % kAttentionChunk == 0,
                      kOp, "plan.partition", plan.partition, "must be a positive multiple of 128");
   const int64_t need = PagedAttentionWorkspaceFloats(plan, tokens, num_heads, head_dim);

@@ -83,6 +83,7 @@ struct PagedAttentionParams {
   int64_t out_stride = 0;
   float scale = 0;     // scores are q.k * scale; 0: 1 / sqrt(head_dim)
   int32_t window = 0;  // > 0: a token sees only the last `window` positions up to its own
+  float softcap = 0;   // > 0: scores soft-capped to softcap * tanh(s / softcap)
   PagedAttentionPlan plan;
 
   absl::Status Validate() const;

@@ -16,7 +16,10 @@ modeling code's definitions, not from ours) computes logits for:
      own rope base beside global ones with linear rope scaling, each block's output normalised
      before its residual add, a GELU-tanh gate, query_pre_attn_scalar), GQA, tied embeddings,
      BF16 weights;
-  5. a small random model it writes to `test/data/engine/random-phi3/`: Phi-3, whose q/k/v and
+  5. a small random model it writes to `test/data/engine/random-gemma2/`: Gemma 2 (as Gemma 3
+     without q/k norms or a local rope base, the even layers sliding, and attention scores and
+     logits soft-capped), GQA, tied embeddings, BF16 weights;
+  6. a small random model it writes to `test/data/engine/random-phi3/`: Phi-3, whose q/k/v and
      gate/up projections are each one fused tensor, with a sliding window on every layer
      (Mistral's and Phi-3's `sliding_window`), GQA, untied, BF16 weights.
 Goldens are safetensors files (so the C++ test reads them with the loader under test):
@@ -164,9 +167,11 @@ def forward(c, w, ids):
     return norm(x, w["model.norm.weight"]) @ head.T
 
 
-def forward_gemma3(c, w, ids):
-    """Gemma3ForCausalLM's logits [T, vocab] in float64 (transformers' modeling_gemma3 run in
-    float32 semantics: the embedding scale is sqrt(hidden) unrounded)."""
+def forward_gemma(c, w, ids):
+    """Gemma2ForCausalLM's or Gemma3ForCausalLM's logits [T, vocab] in float64 (transformers'
+    modeling_gemma2 / modeling_gemma3 run in float32 semantics: the embedding scale is
+    sqrt(hidden) unrounded)."""
+    gemma3 = c["architectures"][0] == "Gemma3ForCausalLM"
     h, nh, nkv = c["hidden_size"], c["num_attention_heads"], c["num_key_value_heads"]
     hd, eps, t = c["head_dim"], c["rms_norm_eps"], len(ids)
     pos = torch.arange(t, dtype=torch.float32)
@@ -180,7 +185,10 @@ def forward_gemma3(c, w, ids):
         return emb.cos().double(), emb.sin().double()
 
     rope_global = rope_tables(c["rope_theta"], c.get("rope_scaling"))
-    rope_local = rope_tables(c["rope_local_base_freq"], None)
+    rope_local = rope_tables(c["rope_local_base_freq"], None) if gemma3 else rope_global
+
+    def softcap(x, cap):  # Gemma 2: cap * tanh(x / cap)
+        return torch.tanh(x / cap) * cap if cap else x
 
     def norm(x, weight):  # Gemma3RMSNorm: x / rms(x) * (1 + w)
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * (1.0 + weight)
@@ -193,24 +201,27 @@ def forward_gemma3(c, w, ids):
     def lin(x, name):
         return x @ w[name + ".weight"].T
 
-    pattern = c["sliding_window_pattern"]
+    pattern = c.get("sliding_window_pattern")
     idx = torch.arange(t)
     causal = idx[None, :] <= idx[:, None]
     window = causal & (idx[None, :] > idx[:, None] - c["sliding_window"])
     x = w["model.embed_tokens.weight"][torch.tensor(ids)] * math.sqrt(h)
     for i in range(c["num_hidden_layers"]):
         p = f"model.layers.{i}."
-        sliding = bool((i + 1) % pattern)
+        sliding = bool((i + 1) % pattern) if gemma3 else not bool(i % 2)
         y = norm(x, w[p + "input_layernorm.weight"])
         q = lin(y, p + "self_attn.q_proj").view(t, nh, hd).transpose(0, 1)
         k = lin(y, p + "self_attn.k_proj").view(t, nkv, hd).transpose(0, 1)
         v = lin(y, p + "self_attn.v_proj").view(t, nkv, hd).transpose(0, 1)
-        q, k = norm(q, w[p + "self_attn.q_norm.weight"]), norm(k, w[p + "self_attn.k_norm.weight"])
+        if gemma3:
+            q = norm(q, w[p + "self_attn.q_norm.weight"])
+            k = norm(k, w[p + "self_attn.k_norm.weight"])
         cs = rope_local if sliding else rope_global
         q, k = rot(q, cs), rot(k, cs)
         k = k.repeat_interleave(nh // nkv, dim=0)
         v = v.repeat_interleave(nh // nkv, dim=0)
-        s = (q @ k.transpose(-1, -2)) * c["query_pre_attn_scalar"] ** -0.5
+        s = softcap((q @ k.transpose(-1, -2)) * c["query_pre_attn_scalar"] ** -0.5,
+                    c.get("attn_logit_softcapping"))
         a = s.masked_fill(~(window if sliding else causal), float("-inf")).softmax(-1) @ v
         o = lin(a.transpose(0, 1).reshape(t, nh * hd), p + "self_attn.o_proj")
         x = x + norm(o, w[p + "post_attention_layernorm.weight"])
@@ -218,12 +229,13 @@ def forward_gemma3(c, w, ids):
         g = torch.nn.functional.gelu(lin(y, p + "mlp.gate_proj"), approximate="tanh")
         m = lin(g * lin(y, p + "mlp.up_proj"), p + "mlp.down_proj")
         x = x + norm(m, w[p + "post_feedforward_layernorm.weight"])
-    return norm(x, w["model.norm.weight"]) @ w["model.embed_tokens.weight"].T
+    logits = norm(x, w["model.norm.weight"]) @ w["model.embed_tokens.weight"].T
+    return softcap(logits, c.get("final_logit_softcapping"))
 
 
 def write_golden(path, c, w, prompts):
     tensors = {}
-    run = forward_gemma3 if c["architectures"][0] == "Gemma3ForCausalLM" else forward
+    run = forward_gemma if c["architectures"][0].startswith("Gemma") else forward
     for i, ids in enumerate(prompts):
         tensors[f"prompt_{i}"] = np.array(ids, dtype=np.float32)
         tensors[f"logits_{i}"] = run(c, w, ids).numpy().astype(np.float32)
@@ -304,6 +316,32 @@ def random_gemma3(out_dir):
     return c, prompts
 
 
+def random_gemma2(out_dir):
+    c = {"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "vocab_size": 160,
+         "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 3,
+         "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+         "hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 40,
+         "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "sliding_window": 6,
+         "max_position_embeddings": 512, "attn_logit_softcapping": 2.0,
+         "final_logit_softcapping": 3.0, "tie_word_embeddings": True, "bos_token_id": 2,
+         "eos_token_id": [1, 107], "torch_dtype": "bfloat16"}
+    g = torch.Generator().manual_seed(13579)
+    h, q, kv, inter, v = 64, 128, 64, 96, 160
+    shapes = {"model.embed_tokens.weight": (v, h), "model.norm.weight": (h,)}
+    for i in range(c["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        shapes.update({p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
+                       p + "pre_feedforward_layernorm.weight": (h,),
+                       p + "post_feedforward_layernorm.weight": (h,),
+                       p + "self_attn.q_proj.weight": (q, h), p + "self_attn.k_proj.weight": (kv, h),
+                       p + "self_attn.v_proj.weight": (kv, h), p + "self_attn.o_proj.weight": (h, q),
+                       p + "mlp.gate_proj.weight": (inter, h), p + "mlp.up_proj.weight": (inter, h),
+                       p + "mlp.down_proj.weight": (h, inter)})
+    write_random(out_dir, c, shapes, g, norm_offset=0.0)
+    prompts = [torch.randint(0, v, (n,), generator=g).tolist() for n in (5, 33)]
+    return c, prompts
+
+
 def random_phi3(out_dir):
     c = {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "vocab_size": 160,
          "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
@@ -374,6 +412,11 @@ def main():
     c, prompts = random_qwen3(rdir)
     w = read_safetensors(os.path.join(rdir, "model.safetensors"))
     write_golden(os.path.join(args.out, "random-qwen3-golden.safetensors"), c, w, prompts)
+
+    rdir = os.path.join(args.out, "random-gemma2")
+    c, prompts = random_gemma2(rdir)
+    w = read_safetensors(os.path.join(rdir, "model.safetensors"))
+    write_golden(os.path.join(args.out, "random-gemma2-golden.safetensors"), c, w, prompts)
 
     rdir = os.path.join(args.out, "random-phi3")
     c, prompts = random_phi3(rdir)

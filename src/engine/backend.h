@@ -65,7 +65,8 @@ struct AttentionParams {
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
   int32_t block_size = 0;
-  float scale = 0;  // scores are q.k * scale; 0: 1 / sqrt(head_dim)
+  float scale = 0;    // scores are q.k * scale; 0: 1 / sqrt(head_dim)
+  float softcap = 0;  // > 0: scores soft-capped to softcap * tanh(s / softcap) (Gemma 2)
   // 0: a token attends to every position up to its own; w > 0: only to the last w of them
   // (positions p - w + 1 .. p), a sliding-window layer.
   int32_t window = 0;
@@ -144,6 +145,8 @@ class Backend {
   virtual void GeluTanhMul(Buffer gate, Buffer up, Buffer out) = 0;
   // x *= s.
   virtual void Scale(Buffer x, float s) = 0;
+  // x = cap * tanh(x / cap) (Gemma 2's logit soft-capping).
+  virtual void SoftCap(Buffer x, float cap) = 0;
   // x += y.
   virtual void Add(Buffer x, Buffer y) = 0;
   // accum += x @ w^T (a residual connection), `scratch` [T, N] free for the product. The same

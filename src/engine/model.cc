@@ -128,7 +128,7 @@ void Model::RunLayer(int32_t index, int64_t n, const BatchLayout& layout) {
   b.StoreKv(index, k, v, layout);
   b.Attention(index, q,
               AttentionParams{c.num_heads, c.num_kv_heads, c.head_dim, limits_.kv_block_size,
-                              c.attention_scale, window},
+                              c.attention_scale, c.attn_logit_softcap, window},
               layout, attn);
   if (!c.sandwich_norms) {
     b.MatMulAdd(attn, l.o, proj, x);
@@ -184,6 +184,9 @@ absl::Status Model::RunToLogits(std::span<const int32_t> tokens, const BatchLayo
   backend_->RmsNorm(act_.selected.Rows(s), final_norm_, config_.rms_norm_eps,
                     act_.selected_normed.Rows(s));
   backend_->MatMul(act_.selected_normed.Rows(s), lm_head_, nullptr, act_.logits.Rows(s));
+  if (config_.final_logit_softcap > 0) {
+    backend_->SoftCap(act_.logits.Rows(s), config_.final_logit_softcap);
+  }
   return absl::OkStatus();
 }
 

@@ -67,14 +67,15 @@ absl::StatusOr<bool> GetBool(const json& j, std::string_view file, const char* f
   return it->get<bool>();
 }
 
-constexpr std::string_view kArchitectures[] = {"LlamaForCausalLM",  "MistralForCausalLM",
-                                               "Qwen2ForCausalLM",  "Qwen3ForCausalLM",
-                                               "Gemma3ForCausalLM", "Phi3ForCausalLM"};
+constexpr std::string_view kArchitectures[] = {
+    "LlamaForCausalLM",  "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM",
+    "Gemma2ForCausalLM", "Gemma3ForCausalLM",  "Phi3ForCausalLM"};
 
 bool IsGemma3(const ModelConfig& c) { return c.architecture == "Gemma3ForCausalLM"; }
+bool IsGemma(const ModelConfig& c) { return IsGemma3(c) || c.architecture == "Gemma2ForCausalLM"; }
 
 absl::Status ParseActivation(const json& j, std::string_view file, ModelConfig& c) {
-  if (!IsGemma3(c)) {
+  if (!IsGemma(c)) {
     auto act = j.find("hidden_act");
     if (act != j.end() && !(act->is_string() && act->get<std::string>() == "silu")) {
       return FieldError(file, "hidden_act",
@@ -82,7 +83,8 @@ absl::Status ParseActivation(const json& j, std::string_view file, ModelConfig& 
     }
     return absl::OkStatus();
   }
-  // Gemma3MLP applies hidden_activation (default gelu_pytorch_tanh); gelu_new is the same formula.
+  // Gemma's MLP applies hidden_activation (default gelu_pytorch_tanh); gelu_new is the same
+  // formula.
   auto act = j.find("hidden_activation");
   if (act != j.end() && !act->is_null() &&
       !(act->is_string() && (act->get<std::string>() == "gelu_pytorch_tanh" ||
@@ -131,7 +133,7 @@ absl::Status ParseShape(const json& j, std::string_view file, ModelConfig& c) {
   }
   std::optional<int64_t> default_head_dim;
   if (c.hidden_size % c.num_heads == 0) default_head_dim = c.hidden_size / c.num_heads;
-  if (IsGemma3(c)) default_head_dim = 256;  // Gemma3TextConfig's default
+  if (IsGemma(c)) default_head_dim = 256;  // Gemma2Config's and Gemma3TextConfig's default
   EXA_ASSIGN_OR_RETURN(c.head_dim, GetInt(j, file, "head_dim", 2, 1024, default_head_dim));
   if (c.head_dim % 2 != 0) {
     return FieldError(file, "head_dim", StrCat(c.head_dim, " must be even for rotary embeddings"));
@@ -195,34 +197,42 @@ absl::StatusOr<std::vector<int32_t>> ParseTokenIds(const json& j, std::string_vi
 absl::Status ParseLayerWindows(const json& j, std::string_view file, int32_t window,
                                std::vector<bool> sliding, ModelConfig& c);
 
-// Gemma 3's own fields (transformers' Gemma3TextConfig, its defaults where a field is absent).
-absl::Status ParseGemma3(const json& j, std::string_view file, ModelConfig& c) {
-  c.qk_norm = true;
+// Gemma 2's and 3's own fields (transformers' Gemma2Config and Gemma3TextConfig, their defaults
+// where a field is absent).
+absl::Status ParseGemma(const json& j, std::string_view file, ModelConfig& c) {
+  const bool gemma3 = IsGemma3(c);
+  c.qk_norm = gemma3;
   c.norm_weight_offset = true;
   c.sandwich_norms = true;
   c.embedding_scale = std::sqrt(static_cast<float>(c.hidden_size));
   EXA_ASSIGN_OR_RETURN(const double scalar,
                        GetFloat(j, file, "query_pre_attn_scalar", 1e-6, 1e9, 256.0));
   c.attention_scale = static_cast<float>(1.0 / std::sqrt(scalar));
-  for (const char* cap : {"attn_logit_softcapping", "final_logit_softcapping"}) {
-    auto it = j.find(cap);
-    if (it != j.end() && !it->is_null()) {
-      return FieldError(file, cap, StrCat(it->dump(), " is not supported; expected null"));
-    }
-  }
+  // Gemma 2 soft-caps attention scores and logits: cap * tanh(x / cap); Gemma 3 does neither.
+  EXA_ASSIGN_OR_RETURN(const double attn_cap,
+                       GetFloat(j, file, "attn_logit_softcapping", 1e-3, 1e9, gemma3 ? 0.0 : 50.0));
+  EXA_ASSIGN_OR_RETURN(const double final_cap, GetFloat(j, file, "final_logit_softcapping", 1e-3,
+                                                        1e9, gemma3 ? 0.0 : 30.0));
+  c.attn_logit_softcap = static_cast<float>(attn_cap);
+  c.final_logit_softcap = static_cast<float>(final_cap);
   EXA_ASSIGN_OR_RETURN(const bool bidirectional,
                        GetBool(j, file, "use_bidirectional_attention", false));
-  if (bidirectional)
+  if (bidirectional) {
     return FieldError(file, "use_bidirectional_attention", "true is not supported");
+  }
+  EXA_ASSIGN_OR_RETURN(const int64_t window,
+                       GetInt(j, file, "sliding_window", 1, kMaxPositions, int64_t{4096}));
+  std::vector<bool> sliding(static_cast<size_t>(c.num_layers));
+  if (!gemma3) {  // Gemma 2, without layer_types: the even layers slide
+    for (int64_t i = 0; i < c.num_layers; ++i) sliding[i] = i % 2 == 0;
+    return ParseLayerWindows(j, file, static_cast<int32_t>(window), sliding, c);
+  }
   EXA_ASSIGN_OR_RETURN(const double local_theta,
                        GetFloat(j, file, "rope_local_base_freq", 1.0, 1e12, 10000.0));
   c.rope_local_theta = static_cast<float>(local_theta);
-  EXA_ASSIGN_OR_RETURN(const int64_t window,
-                       GetInt(j, file, "sliding_window", 1, kMaxPositions, int64_t{4096}));
-  // Which layers slide, without layer_types: every layer but each sliding_window_pattern-th.
+  // Gemma 3, without layer_types: every layer but each sliding_window_pattern-th slides.
   EXA_ASSIGN_OR_RETURN(const int64_t pattern,
                        GetInt(j, file, "sliding_window_pattern", 1, kMaxLayers, int64_t{6}));
-  std::vector<bool> sliding(static_cast<size_t>(c.num_layers));
   for (int64_t i = 0; i < c.num_layers; ++i) sliding[i] = (i + 1) % pattern != 0;
   return ParseLayerWindows(j, file, static_cast<int32_t>(window), sliding, c);
 }
@@ -262,7 +272,7 @@ absl::Status ParseRest(const json& j, std::string_view file, ModelConfig& c) {
   EXA_ASSIGN_OR_RETURN(c.rope_theta,
                        GetFloat(j, file, "rope_theta", 1.0, 1e12, IsGemma3(c) ? 1e6 : 10000.0));
   EXA_RETURN_IF_ERROR(ParseRopeScaling(j, file, c));
-  EXA_ASSIGN_OR_RETURN(c.tie_word_embeddings, GetBool(j, file, "tie_word_embeddings", IsGemma3(c)));
+  EXA_ASSIGN_OR_RETURN(c.tie_word_embeddings, GetBool(j, file, "tie_word_embeddings", IsGemma(c)));
   c.attention_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   EXA_ASSIGN_OR_RETURN(bool attention_bias, GetBool(j, file, "attention_bias", false));
   c.qkv_bias = attention_bias || c.architecture == "Qwen2ForCausalLM";
@@ -272,7 +282,7 @@ absl::Status ParseRest(const json& j, std::string_view file, ModelConfig& c) {
   EXA_ASSIGN_OR_RETURN(auto bos, ParseTokenIds(j, file, "bos_token_id", c.vocab_size));
   if (!bos.empty()) c.bos_token_id = bos[0];
   EXA_ASSIGN_OR_RETURN(c.eos_token_ids, ParseTokenIds(j, file, "eos_token_id", c.vocab_size));
-  if (IsGemma3(c)) return ParseGemma3(j, file, c);
+  if (IsGemma(c)) return ParseGemma(j, file, c);
   if (c.architecture == "Phi3ForCausalLM") {
     c.fused_projections = true;
     EXA_ASSIGN_OR_RETURN(const double rotary,

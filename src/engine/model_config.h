@@ -1,5 +1,6 @@
 // The model's shape, parsed from a Hugging Face `config.json` (LlamaForCausalLM and relatives:
-// MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM).
+// MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM,
+// Phi3ForCausalLM).
 // Everything the forward pass and the loader need to know about a checkpoint lives here, validated
 // once so later code can trust it.
 #pragma once
@@ -47,11 +48,11 @@ struct ModelConfig {
   // Phi-3: q, k and v stored as one qkv_proj, gate and up as one gate_up_proj (the loader splits
   // them into views).
   bool fused_projections = false;
-  // Gemma 3 (docs/architecture.md#model-families). Every RMSNorm multiplies by 1 + w (the loader
-  // hands the model 1 + w), the embedding is scaled by sqrt(hidden_size), and the attention and MLP
-  // outputs are RMS-normalised before their residual adds (`sandwich_norms`: the checkpoint's
-  // post_attention_layernorm is the attention output's norm, pre_feedforward_layernorm the MLP
-  // input's, post_feedforward_layernorm the MLP output's).
+  // Gemma 2 and 3 (docs/architecture.md#model-families). Every RMSNorm multiplies by 1 + w (the
+  // loader hands the model 1 + w), the embedding is scaled by sqrt(hidden_size), and the attention
+  // and MLP outputs are RMS-normalised before their residual adds (`sandwich_norms`: the
+  // checkpoint's post_attention_layernorm is the attention output's norm, pre_feedforward_layernorm
+  // the MLP input's, post_feedforward_layernorm the MLP output's).
   bool norm_weight_offset = false;
   float embedding_scale = 1.0f;
   bool sandwich_norms = false;
@@ -59,6 +60,9 @@ struct ModelConfig {
   // Attention scores are q.k times this: 1 / sqrt(head_dim), or Gemma's
   // 1 / sqrt(query_pre_attn_scalar).
   float attention_scale = 0;
+  // Gemma 2: scores, and the logits, soft-capped to cap * tanh(x / cap); 0: not capped.
+  float attn_logit_softcap = 0;
+  float final_logit_softcap = 0;
   // Per layer, the keys a query sees: 0, every earlier position; w > 0, the last w positions up
   // to its own (Mistral's sliding_window on every layer, Qwen's from max_window_layers on with
   // use_sliding_window, Gemma 3's local layers; `layer_types` where a config lists them). Empty

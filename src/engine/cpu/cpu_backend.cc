@@ -235,7 +235,7 @@ void CpuBackend::Attention(int32_t layer, Buffer q, const AttentionParams& p,
           const int64_t first_q = int64_t{kv_head} * group * p.head_dim;
           AttendGroup(q.data + t * q.cols + first_q, group, keys + kv, values + kv, slots.data(),
                       kv_shape_.kv_dim, len, p.head_dim, scale, scores.data(),
-                      out.data + t * out.cols + first_q);
+                      out.data + t * out.cols + first_q, p.softcap);
         }
       },
       // A causal prefill's later tokens attend to more positions: small chunks that the
@@ -261,6 +261,10 @@ void CpuBackend::GeluTanhMul(Buffer gate, Buffer up, Buffer out) {
 
 void CpuBackend::Scale(Buffer x, float s) {
   for (int64_t i = 0; i < x.rows * x.cols; ++i) x.data[i] *= s;
+}
+
+void CpuBackend::SoftCap(Buffer x, float cap) {
+  for (int64_t i = 0; i < x.rows * x.cols; ++i) x.data[i] = cap * std::tanh(x.data[i] / cap);
 }
 
 void CpuBackend::Add(Buffer x, Buffer y) {

@@ -59,6 +59,7 @@ class CpuBackend final : public Backend {
   void SiluMul(Buffer gate, Buffer up, Buffer out) override;
   void GeluTanhMul(Buffer gate, Buffer up, Buffer out) override;
   void Scale(Buffer x, float s) override;
+  void SoftCap(Buffer x, float cap) override;
   void Add(Buffer x, Buffer y) override;
   void GatherRows(Buffer x, std::span<const int32_t> rows, Buffer out) override;
   void CopyToHost(Buffer x, float* host) override;

@@ -112,9 +112,10 @@ void ConvertRow(const void* src, DType dtype, int64_t n, float* dst) {
 
 void AttendGroup(const float* q, int32_t heads, const float* keys, const float* values,
                  const int32_t* slots, int64_t slot_stride, int32_t len, int32_t head_dim,
-                 float scale, float* scores, float* out) {
-  if (Avx512(ActiveIsa()) && internal::AttendGroupAvx512(q, heads, keys, values, slots, slot_stride,
-                                                         len, head_dim, scale, scores, out)) {
+                 float scale, float* scores, float* out, float softcap) {
+  if (Avx512(ActiveIsa()) &&
+      internal::AttendGroupAvx512(q, heads, keys, values, slots, slot_stride, len, head_dim, scale,
+                                  scores, out, softcap)) {
     return;
   }
   for (int32_t g = 0; g < heads; ++g) {
@@ -123,6 +124,7 @@ void AttendGroup(const float* q, int32_t heads, const float* keys, const float* 
     float max_score = -std::numeric_limits<float>::infinity();
     for (int32_t j = 0; j < len; ++j) {
       scores[j] = DotF32(qg, keys + slots[j] * slot_stride, head_dim) * scale;
+      if (softcap > 0) scores[j] = softcap * std::tanh(scores[j] / softcap);
       max_score = std::max(max_score, scores[j]);
     }
     float sum = 0;

@@ -74,11 +74,13 @@ void ConvertRow(const void* src, DType dtype, int64_t n, float* dst);
 // Causal attention of `heads` query heads that share one key/value head (grouped-query
 // attention) over `len` cached positions: position j's key and value are the head_dim floats at
 // keys + slots[j] * slot_stride (values likewise); head g's query is q + g * head_dim and
-// out + g * head_dim = softmax(q . K^T * scale) V. Each cached row is read once for the group, and
-// a head's result does not depend on `heads`. `scores` is scratch for heads * len floats.
+// out + g * head_dim = softmax(q . K^T * scale) V, the scores soft-capped to
+// softcap * tanh(s / softcap) first when softcap > 0 (Gemma 2). Each cached row is read once for
+// the group, and a head's result does not depend on `heads`. `scores` is scratch for heads * len
+// floats.
 void AttendGroup(const float* q, int32_t heads, const float* keys, const float* values,
                  const int32_t* slots, int64_t slot_stride, int32_t len, int32_t head_dim,
-                 float scale, float* scores, float* out);
+                 float scale, float* scores, float* out, float softcap = 0);
 
 // out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)) (the SwiGLU feed-forward's gate).
 void SiluMul(const float* gate, const float* up, int64_t n, float* out);

@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "engine/cpu/avx512_common.h"
 #include "engine/cpu/kernels_internal.h"
@@ -288,7 +289,10 @@ EXA_AVX512 inline void LoadRow(const float* row, __m512 (&v)[DV]) {
 }
 
 // Replaces row[0, len) with exp(row[j] - max(row)), 16 lanes at a time; returns their sum.
-EXA_AVX512 inline float ExpShiftedRow(float* row, int32_t len) {
+EXA_AVX512 inline float ExpShiftedRow(float* row, int32_t len, float softcap) {
+  if (softcap > 0) {
+    for (int32_t j = 0; j < len; ++j) row[j] = softcap * std::tanh(row[j] / softcap);
+  }
   float max_score = -3.4e38f;
   for (int32_t j = 0; j < len; ++j) max_score = std::max(max_score, row[j]);
   const __m512 max_v = _mm512_set1_ps(max_score);
@@ -311,7 +315,7 @@ EXA_AVX512 inline float ExpShiftedRow(float* row, int32_t len) {
 template <int DV, int GC>
 EXA_AVX512 void AttendGroupImpl(const float* q, const float* keys, const float* values,
                                 const int32_t* slots, int64_t slot_stride, int32_t len, float scale,
-                                float* scores, float* out) {
+                                float* scores, float* out, float softcap) {
   static_assert(GC >= 1 && GC <= 4 && GC * DV <= 16, "queries and outputs must fit registers");
   __m512 qv[GC][DV];
 #pragma GCC unroll 4
@@ -351,7 +355,8 @@ EXA_AVX512 void AttendGroupImpl(const float* q, const float* keys, const float* 
   }
   __m512 inv[GC];
 #pragma GCC unroll 4
-  for (int g = 0; g < GC; ++g) inv[g] = _mm512_set1_ps(1.0f / ExpShiftedRow(scores + g * len, len));
+  for (int g = 0; g < GC; ++g)
+    inv[g] = _mm512_set1_ps(1.0f / ExpShiftedRow(scores + g * len, len, softcap));
   __m512 o[GC][DV];
 #pragma GCC unroll 4
   for (int g = 0; g < GC; ++g)
@@ -380,28 +385,29 @@ EXA_AVX512 void AttendGroupImpl(const float* q, const float* keys, const float* 
 template <int DV>
 EXA_AVX512 void AttendGroupChunks(const float* q, int32_t heads, const float* keys,
                                   const float* values, const int32_t* slots, int64_t slot_stride,
-                                  int32_t len, float scale, float* scores, float* out) {
+                                  int32_t len, float scale, float* scores, float* out,
+                                  float softcap) {
   int32_t g = 0;
   if constexpr (DV <= 4) {
     for (; g + 4 <= heads; g += 4) {
       AttendGroupImpl<DV, 4>(q + 16 * DV * g, keys, values, slots, slot_stride, len, scale,
-                             scores + int64_t{len} * g, out + 16 * DV * g);
+                             scores + int64_t{len} * g, out + 16 * DV * g, softcap);
     }
     if (heads - g == 3) {
       AttendGroupImpl<DV, 3>(q + 16 * DV * g, keys, values, slots, slot_stride, len, scale,
-                             scores + int64_t{len} * g, out + 16 * DV * g);
+                             scores + int64_t{len} * g, out + 16 * DV * g, softcap);
       g += 3;
     }
   }
   if constexpr (DV <= 8) {
     for (; g + 2 <= heads; g += 2) {
       AttendGroupImpl<DV, 2>(q + 16 * DV * g, keys, values, slots, slot_stride, len, scale,
-                             scores + int64_t{len} * g, out + 16 * DV * g);
+                             scores + int64_t{len} * g, out + 16 * DV * g, softcap);
     }
   }
   for (; g < heads; ++g) {
     AttendGroupImpl<DV, 1>(q + 16 * DV * g, keys, values, slots, slot_stride, len, scale,
-                           scores + int64_t{len} * g, out + 16 * DV * g);
+                           scores + int64_t{len} * g, out + 16 * DV * g, softcap);
   }
 }
 
@@ -433,15 +439,19 @@ void GeluTanhMulAvx512(const float* gate, const float* up, int64_t n, float* out
 
 bool AttendGroupAvx512(const float* q, int32_t heads, const float* keys, const float* values,
                        const int32_t* slots, int64_t slot_stride, int32_t len, int32_t head_dim,
-                       float scale, float* scores, float* out) {
+                       float scale, float* scores, float* out, float softcap) {
   if (head_dim == 32) {
-    AttendGroupChunks<2>(q, heads, keys, values, slots, slot_stride, len, scale, scores, out);
+    AttendGroupChunks<2>(q, heads, keys, values, slots, slot_stride, len, scale, scores, out,
+                         softcap);
   } else if (head_dim == 64) {
-    AttendGroupChunks<4>(q, heads, keys, values, slots, slot_stride, len, scale, scores, out);
+    AttendGroupChunks<4>(q, heads, keys, values, slots, slot_stride, len, scale, scores, out,
+                         softcap);
   } else if (head_dim == 128) {
-    AttendGroupChunks<8>(q, heads, keys, values, slots, slot_stride, len, scale, scores, out);
+    AttendGroupChunks<8>(q, heads, keys, values, slots, slot_stride, len, scale, scores, out,
+                         softcap);
   } else if (head_dim == 256) {  // Gemma 3
-    AttendGroupChunks<16>(q, heads, keys, values, slots, slot_stride, len, scale, scores, out);
+    AttendGroupChunks<16>(q, heads, keys, values, slots, slot_stride, len, scale, scores, out,
+                          softcap);
   } else {
     return false;
   }

@@ -79,7 +79,7 @@ void GeluTanhMulAvx512(const float* gate, const float* up, int64_t n, float* out
 // otherwise.
 bool AttendGroupAvx512(const float* q, int32_t heads, const float* keys, const float* values,
                        const int32_t* slots, int64_t slot_stride, int32_t len, int32_t head_dim,
-                       float scale, float* scores, float* out);
+                       float scale, float* scores, float* out, float softcap);
 
 // AVX512-BF16: bf16 weights against x rounded to bf16 (vdpbf16ps). x is packed by
 // PackBf16InputAvx512Bf16: each row rounded to bf16 and zero-padded to PackedBf16Stride(k).

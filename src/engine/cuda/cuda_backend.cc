@@ -598,6 +598,7 @@ void CudaBackend::Attention(int32_t layer, Buffer q, const AttentionParams& para
   p.out_stride = out.cols;
   p.scale = params.scale;
   p.window = params.window;
+  p.softcap = params.softcap;
   p.plan = kernels::PlanPagedAttention(tiles_, n, params.num_heads, params.num_kv_heads,
                                        params.head_dim, max_context_, attention_workspace_floats_);
   Record(kernels::LaunchPagedAttention(p, stream_));
@@ -622,11 +623,16 @@ void CudaBackend::SiluMul(Buffer gate, Buffer up, Buffer out) { GatedMul(gate, u
 
 void CudaBackend::GeluTanhMul(Buffer gate, Buffer up, Buffer out) { GatedMul(gate, up, out, true); }
 
-void CudaBackend::Scale(Buffer x, float s) {
+void CudaBackend::Scale(Buffer x, float s) { ScaleCap(x, s, 0); }
+
+void CudaBackend::SoftCap(Buffer x, float cap) { ScaleCap(x, 1, cap); }
+
+void CudaBackend::ScaleCap(Buffer x, float s, float softcap) {
   if (!status_.ok()) return;
   kernels::ScaleParams p;
   p.x = x.data;
   p.scale = s;
+  p.softcap = softcap;
   p.rows = x.rows;
   p.cols = x.cols;
   p.stride = x.cols;

@@ -91,6 +91,7 @@ class CudaBackend final : public Backend {
   void SiluMul(Buffer gate, Buffer up, Buffer out) override;
   void GeluTanhMul(Buffer gate, Buffer up, Buffer out) override;
   void Scale(Buffer x, float s) override;
+  void SoftCap(Buffer x, float cap) override;
   void Add(Buffer x, Buffer y) override;
   void MatMulAdd(Buffer x, const Weight& w, Buffer scratch, Buffer accum) override;
   void BeginStep(std::span<const int32_t> tokens, const BatchLayout& layout,
@@ -111,6 +112,8 @@ class CudaBackend final : public Backend {
   };
 
   CudaBackend(const ModelConfig& config, const CudaBackendOptions& options);
+  // x = softcap * tanh(x * s / softcap), or x * s when softcap is 0.
+  void ScaleCap(Buffer x, float s, float softcap);
   // SiluMul, or GeluTanhMul with `gelu_tanh`.
   void GatedMul(Buffer gate, Buffer up, Buffer out, bool gelu_tanh);
   absl::Status Init(std::shared_ptr<const DeviceWeights> weights, const ModelWeights& host_weights);

@@ -619,6 +619,12 @@ TEST_CASE("a bf16 model's logits match the CPU backend through prefill and decod
   // Sliding-window layers, their own rope base, a scale other than 1/sqrt(head_dim), the GELU
   // gate, the embedding scale and the normalised block outputs, on the device.
   CompareWithCpu("gemma3", testing::SmallGemma3Config());
+  // Soft-capped scores and logits on the device.
+  nlohmann::json gemma2 = testing::SmallGemma3Config();
+  gemma2["architectures"] = {"Gemma2ForCausalLM"};
+  gemma2["attn_logit_softcapping"] = 2.0;
+  gemma2["final_logit_softcapping"] = 3.0;
+  CompareWithCpu("gemma2", gemma2);
   // Fused projections read as views into one tensor, and a window on every layer.
   nlohmann::json phi3 = testing::SmallConfig();
   phi3["architectures"] = {"Phi3ForCausalLM"};

@@ -201,8 +201,7 @@ TEST_CASE("Gemma 3 configs: layer windows, scales and what is refused", "[engine
     nlohmann::json value;
     const char* expect;
   } cases[] = {
-      {"attn_logit_softcapping", 50.0, "attn_logit_softcapping 50.0 is not supported"},
-      {"final_logit_softcapping", 30.0, "final_logit_softcapping 30.0 is not supported"},
+      {"attn_logit_softcapping", -1.0, "attn_logit_softcapping -1 is out of range"},
       {"hidden_activation", "gelu", "expected \"gelu_pytorch_tanh\""},
       {"layer_types", {"full_attention"}, "must list num_hidden_layers (2)"},
       {"layer_types", {"full_attention", "chunked"}, "layer_types[1] \"chunked\""},
@@ -217,6 +216,20 @@ TEST_CASE("Gemma 3 configs: layer windows, scales and what is refused", "[engine
     INFO(Message(r.status()));
     CHECK(Message(r.status()).find(k.expect) != std::string::npos);
   }
+  CHECK(c->attn_logit_softcap == 0);  // Gemma 3: not capped unless the config says so
+  CHECK(c->final_logit_softcap == 0);
+
+  auto gemma2 = g;  // Gemma 2: capped by default, the even layers slide, no q/k norms
+  gemma2["architectures"] = {"Gemma2ForCausalLM"};
+  gemma2.erase("sliding_window_pattern");
+  auto g2 = parse(gemma2);
+  REQUIRE(g2.ok());
+  CHECK(g2->attn_logit_softcap == 50.0f);
+  CHECK(g2->final_logit_softcap == 30.0f);
+  CHECK(g2->layer_windows == std::vector<int32_t>{8, 0});
+  CHECK_FALSE(g2->qk_norm);
+  CHECK(g2->rope_local_theta == 0);  // one rope base for every layer
+  CHECK(g2->sandwich_norms);
 }
 
 TEST_CASE("checkpoints inconsistent with config.json are rejected", "[engine][loader]") {

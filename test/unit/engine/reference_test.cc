@@ -5,7 +5,8 @@
 // than hidden / heads, GQA, tied embeddings, BF16) and a random Gemma 3-style model (1 + w norms,
 // a scaled embedding, sliding-window layers of 5 positions with their own rope base beside global
 // ones with linear rope scaling, normalised block outputs, a GELU gate) and a random Phi-3-style
-// model (fused q/k/v and gate/up projections, a 9-position window on every layer), for every
+// model (fused q/k/v and gate/up projections, a 9-position window on every layer) and a random
+// Gemma 2-style model (soft-capped scores and logits, the even layers sliding), for every
 // position, with
 // prefill split into chunks that cross KV block boundaries (64, 7, and one token a step as decode
 // runs), and on every kernel path the CPU
@@ -111,7 +112,8 @@ TEST_CASE("logits match the PyTorch reference on every config", "[engine][refere
                {kData + "/random-qwen2", kData + "/random-qwen2-golden.safetensors"},
                {kData + "/random-qwen3", kData + "/random-qwen3-golden.safetensors"},
                {kData + "/random-gemma3", kData + "/random-gemma3-golden.safetensors"},
-               {kData + "/random-phi3", kData + "/random-phi3-golden.safetensors"}};
+               {kData + "/random-phi3", kData + "/random-phi3-golden.safetensors"},
+               {kData + "/random-gemma2", kData + "/random-gemma2-golden.safetensors"}};
   for (cpu::Isa isa : cpu::SupportedIsas()) {
     REQUIRE(cpu::ForceIsa(isa));
     for (const Case& c : cases) {

@@ -99,9 +99,10 @@ inline std::map<std::string, RawTensor> RandomTensors(const nlohmann::json& c, D
   const int64_t hd = c.contains("head_dim") ? c["head_dim"].get<int64_t>() : h / heads;
   const bool bias = c["architectures"][0] == "Qwen2ForCausalLM";
   const bool gemma3 = c["architectures"][0] == "Gemma3ForCausalLM";
+  const bool gemma = gemma3 || c["architectures"][0] == "Gemma2ForCausalLM";
   const bool phi3 = c["architectures"][0] == "Phi3ForCausalLM";
   const bool qk_norm = gemma3 || c["architectures"][0] == "Qwen3ForCausalLM";
-  const float norm_offset = gemma3 ? 0.0f : 1.0f;  // Gemma's norms multiply by 1 + w
+  const float norm_offset = gemma ? 0.0f : 1.0f;  // Gemma's norms multiply by 1 + w
   const char* dt = dtype == DType::kF32 ? "F32" : dtype == DType::kF16 ? "F16" : "BF16";
   std::map<std::string, RawTensor> t;
   auto add = [&](const std::string& name, std::vector<int64_t> shape, float scale,
@@ -112,12 +113,12 @@ inline std::map<std::string, RawTensor> RandomTensors(const nlohmann::json& c, D
   };
   add("model.embed_tokens.weight", {v, h}, 1.0f);
   add("model.norm.weight", {h}, 0.1f, norm_offset);
-  if (!c.value("tie_word_embeddings", gemma3)) add("lm_head.weight", {v, h}, 0.2f);
+  if (!c.value("tie_word_embeddings", gemma)) add("lm_head.weight", {v, h}, 0.2f);
   for (int i = 0; i < c["num_hidden_layers"].get<int>(); ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     add(p + "input_layernorm.weight", {h}, 0.1f, norm_offset);
     add(p + "post_attention_layernorm.weight", {h}, 0.1f, norm_offset);
-    if (gemma3) {
+    if (gemma) {
       add(p + "pre_feedforward_layernorm.weight", {h}, 0.1f, norm_offset);
       add(p + "post_feedforward_layernorm.weight", {h}, 0.1f, norm_offset);
     }
