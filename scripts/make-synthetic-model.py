@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Writes a random LLaMA-architecture model in the Hugging Face layout, BF16, for bandwidth-bound
-engine benchmarks (`exaserve-bench engine --model DIR`). Not committed: ~1 GB.
+"""Writes a random LLaMA-architecture model (or, with --family gemma3, a Gemma 3 text model) in
+the Hugging Face layout, BF16, for bandwidth-bound engine benchmarks (`exaserve-bench engine
+--model DIR`). Not committed: ~1 GB.
 
 The default shape: hidden 1024, 24 layers, 16 heads over 4 KV heads, intermediate 5632, vocab
 32000, untied: ~0.54 B parameters, ~1.08 GB in BF16. Weights are small random values (std 0.02)
@@ -9,6 +10,13 @@ feed token ids.
 
 Usage: /usr/bin/python3 scripts/make-synthetic-model.py OUT_DIR [--layers 24] [--hidden 1024]
        [--intermediate 5632] [--heads 16] [--kv-heads 4] [--vocab 32000] [--fast]
+       [--family llama|gemma3] [--head-dim N]
+
+gemma-3-1b-it's shape (26 layers, hidden 1152, 4 heads of 256 over 1 KV head, intermediate 6912,
+262 144 tokens, tied; ~1.0 B parameters, 2.0 GB):
+  /usr/bin/python3 scripts/make-synthetic-model.py /tmp/gemma3-1b --family gemma3 --layers 26 \
+      --hidden 1152 --intermediate 6912 --heads 4 --kv-heads 1 --head-dim 256 --vocab 262144 \
+      --max-positions 32768
 """
 import argparse
 import json
@@ -34,16 +42,20 @@ def main():
     ap.add_argument("--vocab", type=int, default=32000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-positions", type=int, default=2048)
+    ap.add_argument("--family", choices=["llama", "gemma3"], default="llama")
+    ap.add_argument("--head-dim", type=int, default=0, help="default: hidden / heads")
     ap.add_argument("--fast", action="store_true",
                     help="draw one 1024-row random slab per tensor width and repeat it: the same "
                          "bytes on disk and the same bandwidth cost, written several times faster "
                          "(scripts/gpu-check.sh, which has minutes)")
     args = ap.parse_args()
     h, inter, v = args.hidden, args.intermediate, args.vocab
-    hd = h // args.heads
+    gemma = args.family == "gemma3"
+    hd = args.head_dim or h // args.heads
     q, kv = args.heads * hd, args.kv_heads * hd
-    shapes = {"model.embed_tokens.weight": (v, h), "model.norm.weight": (h,),
-              "lm_head.weight": (v, h)}
+    shapes = {"model.embed_tokens.weight": (v, h), "model.norm.weight": (h,)}
+    if not gemma:  # Gemma ties its output head to the embedding
+        shapes["lm_head.weight"] = (v, h)
     for i in range(args.layers):
         p = f"model.layers.{i}."
         shapes.update({p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
@@ -51,6 +63,10 @@ def main():
                        p + "self_attn.v_proj.weight": (kv, h), p + "self_attn.o_proj.weight": (h, q),
                        p + "mlp.gate_proj.weight": (inter, h), p + "mlp.up_proj.weight": (inter, h),
                        p + "mlp.down_proj.weight": (h, inter)})
+        if gemma:
+            shapes.update({p + "pre_feedforward_layernorm.weight": (h,),
+                           p + "post_feedforward_layernorm.weight": (h,),
+                           p + "self_attn.q_norm.weight": (hd,), p + "self_attn.k_norm.weight": (hd,)})
     header, off = {"__metadata__": {"format": "pt"}}, 0
     for name in sorted(shapes):
         n = int(np.prod(shapes[name])) * 2
@@ -66,8 +82,8 @@ def main():
         for name in sorted(shapes):
             shape = shapes[name]
             params += int(np.prod(shape))
-            if name.endswith("norm.weight"):
-                f.write(bf16_bytes(np.ones(shape, np.float32)))
+            if name.endswith("norm.weight"):  # Gemma's norms multiply by 1 + w
+                f.write(bf16_bytes(np.full(shape, 0.0 if gemma else 1.0, np.float32)))
                 continue
             slab = None
             for row in range(0, shape[0], 1024):  # in slices, to keep memory small
@@ -85,6 +101,15 @@ def main():
               "hidden_act": "silu", "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
               "max_position_embeddings": args.max_positions, "tie_word_embeddings": False,
               "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "bfloat16"}
+    if gemma:  # gemma-3-1b-it's config.json fields
+        config.update({"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
+                       "head_dim": hd, "hidden_activation": "gelu_pytorch_tanh",
+                       "query_pre_attn_scalar": hd, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+                       "rope_local_base_freq": 10000.0, "rope_scaling": None,
+                       "sliding_window": 512, "sliding_window_pattern": 6,
+                       "attn_logit_softcapping": None, "final_logit_softcapping": None,
+                       "tie_word_embeddings": True, "bos_token_id": 2, "eos_token_id": [1, 106]})
+        del config["hidden_act"]
     json.dump(config, open(os.path.join(args.out, "config.json"), "w"), indent=2)
     print(f"wrote {args.out}: {params / 1e9:.3f} B parameters, {off / 1e9:.2f} GB BF16")
 
