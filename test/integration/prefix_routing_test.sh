@@ -11,6 +11,8 @@ work=$(mktemp -d)
 trap 'kill_nodes; rm -rf "$work"' EXIT
 
 # hits POLICY: prefix-cache hit tokens summed over both inference nodes after the traffic.
+# Runs in this shell (its output redirected, not in a $(...) subshell), so the script's EXIT
+# trap and the next call's kill_nodes see the nodes it starts in `pids`.
 hits() {
   local policy=$1
   kill_nodes
@@ -44,7 +46,7 @@ hits() {
   routed_hits=$(curl -s "$gw/metrics" |
     awk '/^exaserve_gateway_routing_cache_hits_total/ {printf "%d", $2}')
   echo "$policy: the gateway counted $routed_hits decisions onto a cached prefix" >&2
-  # The operator's view of the same counters (checked below, outside this subshell).
+  # The operator's view of the same counters (checked below).
   "$BIN/exaserve-cli" --addr "127.0.0.1:$(port_of 1 grpc_port)" --json routing \
     >"$work/routing-$policy.json" 2>&1 || true
   "$BIN/exaserve-cli" --addr "127.0.0.1:$(port_of 1 grpc_port)" routing >"$work/routing-$policy.txt" 2>&1 || true
@@ -59,8 +61,10 @@ hits() {
   echo "$hit $miss $routed_hits"
 }
 
-read -r kv kv_miss kv_routed <<<"$(hits kv-token-aware)"
-read -r rr rr_miss rr_routed <<<"$(hits round-robin)"
+hits kv-token-aware >"$work/hits-kv"
+read -r kv kv_miss kv_routed <"$work/hits-kv"
+hits round-robin >"$work/hits-rr"  # its nodes stay up for the bad-input checks below
+read -r rr rr_miss rr_routed <"$work/hits-rr"
 echo "prefix hit / miss tokens over 8 prompts sent twice: kv-token-aware $kv / $kv_miss," \
   "round-robin $rr / $rr_miss"
 # The repeats are half the prompt tokens; each can hit all its full blocks (the last, partial
