@@ -403,31 +403,15 @@ def main():
     write_golden(os.path.join(args.out, "tiny-arith-golden.safetensors"), c, w,
                  tiny_prompts(args.tiny))
 
-    rdir = os.path.join(args.out, "random-qwen2")
-    c, prompts = random_qwen2(rdir)
-    w = read_safetensors(os.path.join(rdir, "model.safetensors"))  # the BF16-rounded weights
-    write_golden(os.path.join(args.out, "random-qwen2-golden.safetensors"), c, w, prompts)
-
-    rdir = os.path.join(args.out, "random-qwen3")
-    c, prompts = random_qwen3(rdir)
-    w = read_safetensors(os.path.join(rdir, "model.safetensors"))
-    write_golden(os.path.join(args.out, "random-qwen3-golden.safetensors"), c, w, prompts)
-
-    rdir = os.path.join(args.out, "random-gemma2")
-    c, prompts = random_gemma2(rdir)
-    w = read_safetensors(os.path.join(rdir, "model.safetensors"))
-    write_golden(os.path.join(args.out, "random-gemma2-golden.safetensors"), c, w, prompts)
-
-    rdir = os.path.join(args.out, "random-phi3")
-    c, prompts = random_phi3(rdir)
-    w = read_safetensors(os.path.join(rdir, "model.safetensors"))
-    write_golden(os.path.join(args.out, "random-phi3-golden.safetensors"), c, w, prompts)
-
-    rdir = os.path.join(args.out, "random-gemma3")
-    c, prompts = random_gemma3(rdir)
-    w = read_safetensors(os.path.join(rdir, "model.safetensors"))
-    write_golden(os.path.join(args.out, "random-gemma3-golden.safetensors"), c, w, prompts)
-
+    # Each random model (its own seeded generator: regenerating gives the committed files), then
+    # its goldens from the BF16-rounded weights it wrote.
+    for name, make in [("qwen2", random_qwen2), ("qwen3", random_qwen3),
+                       ("gemma2", random_gemma2), ("phi3", random_phi3),
+                       ("gemma3", random_gemma3)]:
+        rdir = os.path.join(args.out, f"random-{name}")
+        c, prompts = make(rdir)
+        w = read_safetensors(os.path.join(rdir, "model.safetensors"))
+        write_golden(os.path.join(args.out, f"random-{name}-golden.safetensors"), c, w, prompts)
 
 if __name__ == "__main__":
     main()
