@@ -137,7 +137,7 @@ void Model::RunLayer(int32_t index, int64_t n, const BatchLayout& layout) {
     b.MatMulAdd(gate, l.down, proj, x);
     return;
   }
-  // Gemma 3: each block's output normalised before it joins the residual stream.
+  // Gemma 2 and 3: each block's output normalised before it joins the residual stream.
   b.MatMul(attn, l.o, nullptr, proj);
   b.RmsNorm(proj, l.post_norm, c.rms_norm_eps, proj);
   b.Add(x, proj);
