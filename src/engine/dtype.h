@@ -59,4 +59,17 @@ inline float F16ToF32(uint16_t h) {
 
 uint16_t F32ToF16(float f);
 
+// Element i of `data` (in `dtype`) widened to fp32.
+inline float ElementToF32(const void* data, DType dtype, int64_t i) {
+  switch (dtype) {
+    case DType::kF32:
+      return static_cast<const float*>(data)[i];
+    case DType::kF16:
+      return F16ToF32(static_cast<const uint16_t*>(data)[i]);
+    case DType::kBF16:
+      return Bf16ToF32(static_cast<const uint16_t*>(data)[i]);
+  }
+  return 0;
+}
+
 }  // namespace exa::engine

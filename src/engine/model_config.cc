@@ -194,8 +194,35 @@ absl::StatusOr<std::vector<int32_t>> ParseTokenIds(const json& j, std::string_vi
   return out;
 }
 
+// c.layer_windows: `window` on the layers `layer_types` names "sliding_attention" (newer
+// configs of every family), else on those `sliding` marks; empty when no layer slides.
 absl::Status ParseLayerWindows(const json& j, std::string_view file, int32_t window,
-                               std::vector<bool> sliding, ModelConfig& c);
+                               std::vector<bool> sliding, ModelConfig& c) {
+  auto types = j.find("layer_types");
+  if (types != j.end() && !types->is_null()) {
+    if (!types->is_array() || types->size() != static_cast<size_t>(c.num_layers)) {
+      return FieldError(file, "layer_types",
+                        StrCat("must list num_hidden_layers (", c.num_layers, ") layer types"));
+    }
+    for (size_t i = 0; i < types->size(); ++i) {
+      const json& t = (*types)[i];
+      const bool full = t.is_string() && t.get<std::string>() == "full_attention";
+      if (!full && !(t.is_string() && t.get<std::string>() == "sliding_attention")) {
+        return FieldError(file, StrCat("layer_types[", i, "]"),
+                          StrCat(t.dump(), " is not \"sliding_attention\" or \"full_attention\""));
+      }
+      sliding[i] = !full;
+    }
+  }
+  if (window <= 0 || std::find(sliding.begin(), sliding.end(), true) == sliding.end()) {
+    return absl::OkStatus();
+  }
+  c.layer_windows.assign(static_cast<size_t>(c.num_layers), 0);
+  for (size_t i = 0; i < sliding.size(); ++i) {
+    if (sliding[i]) c.layer_windows[i] = window;
+  }
+  return absl::OkStatus();
+}
 
 // Gemma 2's and 3's own fields (transformers' Gemma2Config and Gemma3TextConfig, their defaults
 // where a field is absent).
@@ -235,36 +262,6 @@ absl::Status ParseGemma(const json& j, std::string_view file, ModelConfig& c) {
                        GetInt(j, file, "sliding_window_pattern", 1, kMaxLayers, int64_t{6}));
   for (int64_t i = 0; i < c.num_layers; ++i) sliding[i] = (i + 1) % pattern != 0;
   return ParseLayerWindows(j, file, static_cast<int32_t>(window), sliding, c);
-}
-
-// c.layer_windows: `window` on the layers `layer_types` names "sliding_attention" (newer
-// configs of every family), else on those `sliding` marks; empty when no layer slides.
-absl::Status ParseLayerWindows(const json& j, std::string_view file, int32_t window,
-                               std::vector<bool> sliding, ModelConfig& c) {
-  auto types = j.find("layer_types");
-  if (types != j.end() && !types->is_null()) {
-    if (!types->is_array() || types->size() != static_cast<size_t>(c.num_layers)) {
-      return FieldError(file, "layer_types",
-                        StrCat("must list num_hidden_layers (", c.num_layers, ") layer types"));
-    }
-    for (size_t i = 0; i < types->size(); ++i) {
-      const json& t = (*types)[i];
-      const bool full = t.is_string() && t.get<std::string>() == "full_attention";
-      if (!full && !(t.is_string() && t.get<std::string>() == "sliding_attention")) {
-        return FieldError(file, StrCat("layer_types[", i, "]"),
-                          StrCat(t.dump(), " is not \"sliding_attention\" or \"full_attention\""));
-      }
-      sliding[i] = !full;
-    }
-  }
-  if (window <= 0 || std::find(sliding.begin(), sliding.end(), true) == sliding.end()) {
-    return absl::OkStatus();
-  }
-  c.layer_windows.assign(static_cast<size_t>(c.num_layers), 0);
-  for (size_t i = 0; i < sliding.size(); ++i) {
-    if (sliding[i]) c.layer_windows[i] = window;
-  }
-  return absl::OkStatus();
 }
 
 absl::Status ParseRest(const json& j, std::string_view file, ModelConfig& c) {

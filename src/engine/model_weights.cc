@@ -45,6 +45,16 @@ absl::StatusOr<std::vector<std::string>> ReadShardIndex(const std::string& index
   return std::vector<std::string>(files.begin(), files.end());
 }
 
+// Rows [first, first + count) of the 2-d `view`: rows are contiguous, so a view of its own.
+TensorView Rows(const TensorView& view, int64_t first, int64_t count) {
+  const size_t row_bytes = static_cast<size_t>(view.shape[1]) * DTypeBytes(view.dtype);
+  TensorView rows = view;
+  rows.shape = {count, view.shape[1]};
+  rows.data = static_cast<const uint8_t*>(view.data) + static_cast<size_t>(first) * row_bytes;
+  rows.bytes = static_cast<size_t>(count) * row_bytes;
+  return rows;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ModelWeights>> ModelWeights::Load(const std::string& dir,
@@ -95,16 +105,6 @@ absl::Status ModelWeights::Get(const std::string& name, std::vector<int64_t> sha
   *out = view;
   bytes_ += view.bytes;
   return absl::OkStatus();
-}
-
-// Rows [first, first + count) of the 2-d `view`: rows are contiguous, so a view of its own.
-TensorView ModelWeights::Rows(const TensorView& view, int64_t first, int64_t count) {
-  const size_t row_bytes = static_cast<size_t>(view.shape[1]) * DTypeBytes(view.dtype);
-  TensorView rows = view;
-  rows.shape = {count, view.shape[1]};
-  rows.data = static_cast<const uint8_t*>(view.data) + static_cast<size_t>(first) * row_bytes;
-  rows.bytes = static_cast<size_t>(count) * row_bytes;
-  return rows;
 }
 
 absl::Status ModelWeights::Bind(const ModelConfig& c) {
@@ -199,20 +199,7 @@ void ModelWeights::OffsetNorm(TensorView* view) {
   // w' = 1 + w rounded to fp32 once.
   const int64_t n = view->NumElements();
   std::vector<float> w(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    switch (view->dtype) {
-      case DType::kF32:
-        w[i] = static_cast<const float*>(view->data)[i];
-        break;
-      case DType::kBF16:
-        w[i] = Bf16ToF32(static_cast<const uint16_t*>(view->data)[i]);
-        break;
-      case DType::kF16:
-        w[i] = F16ToF32(static_cast<const uint16_t*>(view->data)[i]);
-        break;
-    }
-    w[i] += 1.0f;
-  }
+  for (int64_t i = 0; i < n; ++i) w[i] = ElementToF32(view->data, view->dtype, i) + 1.0f;
   bytes_ += static_cast<size_t>(n) * sizeof(float) - view->bytes;
   view->dtype = DType::kF32;
   view->data = w.data();

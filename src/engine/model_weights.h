@@ -50,7 +50,6 @@ class ModelWeights {
   absl::Status Bind(const ModelConfig& config);
   // Layer tensors under the name prefix `p` ("model.layers.3.").
   absl::Status BindLayer(const ModelConfig& config, const std::string& p, LayerWeights& layer);
-  static TensorView Rows(const TensorView& view, int64_t first, int64_t count);
   // all_[name] into `out`, checked against `shape`.
   absl::Status Get(const std::string& name, std::vector<int64_t> shape, TensorView* out);
 

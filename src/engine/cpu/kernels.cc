@@ -9,8 +9,6 @@
 namespace exa::engine::cpu {
 namespace {
 
-using internal::LoadScalar;
-
 void MatMulScalar(const float* x, int64_t ldx, int64_t rows, const void* w, DType dtype, int64_t k,
                   int64_t n_begin, int64_t n_end, float* y, int64_t ldy) {
   for (int64_t n = n_begin; n < n_end; ++n) {
@@ -18,7 +16,7 @@ void MatMulScalar(const float* x, int64_t ldx, int64_t rows, const void* w, DTyp
     for (int64_t t = 0; t < rows; ++t) {
       const float* xr = x + t * ldx;
       float acc = 0;
-      for (int64_t i = 0; i < k; ++i) acc += xr[i] * LoadScalar(w, dtype, row + i);
+      for (int64_t i = 0; i < k; ++i) acc += xr[i] * ElementToF32(w, dtype, row + i);
       y[t * ldy + n] = acc;
     }
   }
@@ -107,7 +105,7 @@ void ConvertRow(const void* src, DType dtype, int64_t n, float* dst) {
   const Isa isa = ActiveIsa();
   if (Avx512(isa)) return internal::ConvertAvx512(src, dtype, n, dst);
   if (isa == Isa::kAvx2) return internal::ConvertAvx2(src, dtype, n, dst);
-  for (int64_t i = 0; i < n; ++i) dst[i] = LoadScalar(src, dtype, i);
+  for (int64_t i = 0; i < n; ++i) dst[i] = ElementToF32(src, dtype, i);
 }
 
 void AttendGroup(const float* q, int32_t heads, const float* keys, const float* values,

@@ -62,7 +62,7 @@ EXA_AVX2 void Block(const float* x, int64_t ldx, const void* w, int64_t k, int64
 #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) {
       float s = HorizontalSum(acc[t][j]);
-      for (int64_t i = k8; i < k; ++i) s += x[t * ldx + i] * LoadScalar(w, D, (n + j) * k + i);
+      for (int64_t i = k8; i < k; ++i) s += x[t * ldx + i] * ElementToF32(w, D, (n + j) * k + i);
       y[t * ldy + n + j] = s;
     }
   }
@@ -144,7 +144,7 @@ EXA_AVX2 void AxpyImpl(float alpha, const float* x, int64_t n, float* y) {
 EXA_AVX2 void ConvertImpl(const void* src, DType dtype, int64_t n, float* dst) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, Load8(src, dtype, i));
-  for (; i < n; ++i) dst[i] = LoadScalar(src, dtype, i);
+  for (; i < n; ++i) dst[i] = ElementToF32(src, dtype, i);
 }
 
 }  // namespace

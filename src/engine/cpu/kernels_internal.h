@@ -12,19 +12,6 @@
 
 namespace exa::engine::cpu::internal {
 
-// Scalar reference: w element i widened to fp32.
-inline float LoadScalar(const void* w, DType dtype, int64_t i) {
-  switch (dtype) {
-    case DType::kF32:
-      return static_cast<const float*>(w)[i];
-    case DType::kF16:
-      return F16ToF32(static_cast<const uint16_t*>(w)[i]);
-    case DType::kBF16:
-      return Bf16ToF32(static_cast<const uint16_t*>(w)[i]);
-  }
-  return 0;
-}
-
 // Weight rows stream from memory once per decode step, several at a time (one per register
 // block row): the tiles prefetch each row this far ahead of the load, since one core's hardware
 // prefetchers do not keep up with that many interleaved rows
