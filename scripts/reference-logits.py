@@ -263,132 +263,111 @@ def write_random(out_dir, c, shapes, g, norm_offset=1.0):
     write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors, "BF16")
 
 
-def random_qwen3(out_dir):
-    c = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 160,
-         "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
-         "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 16, "hidden_act": "silu",
-         "attention_bias": False, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
-         "rope_scaling": None, "max_position_embeddings": 512, "use_sliding_window": False,
-         "sliding_window": None, "max_window_layers": 2, "tie_word_embeddings": True,
-         "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "bfloat16"}
-    g = torch.Generator().manual_seed(8642)
-    h, q, kv, hd, inter, v = 64, 128, 32, 16, 96, 160
+def checkpoint_shapes(c):
+    """Every tensor a checkpoint of config `c` holds, in the order its random values are drawn:
+    transformers' names for the Llama family, with each family's extra or fused tensors."""
+    arch = c["architectures"][0]
+    h, inter, v = c["hidden_size"], c["intermediate_size"], c["vocab_size"]
+    hd = c.get("head_dim") or h // c["num_attention_heads"]
+    q, kv = c["num_attention_heads"] * hd, c["num_key_value_heads"] * hd
+    bias = arch == "Qwen2ForCausalLM" or c.get("attention_bias", False)
+    qk_norm = arch in ("Qwen3ForCausalLM", "Gemma3ForCausalLM")
+    sandwich = arch in ("Gemma2ForCausalLM", "Gemma3ForCausalLM")
+    fused = arch == "Phi3ForCausalLM"
     shapes = {"model.embed_tokens.weight": (v, h), "model.norm.weight": (h,)}
+    if not c.get("tie_word_embeddings"):
+        shapes["lm_head.weight"] = (v, h)
     for i in range(c["num_hidden_layers"]):
         p = f"model.layers.{i}."
-        shapes.update({p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
-                       p + "self_attn.q_proj.weight": (q, h), p + "self_attn.k_proj.weight": (kv, h),
-                       p + "self_attn.v_proj.weight": (kv, h), p + "self_attn.o_proj.weight": (h, q),
-                       p + "self_attn.q_norm.weight": (hd,), p + "self_attn.k_norm.weight": (hd,),
-                       p + "mlp.gate_proj.weight": (inter, h), p + "mlp.up_proj.weight": (inter, h),
-                       p + "mlp.down_proj.weight": (h, inter)})
-    write_random(out_dir, c, shapes, g)
-    prompts = [torch.randint(0, v, (n,), generator=g).tolist() for n in (6, 37)]
-    return c, prompts
+        norms = ["input_layernorm", "post_attention_layernorm"]
+        norms += ["pre_feedforward_layernorm", "post_feedforward_layernorm"] if sandwich else []
+        shapes.update({p + n + ".weight": (h,) for n in norms})
+        a = p + "self_attn."
+        if fused:
+            shapes[a + "qkv_proj.weight"] = (q + 2 * kv, h)
+        for name, rows in ([] if fused else [("q", q), ("k", kv), ("v", kv)]):
+            shapes[a + name + "_proj.weight"] = (rows, h)
+            if bias:
+                shapes[a + name + "_proj.bias"] = (rows,)
+        shapes[a + "o_proj.weight"] = (h, q)
+        if qk_norm:
+            shapes.update({a + "q_norm.weight": (hd,), a + "k_norm.weight": (hd,)})
+        if fused:
+            shapes[p + "mlp.gate_up_proj.weight"] = (2 * inter, h)
+        else:
+            shapes.update({p + "mlp.gate_proj.weight": (inter, h),
+                           p + "mlp.up_proj.weight": (inter, h)})
+        shapes[p + "mlp.down_proj.weight"] = (h, inter)
+    return shapes
 
 
-def random_gemma3(out_dir):
-    c = {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "vocab_size": 160,
-         "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 3,
-         "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
-         "hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 24,
-         "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0,
-         "rope_scaling": {"rope_type": "linear", "factor": 4.0}, "sliding_window": 5,
-         "sliding_window_pattern": 2, "max_position_embeddings": 512,
-         "attn_logit_softcapping": None, "final_logit_softcapping": None,
-         "tie_word_embeddings": True, "bos_token_id": 2, "eos_token_id": [1, 106],
-         "torch_dtype": "bfloat16"}
-    g = torch.Generator().manual_seed(97531)
-    h, q, kv, hd, inter, v = 64, 128, 64, 32, 96, 160
-    shapes = {"model.embed_tokens.weight": (v, h), "model.norm.weight": (h,)}
-    for i in range(c["num_hidden_layers"]):
-        p = f"model.layers.{i}."
-        shapes.update({p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
-                       p + "pre_feedforward_layernorm.weight": (h,),
-                       p + "post_feedforward_layernorm.weight": (h,),
-                       p + "self_attn.q_proj.weight": (q, h), p + "self_attn.k_proj.weight": (kv, h),
-                       p + "self_attn.v_proj.weight": (kv, h), p + "self_attn.o_proj.weight": (h, q),
-                       p + "self_attn.q_norm.weight": (hd,), p + "self_attn.k_norm.weight": (hd,),
-                       p + "mlp.gate_proj.weight": (inter, h), p + "mlp.up_proj.weight": (inter, h),
-                       p + "mlp.down_proj.weight": (h, inter)})
-    write_random(out_dir, c, shapes, g, norm_offset=0.0)
-    prompts = [torch.randint(0, v, (n,), generator=g).tolist() for n in (4, 37)]
-    return c, prompts
+def random_model(out_dir, c, seed, lengths):
+    """Writes a random checkpoint of config `c` and returns prompts of `lengths` tokens."""
+    g = torch.Generator().manual_seed(seed)
+    gemma = c["architectures"][0] in ("Gemma2ForCausalLM", "Gemma3ForCausalLM")
+    write_random(out_dir, c, checkpoint_shapes(c), g, norm_offset=0.0 if gemma else 1.0)
+    return [torch.randint(0, c["vocab_size"], (n,), generator=g).tolist() for n in lengths]
 
 
-def random_gemma2(out_dir):
-    c = {"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "vocab_size": 160,
-         "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 3,
-         "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
-         "hidden_activation": "gelu_pytorch_tanh", "query_pre_attn_scalar": 40,
-         "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "sliding_window": 6,
-         "max_position_embeddings": 512, "attn_logit_softcapping": 2.0,
-         "final_logit_softcapping": 3.0, "tie_word_embeddings": True, "bos_token_id": 2,
-         "eos_token_id": [1, 107], "torch_dtype": "bfloat16"}
-    g = torch.Generator().manual_seed(13579)
-    h, q, kv, inter, v = 64, 128, 64, 96, 160
-    shapes = {"model.embed_tokens.weight": (v, h), "model.norm.weight": (h,)}
-    for i in range(c["num_hidden_layers"]):
-        p = f"model.layers.{i}."
-        shapes.update({p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
-                       p + "pre_feedforward_layernorm.weight": (h,),
-                       p + "post_feedforward_layernorm.weight": (h,),
-                       p + "self_attn.q_proj.weight": (q, h), p + "self_attn.k_proj.weight": (kv, h),
-                       p + "self_attn.v_proj.weight": (kv, h), p + "self_attn.o_proj.weight": (h, q),
-                       p + "mlp.gate_proj.weight": (inter, h), p + "mlp.up_proj.weight": (inter, h),
-                       p + "mlp.down_proj.weight": (h, inter)})
-    write_random(out_dir, c, shapes, g, norm_offset=0.0)
-    prompts = [torch.randint(0, v, (n,), generator=g).tolist() for n in (5, 33)]
-    return c, prompts
+QWEN2 = {
+    "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "vocab_size": 160,
+    "hidden_size": 64, "intermediate_size": 112, "num_hidden_layers": 2, "num_attention_heads": 8,
+    "num_key_value_heads": 2, "head_dim": 8, "hidden_act": "silu", "rms_norm_eps": 1e-06,
+    "rope_theta": 500000.0, "max_position_embeddings": 512,
+    "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                     "high_freq_factor": 4.0, "original_max_position_embeddings": 256},
+    "tie_word_embeddings": True, "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "bfloat16",
+}
 
+QWEN3 = {
+    "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 160,
+    "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 8,
+    "num_key_value_heads": 2, "head_dim": 16, "hidden_act": "silu", "attention_bias": False,
+    "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "rope_scaling": None,
+    "max_position_embeddings": 512, "use_sliding_window": False, "sliding_window": None,
+    "max_window_layers": 2, "tie_word_embeddings": True, "bos_token_id": 1, "eos_token_id": 2,
+    "torch_dtype": "bfloat16",
+}
 
-def random_phi3(out_dir):
-    c = {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "vocab_size": 160,
-         "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
-         "num_attention_heads": 8, "num_key_value_heads": 2, "hidden_act": "silu",
-         "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "rope_scaling": None,
-         "partial_rotary_factor": 1.0, "sliding_window": 9, "max_position_embeddings": 512,
-         "original_max_position_embeddings": 512, "tie_word_embeddings": False,
-         "bos_token_id": 1, "eos_token_id": [2, 7], "torch_dtype": "bfloat16"}
-    g = torch.Generator().manual_seed(24680)
-    h, q, kv, inter, v = 64, 64, 16, 96, 160
-    shapes = {"model.embed_tokens.weight": (v, h), "model.norm.weight": (h,),
-              "lm_head.weight": (v, h)}
-    for i in range(c["num_hidden_layers"]):
-        p = f"model.layers.{i}."
-        shapes.update({p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
-                       p + "self_attn.qkv_proj.weight": (q + 2 * kv, h),
-                       p + "self_attn.o_proj.weight": (h, q),
-                       p + "mlp.gate_up_proj.weight": (2 * inter, h),
-                       p + "mlp.down_proj.weight": (h, inter)})
-    write_random(out_dir, c, shapes, g)
-    prompts = [torch.randint(0, v, (n,), generator=g).tolist() for n in (3, 29)]
-    return c, prompts
+GEMMA2 = {
+    "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "vocab_size": 160,
+    "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 3, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 32, "hidden_activation": "gelu_pytorch_tanh",
+    "query_pre_attn_scalar": 40, "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "sliding_window": 6,
+    "max_position_embeddings": 512, "attn_logit_softcapping": 2.0, "final_logit_softcapping": 3.0,
+    "tie_word_embeddings": True, "bos_token_id": 2, "eos_token_id": [1, 107],
+    "torch_dtype": "bfloat16",
+}
 
+PHI3 = {
+    "architectures": ["Phi3ForCausalLM"], "model_type": "phi3", "vocab_size": 160,
+    "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 8,
+    "num_key_value_heads": 2, "hidden_act": "silu", "rms_norm_eps": 1e-05, "rope_theta": 10000.0,
+    "rope_scaling": None, "partial_rotary_factor": 1.0, "sliding_window": 9,
+    "max_position_embeddings": 512, "original_max_position_embeddings": 512,
+    "tie_word_embeddings": False, "bos_token_id": 1, "eos_token_id": [2, 7],
+    "torch_dtype": "bfloat16",
+}
 
-def random_qwen2(out_dir):
-    c = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "vocab_size": 160,
-         "hidden_size": 64, "intermediate_size": 112, "num_hidden_layers": 2,
-         "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 8, "hidden_act": "silu",
-         "rms_norm_eps": 1e-6, "rope_theta": 500000.0, "max_position_embeddings": 512,
-         "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                          "high_freq_factor": 4.0, "original_max_position_embeddings": 256},
-         "tie_word_embeddings": True, "bos_token_id": 1, "eos_token_id": 2,
-         "torch_dtype": "bfloat16"}
-    g = torch.Generator().manual_seed(4321)
-    h, q, kv, inter, v = 64, 64, 16, 112, 160
-    shapes = {"model.embed_tokens.weight": (v, h), "model.norm.weight": (h,)}
-    for i in range(c["num_hidden_layers"]):
-        p = f"model.layers.{i}."
-        shapes.update({p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
-                       p + "self_attn.q_proj.weight": (q, h), p + "self_attn.q_proj.bias": (q,),
-                       p + "self_attn.k_proj.weight": (kv, h), p + "self_attn.k_proj.bias": (kv,),
-                       p + "self_attn.v_proj.weight": (kv, h), p + "self_attn.v_proj.bias": (kv,),
-                       p + "self_attn.o_proj.weight": (h, q), p + "mlp.gate_proj.weight": (inter, h),
-                       p + "mlp.up_proj.weight": (inter, h), p + "mlp.down_proj.weight": (h, inter)})
-    write_random(out_dir, c, shapes, g)
-    prompts = [torch.randint(0, v, (n,), generator=g).tolist() for n in (5, 41)]
-    return c, prompts
+GEMMA3 = {
+    "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "vocab_size": 160,
+    "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 3, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 32, "hidden_activation": "gelu_pytorch_tanh",
+    "query_pre_attn_scalar": 24, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+    "rope_local_base_freq": 10000.0, "rope_scaling": {"rope_type": "linear", "factor": 4.0},
+    "sliding_window": 5, "sliding_window_pattern": 2, "max_position_embeddings": 512,
+    "attn_logit_softcapping": None, "final_logit_softcapping": None, "tie_word_embeddings": True,
+    "bos_token_id": 2, "eos_token_id": [1, 106], "torch_dtype": "bfloat16",
+}
+
+# The random models: config, seed, prompt lengths.
+RANDOM_MODELS = {
+    "qwen2": (QWEN2, 4321, (5, 41)),
+    "qwen3": (QWEN3, 8642, (6, 37)),
+    "gemma2": (GEMMA2, 13579, (5, 33)),
+    "phi3": (PHI3, 24680, (3, 29)),
+    "gemma3": (GEMMA3, 97531, (4, 37)),
+}
 
 
 def main():
@@ -405,11 +384,9 @@ def main():
 
     # Each random model (its own seeded generator: regenerating gives the committed files), then
     # its goldens from the BF16-rounded weights it wrote.
-    for name, make in [("qwen2", random_qwen2), ("qwen3", random_qwen3),
-                       ("gemma2", random_gemma2), ("phi3", random_phi3),
-                       ("gemma3", random_gemma3)]:
+    for name, (c, seed, lengths) in RANDOM_MODELS.items():
         rdir = os.path.join(args.out, f"random-{name}")
-        c, prompts = make(rdir)
+        prompts = random_model(rdir, c, seed, lengths)
         w = read_safetensors(os.path.join(rdir, "model.safetensors"))
         write_golden(os.path.join(args.out, f"random-{name}-golden.safetensors"), c, w, prompts)
 
