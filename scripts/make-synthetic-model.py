@@ -25,6 +25,8 @@ import struct
 
 import numpy as np
 
+from checkpoint_shapes import checkpoint_shapes
+
 
 def bf16_bytes(a):
     bits = a.astype(np.float32).view(np.uint32)
@@ -52,21 +54,24 @@ def main():
     h, inter, v = args.hidden, args.intermediate, args.vocab
     gemma = args.family == "gemma3"
     hd = args.head_dim or h // args.heads
-    q, kv = args.heads * hd, args.kv_heads * hd
-    shapes = {"model.embed_tokens.weight": (v, h), "model.norm.weight": (h,)}
-    if not gemma:  # Gemma ties its output head to the embedding
-        shapes["lm_head.weight"] = (v, h)
-    for i in range(args.layers):
-        p = f"model.layers.{i}."
-        shapes.update({p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
-                       p + "self_attn.q_proj.weight": (q, h), p + "self_attn.k_proj.weight": (kv, h),
-                       p + "self_attn.v_proj.weight": (kv, h), p + "self_attn.o_proj.weight": (h, q),
-                       p + "mlp.gate_proj.weight": (inter, h), p + "mlp.up_proj.weight": (inter, h),
-                       p + "mlp.down_proj.weight": (h, inter)})
-        if gemma:
-            shapes.update({p + "pre_feedforward_layernorm.weight": (h,),
-                           p + "post_feedforward_layernorm.weight": (h,),
-                           p + "self_attn.q_norm.weight": (hd,), p + "self_attn.k_norm.weight": (hd,)})
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": v,
+              "hidden_size": h, "intermediate_size": inter, "num_hidden_layers": args.layers,
+              "num_attention_heads": args.heads, "num_key_value_heads": args.kv_heads,
+              "hidden_act": "silu", "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+              "max_position_embeddings": args.max_positions, "tie_word_embeddings": False,
+              "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "bfloat16"}
+    if args.head_dim:
+        config["head_dim"] = hd
+    if gemma:  # gemma-3-1b-it's config.json fields
+        config.update({"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
+                       "head_dim": hd, "hidden_activation": "gelu_pytorch_tanh",
+                       "query_pre_attn_scalar": hd, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+                       "rope_local_base_freq": 10000.0, "rope_scaling": None,
+                       "sliding_window": 512, "sliding_window_pattern": 6,
+                       "attn_logit_softcapping": None, "final_logit_softcapping": None,
+                       "tie_word_embeddings": True, "bos_token_id": 2, "eos_token_id": [1, 106]})
+        del config["hidden_act"]
+    shapes = checkpoint_shapes(config)
     header, off = {"__metadata__": {"format": "pt"}}, 0
     for name in sorted(shapes):
         n = int(np.prod(shapes[name])) * 2
@@ -95,21 +100,6 @@ def main():
                     f.write(slab[0][:rows * slab[2]])
                     continue
                 f.write(bf16_bytes(rng.standard_normal((rows,) + shape[1:], np.float32) * 0.02))
-    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": v,
-              "hidden_size": h, "intermediate_size": inter, "num_hidden_layers": args.layers,
-              "num_attention_heads": args.heads, "num_key_value_heads": args.kv_heads,
-              "hidden_act": "silu", "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
-              "max_position_embeddings": args.max_positions, "tie_word_embeddings": False,
-              "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "bfloat16"}
-    if gemma:  # gemma-3-1b-it's config.json fields
-        config.update({"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
-                       "head_dim": hd, "hidden_activation": "gelu_pytorch_tanh",
-                       "query_pre_attn_scalar": hd, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
-                       "rope_local_base_freq": 10000.0, "rope_scaling": None,
-                       "sliding_window": 512, "sliding_window_pattern": 6,
-                       "attn_logit_softcapping": None, "final_logit_softcapping": None,
-                       "tie_word_embeddings": True, "bos_token_id": 2, "eos_token_id": [1, 106]})
-        del config["hidden_act"]
     json.dump(config, open(os.path.join(args.out, "config.json"), "w"), indent=2)
     print(f"wrote {args.out}: {params / 1e9:.3f} B parameters, {off / 1e9:.2f} GB BF16")
 
