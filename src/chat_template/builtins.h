@@ -31,7 +31,8 @@ absl::StatusOr<Value> GetMember(const Value& object, const Value& property);
 // @huggingface/jinja's rules: == is JavaScript's loose equality, + concatenates when either side
 // is a string, ~ concatenates anything but none, arithmetic follows JavaScript numbers.
 absl::StatusOr<Value> BinaryOperation(std::string_view op, const Value& left, const Value& right);
-// The global functions: raise_exception, range, namespace, strftime_now.
-Value GlobalFunction(std::string_view name);
+// The global functions: raise_exception, range, namespace, strftime_now (reading the clock, or
+// `fixed_time` in Unix seconds when it is not negative); undefined for any other name.
+Value GlobalFunction(std::string_view name, int64_t fixed_time);
 
 }  // namespace exa::chat_template

@@ -25,6 +25,7 @@
 
 namespace exa::chat_template {
 
+// A render's bounds, and the clock its templates read.
 struct RenderLimits {
   // Every string a render builds, the output included. A conversation is bounded by the
   // gateway's max_prompt_bytes (256 KiB by default); a template adds a few KiB of framing.
@@ -34,6 +35,9 @@ struct RenderLimits {
   int64_t max_loop_iterations = 1000000;
   // Macro calls nested in macro calls (a recursive macro stops here, not on the stack).
   int max_call_depth = 64;
+  // The clock strftime_now reads, in Unix seconds; negative: the system's. Set only to make a
+  // rendering reproducible (exaserve-cli chat-template --now).
+  int64_t fixed_time = -1;
 };
 
 class Template {

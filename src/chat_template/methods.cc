@@ -161,29 +161,26 @@ absl::StatusOr<Value> MakeNamespace(CallArgs& args) {
   return Value::Namespace(std::move(entries));
 }
 
-// strftime_now as @huggingface/jinja has it: %Y %m %d %b %B %H %M %%, in local time.
-absl::StatusOr<Value> StrftimeNow(CallArgs& args) {
+// strftime_now(format) as transformers defines it, datetime.now().strftime(format): the C
+// library's directives, in local time and the C locale (English month and day names).
+// @huggingface/jinja knows %Y %m %d %b %B %H %M %% of them and renders those the same.
+absl::StatusOr<Value> StrftimeNow(int64_t fixed_time, CallArgs& args) {
   if (args.positional.empty() || !args.positional[0].is(Type::kString)) {
     return Fail("strftime_now() takes a format string");
   }
-  const std::time_t now = std::time(nullptr);
+  const std::string& format = args.positional[0].str();
+  constexpr size_t kMaxFormat = 256;
+  if (format.size() > kMaxFormat || format.find('\0') != std::string::npos) {
+    return Fail(
+        StrCat("strftime_now(): the format must be at most ", kMaxFormat, " bytes with no NUL"));
+  }
+  const std::time_t now =
+      fixed_time >= 0 ? static_cast<std::time_t>(fixed_time) : std::time(nullptr);
   std::tm local{};
   localtime_r(&now, &local);
-  const std::string& format = args.positional[0].str();
-  std::string out;
-  for (size_t i = 0; i < format.size(); ++i) {
-    const char next = i + 1 < format.size() ? format[i + 1] : '\0';
-    if (format[i] != '%' || std::string_view("YmdbBHM%").find(next) == std::string_view::npos ||
-        next == '\0') {
-      out.push_back(format[i]);
-      continue;
-    }
-    char buf[64];
-    const char spec[3] = {'%', next, '\0'};
-    const size_t n = std::strftime(buf, sizeof(buf), spec, &local);
-    out.append(buf, n);
-    ++i;
-  }
+  // No directive writes more than 64 bytes (%c is about 24); 0 is also an empty rendering.
+  std::string out(format.size() * 32 + 64, '\0');
+  out.resize(std::strftime(out.data(), out.size(), format.c_str(), &local));
   return Value::String(std::move(out));
 }
 
@@ -220,7 +217,7 @@ absl::StatusOr<Value> GetMember(const Value& object, const Value& property) {
   return object.is(Type::kString) ? StringMethod(object, property.str()) : Value();
 }
 
-Value GlobalFunction(std::string_view name) {
+Value GlobalFunction(std::string_view name, int64_t fixed_time) {
   if (name == "raise_exception") {
     return Method("raise_exception", [](CallArgs& args) -> absl::StatusOr<Value> {
       std::string message;
@@ -233,7 +230,10 @@ Value GlobalFunction(std::string_view name) {
   }
   if (name == "range") return Method("range", Range);
   if (name == "namespace") return Method("namespace", MakeNamespace);
-  if (name == "strftime_now") return Method("strftime_now", StrftimeNow);
+  if (name == "strftime_now") {
+    return Method("strftime_now",
+                  [fixed_time](CallArgs& args) { return StrftimeNow(fixed_time, args); });
+  }
   return Value();
 }
 

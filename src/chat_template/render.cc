@@ -304,8 +304,10 @@ absl::StatusOr<Value> Renderer::EvalInner(const Expr& e, const ScopePtr& scope) 
     case Kind::kLiteral:
       return e.literal;
     case Kind::kName: {
+      // A variable, else a global function, so that `strftime_now is defined` holds as in
+      // transformers and @huggingface/jinja (Llama 3.2's template asks before calling it).
       const Value* v = scope->Lookup(e.name);
-      return v ? *v : Value();
+      return v ? *v : GlobalFunction(e.name, limits_.fixed_time);
     }
     case Kind::kMember: {
       EXA_ASSIGN_OR_RETURN(Value object, Eval(*e.operands[0], scope));
@@ -392,11 +394,7 @@ absl::StatusOr<Value> Renderer::EvalCall(const Expr& e, const ScopePtr& scope) {
   EXA_ASSIGN_OR_RETURN(CallArgs args, EvalArgs(e.args, scope));
   const Expr& callee = *e.operands[0];
   Value fn;
-  if (callee.kind == Kind::kName && scope->Lookup(callee.name) == nullptr) {
-    fn = GlobalFunction(callee.name);
-  } else {
-    EXA_ASSIGN_OR_RETURN(fn, Eval(callee, scope));
-  }
+  EXA_ASSIGN_OR_RETURN(fn, Eval(callee, scope));
   if (!fn.is(Type::kFunction)) return Fail(StrCat("cannot call ", fn.TypeName()));
   EXA_ASSIGN_OR_RETURN(Value result, fn.function()(args));
   return Sized(std::move(result));

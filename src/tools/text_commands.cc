@@ -23,7 +23,7 @@ int RunTokenize(const std::string& tokenizer_path, bool decode) {
 // Each stdin line's conversation rendered with tokenizer_config.json's chat_template
 // (docs/reference/api.md#chat-templates). A config that cannot be read, has no template or a
 // template this engine refuses is a usage error.
-int RunChatTemplate(const std::string& config_path) {
+int RunChatTemplate(const std::string& config_path, int64_t now) {
   auto text = ReadFile(config_path, 64 << 20);  // a tokenizer_config.json is a few KiB
   if (!text.ok()) return Usage(ToStd(text.status().message()), "chat-template");
   auto chat_template = chat_template::ChatTemplate::FromTokenizerConfig(*text);
@@ -34,7 +34,9 @@ int RunChatTemplate(const std::string& config_path) {
   if (*chat_template == nullptr) {
     return Usage(StrCat(config_path, ": has no chat_template"), "chat-template");
   }
-  chat_template::RenderLines(**chat_template, std::cin, std::cout);
+  chat_template::RenderLimits limits;
+  limits.fixed_time = now;
+  chat_template::RenderLines(**chat_template, std::cin, std::cout, limits);
   return 0;
 }
 
@@ -52,11 +54,16 @@ void AddTextCommands(CLI::App& app, TextCommands* c) {
   c->chat_template
       ->add_option("--tokenizer-config", c->tokenizer_config_path, "tokenizer_config.json")
       ->required();
+  c->chat_template
+      ->add_option("--now", c->now,
+                   "render as if the clock read this many seconds since 1970 (strftime_now); "
+                   "default: the clock")
+      ->check(CLI::NonNegativeNumber);
 }
 
 std::optional<int> RunTextCommands(const TextCommands& c) {
   if (c.tokenize->parsed()) return RunTokenize(c.tokenizer_path, c.decode);
-  if (c.chat_template->parsed()) return RunChatTemplate(c.tokenizer_config_path);
+  if (c.chat_template->parsed()) return RunChatTemplate(c.tokenizer_config_path, c.now);
   return std::nullopt;
 }
 

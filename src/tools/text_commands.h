@@ -6,6 +6,7 @@
 // cannot read). chat-template prints {"error": MESSAGE} for a line whose render fails and goes on.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -17,6 +18,7 @@ struct TextCommands {
   std::string tokenizer_path;
   bool decode = false;
   std::string tokenizer_config_path;
+  int64_t now = -1;  // chat-template --now: strftime_now's clock, Unix seconds
   CLI::App* tokenize = nullptr;
   CLI::App* chat_template = nullptr;
 };

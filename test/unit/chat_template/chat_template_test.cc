@@ -4,6 +4,8 @@
 // test/integration/chat_template_test.sh.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+#include <ctime>
 #include <sstream>
 #include <string>
 
@@ -155,6 +157,31 @@ TEST_CASE("string methods, mapping methods, indexing and slicing") {
                R"({"xs": [1, 2, 3]})") == "321323olléh");
   CHECK(Render("{{ 'a' ~ 1 ~ none_var }}{{ 'a' + 'b' }}{{ 1 + 2 * 3 }}{{ 7 // 2 }}{{ 7 / 2 }}") ==
         "a1ab733.5");
+}
+
+TEST_CASE("strftime_now is a defined global that formats the clock as Python's strftime") {
+  // Llama 3.2's template asks `strftime_now is defined` before it writes today's date; without
+  // it the date falls back to the template's own "26 Jul 2024".
+  const std::string llama =
+      "{% if strftime_now is defined %}{{ strftime_now('%d %b %Y') }}"
+      "{% else %}26 Jul 2024{% endif %}";
+  RenderLimits fixed;
+  fixed.fixed_time = 1764892800;  // 2025-12-05 00:00:00 UTC
+  setenv("TZ", "UTC", 1);
+  tzset();
+  CHECK(Render(llama, "{}", fixed) == "05 Dec 2025");
+  CHECK(Render("{{ strftime_now('%Y-%m-%d %H:%M, %A %B %j, 100%%') }}", "{}", fixed) ==
+        "2025-12-05 00:00, Friday December 339, 100%");
+  CHECK(Render("{{ range is defined }}{{ namespace is defined }}{{ nothing is defined }}") ==
+        "truetruefalse");
+  // A variable of the same name wins over the global.
+  CHECK(Render("{{ strftime_now }}", R"({"strftime_now": "mine"})") == "mine");
+  CHECK(Render("{{ strftime_now('') }}|", "{}", fixed) == "|");
+  CHECK(Render("{{ strftime_now(3) }}") == "ERROR: line 1: strftime_now() takes a format string");
+  CHECK(Render("{{ strftime_now('" + std::string(300, 'x') + "') }}")
+            .find("the format must be at most 256 bytes") != std::string::npos);
+  // Without a fixed clock it reads the system's: this year, four digits.
+  CHECK(Render("{{ strftime_now('%Y') | length }}") == "4");
 }
 
 TEST_CASE("raise_exception fails the render with the template's message and line") {
