@@ -63,6 +63,7 @@ absl::StatusOr<std::shared_ptr<const ChatTemplate>> ChatTemplate::FromTokenizerC
   if (!parsed.ok()) return Annotate(parsed.status(), "chat_template");
   auto t = std::shared_ptr<ChatTemplate>(new ChatTemplate());
   t->template_ = *std::move(parsed);
+  t->source_ = std::move(source);
   EXA_ASSIGN_OR_RETURN(t->bos_token_, SpecialToken(config, "bos_token"));
   EXA_ASSIGN_OR_RETURN(t->eos_token_, SpecialToken(config, "eos_token"));
   return std::shared_ptr<const ChatTemplate>(std::move(t));

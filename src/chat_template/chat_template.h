@@ -71,9 +71,13 @@ class ChatTemplate {
 
   const Value& bos_token() const { return bos_token_; }
   const Value& eos_token() const { return eos_token_; }
+  // The template's text, for what a caller reads from it (gateway/tool_calls.h: the format the
+  // model writes tool calls in).
+  const std::string& source() const { return source_; }
 
  private:
   std::unique_ptr<const Template> template_;
+  std::string source_;
   Value bos_token_ = Value::Null();
   Value eos_token_ = Value::Null();
 };

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/strings.h"
+#include "gateway/tool_calls.h"
 
 namespace exa::gateway {
 
@@ -12,6 +13,12 @@ absl::StatusOr<std::vector<int32_t>> PromptTokens(TextRequest& r, const ModelVie
   if (!r.prompt_tokens.empty()) return std::move(r.prompt_tokens);
   const engine::Tokenizer& tokenizer = model.tokenizer->tokenizer();
   const chat_template::ChatTemplate* chat_template = model.tokenizer->chat_template();
+  if (r.tools && (chat_template == nullptr ||
+                  DetectToolCallFormat(chat_template->source()) == ToolCallFormat::kNone)) {
+    return FieldError("tools",
+                      "the model's chat template does not write tool calls in a format this "
+                      "server parses (hermes <tool_call> or Llama 3 JSON)");
+  }
   if (!r.chat || chat_template == nullptr) return tokenizer.Encode(r.prompt, true);
   chat_template::RenderLimits limits;
   // Framing on top of a prompt already bounded by max_prompt_bytes: the slack only keeps a

@@ -102,6 +102,9 @@ struct TextRequest {
   // A chat request's {messages, add_generation_prompt, ...}: on a model with a chat template the
   // prompt is its rendering (gateway/chat_prompt.h); without one, `prompt` (the fallback).
   std::optional<nlohmann::ordered_json> chat;
+  // The chat request's tools are in `chat` for the template (docs/reference/api.md#tool-calls):
+  // the model's template must render them in a format the gateway parses.
+  bool tools = false;
 };
 
 using EventSink = std::function<void(const engine::StreamEvent&)>;

@@ -1,5 +1,6 @@
 #include "gateway/openai_api.h"
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <random>
@@ -9,6 +10,7 @@
 #include "gateway/openai_logprobs.h"
 #include "gateway/openai_request.h"
 #include "gateway/openai_routes.h"
+#include "gateway/tool_calls.h"
 #include "nlohmann/json.hpp"
 
 namespace exa::gateway {
@@ -124,6 +126,7 @@ struct ChoiceState {
   std::string text;                    // a whole response's text so far
   std::vector<TokenLogprob> logprobs;  // whole response: all; stream: those not sent yet
   int64_t text_offset = 0;             // legacy logprobs: characters of the tokens sent
+  size_t sent = 0;                     // a stream with tools: bytes of `text` sent as content
   bool role_sent = false;
   engine::FinishReason finish_reason = engine::FinishReason::kNone;
   int32_t prompt_tokens = 0;
@@ -138,6 +141,11 @@ struct Exchange {
   bool include_usage = false;
   int n = 1;
   LogprobsShape logprobs = LogprobsShape::kNone;
+  // Tool calling (gateway/tool_calls.h): the format the model's replies are parsed in, kNone
+  // when the request asked for no tools.
+  bool tools = false;
+  bool parallel_tool_calls = true;
+  ToolCallFormat tool_format = ToolCallFormat::kNone;
   std::string id;
   std::string model;
   int64_t created = 0;
@@ -233,7 +241,14 @@ struct Exchange {
     for (size_t i = 0; i < choices.size(); ++i) {
       ChoiceState& done = choices[i];
       json choice = {{"index", i}, {"finish_reason", FinishReasonText(done.finish_reason)}};
-      if (chat) {
+      ToolCallReply reply = Reply(done.text);
+      if (chat && !reply.calls.empty()) {
+        choice["message"] = {
+            {"role", "assistant"},
+            {"content", reply.content.empty() ? json(nullptr) : json(reply.content)},
+            {"tool_calls", ToolCallsJson(reply.calls, /*streamed=*/false)}};
+        choice["finish_reason"] = "tool_calls";
+      } else if (chat) {
         choice["message"] = {{"role", "assistant"}, {"content", done.text}};
       } else {
         choice["text"] = done.text;
@@ -247,16 +262,28 @@ struct Exchange {
     return true;
   }
 
+  // A whole reply's calls, parsed when the request asked for tools; the first alone without
+  // parallel_tool_calls.
+  ToolCallReply Reply(const std::string& text) const {
+    ToolCallReply reply = ParseToolCalls(tool_format, text);
+    if (!parallel_tool_calls && reply.calls.size() > 1) reply.calls.resize(1);
+    return reply;
+  }
+
   // One chunk of choice `index`: `delta` (chat) or `text`, its pending log-probabilities and
-  // `finish_reason` (null while it runs). False when the client cannot take it.
-  bool SendChunk(size_t index, const std::string& text, const char* finish_reason)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+  // `finish_reason` (null while it runs), and the reply's tool calls when it has them. False when
+  // the client cannot take it.
+  bool SendChunk(size_t index, const std::string& text, const char* finish_reason,
+                 const json& tool_calls = nullptr) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     ChoiceState& c = choices[index];
     json choice = {{"index", index},
                    {"finish_reason", finish_reason ? json(finish_reason) : json(nullptr)}};
     if (chat) {
       choice["delta"] = json::object();
-      if (!text.empty() || !finish_reason) choice["delta"]["content"] = text;
+      if (!tool_calls.is_null()) choice["delta"]["tool_calls"] = tool_calls;
+      if (!text.empty() || (!finish_reason && tool_calls.is_null())) {
+        choice["delta"]["content"] = text;
+      }
       if (!c.role_sent) choice["delta"]["role"] = "assistant";
       c.role_sent = true;
     } else {
@@ -274,10 +301,36 @@ struct Exchange {
     responder->Finish();
   }
 
+  // The part of `e`'s text to send now: all of it, or with tools what StreamableBytes releases
+  // (the rest waits in c.text for the end of the reply).
+  std::string Streamable(ChoiceState& c, const engine::StreamEvent& e) const {
+    if (tool_format == ToolCallFormat::kNone) return e.text;
+    c.text += e.text;
+    const size_t n = std::max(c.sent, StreamableBytes(tool_format, c.text));
+    std::string out = c.text.substr(c.sent, n - c.sent);
+    c.sent = n;
+    return out;
+  }
+
+  // The end of a streamed reply with tools: its calls, or the text held back as content.
+  bool SendHeld(size_t index, const char** finish_reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    ChoiceState& c = choices[index];
+    if (tool_format == ToolCallFormat::kNone || c.sent == c.text.size()) return true;
+    ToolCallReply reply = Reply(c.text);
+    if (reply.calls.empty()) {
+      const std::string held = c.text.substr(c.sent);
+      c.sent = c.text.size();
+      return SendChunk(index, held, nullptr);
+    }
+    *finish_reason = "tool_calls";
+    return SendChunk(index, "", nullptr, ToolCallsJson(reply.calls, /*streamed=*/true));
+  }
+
   bool OnStreamEvent(size_t index, const engine::StreamEvent& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     ChoiceState& c = choices[index];
-    if (!e.text.empty() || (chat && !c.role_sent)) {
-      if (!SendChunk(index, e.text, nullptr)) return false;
+    const std::string text = Streamable(c, e);
+    if (!text.empty() || (chat && !c.role_sent)) {
+      if (!SendChunk(index, text, nullptr)) return false;
     }
     if (!e.finished) return true;
     if (!e.status.ok()) {
@@ -292,7 +345,9 @@ struct Exchange {
       EndStream();
       return false;
     }
-    if (!SendChunk(index, "", FinishReasonText(e.finish_reason))) return false;
+    const char* finish_reason = FinishReasonText(e.finish_reason);
+    if (!SendHeld(index, &finish_reason)) return false;
+    if (!SendChunk(index, "", finish_reason)) return false;
     if (--open > 0) return true;
     if (include_usage) {
       json usage = Envelope();
@@ -328,6 +383,9 @@ absl::Status StartChoices(Frontend& frontend, std::vector<TextRequest> requests,
   const Call& first = *exchange->choices[0].call;
   exchange->model = first.model();
   exchange->tokenizer = first.tokenizer();
+  if (exchange->tools && exchange->tokenizer && exchange->tokenizer->chat_template()) {
+    exchange->tool_format = DetectToolCallFormat(exchange->tokenizer->chat_template()->source());
+  }
   exchange->responder->SetModel(first.model());
   if (exchange->stream) {
     exchange->responder->StartStream(200, "text/event-stream",
@@ -363,6 +421,8 @@ void HandleGenerate(Frontend& frontend, bool chat, const net::HttpRequest& req,
   exchange->include_usage = parsed.include_usage;
   exchange->n = parsed.n;
   exchange->logprobs = parsed.logprobs;
+  exchange->tools = parsed.tools;
+  exchange->parallel_tool_calls = parsed.parallel_tool_calls;
   exchange->responder = responder;
   exchange->seed = parsed.seeded ? *parsed.prompts[0].sampling.seed : NewSeed();
   exchange->id = StrCat(chat ? "chatcmpl-" : "cmpl-", responder->request_id());

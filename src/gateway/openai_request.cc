@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "common/strings.h"
+#include "gateway/tool_calls.h"
 
 namespace exa::gateway {
 namespace {
@@ -88,7 +89,6 @@ std::optional<ApiError> RefuseUnsupported(const json& body, bool chat) {
       {"echo", "not supported"},
       {"suffix", "not supported"},
       {"logit_bias", "not supported"},
-      {"tools", "not supported: this server does not call tools"},
       {"functions", "not supported: this server does not call functions"},
   };
   for (const Field& f : kFields) {
@@ -217,6 +217,42 @@ std::optional<ApiError> ParseStreamOptions(const json& body, OpenAiRequest* out)
   return std::nullopt;
 }
 
+// `tools`, `tool_choice` and `parallel_tool_calls` (docs/reference/api.md#tool-calls): the
+// tools go to the chat template, and the reply's calls come back as message.tool_calls, unless
+// tool_choice is "none". Forcing a call ("required", a named function) would need constrained
+// decoding, which this server does not do: refused by name.
+std::optional<ApiError> ParseTools(const json& body, bool chat, TextRequest* r,
+                                   OpenAiRequest* out) {
+  auto tools = body.find("tools");
+  const bool given =
+      tools != body.end() && !tools->is_null() && !(tools->is_array() && tools->empty());
+  if (given && !chat) {
+    return ApiError{400, "tools: only /v1/chat/completions takes tools", "tools"};
+  }
+  if (given) {
+    if (absl::Status s = ValidateTools(*tools); !s.ok()) {
+      return ApiError{400, std::string(ToStd(s.message())), "tools"};
+    }
+  }
+  bool active = given;
+  if (auto choice = body.find("tool_choice"); choice != body.end() && !choice->is_null()) {
+    if (*choice == "none") {
+      active = false;
+    } else if (*choice != "auto") {
+      return ApiError{400,
+                      "tool_choice: only \"auto\" and \"none\" are supported (this server does "
+                      "not force a call: that needs constrained decoding)",
+                      "tool_choice"};
+    }
+  }
+  bool parallel = true;
+  if (auto e = ReadBool(body, "parallel_tool_calls", &parallel)) return e;
+  r->tools = active;
+  out->tools = active;
+  out->parallel_tool_calls = parallel;
+  return std::nullopt;
+}
+
 // The fields /v1/completions and /v1/chat/completions share, into `r` and `out`.
 std::optional<ApiError> ParseCommon(const json& body, bool chat, TextRequest* r,
                                     OpenAiRequest* out) {
@@ -237,9 +273,10 @@ std::optional<ApiError> ParseCommon(const json& body, bool chat, TextRequest* r,
     if (e) return e;
   }
   out->n = static_cast<int>(n.value_or(1));
-  for (auto e : {ParseSampling(body, r, &out->seeded), RefuseUnsupported(body, chat),
-                 ParseLogprobs(body, chat, out, &r->sampling), ParseStop(body, r),
-                 ParseStreamOptions(body, out), ParseCacheSalt(body, r)}) {
+  for (auto e :
+       {ParseSampling(body, r, &out->seeded), RefuseUnsupported(body, chat),
+        ParseLogprobs(body, chat, out, &r->sampling), ParseStop(body, r),
+        ParseStreamOptions(body, out), ParseCacheSalt(body, r), ParseTools(body, chat, r, out)}) {
     if (e) return e;
   }
   return std::nullopt;
@@ -331,7 +368,11 @@ std::optional<ApiError> ParseChatVariables(const std::string& raw_body, TextRequ
     for (const ordered& part : *content) text += part["text"].get<std::string>();
     *content = std::move(text);
   }
+  if (absl::Status s = NormalizeToolCallMessages(messages); !s.ok()) {
+    return ApiError{400, std::string(ToStd(s.message())), "messages"};
+  }
   chat["messages"] = std::move(messages);
+  if (r->tools) chat["tools"] = body["tools"];
   r->chat = std::move(chat);
   return std::nullopt;
 }

@@ -46,6 +46,10 @@ struct OpenAiRequest {
   LogprobsShape logprobs = LogprobsShape::kNone;
   int top_logprobs = 0;  // alternatives per position (also in each prompt's sampling)
   bool seeded = false;   // the caller gave a seed
+  // Tool calling (docs/reference/api.md#tool-calls): the reply's calls are parsed (each prompt's
+  // TextRequest::tools says the same); all of them, or only the first.
+  bool tools = false;
+  bool parallel_tool_calls = true;
 };
 
 // Parses the body of /v1/chat/completions (`chat`) or /v1/completions.

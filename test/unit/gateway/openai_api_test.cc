@@ -2,7 +2,8 @@
 // indexed as OpenAI does with usage summed, log-probabilities in both shapes (streamed too),
 // /v1/models/{id} and /tokenize answer as vLLM's do, every response carries x-request-id, errors
 // name the field with OpenAI's string code, and responses are counted by endpoint, model and
-// status without a series per unknown model name.
+// status without a series per unknown model name; a reply's tool calls come back as
+// message.tool_calls, whole and streamed, without a marker leaking into the content.
 #include "gateway/openai_api.h"
 
 #include <catch2/catch.hpp>
@@ -65,7 +66,10 @@ class FakeResponder final : public net::HttpResponder {
 };
 
 struct Api {
-  Api() : table(router::Policy::kRoundRobin, 1), frontend({}, backend, table, registry) {
+  explicit Api(const std::string& chat_template = "")
+      : backend(chat_template),
+        table(router::Policy::kRoundRobin, 1),
+        frontend({}, backend, table, registry) {
     table.Upsert({"n1/m@v1#0", "m", "v1", {}});
     table.Report("n1/m@v1#0", {0, 0, true});
     AddOpenAiRoutes(
@@ -296,6 +300,129 @@ TEST_CASE("Responses are counted by endpoint, model and status; unknown models a
       api.Counted("exaserve_gateway_http_responses_total{endpoint=\"completions\",model="
                   "\"unknown\",code=\"404\"} 3"));
   CHECK_FALSE(api.Counted("model=\"a\""));
+}
+
+}  // namespace
+}  // namespace exa::gateway
+
+namespace exa::gateway {
+namespace {
+
+// Renders the number of tools after the prompt, and names the Hermes marker (in a comment), so
+// the gateway parses <tool_call> blocks in the replies.
+constexpr const char* kToolTemplate =
+    "{# <tool_call> #}{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}"
+    "{% if tools %}+{{ tools | length }}{% endif %}=";
+
+const json kWeather = {
+    {"type", "function"},
+    {"function",
+     {{"name", "get_weather"},
+      {"parameters", {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}}}}};
+
+// Request `i` writes `pieces`, one token each, then stops.
+void Write(Api& api, size_t i, const std::vector<std::string>& pieces) {
+  for (const std::string& piece : pieces) api.backend.Token(i, 5, piece);
+  api.backend.Finish(i, absl::OkStatus());
+}
+
+const std::vector<std::string> kCallReply = {"Let me check.", "<tool",
+                                             "_call>\n{\"name\": \"get_weather\", ",
+                                             "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"};
+
+TEST_CASE("A reply's tool calls come back as message.tool_calls, whole and streamed") {
+  Api api(kToolTemplate);
+  const json messages = {{{"role", "user"}, {"content", "1+1"}}};
+  auto whole = api.Post("/v1/chat/completions",
+                        {{"messages", messages}, {"tools", json::array({kWeather})}});
+  REQUIRE(api.backend.submitted.size() == 1);
+  // The template saw the tools.
+  CHECK(api.backend.submitted[0].second.prompt_tokens ==
+        api.backend.tokenizer().Encode("<s>1+1+1=", false));
+  Write(api, 0, kCallReply);
+  REQUIRE(whole->status == 200);
+  const json choice = whole->Json()["choices"][0];
+  CHECK(choice["finish_reason"] == "tool_calls");
+  CHECK(choice["message"]["content"] == "Let me check.");
+  REQUIRE(choice["message"]["tool_calls"].size() == 1);
+  const json call = choice["message"]["tool_calls"][0];
+  CHECK(call["type"] == "function");
+  CHECK(call["id"].get<std::string>().starts_with("call_"));
+  CHECK(call["function"]["name"] == "get_weather");
+  CHECK(json::parse(call["function"]["arguments"].get<std::string>()) == json({{"city", "Paris"}}));
+
+  auto stream =
+      api.Post("/v1/chat/completions",
+               {{"messages", messages}, {"tools", json::array({kWeather})}, {"stream", true}});
+  Write(api, 1, kCallReply);
+  std::string content;
+  json calls;
+  for (const json& e : stream->Events()) {
+    const json& delta = e["choices"][0]["delta"];
+    content += delta.value("content", "");
+    if (delta.contains("tool_calls")) calls = delta["tool_calls"];
+  }
+  CHECK(content == "Let me check.");  // no part of the marker leaks
+  REQUIRE(calls.size() == 1);
+  CHECK(calls[0]["index"] == 0);
+  CHECK(calls[0]["function"]["name"] == "get_weather");
+  CHECK(stream->Events().back()["choices"][0]["finish_reason"] == "tool_calls");
+}
+
+TEST_CASE("A reply that is not a call streams as text, held back only while it might be one") {
+  Api api(kToolTemplate);
+  const json messages = {{{"role", "user"}, {"content", "1+1"}}};
+  auto stream =
+      api.Post("/v1/chat/completions",
+               {{"messages", messages}, {"tools", json::array({kWeather})}, {"stream", true}});
+  Write(api, 0, {"2 <tool", "s> are", " fun <tool_call>not json"});
+  std::vector<std::string> deltas;
+  for (const json& e : stream->Events()) {
+    const std::string text = e["choices"][0]["delta"].value("content", "");
+    if (!text.empty()) deltas.push_back(text);
+  }
+  // "<tool" waits until "s>" shows it is no marker; a malformed call ends as text.
+  CHECK(deltas == std::vector<std::string>{"2 ", "<tools> are", " fun ", "<tool_call>not json"});
+  CHECK(stream->Events().back()["choices"][0]["finish_reason"] == "stop");
+
+  // tool_choice "none": the template gets no tools and the reply is text.
+  auto none = api.Post(
+      "/v1/chat/completions",
+      {{"messages", messages}, {"tools", json::array({kWeather})}, {"tool_choice", "none"}});
+  CHECK(api.backend.submitted[1].second.prompt_tokens ==
+        api.backend.tokenizer().Encode("<s>1+1=", false));
+  Write(api, 1, kCallReply);
+  CHECK(none->Json()["choices"][0]["finish_reason"] == "stop");
+  CHECK(none->Json()["choices"][0]["message"]["content"].get<std::string>().find("<tool_call>") !=
+        std::string::npos);
+}
+
+TEST_CASE("Tools are refused, naming the field, where they cannot be honoured") {
+  const json messages = {{{"role", "user"}, {"content", "1+1"}}};
+  Api api(kToolTemplate);
+  auto required = api.Post(
+      "/v1/chat/completions",
+      {{"messages", messages}, {"tools", json::array({kWeather})}, {"tool_choice", "required"}});
+  CHECK(required->status == 400);
+  CHECK(required->Json()["error"]["param"] == "tool_choice");
+  auto completions = api.Post("/v1/completions", {{"prompt", "1+1="}, {"tools", {kWeather}}});
+  CHECK(completions->status == 400);
+  CHECK(completions->Json()["error"]["param"] == "tools");
+  json bad = kWeather;
+  bad["function"]["name"] = "no spaces allowed";
+  auto named =
+      api.Post("/v1/chat/completions", {{"messages", messages}, {"tools", json::array({bad})}});
+  CHECK(named->status == 400);
+  CHECK(named->Json()["error"]["message"].get<std::string>().find("tools[0].function.name") !=
+        std::string::npos);
+  CHECK(api.backend.submitted.empty());
+
+  // A model whose template writes no call format the gateway parses.
+  Api plain("{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}=");
+  auto unparsed = plain.Post("/v1/chat/completions",
+                             {{"messages", messages}, {"tools", json::array({kWeather})}});
+  CHECK(unparsed->status == 400);
+  CHECK(unparsed->Json()["error"]["param"] == "tools");
 }
 
 }  // namespace

@@ -1,0 +1,62 @@
+// Tool calling (docs/reference/api.md#tool-calls): a chat request's `tools` go to the model's chat
+// template, and the calls the model writes in its reply come back as OpenAI's
+// `message.tool_calls`. What a model writes depends on its family; the format is read from its
+// chat template, under the names vLLM's --tool-call-parser gives them:
+//   hermes       <tool_call>{"name": ..., "arguments": {...}}</tool_call>, any number, after
+//                optional text (Qwen 2.5 and 3, Hermes, and the templates that copy them);
+//   llama3_json  the whole reply a JSON object {"name": ..., "parameters": {...}}, several
+//                separated by ';' (Llama 3.1 to 3.3).
+// A reply that is not well-formed calls is the reply's text, as vLLM returns it.
+//
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "nlohmann/json.hpp"
+
+namespace exa::gateway {
+
+enum class ToolCallFormat { kNone, kHermes, kLlama3Json };
+
+const char* ToolCallFormatName(ToolCallFormat format);
+
+// The format a model with this chat template writes its calls in; kNone when the template
+// renders no tools in a format this server parses.
+ToolCallFormat DetectToolCallFormat(std::string_view chat_template_source);
+
+struct ToolCall {
+  std::string name;
+  std::string arguments;  // a JSON object, as compact text
+};
+
+struct ToolCallReply {
+  std::string content;  // the text outside the calls: all of it when there are none
+  std::vector<ToolCall> calls;
+};
+
+ToolCallReply ParseToolCalls(ToolCallFormat format, std::string_view text);
+
+// While a reply streams: how many of its leading bytes may go out as content now. The rest waits
+// for the end of the reply, since it is, or may begin, a call. Never decreases as `text` grows.
+size_t StreamableBytes(ToolCallFormat format, std::string_view text);
+
+// OpenAI's tool_calls: [{id, type: "function", function: {name, arguments}}], each with its
+// `index` in a streamed delta.
+nlohmann::json ToolCallsJson(const std::vector<ToolCall>& calls, bool streamed);
+
+// A request's `tools` (at most kMaxTools functions, each {type: "function", function: {name,
+// description?, parameters?}}): INVALID_ARGUMENT naming the entry and what is allowed.
+inline constexpr size_t kMaxTools = 128;
+absl::Status ValidateTools(const nlohmann::json& tools);
+
+// The assistant messages' earlier calls as chat templates read them: `function.arguments` sent
+// as JSON text (OpenAI's shape) becomes the object it holds, as vLLM and transformers pass it.
+// INVALID_ARGUMENT naming messages[i].tool_calls[j] when a call is malformed.
+absl::Status NormalizeToolCallMessages(nlohmann::ordered_json& messages);
+
+}  // namespace exa::gateway
