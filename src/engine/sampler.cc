@@ -21,6 +21,20 @@ void ApplyRepetitionPenalty(std::span<float> logits, std::span<const int32_t> hi
   }
 }
 
+// OpenAI's presence and frequency penalties over the generated tokens `output`:
+// logit -= presence * (count > 0) + frequency * count.
+void ApplyOutputPenalties(std::span<float> logits, std::span<const int32_t> output, float presence,
+                          float frequency) {
+  if (presence == 0.0f && frequency == 0.0f) return;
+  std::vector<int32_t> count(logits.size(), 0);
+  for (int32_t id : output) {
+    if (id >= 0 && static_cast<size_t>(id) < logits.size()) ++count[id];
+  }
+  for (size_t id = 0; id < logits.size(); ++id) {
+    if (count[id] > 0) logits[id] -= presence + frequency * static_cast<float>(count[id]);
+  }
+}
+
 int32_t ArgMax(std::span<const float> logits) {
   return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
@@ -47,6 +61,12 @@ absl::Status ValidateSamplingParams(const SamplingParams& p) {
   if (!(p.repetition_penalty > 0.0f && p.repetition_penalty <= 10.0f)) {
     return absl::InvalidArgumentError(
         StrCat("repetition_penalty ", p.repetition_penalty, " must be in (0, 10]"));
+  }
+  for (auto [name, v] : {std::pair{"presence_penalty", p.presence_penalty},
+                         std::pair{"frequency_penalty", p.frequency_penalty}}) {
+    if (!(v >= -2.0f && v <= 2.0f)) {
+      return absl::InvalidArgumentError(StrCat(name, " ", v, " must be in [-2, 2]"));
+    }
   }
   if (p.top_logprobs < 0 || p.top_logprobs > 20) {
     return absl::InvalidArgumentError(
@@ -122,6 +142,10 @@ DeviceSampling Sampler::DeviceDraw(int64_t position) const {
 SampledToken Sampler::Sample(std::span<float> logits, std::span<const int32_t> history,
                              int64_t position) {
   ApplyRepetitionPenalty(logits, history, params_.repetition_penalty);
+  const size_t generated =
+      std::min(history.size(), static_cast<size_t>(std::max<int64_t>(0, position)));
+  ApplyOutputPenalties(logits, history.last(generated), params_.presence_penalty,
+                       params_.frequency_penalty);
   if (params_.temperature > 0.0f) {
     for (float& l : logits) l /= params_.temperature;
   }

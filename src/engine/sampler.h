@@ -1,9 +1,9 @@
-// Token selection from one position's logits: repetition penalty, temperature, top-k, top-p,
-// then a seeded draw (or argmax when temperature is 0). The draw for a request's i-th generated
-// token is a function of (seed, i) alone, not of a stream that lives in one replica: the same
-// seed and the same logits give the same token whatever else shares the batch, and a request
-// resumed on another replica after i tokens draws token i as the first replica would have
-// (docs/architecture.md#failover).
+// Token selection from one position's logits: repetition, presence and frequency penalties,
+// temperature, top-k, top-p, then a seeded draw (or argmax when temperature is 0). The draw for a
+// request's i-th generated token is a function of (seed, i) alone, not of a stream that lives in
+// one replica: the same seed and the same logits give the same token whatever else shares the
+// batch, and a request resumed on another replica after i tokens draws token i as the first replica
+// would have (docs/architecture.md#failover).
 //
 // Thread safety: a Sampler belongs to one sequence and is used by the engine thread only.
 #pragma once
@@ -24,9 +24,13 @@ struct SamplingParams {
   int32_t top_k = 0;                // 0: off
   float top_p = 1.0f;               // 1: off
   float repetition_penalty = 1.0f;  // 1: off; HF semantics over prompt and output tokens
-  std::optional<uint64_t> seed;     // unset: drawn from the engine's own stream
-  bool logprobs = false;            // report the chosen token's log-probability
-  int32_t top_logprobs = 0;         // and this many most likely alternatives (<= 20)
+  // OpenAI's, over the tokens generated so far: a token's logit falls by presence_penalty once
+  // it has appeared and by frequency_penalty times its count. 0: off; allowed [-2, 2].
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  std::optional<uint64_t> seed;  // unset: drawn from the engine's own stream
+  bool logprobs = false;         // report the chosen token's log-probability
+  int32_t top_logprobs = 0;      // and this many most likely alternatives (<= 20)
 };
 
 absl::Status ValidateSamplingParams(const SamplingParams& params);
@@ -46,9 +50,10 @@ class Sampler {
   SampledToken Sample(std::span<float> logits, std::span<const int32_t> history, int64_t position);
 
   // Whether a device can choose this sequence's tokens (Backend::SampleRows): everything but the
-  // repetition penalty and log-probabilities, which need the logits on the host.
+  // penalties and log-probabilities, which need the logits on the host.
   bool device_compatible() const {
-    return params_.repetition_penalty == 1.0f && !params_.logprobs && params_.top_logprobs == 0;
+    return params_.repetition_penalty == 1.0f && params_.presence_penalty == 0.0f &&
+           params_.frequency_penalty == 0.0f && !params_.logprobs && params_.top_logprobs == 0;
   }
   // The `position`-th token's parameters for the device, with the uniform draw Sample would take
   // there. The device walks kept tokens in id order where Sample walks them most likely first,

@@ -526,6 +526,13 @@ absl::Status Frontend::Validate(const TextRequest& r) const {
     return FieldError("top_p", StrCat(s.top_p, " is outside (0, 1]"));
   }
   if (s.top_k < 0) return FieldError("top_k", StrCat(s.top_k, " is negative"));
+  if (!(s.repetition_penalty > 0 && s.repetition_penalty <= 10)) {
+    return FieldError("repetition_penalty", StrCat(s.repetition_penalty, " is outside (0, 10]"));
+  }
+  for (auto [field, v] : {std::pair{"presence_penalty", s.presence_penalty},
+                          std::pair{"frequency_penalty", s.frequency_penalty}}) {
+    if (!(v >= -2 && v <= 2)) return FieldError(field, StrCat(v, " is outside [-2, 2]"));
+  }
   if (s.top_logprobs < 0 || s.top_logprobs > 20) {  // the engine's bound (engine/sampler.h)
     return FieldError("top_logprobs", StrCat(s.top_logprobs, " is outside [0, 20]"));
   }

@@ -145,18 +145,14 @@ std::optional<ApiError> ParseSampling(const json& body, TextRequest* r, bool* se
                  ReadNumber(body, "repetition_penalty", &repetition)}) {
     if (e) return e;
   }
-  if ((presence && *presence != 0) || (frequency && *frequency != 0)) {
-    return ApiError{400,
-                    "presence_penalty and frequency_penalty are not supported; use "
-                    "repetition_penalty",
-                    presence && *presence != 0 ? "presence_penalty" : "frequency_penalty"};
-  }
   if (top_k) r->sampling.top_k = static_cast<int32_t>(*top_k);
   // OpenAI's default temperature is 1; ours stays greedy unless asked, which is what a serving
   // daemon's health probes and tests want (docs/reference/api.md).
   if (temperature) r->sampling.temperature = static_cast<float>(*temperature);
   if (top_p) r->sampling.top_p = static_cast<float>(*top_p);
   if (repetition) r->sampling.repetition_penalty = static_cast<float>(*repetition);
+  if (presence) r->sampling.presence_penalty = static_cast<float>(*presence);
+  if (frequency) r->sampling.frequency_penalty = static_cast<float>(*frequency);
   return std::nullopt;
 }
 

@@ -49,6 +49,8 @@ engine::SamplingParams SamplingFromProto(const exaserve::v1::SamplingParams& s) 
   if (s.has_seed()) out.seed = s.seed();
   out.logprobs = s.logprobs();
   out.top_logprobs = s.top_logprobs();
+  out.presence_penalty = s.presence_penalty();
+  out.frequency_penalty = s.frequency_penalty();
   return out;
 }
 
@@ -60,6 +62,8 @@ void SamplingToProto(const engine::SamplingParams& p, exaserve::v1::SamplingPara
   if (p.seed) s->set_seed(*p.seed);
   s->set_logprobs(p.logprobs);
   s->set_top_logprobs(p.top_logprobs);
+  s->set_presence_penalty(p.presence_penalty);
+  s->set_frequency_penalty(p.frequency_penalty);
 }
 
 void TopLogprobsToProto(const std::vector<std::pair<int32_t, float>>& top,

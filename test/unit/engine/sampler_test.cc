@@ -84,6 +84,30 @@ TEST_CASE("repetition penalty demotes tokens already in the sequence", "[engine]
   CHECK(l[1] == 1.5f);
 }
 
+TEST_CASE("presence and frequency penalties count only the generated tokens", "[engine][sampler]") {
+  SamplingParams p;
+  p.presence_penalty = 0.5f;
+  p.frequency_penalty = 0.25f;
+  Sampler s(p, 1);
+  // Prompt {1, 1}, then three generated tokens: 5 twice, 1 once.
+  const std::vector<int32_t> history = {1, 1, 5, 1, 5};
+  auto l = Logits();
+  const std::vector<float> before(l.begin(), l.end());
+  // 1: 3.0 - 0.75 = 2.25 and 5: 2.9 - 1.0 = 1.9 fall below 2: 2.5.
+  CHECK(s.Sample(l, history, 3).token == 2);
+  CHECK(l[5] == Approx(before[5] - 0.5f - 0.25f * 2));
+  CHECK(l[1] == Approx(before[1] - 0.5f - 0.25f));  // the prompt's two 1s are not counted
+  CHECK(l[0] == before[0]);
+  CHECK_FALSE(s.device_compatible());
+  // Negative values encourage repeats; nothing generated yet, nothing changes.
+  p.presence_penalty = -2.0f;
+  p.frequency_penalty = 0.0f;
+  Sampler encourage(p, 1);
+  auto fresh = Logits();
+  CHECK(encourage.Sample(fresh, history, 0).token == 1);
+  CHECK(fresh[5] == before[5]);
+}
+
 TEST_CASE("invalid sampling parameters are rejected", "[engine][sampler]") {
   SamplingParams p;
   CHECK(ValidateSamplingParams(p).ok());
@@ -92,6 +116,10 @@ TEST_CASE("invalid sampling parameters are rejected", "[engine][sampler]") {
   p = {};
   p.temperature = -1.0f;
   CHECK_FALSE(ValidateSamplingParams(p).ok());
+  p = {};
+  p.frequency_penalty = 2.5f;
+  CHECK(std::string(ValidateSamplingParams(p).message()) ==
+        "frequency_penalty 2.5 must be in [-2, 2]");
 }
 
 }  // namespace

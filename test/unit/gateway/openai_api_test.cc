@@ -397,6 +397,24 @@ TEST_CASE("A reply that is not a call streams as text, held back only while it m
         std::string::npos);
 }
 
+TEST_CASE("Presence and frequency penalties reach the replica; out of range, a 400 naming them") {
+  Api api;
+  auto ok = api.Post("/v1/completions",
+                     {{"prompt", "1+1="}, {"presence_penalty", 0.5}, {"frequency_penalty", -1}});
+  REQUIRE(api.backend.submitted.size() == 1);
+  CHECK(api.backend.submitted[0].second.sampling.presence_penalty == 0.5f);
+  CHECK(api.backend.submitted[0].second.sampling.frequency_penalty == -1.0f);
+  for (const char* field : {"presence_penalty", "frequency_penalty"}) {
+    auto bad = api.Post("/v1/chat/completions",
+                        {{"messages", {{{"role", "user"}, {"content", "1+1"}}}}, {field, 2.5}});
+    CHECK(bad->status == 400);
+    CHECK(bad->Json()["error"]["param"] == field);
+    CHECK(bad->Json()["error"]["message"].get<std::string>().find("outside [-2, 2]") !=
+          std::string::npos);
+  }
+  CHECK(api.backend.submitted.size() == 1);
+}
+
 TEST_CASE("Tools are refused, naming the field, where they cannot be honoured") {
   const json messages = {{{"role", "user"}, {"content", "1+1"}}};
   Api api(kToolTemplate);
