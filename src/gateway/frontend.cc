@@ -537,6 +537,7 @@ absl::Status Frontend::Validate(const TextRequest& r) const {
     return FieldError("top_logprobs", StrCat(s.top_logprobs, " is outside [0, 20]"));
   }
   if (r.stop.size() > 8) return FieldError("stop", "at most 8 stop strings");
+  if (r.stop_token_ids.size() > 64) return FieldError("stop_token_ids", "at most 64 token ids");
   for (const std::string& stop : r.stop) {
     // Each is matched against the text after every token: bounded, and never empty (an empty
     // one would end every completion at once).
@@ -598,6 +599,8 @@ absl::StatusOr<engine::GenerateRequest> Frontend::BuildEngineRequest(TextRequest
   }
   g.sampling = r.sampling;
   g.stop_strings = std::move(r.stop);
+  g.stop_token_ids = std::move(r.stop_token_ids);
+  g.ignore_eos = r.ignore_eos;
   // Length-prefixed, so no tenant and salt pair can spell another's.
   g.cache_salt = options_.isolate_prefix_cache
                      ? StrCat(r.tenant.size(), ":", r.tenant, r.cache_salt)

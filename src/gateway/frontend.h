@@ -92,7 +92,9 @@ struct TextRequest {
   // The field that holds the prompt, for errors: "prompt", or "messages" for a chat request.
   std::string prompt_field = "prompt";
   std::vector<std::string> stop;
-  std::string request_id;  // empty: assigned
+  std::vector<int32_t> stop_token_ids;  // besides the model's end-of-sequence ids
+  bool ignore_eos = false;              // the end-of-sequence ids do not end the completion
+  std::string request_id;               // empty: assigned
   // Prefix caching: the client's salt (at most 256 bytes) and the tenant the gateway
   // authenticated (its API key's name), which isolate_prefix_cache adds to the salt.
   std::string cache_salt;

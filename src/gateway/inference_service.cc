@@ -69,6 +69,8 @@ absl::StatusOr<TextRequest> FromProto(const exaserve::v1::GenerateRequest& p) {
   if (p.max_tokens() > 0) r.max_tokens = p.max_tokens();
   r.sampling = engine::rpc::SamplingFromProto(p.sampling());
   r.stop.assign(p.stop().begin(), p.stop().end());
+  r.stop_token_ids.assign(p.stop_token_ids().begin(), p.stop_token_ids().end());
+  r.ignore_eos = p.ignore_eos();
   r.request_id = p.request_id();
   r.cache_salt = p.cache_salt();
   return r;

@@ -196,6 +196,27 @@ std::optional<ApiError> ParseStop(const json& body, TextRequest* r) {
   return std::nullopt;
 }
 
+// vLLM's extensions that load generators and agents send: `stop_token_ids` (token ids that end
+// a completion, besides the model's end-of-sequence ids) and `ignore_eos` (generate max_tokens
+// whatever the model says: what benchmarks measure).
+std::optional<ApiError> ParseStopTokens(const json& body, TextRequest* r) {
+  if (auto e = ReadBool(body, "ignore_eos", &r->ignore_eos)) return e;
+  auto it = body.find("stop_token_ids");
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_array()) {
+    return ApiError{400, "stop_token_ids: expected a list of token ids", "stop_token_ids"};
+  }
+  for (size_t i = 0; i < it->size(); ++i) {
+    int64_t id = 0;
+    if (auto e = CheckInteger((*it)[i], StrCat("stop_token_ids[", i, "]"), 0, INT32_MAX, &id)) {
+      e->param = "stop_token_ids";
+      return e;
+    }
+    r->stop_token_ids.push_back(static_cast<int32_t>(id));
+  }
+  return std::nullopt;
+}
+
 std::optional<ApiError> ParseStreamOptions(const json& body, OpenAiRequest* out) {
   if (auto e = ReadBool(body, "stream", &out->stream)) return e;
   auto it = body.find("stream_options");
@@ -271,7 +292,7 @@ std::optional<ApiError> ParseCommon(const json& body, bool chat, TextRequest* r,
   out->n = static_cast<int>(n.value_or(1));
   for (auto e :
        {ParseSampling(body, r, &out->seeded), RefuseUnsupported(body, chat),
-        ParseLogprobs(body, chat, out, &r->sampling), ParseStop(body, r),
+        ParseLogprobs(body, chat, out, &r->sampling), ParseStop(body, r), ParseStopTokens(body, r),
         ParseStreamOptions(body, out), ParseCacheSalt(body, r), ParseTools(body, chat, r, out)}) {
     if (e) return e;
   }

@@ -604,6 +604,8 @@ absl::StatusOr<engine::RequestId> RemoteBackend::Submit(const std::string& repli
   g->set_max_tokens(request.max_tokens);
   engine::rpc::SamplingToProto(request.sampling, g->mutable_sampling());
   for (const std::string& stop : request.stop_strings) g->add_stop(stop);
+  g->mutable_stop_token_ids()->Assign(request.stop_token_ids.begin(), request.stop_token_ids.end());
+  g->set_ignore_eos(request.ignore_eos);
   g->set_request_id(request.request_id);
   g->set_cache_salt(request.cache_salt);
   if (request.dispatch != 0) {

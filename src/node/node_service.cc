@@ -255,6 +255,8 @@ grpc::ServerWriteReactor<exaserve::v1::GenerateResponse>* NodeService::Generate(
     g.max_tokens = p.max_tokens();
     g.sampling = SamplingFromProto(p.sampling());
     g.stop_strings.assign(p.stop().begin(), p.stop().end());
+    g.stop_token_ids.assign(p.stop_token_ids().begin(), p.stop_token_ids().end());
+    g.ignore_eos = p.ignore_eos();
     g.request_id = p.request_id();
     g.cache_salt = p.cache_salt();
     // A continuation; the engine checks its numbers against the prompt (engine/request.h).

@@ -16,6 +16,11 @@ field() { python3 -c "import json,sys; d=json.load(open('$work/body')); print(ev
 [ "$(field 'd["choices"][0]["text"]')" = 2 ] || fail "1+1= answered $(cat "$work/body")"
 [ "$(field 'd["choices"][0]["finish_reason"]')" = stop ] || fail "finish_reason"
 [ "$(field 'd["usage"]["prompt_tokens"] > 0')" = True ] || fail "usage"
+# vLLM's ignore_eos: the answer's end-of-sequence no longer ends it, max_tokens are generated.
+[ "$(post /v1/completions '{"prompt":"1+1=","max_tokens":4,"ignore_eos":true}')" = 200 ] ||
+  fail "ignore_eos: $(cat "$work/body")"
+[ "$(field 'd["usage"]["completion_tokens"], d["choices"][0]["finish_reason"]')" = "(4, 'length')" ] ||
+  fail "ignore_eos: $(cat "$work/body")"
 
 [ "$(post /v1/chat/completions '{"model":"exa-tiny-arith","messages":[{"role":"user","content":"123+456="}]}')" = 200 ] ||
   fail "chat: $(cat "$work/body")"

@@ -415,6 +415,23 @@ TEST_CASE("Presence and frequency penalties reach the replica; out of range, a 4
   CHECK(api.backend.submitted.size() == 1);
 }
 
+TEST_CASE("vLLM's stop_token_ids and ignore_eos reach the replica; bad ids name the field") {
+  Api api;
+  auto ok = api.Post("/v1/completions",
+                     {{"prompt", "1+1="}, {"stop_token_ids", {7, 9}}, {"ignore_eos", true}});
+  REQUIRE(api.backend.submitted.size() == 1);
+  CHECK(api.backend.submitted[0].second.stop_token_ids == std::vector<int32_t>{7, 9});
+  CHECK(api.backend.submitted[0].second.ignore_eos);
+  for (const json& bad : {json(-1), json("7"), json(json::array({1, -3}))}) {
+    auto refused = api.Post("/v1/completions", {{"prompt", "1+1="}, {"stop_token_ids", bad}});
+    CHECK(refused->status == 400);
+    CHECK(refused->Json()["error"]["param"] == "stop_token_ids");
+  }
+  auto flag = api.Post("/v1/completions", {{"prompt", "1+1="}, {"ignore_eos", "yes"}});
+  CHECK(flag->Json()["error"]["param"] == "ignore_eos");
+  CHECK(api.backend.submitted.size() == 1);
+}
+
 TEST_CASE("Tools are refused, naming the field, where they cannot be honoured") {
   const json messages = {{{"role", "user"}, {"content", "1+1"}}};
   Api api(kToolTemplate);
