@@ -193,11 +193,6 @@ void AddCacheDeltas(LoadReport& report, const JournalOf& journal_of, CacheCursor
   cursors = std::move(kept);
 }
 
-namespace {
-
-// The caller's "authorization" metadata ("Bearer <token>"), empty when absent.
-}  // namespace
-
 NodeService::NodeService(std::string node_id, ReplicaHost& host,
                          std::function<bool(const std::string&)> routable,
                          std::function<NotRoutable(const std::string&)> why_not,
@@ -231,6 +226,29 @@ NodeService::~NodeService() {
   watchers_.clear();
 }
 
+namespace {
+
+// A gateway's request as the engine takes it (its callback left to the caller).
+engine::GenerateRequest EngineRequest(const exaserve::v1::NodeGenerateRequest& request) {
+  const exaserve::v1::GenerateRequest& p = request.request();
+  engine::GenerateRequest g;
+  g.prompt_tokens.assign(p.prompt_tokens().ids().begin(), p.prompt_tokens().ids().end());
+  g.max_tokens = p.max_tokens();
+  g.sampling = SamplingFromProto(p.sampling());
+  g.stop_strings.assign(p.stop().begin(), p.stop().end());
+  g.stop_token_ids.assign(p.stop_token_ids().begin(), p.stop_token_ids().end());
+  g.ignore_eos = p.ignore_eos();
+  g.request_id = p.request_id();
+  g.cache_salt = p.cache_salt();
+  // A continuation; the engine checks its numbers against the prompt (engine/request.h).
+  g.resumed_tokens = request.continuation().resumed_tokens();
+  g.resumed_text_bytes = request.continuation().resumed_text_bytes();
+  g.attempt = request.continuation().attempt();
+  return g;
+}
+
+}  // namespace
+
 grpc::ServerWriteReactor<exaserve::v1::GenerateResponse>* NodeService::Generate(
     grpc::CallbackServerContext* context, const exaserve::v1::NodeGenerateRequest* request) {
   generate_requests_.Increment();
@@ -250,19 +268,7 @@ grpc::ServerWriteReactor<exaserve::v1::GenerateResponse>* NodeService::Generate(
     if (!p.has_prompt_tokens() || p.prompt_tokens().ids().empty()) {
       return absl::InvalidArgumentError("request.prompt_tokens: the gateway must send token ids");
     }
-    engine::GenerateRequest g;
-    g.prompt_tokens.assign(p.prompt_tokens().ids().begin(), p.prompt_tokens().ids().end());
-    g.max_tokens = p.max_tokens();
-    g.sampling = SamplingFromProto(p.sampling());
-    g.stop_strings.assign(p.stop().begin(), p.stop().end());
-    g.stop_token_ids.assign(p.stop_token_ids().begin(), p.stop_token_ids().end());
-    g.ignore_eos = p.ignore_eos();
-    g.request_id = p.request_id();
-    g.cache_salt = p.cache_salt();
-    // A continuation; the engine checks its numbers against the prompt (engine/request.h).
-    g.resumed_tokens = request->continuation().resumed_tokens();
-    g.resumed_text_bytes = request->continuation().resumed_text_bytes();
-    g.attempt = request->continuation().attempt();
+    engine::GenerateRequest g = EngineRequest(*request);
     EXA_LOG_DEBUG("node", "request started",
                   {{"request_id", g.request_id},
                    {"attempt", g.attempt},
