@@ -68,6 +68,16 @@ absl::Status ValidateSamplingParams(const SamplingParams& p) {
       return absl::InvalidArgumentError(StrCat(name, " ", v, " must be in [-2, 2]"));
     }
   }
+  if (p.logit_bias.size() > kMaxLogitBias) {
+    return absl::InvalidArgumentError(
+        StrCat("logit_bias: ", p.logit_bias.size(), " entries; at most ", kMaxLogitBias));
+  }
+  for (const auto& [id, bias] : p.logit_bias) {
+    if (id < 0 || !(bias >= -100.0f && bias <= 100.0f)) {
+      return absl::InvalidArgumentError(StrCat("logit_bias: token ", id, " bias ", bias,
+                                               ": ids are >= 0 and biases in [-100, 100]"));
+    }
+  }
   if (p.top_logprobs < 0 || p.top_logprobs > 20) {
     return absl::InvalidArgumentError(
         StrCat("top_logprobs ", p.top_logprobs, " must be in [0, 20]"));
@@ -146,6 +156,9 @@ SampledToken Sampler::Sample(std::span<float> logits, std::span<const int32_t> h
       std::min(history.size(), static_cast<size_t>(std::max<int64_t>(0, position)));
   ApplyOutputPenalties(logits, history.last(generated), params_.presence_penalty,
                        params_.frequency_penalty);
+  for (const auto& [id, bias] : params_.logit_bias) {
+    if (id >= 0 && static_cast<size_t>(id) < logits.size()) logits[id] += bias;
+  }
   if (params_.temperature > 0.0f) {
     for (float& l : logits) l /= params_.temperature;
   }

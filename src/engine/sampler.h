@@ -28,10 +28,15 @@ struct SamplingParams {
   // it has appeared and by frequency_penalty times its count. 0: off; allowed [-2, 2].
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
+  // OpenAI's logit_bias: (token id, bias) added to those logits before temperature; at most
+  // kMaxLogitBias, each bias in [-100, 100]. Ids past the vocabulary change nothing.
+  std::vector<std::pair<int32_t, float>> logit_bias;
   std::optional<uint64_t> seed;  // unset: drawn from the engine's own stream
   bool logprobs = false;         // report the chosen token's log-probability
   int32_t top_logprobs = 0;      // and this many most likely alternatives (<= 20)
 };
+
+inline constexpr size_t kMaxLogitBias = 300;
 
 absl::Status ValidateSamplingParams(const SamplingParams& params);
 
@@ -50,10 +55,11 @@ class Sampler {
   SampledToken Sample(std::span<float> logits, std::span<const int32_t> history, int64_t position);
 
   // Whether a device can choose this sequence's tokens (Backend::SampleRows): everything but the
-  // penalties and log-probabilities, which need the logits on the host.
+  // penalties, logit_bias and log-probabilities, which need the logits on the host.
   bool device_compatible() const {
     return params_.repetition_penalty == 1.0f && params_.presence_penalty == 0.0f &&
-           params_.frequency_penalty == 0.0f && !params_.logprobs && params_.top_logprobs == 0;
+           params_.frequency_penalty == 0.0f && params_.logit_bias.empty() && !params_.logprobs &&
+           params_.top_logprobs == 0;
   }
   // The `position`-th token's parameters for the device, with the uniform draw Sample would take
   // there. The device walks kept tokens in id order where Sample walks them most likely first,

@@ -1,5 +1,7 @@
 #include "gateway/openai_request.h"
 
+#include <cctype>
+#include <cstdlib>
 #include <utility>
 
 #include "common/strings.h"
@@ -88,7 +90,6 @@ std::optional<ApiError> RefuseUnsupported(const json& body, bool chat) {
   static constexpr Field kFields[] = {
       {"echo", "not supported"},
       {"suffix", "not supported"},
-      {"logit_bias", "not supported"},
       {"functions", "not supported: this server does not call functions"},
   };
   for (const Field& f : kFields) {
@@ -196,6 +197,35 @@ std::optional<ApiError> ParseStop(const json& body, TextRequest* r) {
   return std::nullopt;
 }
 
+// OpenAI's logit_bias: {"token id": bias}, at most 300, each bias in [-100, 100].
+std::optional<ApiError> ParseLogitBias(const json& body, TextRequest* r) {
+  auto it = body.find("logit_bias");
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_object()) {
+    return ApiError{400, "logit_bias: expected an object of token id -> bias", "logit_bias"};
+  }
+  if (it->size() > engine::kMaxLogitBias) {
+    return ApiError{400,
+                    StrCat("logit_bias: ", it->size(), " entries; at most ", engine::kMaxLogitBias),
+                    "logit_bias"};
+  }
+  for (const auto& [key, value] : it->items()) {
+    char* end = nullptr;
+    const long long id = std::strtoll(key.c_str(), &end, 10);
+    const bool id_ok = !key.empty() && *end == '\0' && id >= 0 && id <= INT32_MAX &&
+                       std::isdigit(static_cast<unsigned char>(key[0]));
+    if (!id_ok || !value.is_number() || !(value.get<double>() >= -100) ||
+        !(value.get<double>() <= 100)) {
+      return ApiError{
+          400,
+          StrCat("logit_bias[\"", key, "\"]: keys are token ids, values numbers in [-100, 100]"),
+          "logit_bias"};
+    }
+    r->sampling.logit_bias.emplace_back(static_cast<int32_t>(id), value.get<float>());
+  }
+  return std::nullopt;
+}
+
 // vLLM's extensions that load generators and agents send: `stop_token_ids` (token ids that end
 // a completion, besides the model's end-of-sequence ids) and `ignore_eos` (generate max_tokens
 // whatever the model says: what benchmarks measure).
@@ -290,10 +320,10 @@ std::optional<ApiError> ParseCommon(const json& body, bool chat, TextRequest* r,
     if (e) return e;
   }
   out->n = static_cast<int>(n.value_or(1));
-  for (auto e :
-       {ParseSampling(body, r, &out->seeded), RefuseUnsupported(body, chat),
-        ParseLogprobs(body, chat, out, &r->sampling), ParseStop(body, r), ParseStopTokens(body, r),
-        ParseStreamOptions(body, out), ParseCacheSalt(body, r), ParseTools(body, chat, r, out)}) {
+  for (auto e : {ParseSampling(body, r, &out->seeded), RefuseUnsupported(body, chat),
+                 ParseLogprobs(body, chat, out, &r->sampling), ParseStop(body, r),
+                 ParseStopTokens(body, r), ParseLogitBias(body, r), ParseStreamOptions(body, out),
+                 ParseCacheSalt(body, r), ParseTools(body, chat, r, out)}) {
     if (e) return e;
   }
   return std::nullopt;

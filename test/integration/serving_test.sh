@@ -16,6 +16,12 @@ field() { python3 -c "import json,sys; d=json.load(open('$work/body')); print(ev
 [ "$(field 'd["choices"][0]["text"]')" = 2 ] || fail "1+1= answered $(cat "$work/body")"
 [ "$(field 'd["choices"][0]["finish_reason"]')" = stop ] || fail "finish_reason"
 [ "$(field 'd["usage"]["prompt_tokens"] > 0')" = True ] || fail "usage"
+# logit_bias -100 bans a token: the answer's own token is never chosen.
+[ "$(post /tokenize '{"prompt":"2","add_special_tokens":false}')" = 200 ] || fail "tokenize: $(cat "$work/body")"
+two=$(field 'd["tokens"][0]')
+[ "$(post /v1/completions "{\"prompt\":\"1+1=\",\"max_tokens\":1,\"logit_bias\":{\"$two\":-100}}")" = 200 ] ||
+  fail "logit_bias: $(cat "$work/body")"
+[ "$(field 'd["choices"][0]["text"]')" != 2 ] || fail "logit_bias -100 on token $two: $(cat "$work/body")"
 # vLLM's ignore_eos: the answer's end-of-sequence no longer ends it, max_tokens are generated.
 [ "$(post /v1/completions '{"prompt":"1+1=","max_tokens":4,"ignore_eos":true}')" = 200 ] ||
   fail "ignore_eos: $(cat "$work/body")"
@@ -79,7 +85,7 @@ expect_error 400 '"param":"top_logprobs"' /v1/completions '{"prompt":"1+1=","top
 # at their defaults.
 expect_error 400 "echo: not supported" /v1/completions '{"prompt":"1+1=","echo":true}'
 expect_error 400 "best_of: only 1" /v1/completions '{"prompt":"1+1=","best_of":3}'
-expect_error 400 '"param":"logit_bias"' /v1/completions '{"prompt":"1+1=","logit_bias":{"17":-100}}'
+expect_error 400 '"param":"logit_bias"' /v1/completions '{"prompt":"1+1=","logit_bias":{"x":-100}}'
 # Tools need a chat template that writes calls the gateway parses; the bundled model has none.
 expect_error 400 "chat template does not write tool calls" /v1/chat/completions '{"messages":[{"role":"user","content":"1+1="}],"tools":[{"type":"function","function":{"name":"f"}}]}'
 expect_error 400 '"param":"tool_choice"' /v1/chat/completions '{"messages":[{"role":"user","content":"1+1="}],"tools":[{"type":"function","function":{"name":"f"}}],"tool_choice":"required"}'

@@ -51,6 +51,10 @@ engine::SamplingParams SamplingFromProto(const exaserve::v1::SamplingParams& s) 
   out.top_logprobs = s.top_logprobs();
   out.presence_penalty = s.presence_penalty();
   out.frequency_penalty = s.frequency_penalty();
+  out.logit_bias.assign(s.logit_bias().begin(), s.logit_bias().end());
+  // A map's order is the wire's; the sum per token does not depend on it, but logs and tests
+  // read the entries in id order.
+  std::sort(out.logit_bias.begin(), out.logit_bias.end());
   return out;
 }
 
@@ -64,6 +68,7 @@ void SamplingToProto(const engine::SamplingParams& p, exaserve::v1::SamplingPara
   s->set_top_logprobs(p.top_logprobs);
   s->set_presence_penalty(p.presence_penalty);
   s->set_frequency_penalty(p.frequency_penalty);
+  for (const auto& [id, bias] : p.logit_bias) (*s->mutable_logit_bias())[id] = bias;
 }
 
 void TopLogprobsToProto(const std::vector<std::pair<int32_t, float>>& top,

@@ -108,6 +108,18 @@ TEST_CASE("presence and frequency penalties count only the generated tokens", "[
   CHECK(fresh[5] == before[5]);
 }
 
+TEST_CASE("logit_bias shifts the chosen logits before temperature", "[engine][sampler]") {
+  SamplingParams p;
+  p.logit_bias = {{1, -100.0f}, {3, 4.5f}, {99, 50.0f}};  // 99: past the vocabulary, ignored
+  Sampler s(p, 1);
+  auto l = Logits();
+  CHECK(s.Sample(l, {}, 0).token == 3);  // -1.0 + 4.5 = 3.5 beats 2.9
+  CHECK(l[1] == -97.0f);
+  CHECK_FALSE(s.device_compatible());
+  p.logit_bias = {{2, 101.0f}};
+  CHECK(std::string(ValidateSamplingParams(p).message()).find("[-100, 100]") != std::string::npos);
+}
+
 TEST_CASE("invalid sampling parameters are rejected", "[engine][sampler]") {
   SamplingParams p;
   CHECK(ValidateSamplingParams(p).ok());

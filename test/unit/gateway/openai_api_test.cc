@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <map>
 
 #include "fake_backend.h"
@@ -411,6 +412,24 @@ TEST_CASE("Presence and frequency penalties reach the replica; out of range, a 4
     CHECK(bad->Json()["error"]["param"] == field);
     CHECK(bad->Json()["error"]["message"].get<std::string>().find("outside [-2, 2]") !=
           std::string::npos);
+  }
+  CHECK(api.backend.submitted.size() == 1);
+}
+
+TEST_CASE("logit_bias reaches the replica as token ids; bad keys and values name the field") {
+  Api api;
+  auto ok =
+      api.Post("/v1/completions", {{"prompt", "1+1="}, {"logit_bias", {{"17", -100}, {"3", 2.5}}}});
+  REQUIRE(api.backend.submitted.size() == 1);
+  using Bias = std::vector<std::pair<int32_t, float>>;
+  Bias bias = api.backend.submitted[0].second.sampling.logit_bias;
+  std::sort(bias.begin(), bias.end());
+  CHECK(bias == Bias{{3, 2.5f}, {17, -100.0f}});
+  for (const json& bad : {json({{"x", 1}}), json({{"-1", 1}}), json({{"5", 101}}),
+                          json({{"5", "1"}}), json(json::array({1}))}) {
+    auto refused = api.Post("/v1/completions", {{"prompt", "1+1="}, {"logit_bias", bad}});
+    CHECK(refused->status == 400);
+    CHECK(refused->Json()["error"]["param"] == "logit_bias");
   }
   CHECK(api.backend.submitted.size() == 1);
 }

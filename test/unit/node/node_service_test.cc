@@ -18,6 +18,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "common/strings.h"
+#include "engine/rpc/generate_stream.h"
 #include "net/grpc_server.h"
 #include "node/bundled_model.h"
 
@@ -47,6 +48,33 @@ struct Served {
   net::GrpcServer server;
   std::unique_ptr<exaserve::v1::Node::Stub> stub;
 };
+
+TEST_CASE("Sampling parameters cross the wire between gateway and node unchanged") {
+  engine::SamplingParams p;
+  p.temperature = 0.7f;
+  p.top_k = 20;
+  p.top_p = 0.8f;
+  p.repetition_penalty = 1.05f;
+  p.presence_penalty = 0.5f;
+  p.frequency_penalty = -0.25f;
+  p.logit_bias = {{3, -100.0f}, {17, 2.5f}};
+  p.seed = 42;
+  p.logprobs = true;
+  p.top_logprobs = 3;
+  exaserve::v1::SamplingParams wire;
+  engine::rpc::SamplingToProto(p, &wire);
+  const engine::SamplingParams back = engine::rpc::SamplingFromProto(wire);
+  CHECK(back.temperature == p.temperature);
+  CHECK(back.top_k == p.top_k);
+  CHECK(back.top_p == p.top_p);
+  CHECK(back.repetition_penalty == p.repetition_penalty);
+  CHECK(back.presence_penalty == p.presence_penalty);
+  CHECK(back.frequency_penalty == p.frequency_penalty);
+  CHECK(back.logit_bias == p.logit_bias);
+  CHECK(back.seed == p.seed);
+  CHECK(back.logprobs);
+  CHECK(back.top_logprobs == 3);
+}
 
 TEST_CASE("WatchLoad sends at most max_rate_hz reports; a rate that is none is refused") {
   InferenceOptions o;
