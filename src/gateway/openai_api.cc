@@ -241,7 +241,9 @@ struct Exchange {
     for (size_t i = 0; i < choices.size(); ++i) {
       ChoiceState& done = choices[i];
       json choice = {{"index", i}, {"finish_reason", FinishReasonText(done.finish_reason)}};
-      ToolCallReply reply = Reply(done.text);
+      // Parsed only when the request asked for tools: no copy of every reply's text otherwise.
+      const ToolCallReply reply =
+          tool_format == ToolCallFormat::kNone ? ToolCallReply{} : Reply(done.text);
       if (chat && !reply.calls.empty()) {
         choice["message"] = {
             {"role", "assistant"},

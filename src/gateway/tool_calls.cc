@@ -156,8 +156,8 @@ size_t StreamableBytes(ToolCallFormat format, std::string_view text) {
     // A call is the whole reply: everything waits once it starts like one.
     const std::string_view start = StripWhitespace(text);
     if (start.empty()) return 0;
-    const bool tag =
-        start.starts_with(kPythonTag) || kPythonTag.starts_with(start.substr(0, kPythonTag.size()));
+    // `start` begins with the tag, or is the start of one.
+    const bool tag = kPythonTag.starts_with(start.substr(0, kPythonTag.size()));
     if (start.front() == '{' || tag) return 0;
   }
   return text.size();

