@@ -12,6 +12,10 @@
 
 namespace exa::engine {
 
+namespace structured {
+class TokenTrie;
+}  // namespace structured
+
 class TextStream {
  public:
   virtual ~TextStream() = default;
@@ -25,6 +29,9 @@ class Detokenizer {
  public:
   virtual ~Detokenizer() = default;
   virtual std::unique_ptr<TextStream> NewStream() const = 0;
+  // The vocabulary's bytes for structured outputs (engine/structured/token_trie.h), built on
+  // first use; nullptr when this detokenizer cannot say what bytes each token writes.
+  virtual std::shared_ptr<const structured::TokenTrie> token_trie() const { return nullptr; }
 };
 
 }  // namespace exa::engine

@@ -87,6 +87,10 @@ absl::Status EngineCore::Validate(const GenerateRequest& r) const {
   if (!r.stop_strings.empty() && detokenizer_ == nullptr) {
     return absl::InvalidArgumentError("stop strings need a tokenizer; this engine has none");
   }
+  if (r.grammar != nullptr && (detokenizer_ == nullptr || detokenizer_->token_trie() == nullptr)) {
+    return absl::InvalidArgumentError(
+        "response_format: structured outputs need the model's tokenizer; this engine has none");
+  }
   if (!r.callback) return absl::InvalidArgumentError("request has no callback");
   return ValidateSamplingParams(r.sampling);
 }
@@ -106,11 +110,25 @@ void EngineCore::Admit(std::unique_ptr<Sequence> seq) {
     }
     seq->text_sent = std::min<size_t>(seq->text.size(), seq->request.resumed_text_bytes);
   }
+  // A structured output resumed elsewhere: its constraint follows the earlier output again.
+  bool replayed = true;
+  if (seq->request.grammar != nullptr) {
+    std::vector<int32_t> end_ids = seq->request.stop_token_ids;
+    if (!seq->request.ignore_eos) {
+      end_ids.insert(end_ids.end(), info_.eos_token_ids.begin(), info_.eos_token_ids.end());
+    }
+    seq->constraint = std::make_unique<structured::JsonConstraint>(
+        seq->request.grammar, detokenizer_->token_trie(), std::move(end_ids));
+    for (int32_t i = seq->prompt_len; i < static_cast<int32_t>(seq->tokens.size()); ++i) {
+      replayed = replayed && seq->constraint->Accept(seq->tokens[static_cast<size_t>(i)]);
+    }
+  }
   // Probes, and resumed requests: a client is mid-stream on those, as on a preempted sequence,
   // which also goes back ahead of the waiting ones.
   const RequestId id = seq->id;
-  const FinishReason ended =
-      seq->request.resumed_tokens > 0 ? EndedBeforeResume(*seq) : FinishReason::kNone;
+  const FinishReason ended = !replayed                         ? FinishReason::kError
+                             : seq->request.resumed_tokens > 0 ? EndedBeforeResume(*seq)
+                                                               : FinishReason::kNone;
   if (seq->request.priority || seq->request.resumed_tokens > 0) {
     scheduler_.EnqueueFront(std::move(seq));  // ahead of every waiting request
   } else {
@@ -118,7 +136,13 @@ void EngineCore::Admit(std::unique_ptr<Sequence> seq) {
   }
   // Its first replica failed between its last token and the end of the stream: it ends here as
   // it would have ended there, rather than run past its end.
-  if (ended != FinishReason::kNone) Finish(id, ended, absl::OkStatus());
+  if (ended == FinishReason::kError) {
+    Finish(id, ended,
+           absl::InvalidArgumentError(
+               "response_format: the resumed output does not match the schema it was made for"));
+  } else if (ended != FinishReason::kNone) {
+    Finish(id, ended, absl::OkStatus());
+  }
 }
 
 bool EngineCore::IsStopToken(const GenerateRequest& r, int32_t token) const {
@@ -131,6 +155,7 @@ bool EngineCore::IsStopToken(const GenerateRequest& r, int32_t token) const {
 
 FinishReason EngineCore::EndedBeforeResume(const Sequence& seq) const {
   if (IsStopToken(seq.request, seq.tokens.back())) return FinishReason::kStop;
+  if (seq.constraint != nullptr && seq.constraint->Terminal()) return FinishReason::kStop;
   if (seq.generated() >= seq.request.max_tokens ||
       static_cast<int32_t>(seq.tokens.size()) >= info_.max_context) {
     return FinishReason::kLength;
@@ -194,8 +219,9 @@ FinishReason EngineCore::Accept(Sequence& seq, const SampledToken& sampled, absl
   seq.last_token_time = now;
   const GenerateRequest& r = seq.request;
   FinishReason reason = FinishReason::kNone;
-  if (IsStopToken(r, sampled.token)) {
-    reason = FinishReason::kStop;
+  const bool stop_token = IsStopToken(r, sampled.token);
+  if (stop_token || (seq.constraint != nullptr && seq.constraint->Terminal())) {
+    reason = FinishReason::kStop;  // a structured output ends once only whitespace could follow
   } else if (seq.generated() >= r.max_tokens ||
              static_cast<int32_t>(seq.tokens.size()) >= info_.max_context) {
     reason = FinishReason::kLength;
@@ -208,7 +234,7 @@ FinishReason EngineCore::Accept(Sequence& seq, const SampledToken& sampled, absl
   event.top_logprobs = sampled.top;
   event.prompt_tokens = seq.prompt_len;
   event.completion_tokens = seq.generated();
-  if (seq.text_stream != nullptr && reason != FinishReason::kStop) {
+  if (seq.text_stream != nullptr && !stop_token) {
     seq.text += seq.text_stream->Push(sampled.token);
     // Stop strings: cut at the earliest match; otherwise hold back what could start one.
     size_t hold = 0, cut = std::string::npos;
@@ -253,10 +279,11 @@ absl::StatusOr<absl::Duration> EngineCore::Step(const std::function<void(absl::D
   // Tokens are chosen on the device when it can and every sampled sequence allows it (no
   // repetition penalty, no log-probabilities): only the ids cross to the host, not a vocabulary
   // of logits per sequence.
-  const bool on_device = executor_->samples_on_device() &&
-                         std::all_of(chunks.begin(), chunks.end(), [](const ScheduledChunk& c) {
-                           return !c.sample || c.seq->sampler.device_compatible();
-                         });
+  const bool on_device =
+      executor_->samples_on_device() &&
+      std::all_of(chunks.begin(), chunks.end(), [](const ScheduledChunk& c) {
+        return !c.sample || (c.seq->sampler.device_compatible() && c.seq->constraint == nullptr);
+      });
   device_sampling_.clear();
   if (on_device) {
     for (const ScheduledChunk& c : chunks) {
@@ -287,6 +314,7 @@ void EngineCore::Complete(const std::vector<ScheduledChunk>& chunks, bool sample
   const absl::Time now = clock_->MonotonicNow();
   const int32_t vocab = executor_->vocab_size();
   std::vector<std::pair<RequestId, FinishReason>> finished;
+  std::vector<RequestId> unwritable;  // structured outputs no token of the vocabulary continues
   int64_t row = 0;
   for (const ScheduledChunk& c : chunks) {
     if (!c.sample) continue;
@@ -295,12 +323,25 @@ void EngineCore::Complete(const std::vector<ScheduledChunk>& chunks, bool sample
       t.token = device_tokens_[static_cast<size_t>(row++)];
     } else {
       std::span<float> logits(logits_.data() + row++ * vocab, static_cast<size_t>(vocab));
+      if (c.seq->constraint != nullptr && !c.seq->constraint->Mask(logits)) {
+        unwritable.push_back(c.seq->id);
+        continue;
+      }
       t = c.seq->sampler.Sample(logits, c.seq->tokens, c.seq->generated());
+      // Masked, so the token fits; a stop token leaves the constraint as it is.
+      if (c.seq->constraint != nullptr && !IsStopToken(c.seq->request, t.token)) {
+        c.seq->constraint->Accept(t.token);
+      }
     }
     FinishReason reason = Accept(*c.seq, t, now);
     if (reason != FinishReason::kNone) finished.emplace_back(c.seq->id, reason);
   }
   for (auto& [id, reason] : finished) Finish(id, reason, absl::OkStatus());
+  for (RequestId id : unwritable) {
+    Finish(id, FinishReason::kError,
+           absl::FailedPreconditionError("response_format: no token of the model's vocabulary "
+                                         "continues the output as the schema requires"));
+  }
 }
 
 void EngineCore::PublishCacheEvents(PrefixJournal& journal) {

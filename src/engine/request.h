@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "engine/sampler.h"
+#include "engine/structured/json_schema.h"
 
 namespace exa::engine {
 
@@ -55,6 +57,11 @@ struct GenerateRequest {
   std::vector<int32_t> stop_token_ids;  // in addition to the model's end-of-sequence ids
   bool ignore_eos = false;
   std::vector<std::string> stop_strings;  // matched on decoded text; needs a detokenizer
+  // Structured output (docs/architecture.md#structured-outputs): the output is JSON matching
+  // `json_schema` (its text, as it crosses the wire), compiled into `grammar` (nullptr: free
+  // text). Needs a detokenizer with a token trie.
+  std::string json_schema;
+  std::shared_ptr<const structured::Grammar> grammar;
   StreamCallback callback;
   // Health probes and warm-ups: admitted past a full queue (a small bounded lane of their own)
   // and scheduled ahead of every waiting request, so overload does not fail a probe.

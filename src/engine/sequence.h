@@ -14,6 +14,7 @@
 #include "engine/prefix_hash.h"
 #include "engine/request.h"
 #include "engine/sampler.h"
+#include "engine/structured/json_constraint.h"
 
 namespace exa::engine {
 
@@ -43,6 +44,7 @@ struct Sequence {
   std::optional<BlockHash> hash_root;
   int32_t published_blocks = 0;
   Sampler sampler;
+  std::unique_ptr<structured::JsonConstraint> constraint;  // set when request.grammar is
   std::unique_ptr<TextStream> text_stream;
   std::string text;      // all generated text so far
   size_t text_sent = 0;  // bytes of `text` already streamed

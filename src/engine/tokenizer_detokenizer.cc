@@ -5,6 +5,7 @@
 #include "common/file_util.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "engine/structured/token_trie.h"
 #include "engine/tokenizer/stream_decoder.h"
 
 namespace exa::engine {
@@ -24,6 +25,13 @@ class Stream final : public TextStream {
 
 std::unique_ptr<TextStream> TokenizerDetokenizer::NewStream() const {
   return std::make_unique<Stream>(*tokenizer_);
+}
+
+std::shared_ptr<const structured::TokenTrie> TokenizerDetokenizer::token_trie() const {
+  absl::call_once(trie_once_, [this] {
+    trie_ = std::make_shared<const structured::TokenTrie>(tokenizer_->AllTokenBytes());
+  });
+  return trie_;
 }
 
 namespace {

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "absl/base/call_once.h"
 #include "absl/status/statusor.h"
 #include "chat_template/chat_template.h"
 #include "engine/detokenizer.h"
@@ -24,6 +25,8 @@ class TokenizerDetokenizer final : public Detokenizer {
       std::shared_ptr<const chat_template::ChatTemplate> chat_template = nullptr)
       : tokenizer_(std::move(tokenizer)), chat_template_(std::move(chat_template)) {}
   std::unique_ptr<TextStream> NewStream() const override;
+  // Built once, on the first structured request (a walk over the whole vocabulary).
+  std::shared_ptr<const structured::TokenTrie> token_trie() const override;
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   // nullptr when the model has no chat template (chat prompts then join the messages).
   const chat_template::ChatTemplate* chat_template() const { return chat_template_.get(); }
@@ -31,6 +34,8 @@ class TokenizerDetokenizer final : public Detokenizer {
  private:
   std::shared_ptr<const Tokenizer> tokenizer_;
   std::shared_ptr<const chat_template::ChatTemplate> chat_template_;
+  mutable absl::once_flag trie_once_;
+  mutable std::shared_ptr<const structured::TokenTrie> trie_;  // set once under trie_once_
 };
 
 // Loads `<model_dir>/tokenizer.json` and, when there is one, the model's chat template

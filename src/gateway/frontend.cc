@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "engine/prefix_hash.h"
+#include "engine/structured/json_schema.h"
 #include "gateway/chat_prompt.h"
 
 namespace exa::gateway {
@@ -601,6 +602,12 @@ absl::StatusOr<engine::GenerateRequest> Frontend::BuildEngineRequest(TextRequest
   g.stop_strings = std::move(r.stop);
   g.stop_token_ids = std::move(r.stop_token_ids);
   g.ignore_eos = r.ignore_eos;
+  if (!r.json_schema.empty()) {
+    auto grammar = engine::structured::CompileJsonSchema(r.json_schema);
+    if (!grammar.ok()) return FieldError(r.json_schema_field, ToStd(grammar.status().message()));
+    g.grammar = *std::move(grammar);
+    g.json_schema = std::move(r.json_schema);
+  }
   // Length-prefixed, so no tenant and salt pair can spell another's.
   g.cache_salt = options_.isolate_prefix_cache
                      ? StrCat(r.tenant.size(), ":", r.tenant, r.cache_salt)

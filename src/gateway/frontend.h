@@ -94,7 +94,11 @@ struct TextRequest {
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;  // besides the model's end-of-sequence ids
   bool ignore_eos = false;              // the end-of-sequence ids do not end the completion
-  std::string request_id;               // empty: assigned
+  // Structured output: a JSON Schema's text (engine/structured/json_schema.h); empty: free text.
+  // Errors name `json_schema_field` (response_format, guided_json or json_schema).
+  std::string json_schema;
+  std::string json_schema_field = "response_format";
+  std::string request_id;  // empty: assigned
   // Prefix caching: the client's salt (at most 256 bytes) and the tenant the gateway
   // authenticated (its API key's name), which isolate_prefix_cache adds to the salt.
   std::string cache_salt;

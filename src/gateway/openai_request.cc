@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "common/strings.h"
+#include "engine/structured/json_schema.h"
 #include "gateway/tool_calls.h"
 
 namespace exa::gateway {
@@ -105,12 +106,56 @@ std::optional<ApiError> RefuseUnsupported(const json& body, bool chat) {
       it != body.end() && it->is_number() && it->get<double>() != 1) {
     return ApiError{400, "best_of: only 1 is supported", "best_of"};
   }
+  return std::nullopt;
+}
+
+// Structured outputs (docs/reference/api.md#structured-outputs): OpenAI's `response_format`
+// ({"type": "text" | "json_object" | "json_schema", "json_schema": {"name", "schema", "strict"}})
+// and vLLM's `guided_json` (a schema, or its text). The schema itself is compiled, and refused
+// naming its keyword, by Frontend (gateway/frontend.h).
+std::optional<ApiError> ParseResponseFormat(const json& body, TextRequest* r) {
+  auto bad = [](std::string message) {
+    return ApiError{400, StrCat("response_format: ", message), "response_format"};
+  };
   if (auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
-    const bool text = it->is_object() && it->value("type", json()) == "text";
-    if (!text) {
-      return ApiError{400, "response_format: only {\"type\": \"text\"} is supported (no JSON mode)",
-                      "response_format"};
+    if (!it->is_object() || !it->contains("type") || !(*it)["type"].is_string()) {
+      return bad("expected {\"type\": \"text\" | \"json_object\" | \"json_schema\"}");
     }
+    const std::string type = (*it)["type"].get<std::string>();
+    if (type == "json_object") {
+      r->json_schema = std::string(engine::structured::kJsonObjectSchema);
+    } else if (type == "json_schema") {
+      auto spec = it->find("json_schema");
+      if (spec == it->end() || !spec->is_object()) {
+        return bad("type json_schema needs \"json_schema\": {\"name\": ..., \"schema\": {...}}");
+      }
+      auto schema = spec->find("schema");
+      if (schema == spec->end() || !(schema->is_object() || schema->is_boolean())) {
+        return bad("json_schema.schema: expected a JSON Schema object");
+      }
+      r->json_schema = schema->dump();
+    } else if (type != "text") {
+      return bad(StrCat("type \"", type, "\" is not one of text, json_object, json_schema"));
+    }
+  }
+  if (auto it = body.find("guided_json"); it != body.end() && !it->is_null()) {
+    if (!r->json_schema.empty()) {
+      return ApiError{400, "guided_json: give response_format or guided_json, not both",
+                      "guided_json"};
+    }
+    if (!it->is_object() && !it->is_string()) {
+      return ApiError{400, "guided_json: expected a JSON Schema (an object or its text)",
+                      "guided_json"};
+    }
+    r->json_schema = it->is_string() ? it->get<std::string>() : it->dump();
+    r->json_schema_field = "guided_json";
+  }
+  if (!r->json_schema.empty() && r->tools) {
+    return ApiError{400,
+                    StrCat(r->json_schema_field,
+                           ": cannot be combined with tools: a reply held to a schema has no "
+                           "room for a tool call"),
+                    r->json_schema_field};
   }
   return std::nullopt;
 }
@@ -320,10 +365,11 @@ std::optional<ApiError> ParseCommon(const json& body, bool chat, TextRequest* r,
     if (e) return e;
   }
   out->n = static_cast<int>(n.value_or(1));
-  for (auto e : {ParseSampling(body, r, &out->seeded), RefuseUnsupported(body, chat),
-                 ParseLogprobs(body, chat, out, &r->sampling), ParseStop(body, r),
-                 ParseStopTokens(body, r), ParseLogitBias(body, r), ParseStreamOptions(body, out),
-                 ParseCacheSalt(body, r), ParseTools(body, chat, r, out)}) {
+  for (auto e :
+       {ParseSampling(body, r, &out->seeded), RefuseUnsupported(body, chat),
+        ParseLogprobs(body, chat, out, &r->sampling), ParseStop(body, r), ParseStopTokens(body, r),
+        ParseLogitBias(body, r), ParseStreamOptions(body, out), ParseCacheSalt(body, r),
+        ParseTools(body, chat, r, out), ParseResponseFormat(body, r)}) {
     if (e) return e;
   }
   return std::nullopt;

@@ -9,6 +9,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "engine/rpc/generate_stream.h"
+#include "engine/structured/json_schema.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer_detokenizer.h"
 #include "net/grpc_status.h"
@@ -229,7 +230,8 @@ NodeService::~NodeService() {
 namespace {
 
 // A gateway's request as the engine takes it (its callback left to the caller).
-engine::GenerateRequest EngineRequest(const exaserve::v1::NodeGenerateRequest& request) {
+absl::StatusOr<engine::GenerateRequest> EngineRequest(
+    const exaserve::v1::NodeGenerateRequest& request) {
   const exaserve::v1::GenerateRequest& p = request.request();
   engine::GenerateRequest g;
   g.prompt_tokens.assign(p.prompt_tokens().ids().begin(), p.prompt_tokens().ids().end());
@@ -238,6 +240,15 @@ engine::GenerateRequest EngineRequest(const exaserve::v1::NodeGenerateRequest& r
   g.stop_strings.assign(p.stop().begin(), p.stop().end());
   g.stop_token_ids.assign(p.stop_token_ids().begin(), p.stop_token_ids().end());
   g.ignore_eos = p.ignore_eos();
+  if (!p.json_schema().empty()) {
+    auto grammar = engine::structured::CompileJsonSchema(p.json_schema());
+    if (!grammar.ok()) {
+      return absl::InvalidArgumentError(
+          StrCat("request.json_schema: ", ToStd(grammar.status().message())));
+    }
+    g.grammar = *std::move(grammar);
+    g.json_schema = p.json_schema();
+  }
   g.request_id = p.request_id();
   g.cache_salt = p.cache_salt();
   // A continuation; the engine checks its numbers against the prompt (engine/request.h).
@@ -268,7 +279,7 @@ grpc::ServerWriteReactor<exaserve::v1::GenerateResponse>* NodeService::Generate(
     if (!p.has_prompt_tokens() || p.prompt_tokens().ids().empty()) {
       return absl::InvalidArgumentError("request.prompt_tokens: the gateway must send token ids");
     }
-    engine::GenerateRequest g = EngineRequest(*request);
+    EXA_ASSIGN_OR_RETURN(engine::GenerateRequest g, EngineRequest(*request));
     EXA_LOG_DEBUG("node", "request started",
                   {{"request_id", g.request_id},
                    {"attempt", g.attempt},

@@ -636,16 +636,14 @@ int RunReplicas(const GlobalOptions& g, bool local) {
 }
 
 struct GenerateOptions {
-  std::string prompt;
-  std::string model;
-  std::string version;
+  std::string prompt, model, version;
   int max_tokens = 0;
   float temperature = 0;
   int64_t seed = -1;
-  std::vector<std::string> stop;
-  std::vector<std::string> headers;  // KEY=VALUE sent as gRPC metadata (version routes)
+  std::vector<std::string> stop, headers;  // headers: KEY=VALUE gRPC metadata (version routes)
   bool logprobs = false;
   int top_logprobs = 0;
+  std::string json_schema;  // structured output: the reply matches this JSON Schema
   bool prompt_given = false;
 };
 
@@ -670,6 +668,7 @@ int RunGenerate(const GlobalOptions& g, GenerateOptions o) {
   request.mutable_sampling()->set_logprobs(o.logprobs);
   request.mutable_sampling()->set_top_logprobs(o.top_logprobs);
   for (const auto& s : o.stop) request.add_stop(s);
+  request.set_json_schema(o.json_schema);
   std::map<std::string, std::string> headers;
   if (!ParsePairs("--header", o.headers, &headers)) return 2;
   auto ctx = MakeContext(g);
@@ -785,6 +784,7 @@ void GenerateFlags(CLI::App& cmd, CliFlags& f) {
   cmd.add_option("--top-logprobs", gen.top_logprobs,
                  "and this many most likely tokens at each position, 0-20 (printed with --json)")
       ->check(CLI::Range(0, 20));
+  cmd.add_option("--json-schema", gen.json_schema, "a JSON Schema the reply must match (JSON)");
   cmd.add_option("--header", gen.headers,
                  "KEY=VALUE request metadata, e.g. x-model-version=v2 (repeatable)")
       ->expected(1)

@@ -14,10 +14,10 @@ namespace jf = json_fields;
 
 class ByteLevelDecoder final : public Decoder {
  public:
-  void DecodeChain(std::vector<std::string>* tokens) const override {
+  void DecodeChain(std::vector<std::string>* tokens, InvalidUtf8 invalid) const override {
     std::string bytes;
     for (const std::string& token : *tokens) AppendTokenBytes(token, &bytes);
-    tokens->assign(1, utf8::Lossy(bytes));
+    tokens->assign(1, invalid == InvalidUtf8::kKeep ? bytes : utf8::Lossy(bytes));
   }
 
  private:
@@ -46,7 +46,7 @@ class MetaspaceDecoder final : public Decoder {
  public:
   MetaspaceDecoder(char32_t replacement, bool prepends)
       : replacement_(replacement), prepends_(prepends) {}
-  void DecodeChain(std::vector<std::string>* tokens) const override {
+  void DecodeChain(std::vector<std::string>* tokens, InvalidUtf8 invalid) const override {
     for (size_t i = 0; i < tokens->size(); ++i) {
       std::string out;
       utf8::ForEachChar((*tokens)[i], [&](char32_t c, size_t, size_t) {
@@ -70,7 +70,7 @@ class ReplaceDecoder final : public Decoder {
  public:
   ReplaceDecoder(std::unique_ptr<Regex> regex, std::string content)
       : regex_(std::move(regex)), content_(std::move(content)) {}
-  void DecodeChain(std::vector<std::string>* tokens) const override {
+  void DecodeChain(std::vector<std::string>* tokens, InvalidUtf8 invalid) const override {
     for (std::string& token : *tokens) {
       std::string out;
       size_t previous = 0;
@@ -109,12 +109,12 @@ std::optional<uint8_t> ByteToken(const std::string& token) {
 
 class ByteFallbackDecoder final : public Decoder {
  public:
-  void DecodeChain(std::vector<std::string>* tokens) const override {
+  void DecodeChain(std::vector<std::string>* tokens, InvalidUtf8 invalid) const override {
     std::vector<std::string> out;
     std::string pending;
     auto flush = [&] {
       if (pending.empty()) return;
-      if (utf8::IsValid(pending)) {
+      if (invalid == InvalidUtf8::kKeep || utf8::IsValid(pending)) {
         out.push_back(pending);
       } else {
         // One replacement character per byte, as Hugging Face does.
@@ -137,7 +137,7 @@ class ByteFallbackDecoder final : public Decoder {
 
 class FuseDecoder final : public Decoder {
  public:
-  void DecodeChain(std::vector<std::string>* tokens) const override {
+  void DecodeChain(std::vector<std::string>* tokens, InvalidUtf8 invalid) const override {
     std::string all;
     for (const std::string& token : *tokens) all += token;
     tokens->clear();
@@ -149,7 +149,7 @@ class StripDecoder final : public Decoder {
  public:
   StripDecoder(char32_t content, size_t start, size_t stop)
       : content_(content), start_(start), stop_(stop) {}
-  void DecodeChain(std::vector<std::string>* tokens) const override {
+  void DecodeChain(std::vector<std::string>* tokens, InvalidUtf8 invalid) const override {
     for (std::string& token : *tokens) {
       std::vector<char32_t> chars;
       utf8::ForEachChar(token, [&](char32_t c, size_t, size_t) { chars.push_back(c); });
@@ -173,8 +173,8 @@ class SequenceDecoder final : public Decoder {
  public:
   explicit SequenceDecoder(std::vector<std::unique_ptr<Decoder>> steps)
       : steps_(std::move(steps)) {}
-  void DecodeChain(std::vector<std::string>* tokens) const override {
-    for (const auto& step : steps_) step->DecodeChain(tokens);
+  void DecodeChain(std::vector<std::string>* tokens, InvalidUtf8 invalid) const override {
+    for (const auto& step : steps_) step->DecodeChain(tokens, invalid);
   }
 
  private:

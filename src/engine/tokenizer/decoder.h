@@ -12,11 +12,15 @@
 
 namespace exa::engine {
 
+// What decoding does with bytes that do not form UTF-8 characters: Hugging Face's U+FFFD, or
+// kept as they are (a single token's own bytes, for structured outputs).
+enum class InvalidUtf8 { kReplace, kKeep };
+
 class Decoder {
  public:
   virtual ~Decoder() = default;
   // Rewrites the list of token strings; the decoded text is the concatenation of the result.
-  virtual void DecodeChain(std::vector<std::string>* tokens) const = 0;
+  virtual void DecodeChain(std::vector<std::string>* tokens, InvalidUtf8 invalid) const = 0;
 };
 
 absl::StatusOr<std::unique_ptr<Decoder>> ParseDecoder(const json_fields::Json& node,

@@ -217,6 +217,11 @@ const std::string* Tokenizer::DecodeString(int32_t id) const {
 }
 
 std::string Tokenizer::Decode(std::span<const int32_t> ids, bool skip_special_tokens) const {
+  return DecodeWith(ids, skip_special_tokens, InvalidUtf8::kReplace);
+}
+
+std::string Tokenizer::DecodeWith(std::span<const int32_t> ids, bool skip_special_tokens,
+                                  InvalidUtf8 invalid) const {
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (const int32_t id : ids) {
@@ -230,10 +235,34 @@ std::string Tokenizer::Decode(std::span<const int32_t> ids, bool skip_special_to
     for (size_t i = 0; i < tokens.size(); ++i) StrAppend(&joined, i == 0 ? "" : " ", tokens[i]);
     return joined;
   }
-  decoder_->DecodeChain(&tokens);
+  decoder_->DecodeChain(&tokens, invalid);
   std::string text;
   for (const std::string& piece : tokens) text += piece;
   return text;
+}
+
+std::vector<std::optional<std::string>> Tokenizer::AllTokenBytes() const {
+  // Decoders treat the first token of a text apart (Metaspace drops its prepended ▁, Strip a
+  // leading space), and generated tokens never come first: each token is decoded after an
+  // ordinary anchor token, whose own bytes are then cut off.
+  int32_t anchor = -1;
+  if (const auto a = TokenToId("a"); a && !IsSpecial(*a)) anchor = *a;
+  const std::string anchor_bytes =
+      anchor >= 0 ? DecodeWith(std::span(&anchor, 1), false, InvalidUtf8::kKeep) : "";
+  std::vector<std::optional<std::string>> out(static_cast<size_t>(vocab_size_));
+  for (int32_t id = 0; id < vocab_size_; ++id) {
+    if (DecodeString(id) == nullptr || IsSpecial(id)) continue;
+    if (anchor >= 0) {
+      const int32_t pair[] = {anchor, id};
+      std::string both = DecodeWith(pair, false, InvalidUtf8::kKeep);
+      if (both.starts_with(anchor_bytes)) {
+        out[static_cast<size_t>(id)] = both.substr(anchor_bytes.size());
+        continue;
+      }
+    }
+    out[static_cast<size_t>(id)] = DecodeWith(std::span(&id, 1), false, InvalidUtf8::kKeep);
+  }
+  return out;
 }
 
 std::optional<int32_t> Tokenizer::TokenToId(std::string_view token) const {

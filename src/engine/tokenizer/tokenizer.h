@@ -31,6 +31,7 @@
 namespace exa::engine {
 
 class AddedVocabulary;
+enum class InvalidUtf8;
 class BpeModel;
 class Decoder;
 class Normalizer;
@@ -62,6 +63,11 @@ class Tokenizer {
   // valid UTF-8: bytes that do not form characters become U+FFFD.
   std::string Decode(std::span<const int32_t> ids, bool skip_special_tokens) const;
 
+  // For structured outputs: the bytes each token adds to an output it does not start, as raw
+  // bytes (a token may hold part of a UTF-8 character); nullopt for special tokens and unknown
+  // ids. Indexed by id, vocab_size() entries.
+  std::vector<std::optional<std::string>> AllTokenBytes() const;
+
   // One past the largest id (model vocabulary and added tokens): the embedding table's rows.
   int32_t vocab_size() const { return vocab_size_; }
   std::optional<int32_t> TokenToId(std::string_view token) const;
@@ -75,6 +81,8 @@ class Tokenizer {
   absl::Status Load(std::string_view json_text);
   absl::Status LoadAddedTokens(const nlohmann::json& root);
   void EncodeSegment(std::string text, bool at_start, std::vector<int32_t>* ids) const;
+  std::string DecodeWith(std::span<const int32_t> ids, bool skip_special_tokens,
+                         InvalidUtf8 invalid) const;
   // The string a token contributes to decoding, or null for an unknown id.
   const std::string* DecodeString(int32_t id) const;
 

@@ -9,8 +9,10 @@
 
 #include "engine/engine.h"
 #include "engine/safetensors.h"
+#include "engine/structured/json_schema.h"
 #include "engine/tokenizer_detokenizer.h"
 #include "engine_test_util.h"
+#include "nlohmann/json.hpp"
 #include "test_models.h"
 
 namespace exa::engine {
@@ -18,15 +20,19 @@ namespace {
 
 const std::string kModel = EXA_SOURCE_DIR "/models/exa-tiny-arith";
 
-TEST_CASE("the bundled model answers 1+1= with 2", "[engine][tiny]") {
-  auto detok = LoadDetokenizer(kModel);
-  REQUIRE(detok.ok());
+EngineOptions TinyOptions() {
   EngineOptions o;
   o.model_dir = kModel;
   o.threads = 2;
   o.kv_cache_bytes = 8 << 20;
+  return o;
+}
+
+TEST_CASE("the bundled model answers 1+1= with 2", "[engine][tiny]") {
+  auto detok = LoadDetokenizer(kModel);
+  REQUIRE(detok.ok());
   testing::Collector c;  // outlives the engine, whose thread calls it
-  auto engine = CreateEngine(o, *detok);
+  auto engine = CreateEngine(TinyOptions(), *detok);
   REQUIRE(engine.ok());
   const Tokenizer& tok = (*detok)->tokenizer();
   const std::vector<int32_t> prompt = tok.Encode("1+1=", /*add_special_tokens=*/true);
@@ -112,6 +118,60 @@ TEST_CASE("the bundled model in bf16 answers held-out sums with bf16 activations
     // Measured 2026-12-04: 200 of 200 both ways (and 1000 of 1000 with exaserve-bench --accuracy).
     CHECK(exact >= 198);
   }
+}
+
+// Structured outputs (docs/architecture.md#structured-outputs) through the real path: the mask
+// over the bundled model's byte-level vocabulary holds greedy decoding to the schema, a value
+// that cannot grow ends the sequence at once, and a number ends at the model's </s>.
+TEST_CASE("the bundled model's output follows a JSON Schema", "[engine][tiny]") {
+  auto detok = LoadDetokenizer(kModel);
+  REQUIRE(detok.ok());
+  testing::Collector c;  // outlives the engine, whose thread calls it
+  auto engine = CreateEngine(TinyOptions(), *detok);
+  REQUIRE(engine.ok());
+  const Tokenizer& tok = (*detok)->tokenizer();
+  const char* schemas[] = {
+      R"({"type":"integer"})",
+      R"({"enum":["yes","no"]})",
+      R"({"type":"object","properties":{"sum":{"type":"integer"},"ok":{"type":"boolean"}},
+          "required":["sum","ok"]})",
+      R"({"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":3})",
+  };
+  for (int i = 0; i < 4; ++i) {
+    GenerateRequest r;
+    r.prompt_tokens = tok.Encode("12+30=", true);
+    r.max_tokens = 240;  // room for the whitespace this model, which never saw JSON, writes
+    r.grammar = *structured::CompileJsonSchema(schemas[i]);
+    r.callback = c.Callback(i);
+    REQUIRE((*engine)->Submit(std::move(r)).ok());
+  }
+  REQUIRE(c.WaitFinished(4));
+  CHECK(c.Get(0).text == "42");  // the model's own answer fits the schema
+  CHECK(c.Get(0).reason == FinishReason::kStop);
+  const auto yes_no = nlohmann::json::parse(c.Get(1).text, nullptr, false);
+  INFO(c.Get(1).text);
+  CHECK((yes_no == "yes" || yes_no == "no"));
+  CHECK(c.Get(1).reason == FinishReason::kStop);
+  for (int i = 2; i < 4; ++i) {
+    INFO(c.Get(i).text);
+    REQUIRE(c.Get(i).reason == FinishReason::kStop);
+    const auto v = nlohmann::json::parse(c.Get(i).text, nullptr, false);
+    REQUIRE_FALSE(v.is_discarded());
+    if (i == 2) CHECK((v.at("sum").is_number_integer() && v.at("ok").is_boolean()));
+    if (i == 3) CHECK((v.is_array() && v.size() >= 2 && v.size() <= 3));
+  }
+
+  // Without a tokenizer an engine cannot follow a schema: refused when submitted.
+  auto bare = CreateEngine(TinyOptions(), nullptr);
+  REQUIRE(bare.ok());
+  GenerateRequest r;
+  r.prompt_tokens = tok.Encode("1+1=", true);
+  r.grammar = *structured::CompileJsonSchema(R"({"type":"integer"})");
+  r.callback = c.Callback(9);
+  const auto refused = (*bare)->Submit(std::move(r));
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().message() ==
+        "response_format: structured outputs need the model's tokenizer; this engine has none");
 }
 
 }  // namespace

@@ -451,6 +451,53 @@ TEST_CASE("vLLM's stop_token_ids and ignore_eos reach the replica; bad ids name 
   CHECK(api.backend.submitted.size() == 1);
 }
 
+TEST_CASE("response_format and guided_json reach the replica as a compiled schema") {
+  Api api;
+  auto object = api.Post("/v1/completions",
+                         {{"prompt", "1+1="}, {"response_format", {{"type", "json_object"}}}});
+  REQUIRE(api.backend.submitted.size() == 1);
+  CHECK(api.backend.submitted[0].second.json_schema == R"({"type":"object"})");
+  CHECK(api.backend.submitted[0].second.grammar != nullptr);
+  const json schema = {{"type", "object"}, {"properties", {{"n", {{"type", "integer"}}}}}};
+  api.Post("/v1/completions",
+           {{"prompt", "1+1="},
+            {"response_format",
+             {{"type", "json_schema"}, {"json_schema", {{"name", "n"}, {"schema", schema}}}}}});
+  api.Post("/v1/completions", {{"prompt", "1+1="}, {"guided_json", schema.dump()}});
+  api.Post("/v1/completions", {{"prompt", "1+1="}, {"response_format", {{"type", "text"}}}});
+  REQUIRE(api.backend.submitted.size() == 4);
+  CHECK(json::parse(api.backend.submitted[1].second.json_schema) == schema);
+  CHECK(json::parse(api.backend.submitted[2].second.json_schema) == schema);
+  CHECK(api.backend.submitted[3].second.grammar == nullptr);
+  // Refused, naming the field: a bad shape, an unsupported keyword, both fields, with tools.
+  const std::pair<json, std::string> bad[] = {
+      {{{"response_format", {{"type", "json_schema"}}}}, "response_format"},
+      {{{"response_format", "json"}}, "response_format"},
+      {{{"response_format",
+         {{"type", "json_schema"},
+          {"json_schema", {{"schema", {{"type", "string"}, {"pattern", "a+"}}}}}}}},
+       "response_format"},
+      {{{"guided_json", 5}}, "guided_json"},
+      {{{"guided_json", "{"}}, "guided_json"},
+      {{{"guided_json", schema}, {"response_format", {{"type", "json_object"}}}}, "guided_json"},
+  };
+  for (const auto& [fields, param] : bad) {
+    json body = {{"prompt", "1+1="}};
+    body.update(fields);
+    auto refused = api.Post("/v1/completions", body);
+    INFO(body.dump() << " -> " << refused->body);
+    CHECK(refused->status == 400);
+    CHECK(refused->Json()["error"]["param"] == param);
+  }
+  auto pattern =
+      api.Post("/v1/completions", {{"prompt", "1+1="}, {"guided_json", {{"pattern", "a"}}}});
+  CHECK(pattern->Json()["error"]["message"] ==
+        "guided_json: schema.pattern: not supported; supported: type, nullable, enum, const, "
+        "anyOf, oneOf, allOf (one member), $ref, $defs, definitions, properties, required, "
+        "additionalProperties, items, minItems, maxItems, minLength, maxLength");
+  CHECK(api.backend.submitted.size() == 4);
+}
+
 TEST_CASE("Tools are refused, naming the field, where they cannot be honoured") {
   const json messages = {{{"role", "user"}, {"content", "1+1"}}};
   Api api(kToolTemplate);

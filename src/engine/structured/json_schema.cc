@@ -1,0 +1,319 @@
+#include "engine/structured/json_schema.h"
+
+#include <algorithm>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "common/status.h"
+#include "common/strings.h"
+#include "nlohmann/json.hpp"
+
+namespace exa::engine::structured {
+namespace {
+
+using json = nlohmann::json;
+
+// Keywords that say nothing about which values match (JSON Schema's annotations, OpenAPI's and
+// pydantic's extras): ignored.
+bool IsAnnotation(const std::string& k) {
+  static const char* const kNames[] = {
+      "title",     "description",   "default",  "examples",         "example",         "format",
+      "$schema",   "$id",           "$comment", "$anchor",          "deprecated",      "readOnly",
+      "writeOnly", "discriminator", "strict",   "contentMediaType", "contentEncoding", "name"};
+  return std::find(std::begin(kNames), std::end(kNames), k) != std::end(kNames);
+}
+
+constexpr std::string_view kSupported =
+    "type, nullable, enum, const, anyOf, oneOf, allOf (one member), $ref, $defs, definitions, "
+    "properties, required, additionalProperties, items, minItems, maxItems, minLength, "
+    "maxLength";
+
+class Compiler {
+ public:
+  explicit Compiler(const json& root) : root_(root) {
+    grammar_ = std::make_shared<Grammar>();
+    grammar_->nodes.emplace_back();  // kAnyNode
+  }
+
+  absl::StatusOr<std::shared_ptr<const Grammar>> Run() {
+    EXA_ASSIGN_OR_RETURN(grammar_->root, Compile(root_, "schema", 0));
+    return std::shared_ptr<const Grammar>(std::move(grammar_));
+  }
+
+ private:
+  absl::StatusOr<int32_t> NewNode(const std::string& path) {
+    if (grammar_->nodes.size() >= kMaxSchemaNodes) {
+      return absl::InvalidArgumentError(
+          StrCat(path, ": the schema has more than ", kMaxSchemaNodes, " subschemas"));
+    }
+    grammar_->nodes.emplace_back();
+    return static_cast<int32_t>(grammar_->nodes.size() - 1);
+  }
+
+  absl::StatusOr<int32_t> Compile(const json& s, const std::string& path, int depth) {
+    if (depth > kMaxSchemaDepth) {
+      return absl::InvalidArgumentError(
+          StrCat(path, ": nested deeper than ", kMaxSchemaDepth, " levels"));
+    }
+    if (s.is_boolean()) {
+      if (s.get<bool>()) return kAnyNode;
+      return absl::InvalidArgumentError(StrCat(path, ": the schema false matches nothing"));
+    }
+    if (!s.is_object()) {
+      return absl::InvalidArgumentError(
+          StrCat(path, ": a schema is an object or a boolean, not ", s.type_name()));
+    }
+    for (const auto& [k, v] : s.items()) {
+      static const char* const kKeywords[] = {"type",
+                                              "nullable",
+                                              "enum",
+                                              "const",
+                                              "anyOf",
+                                              "oneOf",
+                                              "allOf",
+                                              "$ref",
+                                              "$defs",
+                                              "definitions",
+                                              "properties",
+                                              "required",
+                                              "additionalProperties",
+                                              "items",
+                                              "minItems",
+                                              "maxItems",
+                                              "minLength",
+                                              "maxLength"};
+      if (IsAnnotation(k)) continue;
+      if (std::find(std::begin(kKeywords), std::end(kKeywords), k) == std::end(kKeywords)) {
+        return absl::InvalidArgumentError(
+            StrCat(path, ".", k, ": not supported; supported: ", kSupported));
+      }
+    }
+    if (auto it = s.find("$ref"); it != s.end()) return Reference(s, *it, path, depth);
+    if (auto it = s.find("allOf"); it != s.end()) {
+      if (!it->is_array() || it->size() != 1) {
+        return absl::InvalidArgumentError(
+            StrCat(path, ".allOf: only a list of one schema is supported"));
+      }
+      if (s.contains("anyOf") || s.contains("oneOf") || s.contains("type")) {
+        return absl::InvalidArgumentError(
+            StrCat(path, ".allOf: cannot be combined with type, anyOf or oneOf here"));
+      }
+      return Compile((*it)[0], StrCat(path, ".allOf[0]"), depth + 1);
+    }
+    EXA_ASSIGN_OR_RETURN(const int32_t index, NewNode(path));
+    EXA_RETURN_IF_ERROR(Fill(s, path, depth, index));
+    return index;
+  }
+
+  absl::StatusOr<int32_t> Reference(const json& s, const json& ref, const std::string& path,
+                                    int depth) {
+    if (!ref.is_string() || !ref.get<std::string>().starts_with("#")) {
+      return absl::InvalidArgumentError(
+          StrCat(path, ".$ref: a JSON pointer into this schema (\"#/$defs/Name\") is supported"));
+    }
+    for (const auto& [k, v] : s.items()) {
+      if (k != "$ref" && k != "$defs" && k != "definitions" && !IsAnnotation(k)) {
+        return absl::InvalidArgumentError(StrCat(path, ".", k, ": cannot be combined with $ref"));
+      }
+    }
+    const std::string pointer = ref.get<std::string>().substr(1);
+    if (auto it = refs_.find(pointer); it != refs_.end()) return it->second;
+    const json* target = nullptr;
+    try {
+      target = &root_.at(json::json_pointer(pointer));
+    } catch (const json::exception&) {
+      return absl::InvalidArgumentError(
+          StrCat(path, ".$ref: \"", ref.get<std::string>(), "\" names nothing in the schema"));
+    }
+    if (target->is_boolean() || !target->contains("$ref")) {
+      // Reserve the node first so a recursive schema refers back to it.
+      if (target->is_boolean()) return Compile(*target, path, depth + 1);
+      EXA_ASSIGN_OR_RETURN(const int32_t index, NewNode(path));
+      refs_[pointer] = index;
+      EXA_ASSIGN_OR_RETURN(const int32_t body,
+                           Compile(*target, StrCat(path, "->", ref.get<std::string>()), depth + 1));
+      grammar_->nodes[static_cast<size_t>(index)].alternatives = {body};
+      return index;
+    }
+    if (++ref_hops_ > static_cast<int>(kMaxSchemaNodes)) {
+      return absl::InvalidArgumentError(StrCat(path, ".$ref: references form a cycle"));
+    }
+    return Compile(*target, path, depth + 1);
+  }
+
+  absl::Status Fill(const json& s, const std::string& path, int depth, int32_t index) {
+    uint8_t types = kAnyType;
+    if (auto it = s.find("type"); it != s.end()) {
+      EXA_ASSIGN_OR_RETURN(types, Types(*it, StrCat(path, ".type")));
+    } else if (s.contains("properties") || s.contains("required") ||
+               s.contains("additionalProperties")) {
+      types = kObjectType;
+    } else if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) {
+      types = kArrayType;
+    }
+    if (s.value("nullable", false)) types |= kNullType;
+    auto node = [&]() -> SchemaNode& { return grammar_->nodes[static_cast<size_t>(index)]; };
+    node().types = types;
+    if (s.contains("enum") || s.contains("const")) {
+      std::vector<std::string> literals;
+      if (auto it = s.find("const"); it != s.end()) literals.push_back(it->dump());
+      if (auto it = s.find("enum"); it != s.end()) {
+        if (!it->is_array() || it->empty() || it->size() > kMaxLiterals) {
+          return absl::InvalidArgumentError(
+              StrCat(path, ".enum: a list of 1 to ", kMaxLiterals, " values"));
+        }
+        for (const json& v : *it) literals.push_back(v.dump());
+      }
+      node().literals = std::move(literals);
+      return absl::OkStatus();
+    }
+    for (const char* key : {"anyOf", "oneOf"}) {
+      auto it = s.find(key);
+      if (it == s.end()) continue;
+      if (!it->is_array() || it->empty() || it->size() > kMaxAlternatives) {
+        return absl::InvalidArgumentError(
+            StrCat(path, ".", key, ": a list of 1 to ", kMaxAlternatives, " schemas"));
+      }
+      std::vector<int32_t> alternatives;
+      for (size_t i = 0; i < it->size(); ++i) {
+        EXA_ASSIGN_OR_RETURN(int32_t alt,
+                             Compile((*it)[i], StrCat(path, ".", key, "[", i, "]"), depth + 1));
+        alternatives.push_back(alt);
+      }
+      node().alternatives = std::move(alternatives);
+      return absl::OkStatus();
+    }
+    EXA_RETURN_IF_ERROR(FillObject(s, path, depth, index));
+    EXA_RETURN_IF_ERROR(FillArray(s, path, depth, index));
+    EXA_ASSIGN_OR_RETURN(node().min_length, Count(s, "minLength", 0, path));
+    EXA_ASSIGN_OR_RETURN(node().max_length,
+                         Count(s, "maxLength", std::numeric_limits<int64_t>::max(), path));
+    if (node().min_length > node().max_length) {
+      return absl::InvalidArgumentError(StrCat(path, ".minLength: more than maxLength"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status FillObject(const json& s, const std::string& path, int depth, int32_t index) {
+    std::vector<Property> properties;
+    if (auto it = s.find("properties"); it != s.end()) {
+      if (!it->is_object() || it->size() > kMaxProperties) {
+        return absl::InvalidArgumentError(
+            StrCat(path, ".properties: an object of at most ", kMaxProperties, " schemas"));
+      }
+      for (const auto& [name, sub] : it->items()) {
+        Property p;
+        const std::string quoted = json(name).dump();
+        p.key = quoted.substr(1, quoted.size() - 2);
+        EXA_ASSIGN_OR_RETURN(p.node, Compile(sub, StrCat(path, ".properties.", name), depth + 1));
+        properties.push_back(std::move(p));
+      }
+    }
+    int32_t additional = properties.empty() ? kAnyNode : kNoNode;
+    if (auto it = s.find("additionalProperties"); it != s.end()) {
+      if (it->is_boolean()) {
+        additional = it->get<bool>() ? kAnyNode : kNoNode;
+      } else {
+        EXA_ASSIGN_OR_RETURN(additional,
+                             Compile(*it, StrCat(path, ".additionalProperties"), depth + 1));
+      }
+    }
+    uint64_t required = 0;
+    if (auto it = s.find("required"); it != s.end()) {
+      if (!it->is_array()) {
+        return absl::InvalidArgumentError(StrCat(path, ".required: a list of property names"));
+      }
+      for (const json& name : *it) {
+        const std::string quoted = name.is_string() ? name.dump() : std::string();
+        auto p = std::find_if(properties.begin(), properties.end(), [&](const Property& q) {
+          return quoted.size() >= 2 && q.key == quoted.substr(1, quoted.size() - 2);
+        });
+        if (p == properties.end()) {
+          return absl::InvalidArgumentError(
+              StrCat(path, ".required: ", name.dump(), " is not one of the object's properties"));
+        }
+        required |= uint64_t{1} << (p - properties.begin());
+      }
+    }
+    SchemaNode& node = grammar_->nodes[static_cast<size_t>(index)];
+    node.properties = std::move(properties);
+    node.additional = additional;
+    node.required = required;
+    return absl::OkStatus();
+  }
+
+  absl::Status FillArray(const json& s, const std::string& path, int depth, int32_t index) {
+    int32_t items = kAnyNode;
+    if (auto it = s.find("items"); it != s.end()) {
+      if (it->is_array()) {
+        return absl::InvalidArgumentError(
+            StrCat(path, ".items: a list of schemas (tuples) is not supported; one schema is"));
+      }
+      EXA_ASSIGN_OR_RETURN(items, Compile(*it, StrCat(path, ".items"), depth + 1));
+    }
+    EXA_ASSIGN_OR_RETURN(const int64_t min_items, Count(s, "minItems", 0, path));
+    EXA_ASSIGN_OR_RETURN(const int64_t max_items,
+                         Count(s, "maxItems", std::numeric_limits<int64_t>::max(), path));
+    if (min_items > max_items) {
+      return absl::InvalidArgumentError(StrCat(path, ".minItems: more than maxItems"));
+    }
+    SchemaNode& node = grammar_->nodes[static_cast<size_t>(index)];
+    node.items = items;
+    node.min_items = min_items;
+    node.max_items = max_items;
+    return absl::OkStatus();
+  }
+
+  static absl::StatusOr<int64_t> Count(const json& s, const char* key, int64_t absent,
+                                       const std::string& path) {
+    auto it = s.find(key);
+    if (it == s.end()) return absent;
+    if (!it->is_number_integer() || it->get<int64_t>() < 0) {
+      return absl::InvalidArgumentError(
+          StrCat(path, ".", key, ": a non-negative integer, not ", it->dump()));
+    }
+    return it->get<int64_t>();
+  }
+
+  static absl::StatusOr<uint8_t> Types(const json& t, const std::string& path) {
+    auto one = [&](const json& name) -> absl::StatusOr<uint8_t> {
+      static const std::pair<const char*, uint8_t> kTypes[] = {
+          {"object", kObjectType}, {"array", kArrayType},     {"string", kStringType},
+          {"number", kNumberType}, {"integer", kIntegerType}, {"boolean", kBooleanType},
+          {"null", kNullType}};
+      for (const auto& [n, bit] : kTypes) {
+        if (name.is_string() && name.get<std::string>() == n) return bit;
+      }
+      return absl::InvalidArgumentError(StrCat(
+          path, ": ", name.dump(),
+          " is not a type; types are object, array, string, number, integer, boolean, null"));
+    };
+    if (!t.is_array()) return one(t);
+    if (t.empty()) return absl::InvalidArgumentError(StrCat(path, ": an empty list of types"));
+    uint8_t bits = 0;
+    for (const json& name : t) {
+      EXA_ASSIGN_OR_RETURN(const uint8_t bit, one(name));
+      bits |= bit;
+    }
+    return bits;
+  }
+
+  const json& root_;
+  std::shared_ptr<Grammar> grammar_;
+  absl::flat_hash_map<std::string, int32_t> refs_;
+  int ref_hops_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(std::string_view schema_json) {
+  if (schema_json.size() > kMaxSchemaBytes) {
+    return absl::InvalidArgumentError(
+        StrCat("schema: ", schema_json.size(), " bytes; at most ", kMaxSchemaBytes));
+  }
+  const json root = json::parse(schema_json, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) return absl::InvalidArgumentError("schema: not valid JSON");
+  return Compiler(root).Run();
+}
+
+}  // namespace exa::engine::structured

@@ -1,0 +1,54 @@
+#include "engine/structured/token_trie.h"
+
+#include <algorithm>
+
+namespace exa::engine::structured {
+
+TokenTrie::TokenTrie(const std::vector<std::optional<std::string>>& token_bytes) {
+  bytes_.reserve(token_bytes.size());
+  for (size_t id = 0; id < token_bytes.size(); ++id) {
+    bytes_.push_back(token_bytes[id].value_or(std::string()));
+    if (!bytes_.back().empty()) ids_.push_back(static_cast<int32_t>(id));
+  }
+  std::sort(ids_.begin(), ids_.end(), [&](int32_t a, int32_t b) {
+    return bytes_[static_cast<size_t>(a)] < bytes_[static_cast<size_t>(b)];
+  });
+  Build(0, ids_.size(), 0);
+}
+
+// The node for the tokens ids_[lo, hi), which share their first `depth` bytes.
+uint32_t TokenTrie::Build(size_t lo, size_t hi, size_t depth) {
+  const auto index = static_cast<uint32_t>(nodes_.size());
+  nodes_.emplace_back();
+  max_depth_ = std::max(max_depth_, depth);
+  auto length = [&](size_t i) { return bytes_[static_cast<size_t>(ids_[i])].size(); };
+  auto byte_at = [&](size_t i) {
+    return static_cast<uint8_t>(bytes_[static_cast<size_t>(ids_[i])][depth]);
+  };
+  // Tokens that end here sort first.
+  size_t i = lo;
+  while (i < hi && length(i) == depth) ++i;
+  nodes_[index].first_token = static_cast<uint32_t>(lo);
+  nodes_[index].token_count = static_cast<uint32_t>(i - lo);
+  std::vector<std::pair<size_t, size_t>> groups;
+  while (i < hi) {
+    size_t j = i + 1;
+    while (j < hi && byte_at(j) == byte_at(i)) ++j;
+    groups.emplace_back(i, j);
+    i = j;
+  }
+  const auto first_edge = static_cast<uint32_t>(edge_bytes_.size());
+  nodes_[index].first_edge = first_edge;
+  nodes_[index].edge_count = static_cast<uint32_t>(groups.size());
+  for (const auto& [a, b] : groups) {
+    edge_bytes_.push_back(byte_at(a));
+    edge_children_.push_back(0);
+  }
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const uint32_t child = Build(groups[g].first, groups[g].second, depth + 1);
+    edge_children_[first_edge + g] = child;
+  }
+  return index;
+}
+
+}  // namespace exa::engine::structured

@@ -1,0 +1,283 @@
+// Structured outputs: schemas compile or are refused naming the keyword; the matcher takes
+// exactly the JSON a schema allows (hand-written cases, and random walks whose every complete
+// output must parse and match); the vocabulary mask over real tokenizers only ever lets through
+// tokens that continue the output.
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <random>
+#include <string>
+
+#include "engine/structured/json_constraint.h"
+#include "engine/structured/json_matcher.h"
+#include "engine/structured/json_schema.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "nlohmann/json.hpp"
+
+namespace exa::engine::structured {
+namespace {
+
+using json = nlohmann::json;
+
+std::shared_ptr<const Grammar> Compile(const std::string& schema) {
+  auto g = CompileJsonSchema(schema);
+  INFO(g.status().ToString());
+  REQUIRE(g.ok());
+  return *g;
+}
+
+// Whether the whole of `text` is a complete value under `schema`.
+bool Matches(const std::string& schema, const std::string& text) {
+  JsonMatcher m(Compile(schema));
+  return m.Advance(text) && m.Complete();
+}
+
+// Whether `text` can begin a value under `schema`.
+bool Prefix(const std::string& schema, const std::string& text) {
+  JsonMatcher m(Compile(schema));
+  return m.Advance(text);
+}
+
+const char* const kPerson = R"({
+  "type": "object",
+  "properties": {
+    "name": {"type": "string", "minLength": 1, "maxLength": 8},
+    "age": {"type": "integer"},
+    "email": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+    "tags": {"type": "array", "items": {"enum": ["a", "b", 3]}, "maxItems": 2},
+    "pet": {"$ref": "#/$defs/Pet"}
+  },
+  "required": ["name", "age"],
+  "$defs": {"Pet": {"type": "object", "properties": {"kind": {"const": "cat"}},
+                    "required": ["kind"]}}
+})";
+
+TEST_CASE("schemas outside the supported subset are refused naming the keyword") {
+  auto error = [](const std::string& schema) {
+    auto g = CompileJsonSchema(schema);
+    REQUIRE_FALSE(g.ok());
+    return std::string(g.status().message());
+  };
+  CHECK(error(R"({"type":"object","properties":{"age":{"type":"integer","minimum":0}}})") ==
+        "schema.properties.age.minimum: not supported; supported: type, nullable, enum, const, "
+        "anyOf, oneOf, allOf (one member), $ref, $defs, definitions, properties, required, "
+        "additionalProperties, items, minItems, maxItems, minLength, maxLength");
+  CHECK(error(R"({"type":"strin"})").starts_with("schema.type: \"strin\" is not a type"));
+  CHECK(error(R"({"$ref":"#/$defs/Nope"})") ==
+        "schema.$ref: \"#/$defs/Nope\" names nothing in the schema");
+  CHECK(error(R"({"properties":{"a":{}},"required":["b"]})") ==
+        "schema.required: \"b\" is not one of the object's properties");
+  CHECK(error(R"({"type":"array","minItems":3,"maxItems":2})") ==
+        "schema.minItems: more than maxItems");
+  CHECK(error("{") == "schema: not valid JSON");
+  CHECK(error("false") == "schema: the schema false matches nothing");
+  CHECK(error(R"({"allOf":[{},{}]})") == "schema.allOf: only a list of one schema is supported");
+  CHECK(error(std::string(kMaxSchemaBytes + 1, ' ')).starts_with("schema: 65537 bytes"));
+  // Annotations are fine.
+  CHECK(CompileJsonSchema(R"({"title":"T","description":"d","type":"string","format":"email"})")
+            .ok());
+}
+
+TEST_CASE("json_object: any object, whitespace between tokens, nothing after it") {
+  const std::string any(kJsonObjectSchema);
+  CHECK(Matches(any, R"({"a": [1, -2.5e+3, "x\u00e9\n", true, null], "b": {"c": {}}})"));
+  CHECK(Matches(any, " {\n  \"k\" : \"caf\xC3\xA9\"\n}"));
+  CHECK_FALSE(Prefix(any, "[1]"));
+  CHECK_FALSE(Prefix(any, R"({"a" 1})"));
+  CHECK_FALSE(Prefix(any, R"({"a":01})"));
+  CHECK_FALSE(Prefix(any, R"({"a":1,})"));
+  CHECK_FALSE(Prefix(any, R"({"a":tru)"
+                          "e1"));
+  CHECK_FALSE(Prefix(any, "{\"a\":\"\x01\""));        // a raw control character
+  CHECK_FALSE(Prefix(any, "{\"a\":\"\xC3\x28\""));    // broken UTF-8
+  CHECK_FALSE(Prefix(any, "{\"a\":\"\xED\xA0\x80"));  // an encoded surrogate
+  CHECK_FALSE(Prefix(any, R"({"a":"\x"})"));
+  CHECK_FALSE(Prefix(any, R"({}x)"));
+  CHECK_FALSE(Prefix(any, "{" + std::string(kMaxWhitespaceRun + 1, ' ')));
+  JsonMatcher m(Compile(any));
+  REQUIRE(m.Advance("{\"a\":1"));
+  CHECK_FALSE(m.Complete());
+  REQUIRE(m.Advance("}"));
+  CHECK(m.Complete());
+  CHECK(m.Terminal());
+}
+
+TEST_CASE("an object schema: required, known keys once each, typed values") {
+  CHECK(Matches(kPerson, R"({"name":"Bo","age":3})"));
+  CHECK(Matches(kPerson, R"({"age":-3,"name":"Bo","email":null,"tags":["a",3],)"
+                         R"("pet":{"kind":"cat"}})"));
+  CHECK_FALSE(Prefix(kPerson, R"({"name":"Bo"})"));        // age is required
+  CHECK_FALSE(Prefix(kPerson, R"({"name":"Bo","nick")"));  // no other keys
+  CHECK_FALSE(Prefix(kPerson, R"({"name":"Bo","name")"));  // once
+  CHECK_FALSE(Prefix(kPerson, R"({"age":3.5)"));           // an integer
+  CHECK_FALSE(Prefix(kPerson, R"({"name":"")"));           // minLength 1
+  CHECK_FALSE(Prefix(kPerson, R"({"name":"123456789)"));   // maxLength 8
+  CHECK(Prefix(kPerson, R"({"name":"12345678")"));
+  CHECK_FALSE(Prefix(kPerson, R"({"tags":["c")"));          // enum
+  CHECK_FALSE(Prefix(kPerson, R"({"tags":["a","b",3)"));    // maxItems 2
+  CHECK_FALSE(Prefix(kPerson, R"({"pet":{"kind":"dog")"));  // const
+  CHECK_FALSE(Prefix(kPerson, R"({"email":1)"));            // string or null
+}
+
+TEST_CASE("recursive schemas, alternatives and bare values") {
+  const std::string tree = R"({"$defs":{"T":{"type":"object","properties":{
+      "v":{"type":"integer"},"kids":{"type":"array","items":{"$ref":"#/$defs/T"}}},
+      "required":["v"]}},"$ref":"#/$defs/T"})";
+  CHECK(Matches(tree, R"({"v":1,"kids":[{"v":2,"kids":[{"v":3}]},{"v":4}]})"));
+  CHECK_FALSE(Prefix(tree, R"({"v":1,"kids":[{"kids":[]})"));
+  const std::string number = R"({"type":"number"})";
+  JsonMatcher m(Compile(number));
+  REQUIRE(m.Advance("12"));
+  CHECK(m.Complete());
+  CHECK_FALSE(m.Terminal());  // more digits may follow
+  CHECK(Matches(R"({"enum":["yes","no"]})", R"("no")"));
+  CHECK_FALSE(Prefix(R"({"enum":["yes","no"]})", R"("nope)"));
+  JsonMatcher b(Compile(R"({"type":"boolean"})"));
+  REQUIRE(b.Advance("false"));
+  CHECK(b.Terminal());
+  // A $ref cycle that consumes nothing refuses every byte instead of looping.
+  CHECK_FALSE(
+      Prefix(R"({"$defs":{"A":{"anyOf":[{"$ref":"#/$defs/A"}]}},"$ref":"#/$defs/A"})", "1"));
+  // Nesting is bounded.
+  CHECK(Prefix(std::string(kJsonObjectSchema), "{\"a\":" + std::string(kMaxJsonDepth - 2, '[')));
+  CHECK_FALSE(Prefix(std::string(kJsonObjectSchema), "{\"a\":" + std::string(kMaxJsonDepth, '[')));
+}
+
+// Checks `v` against kPerson by hand: the oracle for the random walks below.
+bool IsPerson(const json& v) {
+  if (!v.is_object() || !v.contains("name") || !v.contains("age")) return false;
+  for (const auto& [k, x] : v.items()) {
+    if (k == "name") {
+      if (!x.is_string()) return false;
+    } else if (k == "age") {
+      if (!x.is_number_integer()) return false;
+    } else if (k == "email") {
+      if (!x.is_string() && !x.is_null()) return false;
+    } else if (k == "tags") {
+      if (!x.is_array() || x.size() > 2) return false;
+      for (const json& t : x) {
+        if (t != "a" && t != "b" && t != 3) return false;
+      }
+    } else if (k == "pet") {
+      if (x != json{{"kind", "cat"}}) return false;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+TEST_CASE("random walks: every output the matcher calls complete parses and matches") {
+  for (const std::string& schema : {std::string(kPerson), std::string(kJsonObjectSchema)}) {
+    auto grammar = Compile(schema);
+    int complete = 0;
+    for (uint32_t seed = 1; seed <= 300; ++seed) {
+      std::mt19937 rng(seed);
+      JsonMatcher m(grammar);
+      std::string out;
+      // Bytes a JSON writer uses, weighted towards structure so walks finish.
+      const std::string alphabet =
+          "{}[]\",: \n0123456789-.eE+abcdefghijklmnopqrstuvwxyz\\/\xC3\xA9";
+      for (int step = 0; step < 400 && !m.Terminal(); ++step) {
+        std::string options;
+        for (char c : alphabet) {
+          if (m.Accepts(std::string(1, c))) options.push_back(c);
+        }
+        if (options.empty()) break;
+        // Close what is open once the walk is long.
+        char pick = options[rng() % options.size()];
+        if (step > 200) {
+          for (char c : std::string("\"}]0")) {
+            if (options.find(c) != std::string::npos) pick = c;
+          }
+        }
+        REQUIRE(m.Advance(std::string(1, pick)));
+        out.push_back(pick);
+      }
+      if (!m.Complete()) continue;
+      ++complete;
+      INFO(out);
+      const json parsed = json::parse(out, nullptr, false);
+      REQUIRE_FALSE(parsed.is_discarded());
+      if (schema == kPerson) CHECK(IsPerson(parsed));
+      if (schema == kJsonObjectSchema) CHECK(parsed.is_object());
+    }
+    CHECK(complete > 100);
+  }
+}
+
+std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& name) {
+  auto t = Tokenizer::FromFile(std::string(EXA_TOKENIZER_TEST_DATA_DIR) + "/" + name +
+                               ".tokenizer.json");
+  INFO(t.status().ToString());
+  REQUIRE(t.ok());
+  return *std::move(t);
+}
+
+TEST_CASE("the mask over real vocabularies lets through only tokens that continue the JSON") {
+  for (const std::string& name : {std::string("qwen3"), std::string("llama2")}) {
+    INFO(name);
+    auto tokenizer = LoadTokenizer(name);
+    auto trie = std::make_shared<const TokenTrie>(tokenizer->AllTokenBytes());
+    const int32_t eos = *tokenizer->TokenToId(name == "qwen3" ? "<|im_end|>" : "</s>");
+    auto grammar = Compile(kPerson);
+    for (uint32_t seed = 1; seed <= 5; ++seed) {
+      JsonConstraint constraint(grammar, trie, {eos});
+      std::mt19937 rng(seed);
+      std::vector<int32_t> ids;
+      double slowest_ms = 0;
+      for (int step = 0; step < 400; ++step) {
+        const auto start = std::chrono::steady_clock::now();
+        const std::vector<int32_t> allowed = constraint.Allowed();
+        slowest_ms = std::max(slowest_ms, std::chrono::duration<double, std::milli>(
+                                              std::chrono::steady_clock::now() - start)
+                                              .count());
+        REQUIRE_FALSE(allowed.empty());
+        // Every allowed token really continues the output.
+        for (size_t i = 0; i < allowed.size(); i += 97) {
+          if (allowed[i] == eos) continue;
+          CHECK(constraint.Accepts(allowed[i]));
+        }
+        // A model writes little whitespace; a uniform pick from a vocabulary rich in it writes
+        // mostly that, so whitespace-only tokens are drawn one time in ten.
+        int32_t pick = allowed[rng() % allowed.size()];
+        for (int tries = 0; tries < 20 && rng() % 10 != 0; ++tries) {
+          if (trie->bytes(pick).find_first_not_of(" \t\r\n") != std::string::npos) break;
+          pick = allowed[rng() % allowed.size()];
+        }
+        if (step > 100) {  // steer to an end: the first of these that may come
+          int rank = 6;
+          for (int32_t id : allowed) {
+            const std::string& b = trie->bytes(id);
+            const int r = id == eos   ? 0
+                          : b == "\"" ? 1
+                          : b == "}"  ? 2
+                          : b == "]"  ? 3
+                          : b == "0"  ? 4
+                          : b == ","  ? 5
+                                      : 6;
+            if (r < rank) rank = r, pick = id;
+          }
+        }
+        if (pick == eos) break;
+        REQUIRE(constraint.Accept(pick));
+        ids.push_back(pick);
+        if (constraint.Terminal()) break;
+      }
+      INFO("slowest mask " << slowest_ms << " ms");
+      std::string text;
+      for (int32_t id : ids) text += trie->bytes(id);
+      INFO(text);
+      REQUIRE(constraint.Complete());
+      const json parsed = json::parse(text, nullptr, false);
+      REQUIRE_FALSE(parsed.is_discarded());
+      CHECK(IsPerson(parsed));
+      // The detokenizer writes the same text (Llama-2's leading ▁ aside).
+      std::string decoded = tokenizer->Decode(ids, true);
+      CHECK(json::parse(decoded, nullptr, false) == parsed);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace exa::engine::structured
