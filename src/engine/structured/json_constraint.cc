@@ -19,29 +19,74 @@ bool JsonConstraint::IsEnd(int32_t token) const {
 
 void JsonConstraint::Walk(uint32_t n, size_t level) {
   const TokenTrie::Node& node = trie_->node(n);
+  std::vector<uint64_t>& bits = cache_.back().bits;
   for (uint32_t e = node.first_edge; e < node.first_edge + node.edge_count; ++e) {
     std::vector<Stack>& next = levels_[level + 1];
     next.clear();
     if (!matcher_.Step(levels_[level], trie_->edge_byte(e), &next, &scratch_)) continue;
     const uint32_t c = trie_->edge_child(e);
     const TokenTrie::Node& child = trie_->node(c);
-    for (const int32_t id : trie_->tokens_at(child)) allowed_[static_cast<size_t>(id)] = 1;
+    if (plain_string_ && child.plain) {  // every token below continues the string as it is
+      for (const int32_t id : trie_->subtree_tokens(child)) {
+        bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+      }
+      continue;
+    }
+    for (const int32_t id : trie_->tokens_at(child)) {
+      bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
+    }
     if (child.edge_count > 0) Walk(c, level + 1);
   }
 }
 
+std::string JsonConstraint::StateKey() const {
+  std::string key;
+  auto put = [&key](const auto& v) { key.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
+  for (Stack s : matcher_.stacks()) {
+    for (const Frame* f = s; f != nullptr; f = f->parent) {
+      put(f->node), put(f->phase), put(f->ws), put(f->sub), put(f->depth), put(f->member);
+      put(f->count), put(f->seen), put(f->candidates), put(f->free_key);
+    }
+    key.push_back('|');
+  }
+  return key;
+}
+
 void JsonConstraint::FindAllowed() {
-  allowed_.assign(static_cast<size_t>(trie_->vocab_size()), 0);
+  std::string key = StateKey();
+  ++uses_;
+  for (CachedMask& m : cache_) {
+    if (m.state == key) {
+      m.last_used = uses_;
+      allowed_ = &m.bits;
+      return;
+    }
+  }
+  // The walk fills the last entry: a new one, or the least recently used.
+  if (cache_.size() == kCachedMasks) {
+    auto oldest = std::min_element(cache_.begin(), cache_.end(), [](const auto& a, const auto& b) {
+      return a.last_used < b.last_used;
+    });
+    std::iter_swap(oldest, cache_.end() - 1);
+  } else {
+    cache_.emplace_back();
+  }
+  CachedMask& m = cache_.back();
+  m.state = std::move(key);
+  m.last_used = uses_;
+  m.bits.assign((static_cast<size_t>(trie_->vocab_size()) + 63) / 64, 0);
   scratch_.Reset();
   levels_[0].assign(matcher_.stacks().begin(), matcher_.stacks().end());
+  plain_string_ = matcher_.InPlainString();
   if (!matcher_.Terminal()) Walk(TokenTrie::kRoot, 0);
+  allowed_ = &m.bits;
 }
 
 std::vector<int32_t> JsonConstraint::Allowed() {
   FindAllowed();
   std::vector<int32_t> ids;
-  for (size_t id = 0; id < allowed_.size(); ++id) {
-    if (allowed_[id] != 0) ids.push_back(static_cast<int32_t>(id));
+  for (size_t id = 0; id < static_cast<size_t>(trie_->vocab_size()); ++id) {
+    if (IsAllowed(id)) ids.push_back(static_cast<int32_t>(id));
   }
   if (matcher_.Complete()) {
     for (const int32_t id : end_ids_) {
@@ -58,7 +103,7 @@ bool JsonConstraint::Mask(std::span<float> logits) {
   bool any = false;
   constexpr float kBanned = -std::numeric_limits<float>::infinity();
   for (size_t id = 0; id < logits.size(); ++id) {
-    const bool ok = (id < allowed_.size() && allowed_[id] != 0) ||
+    const bool ok = (id < static_cast<size_t>(trie_->vocab_size()) && IsAllowed(id)) ||
                     (complete && IsEnd(static_cast<int32_t>(id)));
     if (ok) {
       any = true;

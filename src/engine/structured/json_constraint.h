@@ -5,7 +5,9 @@
 //
 // Mask walks the vocabulary's trie (token_trie.h) with the matcher: a subtree is left the moment
 // its prefix is refused, and inside an unbounded string a byte that changes nothing costs no
-// allocation.
+// allocation. The allowed sets of the last kCachedMasks states are kept, keyed by the states'
+// contents: every token of one long string value sees the same state, so only its first pays
+// for the walk.
 //
 // Thread safety: none; one per sequence, used by the engine thread.
 #pragma once
@@ -43,8 +45,17 @@ class JsonConstraint {
   bool Terminal() const { return matcher_.Terminal(); }
 
  private:
-  // Fills allowed_ from the matcher's state.
+  static constexpr size_t kCachedMasks = 4;
+  struct CachedMask {
+    std::string state;           // StateKey() when it was made
+    std::vector<uint64_t> bits;  // bit id: the token may come next
+    uint64_t last_used = 0;
+  };
+
+  // Points allowed_ at the allowed set of the matcher's state, from the cache or a walk.
   void FindAllowed();
+  std::string StateKey() const;
+  bool IsAllowed(size_t id) const { return ((*allowed_)[id >> 6] >> (id & 63)) & 1; }
   void Walk(uint32_t node, size_t level);
   bool IsEnd(int32_t token) const;
   bool Follow(int32_t token, bool commit);
@@ -52,10 +63,13 @@ class JsonConstraint {
   JsonMatcher matcher_;
   std::shared_ptr<const TokenTrie> trie_;
   std::vector<int32_t> end_ids_;
-  // Scratch for Mask: allowed_[id], the stacks after each byte of the walk, their frames.
-  std::vector<uint8_t> allowed_;
+  std::vector<CachedMask> cache_;
+  uint64_t uses_ = 0;
+  const std::vector<uint64_t>* allowed_ = nullptr;  // one of cache_'s sets
+  // Scratch for the walk: the stacks after each byte, their frames.
   std::vector<std::vector<Stack>> levels_;
   FrameArena scratch_;
+  bool plain_string_ = false;  // the walk starts inside a string: TokenTrie::Node::plain holds
 };
 
 }  // namespace exa::engine::structured

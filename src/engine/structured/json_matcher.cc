@@ -211,6 +211,15 @@ bool JsonMatcher::Terminal() const {
   });
 }
 
+bool JsonMatcher::InPlainString() const {
+  return std::all_of(stacks_.begin(), stacks_.end(), [&](Stack s) {
+    if (s->sub != 0) return false;
+    if (s->phase == Phase::kObjectKey) return s->free_key && s->candidates == 0;
+    return s->phase == Phase::kString &&
+           !grammar_->nodes[static_cast<size_t>(s->node)].counts_length();
+  });
+}
+
 bool JsonMatcher::Complete(std::span<const Stack> stacks) const {
   for (Stack s : stacks) {
     if (s->phase == Phase::kEnd) return true;

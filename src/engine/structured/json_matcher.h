@@ -85,6 +85,10 @@ class JsonMatcher {
   // Complete, and nothing but whitespace may follow.
   bool Terminal() const;
 
+  // Inside a string whose length is not bounded, or a key that can no longer be a known
+  // property, between characters: any plain text may follow and leaves the state as it is.
+  bool InPlainString() const;
+
   // For JsonConstraint's vocabulary walk: the current stacks, and one byte's successors of
   // `in` appended to `out` (frames made in `arena`). Returns false when no stack accepts it.
   std::span<const Stack> stacks() const { return stacks_; }

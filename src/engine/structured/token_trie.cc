@@ -1,8 +1,43 @@
 #include "engine/structured/token_trie.h"
 
 #include <algorithm>
+#include <string_view>
 
 namespace exa::engine::structured {
+namespace {
+
+// Whole UTF-8 characters (RFC 3629), none a quote, backslash or control character.
+bool IsPlainText(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto b = static_cast<uint8_t>(s[i]);
+    if (b < 0x80) {
+      if (b < 0x20 || b == '"' || b == '\\' || b == 0x7F) return false;
+      ++i;
+      continue;
+    }
+    size_t n = 0;
+    uint8_t lo = 0x80, hi = 0xBF;
+    if (b >= 0xC2 && b <= 0xDF) {
+      n = 1;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+      n = 2, lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
+    } else if (b >= 0xF0 && b <= 0xF4) {
+      n = 3, lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
+    } else {
+      return false;
+    }
+    if (i + n >= s.size()) return false;
+    for (size_t k = 1; k <= n; ++k) {
+      const auto c = static_cast<uint8_t>(s[i + k]);
+      if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF)) return false;
+    }
+    i += n + 1;
+  }
+  return true;
+}
+
+}  // namespace
 
 TokenTrie::TokenTrie(const std::vector<std::optional<std::string>>& token_bytes) {
   bytes_.reserve(token_bytes.size());
@@ -44,10 +79,17 @@ uint32_t TokenTrie::Build(size_t lo, size_t hi, size_t depth) {
     edge_bytes_.push_back(byte_at(a));
     edge_children_.push_back(0);
   }
+  bool plain = true;
+  for (size_t t = lo; t < lo + nodes_[index].token_count && plain; ++t) {
+    plain = IsPlainText(bytes_[static_cast<size_t>(ids_[t])]);
+  }
   for (size_t g = 0; g < groups.size(); ++g) {
     const uint32_t child = Build(groups[g].first, groups[g].second, depth + 1);
     edge_children_[first_edge + g] = child;
+    plain = plain && nodes_[child].plain;
   }
+  nodes_[index].subtree_end = static_cast<uint32_t>(hi);
+  nodes_[index].plain = plain;
   return index;
 }
 

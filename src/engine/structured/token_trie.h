@@ -27,8 +27,12 @@ class TokenTrie {
   struct Node {
     uint32_t first_edge = 0;
     uint32_t edge_count = 0;
-    uint32_t first_token = 0;  // into token_ids(): the tokens whose bytes end here
+    uint32_t first_token = 0;  // into the sorted ids: the tokens whose bytes end here
     uint32_t token_count = 0;
+    uint32_t subtree_end = 0;  // the subtree's tokens are the sorted ids [first_token, this)
+    // Every token below is plain string text: whole UTF-8 characters, none a quote, backslash or
+    // control character. Inside a JSON string they all may come and change nothing.
+    bool plain = false;
   };
   static constexpr uint32_t kRoot = 0;
   const Node& node(uint32_t n) const { return nodes_[n]; }
@@ -36,6 +40,9 @@ class TokenTrie {
   uint32_t edge_child(uint32_t e) const { return edge_children_[e]; }
   std::span<const int32_t> tokens_at(const Node& n) const {
     return std::span<const int32_t>(ids_).subspan(n.first_token, n.token_count);
+  }
+  std::span<const int32_t> subtree_tokens(const Node& n) const {
+    return std::span<const int32_t>(ids_).subspan(n.first_token, n.subtree_end - n.first_token);
   }
   size_t max_depth() const { return max_depth_; }
 
