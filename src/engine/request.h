@@ -61,6 +61,8 @@ struct GenerateRequest {
   // `json_schema` (its text, as it crosses the wire), compiled into `grammar` (nullptr: free
   // text). Needs a detokenizer with a token trie.
   std::string json_schema;
+  std::string json_prefix;  // text around the value (structured::Grammar::prefix, suffix)
+  std::string json_suffix;
   std::shared_ptr<const structured::Grammar> grammar;
   StreamCallback callback;
   // Health probes and warm-ups: admitted past a full queue (a small bounded lane of their own)

@@ -13,11 +13,23 @@ absl::StatusOr<std::vector<int32_t>> PromptTokens(TextRequest& r, const ModelVie
   if (!r.prompt_tokens.empty()) return std::move(r.prompt_tokens);
   const engine::Tokenizer& tokenizer = model.tokenizer->tokenizer();
   const chat_template::ChatTemplate* chat_template = model.tokenizer->chat_template();
-  if (r.tools && (chat_template == nullptr ||
-                  DetectToolCallFormat(chat_template->source()) == ToolCallFormat::kNone)) {
+  const ToolCallFormat format = chat_template == nullptr
+                                    ? ToolCallFormat::kNone
+                                    : DetectToolCallFormat(chat_template->source());
+  if (r.tools && format == ToolCallFormat::kNone) {
     return FieldError("tools",
                       "the model's chat template does not write tool calls in a format this "
                       "server parses (hermes <tool_call> or Llama 3 JSON)");
+  }
+  if (r.tools && r.forced_tool && r.chat) {
+    // The call is held to the tool's parameters, in the model's own format.
+    const nlohmann::json tools = nlohmann::json::parse(r.chat->value("tools", "[]"_json).dump());
+    absl::StatusOr<ForcedCall> forced = ForcedCallSchema(format, tools, *r.forced_tool);
+    if (!forced.ok()) return FieldError("tool_choice", ToStd(forced.status().message()));
+    r.json_schema = std::move(forced->schema);
+    r.json_prefix = std::move(forced->prefix);
+    r.json_suffix = std::move(forced->suffix);
+    r.json_schema_field = "tool_choice";
   }
   if (!r.chat || chat_template == nullptr) return tokenizer.Encode(r.prompt, true);
   chat_template::RenderLimits limits;

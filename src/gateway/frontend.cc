@@ -603,10 +603,13 @@ absl::StatusOr<engine::GenerateRequest> Frontend::BuildEngineRequest(TextRequest
   g.stop_token_ids = std::move(r.stop_token_ids);
   g.ignore_eos = r.ignore_eos;
   if (!r.json_schema.empty()) {
-    auto grammar = engine::structured::CompileJsonSchema(r.json_schema);
+    auto grammar =
+        engine::structured::CompileJsonSchema(r.json_schema, r.json_prefix, r.json_suffix);
     if (!grammar.ok()) return FieldError(r.json_schema_field, ToStd(grammar.status().message()));
     g.grammar = *std::move(grammar);
     g.json_schema = std::move(r.json_schema);
+    g.json_prefix = std::move(r.json_prefix);
+    g.json_suffix = std::move(r.json_suffix);
   }
   // Length-prefixed, so no tenant and salt pair can spell another's.
   g.cache_salt = options_.isolate_prefix_cache

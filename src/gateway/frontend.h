@@ -97,7 +97,11 @@ struct TextRequest {
   // Structured output: a JSON Schema's text (engine/structured/json_schema.h); empty: free text.
   // Errors name `json_schema_field` (response_format, guided_json or json_schema).
   std::string json_schema;
+  std::string json_prefix, json_suffix;  // text around the value (a forced tool call's tags)
   std::string json_schema_field = "response_format";
+  // tool_choice "required" (an empty name: any of the tools) or a named function: the chat
+  // prompt's builder turns it into json_schema for the model's call format.
+  std::optional<std::string> forced_tool;
   std::string request_id;  // empty: assigned
   // Prefix caching: the client's salt (at most 256 bytes) and the tenant the gateway
   // authenticated (its API key's name), which isolate_prefix_cache adds to the salt.

@@ -72,6 +72,8 @@ absl::StatusOr<TextRequest> FromProto(const exaserve::v1::GenerateRequest& p) {
   r.stop_token_ids.assign(p.stop_token_ids().begin(), p.stop_token_ids().end());
   r.ignore_eos = p.ignore_eos();
   r.json_schema = p.json_schema();
+  r.json_prefix = p.json_prefix();
+  r.json_suffix = p.json_suffix();
   r.json_schema_field = "json_schema";
   r.request_id = p.request_id();
   r.cache_salt = p.cache_salt();

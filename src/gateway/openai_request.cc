@@ -311,8 +311,8 @@ std::optional<ApiError> ParseStreamOptions(const json& body, OpenAiRequest* out)
 
 // `tools`, `tool_choice` and `parallel_tool_calls` (docs/reference/api.md#tool-calls): the
 // tools go to the chat template, and the reply's calls come back as message.tool_calls, unless
-// tool_choice is "none". Forcing a call ("required", a named function) would need constrained
-// decoding, which this server does not do: refused by name.
+// tool_choice is "none". "required" or a named function forces one call (TextRequest::
+// forced_tool), held to the tool's parameters like a structured output.
 std::optional<ApiError> ParseTools(const json& body, bool chat, TextRequest* r,
                                    OpenAiRequest* out) {
   auto tools = body.find("tools");
@@ -328,12 +328,23 @@ std::optional<ApiError> ParseTools(const json& body, bool chat, TextRequest* r,
   }
   bool active = given;
   if (auto choice = body.find("tool_choice"); choice != body.end() && !choice->is_null()) {
+    const json* named = nullptr;
+    if (choice->is_object() && choice->value("type", json()) == "function") {
+      if (auto f = choice->find("function"); f != choice->end() && f->is_object()) named = &*f;
+    }
     if (*choice == "none") {
       active = false;
+    } else if (*choice == "required" ||
+               (named != nullptr && named->contains("name") && (*named)["name"].is_string())) {
+      if (!given) {
+        return ApiError{400, "tool_choice: forces a call, but the request has no tools",
+                        "tool_choice"};
+      }
+      r->forced_tool = *choice == "required" ? "" : (*named)["name"].get<std::string>();
     } else if (*choice != "auto") {
       return ApiError{400,
-                      "tool_choice: only \"auto\" and \"none\" are supported (this server does "
-                      "not force a call: that needs constrained decoding)",
+                      "tool_choice: expected \"auto\", \"none\", \"required\" or {\"type\": "
+                      "\"function\", \"function\": {\"name\": ...}}",
                       "tool_choice"};
     }
   }

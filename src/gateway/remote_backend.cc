@@ -607,6 +607,8 @@ absl::StatusOr<engine::RequestId> RemoteBackend::Submit(const std::string& repli
   g->mutable_stop_token_ids()->Assign(request.stop_token_ids.begin(), request.stop_token_ids.end());
   g->set_ignore_eos(request.ignore_eos);
   g->set_json_schema(request.json_schema);
+  g->set_json_prefix(request.json_prefix);
+  g->set_json_suffix(request.json_suffix);
   g->set_request_id(request.request_id);
   g->set_cache_salt(request.cache_salt);
   if (request.dispatch != 0) {

@@ -175,6 +175,46 @@ json ToolCallsJson(const std::vector<ToolCall>& calls, bool streamed) {
   return out;
 }
 
+absl::StatusOr<ForcedCall> ForcedCallSchema(ToolCallFormat format, const json& tools,
+                                            std::string_view name) {
+  constexpr size_t kMaxSchemas = 16;  // engine/structured/json_schema.h: kMaxAlternatives
+  const char* arguments = format == ToolCallFormat::kLlama3Json ? "parameters" : "arguments";
+  auto call = [&](const json& n, const json& parameters) {
+    return json{{"type", "object"},
+                {"properties", {{"name", n}, {arguments, parameters}}},
+                {"required", {"name", arguments}},
+                {"additionalProperties", false}};
+  };
+  auto parameters_of = [](const json& f) {
+    auto p = f.find("parameters");
+    return p == f.end() || p->is_null() ? json{{"type", "object"}} : *p;
+  };
+  json alternatives = json::array();
+  json names = json::array();
+  for (const json& t : tools) {
+    const json& f = t.at("function");
+    const std::string n = f.at("name").get<std::string>();
+    if (!name.empty() && n != name) continue;
+    names.push_back(n);
+    alternatives.push_back(call(json{{"const", n}}, parameters_of(f)));
+  }
+  if (alternatives.empty()) {
+    return absl::InvalidArgumentError(
+        StrCat("function \"", name, "\" is not one of the request's tools"));
+  }
+  ForcedCall forced;
+  forced.schema =
+      (alternatives.size() == 1             ? alternatives[0]
+       : alternatives.size() <= kMaxSchemas ? json{{"anyOf", alternatives}}
+                                            : call(json{{"enum", names}}, json{{"type", "object"}}))
+          .dump();
+  if (format == ToolCallFormat::kHermes) {
+    forced.prefix = StrCat(kHermesOpen, "\n");
+    forced.suffix = StrCat("\n", kHermesClose);
+  }
+  return forced;
+}
+
 absl::Status ValidateTools(const json& tools) {
   auto bad = [](size_t i, std::string_view what) {
     return absl::InvalidArgumentError(StrCat("tools[", i, "]", what));

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 
 namespace exa::gateway {
@@ -53,6 +54,20 @@ nlohmann::json ToolCallsJson(const std::vector<ToolCall>& calls, bool streamed);
 // description?, parameters?}}): INVALID_ARGUMENT naming the entry and what is allowed.
 inline constexpr size_t kMaxTools = 128;
 absl::Status ValidateTools(const nlohmann::json& tools);
+
+// A forced call (tool_choice "required" when `name` is empty, else the function `name`) as a
+// structured output (engine/structured/json_schema.h): the JSON Schema of one call in `format`,
+// {"name": <a tool's name>, "arguments" (hermes) or "parameters" (llama3_json): <its parameters>},
+// and the text around it (hermes: "<tool_call>\n" ... "\n</tool_call>"). Up to 16 tools each keep
+// their own parameters; with more, "required" holds the name to the list and the arguments to
+// an object. `tools` is valid (ValidateTools); INVALID_ARGUMENT when `name` is not among them.
+struct ForcedCall {
+  std::string schema;
+  std::string prefix;
+  std::string suffix;
+};
+absl::StatusOr<ForcedCall> ForcedCallSchema(ToolCallFormat format, const nlohmann::json& tools,
+                                            std::string_view name);
 
 // The assistant messages' earlier calls as chat templates read them: `function.arguments` sent
 // as JSON text (OpenAI's shape) becomes the object it holds, as vLLM and transformers pass it.

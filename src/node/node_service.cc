@@ -241,13 +241,16 @@ absl::StatusOr<engine::GenerateRequest> EngineRequest(
   g.stop_token_ids.assign(p.stop_token_ids().begin(), p.stop_token_ids().end());
   g.ignore_eos = p.ignore_eos();
   if (!p.json_schema().empty()) {
-    auto grammar = engine::structured::CompileJsonSchema(p.json_schema());
+    auto grammar =
+        engine::structured::CompileJsonSchema(p.json_schema(), p.json_prefix(), p.json_suffix());
     if (!grammar.ok()) {
       return absl::InvalidArgumentError(
           StrCat("request.json_schema: ", ToStd(grammar.status().message())));
     }
     g.grammar = *std::move(grammar);
     g.json_schema = p.json_schema();
+    g.json_prefix = p.json_prefix();
+    g.json_suffix = p.json_suffix();
   }
   g.request_id = p.request_id();
   g.cache_salt = p.cache_salt();

@@ -107,6 +107,21 @@ want=$(prompt_tokens "{\"messages\":$messages,\"add_generation_prompt\":true}")
 python3 -c "import json,sys; d=json.load(open(sys.argv[1]))
 assert d['usage']['prompt_tokens'] == int(sys.argv[2]), (d['usage'], sys.argv[2])" \
   "$work/body" "$want" || fail "tool_choice none, want $want prompt tokens: $(cat "$work/body")"
+# A named tool_choice forces the call (docs/reference/api.md#structured-outputs): even this
+# random model writes Qwen's <tool_call> with a name and arguments that match the tool, through
+# the real vocabulary's mask, and the reply carries it as message.tool_calls.
+strict_tools='[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object",'
+strict_tools+='"properties":{"city":{"enum":["Oslo","Paris"]},"days":{"type":"integer"}},'
+strict_tools+='"required":["city","days"]}}}]'
+curl -s -o "$work/body" "$http/v1/chat/completions" -d "{\"model\":\"qwen\",\"max_tokens\":200,
+  \"messages\":$messages,\"tools\":$strict_tools,
+  \"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}}"
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); c=d['choices'][0]
+assert c['finish_reason'] == 'tool_calls', c
+call = c['message']['tool_calls'][0]['function']
+args = json.loads(call['arguments'])
+assert call['name'] == 'get_weather' and args['city'] in ('Oslo', 'Paris'), call
+assert isinstance(args['days'], int), call" "$work/body" || fail "forced tool call: $(cat "$work/body")"
 kill -TERM $pid
 wait $pid || fail "exit code $?"
 pid=

@@ -156,14 +156,30 @@ const Frame* FrameArena::Make(const Frame& f) {
 }
 
 JsonMatcher::JsonMatcher(std::shared_ptr<const Grammar> grammar) : grammar_(std::move(grammar)) {
+  // Bottom to top: the end, the suffix, the value, the prefix.
   Frame end;
   end.phase = Phase::kEnd;
+  const Frame* below = arena_.Make(end);
+  if (!grammar_->suffix.empty()) {
+    Frame suffix;
+    suffix.parent = below;
+    suffix.phase = Phase::kText;
+    suffix.sub = 1;
+    below = arena_.Make(suffix);
+  }
   Frame value;
-  value.parent = arena_.Make(end);
+  value.parent = below;
   value.node = grammar_->root;
   value.phase = Phase::kValue;
   value.depth = 1;
-  stacks_.push_back(arena_.Make(value));
+  const Frame* top = arena_.Make(value);
+  if (!grammar_->prefix.empty()) {
+    Frame prefix;
+    prefix.parent = top;
+    prefix.phase = Phase::kText;
+    top = arena_.Make(prefix);
+  }
+  stacks_.push_back(top);
 }
 
 bool JsonMatcher::Follow(std::string_view bytes, bool commit) {
@@ -294,7 +310,23 @@ void JsonMatcher::StepOne(Stack s, uint8_t byte, std::vector<Stack>* out, FrameA
     case Phase::kLiteral:
       StepLiteral(f, byte, out, arena);
       return;
+    case Phase::kText:
+      StepText(f, byte, out, arena);
+      return;
   }
+}
+
+void JsonMatcher::StepText(const Frame& f, uint8_t byte, std::vector<Stack>* out,
+                           FrameArena* arena) const {
+  const std::string& text = f.sub == 0 ? grammar_->prefix : grammar_->suffix;
+  if (static_cast<uint8_t>(text[static_cast<size_t>(f.count)]) != byte) return;
+  if (f.count + 1 == static_cast<int64_t>(text.size())) {
+    out->push_back(f.parent);  // all of it: on to the value, or the end
+    return;
+  }
+  Frame g = f;
+  ++g.count;
+  out->push_back(arena->Make(g));
 }
 
 void JsonMatcher::StepValue(const Frame& f, uint8_t byte, std::vector<Stack>* out,

@@ -36,6 +36,7 @@ enum class Phase : uint8_t {
   kString,         // inside a string value
   kNumber,         // inside a number
   kLiteral,        // inside an enum / const value, true, false or null
+  kText,           // inside the grammar's prefix (sub 0) or suffix (sub 1): `count` bytes matched
 };
 
 struct Frame {
@@ -108,6 +109,7 @@ class JsonMatcher {
                   FrameArena* arena) const;
   void StepNumber(const Frame& f, uint8_t byte, std::vector<Stack>* out, FrameArena* arena) const;
   void StepLiteral(const Frame& f, uint8_t byte, std::vector<Stack>* out, FrameArena* arena) const;
+  void StepText(const Frame& f, uint8_t byte, std::vector<Stack>* out, FrameArena* arena) const;
   const std::vector<std::string>& Literals(const Frame& f) const;
   // Copies the live stacks into a fresh arena so the old frames can go.
   void Compact();

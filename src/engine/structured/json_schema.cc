@@ -30,9 +30,11 @@ constexpr std::string_view kSupported =
 
 class Compiler {
  public:
-  explicit Compiler(const json& root) : root_(root) {
+  Compiler(const json& root, std::string_view prefix, std::string_view suffix) : root_(root) {
     grammar_ = std::make_shared<Grammar>();
     grammar_->nodes.emplace_back();  // kAnyNode
+    grammar_->prefix = std::string(prefix);
+    grammar_->suffix = std::string(suffix);
   }
 
   absl::StatusOr<std::shared_ptr<const Grammar>> Run() {
@@ -306,14 +308,20 @@ class Compiler {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(std::string_view schema_json) {
+absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(std::string_view schema_json,
+                                                                 std::string_view prefix,
+                                                                 std::string_view suffix) {
   if (schema_json.size() > kMaxSchemaBytes) {
     return absl::InvalidArgumentError(
         StrCat("schema: ", schema_json.size(), " bytes; at most ", kMaxSchemaBytes));
   }
+  if (prefix.size() > kMaxAffixBytes || suffix.size() > kMaxAffixBytes) {
+    return absl::InvalidArgumentError(
+        StrCat("the text around the value: at most ", kMaxAffixBytes, " bytes each side"));
+  }
   const json root = json::parse(schema_json, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) return absl::InvalidArgumentError("schema: not valid JSON");
-  return Compiler(root).Run();
+  return Compiler(root, prefix, suffix).Run();
 }
 
 }  // namespace exa::engine::structured

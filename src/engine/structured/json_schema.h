@@ -91,11 +91,18 @@ struct SchemaNode {
 struct Grammar {
   std::vector<SchemaNode> nodes;  // nodes[kAnyNode] is any value
   int32_t root = kAnyNode;
+  // Text the output holds before and after the value, byte for byte (a forced tool call's
+  // "<tool_call>\n" and "\n</tool_call>"); empty for a bare value.
+  std::string prefix;
+  std::string suffix;
 };
 
 // Compiles `schema_json` (the text of a JSON Schema). Errors name the keyword's path under
 // "schema", e.g. "schema.properties.name.pattern: not supported; supported: ...".
-absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(std::string_view schema_json);
+absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(std::string_view schema_json,
+                                                                 std::string_view prefix = "",
+                                                                 std::string_view suffix = "");
+inline constexpr size_t kMaxAffixBytes = 256;  // prefix and suffix, each
 
 // The schema of OpenAI's {"type": "json_object"}: any JSON object.
 inline constexpr std::string_view kJsonObjectSchema = R"({"type":"object"})";

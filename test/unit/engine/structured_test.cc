@@ -143,6 +143,24 @@ TEST_CASE("recursive schemas, alternatives and bare values") {
   CHECK_FALSE(Prefix(std::string(kJsonObjectSchema), "{\"a\":" + std::string(kMaxJsonDepth, '[')));
 }
 
+TEST_CASE("text around the value is held byte for byte") {
+  auto g = CompileJsonSchema(R"({"type":"object"})", "<tool_call>\n", "\n</tool_call>");
+  REQUIRE(g.ok());
+  auto follows = [&](const std::string& text) {
+    JsonMatcher m(*g);
+    return m.Advance(text);
+  };
+  JsonMatcher m(*g);
+  REQUIRE(m.Advance("<tool_call>\n{\"a\": 1}"));
+  CHECK_FALSE(m.Complete());
+  REQUIRE(m.Advance("\n</tool_call>"));
+  CHECK(m.Terminal());
+  CHECK_FALSE(follows("{"));                         // the prefix first
+  CHECK_FALSE(follows("<tool_call> {"));             // exactly
+  CHECK_FALSE(follows("<tool_call>\n{} \n</tool"));  // nothing between the value and the suffix
+  CHECK_FALSE(CompileJsonSchema("{}", std::string(kMaxAffixBytes + 1, 'x')).ok());
+}
+
 // Checks `v` against kPerson by hand: the oracle for the random walks below.
 bool IsPerson(const json& v) {
   if (!v.is_object() || !v.contains("name") || !v.contains("age")) return false;

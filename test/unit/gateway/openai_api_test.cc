@@ -11,7 +11,9 @@
 #include <algorithm>
 #include <map>
 
+#include "engine/structured/json_matcher.h"
 #include "fake_backend.h"
+#include "gateway/tool_calls.h"
 
 namespace exa::gateway {
 namespace {
@@ -498,14 +500,60 @@ TEST_CASE("response_format and guided_json reach the replica as a compiled schem
   CHECK(api.backend.submitted.size() == 4);
 }
 
+TEST_CASE("tool_choice required or a named function forces one call in the model's format") {
+  const json messages = {{{"role", "user"}, {"content", "1+1"}}};
+  Api api(kToolTemplate);  // hermes: <tool_call> ... </tool_call>
+  json other = kWeather;
+  other["function"]["name"] = "get_time";
+  other["function"].erase("parameters");
+  const json tools = json::array({kWeather, other});
+  api.Post("/v1/chat/completions",
+           {{"messages", messages}, {"tools", tools}, {"tool_choice", "required"}});
+  api.Post("/v1/chat/completions",
+           {{"messages", messages},
+            {"tools", tools},
+            {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_time"}}}}}});
+  REQUIRE(api.backend.submitted.size() == 2);
+  const engine::GenerateRequest& any = api.backend.submitted[0].second;
+  CHECK(any.json_prefix == "<tool_call>\n");
+  CHECK(any.json_suffix == "\n</tool_call>");
+  CHECK(json::parse(any.json_schema)["anyOf"].size() == 2);
+  const json named = json::parse(api.backend.submitted[1].second.json_schema);
+  CHECK(named["properties"]["name"] == json{{"const", "get_time"}});
+  CHECK(named["properties"]["arguments"] == json{{"type", "object"}});
+  CHECK(named["required"] == json{"name", "arguments"});
+  // The call the constraint allows is the call the gateway parses.
+  engine::structured::JsonMatcher m(api.backend.submitted[1].second.grammar);
+  const std::string call = "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
+  REQUIRE(m.Advance(call));
+  CHECK(m.Terminal());
+  const ToolCallReply reply = ParseToolCalls(ToolCallFormat::kHermes, call);
+  REQUIRE(reply.calls.size() == 1);
+  CHECK(reply.calls[0].name == "get_time");
+
+  for (const json& choice :
+       {json({{"type", "function"}, {"function", {{"name", "nope"}}}}), json("sometimes")}) {
+    auto refused = api.Post("/v1/chat/completions",
+                            {{"messages", messages}, {"tools", tools}, {"tool_choice", choice}});
+    INFO(refused->body);
+    CHECK(refused->status == 400);
+    CHECK(refused->Json()["error"]["param"] == "tool_choice");
+  }
+  auto no_tools =
+      api.Post("/v1/chat/completions", {{"messages", messages}, {"tool_choice", "required"}});
+  CHECK(no_tools->Json()["error"]["param"] == "tool_choice");
+  CHECK(api.backend.submitted.size() == 2);
+}
+
 TEST_CASE("Tools are refused, naming the field, where they cannot be honoured") {
   const json messages = {{{"role", "user"}, {"content", "1+1"}}};
   Api api(kToolTemplate);
-  auto required = api.Post(
-      "/v1/chat/completions",
-      {{"messages", messages}, {"tools", json::array({kWeather})}, {"tool_choice", "required"}});
-  CHECK(required->status == 400);
-  CHECK(required->Json()["error"]["param"] == "tool_choice");
+  auto with_schema =
+      api.Post("/v1/chat/completions", {{"messages", messages},
+                                        {"tools", json::array({kWeather})},
+                                        {"response_format", {{"type", "json_object"}}}});
+  CHECK(with_schema->status == 400);
+  CHECK(with_schema->Json()["error"]["param"] == "response_format");
   auto completions = api.Post("/v1/completions", {{"prompt", "1+1="}, {"tools", {kWeather}}});
   CHECK(completions->status == 400);
   CHECK(completions->Json()["error"]["param"] == "tools");
