@@ -161,6 +161,41 @@ TEST_CASE("the bundled model's output follows a JSON Schema", "[engine][tiny]") 
     if (i == 3) CHECK((v.is_array() && v.size() >= 2 && v.size() <= 3));
   }
 
+  // Resumed mid-output on another replica (docs/architecture.md#failover), the constraint
+  // replays the earlier tokens and the output goes on as it would have: the same tokens, the
+  // same end. And an earlier output that breaks the schema is refused, not continued.
+  const testing::Collector::Result full = c.Get(2);
+  int finished = 4;
+  for (const size_t k : {size_t{1}, full.tokens.size() / 2, full.tokens.size() - 1}) {
+    GenerateRequest r;
+    r.prompt_tokens = tok.Encode("12+30=", true);
+    r.prompt_tokens.insert(r.prompt_tokens.end(), full.tokens.begin(),
+                           full.tokens.begin() + static_cast<ptrdiff_t>(k));
+    r.resumed_tokens = static_cast<int32_t>(k);
+    r.max_tokens = 240;
+    r.grammar = *structured::CompileJsonSchema(schemas[2]);
+    r.callback = c.Callback(10 + static_cast<int>(k));
+    REQUIRE((*engine)->Submit(std::move(r)).ok());
+    REQUIRE(c.WaitFinished(++finished));
+    INFO("resumed after " << k << " tokens");
+    const testing::Collector::Result& rest = c.Get(10 + static_cast<int>(k));
+    std::vector<int32_t> joined(full.tokens.begin(),
+                                full.tokens.begin() + static_cast<ptrdiff_t>(k));
+    joined.insert(joined.end(), rest.tokens.begin(), rest.tokens.end());
+    CHECK(joined == full.tokens);
+    CHECK(rest.reason == FinishReason::kStop);
+  }
+  GenerateRequest broken;
+  broken.prompt_tokens = tok.Encode("12+30=42", true);
+  broken.resumed_tokens = 2;  // "42" is no object
+  broken.grammar = *structured::CompileJsonSchema(schemas[2]);
+  broken.callback = c.Callback(99);
+  REQUIRE((*engine)->Submit(std::move(broken)).ok());
+  REQUIRE(c.WaitFinished(++finished));
+  CHECK(c.Get(99).reason == FinishReason::kError);
+  CHECK(c.Get(99).status.message() ==
+        "response_format: the resumed output does not match the schema it was made for");
+
   // Without a tokenizer an engine cannot follow a schema: refused when submitted.
   auto bare = CreateEngine(TinyOptions(), nullptr);
   REQUIRE(bare.ok());
