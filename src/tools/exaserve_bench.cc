@@ -72,6 +72,9 @@ CLI::App* AddEngineCommand(CLI::App& app, exa::engine::EngineBenchOptions* engin
       ->add_option("--prefix-requests", engine->prefix_requests,
                    "--prefix-share: prompts sent, one at a time (default 32)")
       ->check(CLI::Range(2, 100000));
+  engine_cmd->add_option("--json-schema", engine->json_schema,
+                         "decode held to this JSON Schema and free, interleaved (needs the "
+                         "model's tokenizer.json): the structured-output overhead");
   engine_cmd->add_option("--repeats", engine->repeats, "rounds per figure; the best is reported")
       ->check(CLI::Range(1, 1000));
   return engine_cmd;

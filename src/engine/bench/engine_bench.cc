@@ -18,7 +18,9 @@
 #include "engine/engine.h"
 #include "engine/model_config.h"
 #include "engine/model_weights.h"
+#include "engine/structured/json_schema.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer_detokenizer.h"
 
 namespace exa::engine {
 namespace {
@@ -65,12 +67,14 @@ std::vector<int32_t> RandomPrompt(int32_t n, int32_t vocab, std::mt19937& rng) {
   return p;
 }
 
-GenerateRequest MakeRequest(std::vector<int32_t> prompt, int32_t max_tokens, StreamCallback cb) {
+GenerateRequest MakeRequest(std::vector<int32_t> prompt, int32_t max_tokens, StreamCallback cb,
+                            std::shared_ptr<const structured::Grammar> grammar = nullptr) {
   GenerateRequest r;
   r.prompt_tokens = std::move(prompt);
   r.max_tokens = max_tokens;
   r.ignore_eos = true;
   r.callback = std::move(cb);
+  r.grammar = std::move(grammar);
   return r;
 }
 
@@ -89,13 +93,14 @@ absl::StatusOr<json> MeasurePrefill(Engine& engine, int32_t tokens, std::mt19937
 // Decode rate while all `batch` sequences are decoding: tokens streamed after the last sequence
 // got its first token, over the time until the first sequence finished.
 absl::StatusOr<json> MeasureDecode(Engine& engine, int32_t batch, int32_t decode_tokens,
-                                   std::mt19937& rng) {
+                                   std::mt19937& rng,
+                                   std::shared_ptr<const structured::Grammar> grammar = nullptr) {
   Recorder rec;
   const EngineLoad before = engine.Load();
   for (int i = 0; i < batch; ++i) {
     EXA_RETURN_IF_ERROR(engine
                             .Submit(MakeRequest(RandomPrompt(8, engine.info().vocab_size, rng),
-                                                decode_tokens, rec.Callback(i)))
+                                                decode_tokens, rec.Callback(i), grammar))
                             .status());
   }
   if (!rec.Wait(batch)) return absl::DeadlineExceededError("decode did not finish");
@@ -377,6 +382,42 @@ absl::Status MeasureThroughput(Engine& engine, const EngineBenchOptions& o, json
   return absl::OkStatus();
 }
 
+// Decode with and without the schema, rounds interleaved: the same engine, the same moment.
+absl::StatusOr<json> RunStructuredBench(const EngineBenchOptions& o, const EngineOptions& eo) {
+  EXA_ASSIGN_OR_RETURN(auto detokenizer, LoadDetokenizer(o.model_dir));
+  EXA_ASSIGN_OR_RETURN(auto grammar, structured::CompileJsonSchema(o.json_schema));
+  EXA_ASSIGN_OR_RETURN(auto engine, CreateEngine(eo, detokenizer));
+  const absl::Time trie_start = absl::Now();
+  detokenizer->token_trie();
+  json out = {{"model", o.model_dir},
+              {"backend", o.backend},
+              {"json_schema", json::parse(o.json_schema)},
+              {"decode_tokens", o.decode_tokens},
+              {"repeats", o.repeats},
+              {"token_trie_build_ms", absl::ToDoubleMilliseconds(absl::Now() - trie_start)},
+              {"decode", json::array()}};
+  std::mt19937 rng(1);
+  for (int32_t batch : o.batch_sizes) {
+    std::vector<double> free_rates, held_rates;
+    json held_best;
+    for (int32_t r = 0; r < std::max(1, o.repeats); ++r) {
+      EXA_ASSIGN_OR_RETURN(json f, MeasureDecode(*engine, batch, o.decode_tokens, rng));
+      EXA_ASSIGN_OR_RETURN(json h, MeasureDecode(*engine, batch, o.decode_tokens, rng, grammar));
+      free_rates.push_back(f["tokens_per_s"].get<double>());
+      held_rates.push_back(h["tokens_per_s"].get<double>());
+      if (held_best.is_null()) held_best = h;
+    }
+    const double free_median = Quantile(free_rates, 0.5);
+    const double held_median = Quantile(held_rates, 0.5);
+    out["decode"].push_back({{"batch", batch},
+                             {"free_tokens_per_s_median", free_median},
+                             {"structured_tokens_per_s_median", held_median},
+                             {"structured_over_free", held_median / free_median},
+                             {"structured_engine_ms_per_step", held_best["engine_ms_per_step"]}});
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<json> RunEngineBench(const EngineBenchOptions& o) {
@@ -409,6 +450,7 @@ absl::StatusOr<json> RunEngineBench(const EngineBenchOptions& o) {
   eo.max_batch_tokens = std::max(longest, 8 * eo.max_running);
   eo.max_queue = 2048;
   if (o.prefix_share >= 0) return RunPrefixShareBench(o, eo);
+  if (!o.json_schema.empty()) return RunStructuredBench(o, eo);
   EXA_ASSIGN_OR_RETURN(auto engine, CreateEngine(eo));
   const int threads = o.threads > 0
                           ? o.threads

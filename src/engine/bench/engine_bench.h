@@ -57,6 +57,11 @@ struct EngineBenchOptions {
   // computed on both (docs/perf/engine.md).
   double prefix_share = -1;
   int32_t prefix_requests = 32;
+  // Non-empty: instead of throughput, decode at each batch size with every sequence held to this
+  // JSON Schema (docs/architecture.md#structured-outputs) and without, interleaved on one engine
+  // with the model's tokenizer: the cost of the mask. A schema whose values cannot end within
+  // decode_tokens measures a steady state.
+  std::string json_schema;
 };
 
 absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options);
