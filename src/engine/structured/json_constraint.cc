@@ -26,7 +26,7 @@ void JsonConstraint::Walk(uint32_t n, size_t level) {
     if (!matcher_.Step(levels_[level], trie_->edge_byte(e), &next, &scratch_)) continue;
     const uint32_t c = trie_->edge_child(e);
     const TokenTrie::Node& child = trie_->node(c);
-    if (plain_string_ && child.plain) {  // every token below continues the string as it is
+    if (child.plain && child.max_chars <= plain_room_) {  // every token below fits the string
       for (const int32_t id : trie_->subtree_tokens(child)) {
         bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63);
       }
@@ -77,7 +77,7 @@ void JsonConstraint::FindAllowed() {
   m.bits.assign((static_cast<size_t>(trie_->vocab_size()) + 63) / 64, 0);
   scratch_.Reset();
   levels_[0].assign(matcher_.stacks().begin(), matcher_.stacks().end());
-  plain_string_ = matcher_.InPlainString();
+  plain_room_ = matcher_.PlainStringRoom();
   if (!matcher_.Terminal()) Walk(TokenTrie::kRoot, 0);
   allowed_ = &m.bits;
 }

@@ -69,7 +69,9 @@ class JsonConstraint {
   // Scratch for the walk: the stacks after each byte, their frames.
   std::vector<std::vector<Stack>> levels_;
   FrameArena scratch_;
-  bool plain_string_ = false;  // the walk starts inside a string: TokenTrie::Node::plain holds
+  // JsonMatcher::PlainStringRoom() where the walk starts: a plain subtree whose tokens have at
+  // most this many characters is allowed whole.
+  int64_t plain_room_ = -1;
 };
 
 }  // namespace exa::engine::structured

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <limits>
 
 #include "absl/container/flat_hash_map.h"
 
@@ -227,13 +228,16 @@ bool JsonMatcher::Terminal() const {
   });
 }
 
-bool JsonMatcher::InPlainString() const {
-  return std::all_of(stacks_.begin(), stacks_.end(), [&](Stack s) {
-    if (s->sub != 0) return false;
-    if (s->phase == Phase::kObjectKey) return s->free_key && s->candidates == 0;
-    return s->phase == Phase::kString &&
-           !grammar_->nodes[static_cast<size_t>(s->node)].counts_length();
-  });
+int64_t JsonMatcher::PlainStringRoom() const {
+  int64_t room = std::numeric_limits<int64_t>::max();
+  for (Stack s : stacks_) {
+    if (s->sub != 0) return -1;
+    if (s->phase == Phase::kObjectKey && s->free_key && s->candidates == 0) continue;
+    if (s->phase != Phase::kString) return -1;
+    const SchemaNode& node = grammar_->nodes[static_cast<size_t>(s->node)];
+    if (node.counts_length()) room = std::min(room, node.max_length - s->count);
+  }
+  return room;
 }
 
 bool JsonMatcher::Complete(std::span<const Stack> stacks) const {

@@ -86,9 +86,10 @@ class JsonMatcher {
   // Complete, and nothing but whitespace may follow.
   bool Terminal() const;
 
-  // Inside a string whose length is not bounded, or a key that can no longer be a known
-  // property, between characters: any plain text may follow and leaves the state as it is.
-  bool InPlainString() const;
+  // Inside a string value or a key that can no longer be a known property, between characters:
+  // how many more characters of plain text (TokenTrie::Node::plain) may follow (INT64_MAX when
+  // the string is unbounded; such text then leaves the state as it is); -1 anywhere else.
+  int64_t PlainStringRoom() const;
 
   // For JsonConstraint's vocabulary walk: the current stacks, and one byte's successors of
   // `in` appended to `out` (frames made in `arena`). Returns false when no stack accepts it.

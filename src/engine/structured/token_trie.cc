@@ -80,16 +80,23 @@ uint32_t TokenTrie::Build(size_t lo, size_t hi, size_t depth) {
     edge_children_.push_back(0);
   }
   bool plain = true;
+  uint32_t max_chars = 0;
   for (size_t t = lo; t < lo + nodes_[index].token_count && plain; ++t) {
-    plain = IsPlainText(bytes_[static_cast<size_t>(ids_[t])]);
+    const std::string& b = bytes_[static_cast<size_t>(ids_[t])];
+    plain = IsPlainText(b);
+    // Characters: the bytes that are not UTF-8 continuation bytes.
+    const auto chars = std::count_if(b.begin(), b.end(), [](char c) { return (c & 0xC0) != 0x80; });
+    max_chars = std::max(max_chars, static_cast<uint32_t>(chars));
   }
   for (size_t g = 0; g < groups.size(); ++g) {
     const uint32_t child = Build(groups[g].first, groups[g].second, depth + 1);
     edge_children_[first_edge + g] = child;
     plain = plain && nodes_[child].plain;
+    max_chars = std::max(max_chars, nodes_[child].max_chars);
   }
   nodes_[index].subtree_end = static_cast<uint32_t>(hi);
   nodes_[index].plain = plain;
+  nodes_[index].max_chars = max_chars;
   return index;
 }
 

@@ -33,6 +33,7 @@ class TokenTrie {
     // Every token below is plain string text: whole UTF-8 characters, none a quote, backslash or
     // control character. Inside a JSON string they all may come and change nothing.
     bool plain = false;
+    uint32_t max_chars = 0;  // the most characters of a token below (when plain)
   };
   static constexpr uint32_t kRoot = 0;
   const Node& node(uint32_t n) const { return nodes_[n]; }
