@@ -1,4 +1,5 @@
 #include "gateway/tool_calls.h"
+#include "engine/structured/json_schema.h"
 
 #include <random>
 
@@ -177,7 +178,6 @@ json ToolCallsJson(const std::vector<ToolCall>& calls, bool streamed) {
 
 absl::StatusOr<ForcedCall> ForcedCallSchema(ToolCallFormat format, const json& tools,
                                             std::string_view name) {
-  constexpr size_t kMaxSchemas = 16;  // engine/structured/json_schema.h: kMaxAlternatives
   const char* arguments = format == ToolCallFormat::kLlama3Json ? "parameters" : "arguments";
   auto call = [&](const json& n, const json& parameters) {
     return json{{"type", "object"},
@@ -203,11 +203,11 @@ absl::StatusOr<ForcedCall> ForcedCallSchema(ToolCallFormat format, const json& t
         StrCat("function \"", name, "\" is not one of the request's tools"));
   }
   ForcedCall forced;
-  forced.schema =
-      (alternatives.size() == 1             ? alternatives[0]
-       : alternatives.size() <= kMaxSchemas ? json{{"anyOf", alternatives}}
-                                            : call(json{{"enum", names}}, json{{"type", "object"}}))
-          .dump();
+  forced.schema = (alternatives.size() == 1 ? alternatives[0]
+                   : alternatives.size() <= engine::structured::kMaxAlternatives
+                       ? json{{"anyOf", alternatives}}
+                       : call(json{{"enum", names}}, json{{"type", "object"}}))
+                      .dump();
   if (format == ToolCallFormat::kHermes) {
     forced.prefix = StrCat(kHermesOpen, "\n");
     forced.suffix = StrCat("\n", kHermesClose);
