@@ -1,9 +1,9 @@
 #include "gateway/tool_calls.h"
-#include "engine/structured/json_schema.h"
 
 #include <random>
 
 #include "common/strings.h"
+#include "engine/structured/json_schema.h"
 
 namespace exa::gateway {
 namespace {
