@@ -175,6 +175,8 @@ SampledToken Sampler::Sample(std::span<float> logits, std::span<const int32_t> h
       return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
     });
     for (size_t i = 0; i < n; ++i) {
+      // Tokens a structured output's mask ruled out have no probability: not alternatives.
+      if (std::isinf(logits[ids[i]])) break;
       out.top.emplace_back(ids[i], static_cast<float>(logits[ids[i]] - norm));
     }
   }

@@ -86,7 +86,7 @@ std::vector<int32_t> JsonConstraint::Allowed() {
   FindAllowed();
   std::vector<int32_t> ids;
   for (size_t id = 0; id < static_cast<size_t>(trie_->vocab_size()); ++id) {
-    if (IsAllowed(id)) ids.push_back(static_cast<int32_t>(id));
+    if (IsAllowed(id) && !IsEnd(static_cast<int32_t>(id))) ids.push_back(static_cast<int32_t>(id));
   }
   if (matcher_.Complete()) {
     for (const int32_t id : end_ids_) {
@@ -98,18 +98,32 @@ std::vector<int32_t> JsonConstraint::Allowed() {
 }
 
 bool JsonConstraint::Mask(std::span<float> logits) {
+  end_logits_.clear();
+  for (const int32_t id : end_ids_) {
+    end_logits_.push_back(id >= 0 && static_cast<size_t>(id) < logits.size()
+                              ? logits[static_cast<size_t>(id)]
+                              : 0.0f);
+  }
   FindAllowed();
   const bool complete = matcher_.Complete();
   bool any = false;
   constexpr float kBanned = -std::numeric_limits<float>::infinity();
-  for (size_t id = 0; id < logits.size(); ++id) {
-    const bool ok = (id < static_cast<size_t>(trie_->vocab_size()) && IsAllowed(id)) ||
-                    (complete && IsEnd(static_cast<int32_t>(id)));
-    if (ok) {
+  const size_t vocab = std::min(logits.size(), static_cast<size_t>(trie_->vocab_size()));
+  for (size_t id = 0; id < vocab; ++id) {
+    if (IsAllowed(id)) {
       any = true;
     } else {
       logits[id] = kBanned;
     }
+  }
+  for (size_t id = vocab; id < logits.size(); ++id) logits[id] = kBanned;
+  // The end ids: allowed only once the value is whole, even where their bytes would fit (an
+  // end-of-sequence token not marked special). Their logits are kept aside before the pass.
+  for (size_t i = 0; i < end_ids_.size(); ++i) {
+    const auto id = static_cast<size_t>(end_ids_[i]);
+    if (end_ids_[i] < 0 || id >= logits.size()) continue;
+    logits[id] = complete ? end_logits_[i] : kBanned;
+    any = any || complete;
   }
   return any;
 }

@@ -63,6 +63,7 @@ class JsonConstraint {
   JsonMatcher matcher_;
   std::shared_ptr<const TokenTrie> trie_;
   std::vector<int32_t> end_ids_;
+  std::vector<float> end_logits_;  // Mask's scratch: the end ids' logits before the pass
   std::vector<CachedMask> cache_;
   uint64_t uses_ = 0;
   const std::vector<uint64_t>* allowed_ = nullptr;  // one of cache_'s sets

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <limits>
 #include <set>
 
 #include "engine/sampler.h"
@@ -118,6 +119,22 @@ TEST_CASE("logit_bias shifts the chosen logits before temperature", "[engine][sa
   CHECK_FALSE(s.device_compatible());
   p.logit_bias = {{2, 101.0f}};
   CHECK(std::string(ValidateSamplingParams(p).message()).find("[-100, 100]") != std::string::npos);
+}
+
+TEST_CASE("tokens masked to -infinity are never drawn nor listed as alternatives",
+          "[engine][sampler]") {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_logprobs = 5;
+  Sampler s(p, 7);
+  const float kOut = -std::numeric_limits<float>::infinity();
+  for (int i = 0; i < 50; ++i) {
+    std::vector<float> l = {kOut, 0.5f, kOut, 0.2f, kOut, kOut};
+    const SampledToken t = s.Sample(l, {}, i);
+    CHECK((t.token == 1 || t.token == 3));
+    REQUIRE(t.top.size() == 2);  // two tokens are possible, not five
+    CHECK(std::isfinite(t.top[1].second));
+  }
 }
 
 TEST_CASE("invalid sampling parameters are rejected", "[engine][sampler]") {

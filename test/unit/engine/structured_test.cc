@@ -232,6 +232,26 @@ std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& name) {
   return *std::move(t);
 }
 
+TEST_CASE("an end id is allowed only once the value is whole, whatever its bytes") {
+  auto tokenizer = LoadTokenizer("qwen3");
+  auto trie = std::make_shared<const TokenTrie>(tokenizer->AllTokenBytes());
+  const int32_t hash = *tokenizer->TokenToId("#");  // an ordinary token, here an end id
+  JsonConstraint c(Compile(std::string(kJsonObjectSchema)), trie, {hash});
+  REQUIRE(c.Accept(*tokenizer->TokenToId("{\"")));
+  std::vector<float> logits(static_cast<size_t>(trie->vocab_size()) + 5, 1.0f);
+  REQUIRE(c.Mask(logits));
+  CHECK(std::isinf(logits[static_cast<size_t>(hash)]));  // inside a key: no end
+  CHECK(std::isinf(logits.back()));                      // past the vocabulary: never
+  CHECK_FALSE(std::isinf(logits[static_cast<size_t>(*tokenizer->TokenToId("a"))]));
+  for (const char* t : {"a", "\":", "1", "}"}) REQUIRE(c.Accept(*tokenizer->TokenToId(t)));
+  CHECK(c.Terminal());
+  JsonConstraint number(Compile(R"({"type":"integer"})"), trie, {hash});
+  REQUIRE(number.Accept(*tokenizer->TokenToId("1")));
+  std::fill(logits.begin(), logits.end(), 1.0f);
+  REQUIRE(number.Mask(logits));
+  CHECK(logits[static_cast<size_t>(hash)] == 1.0f);  // whole: the end may come, as it was
+}
+
 TEST_CASE("the mask over real vocabularies lets through only tokens that continue the JSON") {
   for (const std::string& name : {std::string("qwen3"), std::string("llama2")}) {
     INFO(name);
