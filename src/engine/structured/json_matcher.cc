@@ -218,13 +218,7 @@ bool JsonMatcher::Terminal() const {
     if (s->phase == Phase::kEnd) return true;
     if (s->phase != Phase::kLiteral || s->parent->phase != Phase::kEnd) return false;
     // A whole enum value, true, false or null that no candidate extends.
-    const std::vector<std::string>& lits = Literals(*s);
-    for (uint64_t c = s->candidates; c != 0; c &= c - 1) {
-      if (static_cast<int64_t>(lits[static_cast<size_t>(std::countr_zero(c))].size()) != s->count) {
-        return false;
-      }
-    }
-    return true;
+    return WholeLiterals(*s) == s->candidates;
   });
 }
 
@@ -245,15 +239,7 @@ bool JsonMatcher::Complete(std::span<const Stack> stacks) const {
     if (s->phase == Phase::kEnd) return true;
     if (s->parent == nullptr || s->parent->phase != Phase::kEnd) continue;
     if (s->phase == Phase::kNumber && NumberAccepts(s->sub & ~kIntegerOnly)) return true;
-    if (s->phase == Phase::kLiteral) {
-      const std::vector<std::string>& lits = Literals(*s);
-      for (uint64_t c = s->candidates; c != 0; c &= c - 1) {
-        if (static_cast<int64_t>(lits[static_cast<size_t>(std::countr_zero(c))].size()) ==
-            s->count) {
-          return true;
-        }
-      }
-    }
+    if (s->phase == Phase::kLiteral && WholeLiterals(*s) != 0) return true;
   }
   return false;
 }
@@ -275,6 +261,18 @@ bool JsonMatcher::Step(std::span<const Stack> in, uint8_t byte, std::vector<Stac
   }
   out->resize(std::min(kept, start + kMaxThreads));
   return out->size() > start;
+}
+
+uint64_t JsonMatcher::WholeLiterals(const Frame& f) const {
+  const std::vector<std::string>& lits = Literals(f);
+  uint64_t whole = 0;
+  for (uint64_t c = f.candidates; c != 0; c &= c - 1) {
+    const int i = std::countr_zero(c);
+    if (static_cast<int64_t>(lits[static_cast<size_t>(i)].size()) == f.count) {
+      whole |= uint64_t{1} << i;
+    }
+  }
+  return whole;
 }
 
 const std::vector<std::string>& JsonMatcher::Literals(const Frame& f) const {

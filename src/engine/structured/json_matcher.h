@@ -112,6 +112,8 @@ class JsonMatcher {
   void StepLiteral(const Frame& f, uint8_t byte, std::vector<Stack>* out, FrameArena* arena) const;
   void StepText(const Frame& f, uint8_t byte, std::vector<Stack>* out, FrameArena* arena) const;
   const std::vector<std::string>& Literals(const Frame& f) const;
+  // The candidates of a literal frame that its `count` bytes already spell whole.
+  uint64_t WholeLiterals(const Frame& f) const;
   // Copies the live stacks into a fresh arena so the old frames can go.
   void Compact();
 
