@@ -28,7 +28,9 @@ class TextStream {
 class Detokenizer {
  public:
   virtual ~Detokenizer() = default;
-  virtual std::unique_ptr<TextStream> NewStream() const = 0;
+  // `keep_special_tokens`: the text keeps special tokens (e.g. Mistral's [TOOL_CALLS]), which it
+  // leaves out by default.
+  virtual std::unique_ptr<TextStream> NewStream(bool keep_special_tokens = false) const = 0;
   // The vocabulary's bytes for structured outputs (engine/structured/token_trie.h), built on
   // first use; nullptr when this detokenizer cannot say what bytes each token writes.
   virtual std::shared_ptr<const structured::TokenTrie> token_trie() const { return nullptr; }

@@ -106,7 +106,7 @@ void EngineCore::Admit(std::unique_ptr<Sequence> seq) {
     seq->sampler = Sampler(seq->request.sampling, options_.seed + ++seed_counter_);
   }
   if (detokenizer_ != nullptr) {
-    seq->text_stream = detokenizer_->NewStream();
+    seq->text_stream = detokenizer_->NewStream(seq->request.keep_special_tokens);
     // A resumed request: the text stream decodes the earlier output again, so a character split
     // by the resume and a stop string spanning it come out as they would have on one replica;
     // of that text, what the caller already has is not sent twice (docs/architecture.md#failover).

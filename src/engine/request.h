@@ -57,6 +57,8 @@ struct GenerateRequest {
   std::vector<int32_t> stop_token_ids;  // in addition to the model's end-of-sequence ids
   bool ignore_eos = false;
   std::vector<std::string> stop_strings;  // matched on decoded text; needs a detokenizer
+  // The text keeps special tokens (Detokenizer::NewStream); they are left out by default.
+  bool keep_special_tokens = false;
   // Structured output (docs/architecture.md#structured-outputs): the output is JSON matching
   // `json_schema` (its text, as it crosses the wire), compiled into `grammar` (nullptr: free
   // text). Needs a detokenizer with a token trie.

@@ -13,7 +13,8 @@ namespace {
 
 class Stream final : public TextStream {
  public:
-  explicit Stream(const Tokenizer& tokenizer) : decoder_(tokenizer, /*skip_special_tokens=*/true) {}
+  Stream(const Tokenizer& tokenizer, bool keep_special_tokens)
+      : decoder_(tokenizer, /*skip_special_tokens=*/!keep_special_tokens) {}
   std::string Push(int32_t token) override { return decoder_.Push(token); }
   std::string Flush() override { return decoder_.Flush(); }
 
@@ -23,8 +24,8 @@ class Stream final : public TextStream {
 
 }  // namespace
 
-std::unique_ptr<TextStream> TokenizerDetokenizer::NewStream() const {
-  return std::make_unique<Stream>(*tokenizer_);
+std::unique_ptr<TextStream> TokenizerDetokenizer::NewStream(bool keep_special_tokens) const {
+  return std::make_unique<Stream>(*tokenizer_, keep_special_tokens);
 }
 
 std::shared_ptr<const structured::TokenTrie> TokenizerDetokenizer::token_trie() const {

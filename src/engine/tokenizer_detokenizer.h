@@ -24,7 +24,7 @@ class TokenizerDetokenizer final : public Detokenizer {
       std::shared_ptr<const Tokenizer> tokenizer,
       std::shared_ptr<const chat_template::ChatTemplate> chat_template = nullptr)
       : tokenizer_(std::move(tokenizer)), chat_template_(std::move(chat_template)) {}
-  std::unique_ptr<TextStream> NewStream() const override;
+  std::unique_ptr<TextStream> NewStream(bool keep_special_tokens = false) const override;
   // Built once, on the first structured request (a walk over the whole vocabulary).
   std::shared_ptr<const structured::TokenTrie> token_trie() const override;
   const Tokenizer& tokenizer() const { return *tokenizer_; }

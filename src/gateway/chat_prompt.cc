@@ -19,7 +19,12 @@ absl::StatusOr<std::vector<int32_t>> PromptTokens(TextRequest& r, const ModelVie
   if (r.tools && format == ToolCallFormat::kNone) {
     return FieldError("tools",
                       "the model's chat template does not write tool calls in a format this "
-                      "server parses (hermes <tool_call> or Llama 3 JSON)");
+                      "server parses (hermes <tool_call>, Llama 3 JSON or Mistral [TOOL_CALLS])");
+  }
+  if (format == ToolCallFormat::kMistral && r.chat) {
+    MistralToolCallIds((*r.chat)["messages"]);
+    // The calls begin with a special token, which the reply's text must keep to be read.
+    if (r.tools) r.keep_special_tokens = true;
   }
   if (r.tools && r.forced_tool && r.chat) {
     // The call is held to the tool's parameters, in the model's own format.

@@ -602,6 +602,7 @@ absl::StatusOr<engine::GenerateRequest> Frontend::BuildEngineRequest(TextRequest
   g.stop_strings = std::move(r.stop);
   g.stop_token_ids = std::move(r.stop_token_ids);
   g.ignore_eos = r.ignore_eos;
+  g.keep_special_tokens = r.keep_special_tokens;
   if (!r.json_schema.empty()) {
     auto grammar =
         engine::structured::CompileJsonSchema(r.json_schema, r.json_prefix, r.json_suffix);

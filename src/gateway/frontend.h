@@ -94,6 +94,7 @@ struct TextRequest {
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;  // besides the model's end-of-sequence ids
   bool ignore_eos = false;              // the end-of-sequence ids do not end the completion
+  bool keep_special_tokens = false;  // the text keeps special tokens (vLLM's skip_special_tokens)
   // Structured output: a JSON Schema's text (engine/structured/json_schema.h); empty: free text.
   // Errors name `json_schema_field` (response_format, guided_json or json_schema).
   std::string json_schema;

@@ -71,6 +71,7 @@ absl::StatusOr<TextRequest> FromProto(const exaserve::v1::GenerateRequest& p) {
   r.stop.assign(p.stop().begin(), p.stop().end());
   r.stop_token_ids.assign(p.stop_token_ids().begin(), p.stop_token_ids().end());
   r.ignore_eos = p.ignore_eos();
+  r.keep_special_tokens = p.keep_special_tokens();
   r.json_schema = p.json_schema();
   r.json_prefix = p.json_prefix();
   r.json_suffix = p.json_suffix();

@@ -248,7 +248,7 @@ struct Exchange {
         choice["message"] = {
             {"role", "assistant"},
             {"content", reply.content.empty() ? json(nullptr) : json(reply.content)},
-            {"tool_calls", ToolCallsJson(reply.calls, /*streamed=*/false)}};
+            {"tool_calls", ToolCallsJson(tool_format, reply.calls, /*streamed=*/false)}};
         choice["finish_reason"] = "tool_calls";
       } else if (chat) {
         choice["message"] = {{"role", "assistant"}, {"content", done.text}};
@@ -325,7 +325,8 @@ struct Exchange {
       return SendChunk(index, held, nullptr);
     }
     *finish_reason = "tool_calls";
-    return SendChunk(index, "", nullptr, ToolCallsJson(reply.calls, /*streamed=*/true));
+    return SendChunk(index, "", nullptr,
+                     ToolCallsJson(tool_format, reply.calls, /*streamed=*/true));
   }
 
   bool OnStreamEvent(size_t index, const engine::StreamEvent& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {

@@ -272,10 +272,14 @@ std::optional<ApiError> ParseLogitBias(const json& body, TextRequest* r) {
 }
 
 // vLLM's extensions that load generators and agents send: `stop_token_ids` (token ids that end
-// a completion, besides the model's end-of-sequence ids) and `ignore_eos` (generate max_tokens
-// whatever the model says: what benchmarks measure).
+// a completion, besides the model's end-of-sequence ids), `ignore_eos` (generate max_tokens
+// whatever the model says: what benchmarks measure) and `skip_special_tokens` (false: the text
+// keeps special tokens).
 std::optional<ApiError> ParseStopTokens(const json& body, TextRequest* r) {
   if (auto e = ReadBool(body, "ignore_eos", &r->ignore_eos)) return e;
+  bool skip_special_tokens = true;
+  if (auto e = ReadBool(body, "skip_special_tokens", &skip_special_tokens)) return e;
+  r->keep_special_tokens = !skip_special_tokens;
   auto it = body.find("stop_token_ids");
   if (it == body.end() || it->is_null()) return std::nullopt;
   if (!it->is_array()) {

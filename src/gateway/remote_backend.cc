@@ -609,6 +609,7 @@ absl::StatusOr<engine::RequestId> RemoteBackend::Submit(const std::string& repli
   g->set_json_schema(request.json_schema);
   g->set_json_prefix(request.json_prefix);
   g->set_json_suffix(request.json_suffix);
+  g->set_keep_special_tokens(request.keep_special_tokens);
   g->set_request_id(request.request_id);
   g->set_cache_salt(request.cache_salt);
   if (request.dispatch != 0) {

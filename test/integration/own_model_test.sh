@@ -2,8 +2,8 @@
 # `exaserved --model DIR --served-model-name NAME` serves that directory under the name clients
 # type in `model`, as vLLM users start it; a bad --model or a name for several models exits 2
 # with a message naming the path or flag (README.md "Serving your own model"); a Gemma 3-shaped
-# checkpoint with the real Gemma 3 tokenizer and template answers a chat; tools reach a real
-# Qwen 2.5 template.
+# checkpoint with the real Gemma 3 tokenizer and template answers a chat; tools reach real
+# Qwen 2.5 and Mistral NeMo templates.
 source "$(dirname "$0")/lib.sh"
 BIN=$1
 work=$(mktemp -d)
@@ -122,6 +122,33 @@ call = c['message']['tool_calls'][0]['function']
 args = json.loads(call['arguments'])
 assert call['name'] == 'get_weather' and args['city'] in ('Oslo', 'Paris'), call
 assert isinstance(args['days'], int), call" "$work/body" || fail "forced tool call: $(cat "$work/body")"
+kill -TERM $pid
+wait $pid || fail "exit code $?"
+pid=
+
+# Mistral NeMo's real tokenizer and template (docs/reference/api.md#tool-calls): a conversation
+# with an earlier call under an OpenAI-style id, which the template itself refuses (it wants 9
+# characters), is rendered with the id mapped; the forced call comes back as tool_calls with an
+# id of 9 that the template takes in the next turn.
+serve_synthetic nemo mistral_nemo --layers 1 --hidden 64 --intermediate 128 --heads 4 \
+  --kv-heads 1 --vocab 131072
+history='[{"role":"user","content":"Weather in Oslo?"},{"role":"assistant","content":null,
+  "tool_calls":[{"id":"call_8f2a9c1d4b7e6a5f3c2d1e0b","type":"function","function":{
+  "name":"get_weather","arguments":"{\"city\":\"Oslo\",\"days\":1}"}}]},{"role":"tool",
+  "tool_call_id":"call_8f2a9c1d4b7e6a5f3c2d1e0b","content":"cold"},{"role":"assistant",
+  "content":"Cold."},{"role":"user","content":"And Paris?"}]'
+nemo_call() {
+  curl -s -o "$work/body" -w '%{http_code}' "$http/v1/chat/completions" -d "{\"model\":\"nemo\",
+    \"max_tokens\":200,\"messages\":$history,\"tools\":$strict_tools,\"tool_choice\":\"required\"}"
+}
+wait_for 60 test "$(nemo_call)" = 200 || fail "Mistral NeMo forced call: $(cat "$work/body")"
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); c=d['choices'][0]
+assert c['finish_reason'] == 'tool_calls', c
+call = c['message']['tool_calls'][0]
+assert len(call['id']) == 9 and call['id'].isalnum(), call
+args = json.loads(call['function']['arguments'])
+assert call['function']['name'] == 'get_weather' and args['city'] in ('Oslo', 'Paris'), call
+assert isinstance(args['days'], int), call" "$work/body" || fail "Mistral NeMo call: $(cat "$work/body")"
 kill -TERM $pid
 wait $pid || fail "exit code $?"
 pid=

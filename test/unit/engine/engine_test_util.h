@@ -84,7 +84,9 @@ class AngleDetokenizer final : public Detokenizer {
   };
 
  public:
-  std::unique_ptr<TextStream> NewStream() const override { return std::make_unique<Stream>(); }
+  std::unique_ptr<TextStream> NewStream(bool /*keep_special_tokens*/) const override {
+    return std::make_unique<Stream>();
+  }
 };
 
 // Polls `cond` until true or the deadline passes.

@@ -78,7 +78,9 @@ class SplitCharDetokenizer final : public Detokenizer {
   };
 
  public:
-  std::unique_ptr<TextStream> NewStream() const override { return std::make_unique<Stream>(); }
+  std::unique_ptr<TextStream> NewStream(bool /*keep_special_tokens*/) const override {
+    return std::make_unique<Stream>();
+  }
 };
 
 TEST_CASE("a resumed request continues with the tokens and usage of an unbroken run",

@@ -56,6 +56,21 @@ TEST_CASE("the bundled model answers 1+1= with 2", "[engine][tiny]") {
   }
 }
 
+TEST_CASE("a text stream keeps special tokens only when asked", "[engine][tiny]") {
+  auto detok = LoadDetokenizer(kModel);
+  REQUIRE(detok.ok());
+  const std::vector<int32_t> ids = (*detok)->tokenizer().Encode("<s>1+1=</s>", false);
+  REQUIRE(ids.size() == 6);  // <s> and </s> are special tokens of their own
+  auto text = [&](bool keep) {
+    std::unique_ptr<TextStream> stream = (*detok)->NewStream(keep);
+    std::string out;
+    for (int32_t id : ids) out += stream->Push(id);
+    return out + stream->Flush();
+  };
+  CHECK(text(false) == "1+1=");
+  CHECK(text(true) == "<s>1+1=</s>");
+}
+
 // The bundled model with every weight rounded to bf16, beside its tokenizer, in a test directory.
 std::string Bf16Copy() {
   const std::filesystem::path dir = testing::TempDir("tiny-bf16");

@@ -333,6 +333,18 @@ const std::vector<std::string> kCallReply = {"Let me check.", "<tool",
                                              "_call>\n{\"name\": \"get_weather\", ",
                                              "\"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"};
 
+// A streamed chat reply's content deltas joined, and its tool_calls delta.
+std::pair<std::string, json> Streamed(const FakeResponder& stream) {
+  std::string content;
+  json calls;
+  for (const json& e : stream.Events()) {
+    const json& delta = e["choices"][0]["delta"];
+    content += delta.value("content", "");
+    if (delta.contains("tool_calls")) calls = delta["tool_calls"];
+  }
+  return {content, calls};
+}
+
 TEST_CASE("A reply's tool calls come back as message.tool_calls, whole and streamed") {
   Api api(kToolTemplate);
   const json messages = {{{"role", "user"}, {"content", "1+1"}}};
@@ -358,13 +370,7 @@ TEST_CASE("A reply's tool calls come back as message.tool_calls, whole and strea
       api.Post("/v1/chat/completions",
                {{"messages", messages}, {"tools", json::array({kWeather})}, {"stream", true}});
   Write(api, 1, kCallReply);
-  std::string content;
-  json calls;
-  for (const json& e : stream->Events()) {
-    const json& delta = e["choices"][0]["delta"];
-    content += delta.value("content", "");
-    if (delta.contains("tool_calls")) calls = delta["tool_calls"];
-  }
+  const auto [content, calls] = Streamed(*stream);
   CHECK(content == "Let me check.");  // no part of the marker leaks
   REQUIRE(calls.size() == 1);
   CHECK(calls[0]["index"] == 0);
@@ -542,6 +548,53 @@ TEST_CASE("tool_choice required or a named function forces one call in the model
   auto no_tools =
       api.Post("/v1/chat/completions", {{"messages", messages}, {"tool_choice", "required"}});
   CHECK(no_tools->Json()["error"]["param"] == "tool_choice");
+  CHECK(api.backend.submitted.size() == 2);
+}
+
+TEST_CASE("A Mistral model's calls: special tokens kept, ids of nine, forced as the list") {
+  Api api(
+      "{# [TOOL_CALLS] #}{{ bos_token }}{% for m in messages %}{{ m.content }}{% endfor %}"
+      "{% if tools %}+{{ tools | length }}{% endif %}=");
+  const json messages = {{{"role", "user"}, {"content", "1+1"}}};
+  auto stream =
+      api.Post("/v1/chat/completions",
+               {{"messages", messages}, {"tools", json::array({kWeather})}, {"stream", true}});
+  REQUIRE(api.backend.submitted.size() == 1);
+  CHECK(api.backend.submitted[0].second.keep_special_tokens);  // [TOOL_CALLS] is one
+  Write(api, 0,
+        {"Sure. [TOOL", "_CALLS][{\"name\": \"get_weather\", ",
+         "\"arguments\": {\"city\": \"Paris\"}}]"});
+  const auto [content, calls] = Streamed(*stream);
+  CHECK(content == "Sure. ");
+  REQUIRE(calls.size() == 1);
+  CHECK(calls[0]["function"]["name"] == "get_weather");
+  CHECK(calls[0]["id"].get<std::string>().size() == 9);  // what Mistral's templates take back
+  CHECK(stream->Events().back()["choices"][0]["finish_reason"] == "tool_calls");
+
+  api.Post("/v1/chat/completions", {{"messages", messages}});
+  CHECK_FALSE(api.backend.submitted[1].second.keep_special_tokens);
+  api.Post("/v1/chat/completions",
+           {{"messages", messages}, {"tools", {kWeather}}, {"tool_choice", "required"}});
+  const engine::GenerateRequest& forced = api.backend.submitted[2].second;
+  CHECK(forced.json_prefix.empty());
+  CHECK(json::parse(forced.json_schema)["type"] == "array");
+  engine::structured::JsonMatcher m(forced.grammar);
+  const std::string call = R"([{"name": "get_weather", "arguments": {"city": "Rome"}}])";
+  REQUIRE(m.Advance(call));
+  CHECK(m.Terminal());
+  CHECK(ParseToolCalls(ToolCallFormat::kMistral, call).calls.size() == 1);
+}
+
+TEST_CASE("vLLM's skip_special_tokens reaches the replica; not a boolean, a 400 naming it") {
+  Api api;
+  api.Post("/v1/completions", {{"prompt", "1+1="}, {"skip_special_tokens", false}});
+  api.Post("/v1/completions", {{"prompt", "1+1="}, {"skip_special_tokens", true}});
+  REQUIRE(api.backend.submitted.size() == 2);
+  CHECK(api.backend.submitted[0].second.keep_special_tokens);
+  CHECK_FALSE(api.backend.submitted[1].second.keep_special_tokens);
+  auto bad = api.Post("/v1/completions", {{"prompt", "1+1="}, {"skip_special_tokens", "no"}});
+  CHECK(bad->status == 400);
+  CHECK(bad->Json()["error"]["param"] == "skip_special_tokens");
   CHECK(api.backend.submitted.size() == 2);
 }
 
