@@ -112,7 +112,12 @@ text = "".join(e["choices"][0]["delta"].get("content") or "" for e in events if 
 assert isinstance(json.loads(text), dict), text
 assert events[-1]["choices"][0]["finish_reason"] == "stop", events[-1]
 PY
-expect_error 400 "response_format: schema.properties.n.minimum: not supported" /v1/chat/completions '{"messages":[{"role":"user","content":"1+1="}],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","properties":{"n":{"type":"integer","minimum":0}}}}}}'
+expect_error 400 "response_format: schema.properties.n.multipleOf: not supported" /v1/chat/completions '{"messages":[{"role":"user","content":"1+1="}],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object","properties":{"n":{"type":"integer","multipleOf":2}}}}}}'
+expect_error 400 "guided_json: schema: no integer within minimum" /v1/completions '{"prompt":"1+1=","guided_json":{"type":"integer","minimum":5,"maximum":1}}'
+"$BIN/exaserve-cli" --addr "$grpc" --json generate --max-tokens 8 --json-schema '{"type":"integer","minimum":100,"maximum":999}' "12+30=" >"$work/js"
+python3 -c "import json,sys; m=[json.loads(l) for l in open(sys.argv[1])]
+assert 100 <= int(''.join(x.get('text','') for x in m)) <= 999, m" "$work/js" ||
+  fail "gRPC json_schema with bounds: $(cat "$work/js")"
 expect_error 400 '"param":"response_format"' /v1/chat/completions '{"messages":[{"role":"user","content":"1+1="}],"response_format":{"type":"yaml"}}'
 expect_error 400 "guided_json: schema.type" /v1/completions '{"prompt":"1+1=","guided_json":{"type":"text"}}'
 "$BIN/exaserve-cli" --addr "$grpc" --json generate --max-tokens 8 --json-schema '{"type":"integer"}' "12+30=" >"$work/js"

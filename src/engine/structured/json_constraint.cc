@@ -45,7 +45,8 @@ std::string JsonConstraint::StateKey() const {
   for (Stack s : matcher_.stacks()) {
     for (const Frame* f = s; f != nullptr; f = f->parent) {
       put(f->node), put(f->phase), put(f->ws), put(f->sub), put(f->depth), put(f->member);
-      put(f->count), put(f->seen), put(f->candidates), put(f->free_key);
+      put(f->count), put(f->seen), put(f->candidates), put(f->free_key), put(f->negative);
+      put(f->int_digits), put(f->frac_digits);
     }
     key.push_back('|');
   }

@@ -238,7 +238,7 @@ bool JsonMatcher::Complete(std::span<const Stack> stacks) const {
   for (Stack s : stacks) {
     if (s->phase == Phase::kEnd) return true;
     if (s->parent == nullptr || s->parent->phase != Phase::kEnd) continue;
-    if (s->phase == Phase::kNumber && NumberAccepts(s->sub & ~kIntegerOnly)) return true;
+    if (s->phase == Phase::kNumber && NumberEnds(*s)) return true;
     if (s->phase == Phase::kLiteral && WholeLiterals(*s) != 0) return true;
   }
   return false;
@@ -546,6 +546,45 @@ void JsonMatcher::StepString(const Frame& f, Stack s, uint8_t byte, std::vector<
   out->push_back(arena->Make(g));
 }
 
+namespace {
+
+NumberPrefix PrefixOf(const Frame& f) {
+  NumberPrefix p;
+  p.state = f.sub & ~kIntegerOnly;
+  p.integer = (f.sub & kIntegerOnly) != 0;
+  p.negative = f.negative;
+  p.int_value = f.seen;
+  p.int_digits = f.int_digits;
+  p.frac_value = f.candidates;
+  p.frac_digits = f.frac_digits;
+  return p;
+}
+
+// Takes `byte` into a number frame under bounds (its DFA state already `next`): false when no
+// number so begun can end within them.
+bool AdvanceBounded(Frame* g, int next, uint8_t byte, const NumberBounds& bounds) {
+  if (byte == '-') {
+    g->negative = true;
+  } else if (IsDigit(byte) && (next == 2 || next == 3)) {
+    if (g->int_digits >= kBoundedDigits) return false;
+    g->seen = g->seen * 10 + (byte - '0');
+    ++g->int_digits;
+  } else if (IsDigit(byte) && next == 5) {
+    if (g->frac_digits >= kBoundedDigits) return false;
+    g->candidates = g->candidates * 10 + (byte - '0');
+    ++g->frac_digits;
+  }
+  return NumberFeasible(PrefixOf(*g), bounds);
+}
+
+}  // namespace
+
+bool JsonMatcher::NumberEnds(const Frame& f) const {
+  if (f.count == 0 || !NumberAccepts(f.sub & ~kIntegerOnly)) return false;
+  const SchemaNode& node = grammar_->nodes[static_cast<size_t>(f.node)];
+  return !node.bounds || NumberWithin(PrefixOf(f), *node.bounds);
+}
+
 void JsonMatcher::StepNumber(const Frame& f, uint8_t byte, std::vector<Stack>* out,
                              FrameArena* arena) const {
   const int state = f.sub & ~kIntegerOnly;
@@ -555,8 +594,11 @@ void JsonMatcher::StepNumber(const Frame& f, uint8_t byte, std::vector<Stack>* o
     Frame g = f;
     g.sub = static_cast<uint8_t>(next | (f.sub & kIntegerOnly));
     ++g.count;
-    out->push_back(arena->Make(g));
-  } else if (f.count > 0 && NumberAccepts(state)) {
+    const SchemaNode& node = grammar_->nodes[static_cast<size_t>(f.node)];
+    if (!node.bounds || AdvanceBounded(&g, next, byte, *node.bounds)) {
+      out->push_back(arena->Make(g));
+    }
+  } else if (NumberEnds(f)) {
     StepOne(f.parent, byte, out, arena);  // the number ended; the byte is its parent's
   }
 }

@@ -50,9 +50,16 @@ struct Frame {
   // string characters (when the schema bounds them), array elements, key or literal bytes,
   // number bytes; value: alternatives taken without consuming a byte (bounds a $ref cycle)
   int64_t count = 0;
-  uint64_t seen = 0;        // object: properties already given
-  uint64_t candidates = 0;  // key: properties still possible; literal: values still possible
-  bool free_key = false;    // key: may be a member outside `properties`
+  // object: properties already given; a number under bounds: its integer digits' value
+  uint64_t seen = 0;
+  // key: properties still possible; literal: values still possible; a number under bounds: its
+  // fraction digits' value
+  uint64_t candidates = 0;
+  bool free_key = false;  // key: may be a member outside `properties`
+  // A number under bounds (number_bounds.h): after '-', and how many digits each side of '.'.
+  bool negative = false;
+  uint8_t int_digits = 0;
+  uint8_t frac_digits = 0;
 };
 
 // Bump allocation of frames; Reset frees them all at once.
@@ -109,6 +116,8 @@ class JsonMatcher {
   void StepString(const Frame& f, Stack s, uint8_t byte, std::vector<Stack>* out,
                   FrameArena* arena) const;
   void StepNumber(const Frame& f, uint8_t byte, std::vector<Stack>* out, FrameArena* arena) const;
+  // A number frame may end here: its bytes so far are a whole number (within its bounds).
+  bool NumberEnds(const Frame& f) const;
   void StepLiteral(const Frame& f, uint8_t byte, std::vector<Stack>* out, FrameArena* arena) const;
   void StepText(const Frame& f, uint8_t byte, std::vector<Stack>* out, FrameArena* arena) const;
   const std::vector<std::string>& Literals(const Frame& f) const;

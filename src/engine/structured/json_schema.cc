@@ -26,7 +26,7 @@ bool IsAnnotation(const std::string& k) {
 constexpr std::string_view kSupported =
     "type, nullable, enum, const, anyOf, oneOf, allOf (one member), $ref, $defs, definitions, "
     "properties, required, additionalProperties, items, minItems, maxItems, minLength, "
-    "maxLength";
+    "maxLength, minimum, maximum, exclusiveMinimum, exclusiveMaximum";
 
 class Compiler {
  public:
@@ -83,7 +83,11 @@ class Compiler {
                                               "minItems",
                                               "maxItems",
                                               "minLength",
-                                              "maxLength"};
+                                              "maxLength",
+                                              "minimum",
+                                              "maximum",
+                                              "exclusiveMinimum",
+                                              "exclusiveMaximum"};
       if (IsAnnotation(k)) continue;
       if (std::find(std::begin(kKeywords), std::end(kKeywords), k) == std::end(kKeywords)) {
         return absl::InvalidArgumentError(
@@ -184,6 +188,9 @@ class Compiler {
       }
       node().alternatives = std::move(alternatives);
       return absl::OkStatus();
+    }
+    if (types & (kNumberType | kIntegerType)) {
+      EXA_ASSIGN_OR_RETURN(node().bounds, ReadNumberBounds(s, path, (types & kNumberType) == 0));
     }
     EXA_RETURN_IF_ERROR(FillObject(s, path, depth, index));
     EXA_RETURN_IF_ERROR(FillArray(s, path, depth, index));

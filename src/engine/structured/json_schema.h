@@ -9,11 +9,13 @@
 //   "#/$defs/Name", "#/definitions/Name"; recursion allowed), boolean schemas (true: any value);
 //   objects: properties, required, additionalProperties (a bool or a schema; absent with
 //   properties given it is false, as in OpenAI's strict mode and xgrammar's default);
-//   arrays: items, minItems, maxItems; strings: minLength, maxLength (in characters).
+//   arrays: items, minItems, maxItems; strings: minLength, maxLength (in characters); numbers:
+//   minimum, maximum, exclusiveMinimum, exclusiveMaximum (number_bounds.h: such numbers are
+//   plain decimals of at most 15 significant digits).
 // Annotations (title, description, default, examples, format, $schema, $id, $comment, ...) are
-// ignored. Any other keyword (pattern, minimum, multipleOf, prefixItems, not, ...) would constrain
+// ignored. Any other keyword (pattern, multipleOf, prefixItems, not, ...) would constrain
 // the output in a way this grammar cannot follow: it is an INVALID_ARGUMENT error naming its path
-// (e.g. "schema.properties.age.minimum: not supported"), never silently dropped.
+// (e.g. "schema.properties.age.multipleOf: not supported"), never silently dropped.
 //
 // Output shape: any JSON whitespace between tokens (at most kMaxWhitespaceRun bytes in a row),
 // object members in any order, each property at most once, numbers as JSON numbers with at most
@@ -27,11 +29,13 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/structured/number_bounds.h"
 
 namespace exa::engine::structured {
 
@@ -82,6 +86,8 @@ struct SchemaNode {
   // Strings, in characters.
   int64_t min_length = 0;
   int64_t max_length = std::numeric_limits<int64_t>::max();
+  // Numbers: minimum / maximum and their exclusive forms; nullopt: none.
+  std::optional<NumberBounds> bounds;
 
   bool counts_length() const {
     return min_length > 0 || max_length != std::numeric_limits<int64_t>::max();

@@ -58,10 +58,16 @@ TEST_CASE("schemas outside the supported subset are refused naming the keyword")
     REQUIRE_FALSE(g.ok());
     return std::string(g.status().message());
   };
-  CHECK(error(R"({"type":"object","properties":{"age":{"type":"integer","minimum":0}}})") ==
-        "schema.properties.age.minimum: not supported; supported: type, nullable, enum, const, "
+  CHECK(error(R"({"type":"object","properties":{"age":{"type":"integer","multipleOf":2}}})") ==
+        "schema.properties.age.multipleOf: not supported; supported: type, nullable, enum, const, "
         "anyOf, oneOf, allOf (one member), $ref, $defs, definitions, properties, required, "
-        "additionalProperties, items, minItems, maxItems, minLength, maxLength");
+        "additionalProperties, items, minItems, maxItems, minLength, maxLength, minimum, maximum, "
+        "exclusiveMinimum, exclusiveMaximum");
+  CHECK(error(R"({"type":"integer","minimum":"0"})") == "schema.minimum: a number, not \"0\"");
+  CHECK(error(R"({"type":"integer","minimum":0.2,"maximum":0.8})")
+            .starts_with("schema: no integer within minimum, maximum"));
+  CHECK(error(R"({"type":"number","minimum":3,"exclusiveMaximum":3})")
+            .starts_with("schema: no number within"));
   CHECK(error(R"({"type":"strin"})").starts_with("schema.type: \"strin\" is not a type"));
   CHECK(error(R"({"$ref":"#/$defs/Nope"})") ==
         "schema.$ref: \"#/$defs/Nope\" names nothing in the schema");
@@ -159,6 +165,103 @@ TEST_CASE("text around the value is held byte for byte") {
   CHECK_FALSE(follows("<tool_call> {"));             // exactly
   CHECK_FALSE(follows("<tool_call>\n{} \n</tool"));  // nothing between the value and the suffix
   CHECK_FALSE(CompileJsonSchema("{}", std::string(kMaxAffixBytes + 1, 'x')).ok());
+}
+
+TEST_CASE("numbers under minimum and maximum: every prefix can still end within them") {
+  const std::string month = R"({"type":"integer","minimum":1,"maximum":12})";
+  for (const char* ok : {"1", "9", "10", "12"}) CHECK(Matches(month, ok));
+  for (const char* bad : {"0", "13", "-1", "1.0", "1e1", "100"}) CHECK_FALSE(Matches(month, bad));
+  CHECK_FALSE(Prefix(month, "-"));  // no negative number is at least 1
+  CHECK_FALSE(Prefix(month, "0"));
+  CHECK_FALSE(Prefix(month, "13"));
+  JsonMatcher one(Compile(month));
+  REQUIRE(one.Advance("1"));
+  CHECK(one.Complete());
+  CHECK(one.Accepts("2"));
+  CHECK_FALSE(one.Accepts("3"));
+
+  const std::string score = R"({"type":"number","minimum":0,"maximum":1})";
+  for (const char* ok :
+       {"0", "0.5", "1", "1.0", "1.000", "0.999999999999999", "0.000000000000001"}) {
+    INFO(ok);
+    CHECK(Matches(score, ok));
+  }
+  for (const char* bad : {"1.5", "1.000000000000001", "-0.5", "-0", "2", "0.1e1", "01"}) {
+    INFO(bad);
+    CHECK_FALSE(Matches(score, bad));
+  }
+  CHECK_FALSE(Prefix(score, "0.0000000000000001"));  // past 15 places
+  CHECK_FALSE(Prefix(score, "1.1"));
+
+  const std::string open = R"({"type":"number","exclusiveMinimum":-2.5,"exclusiveMaximum":-1})";
+  for (const char* ok : {"-2.4", "-1.5", "-2", "-1.00000000000001", "-2.49999999999999"}) {
+    INFO(ok);
+    CHECK(Matches(open, ok));
+  }
+  for (const char* bad : {"-2.5", "-1", "-1.0", "0", "-3", "-1.000000000000001"}) {
+    INFO(bad);
+    CHECK_FALSE(Matches(open, bad));
+  }
+  CHECK_FALSE(Prefix(open, "-2.6"));
+  CHECK_FALSE(Prefix(open, "-0"));
+  CHECK_FALSE(Prefix(open, "-25"));
+  // OpenAPI 3.0's boolean forms.
+  const std::string legacy =
+      R"({"type":"integer","minimum":0,"exclusiveMinimum":true,"maximum":3})";
+  CHECK_FALSE(Matches(legacy, "0"));
+  CHECK(Matches(legacy, "1"));
+  CHECK(Matches(legacy, "3"));
+  // A bound past what is written: no bound at all on that side.
+  CHECK(Matches(R"({"type":"integer","maximum":1e300})", "123456789012345"));
+  CHECK(Matches(R"({"type":"number","minimum":0.1})", "0.1"));
+  CHECK_FALSE(Matches(R"({"type":"number","minimum":0.1})", "0.09999999999999"));
+}
+
+// Random bounds, random walks over number bytes: a walk never reaches a prefix it cannot end, and
+// every number it ends lies within the bounds as a double.
+TEST_CASE("random bounds: no dead ends, and every number ended is within them") {
+  const std::vector<std::string> values = {"0",    "1",   "-1",    "12",     "-7.25", "0.5",
+                                           "0.01", "100", "-1000", "3.1415", "1e-3",  "250.75"};
+  const char* const keys[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+  std::mt19937 rng(11);
+  int schemas = 0, numbers = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    json item = {{"type", rng() % 3 == 0 ? "integer" : "number"}};
+    for (const char* key : keys) {
+      if (rng() % 2) item[key] = json::parse(values[rng() % values.size()]);
+    }
+    auto grammar = CompileJsonSchema(json{{"type", "array"}, {"items", item}}.dump());
+    if (!grammar.ok()) continue;  // empty bounds are refused when compiled
+    ++schemas;
+    JsonMatcher m(*grammar);
+    std::string out;
+    for (int step = 0; step < 300 && !m.Terminal(); ++step) {
+      std::string options;
+      for (char c : std::string("[]-.0123456789eE, ")) {
+        if (m.Accepts(std::string(1, c))) options.push_back(c);
+      }
+      INFO(item.dump() << " after " << out);
+      REQUIRE_FALSE(options.empty());  // every prefix allowed can go on
+      char pick = options[rng() % options.size()];
+      if (step > 100 && options.find(']') != std::string::npos) pick = ']';
+      REQUIRE(m.Advance(std::string(1, pick)));
+      out.push_back(pick);
+    }
+    if (!m.Complete()) continue;
+    const json parsed = json::parse(out);
+    for (const json& x : parsed) {
+      ++numbers;
+      INFO(item.dump() << ": " << x.dump() << " in " << out);
+      const double v = x.get<double>();
+      if (item["type"] == "integer") CHECK(x.is_number_integer());
+      if (item.contains("minimum")) CHECK(v >= item["minimum"].get<double>());
+      if (item.contains("maximum")) CHECK(v <= item["maximum"].get<double>());
+      if (item.contains("exclusiveMinimum")) CHECK(v > item["exclusiveMinimum"].get<double>());
+      if (item.contains("exclusiveMaximum")) CHECK(v < item["exclusiveMaximum"].get<double>());
+    }
+  }
+  CHECK(schemas > 150);
+  CHECK(numbers > 300);
 }
 
 // Checks `v` against kPerson by hand: the oracle for the random walks below.

@@ -151,8 +151,9 @@ TEST_CASE("the bundled model's output follows a JSON Schema", "[engine][tiny]") 
       R"({"type":"object","properties":{"sum":{"type":"integer"},"ok":{"type":"boolean"}},
           "required":["sum","ok"]})",
       R"({"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":3})",
+      R"({"type":"integer","minimum":100,"maximum":999})",  // the model's 42 does not fit
   };
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 5; ++i) {
     GenerateRequest r;
     r.prompt_tokens = tok.Encode("12+30=", true);
     r.max_tokens = 240;  // room for the whitespace this model, which never saw JSON, writes
@@ -160,7 +161,7 @@ TEST_CASE("the bundled model's output follows a JSON Schema", "[engine][tiny]") 
     r.callback = c.Callback(i);
     REQUIRE((*engine)->Submit(std::move(r)).ok());
   }
-  REQUIRE(c.WaitFinished(4));
+  REQUIRE(c.WaitFinished(5));
   CHECK(c.Get(0).text == "42");  // the model's own answer fits the schema
   CHECK(c.Get(0).reason == FinishReason::kStop);
   const auto yes_no = nlohmann::json::parse(c.Get(1).text, nullptr, false);
@@ -175,12 +176,16 @@ TEST_CASE("the bundled model's output follows a JSON Schema", "[engine][tiny]") 
     if (i == 2) CHECK((v.at("sum").is_number_integer() && v.at("ok").is_boolean()));
     if (i == 3) CHECK((v.is_array() && v.size() >= 2 && v.size() <= 3));
   }
+  const auto bounded = nlohmann::json::parse(c.Get(4).text, nullptr, false);
+  INFO(c.Get(4).text);
+  CHECK(c.Get(4).reason == FinishReason::kStop);
+  CHECK((bounded.is_number_integer() && bounded >= 100 && bounded <= 999));
 
   // Resumed mid-output on another replica (docs/architecture.md#failover), the constraint
   // replays the earlier tokens and the output goes on as it would have: the same tokens, the
   // same end. And an earlier output that breaks the schema is refused, not continued.
   const testing::Collector::Result full = c.Get(2);
-  int finished = 4;
+  int finished = 5;
   for (const size_t k : {size_t{1}, full.tokens.size() / 2, full.tokens.size() - 1}) {
     GenerateRequest r;
     r.prompt_tokens = tok.Encode("12+30=", true);
