@@ -509,7 +509,8 @@ void JsonMatcher::StepArray(const Frame& f, uint8_t byte, std::vector<Stack>* ou
   ++g.count;
   Frame value;
   value.parent = arena->Make(g);
-  value.node = node.items;
+  const size_t index = static_cast<size_t>(f.count);
+  value.node = index < node.prefix_items.size() ? node.prefix_items[index] : node.items;
   value.phase = Phase::kValue;
   value.depth = static_cast<uint8_t>(f.depth + 1);
   if (first) {

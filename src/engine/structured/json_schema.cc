@@ -25,7 +25,8 @@ bool IsAnnotation(const std::string& k) {
 
 constexpr std::string_view kSupported =
     "type, nullable, enum, const, anyOf, oneOf, allOf (one member), $ref, $defs, definitions, "
-    "properties, required, additionalProperties, items, minItems, maxItems, minLength, "
+    "properties, required, additionalProperties, items, prefixItems, minItems, maxItems, "
+    "minLength, "
     "maxLength, minimum, maximum, exclusiveMinimum, exclusiveMaximum";
 
 class Compiler {
@@ -80,6 +81,7 @@ class Compiler {
                                               "required",
                                               "additionalProperties",
                                               "items",
+                                              "prefixItems",
                                               "minItems",
                                               "maxItems",
                                               "minLength",
@@ -154,7 +156,8 @@ class Compiler {
     } else if (s.contains("properties") || s.contains("required") ||
                s.contains("additionalProperties")) {
       types = kObjectType;
-    } else if (s.contains("items") || s.contains("minItems") || s.contains("maxItems")) {
+    } else if (s.contains("items") || s.contains("prefixItems") || s.contains("minItems") ||
+               s.contains("maxItems")) {
       types = kArrayType;
     }
     if (s.value("nullable", false)) types |= kNullType;
@@ -252,21 +255,40 @@ class Compiler {
   }
 
   absl::Status FillArray(const json& s, const std::string& path, int depth, int32_t index) {
+    std::vector<int32_t> prefix_items;
+    if (auto it = s.find("prefixItems"); it != s.end()) {
+      if (!it->is_array() || it->size() > kMaxProperties) {
+        return absl::InvalidArgumentError(
+            StrCat(path, ".prefixItems: a list of at most ", kMaxProperties, " schemas"));
+      }
+      for (size_t i = 0; i < it->size(); ++i) {
+        EXA_ASSIGN_OR_RETURN(int32_t item,
+                             Compile((*it)[i], StrCat(path, ".prefixItems[", i, "]"), depth + 1));
+        prefix_items.push_back(item);
+      }
+    }
     int32_t items = kAnyNode;
+    EXA_ASSIGN_OR_RETURN(const int64_t min_items, Count(s, "minItems", 0, path));
+    EXA_ASSIGN_OR_RETURN(int64_t max_items,
+                         Count(s, "maxItems", std::numeric_limits<int64_t>::max(), path));
     if (auto it = s.find("items"); it != s.end()) {
       if (it->is_array()) {
         return absl::InvalidArgumentError(
-            StrCat(path, ".items: a list of schemas (tuples) is not supported; one schema is"));
+            StrCat(path, ".items: a list of schemas (draft 4 tuples): use prefixItems"));
       }
-      EXA_ASSIGN_OR_RETURN(items, Compile(*it, StrCat(path, ".items"), depth + 1));
+      if (it->is_boolean() && !it->get<bool>()) {
+        // No elements past prefixItems.
+        max_items = std::min(max_items, static_cast<int64_t>(prefix_items.size()));
+      } else {
+        EXA_ASSIGN_OR_RETURN(items, Compile(*it, StrCat(path, ".items"), depth + 1));
+      }
     }
-    EXA_ASSIGN_OR_RETURN(const int64_t min_items, Count(s, "minItems", 0, path));
-    EXA_ASSIGN_OR_RETURN(const int64_t max_items,
-                         Count(s, "maxItems", std::numeric_limits<int64_t>::max(), path));
     if (min_items > max_items) {
-      return absl::InvalidArgumentError(StrCat(path, ".minItems: more than maxItems"));
+      return absl::InvalidArgumentError(StrCat(path, ".minItems: more than maxItems",
+                                               s.contains("items") ? " (or items false)" : ""));
     }
     SchemaNode& node = grammar_->nodes[static_cast<size_t>(index)];
+    node.prefix_items = std::move(prefix_items);
     node.items = items;
     node.min_items = min_items;
     node.max_items = max_items;

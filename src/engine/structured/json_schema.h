@@ -9,11 +9,12 @@
 //   "#/$defs/Name", "#/definitions/Name"; recursion allowed), boolean schemas (true: any value);
 //   objects: properties, required, additionalProperties (a bool or a schema; absent with
 //   properties given it is false, as in OpenAI's strict mode and xgrammar's default);
-//   arrays: items, minItems, maxItems; strings: minLength, maxLength (in characters); numbers:
+//   arrays: items (a schema, or false after prefixItems: no more elements), prefixItems,
+//   minItems, maxItems; strings: minLength, maxLength (in characters); numbers:
 //   minimum, maximum, exclusiveMinimum, exclusiveMaximum (number_bounds.h: such numbers are
 //   plain decimals of at most 15 significant digits).
 // Annotations (title, description, default, examples, format, $schema, $id, $comment, ...) are
-// ignored. Any other keyword (pattern, multipleOf, prefixItems, not, ...) would constrain
+// ignored. Any other keyword (pattern, multipleOf, uniqueItems, not, ...) would constrain
 // the output in a way this grammar cannot follow: it is an INVALID_ARGUMENT error naming its path
 // (e.g. "schema.properties.age.multipleOf: not supported"), never silently dropped.
 //
@@ -79,7 +80,8 @@ struct SchemaNode {
   std::vector<Property> properties;
   uint64_t required = 0;          // bit i: properties[i] is required
   int32_t additional = kAnyNode;  // schema of other members, or kNoNode
-  // Arrays.
+  // Arrays: element i matches prefix_items[i], the rest `items`.
+  std::vector<int32_t> prefix_items;
   int32_t items = kAnyNode;
   int64_t min_items = 0;
   int64_t max_items = std::numeric_limits<int64_t>::max();

@@ -61,7 +61,9 @@ TEST_CASE("schemas outside the supported subset are refused naming the keyword")
   CHECK(error(R"({"type":"object","properties":{"age":{"type":"integer","multipleOf":2}}})") ==
         "schema.properties.age.multipleOf: not supported; supported: type, nullable, enum, const, "
         "anyOf, oneOf, allOf (one member), $ref, $defs, definitions, properties, required, "
-        "additionalProperties, items, minItems, maxItems, minLength, maxLength, minimum, maximum, "
+        "additionalProperties, items, prefixItems, minItems, maxItems, minLength, maxLength, "
+        "minimum, "
+        "maximum, "
         "exclusiveMinimum, exclusiveMaximum");
   CHECK(error(R"({"type":"integer","minimum":"0"})") == "schema.minimum: a number, not \"0\"");
   CHECK(error(R"({"type":"integer","minimum":0.2,"maximum":0.8})")
@@ -165,6 +167,27 @@ TEST_CASE("text around the value is held byte for byte") {
   CHECK_FALSE(follows("<tool_call> {"));             // exactly
   CHECK_FALSE(follows("<tool_call>\n{} \n</tool"));  // nothing between the value and the suffix
   CHECK_FALSE(CompileJsonSchema("{}", std::string(kMaxAffixBytes + 1, 'x')).ok());
+}
+
+TEST_CASE("tuples: prefixItems by position, then items or nothing") {
+  const std::string pair =
+      R"({"type":"array","prefixItems":[{"type":"integer"},{"type":"string"}],"items":false})";
+  CHECK(Matches(pair, R"([1, "a"])"));
+  CHECK(Matches(pair, R"([1])"));  // no minItems: fewer is fine
+  CHECK_FALSE(Matches(pair, R"(["a", 1])"));
+  CHECK_FALSE(Prefix(pair, R"([1, "a",)"));  // items false: nothing after the prefix
+  const std::string pydantic =               // tuple[int, str] as Pydantic writes it
+      R"({"type":"array","prefixItems":[{"type":"integer"},{"type":"string"}],"minItems":2,
+          "maxItems":2})";
+  CHECK(Matches(pydantic, R"([7,"x"])"));
+  CHECK_FALSE(Matches(pydantic, R"([7])"));
+  const std::string rest =
+      R"({"type":"array","prefixItems":[{"const":"head"}],"items":{"type":"boolean"}})";
+  CHECK(Matches(rest, R"(["head", true, false])"));
+  CHECK_FALSE(Matches(rest, R"(["head", "head"])"));
+  auto refused = CompileJsonSchema(R"({"prefixItems":[{}],"items":false,"minItems":2})");
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.status().message() == "schema.minItems: more than maxItems (or items false)");
 }
 
 TEST_CASE("numbers under minimum and maximum: every prefix can still end within them") {

@@ -502,7 +502,8 @@ TEST_CASE("response_format and guided_json reach the replica as a compiled schem
   CHECK(pattern->Json()["error"]["message"] ==
         "guided_json: schema.pattern: not supported; supported: type, nullable, enum, const, "
         "anyOf, oneOf, allOf (one member), $ref, $defs, definitions, properties, required, "
-        "additionalProperties, items, minItems, maxItems, minLength, maxLength, minimum, "
+        "additionalProperties, items, prefixItems, minItems, maxItems, minLength, maxLength, "
+        "minimum, "
         "maximum, exclusiveMinimum, exclusiveMaximum");
   CHECK(api.backend.submitted.size() == 4);
 }
