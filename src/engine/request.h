@@ -65,6 +65,8 @@ struct GenerateRequest {
   std::string json_schema;
   std::string json_prefix;  // text around the value (structured::Grammar::prefix, suffix)
   std::string json_suffix;
+  // Or vLLM's guided_choice: the output is one of these strings (structured::CompileChoice).
+  std::vector<std::string> choices;
   std::shared_ptr<const structured::Grammar> grammar;
   StreamCallback callback;
   // Health probes and warm-ups: admitted past a full queue (a small bounded lane of their own)

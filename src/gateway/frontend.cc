@@ -611,6 +611,13 @@ absl::StatusOr<engine::GenerateRequest> Frontend::BuildEngineRequest(TextRequest
     g.json_schema = std::move(r.json_schema);
     g.json_prefix = std::move(r.json_prefix);
     g.json_suffix = std::move(r.json_suffix);
+  } else if (!r.choices.empty()) {
+    auto grammar = engine::structured::CompileChoice(r.choices);
+    if (!grammar.ok()) {
+      return FieldError(r.json_schema_field, ToStd(grammar.status().message()));
+    }
+    g.grammar = *std::move(grammar);
+    g.choices = std::move(r.choices);
   }
   // Length-prefixed, so no tenant and salt pair can spell another's.
   g.cache_salt = options_.isolate_prefix_cache

@@ -100,6 +100,9 @@ struct TextRequest {
   std::string json_schema;
   std::string json_prefix, json_suffix;  // text around the value (a forced tool call's tags)
   std::string json_schema_field = "response_format";
+  // Or vLLM's guided_choice (engine/structured/json_schema.h CompileChoice); errors name
+  // json_schema_field.
+  std::vector<std::string> choices;
   // tool_choice "required" (an empty name: any of the tools) or a named function: the chat
   // prompt's builder turns it into json_schema for the model's call format.
   std::optional<std::string> forced_tool;

@@ -76,6 +76,13 @@ absl::StatusOr<TextRequest> FromProto(const exaserve::v1::GenerateRequest& p) {
   r.json_prefix = p.json_prefix();
   r.json_suffix = p.json_suffix();
   r.json_schema_field = "json_schema";
+  r.choices.assign(p.choice().begin(), p.choice().end());
+  if (!r.choices.empty()) {
+    if (!r.json_schema.empty()) {
+      return absl::InvalidArgumentError("choice: give json_schema or choice, not both");
+    }
+    r.json_schema_field = "choice";
+  }
   r.request_id = p.request_id();
   r.cache_salt = p.cache_salt();
   return r;

@@ -92,6 +92,8 @@ std::optional<ApiError> RefuseUnsupported(const json& body, bool chat) {
       {"echo", "not supported"},
       {"suffix", "not supported"},
       {"functions", "not supported: this server does not call functions"},
+      {"guided_regex", "not supported; guided_json, guided_choice and response_format are"},
+      {"guided_grammar", "not supported; guided_json, guided_choice and response_format are"},
   };
   for (const Field& f : kFields) {
     if (asked(f.name)) return ApiError{400, StrCat(f.name, ": ", f.why, "; omit it"), f.name};
@@ -109,10 +111,55 @@ std::optional<ApiError> RefuseUnsupported(const json& body, bool chat) {
   return std::nullopt;
 }
 
+// A choice list (vLLM's guided_choice) named `field`: strings, checked further when compiled.
+std::optional<ApiError> ReadChoices(const json& v, const std::string& field, TextRequest* r) {
+  if (!r->json_schema.empty() || !r->choices.empty()) {
+    return ApiError{400, StrCat(field, ": give one of response_format, guided_json, guided_choice"),
+                    field};
+  }
+  if (!v.is_array() || v.empty()) {
+    return ApiError{400, StrCat(field, ": expected a non-empty list of strings"), field};
+  }
+  for (const json& c : v) {
+    if (!c.is_string()) {
+      return ApiError{400, StrCat(field, ": expected strings, not ", c.dump()), field};
+    }
+    r->choices.push_back(c.get<std::string>());
+  }
+  r->json_schema_field = field;
+  return std::nullopt;
+}
+
+// vLLM's `structured_outputs` (its newer form of the guided_* fields): {"json": schema},
+// {"json_object": true} or {"choice": [...]}; regex, grammar and structural_tag are refused.
+std::optional<ApiError> ParseStructuredOutputs(const json& v, TextRequest* r) {
+  auto bad = [](std::string message) {
+    return ApiError{400, StrCat("structured_outputs", message), "structured_outputs"};
+  };
+  if (!v.is_object()) return bad(": expected an object such as {\"json\": {...}}");
+  if (!r->json_schema.empty() || !r->choices.empty()) {
+    return bad(": give one of response_format, guided_json, guided_choice, structured_outputs");
+  }
+  for (const auto& [key, value] : v.items()) {
+    if (value.is_null() || (value.is_boolean() && !value.get<bool>())) continue;
+    if (key == "json" && (value.is_object() || value.is_string())) {
+      r->json_schema = value.is_string() ? value.get<std::string>() : value.dump();
+    } else if (key == "json_object" && value.is_boolean()) {
+      r->json_schema = std::string(engine::structured::kJsonObjectSchema);
+    } else if (key == "choice") {
+      if (auto e = ReadChoices(value, "structured_outputs.choice", r)) return e;
+    } else {
+      return bad(StrCat(".", key, ": not supported; json, json_object and choice are"));
+    }
+    if (r->json_schema_field == "response_format") r->json_schema_field = "structured_outputs";
+  }
+  return std::nullopt;
+}
+
 // Structured outputs (docs/reference/api.md#structured-outputs): OpenAI's `response_format`
-// ({"type": "text" | "json_object" | "json_schema", "json_schema": {"name", "schema", "strict"}})
-// and vLLM's `guided_json` (a schema, or its text). The schema itself is compiled, and refused
-// naming its keyword, by Frontend (gateway/frontend.h).
+// ({"type": "text" | "json_object" | "json_schema", "json_schema": {"name", "schema", "strict"}}),
+// vLLM's `guided_json` (a schema, or its text), `guided_choice` and `structured_outputs`. The
+// schema itself is compiled, and refused naming its keyword, by Frontend (gateway/frontend.h).
 std::optional<ApiError> ParseResponseFormat(const json& body, TextRequest* r) {
   auto bad = [](std::string message) {
     return ApiError{400, StrCat("response_format: ", message), "response_format"};
@@ -150,7 +197,13 @@ std::optional<ApiError> ParseResponseFormat(const json& body, TextRequest* r) {
     r->json_schema = it->is_string() ? it->get<std::string>() : it->dump();
     r->json_schema_field = "guided_json";
   }
-  if (!r->json_schema.empty() && r->tools) {
+  if (auto it = body.find("guided_choice"); it != body.end() && !it->is_null()) {
+    if (auto e = ReadChoices(*it, "guided_choice", r)) return e;
+  }
+  if (auto it = body.find("structured_outputs"); it != body.end() && !it->is_null()) {
+    if (auto e = ParseStructuredOutputs(*it, r)) return e;
+  }
+  if ((!r->json_schema.empty() || !r->choices.empty()) && r->tools) {
     return ApiError{400,
                     StrCat(r->json_schema_field,
                            ": cannot be combined with tools: a reply held to a schema has no "

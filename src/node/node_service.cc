@@ -252,6 +252,14 @@ absl::StatusOr<engine::GenerateRequest> EngineRequest(
     g.json_schema = p.json_schema();
     g.json_prefix = p.json_prefix();
     g.json_suffix = p.json_suffix();
+  } else if (p.choice_size() > 0) {
+    g.choices.assign(p.choice().begin(), p.choice().end());
+    auto grammar = engine::structured::CompileChoice(g.choices);
+    if (!grammar.ok()) {
+      return absl::InvalidArgumentError(
+          StrCat("request.choice: ", ToStd(grammar.status().message())));
+    }
+    g.grammar = *std::move(grammar);
   }
   g.request_id = p.request_id();
   g.cache_salt = p.cache_salt();

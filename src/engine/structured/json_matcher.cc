@@ -158,8 +158,11 @@ const Frame* FrameArena::Make(const Frame& f) {
 
 JsonMatcher::JsonMatcher(std::shared_ptr<const Grammar> grammar) : grammar_(std::move(grammar)) {
   // Bottom to top: the end, the suffix, the value, the prefix.
+  // A bare literal takes no whitespace: its frames start with the run used up.
+  const uint8_t ws = grammar_->bare ? kMaxWhitespaceRun : 0;
   Frame end;
   end.phase = Phase::kEnd;
+  end.ws = ws;
   const Frame* below = arena_.Make(end);
   if (!grammar_->suffix.empty()) {
     Frame suffix;
@@ -173,6 +176,7 @@ JsonMatcher::JsonMatcher(std::shared_ptr<const Grammar> grammar) : grammar_(std:
   value.node = grammar_->root;
   value.phase = Phase::kValue;
   value.depth = 1;
+  value.ws = ws;
   const Frame* top = arena_.Make(value);
   if (!grammar_->prefix.empty()) {
     Frame prefix;

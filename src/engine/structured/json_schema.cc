@@ -337,6 +337,33 @@ class Compiler {
 
 }  // namespace
 
+absl::StatusOr<std::shared_ptr<const Grammar>> CompileChoice(
+    const std::vector<std::string>& choices) {
+  if (choices.empty() || choices.size() > kMaxLiterals) {
+    return absl::InvalidArgumentError(
+        StrCat("a list of 1 to ", kMaxLiterals, " strings, not ", choices.size()));
+  }
+  size_t bytes = 0;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const std::string& c = choices[i];
+    bytes += c.size();
+    if (c.empty() || c.find_first_of(" \t\r\n") == 0) {
+      return absl::InvalidArgumentError(
+          StrCat("choice ", i, " is empty or begins with whitespace"));
+    }
+  }
+  if (bytes > kMaxSchemaBytes) {
+    return absl::InvalidArgumentError(
+        StrCat(bytes, " bytes of choices; at most ", kMaxSchemaBytes));
+  }
+  auto grammar = std::make_shared<Grammar>();
+  grammar->nodes.emplace_back();  // kAnyNode
+  grammar->nodes.emplace_back().literals = choices;
+  grammar->root = 1;
+  grammar->bare = true;
+  return std::shared_ptr<const Grammar>(std::move(grammar));
+}
+
 absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(std::string_view schema_json,
                                                                  std::string_view prefix,
                                                                  std::string_view suffix) {

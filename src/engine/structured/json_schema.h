@@ -103,6 +103,9 @@ struct Grammar {
   // "<tool_call>\n" and "\n</tool_call>"); empty for a bare value.
   std::string prefix;
   std::string suffix;
+  // The output is the root's literal alone, byte for byte, with no whitespace around it (a
+  // choice among strings, CompileChoice); false: a JSON value.
+  bool bare = false;
 };
 
 // Compiles `schema_json` (the text of a JSON Schema). Errors name the keyword's path under
@@ -111,6 +114,12 @@ absl::StatusOr<std::shared_ptr<const Grammar>> CompileJsonSchema(std::string_vie
                                                                  std::string_view prefix = "",
                                                                  std::string_view suffix = "");
 inline constexpr size_t kMaxAffixBytes = 256;  // prefix and suffix, each
+
+// vLLM's guided_choice: the output is exactly one of `choices` as plain text (not JSON-quoted).
+// INVALID_ARGUMENT when there are none or more than kMaxLiterals, when one is empty or begins
+// with whitespace, or when together they pass kMaxSchemaBytes.
+absl::StatusOr<std::shared_ptr<const Grammar>> CompileChoice(
+    const std::vector<std::string>& choices);
 
 // The schema of OpenAI's {"type": "json_object"}: any JSON object.
 inline constexpr std::string_view kJsonObjectSchema = R"({"type":"object"})";

@@ -169,6 +169,41 @@ TEST_CASE("text around the value is held byte for byte") {
   CHECK_FALSE(CompileJsonSchema("{}", std::string(kMaxAffixBytes + 1, 'x')).ok());
 }
 
+TEST_CASE("a choice is one of the strings, byte for byte, with nothing around it") {
+  auto grammar = CompileChoice({"positive", "negative", "neutral", "yes", "yes!"});
+  REQUIRE(grammar.ok());
+  auto matches = [&](const std::string& text) {
+    JsonMatcher m(*grammar);
+    return m.Advance(text) && m.Complete();
+  };
+  for (const char* ok : {"positive", "neutral", "yes", "yes!"}) CHECK(matches(ok));
+  for (const char* bad : {"pos", " yes", "yes ", "\"yes\"", "no", "negativ", "yes!!"}) {
+    INFO(bad);
+    CHECK_FALSE(matches(bad));
+  }
+  JsonMatcher m(*grammar);
+  REQUIRE(m.Advance("ne"));
+  CHECK(m.Accepts("g"));
+  CHECK(m.Accepts("u"));
+  CHECK_FALSE(m.Accepts("x"));
+  REQUIRE(m.Advance("utral"));
+  CHECK(m.Terminal());  // nothing extends it: the sequence ends here
+  JsonMatcher yes(*grammar);
+  REQUIRE(yes.Advance("yes"));
+  CHECK(yes.Complete());
+  CHECK_FALSE(yes.Terminal());  // "yes!" may still come
+
+  auto error = [](const std::vector<std::string>& choices) {
+    auto g = CompileChoice(choices);
+    REQUIRE_FALSE(g.ok());
+    return std::string(g.status().message());
+  };
+  CHECK(error({}) == "a list of 1 to 64 strings, not 0");
+  CHECK(error({"a", ""}) == "choice 1 is empty or begins with whitespace");
+  CHECK(error({" a"}) == "choice 0 is empty or begins with whitespace");
+  CHECK(error(std::vector<std::string>(65, "a")) == "a list of 1 to 64 strings, not 65");
+}
+
 TEST_CASE("tuples: prefixItems by position, then items or nothing") {
   const std::string pair =
       R"({"type":"array","prefixItems":[{"type":"integer"},{"type":"string"}],"items":false})";

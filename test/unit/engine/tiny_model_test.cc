@@ -176,6 +176,20 @@ TEST_CASE("the bundled model's output follows a JSON Schema", "[engine][tiny]") 
     if (i == 2) CHECK((v.at("sum").is_number_integer() && v.at("ok").is_boolean()));
     if (i == 3) CHECK((v.is_array() && v.size() >= 2 && v.size() <= 3));
   }
+  // A choice among plain strings (vLLM's guided_choice): the model's own answer when it is one.
+  for (int i = 5; i < 7; ++i) {
+    GenerateRequest r;
+    r.prompt_tokens = tok.Encode("12+30=", true);
+    r.max_tokens = 8;
+    r.grammar = *structured::CompileChoice(i == 5 ? std::vector<std::string>{"41", "42", "43"}
+                                                  : std::vector<std::string>{"7", "99"});
+    r.callback = c.Callback(i);
+    REQUIRE((*engine)->Submit(std::move(r)).ok());
+  }
+  REQUIRE(c.WaitFinished(7));
+  CHECK(c.Get(5).text == "42");
+  CHECK((c.Get(6).text == "7" || c.Get(6).text == "99"));
+  CHECK(c.Get(6).reason == FinishReason::kStop);
   const auto bounded = nlohmann::json::parse(c.Get(4).text, nullptr, false);
   INFO(c.Get(4).text);
   CHECK(c.Get(4).reason == FinishReason::kStop);
@@ -185,7 +199,7 @@ TEST_CASE("the bundled model's output follows a JSON Schema", "[engine][tiny]") 
   // replays the earlier tokens and the output goes on as it would have: the same tokens, the
   // same end. And an earlier output that breaks the schema is refused, not continued.
   const testing::Collector::Result full = c.Get(2);
-  int finished = 5;
+  int finished = 7;
   for (const size_t k : {size_t{1}, full.tokens.size() / 2, full.tokens.size() - 1}) {
     GenerateRequest r;
     r.prompt_tokens = tok.Encode("12+30=", true);

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <map>
+#include <span>
 
 #include "engine/structured/json_matcher.h"
 #include "fake_backend.h"
@@ -459,6 +460,18 @@ TEST_CASE("vLLM's stop_token_ids and ignore_eos reach the replica; bad ids name 
   CHECK(api.backend.submitted.size() == 1);
 }
 
+// Each completion request of the prompt "1+1=" plus `fields` is a 400 naming `param`.
+void CheckRefused(Api& api, std::span<const std::pair<json, std::string>> cases) {
+  for (const auto& [fields, param] : cases) {
+    json body = {{"prompt", "1+1="}};
+    body.update(fields);
+    auto refused = api.Post("/v1/completions", body);
+    INFO(body.dump() << " -> " << refused->body);
+    CHECK(refused->status == 400);
+    CHECK(refused->Json()["error"]["param"] == param);
+  }
+}
+
 TEST_CASE("response_format and guided_json reach the replica as a compiled schema") {
   Api api;
   auto object = api.Post("/v1/completions",
@@ -489,14 +502,7 @@ TEST_CASE("response_format and guided_json reach the replica as a compiled schem
       {{{"guided_json", "{"}}, "guided_json"},
       {{{"guided_json", schema}, {"response_format", {{"type", "json_object"}}}}, "guided_json"},
   };
-  for (const auto& [fields, param] : bad) {
-    json body = {{"prompt", "1+1="}};
-    body.update(fields);
-    auto refused = api.Post("/v1/completions", body);
-    INFO(body.dump() << " -> " << refused->body);
-    CHECK(refused->status == 400);
-    CHECK(refused->Json()["error"]["param"] == param);
-  }
+  CheckRefused(api, bad);
   auto pattern =
       api.Post("/v1/completions", {{"prompt", "1+1="}, {"guided_json", {{"pattern", "a"}}}});
   CHECK(pattern->Json()["error"]["message"] ==
@@ -506,6 +512,41 @@ TEST_CASE("response_format and guided_json reach the replica as a compiled schem
         "minimum, "
         "maximum, exclusiveMinimum, exclusiveMaximum");
   CHECK(api.backend.submitted.size() == 4);
+}
+
+TEST_CASE("guided_choice and structured_outputs reach the replica; what is not held is refused") {
+  Api api;
+  api.Post("/v1/completions", {{"prompt", "1+1="}, {"guided_choice", {"yes", "no"}}});
+  api.Post("/v1/completions",
+           {{"prompt", "1+1="}, {"structured_outputs", {{"choice", {"2", "3"}}}}});
+  api.Post("/v1/completions",
+           {{"prompt", "1+1="}, {"structured_outputs", {{"json", {{"type", "integer"}}}}}});
+  REQUIRE(api.backend.submitted.size() == 3);
+  const engine::GenerateRequest& choice = api.backend.submitted[0].second;
+  CHECK(choice.choices == std::vector<std::string>{"yes", "no"});
+  REQUIRE(choice.grammar != nullptr);
+  engine::structured::JsonMatcher m(choice.grammar);
+  CHECK((m.Advance("no") && m.Terminal()));
+  CHECK(api.backend.submitted[1].second.choices == std::vector<std::string>{"2", "3"});
+  CHECK(api.backend.submitted[2].second.json_schema == R"({"type":"integer"})");
+
+  const std::pair<json, std::string> bad[] = {
+      {{{"guided_choice", "yes"}}, "guided_choice"},
+      {{{"guided_choice", json::array()}}, "guided_choice"},
+      {{{"guided_choice", {"yes", 1}}}, "guided_choice"},
+      {{{"guided_choice", {"yes", ""}}}, "guided_choice"},
+      {{{"guided_choice", {"a"}}, {"guided_json", {{"type", "string"}}}}, "guided_choice"},
+      {{{"structured_outputs", {{"regex", "a+"}}}}, "structured_outputs"},
+      {{{"structured_outputs", {{"choice", {"a"}}}}, {"guided_choice", {"b"}}},
+       "structured_outputs"},
+      {{{"guided_regex", "[0-9]+"}}, "guided_regex"},
+      {{{"guided_grammar", "root ::= \"a\""}}, "guided_grammar"},
+  };
+  CheckRefused(api, bad);
+  auto empty = api.Post("/v1/completions", {{"prompt", "1+1="}, {"guided_choice", {"a", ""}}});
+  CHECK(empty->Json()["error"]["message"] ==
+        "guided_choice: choice 1 is empty or begins with whitespace");
+  CHECK(api.backend.submitted.size() == 3);
 }
 
 TEST_CASE("tool_choice required or a named function forces one call in the model's format") {
