@@ -148,6 +148,10 @@ std::optional<ApiError> ParseStructuredOutputs(const json& v, TextRequest* r) {
       r->json_schema = std::string(engine::structured::kJsonObjectSchema);
     } else if (key == "choice") {
       if (auto e = ReadChoices(value, "structured_outputs.choice", r)) return e;
+    } else if (key == "json" || key == "json_object") {
+      return bad(StrCat(
+          ".", key,
+          key == "json" ? ": expected a JSON Schema (an object or its text)" : ": expected true"));
     } else {
       return bad(StrCat(".", key, ": not supported; json, json_object and choice are"));
     }

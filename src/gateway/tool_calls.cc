@@ -22,6 +22,7 @@ constexpr std::string_view kMistralCalls = "[TOOL_CALLS]";
 constexpr std::string_view kMistralArgs = "[ARGS]";
 constexpr std::string_view kMistralCallId = "[CALL_ID]";
 constexpr size_t kMistralIdLength = 9;
+constexpr char kAlnum[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
 
 // One call's JSON object: a string `name` and an object of arguments under `arguments_key` (or
 // `alternative_key`), which may also come as JSON text. False when it is not one.
@@ -161,7 +162,6 @@ ToolCallReply ParseMistral(std::string_view text) {
 std::string CallId(ToolCallFormat format) {
   static thread_local std::mt19937_64 rng(std::random_device{}());
   static constexpr char kHex[] = "0123456789abcdef";
-  static constexpr char kAlnum[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
   std::string id;
   if (format == ToolCallFormat::kMistral) {
     for (size_t i = 0; i < kMistralIdLength; ++i) id.push_back(kAlnum[rng() % 62]);
@@ -181,7 +181,6 @@ std::string MistralId(std::string_view id) {
   if (id.size() == kMistralIdLength && std::all_of(id.begin(), id.end(), alnum)) {
     return std::string(id);
   }
-  static constexpr char kAlnum[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
   uint64_t h = 14695981039346656037ull;
   for (char c : id) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
   std::string out;

@@ -56,7 +56,7 @@ absl::StatusOr<Decimal> ReadDecimal(const json& v, const std::string& where) {
   }
   Decimal out;
   if (v.is_number_unsigned() || v.is_number_integer()) {
-    const bool negative = v.is_number_integer() && v.get<int64_t>() < 0;
+    const bool negative = !v.is_number_unsigned() && v.get<int64_t>() < 0;
     const uint64_t magnitude = v.is_number_unsigned() ? v.get<uint64_t>()
                                : negative             ? 0 - static_cast<uint64_t>(v.get<int64_t>())
                                                       : static_cast<uint64_t>(v.get<int64_t>());

@@ -271,6 +271,8 @@ TEST_CASE("numbers under minimum and maximum: every prefix can still end within 
   CHECK(Matches(legacy, "3"));
   // A bound past what is written: no bound at all on that side.
   CHECK(Matches(R"({"type":"integer","maximum":1e300})", "123456789012345"));
+  CHECK(Matches(R"({"type":"integer","maximum":18446744073709551615})", "7"));
+  CHECK_FALSE(CompileJsonSchema(R"({"type":"integer","minimum":18446744073709551615})").ok());
   CHECK(Matches(R"({"type":"number","minimum":0.1})", "0.1"));
   CHECK_FALSE(Matches(R"({"type":"number","minimum":0.1})", "0.09999999999999"));
 }
