@@ -92,6 +92,24 @@ StringByte StepStringByte(uint8_t* sub, uint8_t b) {
   return StringByte::kPartial;
 }
 
+// The character a short escape's letter stands for (\n: a newline); the letter itself for \" \\ \/.
+uint8_t UnescapedByte(uint8_t letter) {
+  switch (letter) {
+    case 'b':
+      return '\b';
+    case 'f':
+      return '\f';
+    case 'n':
+      return '\n';
+    case 'r':
+      return '\r';
+    case 't':
+      return '\t';
+    default:
+      return letter;
+  }
+}
+
 // Numbers: RFC 8259's grammar as a DFA. States: 0 start, 1 after '-', 2 a leading 0, 3 integer
 // digits, 4 after '.', 5 fraction digits, 6 after 'e', 7 after the exponent's sign, 8 one
 // exponent digit, 9 two (no more: 1e999 is valid JSON that most parsers refuse or make infinite).
@@ -177,6 +195,10 @@ JsonMatcher::JsonMatcher(std::shared_ptr<const Grammar> grammar) : grammar_(std:
   value.phase = Phase::kValue;
   value.depth = 1;
   value.ws = ws;
+  if (grammar_->bare && grammar_->nodes[static_cast<size_t>(grammar_->root)].pattern >= 0) {
+    value.phase = Phase::kRaw;
+    value.seen = static_cast<uint64_t>(Pattern(value).start());
+  }
   const Frame* top = arena_.Make(value);
   if (!grammar_->prefix.empty()) {
     Frame prefix;
@@ -220,6 +242,10 @@ void JsonMatcher::Compact() {
 bool JsonMatcher::Terminal() const {
   return std::all_of(stacks_.begin(), stacks_.end(), [&](Stack s) {
     if (s->phase == Phase::kEnd) return true;
+    if (s->phase == Phase::kRaw) {
+      const auto state = static_cast<int32_t>(s->seen);
+      return Pattern(*s).Accepting(state) && !Pattern(*s).HasNext(state);
+    }
     if (s->phase != Phase::kLiteral || s->parent->phase != Phase::kEnd) return false;
     // A whole enum value, true, false or null that no candidate extends.
     return WholeLiterals(*s) == s->candidates;
@@ -233,6 +259,7 @@ int64_t JsonMatcher::PlainStringRoom() const {
     if (s->phase == Phase::kObjectKey && s->free_key && s->candidates == 0) continue;
     if (s->phase != Phase::kString) return -1;
     const SchemaNode& node = grammar_->nodes[static_cast<size_t>(s->node)];
+    if (node.pattern >= 0) return -1;  // each byte moves the pattern's automaton
     if (node.counts_length()) room = std::min(room, node.max_length - s->count);
   }
   return room;
@@ -244,6 +271,9 @@ bool JsonMatcher::Complete(std::span<const Stack> stacks) const {
     if (s->parent == nullptr || s->parent->phase != Phase::kEnd) continue;
     if (s->phase == Phase::kNumber && NumberEnds(*s)) return true;
     if (s->phase == Phase::kLiteral && WholeLiterals(*s) != 0) return true;
+    if (s->phase == Phase::kRaw && Pattern(*s).Accepting(static_cast<int32_t>(s->seen))) {
+      return true;
+    }
   }
   return false;
 }
@@ -319,6 +349,27 @@ void JsonMatcher::StepOne(Stack s, uint8_t byte, std::vector<Stack>* out, FrameA
     case Phase::kText:
       StepText(f, byte, out, arena);
       return;
+    case Phase::kRaw:
+      StepRaw(f, byte, out, arena);
+      return;
+  }
+}
+
+const ByteDfa& JsonMatcher::Pattern(const Frame& f) const {
+  const SchemaNode& node = grammar_->nodes[static_cast<size_t>(f.node)];
+  return grammar_->patterns[static_cast<size_t>(node.pattern)];
+}
+
+void JsonMatcher::StepRaw(const Frame& f, uint8_t byte, std::vector<Stack>* out,
+                          FrameArena* arena) const {
+  const ByteDfa& dfa = Pattern(f);
+  const int32_t next = dfa.Next(static_cast<int32_t>(f.seen), byte);
+  if (next != ByteDfa::kDead) {
+    Frame g = f;
+    g.seen = static_cast<uint64_t>(next);
+    out->push_back(arena->Make(g));
+  } else if (dfa.Accepting(static_cast<int32_t>(f.seen))) {
+    StepOne(f.parent, byte, out, arena);  // the text ended; the byte is its parent's
   }
 }
 
@@ -372,6 +423,7 @@ void JsonMatcher::StepValue(const Frame& f, uint8_t byte, std::vector<Stack>* ou
     out->push_back(arena->Make(g));
   } else if (byte == '"' && (types & kStringType)) {
     g.phase = Phase::kString;
+    if (node.pattern >= 0) g.seen = static_cast<uint64_t>(Pattern(g).start());
     out->push_back(arena->Make(g));
   } else if ((byte == '-' || IsDigit(byte)) && (types & (kNumberType | kIntegerType))) {
     g.phase = Phase::kNumber;
@@ -526,6 +578,10 @@ void JsonMatcher::StepArray(const Frame& f, uint8_t byte, std::vector<Stack>* ou
 
 void JsonMatcher::StepString(const Frame& f, Stack s, uint8_t byte, std::vector<Stack>* out,
                              FrameArena* arena) const {
+  if (grammar_->nodes[static_cast<size_t>(f.node)].pattern >= 0) {
+    StepPatternString(f, byte, out, arena);
+    return;
+  }
   uint8_t sub = f.sub;
   const StringByte r = StepStringByte(&sub, byte);
   if (r == StringByte::kReject) return;
@@ -548,6 +604,41 @@ void JsonMatcher::StepString(const Frame& f, Stack s, uint8_t byte, std::vector<
     if (f.count >= node.max_length) return;
     ++g.count;
   }
+  out->push_back(arena->Make(g));
+}
+
+// The string's value, decoded, moves the pattern's automaton: a plain byte is itself, an escape
+// the character it stands for. No \u escapes: the automaton's paths run through bytes a JSON
+// string can hold as such or as a short escape (regex.h RegexOptions::json_string).
+void JsonMatcher::StepPatternString(const Frame& f, uint8_t byte, std::vector<Stack>* out,
+                                    FrameArena* arena) const {
+  uint8_t sub = f.sub;
+  const StringByte r = StepStringByte(&sub, byte);
+  if (r == StringByte::kReject) return;
+  const ByteDfa& dfa = Pattern(f);
+  const auto state = static_cast<int32_t>(f.seen);
+  if (r == StringByte::kClose) {
+    if (dfa.Accepting(state)) out->push_back(f.parent);
+    return;
+  }
+  int32_t next = state;
+  if ((f.sub & 7) == 1) {  // the escaped character
+    if (byte == 'u') return;
+    next = dfa.Next(state, UnescapedByte(byte));
+  } else if (byte == '\\') {
+    // Only into an escape that some character the pattern takes comes out of.
+    static constexpr uint8_t kEscapes[] = {'"', '\\', '/', '\b', '\f', '\n', '\r', '\t'};
+    if (std::none_of(std::begin(kEscapes), std::end(kEscapes),
+                     [&](uint8_t e) { return dfa.Next(state, e) != ByteDfa::kDead; })) {
+      return;
+    }
+  } else {
+    next = dfa.Next(state, byte);
+  }
+  if (next == ByteDfa::kDead) return;
+  Frame g = f;
+  g.sub = sub;
+  g.seen = static_cast<uint64_t>(next);
   out->push_back(arena->Make(g));
 }
 

@@ -37,6 +37,7 @@ enum class Phase : uint8_t {
   kNumber,         // inside a number
   kLiteral,        // inside an enum / const value, true, false or null
   kText,           // inside the grammar's prefix (sub 0) or suffix (sub 1): `count` bytes matched
+  kRaw,            // inside a bare pattern's text (CompileRegexGrammar): `seen` its state
 };
 
 struct Frame {
@@ -50,7 +51,8 @@ struct Frame {
   // string characters (when the schema bounds them), array elements, key or literal bytes,
   // number bytes; value: alternatives taken without consuming a byte (bounds a $ref cycle)
   int64_t count = 0;
-  // object: properties already given; a number under bounds: its integer digits' value
+  // object: properties already given; a number under bounds: its integer digits' value; a string
+  // under a pattern, or raw text: the pattern's automaton state (regex.h)
   uint64_t seen = 0;
   // key: properties still possible; literal: values still possible; a number under bounds: its
   // fraction digits' value
@@ -120,6 +122,10 @@ class JsonMatcher {
   bool NumberEnds(const Frame& f) const;
   void StepLiteral(const Frame& f, uint8_t byte, std::vector<Stack>* out, FrameArena* arena) const;
   void StepText(const Frame& f, uint8_t byte, std::vector<Stack>* out, FrameArena* arena) const;
+  void StepPatternString(const Frame& f, uint8_t byte, std::vector<Stack>* out,
+                         FrameArena* arena) const;
+  void StepRaw(const Frame& f, uint8_t byte, std::vector<Stack>* out, FrameArena* arena) const;
+  const ByteDfa& Pattern(const Frame& f) const;
   const std::vector<std::string>& Literals(const Frame& f) const;
   // The candidates of a literal frame that its `count` bytes already spell whole.
   uint64_t WholeLiterals(const Frame& f) const;

@@ -26,8 +26,7 @@ bool IsAnnotation(const std::string& k) {
 constexpr std::string_view kSupported =
     "type, nullable, enum, const, anyOf, oneOf, allOf (one member), $ref, $defs, definitions, "
     "properties, required, additionalProperties, items, prefixItems, minItems, maxItems, "
-    "minLength, "
-    "maxLength, minimum, maximum, exclusiveMinimum, exclusiveMaximum";
+    "minLength, maxLength, pattern, minimum, maximum, exclusiveMinimum, exclusiveMaximum";
 
 class Compiler {
  public:
@@ -86,6 +85,7 @@ class Compiler {
                                               "maxItems",
                                               "minLength",
                                               "maxLength",
+                                              "pattern",
                                               "minimum",
                                               "maximum",
                                               "exclusiveMinimum",
@@ -203,6 +203,36 @@ class Compiler {
     if (node().min_length > node().max_length) {
       return absl::InvalidArgumentError(StrCat(path, ".minLength: more than maxLength"));
     }
+    if (auto it = s.find("pattern"); it != s.end()) {
+      EXA_RETURN_IF_ERROR(Pattern(*it, path, index));
+    }
+    return absl::OkStatus();
+  }
+
+  // A string's pattern, with its length bounds folded into the automaton.
+  absl::Status Pattern(const json& pattern, const std::string& path, int32_t index) {
+    if (!pattern.is_string()) {
+      return absl::InvalidArgumentError(
+          StrCat(path, ".pattern: a regular expression as a string, not ", pattern.dump()));
+    }
+    SchemaNode& n = grammar_->nodes[static_cast<size_t>(index)];
+    if ((n.types & kStringType) == 0) return absl::OkStatus();  // applies to strings only
+    RegexOptions options{
+        .json_string = true, .min_length = n.min_length, .max_length = n.max_length};
+    absl::StatusOr<ByteDfa> dfa = CompileRegex(pattern.get<std::string>(), options);
+    if (!dfa.ok()) {
+      return absl::InvalidArgumentError(StrCat(path, ".pattern: ", dfa.status().message()));
+    }
+    pattern_states_ += dfa->states();
+    if (pattern_states_ > kMaxPatternStates) {
+      return absl::InvalidArgumentError(StrCat(path,
+                                               ".pattern: the schema's patterns need more than ",
+                                               kMaxPatternStates, " automaton states together"));
+    }
+    n.pattern = static_cast<int32_t>(grammar_->patterns.size());
+    n.min_length = 0;
+    n.max_length = std::numeric_limits<int64_t>::max();
+    grammar_->patterns.push_back(*std::move(dfa));
     return absl::OkStatus();
   }
 
@@ -333,6 +363,7 @@ class Compiler {
   std::shared_ptr<Grammar> grammar_;
   absl::flat_hash_map<std::string, int32_t> refs_;
   int ref_hops_ = 0;
+  int32_t pattern_states_ = 0;
 };
 
 }  // namespace
@@ -359,6 +390,22 @@ absl::StatusOr<std::shared_ptr<const Grammar>> CompileChoice(
   auto grammar = std::make_shared<Grammar>();
   grammar->nodes.emplace_back();  // kAnyNode
   grammar->nodes.emplace_back().literals = choices;
+  grammar->root = 1;
+  grammar->bare = true;
+  return std::shared_ptr<const Grammar>(std::move(grammar));
+}
+
+absl::StatusOr<std::shared_ptr<const Grammar>> CompileRegexGrammar(std::string_view pattern) {
+  EXA_ASSIGN_OR_RETURN(ByteDfa dfa, CompileRegex(pattern));
+  if (!dfa.HasNext(dfa.start())) {
+    return absl::InvalidArgumentError("the pattern matches only the empty text");
+  }
+  auto grammar = std::make_shared<Grammar>();
+  grammar->nodes.emplace_back();  // kAnyNode
+  SchemaNode& node = grammar->nodes.emplace_back();
+  node.types = kStringType;
+  node.pattern = 0;
+  grammar->patterns.push_back(std::move(dfa));
   grammar->root = 1;
   grammar->bare = true;
   return std::shared_ptr<const Grammar>(std::move(grammar));

@@ -10,11 +10,12 @@
 //   objects: properties, required, additionalProperties (a bool or a schema; absent with
 //   properties given it is false, as in OpenAI's strict mode and xgrammar's default);
 //   arrays: items (a schema, or false after prefixItems: no more elements), prefixItems,
-//   minItems, maxItems; strings: minLength, maxLength (in characters); numbers:
+//   minItems, maxItems; strings: minLength, maxLength (in characters), pattern (regex.h: the
+//   whole string matches it, written without \u escapes); numbers:
 //   minimum, maximum, exclusiveMinimum, exclusiveMaximum (number_bounds.h: such numbers are
 //   plain decimals of at most 15 significant digits).
 // Annotations (title, description, default, examples, format, $schema, $id, $comment, ...) are
-// ignored. Any other keyword (pattern, multipleOf, uniqueItems, not, ...) would constrain
+// ignored. Any other keyword (multipleOf, uniqueItems, not, ...) would constrain
 // the output in a way this grammar cannot follow: it is an INVALID_ARGUMENT error naming its path
 // (e.g. "schema.properties.age.multipleOf: not supported"), never silently dropped.
 //
@@ -37,6 +38,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/structured/number_bounds.h"
+#include "engine/structured/regex.h"
 
 namespace exa::engine::structured {
 
@@ -47,6 +49,8 @@ inline constexpr size_t kMaxProperties = 64;  // per object (a bit each while ma
 inline constexpr size_t kMaxLiterals = 64;    // values in one enum
 inline constexpr size_t kMaxAlternatives = 16;
 inline constexpr int kMaxSchemaDepth = 32;  // nesting of the schema document itself
+// Automaton states of all of a schema's patterns together (each at most kMaxRegexDfaStates).
+inline constexpr int32_t kMaxPatternStates = 4 * kMaxRegexDfaStates;
 // While matching: JSON nesting of the output, and whitespace bytes in a row.
 inline constexpr int kMaxJsonDepth = 64;
 inline constexpr int kMaxWhitespaceRun = 32;
@@ -88,6 +92,9 @@ struct SchemaNode {
   // Strings, in characters.
   int64_t min_length = 0;
   int64_t max_length = std::numeric_limits<int64_t>::max();
+  // Strings: the index of their pattern's automaton in Grammar::patterns, which holds the length
+  // bounds too (min_length and max_length are then left unbounded); -1: none.
+  int32_t pattern = -1;
   // Numbers: minimum / maximum and their exclusive forms; nullopt: none.
   std::optional<NumberBounds> bounds;
 
@@ -104,8 +111,10 @@ struct Grammar {
   std::string prefix;
   std::string suffix;
   // The output is the root's literal alone, byte for byte, with no whitespace around it (a
-  // choice among strings, CompileChoice); false: a JSON value.
+  // choice among strings, CompileChoice), or text its pattern matches (CompileRegexGrammar);
+  // false: a JSON value.
   bool bare = false;
+  std::vector<ByteDfa> patterns;  // SchemaNode::pattern indexes them
 };
 
 // Compiles `schema_json` (the text of a JSON Schema). Errors name the keyword's path under
@@ -120,6 +129,11 @@ inline constexpr size_t kMaxAffixBytes = 256;  // prefix and suffix, each
 // with whitespace, or when together they pass kMaxSchemaBytes.
 absl::StatusOr<std::shared_ptr<const Grammar>> CompileChoice(
     const std::vector<std::string>& choices);
+
+// vLLM's guided_regex: the output is plain text that `pattern` (regex.h) matches whole.
+// INVALID_ARGUMENT names what in the pattern is wrong or unsupported, and is returned when no
+// text but the empty one matches.
+absl::StatusOr<std::shared_ptr<const Grammar>> CompileRegexGrammar(std::string_view pattern);
 
 // The schema of OpenAI's {"type": "json_object"}: any JSON object.
 inline constexpr std::string_view kJsonObjectSchema = R"({"type":"object"})";

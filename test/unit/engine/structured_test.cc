@@ -62,9 +62,7 @@ TEST_CASE("schemas outside the supported subset are refused naming the keyword")
         "schema.properties.age.multipleOf: not supported; supported: type, nullable, enum, const, "
         "anyOf, oneOf, allOf (one member), $ref, $defs, definitions, properties, required, "
         "additionalProperties, items, prefixItems, minItems, maxItems, minLength, maxLength, "
-        "minimum, "
-        "maximum, "
-        "exclusiveMinimum, exclusiveMaximum");
+        "pattern, minimum, maximum, exclusiveMinimum, exclusiveMaximum");
   CHECK(error(R"({"type":"integer","minimum":"0"})") == "schema.minimum: a number, not \"0\"");
   CHECK(error(R"({"type":"integer","minimum":0.2,"maximum":0.8})")
             .starts_with("schema: no integer within minimum, maximum"));
