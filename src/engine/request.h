@@ -67,6 +67,8 @@ struct GenerateRequest {
   std::string json_suffix;
   // Or vLLM's guided_choice: the output is one of these strings (structured::CompileChoice).
   std::vector<std::string> choices;
+  // Or vLLM's guided_regex: the output is text this pattern matches (CompileRegexGrammar).
+  std::string regex;
   std::shared_ptr<const structured::Grammar> grammar;
   StreamCallback callback;
   // Health probes and warm-ups: admitted past a full queue (a small bounded lane of their own)

@@ -618,6 +618,13 @@ absl::StatusOr<engine::GenerateRequest> Frontend::BuildEngineRequest(TextRequest
     }
     g.grammar = *std::move(grammar);
     g.choices = std::move(r.choices);
+  } else if (r.regex) {
+    auto grammar = engine::structured::CompileRegexGrammar(*r.regex);
+    if (!grammar.ok()) {
+      return FieldError(r.json_schema_field, ToStd(grammar.status().message()));
+    }
+    g.grammar = *std::move(grammar);
+    g.regex = std::move(*r.regex);
   }
   // Length-prefixed, so no tenant and salt pair can spell another's.
   g.cache_salt = options_.isolate_prefix_cache

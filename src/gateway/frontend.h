@@ -103,6 +103,8 @@ struct TextRequest {
   // Or vLLM's guided_choice (engine/structured/json_schema.h CompileChoice); errors name
   // json_schema_field.
   std::vector<std::string> choices;
+  // Or vLLM's guided_regex (engine/structured/regex.h); errors name json_schema_field.
+  std::optional<std::string> regex;
   // tool_choice "required" (an empty name: any of the tools) or a named function: the chat
   // prompt's builder turns it into json_schema for the model's call format.
   std::optional<std::string> forced_tool;

@@ -83,6 +83,13 @@ absl::StatusOr<TextRequest> FromProto(const exaserve::v1::GenerateRequest& p) {
     }
     r.json_schema_field = "choice";
   }
+  if (!p.regex().empty()) {
+    if (!r.json_schema.empty() || !r.choices.empty()) {
+      return absl::InvalidArgumentError("regex: give one of json_schema, choice, regex");
+    }
+    r.regex = p.regex();
+    r.json_schema_field = "regex";
+  }
   r.request_id = p.request_id();
   r.cache_salt = p.cache_salt();
   return r;

@@ -92,8 +92,8 @@ std::optional<ApiError> RefuseUnsupported(const json& body, bool chat) {
       {"echo", "not supported"},
       {"suffix", "not supported"},
       {"functions", "not supported: this server does not call functions"},
-      {"guided_regex", "not supported; guided_json, guided_choice and response_format are"},
-      {"guided_grammar", "not supported; guided_json, guided_choice and response_format are"},
+      {"guided_grammar",
+       "not supported; guided_json, guided_choice, guided_regex and response_format are"},
   };
   for (const Field& f : kFields) {
     if (asked(f.name)) return ApiError{400, StrCat(f.name, ": ", f.why, "; omit it"), f.name};
@@ -111,12 +111,17 @@ std::optional<ApiError> RefuseUnsupported(const json& body, bool chat) {
   return std::nullopt;
 }
 
+// Whether the output is already held to a schema, choices or a pattern.
+bool Constrained(const TextRequest& r) {
+  return !r.json_schema.empty() || !r.choices.empty() || r.regex.has_value();
+}
+
+constexpr std::string_view kOneConstraint =
+    ": give one of response_format, guided_json, guided_choice, guided_regex, structured_outputs";
+
 // A choice list (vLLM's guided_choice) named `field`: strings, checked further when compiled.
 std::optional<ApiError> ReadChoices(const json& v, const std::string& field, TextRequest* r) {
-  if (!r->json_schema.empty() || !r->choices.empty()) {
-    return ApiError{400, StrCat(field, ": give one of response_format, guided_json, guided_choice"),
-                    field};
-  }
+  if (Constrained(*r)) return ApiError{400, StrCat(field, kOneConstraint), field};
   if (!v.is_array() || v.empty()) {
     return ApiError{400, StrCat(field, ": expected a non-empty list of strings"), field};
   }
@@ -130,16 +135,26 @@ std::optional<ApiError> ReadChoices(const json& v, const std::string& field, Tex
   return std::nullopt;
 }
 
+// A regular expression (vLLM's guided_regex) named `field`, checked further when compiled.
+std::optional<ApiError> ReadRegex(const json& v, const std::string& field, TextRequest* r) {
+  if (Constrained(*r)) return ApiError{400, StrCat(field, kOneConstraint), field};
+  if (!v.is_string()) {
+    return ApiError{400, StrCat(field, ": expected a regular expression as a string"), field};
+  }
+  r->regex = v.get<std::string>();
+  r->json_schema_field = field;
+  return std::nullopt;
+}
+
 // vLLM's `structured_outputs` (its newer form of the guided_* fields): {"json": schema},
-// {"json_object": true} or {"choice": [...]}; regex, grammar and structural_tag are refused.
+// {"json_object": true}, {"choice": [...]} or {"regex": "..."}; grammar and structural_tag are
+// refused.
 std::optional<ApiError> ParseStructuredOutputs(const json& v, TextRequest* r) {
   auto bad = [](std::string message) {
     return ApiError{400, StrCat("structured_outputs", message), "structured_outputs"};
   };
   if (!v.is_object()) return bad(": expected an object such as {\"json\": {...}}");
-  if (!r->json_schema.empty() || !r->choices.empty()) {
-    return bad(": give one of response_format, guided_json, guided_choice, structured_outputs");
-  }
+  if (Constrained(*r)) return bad(std::string(kOneConstraint));
   for (const auto& [key, value] : v.items()) {
     if (value.is_null() || (value.is_boolean() && !value.get<bool>())) continue;
     if (key == "json" && (value.is_object() || value.is_string())) {
@@ -148,12 +163,14 @@ std::optional<ApiError> ParseStructuredOutputs(const json& v, TextRequest* r) {
       r->json_schema = std::string(engine::structured::kJsonObjectSchema);
     } else if (key == "choice") {
       if (auto e = ReadChoices(value, "structured_outputs.choice", r)) return e;
+    } else if (key == "regex") {
+      if (auto e = ReadRegex(value, "structured_outputs.regex", r)) return e;
     } else if (key == "json" || key == "json_object") {
       return bad(StrCat(
           ".", key,
           key == "json" ? ": expected a JSON Schema (an object or its text)" : ": expected true"));
     } else {
-      return bad(StrCat(".", key, ": not supported; json, json_object and choice are"));
+      return bad(StrCat(".", key, ": not supported; json, json_object, choice and regex are"));
     }
     if (r->json_schema_field == "response_format") r->json_schema_field = "structured_outputs";
   }
@@ -162,8 +179,9 @@ std::optional<ApiError> ParseStructuredOutputs(const json& v, TextRequest* r) {
 
 // Structured outputs (docs/reference/api.md#structured-outputs): OpenAI's `response_format`
 // ({"type": "text" | "json_object" | "json_schema", "json_schema": {"name", "schema", "strict"}}),
-// vLLM's `guided_json` (a schema, or its text), `guided_choice` and `structured_outputs`. The
-// schema itself is compiled, and refused naming its keyword, by Frontend (gateway/frontend.h).
+// vLLM's `guided_json` (a schema, or its text), `guided_choice`, `guided_regex` and
+// `structured_outputs`. The schema or pattern itself is compiled, and refused naming what is
+// wrong, by Frontend (gateway/frontend.h).
 std::optional<ApiError> ParseResponseFormat(const json& body, TextRequest* r) {
   auto bad = [](std::string message) {
     return ApiError{400, StrCat("response_format: ", message), "response_format"};
@@ -204,10 +222,13 @@ std::optional<ApiError> ParseResponseFormat(const json& body, TextRequest* r) {
   if (auto it = body.find("guided_choice"); it != body.end() && !it->is_null()) {
     if (auto e = ReadChoices(*it, "guided_choice", r)) return e;
   }
+  if (auto it = body.find("guided_regex"); it != body.end() && !it->is_null()) {
+    if (auto e = ReadRegex(*it, "guided_regex", r)) return e;
+  }
   if (auto it = body.find("structured_outputs"); it != body.end() && !it->is_null()) {
     if (auto e = ParseStructuredOutputs(*it, r)) return e;
   }
-  if ((!r->json_schema.empty() || !r->choices.empty()) && r->tools) {
+  if (Constrained(*r) && r->tools) {
     return ApiError{400,
                     StrCat(r->json_schema_field,
                            ": cannot be combined with tools: a reply held to a schema has no "

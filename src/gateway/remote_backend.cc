@@ -611,6 +611,7 @@ absl::StatusOr<engine::RequestId> RemoteBackend::Submit(const std::string& repli
   g->set_json_suffix(request.json_suffix);
   g->set_keep_special_tokens(request.keep_special_tokens);
   for (const std::string& c : request.choices) g->add_choice(c);
+  g->set_regex(request.regex);
   g->set_request_id(request.request_id);
   g->set_cache_salt(request.cache_salt);
   if (request.dispatch != 0) {

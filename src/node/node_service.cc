@@ -260,6 +260,14 @@ absl::StatusOr<engine::GenerateRequest> EngineRequest(
           StrCat("request.choice: ", ToStd(grammar.status().message())));
     }
     g.grammar = *std::move(grammar);
+  } else if (!p.regex().empty()) {
+    g.regex = p.regex();
+    auto grammar = engine::structured::CompileRegexGrammar(g.regex);
+    if (!grammar.ok()) {
+      return absl::InvalidArgumentError(
+          StrCat("request.regex: ", ToStd(grammar.status().message())));
+    }
+    g.grammar = *std::move(grammar);
   }
   g.request_id = p.request_id();
   g.cache_salt = p.cache_salt();

@@ -117,7 +117,12 @@ expect_error 400 "response_format: schema.properties.n.multipleOf: not supported
   fail "guided_choice: $(cat "$work/body")"
 python3 -c "import json,sys; c=json.load(open(sys.argv[1]))['choices'][0]
 assert c['text'] == '42' and c['finish_reason'] == 'stop', c" "$work/body" || fail "guided_choice: $(cat "$work/body")"
-expect_error 400 '"param":"guided_regex"' /v1/completions '{"prompt":"1+1=","guided_regex":"[0-9]+"}'
+[ "$(post /v1/completions '{"prompt":"12+30=","max_tokens":8,"guided_regex":"[5-9][0-9]{2}"}')" = 200 ] ||
+  fail "guided_regex: $(cat "$work/body")"
+python3 -c "import json,re,sys; c=json.load(open(sys.argv[1]))['choices'][0]
+assert re.fullmatch('[5-9][0-9]{2}', c['text']) and c['finish_reason'] == 'stop', c" "$work/body" ||
+  fail "guided_regex: $(cat "$work/body")"
+expect_error 400 'guided_regex: at byte 5: backreferences are not supported' /v1/completions '{"prompt":"1+1=","guided_regex":"(a)\\1"}'
 expect_error 400 "guided_json: schema: no integer within minimum" /v1/completions '{"prompt":"1+1=","guided_json":{"type":"integer","minimum":5,"maximum":1}}'
 "$BIN/exaserve-cli" --addr "$grpc" --json generate --max-tokens 8 --json-schema '{"type":"integer","minimum":100,"maximum":999}' "12+30=" >"$work/js"
 python3 -c "import json,sys; m=[json.loads(l) for l in open(sys.argv[1])]

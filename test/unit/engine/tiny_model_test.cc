@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include "engine/engine.h"
 #include "engine/safetensors.h"
@@ -186,10 +187,31 @@ TEST_CASE("the bundled model's output follows a JSON Schema", "[engine][tiny]") 
     r.callback = c.Callback(i);
     REQUIRE((*engine)->Submit(std::move(r)).ok());
   }
-  REQUIRE(c.WaitFinished(7));
+  // Text a pattern matches (vLLM's guided_regex), and a JSON string under one.
+  const std::string patterns[] = {R"(4\d)", R"([5-9]\d{2})"};
+  for (int i = 7; i < 10; ++i) {
+    GenerateRequest r;
+    r.prompt_tokens = tok.Encode("12+30=", true);
+    r.max_tokens = i == 9 ? 240 : 8;
+    r.grammar =
+        i < 9 ? *structured::CompileRegexGrammar(patterns[i - 7])
+              : *structured::CompileJsonSchema(R"({"type":"string","pattern":"^[0-9]{2}[a-c]$"})");
+    r.callback = c.Callback(i);
+    REQUIRE((*engine)->Submit(std::move(r)).ok());
+  }
+  REQUIRE(c.WaitFinished(10));
   CHECK(c.Get(5).text == "42");
   CHECK((c.Get(6).text == "7" || c.Get(6).text == "99"));
   CHECK(c.Get(6).reason == FinishReason::kStop);
+  CHECK(c.Get(7).text == "42");  // the model's own answer fits
+  for (int i = 7; i < 10; ++i) {
+    INFO(c.Get(i).text);
+    CHECK(c.Get(i).reason == FinishReason::kStop);
+    const auto value = nlohmann::json::parse(c.Get(i).text, nullptr, false);
+    const std::string text =
+        i < 9 ? c.Get(i).text : (value.is_string() ? value.get<std::string>() : "not a string");
+    CHECK(std::regex_match(text, std::regex(i < 9 ? patterns[i - 7] : "[0-9]{2}[a-c]")));
+  }
   const auto bounded = nlohmann::json::parse(c.Get(4).text, nullptr, false);
   INFO(c.Get(4).text);
   CHECK(c.Get(4).reason == FinishReason::kStop);
@@ -199,7 +221,7 @@ TEST_CASE("the bundled model's output follows a JSON Schema", "[engine][tiny]") 
   // replays the earlier tokens and the output goes on as it would have: the same tokens, the
   // same end. And an earlier output that breaks the schema is refused, not continued.
   const testing::Collector::Result full = c.Get(2);
-  int finished = 7;
+  int finished = 10;
   for (const size_t k : {size_t{1}, full.tokens.size() / 2, full.tokens.size() - 1}) {
     GenerateRequest r;
     r.prompt_tokens = tok.Encode("12+30=", true);

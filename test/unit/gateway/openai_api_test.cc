@@ -496,32 +496,41 @@ TEST_CASE("response_format and guided_json reach the replica as a compiled schem
       {{{"response_format", "json"}}, "response_format"},
       {{{"response_format",
          {{"type", "json_schema"},
-          {"json_schema", {{"schema", {{"type", "string"}, {"pattern", "a+"}}}}}}}},
+          {"json_schema", {{"schema", {{"type", "string"}, {"pattern", "a(?!b)"}}}}}}}},
        "response_format"},
       {{{"guided_json", 5}}, "guided_json"},
       {{{"guided_json", "{"}}, "guided_json"},
       {{{"guided_json", schema}, {"response_format", {{"type", "json_object"}}}}, "guided_json"},
   };
   CheckRefused(api, bad);
-  auto pattern =
-      api.Post("/v1/completions", {{"prompt", "1+1="}, {"guided_json", {{"pattern", "a"}}}});
-  CHECK(pattern->Json()["error"]["message"] ==
-        "guided_json: schema.pattern: not supported; supported: type, nullable, enum, const, "
+  auto unique =
+      api.Post("/v1/completions",
+               {{"prompt", "1+1="}, {"guided_json", {{"type", "array"}, {"uniqueItems", true}}}});
+  CHECK(unique->Json()["error"]["message"] ==
+        "guided_json: schema.uniqueItems: not supported; supported: type, nullable, enum, const, "
         "anyOf, oneOf, allOf (one member), $ref, $defs, definitions, properties, required, "
         "additionalProperties, items, prefixItems, minItems, maxItems, minLength, maxLength, "
-        "minimum, "
-        "maximum, exclusiveMinimum, exclusiveMaximum");
+        "pattern, minimum, maximum, exclusiveMinimum, exclusiveMaximum");
+  auto lookahead =
+      api.Post("/v1/completions", {{"prompt", "1+1="}, {"guided_json", {{"pattern", "(?=a)"}}}});
+  CHECK(lookahead->Json()["error"]["message"] ==
+        "guided_json: schema.pattern: at byte 1: lookahead and lookbehind ((?=, (?!, (?<=, (?<!) "
+        "are not supported");
   CHECK(api.backend.submitted.size() == 4);
 }
 
-TEST_CASE("guided_choice and structured_outputs reach the replica; what is not held is refused") {
+TEST_CASE(
+    "guided_choice, guided_regex and structured_outputs reach the replica; the rest is refused") {
   Api api;
   api.Post("/v1/completions", {{"prompt", "1+1="}, {"guided_choice", {"yes", "no"}}});
   api.Post("/v1/completions",
            {{"prompt", "1+1="}, {"structured_outputs", {{"choice", {"2", "3"}}}}});
   api.Post("/v1/completions",
            {{"prompt", "1+1="}, {"structured_outputs", {{"json", {{"type", "integer"}}}}}});
-  REQUIRE(api.backend.submitted.size() == 3);
+  api.Post("/v1/completions", {{"prompt", "1+1="}, {"guided_regex", "[0-9]{3}"}});
+  api.Post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "1+1"}}}},
+                                    {"structured_outputs", {{"regex", "(yes|no)"}}}});
+  REQUIRE(api.backend.submitted.size() == 5);
   const engine::GenerateRequest& choice = api.backend.submitted[0].second;
   CHECK(choice.choices == std::vector<std::string>{"yes", "no"});
   REQUIRE(choice.grammar != nullptr);
@@ -529,6 +538,12 @@ TEST_CASE("guided_choice and structured_outputs reach the replica; what is not h
   CHECK((m.Advance("no") && m.Terminal()));
   CHECK(api.backend.submitted[1].second.choices == std::vector<std::string>{"2", "3"});
   CHECK(api.backend.submitted[2].second.json_schema == R"({"type":"integer"})");
+  const engine::GenerateRequest& regex = api.backend.submitted[3].second;
+  CHECK(regex.regex == "[0-9]{3}");
+  engine::structured::JsonMatcher digits(regex.grammar);
+  CHECK_FALSE(digits.Accepts("a"));
+  CHECK((digits.Advance("123") && digits.Terminal()));
+  CHECK(api.backend.submitted[4].second.regex == "(yes|no)");
 
   const std::pair<json, std::string> bad[] = {
       {{{"guided_choice", "yes"}}, "guided_choice"},
@@ -536,17 +551,24 @@ TEST_CASE("guided_choice and structured_outputs reach the replica; what is not h
       {{{"guided_choice", {"yes", 1}}}, "guided_choice"},
       {{{"guided_choice", {"yes", ""}}}, "guided_choice"},
       {{{"guided_choice", {"a"}}, {"guided_json", {{"type", "string"}}}}, "guided_choice"},
-      {{{"structured_outputs", {{"regex", "a+"}}}}, "structured_outputs"},
+      {{{"structured_outputs", {{"grammar", "root ::= \"a\""}}}}, "structured_outputs"},
       {{{"structured_outputs", {{"choice", {"a"}}}}, {"guided_choice", {"b"}}},
        "structured_outputs"},
-      {{{"guided_regex", "[0-9]+"}}, "guided_regex"},
+      {{{"structured_outputs", {{"regex", "a+"}}}, {"guided_regex", "b"}}, "structured_outputs"},
+      {{{"guided_regex", 5}}, "guided_regex"},
+      {{{"guided_regex", ""}}, "guided_regex"},
+      {{{"guided_regex", "(a"}}, "guided_regex"},
+      {{{"guided_regex", "a"}, {"guided_choice", {"a"}}}, "guided_regex"},
       {{{"guided_grammar", "root ::= \"a\""}}, "guided_grammar"},
   };
   CheckRefused(api, bad);
   auto empty = api.Post("/v1/completions", {{"prompt", "1+1="}, {"guided_choice", {"a", ""}}});
   CHECK(empty->Json()["error"]["message"] ==
         "guided_choice: choice 1 is empty or begins with whitespace");
-  CHECK(api.backend.submitted.size() == 3);
+  auto backref = api.Post("/v1/completions", {{"prompt", "1+1="}, {"guided_regex", "(a)\\1"}});
+  CHECK(backref->Json()["error"]["message"] ==
+        "guided_regex: at byte 5: backreferences are not supported");
+  CHECK(api.backend.submitted.size() == 5);
 }
 
 TEST_CASE("tool_choice required or a named function forces one call in the model's format") {
