@@ -121,4 +121,17 @@ std::string SplitModelVersion(std::string_view flag, std::string* model, std::st
   return "";
 }
 
+bool ParsePairs(const std::string& flag, const std::vector<std::string>& pairs,
+                std::map<std::string, std::string>* out) {
+  for (const std::string& p : pairs) {
+    const size_t eq = p.find('=');
+    if (eq == 0 || eq == std::string::npos) {
+      Usage(flag + " \"" + p + "\": expected KEY=VALUE", /*command=*/"");
+      return false;
+    }
+    (*out)[p.substr(0, eq)] = p.substr(eq + 1);
+  }
+  return true;
+}
+
 }  // namespace exa::tools

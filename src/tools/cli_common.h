@@ -8,9 +8,11 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/time/time.h"
 
@@ -52,6 +54,11 @@ std::string LocalAdminToken(std::string_view addr, const std::string& data_dir);
 // `*model` to `*version`; returns "" when fine, else the error naming `flag` and the value (a
 // version that disagrees with one already in `*version` included).
 std::string SplitModelVersion(std::string_view flag, std::string* model, std::string* version);
+
+// Parses "KEY=VALUE" pairs given with `flag` into `out`; false (with a usage message printed)
+// on a malformed one.
+bool ParsePairs(const std::string& flag, const std::vector<std::string>& pairs,
+                std::map<std::string, std::string>* out);
 
 // A context for one call to `cluster`: a deadline `timeout` from now (default cluster.timeout)
 // and its token, when set, as a bearer credential.

@@ -38,7 +38,7 @@
 #include "tools/cli_common.h"
 #include "tools/cli_plan.h"
 #include "tools/cluster_commands.h"
-#include "tools/generate_json.h"
+#include "tools/generate_command.h"
 #include "tools/model_commands.h"
 #include "tools/scheduler_commands.h"
 #include "tools/security_commands.h"
@@ -47,6 +47,7 @@
 
 namespace {
 
+using exa::tools::ParsePairs;
 using exa::tools::Usage;
 
 struct GlobalOptions {
@@ -149,20 +150,6 @@ absl::StatusOr<std::vector<std::string>> LiveNodeAddresses(const GlobalOptions& 
   }
   if (out.empty()) out.push_back(g.addr);  // a node without gossip peers: just it
   return out;
-}
-
-// Parses "k=v" pairs into `out`; false (with a usage message printed) on a malformed one.
-bool ParsePairs(const std::string& flag, const std::vector<std::string>& pairs,
-                std::map<std::string, std::string>* out) {
-  for (const std::string& p : pairs) {
-    size_t eq = p.find('=');
-    if (eq == 0 || eq == std::string::npos) {
-      Usage(flag + " \"" + p + "\": expected KEY=VALUE");
-      return false;
-    }
-    (*out)[p.substr(0, eq)] = p.substr(eq + 1);
-  }
-  return true;
 }
 
 // At most this many nodes are asked at once: a 256-node cluster answers in a few round trips,
@@ -635,69 +622,6 @@ int RunReplicas(const GlobalOptions& g, bool local) {
   return rc;
 }
 
-struct GenerateOptions {
-  std::string prompt, model, version;
-  int max_tokens = 0;
-  float temperature = 0;
-  int64_t seed = -1;
-  std::vector<std::string> stop, headers;  // headers: KEY=VALUE gRPC metadata (version routes)
-  bool logprobs = false;
-  int top_logprobs = 0;
-  std::string json_schema;  // structured output: the reply matches this JSON Schema
-  bool prompt_given = false;
-};
-
-// Streams a generation to stdout as it arrives; --json prints one object per message.
-int RunGenerate(const GlobalOptions& g, GenerateOptions o) {
-  if (!o.prompt_given) return Usage("generate: a prompt is required, e.g. generate \"1+1=\"");
-  if (std::string e = exa::tools::SplitModelVersion("--model", &o.model, &o.version); !e.empty()) {
-    return Usage(e);
-  }
-  if (size_t bad = exa::FindInvalidUtf8(o.prompt); bad != std::string_view::npos) {
-    return Usage(exa::StrCat("generate: the prompt is not UTF-8 (byte ", bad, ")"));
-  }
-  auto stub = exaserve::v1::Inference::NewStub(exa::net::NewChannel(g.addr));
-  exaserve::v1::GenerateRequest request;
-  request.set_model(o.model);
-  request.set_version(o.version);
-  request.set_prompt(o.prompt);
-  request.set_max_tokens(o.max_tokens);
-  request.mutable_sampling()->set_temperature(o.temperature);
-  if (o.seed >= 0) request.mutable_sampling()->set_seed(static_cast<uint64_t>(o.seed));
-  o.logprobs = o.logprobs || o.top_logprobs > 0;
-  request.mutable_sampling()->set_logprobs(o.logprobs);
-  request.mutable_sampling()->set_top_logprobs(o.top_logprobs);
-  for (const auto& s : o.stop) request.add_stop(s);
-  request.set_json_schema(o.json_schema);
-  std::map<std::string, std::string> headers;
-  if (!ParsePairs("--header", o.headers, &headers)) return 2;
-  auto ctx = MakeContext(g);
-  for (const auto& [k, v] : headers) ctx->AddMetadata(exa::AsciiLower(k), v);
-  auto reader = stub->Generate(ctx.get(), request);
-  exaserve::v1::GenerateResponse message;
-  bool printed = false;
-  while (reader->Read(&message)) {
-    if (g.json) {
-      std::cout << exa::tools::GenerateMessageJson(message, o.logprobs, o.top_logprobs > 0)
-                       .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
-                << "\n";
-    } else {
-      std::cout << message.text() << std::flush;
-      printed = printed || !message.text().empty();
-    }
-  }
-  grpc::Status s = reader->Finish();
-  if (!s.ok()) {
-    if (printed) std::cout << "\n";
-    if (s.error_code() == grpc::INVALID_ARGUMENT || s.error_code() == grpc::NOT_FOUND) {
-      return Usage(s.error_message());
-    }
-    return RpcFailure(g, s);
-  }
-  if (!g.json) std::cout << "\n";
-  return 0;
-}
-
 // ---- The command table ---------------------------------------------------------------------
 
 // Where every flag lands, so the table's handlers share them (start and stop share
@@ -707,7 +631,7 @@ struct CliFlags {
   exa::net::TlsOptions tls;
   exa::net::CertsInitOptions certs;
   std::string certs_nodes;
-  GenerateOptions generate;
+  exa::tools::GenerateOptions generate;
   exa::tools::TextCommands text;
   std::string key;
   bool replicas_local = false;
@@ -759,37 +683,6 @@ constexpr Group kGroups[] = {
 template <typename Run>
 Command Simple(std::string_view path, std::string_view help, Run run) {
   return {path, help, nullptr, [run](CliFlags& f) -> std::optional<int> { return run(f); }};
-}
-
-void GenerateFlags(CLI::App& cmd, CliFlags& f) {
-  GenerateOptions& gen = f.generate;
-  // One prompt, listed once: --prompt (for a prompt that starts with '-') is the positional's
-  // other spelling, kept out of the help.
-  auto given = [&gen](const std::string&) { gen.prompt_given = true; };
-  cmd.add_option("prompt", gen.prompt, "prompt text (or --prompt TEXT)")->each(given);
-  cmd.add_option("--prompt", gen.prompt)->each(given)->group("");
-  cmd.add_option("--model", gen.model,
-                 "model name, or NAME@VERSION (default: the gateway's default)");
-  cmd.add_option("--version", gen.version, "model version (default: any)");
-  cmd.add_option("--max-tokens", gen.max_tokens, "tokens to generate (default: server's)");
-  cmd.add_option("--temperature", gen.temperature, "0 for greedy (default 0)");
-  cmd.add_option("--seed", gen.seed, "sampling seed");
-  // One value per flag, so that a prompt after them stays the prompt.
-  cmd.add_option("--stop", gen.stop, "stop string (repeatable)")
-      ->expected(1)
-      ->allow_extra_args(false)
-      ->take_all();
-  cmd.add_flag("--logprobs", gen.logprobs,
-               "ask for each token's log-probability (printed with --json)");
-  cmd.add_option("--top-logprobs", gen.top_logprobs,
-                 "and this many most likely tokens at each position, 0-20 (printed with --json)")
-      ->check(CLI::Range(0, 20));
-  cmd.add_option("--json-schema", gen.json_schema, "a JSON Schema the reply must match (JSON)");
-  cmd.add_option("--header", gen.headers,
-                 "KEY=VALUE request metadata, e.g. x-model-version=v2 (repeatable)")
-      ->expected(1)
-      ->allow_extra_args(false)
-      ->take_all();
 }
 
 void ReplicaLabelFlags(CLI::App& cmd, CliFlags& f) {
@@ -879,8 +772,11 @@ std::vector<Command> LocalCommands() {
        [](CliFlags& f) {
          return exa::tools::RunClusterCommands(f.cluster, f.g.json, f.g.Access());
        }},
-      {"generate", "generate text through a gateway (streams)", GenerateFlags,
-       [](CliFlags& f) -> std::optional<int> { return RunGenerate(f.g, f.generate); },
+      {"generate", "generate text through a gateway (streams)",
+       [](CLI::App& cmd, CliFlags& f) { exa::tools::AddGenerateFlags(cmd, &f.generate); },
+       [](CliFlags& f) -> std::optional<int> {
+         return exa::tools::RunGenerate(f.g.Access(), f.g.json, f.generate);
+       },
        /*before_flag_checks=*/false, /*public_api=*/true},
       {"", "", [](CLI::App& app, CliFlags& f) { exa::tools::AddTextCommands(app, &f.text); },
        [](CliFlags& f) { return exa::tools::RunTextCommands(f.text); }},

@@ -133,6 +133,12 @@ expect_error 400 "guided_json: schema.type" /v1/completions '{"prompt":"1+1=","g
 "$BIN/exaserve-cli" --addr "$grpc" --json generate --max-tokens 8 --json-schema '{"type":"integer"}' "12+30=" >"$work/js"
 python3 -c "import json,sys; m=[json.loads(l) for l in open(sys.argv[1])]
 assert ''.join(x.get('text','') for x in m) == '42', m" "$work/js" || fail "gRPC json_schema: $(cat "$work/js")"
+out=$("$BIN/exaserve-cli" --addr "$grpc" generate --max-tokens 8 --regex '[5-9][0-9]{2}' "12+30=")
+[[ "$out" =~ ^[5-9][0-9]{2}$ ]] || fail "gRPC regex: $out"
+out=$("$BIN/exaserve-cli" --addr "$grpc" generate --max-tokens 8 --choice 7 --choice 42 "12+30=")
+[ "$out" = 42 ] || fail "gRPC choice: $out"
+code=0; "$BIN/exaserve-cli" --addr "$grpc" generate --regex '(?=a)' "1+1=" 2>"$work/err" || code=$?
+[ "$code" = 2 ] && grep -q "regex: at byte 1: lookahead" "$work/err" || fail "gRPC bad regex: $code $(cat "$work/err")"
 [ "$(post /v1/completions '{"prompt":"1+1=","max_tokens":2,"logprobs":null,"echo":false,"best_of":1,"logit_bias":{},"suffix":""}')" = 200 ] ||
   fail "defaults of unsupported fields refused: $(cat "$work/body")"
 [ "$(post /v1/chat/completions '{"messages":[{"role":"user","content":"1+1="}],"max_tokens":2,"logprobs":false,"top_logprobs":0,"tools":[],"response_format":{"type":"text"}}')" = 200 ] ||
