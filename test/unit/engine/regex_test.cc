@@ -15,6 +15,7 @@
 #include "engine/structured/regex.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
+#include "test_tokenizers.h"
 
 namespace exa::engine::structured {
 namespace {
@@ -306,16 +307,8 @@ TEST_CASE("guided_regex: bare text the pattern matches, ending once nothing can 
   CHECK(CompileRegexGrammar("(").status().message() == "at byte 1: '(' without a matching ')'");
 }
 
-std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& name) {
-  auto t = Tokenizer::FromFile(std::string(EXA_TOKENIZER_TEST_DATA_DIR) + "/" + name +
-                               ".tokenizer.json");
-  INFO(t.status().ToString());
-  REQUIRE(t.ok());
-  return *std::move(t);
-}
-
 TEST_CASE("the mask under a pattern lets through only tokens that keep the text matchable") {
-  auto tokenizer = LoadTokenizer("qwen3");
+  auto tokenizer = testing::LoadTestTokenizer("qwen3");
   auto trie = std::make_shared<const TokenTrie>(tokenizer->AllTokenBytes());
   const int32_t eos = *tokenizer->TokenToId("<|im_end|>");
   const std::string pattern = R"(\d{4}-\d{2}-\d{2}( [A-Z][a-z]+)?)";

@@ -13,6 +13,7 @@
 #include "engine/structured/json_schema.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "nlohmann/json.hpp"
+#include "test_tokenizers.h"
 
 namespace exa::engine::structured {
 namespace {
@@ -385,16 +386,8 @@ TEST_CASE("random walks: every output the matcher calls complete parses and matc
   }
 }
 
-std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& name) {
-  auto t = Tokenizer::FromFile(std::string(EXA_TOKENIZER_TEST_DATA_DIR) + "/" + name +
-                               ".tokenizer.json");
-  INFO(t.status().ToString());
-  REQUIRE(t.ok());
-  return *std::move(t);
-}
-
 TEST_CASE("an end id is allowed only once the value is whole, whatever its bytes") {
-  auto tokenizer = LoadTokenizer("qwen3");
+  auto tokenizer = testing::LoadTestTokenizer("qwen3");
   auto trie = std::make_shared<const TokenTrie>(tokenizer->AllTokenBytes());
   const int32_t hash = *tokenizer->TokenToId("#");  // an ordinary token, here an end id
   JsonConstraint c(Compile(std::string(kJsonObjectSchema)), trie, {hash});
@@ -416,7 +409,7 @@ TEST_CASE("an end id is allowed only once the value is whole, whatever its bytes
 TEST_CASE("the mask over real vocabularies lets through only tokens that continue the JSON") {
   for (const std::string& name : {std::string("qwen3"), std::string("llama2")}) {
     INFO(name);
-    auto tokenizer = LoadTokenizer(name);
+    auto tokenizer = testing::LoadTestTokenizer(name);
     auto trie = std::make_shared<const TokenTrie>(tokenizer->AllTokenBytes());
     const int32_t eos = *tokenizer->TokenToId(name == "qwen3" ? "<|im_end|>" : "</s>");
     auto grammar = Compile(kPerson);
