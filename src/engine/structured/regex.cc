@@ -20,7 +20,7 @@ constexpr uint32_t kMaxCodePoint = 0x10FFFF;
 constexpr uint32_t kSurrogateLow = 0xD800, kSurrogateHigh = 0xDFFF;
 constexpr int kMaxGroupDepth = 64;
 // NFA states visited while building the automaton: bounds the work a pattern can ask for.
-constexpr int64_t kMaxRegexWork = 20'000'000;
+constexpr int64_t kMaxRegexWork = 4'000'000;
 
 // Code points as sorted, disjoint, non-adjacent ranges, surrogates never included.
 using CodeSet = std::vector<std::pair<uint32_t, uint32_t>>;
@@ -657,7 +657,9 @@ class DfaBuilder {
       if (mark_[static_cast<size_t>(s)] == stamp_) continue;
       mark_[static_cast<size_t>(s)] = stamp_;
       if (++work_ > kMaxRegexWork) {
-        return absl::InvalidArgumentError("the pattern is too complex to compile");
+        return absl::InvalidArgumentError(
+            StrCat("the pattern is too complex: its automaton takes more than ", kMaxRegexWork,
+                   " steps to build"));
       }
       const NfaState& st = nfa_[static_cast<size_t>(s)];
       if (st.byte || s == kNfaAccept) key.push_back(s);

@@ -107,6 +107,27 @@ TEST_CASE("unsupported and malformed patterns are refused by name") {
   CHECK(Error("[]a]") == "no text matches the pattern");
 }
 
+TEST_CASE("any text as a pattern compiles or is refused, never crashes or runs away") {
+  std::mt19937 rng(3);
+  const std::string alphabet = "ab()[]{}|*+?.^$\\-,0123dswbuxcpk<>=!:\xC3\xA9";
+  int compiled = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    std::string p;
+    for (size_t n = rng() % 14; n > 0; --n) p.push_back(alphabet[rng() % alphabet.size()]);
+    auto dfa = CompileRegex(p, {.json_string = trial % 2 == 0, .max_length = 1 + trial % 9});
+    if (!dfa.ok()) {
+      CHECK_FALSE(dfa.status().message().empty());
+      continue;
+    }
+    ++compiled;
+    REQUIRE(dfa->start() >= 0);
+    REQUIRE(dfa->start() < dfa->states());
+  }
+  CHECK(compiled > 1000);
+  CHECK(Error("(.*a){200}") ==
+        "the pattern is too complex: its automaton takes more than 4000000 steps to build");
+}
+
 TEST_CASE("length bounds fold into the automaton, and JSON strings drop unwritable bytes") {
   const ByteDfa word = Dfa("[a-zé]+", {.min_length = 2, .max_length = 3});
   CHECK_FALSE(Whole(word, "a"));
