@@ -5,6 +5,7 @@
 // down to the mask over a real vocabulary.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <random>
 #include <regex>
 #include <string>
@@ -328,50 +329,64 @@ TEST_CASE("guided_regex: bare text the pattern matches, ending once nothing can 
   CHECK(CompileRegexGrammar("(").status().message() == "at byte 1: '(' without a matching ')'");
 }
 
+// A random walk through the mask: each step every 7th allowed token is re-checked and one is
+// taken (seldom whitespace, as a model writes); after 40 steps the first allowed of `enders`
+// (the end id first) ends it. Returns the text, once the constraint calls it complete.
+std::string WalkMask(const std::shared_ptr<const Grammar>& grammar,
+                     const std::shared_ptr<const TokenTrie>& trie, int32_t eos, uint32_t seed,
+                     const std::vector<std::string>& enders) {
+  JsonConstraint constraint(grammar, trie, {eos});
+  std::mt19937 rng(seed);
+  std::string text;
+  for (int step = 0; step < 200 && !constraint.Terminal(); ++step) {
+    const std::vector<int32_t> allowed = constraint.Allowed();
+    INFO(text);
+    REQUIRE_FALSE(allowed.empty());
+    for (size_t i = 0; i < allowed.size(); i += 7) {
+      if (allowed[i] != eos) CHECK(constraint.Accepts(allowed[i]));
+    }
+    int32_t pick = allowed[rng() % allowed.size()];
+    for (int tries = 0; tries < 20 && step > 2; ++tries) {
+      if (trie->bytes(pick).find_first_not_of(" \t\r\n") != std::string::npos) break;
+      pick = allowed[rng() % allowed.size()];
+    }
+    if (step > 40) {
+      size_t rank = enders.size() + 1;
+      for (int32_t id : allowed) {
+        const auto e = std::find(enders.begin(), enders.end(), trie->bytes(id));
+        const size_t r = id == eos           ? 0
+                         : e == enders.end() ? enders.size() + 1
+                                             : 1 + (e - enders.begin());
+        if (r < rank) rank = r, pick = id;
+      }
+    }
+    if (pick == eos) break;
+    REQUIRE(constraint.Accept(pick));
+    text += trie->bytes(pick);
+  }
+  INFO(text);
+  REQUIRE(constraint.Complete());
+  return text;
+}
+
 TEST_CASE("the mask under a pattern lets through only tokens that keep the text matchable") {
   auto tokenizer = testing::LoadTestTokenizer("qwen3");
   auto trie = std::make_shared<const TokenTrie>(tokenizer->AllTokenBytes());
   const int32_t eos = *tokenizer->TokenToId("<|im_end|>");
   const std::string pattern = R"(\d{4}-\d{2}-\d{2}( [A-Z][a-z]+)?)";
-  auto grammar = CompileJsonSchema(json{
+  auto in_json = CompileJsonSchema(json{
       {"type", "object"},
       {"properties", {{"when", {{"type", "string"}, {"pattern", pattern}}}}},
       {"required", {"when"}}}.dump());
-  REQUIRE(grammar.ok());
+  REQUIRE(in_json.ok());
+  const std::string sentence = R"((yes|no), because [a-z ,]{1,60}\.)";
+  auto bare = CompileRegexGrammar(sentence);
+  REQUIRE(bare.ok());
   for (uint32_t seed = 1; seed <= 4; ++seed) {
-    JsonConstraint constraint(*grammar, trie, {eos});
-    std::mt19937 rng(seed);
-    std::string text;
-    for (int step = 0; step < 200 && !constraint.Terminal(); ++step) {
-      const std::vector<int32_t> allowed = constraint.Allowed();
-      INFO(text);
-      REQUIRE_FALSE(allowed.empty());
-      for (size_t i = 0; i < allowed.size(); i += 7) {
-        if (allowed[i] != eos) CHECK(constraint.Accepts(allowed[i]));
-      }
-      int32_t pick = allowed[rng() % allowed.size()];
-      for (int tries = 0; tries < 20 && step > 2; ++tries) {  // little whitespace, as a model
-        if (trie->bytes(pick).find_first_not_of(" \t\r\n") != std::string::npos) break;
-        pick = allowed[rng() % allowed.size()];
-      }
-      if (step > 40) {  // steer to an end: the first of these that may come
-        int rank = 3;
-        for (int32_t id : allowed) {
-          const int r = id == eos                 ? 0
-                        : trie->bytes(id) == "\"" ? 1
-                        : trie->bytes(id) == "}"  ? 2
-                                                  : 3;
-          if (r < rank) rank = r, pick = id;
-        }
-      }
-      if (pick == eos) break;
-      REQUIRE(constraint.Accept(pick));
-      text += trie->bytes(pick);
-    }
-    INFO(text);
-    REQUIRE(constraint.Complete());
-    const json parsed = json::parse(text);
+    const json parsed = json::parse(WalkMask(*in_json, trie, eos, seed, {"\"", "}"}));
     CHECK(std::regex_match(parsed["when"].get<std::string>(), std::regex(pattern)));
+    const std::string text = WalkMask(*bare, trie, eos, seed, {"."});
+    CHECK(std::regex_match(text, std::regex(sentence)));
   }
 }
 
