@@ -23,6 +23,35 @@ bool IsAnnotation(const std::string& k) {
   return std::find(std::begin(kNames), std::end(kNames), k) != std::end(kNames);
 }
 
+// JSON Schema's `format`s that a pattern can hold (regex.h), as OpenAI's strict mode enforces
+// them: RFC 3339 dates, times and date-times (upper-case T and Z), RFC 4122 UUIDs, dotted-quad
+// IPv4, RFC 1123 host names and e-mail addresses in their common dot-atom form. The calendar
+// is not checked (a February 30th passes). Any other format stays an annotation.
+const char* FormatPattern(std::string_view format) {
+  static constexpr std::string_view kDate = R"(\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01]))";
+  static constexpr std::string_view kTime =
+      R"(([01]\d|2[0-3]):[0-5]\d:([0-5]\d|60)(\.\d{1,9})?(Z|[+-]([01]\d|2[0-3]):[0-5]\d))";
+  static constexpr std::string_view kLabel = R"([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)";
+  static const std::string kDateTime = StrCat(kDate, "T", kTime);
+  static const std::string kHostname = StrCat(kLabel, R"((\.)", kLabel, ")*");
+  static const std::string kEmail =
+      StrCat(R"([A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@)", kLabel,
+             R"((\.)", kLabel, ")+");
+  static const std::pair<std::string_view, std::string> kFormats[] = {
+      {"date", std::string(kDate)},
+      {"time", std::string(kTime)},
+      {"date-time", kDateTime},
+      {"uuid", "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"},
+      {"ipv4", R"(((25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d))"},
+      {"hostname", kHostname},
+      {"email", kEmail},
+  };
+  for (const auto& [name, pattern] : kFormats) {
+    if (name == format) return pattern.c_str();
+  }
+  return nullptr;
+}
+
 constexpr std::string_view kSupported =
     "type, nullable, enum, const, anyOf, oneOf, allOf (one member), $ref, $defs, definitions, "
     "properties, required, additionalProperties, items, prefixItems, minItems, maxItems, "
@@ -204,29 +233,34 @@ class Compiler {
       return absl::InvalidArgumentError(StrCat(path, ".minLength: more than maxLength"));
     }
     if (auto it = s.find("pattern"); it != s.end()) {
-      EXA_RETURN_IF_ERROR(Pattern(*it, path, index));
+      if (!it->is_string()) {
+        return absl::InvalidArgumentError(
+            StrCat(path, ".pattern: a regular expression as a string, not ", it->dump()));
+      }
+      return Pattern(it->get<std::string>(), StrCat(path, ".pattern"), index);
+    }
+    if (auto it = s.find("format"); it != s.end() && it->is_string()) {
+      if (const char* pattern = FormatPattern(it->get<std::string>())) {
+        return Pattern(pattern, StrCat(path, ".format"), index);
+      }
     }
     return absl::OkStatus();
   }
 
-  // A string's pattern, with its length bounds folded into the automaton.
-  absl::Status Pattern(const json& pattern, const std::string& path, int32_t index) {
-    if (!pattern.is_string()) {
-      return absl::InvalidArgumentError(
-          StrCat(path, ".pattern: a regular expression as a string, not ", pattern.dump()));
-    }
+  // A string's pattern, with its length bounds folded into the automaton; `path` names the
+  // keyword it came from.
+  absl::Status Pattern(const std::string& pattern, const std::string& path, int32_t index) {
     SchemaNode& n = grammar_->nodes[static_cast<size_t>(index)];
     if ((n.types & kStringType) == 0) return absl::OkStatus();  // applies to strings only
     RegexOptions options{
         .json_string = true, .min_length = n.min_length, .max_length = n.max_length};
-    absl::StatusOr<ByteDfa> dfa = CompileRegex(pattern.get<std::string>(), options);
+    absl::StatusOr<ByteDfa> dfa = CompileRegex(pattern, options);
     if (!dfa.ok()) {
-      return absl::InvalidArgumentError(StrCat(path, ".pattern: ", dfa.status().message()));
+      return absl::InvalidArgumentError(StrCat(path, ": ", dfa.status().message()));
     }
     pattern_states_ += dfa->states();
     if (pattern_states_ > kMaxPatternStates) {
-      return absl::InvalidArgumentError(StrCat(path,
-                                               ".pattern: the schema's patterns need more than ",
+      return absl::InvalidArgumentError(StrCat(path, ": the schema's patterns need more than ",
                                                kMaxPatternStates, " automaton states together"));
     }
     n.pattern = static_cast<int32_t>(grammar_->patterns.size());

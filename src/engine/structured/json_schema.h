@@ -11,10 +11,12 @@
 //   properties given it is false, as in OpenAI's strict mode and xgrammar's default);
 //   arrays: items (a schema, or false after prefixItems: no more elements), prefixItems,
 //   minItems, maxItems; strings: minLength, maxLength (in characters), pattern (regex.h: the
-//   whole string matches it, written without \u escapes); numbers:
+//   whole string matches it, written without \u escapes), format (date, time, date-time,
+//   uuid, ipv4, hostname, email held as patterns; with a pattern, or any other format, an
+//   annotation); numbers:
 //   minimum, maximum, exclusiveMinimum, exclusiveMaximum (number_bounds.h: such numbers are
 //   plain decimals of at most 15 significant digits).
-// Annotations (title, description, default, examples, format, $schema, $id, $comment, ...) are
+// Annotations (title, description, default, examples, $schema, $id, $comment, ...) are
 // ignored. Any other keyword (multipleOf, uniqueItems, not, ...) would constrain
 // the output in a way this grammar cannot follow: it is an INVALID_ARGUMENT error naming its path
 // (e.g. "schema.properties.age.multipleOf: not supported"), never silently dropped.

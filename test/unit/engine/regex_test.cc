@@ -269,6 +269,52 @@ std::wstring Wide(const std::string& utf8) {
   return out;
 }
 
+TEST_CASE("string formats that a pattern can hold are held; others stay annotations") {
+  auto matches = [](const std::string& format, const std::string& value) {
+    auto grammar = CompileJsonSchema(json{{"type", "string"}, {"format", format}}.dump());
+    INFO(format << ": " << grammar.status().ToString());
+    REQUIRE(grammar.ok());
+    JsonMatcher m(*grammar);
+    return m.Advance(json(value).dump()) && m.Complete();
+  };
+  const std::vector<std::pair<std::string, std::vector<std::string>>> good = {
+      {"date", {"2026-12-05", "1999-02-28"}},
+      {"time", {"13:05:59Z", "23:59:60.5+01:00", "00:00:00-12:30"}},
+      {"date-time", {"2026-12-05T13:05:59Z", "2026-12-05T13:05:59.123456789+05:30"}},
+      {"uuid", {"123e4567-e89b-12d3-a456-426614174000", "ABCDEF01-2345-6789-abcd-ef0123456789"}},
+      {"ipv4", {"192.168.0.1", "255.255.255.255", "0.0.0.0"}},
+      {"hostname", {"example", "a-b.example.org", "x1.y2"}},
+      {"email", {"first.last+tag@example.org", "a@b.co"}},
+  };
+  const std::vector<std::pair<std::string, std::vector<std::string>>> bad = {
+      {"date", {"2026-13-05", "2026-12-32", "26-12-05", "2026-12-05T"}},
+      {"time", {"24:00:00Z", "13:05:59", "13:5:59Z"}},
+      {"date-time", {"2026-12-05 13:05:59Z", "2026-12-05T13:05Z"}},
+      {"uuid", {"123e4567e89b12d3a456426614174000", "123e4567-e89b-12d3-a456-42661417400g"}},
+      {"ipv4", {"256.1.1.1", "1.2.3", "01.2.3.4"}},
+      {"hostname", {"-a.example", "a..b", "a_b"}},
+      {"email", {"no-at.example", "a@b", "a@-b.org", ".a@b.org"}},
+  };
+  for (const auto& [format, values] : good) {
+    for (const std::string& v : values) CHECK(matches(format, v));
+  }
+  for (const auto& [format, values] : bad) {
+    for (const std::string& v : values) CHECK_FALSE(matches(format, v));
+  }
+  // Other formats, and a format beside a pattern, constrain nothing more.
+  CHECK(matches("ipv6", "anything at all"));
+  CHECK(matches("uri", "not a uri"));
+  auto both = CompileJsonSchema(R"({"type":"string","format":"date","pattern":"x+"})");
+  REQUIRE(both.ok());
+  JsonMatcher m(*both);
+  CHECK((m.Advance(R"("xx")") && m.Complete()));
+  // A format with length bounds: both hold, or the schema is refused.
+  CHECK(
+      CompileJsonSchema(R"({"type":"string","format":"date","maxLength":8})").status().message() ==
+      "schema.format: no text matches the pattern within its length bounds that a JSON string "
+      "can hold");
+}
+
 TEST_CASE("random patterns in JSON strings: random walks end in strings std::regex matches") {
   std::mt19937 rng(7);
   const std::vector<std::string> pieces = {"a",    "b",       "1", " ",  "\\n", "\\\"",
