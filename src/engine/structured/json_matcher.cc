@@ -259,7 +259,11 @@ int64_t JsonMatcher::PlainStringRoom() const {
     if (s->phase == Phase::kObjectKey && s->free_key && s->candidates == 0) continue;
     if (s->phase != Phase::kString) return -1;
     const SchemaNode& node = grammar_->nodes[static_cast<size_t>(s->node)];
-    if (node.pattern >= 0) return -1;  // each byte moves the pattern's automaton
+    // A pattern's state that plain text leaves as it is (".*") bounds nothing; any other moves.
+    if (node.pattern >= 0) {
+      if (!Pattern(*s).LoopsOnPlainText(static_cast<int32_t>(s->seen))) return -1;
+      continue;
+    }
     if (node.counts_length()) room = std::min(room, node.max_length - s->count);
   }
   return room;

@@ -754,7 +754,39 @@ class DfaBuilder {
       out.accepting_.push_back(dfa_.accepting_[s]);
       out.has_next_.push_back(any ? 1 : 0);
     }
+    if (options_.json_string) {
+      for (int32_t s = 0; s < out.states(); ++s)
+        out.plain_loop_.push_back(LoopsOnPlainText(out, s));
+    }
     return out;
+  }
+
+  static bool LoopsOnPlainText(const ByteDfa& dfa, int32_t s) {
+    for (int b = 0x20; b < 0x7F; ++b) {
+      if (b != '"' && b != '\\' && dfa.Next(s, static_cast<uint8_t>(b)) != s) return false;
+    }
+    // Every multi-byte character, a byte range at a time over the states it may be in.
+    static const auto* const kNonAscii = [] {
+      auto* seqs = new std::vector<std::vector<std::pair<uint8_t, uint8_t>>>;
+      for (const auto& [lo, hi] : Normalize({{0x80, kMaxCodePoint}})) Utf8Sequences(lo, hi, seqs);
+      return seqs;
+    }();
+    for (const auto& seq : *kNonAscii) {
+      std::vector<int32_t> at = {s};
+      for (const auto& [lo, hi] : seq) {
+        std::vector<int32_t> next;
+        for (const int32_t x : at) {
+          for (int b = lo; b <= hi; ++b) {
+            const int32_t y = dfa.Next(x, static_cast<uint8_t>(b));
+            if (y == ByteDfa::kDead) return false;
+            if (std::find(next.begin(), next.end(), y) == next.end()) next.push_back(y);
+          }
+        }
+        at = std::move(next);
+      }
+      if (at.size() != 1 || at[0] != s) return false;
+    }
+    return true;
   }
 
   const std::vector<NfaState>& nfa_;

@@ -59,6 +59,12 @@ class ByteDfa {
   bool Accepting(int32_t state) const { return accepting_[static_cast<size_t>(state)] != 0; }
   // Some byte continues the text.
   bool HasNext(int32_t state) const { return has_next_[static_cast<size_t>(state)] != 0; }
+  // Every plain character (token_trie.h: a whole UTF-8 character other than a quote, backslash,
+  // DEL or control character) leads back to `state`, as inside ".*": a vocabulary walk may take
+  // plain tokens whole. Computed for RegexOptions::json_string only; false otherwise.
+  bool LoopsOnPlainText(int32_t state) const {
+    return !plain_loop_.empty() && plain_loop_[static_cast<size_t>(state)] != 0;
+  }
 
  private:
   friend class DfaBuilder;
@@ -68,6 +74,7 @@ class ByteDfa {
   std::vector<int32_t> next_;  // states × classes
   std::vector<uint8_t> accepting_;
   std::vector<uint8_t> has_next_;
+  std::vector<uint8_t> plain_loop_;
   int32_t start_ = 0;
 };
 

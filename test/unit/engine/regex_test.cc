@@ -231,6 +231,29 @@ TEST_CASE("a JSON string under a pattern: escapes decoded, no dead ends, every e
   CHECK_FALSE(m.Accepts("1"));
   CHECK_FALSE(m.Accepts("\\"));      // no escape gives a capital letter
   CHECK(m.PlainStringRoom() == -1);  // so the mask walks these bytes one by one
+  // Where plain text leaves the automaton as it is, the mask may take plain tokens whole.
+  for (const char* loose : {"[^\\n]*", "[^\"]*", "a[\\s\\S]*"}) {
+    auto g = CompileJsonSchema(json{{"type", "string"}, {"pattern", loose}}.dump());
+    REQUIRE(g.ok());
+    JsonMatcher p(*g);
+    INFO(loose);
+    REQUIRE(p.Advance("\"a"));
+    CHECK(p.PlainStringRoom() == std::numeric_limits<int64_t>::max());
+    REQUIRE(p.Advance("é\\/"));
+    CHECK(p.PlainStringRoom() == std::numeric_limits<int64_t>::max());
+  }
+  // "." refuses U+2028 and U+2029, which are plain text: ".*" is walked byte by byte.
+  auto dot = CompileJsonSchema(R"({"type":"string","pattern":".*"})");
+  REQUIRE(dot.ok());
+  JsonMatcher d(*dot);
+  REQUIRE(d.Advance("\"a"));
+  CHECK(d.PlainStringRoom() == -1);
+  CHECK_FALSE(d.Accepts("\u2028"));
+  auto counted = CompileJsonSchema(R"({"type":"string","pattern":".*","maxLength":5})");
+  REQUIRE(counted.ok());
+  JsonMatcher c(*counted);
+  REQUIRE(c.Advance("\"a"));
+  CHECK(c.PlainStringRoom() == -1);  // each character moves the count
 
   auto quoted = CompileJsonSchema(R"({"type":"string","pattern":"^\"[a-z]+\"\n$"})");
   REQUIRE(quoted.ok());
