@@ -22,6 +22,9 @@ using CodeSet = std::vector<std::pair<uint32_t, uint32_t>>;
 // `set` sorted, merged and without surrogates (which UTF-8 cannot encode).
 CodeSet Normalize(CodeSet set);
 
+// One node of a parsed pattern: one character of `set` (empty: none matches), `children` in a
+// row, one of `children`, or children[0] repeated min to max times; kEmpty matches the empty
+// text (what an anchor leaves).
 struct Ast {
   enum class Kind : uint8_t { kEmpty, kSet, kConcat, kAlt, kRepeat };
   Kind kind = Kind::kEmpty;
@@ -31,6 +34,7 @@ struct Ast {
   int64_t max = -1;  // -1: unbounded
 };
 
+// The nodes of a pattern, `root` the whole of it.
 struct ParsedRegex {
   std::vector<Ast> nodes;
   int32_t root = 0;
