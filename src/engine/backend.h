@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -105,6 +106,12 @@ class Backend {
   // Whether SampleRows is implemented: tokens are then chosen where the logits are, and only
   // the chosen ids cross to the host (kernels/sampling.h semantics).
   virtual bool can_sample_on_device() const { return false; }
+  // Runs fn(begin, end) over chunks covering [0, n), one index a chunk, on the host threads the
+  // backend keeps (the CPU backend's pool, idle between steps); inline where it keeps none. For
+  // per-sequence host work between steps (structured outputs' masks).
+  virtual void HostParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+    fn(0, n);
+  }
   // tokens[i] = the token row i of `logits` [rows.size(), vocab] gives under rows[i]; blocks
   // until the ids are on the host. Only called when can_sample_on_device().
   virtual void SampleRows(Buffer /*logits*/, std::span<const DeviceSampling> /*rows*/,

@@ -317,22 +317,23 @@ absl::StatusOr<absl::Duration> EngineCore::Step(const std::function<void(absl::D
 void EngineCore::Complete(const std::vector<ScheduledChunk>& chunks, bool sampled_on_device) {
   scheduler_.MarkComputed(chunks);
   const absl::Time now = clock_->MonotonicNow();
-  const int32_t vocab = executor_->vocab_size();
   std::vector<std::pair<RequestId, FinishReason>> finished;
   std::vector<RequestId> unwritable;  // structured outputs no token of the vocabulary continues
+  const std::vector<HostSample> sampled =
+      sampled_on_device ? std::vector<HostSample>() : SampleOnHost(chunks);
   int64_t row = 0;
-  for (const ScheduledChunk& c : chunks) {
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const ScheduledChunk& c = chunks[i];
     if (!c.sample) continue;
     SampledToken t;
     if (sampled_on_device) {
       t.token = device_tokens_[static_cast<size_t>(row++)];
     } else {
-      std::span<float> logits(logits_.data() + row++ * vocab, static_cast<size_t>(vocab));
-      if (c.seq->constraint != nullptr && !c.seq->constraint->Mask(logits)) {
+      if (!sampled[i].writable) {
         unwritable.push_back(c.seq->id);
         continue;
       }
-      t = c.seq->sampler.Sample(logits, c.seq->tokens, c.seq->generated());
+      t = sampled[i].token;
       // Masked, so the token fits; a stop token leaves the constraint as it is.
       if (c.seq->constraint != nullptr && !IsStopToken(c.seq->request, t.token)) {
         c.seq->constraint->Accept(t.token);
@@ -347,6 +348,35 @@ void EngineCore::Complete(const std::vector<ScheduledChunk>& chunks, bool sample
            absl::FailedPreconditionError("response_format: no token of the model's vocabulary "
                                          "continues the output as the schema requires"));
   }
+}
+
+std::vector<EngineCore::HostSample> EngineCore::SampleOnHost(
+    const std::vector<ScheduledChunk>& chunks) {
+  const int64_t vocab = executor_->vocab_size();
+  std::vector<HostSample> out(chunks.size());
+  std::vector<size_t> rows;  // the sampling chunks, in logits row order
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    if (chunks[i].sample) rows.push_back(i);
+  }
+  // Each row touches only its own sequence's constraint and sampler, logits row and result.
+  auto sample = [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const ScheduledChunk& c = chunks[rows[static_cast<size_t>(r)]];
+      HostSample& s = out[rows[static_cast<size_t>(r)]];
+      std::span<float> logits(logits_.data() + r * vocab, static_cast<size_t>(vocab));
+      if (c.seq->constraint != nullptr && !c.seq->constraint->Mask(logits)) {
+        s.writable = false;
+        continue;
+      }
+      s.token = c.seq->sampler.Sample(logits, c.seq->tokens, c.seq->generated());
+    }
+  };
+  if (rows.size() > 1) {
+    executor_->HostParallelFor(static_cast<int64_t>(rows.size()), sample);
+  } else {
+    sample(0, static_cast<int64_t>(rows.size()));
+  }
+  return out;
 }
 
 void EngineCore::PublishCacheEvents(PrefixJournal& journal) {

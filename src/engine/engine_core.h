@@ -61,6 +61,15 @@ class EngineCore {
   // Streams the step's tokens: from device_tokens_ when `sampled_on_device`, else sampled here
   // from logits_.
   void Complete(const std::vector<ScheduledChunk>& chunks, bool sampled_on_device);
+  // A sampling chunk's token chosen on the host; `writable` false when its structured output's
+  // mask left no token.
+  struct HostSample {
+    SampledToken token;
+    bool writable = true;
+  };
+  // Masks (structured outputs) and samples the logits row of every sampling chunk, the rows
+  // spread over the executor's host threads; [i] is chunk i's.
+  std::vector<HostSample> SampleOnHost(const std::vector<ScheduledChunk>& chunks);
   // Appends a sampled token to `seq` and streams it; returns the finish reason, if any.
   FinishReason Accept(Sequence& seq, const SampledToken& sampled, absl::Time now);
   // An end-of-sequence token (unless ignored) or one of the request's stop tokens.

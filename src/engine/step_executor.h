@@ -45,6 +45,10 @@ class StepExecutor {
   // Whether ExecuteSampled works: tokens are chosen where the logits are (a GPU), and only the
   // ids cross to the host.
   virtual bool samples_on_device() const { return false; }
+  // Backend::HostParallelFor: per-sequence host work spread over the backend's host threads.
+  virtual void HostParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+    fn(0, n);
+  }
   // As Execute, but writes each sampling chunk's token (chosen with sampling[i], in chunk order)
   // to `tokens` instead of its logits.
   virtual absl::StatusOr<absl::Duration> ExecuteSampled(
@@ -68,6 +72,9 @@ class ModelExecutor final : public StepExecutor {
   double device_wait_seconds() const override { return backend_->device_wait_seconds(); }
   int64_t held_bytes() const override { return backend_->held_bytes(); }
   bool samples_on_device() const override { return backend_->can_sample_on_device(); }
+  void HostParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn) override {
+    backend_->HostParallelFor(n, fn);
+  }
   absl::StatusOr<absl::Duration> ExecuteSampled(std::span<const ScheduledChunk> chunks,
                                                 std::span<const DeviceSampling> sampling,
                                                 int32_t* tokens) override;

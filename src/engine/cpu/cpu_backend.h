@@ -29,6 +29,9 @@ class CpuBackend final : public Backend {
   explicit CpuBackend(int threads, DType kv_storage = DType::kF32,
                       absl::Duration spin = absl::Microseconds(50));
   int64_t held_bytes() const override { return held_bytes_; }
+  void HostParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& fn) override {
+    pool_.ParallelFor(n, fn, n);
+  }
 
   // Products of x with at least `min_rows` rows against weights of `type` (bf16 / fp16) round x
   // to `type` first. For cross-backend tests, a reference for the CUDA backend, which narrows
