@@ -194,10 +194,10 @@ class DfaBuilder {
   absl::StatusOr<int32_t> Intern(const std::vector<int32_t>& seeds, int64_t count) {
     ++stamp_;
     std::vector<int32_t> key;
-    std::vector<int32_t> todo(seeds.begin(), seeds.end());
-    while (!todo.empty()) {
-      const int32_t s = todo.back();
-      todo.pop_back();
+    std::vector<int32_t> pending(seeds.begin(), seeds.end());
+    while (!pending.empty()) {
+      const int32_t s = pending.back();
+      pending.pop_back();
       if (mark_[static_cast<size_t>(s)] == stamp_) continue;
       mark_[static_cast<size_t>(s)] = stamp_;
       if (++work_ > kMaxRegexWork) {
@@ -207,7 +207,7 @@ class DfaBuilder {
       }
       const NfaState& st = nfa_[static_cast<size_t>(s)];
       if (st.byte || s == kNfaAccept) key.push_back(s);
-      todo.insert(todo.end(), st.eps.begin(), st.eps.end());
+      pending.insert(pending.end(), st.eps.begin(), st.eps.end());
     }
     if (key.empty()) return ByteDfa::kDead;
     std::sort(key.begin(), key.end());
@@ -255,20 +255,20 @@ class DfaBuilder {
       }
     }
     std::vector<uint8_t> live(n, 0);
-    std::deque<int32_t> todo;
+    std::deque<int32_t> frontier;
     for (size_t s = 0; s < n; ++s) {
       if (dfa_.accepting_[s]) {
         live[s] = 1;
-        todo.push_back(static_cast<int32_t>(s));
+        frontier.push_back(static_cast<int32_t>(s));
       }
     }
-    while (!todo.empty()) {
-      const int32_t s = todo.front();
-      todo.pop_front();
+    while (!frontier.empty()) {
+      const int32_t s = frontier.front();
+      frontier.pop_front();
       for (const int32_t from : into[static_cast<size_t>(s)]) {
         if (!live[static_cast<size_t>(from)]) {
           live[static_cast<size_t>(from)] = 1;
-          todo.push_back(from);
+          frontier.push_back(from);
         }
       }
     }
