@@ -1,5 +1,6 @@
 #include "chat_template/chat_template.h"
 
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -23,13 +24,22 @@ absl::StatusOr<Value> SpecialToken(const json& config, const char* field) {
   return absl::InvalidArgumentError(StrCat(field, ": expected a string or {\"content\": string}"));
 }
 
-// The template's source: a string, or the entry named "default" of a list of {name, template}.
-absl::StatusOr<std::string> TemplateSource(const json& t) {
-  if (t.is_string()) return t.get<std::string>();
+// The template sources of a config: a string, or a list of {name, template} whose entry named
+// "default" is the template and whose "tool_use", if any, is the one for requests with tools (as
+// transformers chooses between them).
+struct Sources {
+  std::string main;
+  std::optional<std::string> tool_use;
+};
+
+absl::StatusOr<Sources> TemplateSources(const json& t) {
+  if (t.is_string()) return Sources{t.get<std::string>(), std::nullopt};
   if (!t.is_array()) {
     return absl::InvalidArgumentError(
         "chat_template: expected a string or a list of {name, template}");
   }
+  std::optional<std::string> main;
+  Sources out;
   std::string names;
   for (const json& entry : t) {
     if (!entry.is_object() || !entry.contains("name") || !entry.contains("template") ||
@@ -38,11 +48,24 @@ absl::StatusOr<std::string> TemplateSource(const json& t) {
           "chat_template: each entry of the list must be {\"name\": string, \"template\": "
           "string}");
     }
-    if (entry["name"] == "default") return entry["template"].get<std::string>();
-    StrAppend(&names, names.empty() ? "" : ", ", entry["name"].get<std::string>());
+    const auto& name = entry["name"].get_ref<const std::string&>();
+    if (name == "default") main = entry["template"].get<std::string>();
+    if (name == "tool_use") out.tool_use = entry["template"].get<std::string>();
+    StrAppend(&names, names.empty() ? "" : ", ", name);
   }
-  return absl::InvalidArgumentError(
-      StrCat("chat_template: no template named \"default\" (found: ", names, ")"));
+  if (!main) {
+    return absl::InvalidArgumentError(
+        StrCat("chat_template: no template named \"default\" (found: ", names, ")"));
+  }
+  out.main = *std::move(main);
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<const Template>> ParseNamed(const std::string& source,
+                                                           std::string_view name) {
+  auto parsed = Template::Parse(source);
+  if (!parsed.ok()) return Annotate(parsed.status(), name);
+  return parsed;
 }
 
 }  // namespace
@@ -58,15 +81,31 @@ absl::StatusOr<std::shared_ptr<const ChatTemplate>> ChatTemplate::FromTokenizerC
   if (!config.is_object()) return absl::InvalidArgumentError("expected a JSON object");
   auto it = config.find("chat_template");
   if (it == config.end() || it->is_null()) return std::shared_ptr<const ChatTemplate>();
-  EXA_ASSIGN_OR_RETURN(std::string source, TemplateSource(*it));
-  auto parsed = Template::Parse(source);
-  if (!parsed.ok()) return Annotate(parsed.status(), "chat_template");
+  EXA_ASSIGN_OR_RETURN(Sources sources, TemplateSources(*it));
   auto t = std::shared_ptr<ChatTemplate>(new ChatTemplate());
-  t->template_ = *std::move(parsed);
-  t->source_ = std::move(source);
+  EXA_ASSIGN_OR_RETURN(t->template_, ParseNamed(sources.main, "chat_template"));
+  t->source_ = std::move(sources.main);
+  if (sources.tool_use) {
+    EXA_ASSIGN_OR_RETURN(t->tool_template_,
+                         ParseNamed(*sources.tool_use, "chat_template \"tool_use\""));
+    t->tool_source_ = *std::move(sources.tool_use);
+  }
   EXA_ASSIGN_OR_RETURN(t->bos_token_, SpecialToken(config, "bos_token"));
   EXA_ASSIGN_OR_RETURN(t->eos_token_, SpecialToken(config, "eos_token"));
   return std::shared_ptr<const ChatTemplate>(std::move(t));
+}
+
+bool ChatTemplate::HasTools(const Value& request) {
+  const Value* tools = request.Find("tools");
+  return tools != nullptr && !tools->IsNothing();
+}
+
+const Template& ChatTemplate::For(bool tools) const {
+  return tools && tool_template_ != nullptr ? *tool_template_ : *template_;
+}
+
+const std::string& ChatTemplate::source(bool tools) const {
+  return tools && tool_template_ != nullptr ? tool_source_ : source_;
 }
 
 absl::StatusOr<std::string> ChatTemplate::Render(const nlohmann::ordered_json& request,
@@ -82,7 +121,7 @@ absl::StatusOr<std::string> ChatTemplate::Render(const nlohmann::ordered_json& r
   set_default("add_generation_prompt", Value::Bool(false));
   variables.emplace_back("bos_token", bos_token_);
   variables.emplace_back("eos_token", eos_token_);
-  return template_->Render(variables, limits);
+  return For(HasTools(given)).Render(variables, limits);
 }
 
 }  // namespace exa::chat_template

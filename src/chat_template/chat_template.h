@@ -57,27 +57,33 @@ class Template {
 class ChatTemplate {
  public:
   // nullptr when the config has no chat_template; INVALID_ARGUMENT naming the field or the
-  // template's line when the config or the template is bad. A list of named templates uses
-  // the one named "default".
+  // template's line when the config or the template is bad. Of a list of named templates
+  // (Command R's, Aya's), "default" renders requests without tools and "tool_use", when there is
+  // one, requests with tools, as transformers chooses.
   static absl::StatusOr<std::shared_ptr<const ChatTemplate>> FromTokenizerConfig(
       std::string_view config_json);
 
   // Renders `request`: {"messages": [...], "tools": [...], "add_generation_prompt": bool, and
   // any extra template variable such as enable_thinking}. Absent tools are none and absent
   // add_generation_prompt is false, as transformers passes them; bos_token and eos_token come
-  // from the config.
+  // from the config. Tools other than null select the "tool_use" template where there is one.
   absl::StatusOr<std::string> Render(const nlohmann::ordered_json& request,
                                      const RenderLimits& limits = {}) const;
 
   const Value& bos_token() const { return bos_token_; }
   const Value& eos_token() const { return eos_token_; }
-  // The template's text, for what a caller reads from it (gateway/tool_calls.h: the format the
-  // model writes tool calls in).
-  const std::string& source() const { return source_; }
+  // The text of the template that renders requests with tools or without, for what a caller
+  // reads from it (gateway/tool_calls.h: the format the model writes tool calls in).
+  const std::string& source(bool tools = false) const;
 
  private:
+  static bool HasTools(const Value& request);
+  const Template& For(bool tools) const;
+
   std::unique_ptr<const Template> template_;
   std::string source_;
+  std::unique_ptr<const Template> tool_template_;  // "tool_use" of a named list; may be null
+  std::string tool_source_;
   Value bos_token_ = Value::Null();
   Value eos_token_ = Value::Null();
 };

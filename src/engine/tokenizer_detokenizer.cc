@@ -1,6 +1,10 @@
 #include "engine/tokenizer_detokenizer.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <optional>
+#include <utility>
+#include <vector>
 
 #include "common/file_util.h"
 #include "common/status.h"
@@ -45,6 +49,72 @@ absl::StatusOr<std::shared_ptr<const chat_template::ChatTemplate>> ParseChatTemp
   return *std::move(parsed);
 }
 
+using OrderedJson = nlohmann::ordered_json;
+
+// The named templates transformers saves beside the config: additional_chat_templates/NAME.jinja
+// (e.g. tool_use), in name order.
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> AdditionalTemplates(
+    const std::string& model_dir) {
+  std::vector<std::pair<std::string, std::string>> named;
+  const std::filesystem::path dir = std::filesystem::path(model_dir) / "additional_chat_templates";
+  std::error_code error;
+  if (!std::filesystem::is_directory(dir, error)) return named;
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    if (entry.path().extension() != ".jinja") continue;
+    if (files.size() == kMaxNamedChatTemplates) {
+      return absl::InvalidArgumentError(
+          StrCat(dir.string(), ": more than ", kMaxNamedChatTemplates, " .jinja templates"));
+    }
+    files.push_back(entry.path());
+  }
+  if (error) return absl::InvalidArgumentError(StrCat(dir.string(), ": ", error.message()));
+  std::sort(files.begin(), files.end());
+  for (const auto& file : files) {
+    EXA_ASSIGN_OR_RETURN(std::string source, ReadFile(file.string(), kMaxTokenizerConfigBytes));
+    named.emplace_back(file.stem().string(), std::move(source));
+  }
+  return named;
+}
+
+// `config`'s chat_template with `main` as its default (when given) and `named` added or
+// replacing entries of the same name: a string when only a default is left, else the list of
+// {name, template} tokenizer_config.json holds for several.
+void MergeTemplates(OrderedJson& config, std::optional<std::string> main,
+                    const std::vector<std::pair<std::string, std::string>>& named) {
+  std::vector<std::pair<std::string, OrderedJson>> entries;
+  const auto set = [&](const std::string& name, OrderedJson source) {
+    for (auto& [n, s] : entries) {
+      if (n == name) {
+        s = std::move(source);
+        return;
+      }
+    }
+    entries.emplace_back(name, std::move(source));
+  };
+  if (auto it = config.find("chat_template"); it != config.end() && it->is_string()) {
+    set("default", *it);
+  } else if (it != config.end() && it->is_array()) {
+    for (const OrderedJson& e : *it) {
+      if (!e.is_object() || !e.contains("name") || !e["name"].is_string()) {
+        return;  // malformed: left for the template loader to name
+      }
+      set(e["name"].get<std::string>(), e.value("template", OrderedJson()));
+    }
+  }
+  if (main) set("default", *std::move(main));
+  for (const auto& [name, source] : named) set(name, source);
+  if (entries.size() == 1 && entries[0].first == "default") {
+    config["chat_template"] = std::move(entries[0].second);
+    return;
+  }
+  OrderedJson list = OrderedJson::array();
+  for (auto& [name, source] : entries) {
+    list.push_back({{"name", name}, {"template", std::move(source)}});
+  }
+  config["chat_template"] = std::move(list);
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> ReadTokenizerConfig(const std::string& model_dir) {
@@ -54,15 +124,19 @@ absl::StatusOr<std::string> ReadTokenizerConfig(const std::string& model_dir) {
   if (std::filesystem::exists(config_path)) {
     EXA_ASSIGN_OR_RETURN(config, ReadFile(config_path, kMaxTokenizerConfigBytes));
   }
-  if (!std::filesystem::exists(template_path)) return config;
-  EXA_ASSIGN_OR_RETURN(std::string source, ReadFile(template_path, kMaxTokenizerConfigBytes));
-  using json = nlohmann::ordered_json;
-  json parsed = config.empty() ? json::object() : json::parse(config, nullptr, false);
+  std::optional<std::string> main;
+  if (std::filesystem::exists(template_path)) {
+    EXA_ASSIGN_OR_RETURN(main, ReadFile(template_path, kMaxTokenizerConfigBytes));
+  }
+  EXA_ASSIGN_OR_RETURN(auto named, AdditionalTemplates(model_dir));
+  if (!main && named.empty()) return config;
+  OrderedJson parsed =
+      config.empty() ? OrderedJson::object() : OrderedJson::parse(config, nullptr, false);
   if (parsed.is_discarded() || !parsed.is_object()) {
     return absl::InvalidArgumentError(StrCat(config_path, ": expected a JSON object"));
   }
-  parsed["chat_template"] = std::move(source);
-  return parsed.dump(-1, ' ', false, json::error_handler_t::replace);
+  MergeTemplates(parsed, std::move(main), named);
+  return parsed.dump(-1, ' ', false, OrderedJson::error_handler_t::replace);
 }
 
 absl::StatusOr<std::shared_ptr<const TokenizerDetokenizer>> LoadDetokenizer(

