@@ -35,6 +35,14 @@ void ApplyOutputPenalties(std::span<float> logits, std::span<const int32_t> outp
   }
 }
 
+// Most likely first, ties by id, so the order never depends on a sort's whims.
+// A function object rather than a function, so that the sorts inline it.
+struct Better {
+  bool operator()(const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) const {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  }
+};
+
 int32_t ArgMax(std::span<const float> logits) {
   return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
@@ -57,6 +65,9 @@ absl::Status ValidateSamplingParams(const SamplingParams& p) {
   if (p.top_k < 0) return absl::InvalidArgumentError(StrCat("top_k ", p.top_k, " must be >= 0"));
   if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) {
     return absl::InvalidArgumentError(StrCat("top_p ", p.top_p, " must be in (0, 1]"));
+  }
+  if (!(p.min_p >= 0.0f && p.min_p <= 1.0f)) {
+    return absl::InvalidArgumentError(StrCat("min_p ", p.min_p, " must be in [0, 1]"));
   }
   if (!(p.repetition_penalty > 0.0f && p.repetition_penalty <= 10.0f)) {
     return absl::InvalidArgumentError(
@@ -97,45 +108,85 @@ double Sampler::Uniform(uint64_t seed, int64_t position) {
   return static_cast<double>(bits >> 11) * 0x1.0p-53;
 }
 
+double Sampler::Mass(size_t from, size_t to) const {
+  double mass = 0;
+  for (size_t i = from; i < to; ++i) mass += std::exp(double{candidates_[i].first} - top_);
+  return mass;
+}
+
+size_t Sampler::Crossing(size_t end, double target, bool inclusive) {
+  const auto reached = [&](double mass) { return inclusive ? mass >= target : mass > target; };
+  // The ordered head first: a draw nearly always ends there.
+  double base = 0;
+  const size_t head = std::min(head_, end);
+  for (size_t i = 0; i < head; ++i) {
+    base += head_probs_[i];
+    if (reached(base)) return i;
+  }
+  // Past it, select by mass (quickselect): split the range at a pivot into the better and the
+  // worse candidates, and go on in the half where the running mass reaches the target. The
+  // candidates before `lo` are all better than those in [lo, hi), which are better than the rest.
+  size_t lo = head, hi = end;
+  while (hi - lo > 32) {
+    const std::pair<float, int32_t> pivot = candidates_[lo + (hi - lo) / 2];
+    const auto split = std::partition(candidates_.begin() + lo, candidates_.begin() + hi,
+                                      [&](const auto& c) { return Better()(c, pivot); });
+    const size_t m = static_cast<size_t>(split - candidates_.begin());
+    std::iter_swap(split, std::find(split, candidates_.begin() + hi, pivot));
+    const double left = Mass(lo, m);
+    if (reached(base + left)) {
+      hi = m;
+      continue;
+    }
+    base += left + Mass(m, m + 1);
+    if (reached(base)) return m;
+    lo = m + 1;
+  }
+  std::sort(candidates_.begin() + lo, candidates_.begin() + hi, Better());
+  for (size_t i = lo; i < hi; ++i) {
+    base += Mass(i, i + 1);
+    if (reached(base)) return i;
+  }
+  return end - 1;  // rounding left the target just past the mass: the last candidate
+}
+
 int32_t Sampler::Draw(std::span<const float> logits, int64_t position) {
-  // Candidates sorted by logit (ties by id, so the order never depends on the sort's whims).
+  // The kept tokens are the first of the candidates in `Better` order: min_p drops the unlikely
+  // ones first (as vLLM applies it), then top_k and top_p keep a prefix, and the draw walks it.
+  // Nothing sorts the whole vocabulary: the most likely kDrawHead are put in order, where a draw
+  // nearly always ends, and past them the crossing is found by mass (Crossing). The token is the
+  // one a sort of the whole vocabulary gives (docs/architecture.md#sampling).
+  top_ = *std::max_element(logits.begin(), logits.end());
+  const float floor = params_.min_p > 0.0f ? top_ + std::log(params_.min_p)
+                                           : -std::numeric_limits<float>::infinity();
   candidates_.clear();
   for (size_t i = 0; i < logits.size(); ++i) {
-    candidates_.emplace_back(logits[i], static_cast<int32_t>(i));
-  }
-  auto better = [](const auto& a, const auto& b) {
-    return a.first > b.first || (a.first == b.first && a.second < b.second);
-  };
-  size_t keep = candidates_.size();
-  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < keep) {
-    keep = static_cast<size_t>(params_.top_k);
-    std::partial_sort(candidates_.begin(), candidates_.begin() + keep, candidates_.end(), better);
-  } else {
-    std::sort(candidates_.begin(), candidates_.end(), better);
-  }
-  const float top = candidates_[0].first;
-  std::vector<double> probs(keep);
-  double total = 0;
-  for (size_t i = 0; i < keep; ++i)
-    total += probs[i] = std::exp(double{candidates_[i].first} - top);
-  if (params_.top_p < 1.0f) {  // smallest prefix whose mass reaches top_p
-    double mass = 0;
-    for (size_t i = 0; i < keep; ++i) {
-      mass += probs[i] / total;
-      if (mass >= params_.top_p) {
-        keep = i + 1;
-        break;
-      }
+    // Tokens with no probability (a structured output's mask) are never candidates.
+    if (logits[i] >= floor && logits[i] > -std::numeric_limits<float>::infinity()) {
+      candidates_.emplace_back(logits[i], static_cast<int32_t>(i));
     }
+  }
+  if (candidates_.empty()) return ArgMax(logits);
+  size_t keep = candidates_.size();
+  if (params_.top_k > 0) keep = std::min(keep, static_cast<size_t>(params_.top_k));
+  head_ = std::min(keep, kDrawHead);
+  const auto begin = candidates_.begin();
+  std::partial_sort(begin, begin + static_cast<ptrdiff_t>(head_), candidates_.end(), Better());
+  if (keep > head_ && keep < candidates_.size()) {  // top_k: the k most likely, past the head
+    std::nth_element(begin + static_cast<ptrdiff_t>(head_), begin + static_cast<ptrdiff_t>(keep),
+                     candidates_.end(), Better());
+  }
+  head_probs_.resize(head_);
+  double total = 0;
+  for (size_t i = 0; i < head_; ++i) total += head_probs_[i] = Mass(i, i + 1);
+  total += Mass(head_, keep);
+  if (params_.top_p < 1.0f) {  // the smallest prefix whose mass reaches top_p
+    keep = Crossing(keep, params_.top_p * total, /*inclusive=*/true) + 1;
     total = 0;
-    for (size_t i = 0; i < keep; ++i) total += probs[i];
+    for (size_t i = 0; i < std::min(keep, head_); ++i) total += head_probs_[i];
+    total += Mass(std::min(keep, head_), keep);
   }
-  double r = Uniform(seed_, position) * total;
-  for (size_t i = 0; i < keep; ++i) {
-    r -= probs[i];
-    if (r < 0) return candidates_[i].second;
-  }
-  return candidates_[keep - 1].second;
+  return candidates_[Crossing(keep, Uniform(seed_, position) * total, /*inclusive=*/false)].second;
 }
 
 DeviceSampling Sampler::DeviceDraw(int64_t position) const {

@@ -1,7 +1,7 @@
 // Token selection from one position's logits: repetition, presence and frequency penalties,
-// temperature, top-k, top-p, then a seeded draw (or argmax when temperature is 0). The draw for a
-// request's i-th generated token is a function of (seed, i) alone, not of a stream that lives in
-// one replica: the same seed and the same logits give the same token whatever else shares the
+// temperature, min-p, top-k, top-p, then a seeded draw (or argmax when temperature is 0). The draw
+// for a request's i-th generated token is a function of (seed, i) alone, not of a stream that lives
+// in one replica: the same seed and the same logits give the same token whatever else shares the
 // batch, and a request resumed on another replica after i tokens draws token i as the first replica
 // would have (docs/architecture.md#failover).
 //
@@ -20,9 +20,12 @@
 namespace exa::engine {
 
 struct SamplingParams {
-  float temperature = 0.0f;         // 0: greedy
-  int32_t top_k = 0;                // 0: off
-  float top_p = 1.0f;               // 1: off
+  float temperature = 0.0f;  // 0: greedy
+  int32_t top_k = 0;         // 0: off
+  float top_p = 1.0f;        // 1: off
+  // vLLM's min_p: tokens less likely than min_p x the most likely token's probability (after
+  // temperature) are dropped, before top_k and top_p. 0: off; allowed [0, 1].
+  float min_p = 0.0f;
   float repetition_penalty = 1.0f;  // 1: off; HF semantics over prompt and output tokens
   // OpenAI's, over the tokens generated so far: a token's logit falls by presence_penalty once
   // it has appeared and by frequency_penalty times its count. 0: off; allowed [-2, 2].
@@ -55,11 +58,11 @@ class Sampler {
   SampledToken Sample(std::span<float> logits, std::span<const int32_t> history, int64_t position);
 
   // Whether a device can choose this sequence's tokens (Backend::SampleRows): everything but the
-  // penalties, logit_bias and log-probabilities, which need the logits on the host.
+  // penalties, logit_bias, min_p and log-probabilities, which need the logits on the host.
   bool device_compatible() const {
     return params_.repetition_penalty == 1.0f && params_.presence_penalty == 0.0f &&
-           params_.frequency_penalty == 0.0f && params_.logit_bias.empty() && !params_.logprobs &&
-           params_.top_logprobs == 0;
+           params_.min_p == 0.0f && params_.frequency_penalty == 0.0f &&
+           params_.logit_bias.empty() && !params_.logprobs && params_.top_logprobs == 0;
   }
   // The `position`-th token's parameters for the device, with the uniform draw Sample would take
   // there. The device walks kept tokens in id order where Sample walks them most likely first,
@@ -72,9 +75,24 @@ class Sampler {
  private:
   int32_t Draw(std::span<const float> logits, int64_t position);
 
+  // The most likely candidates a draw puts in order; past them it selects by mass.
+  static constexpr size_t kDrawHead = 64;
+
+  // The unnormalised mass (exp(logit - top_)) of candidates_[from, to).
+  double Mass(size_t from, size_t to) const;
+  // The index, in order, of the first of candidates_[0, end) whose running mass reaches `target`
+  // (>= when inclusive, else >), the candidates rearranged so that the ones before it are the
+  // better ones; end - 1 when the mass falls short by rounding.
+  size_t Crossing(size_t end, double target, bool inclusive);
+
   SamplingParams params_;
   uint64_t seed_;
-  std::vector<std::pair<float, int32_t>> candidates_;  // scratch, reused across calls
+  // Scratch of Draw, reused across calls: (logit, id) of the candidates, the ordered head's size
+  // and masses, and the largest logit.
+  std::vector<std::pair<float, int32_t>> candidates_;
+  size_t head_ = 0;
+  std::vector<double> head_probs_;
+  float top_ = 0.0f;
 };
 
 }  // namespace exa::engine

@@ -527,6 +527,9 @@ absl::Status Frontend::Validate(const TextRequest& r) const {
     return FieldError("top_p", StrCat(s.top_p, " is outside (0, 1]"));
   }
   if (s.top_k < 0) return FieldError("top_k", StrCat(s.top_k, " is negative"));
+  if (!(s.min_p >= 0 && s.min_p <= 1)) {
+    return FieldError("min_p", StrCat(s.min_p, " is outside [0, 1]"));
+  }
   if (!(s.repetition_penalty > 0 && s.repetition_penalty <= 10)) {
     return FieldError("repetition_penalty", StrCat(s.repetition_penalty, " is outside (0, 10]"));
   }

@@ -251,10 +251,10 @@ std::optional<ApiError> ParseCacheSalt(const json& body, TextRequest* r) {
   return std::nullopt;
 }
 
-// The sampling fields: seed, top_k, temperature, top_p and the penalties.
+// The sampling fields: seed, top_k, temperature, top_p, min_p and the penalties.
 std::optional<ApiError> ParseSampling(const json& body, TextRequest* r, bool* seeded) {
   std::optional<int64_t> top_k;
-  std::optional<double> temperature, top_p, presence, frequency, repetition;
+  std::optional<double> temperature, top_p, min_p, presence, frequency, repetition;
   // top_k is bounded by the engine's 32-bit field. A seed is any 64-bit pattern.
   if (auto it = body.find("seed"); it != body.end() && !it->is_null()) {
     if (!it->is_number_integer()) return ApiError{400, "seed: expected an integer", "seed"};
@@ -264,7 +264,7 @@ std::optional<ApiError> ParseSampling(const json& body, TextRequest* r, bool* se
   }
   for (auto e : {ReadInteger(body, "top_k", 0, INT32_MAX, &top_k),
                  ReadNumber(body, "temperature", &temperature), ReadNumber(body, "top_p", &top_p),
-                 ReadNumber(body, "presence_penalty", &presence),
+                 ReadNumber(body, "min_p", &min_p), ReadNumber(body, "presence_penalty", &presence),
                  ReadNumber(body, "frequency_penalty", &frequency),
                  ReadNumber(body, "repetition_penalty", &repetition)}) {
     if (e) return e;
@@ -274,6 +274,7 @@ std::optional<ApiError> ParseSampling(const json& body, TextRequest* r, bool* se
   // daemon's health probes and tests want (docs/reference/api.md).
   if (temperature) r->sampling.temperature = static_cast<float>(*temperature);
   if (top_p) r->sampling.top_p = static_cast<float>(*top_p);
+  if (min_p) r->sampling.min_p = static_cast<float>(*min_p);
   if (repetition) r->sampling.repetition_penalty = static_cast<float>(*repetition);
   if (presence) r->sampling.presence_penalty = static_cast<float>(*presence);
   if (frequency) r->sampling.frequency_penalty = static_cast<float>(*frequency);

@@ -61,6 +61,10 @@ CLI::App* AddEngineCommand(CLI::App& app, exa::engine::EngineBenchOptions* engin
   engine_cmd->add_option("--decode-tokens", engine->decode_tokens, "tokens per decode round")
       ->check(CLI::Range(1, 1 << 20));
   engine_cmd
+      ->add_option("--temperature", engine->temperature,
+                   "decode samples at this temperature, seeded (default 0: greedy)")
+      ->check(CLI::Range(0.0, 2.0));
+  engine_cmd
       ->add_option("--batch-sizes", engine->batch_sizes, "decode batch sizes (default 1 8 32)")
       ->check(CLI::Range(1, 4096));
   engine_cmd

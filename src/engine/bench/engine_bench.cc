@@ -68,8 +68,10 @@ std::vector<int32_t> RandomPrompt(int32_t n, int32_t vocab, std::mt19937& rng) {
 }
 
 GenerateRequest MakeRequest(std::vector<int32_t> prompt, int32_t max_tokens, StreamCallback cb,
-                            std::shared_ptr<const structured::Grammar> grammar = nullptr) {
+                            std::shared_ptr<const structured::Grammar> grammar = nullptr,
+                            const SamplingParams& sampling = {}) {
   GenerateRequest r;
+  r.sampling = sampling;
   r.prompt_tokens = std::move(prompt);
   r.max_tokens = max_tokens;
   r.ignore_eos = true;
@@ -94,13 +96,17 @@ absl::StatusOr<json> MeasurePrefill(Engine& engine, int32_t tokens, std::mt19937
 // got its first token, over the time until the first sequence finished.
 absl::StatusOr<json> MeasureDecode(Engine& engine, int32_t batch, int32_t decode_tokens,
                                    std::mt19937& rng,
-                                   std::shared_ptr<const structured::Grammar> grammar = nullptr) {
+                                   std::shared_ptr<const structured::Grammar> grammar = nullptr,
+                                   float temperature = 0.0f) {
   Recorder rec;
   const EngineLoad before = engine.Load();
   for (int i = 0; i < batch; ++i) {
+    SamplingParams sampling;
+    sampling.temperature = temperature;
+    sampling.seed = static_cast<uint64_t>(i) + 1;
     EXA_RETURN_IF_ERROR(engine
                             .Submit(MakeRequest(RandomPrompt(8, engine.info().vocab_size, rng),
-                                                decode_tokens, rec.Callback(i), grammar))
+                                                decode_tokens, rec.Callback(i), grammar, sampling))
                             .status());
   }
   if (!rec.Wait(batch)) return absl::DeadlineExceededError("decode did not finish");
@@ -375,7 +381,8 @@ absl::Status MeasureThroughput(Engine& engine, const EngineBenchOptions& o, json
   out["decode"] = json::array();
   for (int32_t batch : o.batch_sizes) {
     EXA_ASSIGN_OR_RETURN(json d, BestOf(o.repeats, [&] {
-                           return MeasureDecode(engine, batch, o.decode_tokens, rng);
+                           return MeasureDecode(engine, batch, o.decode_tokens, rng, nullptr,
+                                                o.temperature);
                          }));
     out["decode"].push_back(d);
   }
@@ -460,6 +467,7 @@ absl::StatusOr<json> RunEngineBench(const EngineBenchOptions& o) {
   json out = {{"model", o.model_dir},
               {"backend", o.backend},
               {"threads", threads},
+              {"temperature", o.temperature},
               {"weight_bytes", engine->info().weight_bytes}};
   if (o.backend == "cpu") {
     out["cpu_isa"] = std::string(cpu::IsaName(cpu::ActiveIsa()));

@@ -47,6 +47,8 @@ struct EngineBenchOptions {
   int cpu_spin_us = 50;               // backend cpu: EngineOptions::cpu_spin_us
   bool cpu_bf16_activations = false;  // backend cpu: EngineOptions::cpu_bf16_activations
   int32_t decode_tokens = 16;         // generated per sequence in each decode measurement
+  // Decode samples at this temperature (seeded; 0: greedy): what the sampler costs per step.
+  float temperature = 0.0f;
   std::vector<int32_t> batch_sizes = {1, 8, 32};
   int64_t kv_cache_bytes = int64_t{512} << 20;
   int64_t memcpy_bytes = int64_t{256} << 20;

@@ -45,6 +45,7 @@ engine::SamplingParams SamplingFromProto(const exaserve::v1::SamplingParams& s) 
   out.temperature = s.temperature();
   out.top_p = s.top_p() == 0 ? 1.0f : s.top_p();
   out.top_k = s.top_k();
+  out.min_p = s.min_p();
   out.repetition_penalty = s.repetition_penalty() == 0 ? 1.0f : s.repetition_penalty();
   if (s.has_seed()) out.seed = s.seed();
   out.logprobs = s.logprobs();
@@ -62,6 +63,7 @@ void SamplingToProto(const engine::SamplingParams& p, exaserve::v1::SamplingPara
   s->set_temperature(p.temperature);
   s->set_top_p(p.top_p);
   s->set_top_k(p.top_k);
+  s->set_min_p(p.min_p);
   s->set_repetition_penalty(p.repetition_penalty);
   if (p.seed) s->set_seed(*p.seed);
   s->set_logprobs(p.logprobs);

@@ -425,6 +425,20 @@ TEST_CASE("Presence and frequency penalties reach the replica; out of range, a 4
   CHECK(api.backend.submitted.size() == 1);
 }
 
+TEST_CASE("min_p reaches the replica; outside [0, 1] or not a number, a 400 naming it") {
+  Api api;
+  api.Post("/v1/completions", {{"prompt", "1+1="}, {"min_p", 0.05}, {"temperature", 1}});
+  REQUIRE(api.backend.submitted.size() == 1);
+  CHECK(api.backend.submitted[0].second.sampling.min_p == 0.05f);
+  for (const json& value : {json(1.5), json(-0.1), json("high")}) {
+    auto bad = api.Post("/v1/chat/completions",
+                        {{"messages", {{{"role", "user"}, {"content", "1+1"}}}}, {"min_p", value}});
+    CHECK(bad->status == 400);
+    CHECK(bad->Json()["error"]["param"] == "min_p");
+  }
+  CHECK(api.backend.submitted.size() == 1);
+}
+
 TEST_CASE("logit_bias reaches the replica as token ids; bad keys and values name the field") {
   Api api;
   auto ok =
