@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include "common/logging.h"
 #include "common/status.h"
@@ -89,6 +90,10 @@ absl::Status EngineCore::Validate(const GenerateRequest& r) const {
           StrCat("prompt token ", id, " is outside the vocabulary of ", info_.vocab_size));
     }
   }
+  if (r.min_tokens < 0 || r.min_tokens > r.max_tokens) {
+    return absl::InvalidArgumentError(
+        StrCat("min_tokens ", r.min_tokens, " is outside [0, max_tokens ", r.max_tokens, "]"));
+  }
   if (!r.stop_strings.empty() && detokenizer_ == nullptr) {
     return absl::InvalidArgumentError("stop strings need a tokenizer; this engine has none");
   }
@@ -148,6 +153,22 @@ void EngineCore::Admit(std::unique_ptr<Sequence> seq) {
   } else if (ended != FinishReason::kNone) {
     Finish(id, ended, absl::OkStatus());
   }
+}
+
+bool EngineCore::HoldsEnd(const Sequence& seq) {
+  return seq.constraint == nullptr && seq.generated() < seq.request.min_tokens;
+}
+
+void EngineCore::MaskEnd(const GenerateRequest& r, std::span<float> logits) const {
+  const auto mask = [&](int32_t id) {
+    if (id >= 0 && static_cast<size_t>(id) < logits.size()) {
+      logits[static_cast<size_t>(id)] = -std::numeric_limits<float>::infinity();
+    }
+  };
+  if (!r.ignore_eos) {
+    for (int32_t id : info_.eos_token_ids) mask(id);
+  }
+  for (int32_t id : r.stop_token_ids) mask(id);
 }
 
 bool EngineCore::IsStopToken(const GenerateRequest& r, int32_t token) const {
@@ -242,11 +263,13 @@ FinishReason EngineCore::Accept(Sequence& seq, const SampledToken& sampled, absl
   if (seq.text_stream != nullptr && !stop_token) {
     seq.text += seq.text_stream->Push(sampled.token);
     // Stop strings: cut at the earliest match; otherwise hold back what could start one.
+    // Before min_tokens they are not matched (vLLM's rule); a match may still span the mark.
     size_t hold = 0, cut = std::string::npos;
     for (const std::string& stop : r.stop_strings) {
       if (stop.empty()) continue;
       const size_t from = seq.text_sent >= stop.size() ? seq.text_sent - stop.size() + 1 : 0;
-      const size_t at = seq.text.find(stop, from);
+      const size_t at =
+          seq.generated() >= r.min_tokens ? seq.text.find(stop, from) : std::string::npos;
       if (at != std::string::npos) cut = std::min(cut, at);
       hold = std::max(hold, stop.size() - 1);
     }
@@ -284,11 +307,11 @@ absl::StatusOr<absl::Duration> EngineCore::Step(const std::function<void(absl::D
   // Tokens are chosen on the device when it can and every sampled sequence allows it (no
   // repetition penalty, no log-probabilities): only the ids cross to the host, not a vocabulary
   // of logits per sequence.
-  const bool on_device =
-      executor_->samples_on_device() &&
-      std::all_of(chunks.begin(), chunks.end(), [](const ScheduledChunk& c) {
-        return !c.sample || (c.seq->sampler.device_compatible() && c.seq->constraint == nullptr);
-      });
+  const bool on_device = executor_->samples_on_device() &&
+                         std::all_of(chunks.begin(), chunks.end(), [](const ScheduledChunk& c) {
+                           return !c.sample || (c.seq->sampler.device_compatible() &&
+                                                c.seq->constraint == nullptr && !HoldsEnd(*c.seq));
+                         });
   device_sampling_.clear();
   if (on_device) {
     for (const ScheduledChunk& c : chunks) {
@@ -368,6 +391,7 @@ std::vector<EngineCore::HostSample> EngineCore::SampleOnHost(
         s.writable = false;
         continue;
       }
+      if (HoldsEnd(*c.seq)) MaskEnd(c.seq->request, logits);
       s.token = c.seq->sampler.Sample(logits, c.seq->tokens, c.seq->generated());
     }
   };

@@ -9,6 +9,7 @@
 #include <array>
 #include <functional>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -74,6 +75,10 @@ class EngineCore {
   FinishReason Accept(Sequence& seq, const SampledToken& sampled, absl::Time now);
   // An end-of-sequence token (unless ignored) or one of the request's stop tokens.
   bool IsStopToken(const GenerateRequest& r, int32_t token) const;
+  // Whether `seq` is short of its min_tokens and free (a structured output ends where its grammar
+  // does): its end-of-sequence and stop ids are then masked on the host.
+  static bool HoldsEnd(const Sequence& seq);
+  void MaskEnd(const GenerateRequest& r, std::span<float> logits) const;
   // How a resumed request's earlier output had already ended, or kNone (engine/request.h).
   FinishReason EndedBeforeResume(const Sequence& seq) const;
   void Finish(RequestId id, FinishReason reason, absl::Status status);

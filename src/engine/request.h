@@ -57,6 +57,9 @@ struct GenerateRequest {
   std::vector<int32_t> stop_token_ids;  // in addition to the model's end-of-sequence ids
   bool ignore_eos = false;
   std::vector<std::string> stop_strings;  // matched on decoded text; needs a detokenizer
+  // vLLM's min_tokens: before this many tokens the end-of-sequence and stop ids are masked and
+  // stop strings are not matched; a structured output's grammar still ends it. <= max_tokens.
+  int32_t min_tokens = 0;
   // The text keeps special tokens (Detokenizer::NewStream); they are left out by default.
   bool keep_special_tokens = false;
   // Structured output (docs/architecture.md#structured-outputs): the output is JSON matching

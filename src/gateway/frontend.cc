@@ -95,6 +95,29 @@ class PromptChains {
   std::deque<Chain> chains_;
 };
 
+// The request's structured output (a schema, choices or a pattern: one at most), compiled onto
+// `g`; a bad one is an error naming the field it came in.
+absl::Status AttachConstraint(TextRequest& r, engine::GenerateRequest& g) {
+  absl::StatusOr<std::shared_ptr<const engine::structured::Grammar>> grammar;
+  if (!r.json_schema.empty()) {
+    grammar = engine::structured::CompileJsonSchema(r.json_schema, r.json_prefix, r.json_suffix);
+  } else if (!r.choices.empty()) {
+    grammar = engine::structured::CompileChoice(r.choices);
+  } else if (r.regex) {
+    grammar = engine::structured::CompileRegexGrammar(*r.regex);
+  } else {
+    return absl::OkStatus();
+  }
+  if (!grammar.ok()) return FieldError(r.json_schema_field, ToStd(grammar.status().message()));
+  g.grammar = *std::move(grammar);
+  g.json_schema = std::move(r.json_schema);
+  g.json_prefix = std::move(r.json_prefix);
+  g.json_suffix = std::move(r.json_suffix);
+  g.choices = std::move(r.choices);
+  if (r.regex) g.regex = std::move(*r.regex);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status FieldError(std::string_view field, std::string_view message) {
@@ -605,30 +628,13 @@ absl::StatusOr<engine::GenerateRequest> Frontend::BuildEngineRequest(TextRequest
   g.stop_strings = std::move(r.stop);
   g.stop_token_ids = std::move(r.stop_token_ids);
   g.ignore_eos = r.ignore_eos;
-  g.keep_special_tokens = r.keep_special_tokens;
-  if (!r.json_schema.empty()) {
-    auto grammar =
-        engine::structured::CompileJsonSchema(r.json_schema, r.json_prefix, r.json_suffix);
-    if (!grammar.ok()) return FieldError(r.json_schema_field, ToStd(grammar.status().message()));
-    g.grammar = *std::move(grammar);
-    g.json_schema = std::move(r.json_schema);
-    g.json_prefix = std::move(r.json_prefix);
-    g.json_suffix = std::move(r.json_suffix);
-  } else if (!r.choices.empty()) {
-    auto grammar = engine::structured::CompileChoice(r.choices);
-    if (!grammar.ok()) {
-      return FieldError(r.json_schema_field, ToStd(grammar.status().message()));
-    }
-    g.grammar = *std::move(grammar);
-    g.choices = std::move(r.choices);
-  } else if (r.regex) {
-    auto grammar = engine::structured::CompileRegexGrammar(*r.regex);
-    if (!grammar.ok()) {
-      return FieldError(r.json_schema_field, ToStd(grammar.status().message()));
-    }
-    g.grammar = *std::move(grammar);
-    g.regex = std::move(*r.regex);
+  if (r.min_tokens > g.max_tokens) {
+    return FieldError("min_tokens", StrCat(r.min_tokens, " is more than ", r.max_tokens_field, " ",
+                                           g.max_tokens));
   }
+  g.min_tokens = r.min_tokens;
+  g.keep_special_tokens = r.keep_special_tokens;
+  EXA_RETURN_IF_ERROR(AttachConstraint(r, g));
   // Length-prefixed, so no tenant and salt pair can spell another's.
   g.cache_salt = options_.isolate_prefix_cache
                      ? StrCat(r.tenant.size(), ":", r.tenant, r.cache_salt)

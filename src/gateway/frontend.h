@@ -94,6 +94,7 @@ struct TextRequest {
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;  // besides the model's end-of-sequence ids
   bool ignore_eos = false;              // the end-of-sequence ids do not end the completion
+  int32_t min_tokens = 0;            // vLLM's: no end (ids or stop strings) before this many tokens
   bool keep_special_tokens = false;  // the text keeps special tokens (vLLM's skip_special_tokens)
   // Structured output: a JSON Schema's text (engine/structured/json_schema.h); empty: free text.
   // Errors name `json_schema_field` (response_format, guided_json or json_schema).

@@ -71,6 +71,8 @@ absl::StatusOr<TextRequest> FromProto(const exaserve::v1::GenerateRequest& p) {
   r.stop.assign(p.stop().begin(), p.stop().end());
   r.stop_token_ids.assign(p.stop_token_ids().begin(), p.stop_token_ids().end());
   r.ignore_eos = p.ignore_eos();
+  if (p.min_tokens() < 0) return absl::InvalidArgumentError("min_tokens: must not be negative");
+  r.min_tokens = p.min_tokens();
   r.keep_special_tokens = p.keep_special_tokens();
   r.json_schema = p.json_schema();
   r.json_prefix = p.json_prefix();

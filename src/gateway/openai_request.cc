@@ -352,10 +352,13 @@ std::optional<ApiError> ParseLogitBias(const json& body, TextRequest* r) {
 
 // vLLM's extensions that load generators and agents send: `stop_token_ids` (token ids that end
 // a completion, besides the model's end-of-sequence ids), `ignore_eos` (generate max_tokens
-// whatever the model says: what benchmarks measure) and `skip_special_tokens` (false: the text
-// keeps special tokens).
+// whatever the model says: what benchmarks measure), `min_tokens` (nothing ends the completion
+// before it) and `skip_special_tokens` (false: the text keeps special tokens).
 std::optional<ApiError> ParseStopTokens(const json& body, TextRequest* r) {
   if (auto e = ReadBool(body, "ignore_eos", &r->ignore_eos)) return e;
+  std::optional<int64_t> min_tokens;
+  if (auto e = ReadInteger(body, "min_tokens", 0, INT32_MAX, &min_tokens)) return e;
+  if (min_tokens) r->min_tokens = static_cast<int32_t>(*min_tokens);
   bool skip_special_tokens = true;
   if (auto e = ReadBool(body, "skip_special_tokens", &skip_special_tokens)) return e;
   r->keep_special_tokens = !skip_special_tokens;

@@ -606,6 +606,7 @@ absl::StatusOr<engine::RequestId> RemoteBackend::Submit(const std::string& repli
   for (const std::string& stop : request.stop_strings) g->add_stop(stop);
   g->mutable_stop_token_ids()->Assign(request.stop_token_ids.begin(), request.stop_token_ids.end());
   g->set_ignore_eos(request.ignore_eos);
+  g->set_min_tokens(request.min_tokens);
   g->set_json_schema(request.json_schema);
   g->set_json_prefix(request.json_prefix);
   g->set_json_suffix(request.json_suffix);

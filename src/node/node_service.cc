@@ -240,6 +240,7 @@ absl::StatusOr<engine::GenerateRequest> EngineRequest(
   g.stop_strings.assign(p.stop().begin(), p.stop().end());
   g.stop_token_ids.assign(p.stop_token_ids().begin(), p.stop_token_ids().end());
   g.ignore_eos = p.ignore_eos();
+  g.min_tokens = p.min_tokens();
   g.keep_special_tokens = p.keep_special_tokens();
   if (!p.json_schema().empty()) {
     auto grammar =

@@ -57,6 +57,49 @@ TEST_CASE("the bundled model answers 1+1= with 2", "[engine][tiny]") {
   }
 }
 
+TEST_CASE("min_tokens holds back the end of sequence and stop strings", "[engine][tiny]") {
+  auto detok = LoadDetokenizer(kModel);
+  REQUIRE(detok.ok());
+  testing::Collector c;
+  auto engine = CreateEngine(TinyOptions(), *detok);
+  REQUIRE(engine.ok());
+  const Tokenizer& tok = (*detok)->tokenizer();
+  const auto submit = [&](int key, int32_t min_tokens, std::vector<std::string> stop,
+                          float temperature) {
+    GenerateRequest r;
+    r.prompt_tokens = tok.Encode("1+1=", true);
+    r.max_tokens = 8;
+    r.min_tokens = min_tokens;
+    r.stop_strings = std::move(stop);
+    r.sampling.temperature = temperature;
+    r.sampling.seed = 3;
+    r.callback = c.Callback(key);
+    return (*engine)->Submit(std::move(r));
+  };
+  REQUIRE(submit(0, 0, {}, 0).ok());
+  REQUIRE(submit(1, 5, {}, 0).ok());
+  REQUIRE(submit(2, 3, {"2"}, 0).ok());  // its "2" comes first: before min_tokens, not a stop
+  REQUIRE(submit(3, 5, {}, 1.0f).ok());  // sampled on the host the same way
+  REQUIRE(c.WaitFinished(4));
+  CHECK(c.Get(0).text == "2");
+  CHECK(c.Get(0).tokens.size() == 2);  // "2" and </s>
+  for (int key : {1, 3}) {
+    INFO("request " << key);
+    CHECK(c.Get(key).tokens.size() >= 5);
+    const auto& eos = (*engine)->info().eos_token_ids;
+    for (size_t i = 0; i < 5; ++i) {
+      CHECK(std::find(eos.begin(), eos.end(), c.Get(key).tokens[i]) == eos.end());
+    }
+  }
+  CHECK(c.Get(1).text.rfind("2", 0) == 0);  // the same first token: only the end was held
+  CHECK(c.Get(2).text.rfind("2", 0) == 0);
+  CHECK(c.Get(2).tokens.size() >= 3);
+  // More than max_tokens: refused by name.
+  auto refused = submit(4, 9, {}, 0);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(std::string(refused.status().message()) == "min_tokens 9 is outside [0, max_tokens 8]");
+}
+
 TEST_CASE("a text stream keeps special tokens only when asked", "[engine][tiny]") {
   auto detok = LoadDetokenizer(kModel);
   REQUIRE(detok.ok());
