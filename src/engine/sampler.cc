@@ -126,8 +126,9 @@ size_t Sampler::Crossing(size_t end, double target, bool inclusive) {
   // Past it, select by mass (quickselect): split the range at a pivot into the better and the
   // worse candidates, and go on in the half where the running mass reaches the target. The
   // candidates before `lo` are all better than those in [lo, hi), which are better than the rest.
+  // A pivot that keeps splitting badly (an adversarial order) ends in the sort below.
   size_t lo = head, hi = end;
-  while (hi - lo > 32) {
+  for (int level = 0; hi - lo > 32 && level < 64; ++level) {
     const std::pair<float, int32_t> pivot = candidates_[lo + (hi - lo) / 2];
     const auto split = std::partition(candidates_.begin() + lo, candidates_.begin() + hi,
                                       [&](const auto& c) { return Better()(c, pivot); });
