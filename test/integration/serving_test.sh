@@ -27,6 +27,11 @@ two=$(field 'd["tokens"][0]')
   fail "ignore_eos: $(cat "$work/body")"
 [ "$(field 'd["usage"]["completion_tokens"], d["choices"][0]["finish_reason"]')" = "(4, 'length')" ] ||
   fail "ignore_eos: $(cat "$work/body")"
+# vLLM's min_tokens: nothing ends the answer before 3 tokens, so the model goes on after its "2".
+[ "$(post /v1/completions '{"prompt":"1+1=","max_tokens":6,"min_tokens":3}')" = 200 ] ||
+  fail "min_tokens: $(cat "$work/body")"
+[ "$(field 'd["usage"]["completion_tokens"] >= 3 and d["choices"][0]["text"].startswith("2")')" = True ] ||
+  fail "min_tokens: $(cat "$work/body")"
 
 [ "$(post /v1/chat/completions '{"model":"exa-tiny-arith","messages":[{"role":"user","content":"123+456="}]}')" = 200 ] ||
   fail "chat: $(cat "$work/body")"
