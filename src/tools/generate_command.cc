@@ -22,7 +22,16 @@ void AddGenerateFlags(CLI::App& cmd, GenerateOptions* options) {
                  "model name, or NAME@VERSION (default: the gateway's default)");
   cmd.add_option("--version", gen.version, "model version (default: any)");
   cmd.add_option("--max-tokens", gen.max_tokens, "tokens to generate (default: server's)");
+  cmd.add_option("--min-tokens", gen.min_tokens,
+                 "no end (end-of-sequence, stop string) before this many tokens (default 0)")
+      ->check(CLI::NonNegativeNumber);
   cmd.add_option("--temperature", gen.temperature, "0 for greedy (default 0)");
+  cmd.add_option("--top-p", gen.top_p, "nucleus sampling mass, (0, 1] (default 1: off)");
+  cmd.add_option("--top-k", gen.top_k, "keep the k most likely tokens (default 0: off)")
+      ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--min-p", gen.min_p,
+                 "drop tokens below this fraction of the most likely one's probability, [0, 1] "
+                 "(default 0: off)");
   cmd.add_option("--seed", gen.seed, "sampling seed");
   // One value per flag, so that a prompt after them stays the prompt.
   cmd.add_option("--stop", gen.stop, "stop string (repeatable)")
@@ -62,7 +71,11 @@ exaserve::v1::GenerateRequest BuildRequest(const GenerateOptions& o) {
   request.set_version(o.version);
   request.set_prompt(o.prompt);
   request.set_max_tokens(o.max_tokens);
+  request.set_min_tokens(o.min_tokens);
   request.mutable_sampling()->set_temperature(o.temperature);
+  request.mutable_sampling()->set_top_p(o.top_p);
+  request.mutable_sampling()->set_top_k(o.top_k);
+  request.mutable_sampling()->set_min_p(o.min_p);
   if (o.seed >= 0) request.mutable_sampling()->set_seed(static_cast<uint64_t>(o.seed));
   request.mutable_sampling()->set_logprobs(o.logprobs);
   request.mutable_sampling()->set_top_logprobs(o.top_logprobs);

@@ -18,7 +18,10 @@ namespace exa::tools {
 struct GenerateOptions {
   std::string prompt, model, version;
   int max_tokens = 0;
+  int min_tokens = 0;
   float temperature = 0;
+  float top_p = 1, min_p = 0;
+  int top_k = 0;
   int64_t seed = -1;
   std::vector<std::string> stop, headers;  // headers: KEY=VALUE gRPC metadata (version routes)
   bool logprobs = false;

@@ -148,6 +148,19 @@ code=0; "$BIN/exaserve-cli" --addr "$grpc" generate --regex '(?=a)' "1+1=" 2>"$w
   fail "defaults of unsupported fields refused: $(cat "$work/body")"
 [ "$(post /v1/chat/completions '{"messages":[{"role":"user","content":"1+1="}],"max_tokens":2,"logprobs":false,"top_logprobs":0,"tools":[],"response_format":{"type":"text"}}')" = 200 ] ||
   fail "chat defaults of unsupported fields refused: $(cat "$work/body")"
+# min_tokens and min_p over gRPC: the answer goes on past its "2"; min_p 1 keeps only the most
+# likely token however hot the temperature; out of range, exit 2 naming the field.
+"$BIN/exaserve-cli" --addr "$grpc" --json generate --min-tokens 3 --max-tokens 6 --temperature 2 \
+  --min-p 1 --seed 9 "1+1=" >"$work/mt"
+python3 - "$work/mt" <<'PY' || fail "gRPC min_tokens: $(cat "$work/mt")"
+import json, sys
+msgs = [json.loads(l) for l in open(sys.argv[1])]
+ids = sum((m["token_ids"] for m in msgs), [])
+assert len(ids) >= 3, ids
+assert "".join(m.get("text", "") for m in msgs).startswith("2"), msgs
+PY
+code=0; "$BIN/exaserve-cli" --addr "$grpc" generate --min-p 1.5 "1+1=" 2>"$work/err" || code=$?
+[ "$code" = 2 ] && grep -q "min_p" "$work/err" || fail "--min-p 1.5: exit $code, $(cat "$work/err")"
 # gRPC returns each token's log-probability when asked, one per token id; not otherwise.
 "$BIN/exaserve-cli" --addr "$grpc" --json generate --logprobs --max-tokens 3 "1+1=" >"$work/lp"
 python3 - "$work/lp" <<'PY' || fail "gRPC logprobs: $(cat "$work/lp")"
